@@ -1,0 +1,249 @@
+//! Descriptor v1 (SPEC §3): typed model, strict parsing and the canonical digest.
+//!
+//! Parsing is three steps over one buffer: [`json`] (a strict, depth-bounded
+//! JSON reader that refuses duplicate keys, trailing data and BOMs), [`canon`]
+//! (the §3.2 canonical form, hashed while it is serialised) and [`parse`]
+//! (typed extraction naming the field and both values on every error).
+
+pub mod canon;
+pub mod json;
+pub mod parse;
+
+use serde::Serialize;
+use std::fmt;
+use uuid::Uuid;
+
+pub use parse::{parse_descriptor, Ident, ParseOutcome};
+
+pub const SCHEMA: &str = "kvcr.retained-rank/v1";
+/// Files larger than this are rejected unread (KV004).
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Deepest allowed nesting of arrays/objects (the top-level object is depth 1).
+pub const MAX_DEPTH: usize = 32;
+pub const MAX_WORLD_SIZE: u64 = 4096;
+pub const MAX_ALLOCATIONS: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dtype {
+    Float16,
+    Bfloat16,
+    Float32,
+    Float8E4m3,
+    Float8E5m2,
+    Int8,
+}
+
+impl Dtype {
+    pub const ALL: [Dtype; 6] = [
+        Dtype::Float16,
+        Dtype::Bfloat16,
+        Dtype::Float32,
+        Dtype::Float8E4m3,
+        Dtype::Float8E5m2,
+        Dtype::Int8,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dtype::Float16 => "float16",
+            Dtype::Bfloat16 => "bfloat16",
+            Dtype::Float32 => "float32",
+            Dtype::Float8E4m3 => "float8_e4m3",
+            Dtype::Float8E5m2 => "float8_e5m2",
+            Dtype::Int8 => "int8",
+        }
+    }
+    pub fn from_str(s: &str) -> Option<Dtype> {
+        Dtype::ALL.into_iter().find(|d| d.as_str() == s)
+    }
+    /// SPEC §3.1: 4 for float32, 2 for float16/bfloat16, 1 otherwise.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::Float32 => 4,
+            Dtype::Float16 | Dtype::Bfloat16 => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Geometry {
+    pub num_layers: u64,
+    pub kv_heads_per_rank: u64,
+    pub head_size: u64,
+    pub block_size: u64,
+    pub num_blocks: u64,
+    pub dtype: Dtype,
+    pub use_mla: bool,
+}
+
+impl Geometry {
+    /// Bytes one rank needs (SPEC §3.1); `None` on overflow of any product.
+    pub fn bytes_needed(&self) -> Option<u64> {
+        let kv = if self.use_mla { 1 } else { 2 };
+        self.num_layers
+            .checked_mul(kv)?
+            .checked_mul(self.num_blocks)?
+            .checked_mul(self.block_size)?
+            .checked_mul(self.kv_heads_per_rank)?
+            .checked_mul(self.head_size)?
+            .checked_mul(self.dtype.bytes())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Model {
+    pub name: String,
+    pub revision: String,
+    pub quantization: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeId {
+    pub hostname: String,
+    pub boot_id: Uuid,
+}
+
+/// The process that holds the memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Owner {
+    pub pid: i32,
+    pub start_ticks: u64,
+}
+
+/// The engine process that last wrote this rank's KV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Writer {
+    pub pid: i32,
+    pub start_ticks: u64,
+    pub quiesced: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuKind {
+    Gpu,
+    Mig,
+}
+
+/// `GPU-<uuid>` or `MIG-<uuid>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GpuUuid {
+    pub kind: GpuKind,
+    pub uuid: Uuid,
+}
+
+impl GpuUuid {
+    /// Strict form: prefix + canonical lowercase hyphenated UUID, not nil.
+    pub fn parse(s: &str) -> Option<GpuUuid> {
+        let (kind, rest) = if let Some(r) = s.strip_prefix("GPU-") {
+            (GpuKind::Gpu, r)
+        } else if let Some(r) = s.strip_prefix("MIG-") {
+            (GpuKind::Mig, r)
+        } else {
+            return None;
+        };
+        let uuid = parse_canonical_uuid(rest)?;
+        if uuid.is_nil() {
+            return None;
+        }
+        Some(GpuUuid { kind, uuid })
+    }
+}
+
+impl fmt::Display for GpuUuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = match self.kind {
+            GpuKind::Gpu => "GPU-",
+            GpuKind::Mig => "MIG-",
+        };
+        write!(f, "{p}{}", self.uuid.hyphenated())
+    }
+}
+
+impl Serialize for GpuUuid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A canonical lowercase hyphenated UUID (36 chars); anything else is `None`.
+pub fn parse_canonical_uuid(s: &str) -> Option<Uuid> {
+    if s.len() != 36 {
+        return None;
+    }
+    let ok = s.bytes().enumerate().all(|(i, b)| match i {
+        8 | 13 | 18 | 23 => b == b'-',
+        _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+    });
+    if !ok {
+        return None;
+    }
+    Uuid::parse_str(s).ok()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handle {
+    /// Legacy CUDA IPC handle (64 bytes); valid only while the owner lives.
+    CudaIpc([u8; 64]),
+    /// CUDA VMM fabric handle (64 bytes).
+    Fabric([u8; 64]),
+    /// A VMM POSIX-FD handle open inside the owner process.
+    PosixFd(i32),
+}
+
+impl Handle {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Handle::CudaIpc(_) => "cuda_ipc",
+            Handle::Fabric(_) => "fabric",
+            Handle::PosixFd(_) => "posix_fd",
+        }
+    }
+    /// True when the descriptor itself carries bytes that grant access.
+    pub fn carries_bytes(&self) -> bool {
+        !matches!(self, Handle::PosixFd(_))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Allocation {
+    pub id: String,
+    pub size_bytes: u64,
+    pub handle: Handle,
+}
+
+/// A fully parsed, schema-valid descriptor. The digest may still mismatch;
+/// that is reported as a KV008 finding beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    pub engine_id: String,
+    pub incarnation: Uuid,
+    pub epoch: u64,
+    pub rank: u64,
+    pub world_size: u64,
+    pub tp: u64,
+    pub pp: u64,
+    pub node: NodeId,
+    pub gpu_uuid: GpuUuid,
+    pub model: Model,
+    pub geometry: Geometry,
+    pub owner: Owner,
+    pub writer: Writer,
+    pub allocations: Vec<Allocation>,
+    pub created_unix_ms: u64,
+    pub digest: [u8; 32],
+}
+
+impl Descriptor {
+    /// Sum of `size_bytes` (u128: 4096 × u64 cannot overflow it).
+    pub fn allocated_bytes(&self) -> u128 {
+        self.allocations.iter().map(|a| a.size_bytes as u128).sum()
+    }
+}

@@ -1,0 +1,186 @@
+//! Finding codes (SPEC §5): the stable vocabulary of every rejection and notice.
+
+use serde::Serialize;
+use std::fmt;
+
+/// Every finding code of SPEC §5, in table order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Code {
+    KV001,
+    KV002,
+    KV003,
+    KV004,
+    KV005,
+    KV006,
+    KV007,
+    KV008,
+    KV009,
+    KV010,
+    KV101,
+    KV102,
+    KV103,
+    KV104,
+    KV105,
+    KV106,
+    KV107,
+    KV108,
+    KV109,
+    KV110,
+}
+
+impl Code {
+    pub const ALL: [Code; 20] = [
+        Code::KV001,
+        Code::KV002,
+        Code::KV003,
+        Code::KV004,
+        Code::KV005,
+        Code::KV006,
+        Code::KV007,
+        Code::KV008,
+        Code::KV009,
+        Code::KV010,
+        Code::KV101,
+        Code::KV102,
+        Code::KV103,
+        Code::KV104,
+        Code::KV105,
+        Code::KV106,
+        Code::KV107,
+        Code::KV108,
+        Code::KV109,
+        Code::KV110,
+    ];
+
+    /// The stable short name (SPEC §5 "name" column).
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::KV001 => "symlink",
+            Code::KV002 => "not-regular",
+            Code::KV003 => "unsafe-permissions",
+            Code::KV004 => "too-large",
+            Code::KV005 => "unreadable",
+            Code::KV006 => "malformed",
+            Code::KV007 => "schema",
+            Code::KV008 => "digest",
+            Code::KV009 => "torn",
+            Code::KV010 => "stray",
+            Code::KV101 => "wrong-rank",
+            Code::KV102 => "duplicate-rank",
+            Code::KV103 => "missing-rank",
+            Code::KV104 => "geometry",
+            Code::KV105 => "model",
+            Code::KV106 => "gpu-uuid",
+            Code::KV107 => "incarnation",
+            Code::KV108 => "stale",
+            Code::KV109 => "not-quiesced",
+            Code::KV110 => "foreign-node",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::KV001 => "KV001",
+            Code::KV002 => "KV002",
+            Code::KV003 => "KV003",
+            Code::KV004 => "KV004",
+            Code::KV005 => "KV005",
+            Code::KV006 => "KV006",
+            Code::KV007 => "KV007",
+            Code::KV008 => "KV008",
+            Code::KV009 => "KV009",
+            Code::KV010 => "KV010",
+            Code::KV101 => "KV101",
+            Code::KV102 => "KV102",
+            Code::KV103 => "KV103",
+            Code::KV104 => "KV104",
+            Code::KV105 => "KV105",
+            Code::KV106 => "KV106",
+            Code::KV107 => "KV107",
+            Code::KV108 => "KV108",
+            Code::KV109 => "KV109",
+            Code::KV110 => "KV110",
+        }
+    }
+
+    /// Accepts `KV104`, `kv104` or the name (`geometry`).
+    pub fn parse(s: &str) -> Option<Code> {
+        let s = s.trim();
+        Code::ALL
+            .into_iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(s) || c.name().eq_ignore_ascii_case(s))
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Notice,
+    Reject,
+}
+
+/// One finding. `path` is relative to the resolved root; `expected`/`found`
+/// are set wherever the finding compares two values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub code: Code,
+    pub name: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found: Option<String>,
+}
+
+impl Finding {
+    /// A rejecting finding.
+    pub fn reject(code: Code, message: impl Into<String>) -> Self {
+        Finding {
+            code,
+            name: code.name(),
+            severity: Severity::Reject,
+            message: message.into(),
+            path: None,
+            expected: None,
+            found: None,
+        }
+    }
+
+    /// A notice: reported, never decides a verdict.
+    pub fn notice(code: Code, message: impl Into<String>) -> Self {
+        Finding {
+            severity: Severity::Notice,
+            ..Finding::reject(code, message)
+        }
+    }
+
+    pub fn at(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    pub fn values(mut self, expected: impl fmt::Display, found: impl fmt::Display) -> Self {
+        self.expected = Some(expected.to_string());
+        self.found = Some(found.to_string());
+        self
+    }
+
+    pub fn is_reject(&self) -> bool {
+        self.severity == Severity::Reject
+    }
+}
