@@ -1,0 +1,335 @@
+//! Race-free, read-only opening beneath a held root directory fd.
+//!
+//! Every open goes through [`open_beneath`]: `openat2` with
+//! `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, or, where
+//! `openat2` is unavailable (old kernel, seccomp), one `openat` per path
+//! component with `O_NOFOLLOW`. No symlink is ever followed; a symlink met at
+//! open time is reported as [`OpenError::Symlink`].
+
+use super::display_path;
+use crate::descriptor::MAX_FILE_BYTES;
+use crate::finding::{Code, Finding};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+use std::fs::{File, Metadata};
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// How [`open_beneath_with`] resolves a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// `openat2` when the kernel allows it, else the per-component walk.
+    Auto,
+    /// Only `openat2` (errors as the kernel reports them).
+    Openat2,
+    /// Only the per-component `openat` walk.
+    PerComponent,
+}
+
+/// Why an open beneath the root failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenError {
+    /// A component of the path (or the leaf) is a symlink: never followed.
+    Symlink,
+    /// Any other OS error.
+    Os(Errno),
+}
+
+impl OpenError {
+    pub fn to_io(self) -> std::io::Error {
+        match self {
+            OpenError::Symlink => std::io::Error::from(Errno::LOOP),
+            OpenError::Os(e) => std::io::Error::from(e),
+        }
+    }
+}
+
+/// The identity of a listed file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    pub fn of(md: &Metadata) -> FileId {
+        FileId {
+            dev: md.dev(),
+            ino: md.ino(),
+        }
+    }
+}
+
+impl std::fmt::Display for FileId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "device {} inode {}", self.dev, self.ino)
+    }
+}
+
+const OPENAT2_UNKNOWN: u8 = 0;
+const OPENAT2_OK: u8 = 1;
+const OPENAT2_UNAVAILABLE: u8 = 2;
+static OPENAT2: AtomicU8 = AtomicU8::new(OPENAT2_UNKNOWN);
+
+fn leaf_flags(want_dir: bool) -> OFlags {
+    let mut f =
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NOCTTY;
+    if want_dir {
+        f |= OFlags::DIRECTORY;
+    }
+    f
+}
+
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+/// Opens the root directory itself (already resolved: no symlink expected,
+/// and `O_NOFOLLOW` refuses one swapped in since).
+pub fn open_root(path: &Path) -> std::io::Result<File> {
+    let fd = rustix::fs::open(path, dir_flags() | OFlags::NONBLOCK, Mode::empty())?;
+    Ok(File::from(fd))
+}
+
+/// Opens `rel` (relative, only normal components) read-only beneath `dir`,
+/// never following a symlink. `want_dir` adds `O_DIRECTORY`.
+pub fn open_beneath(dir: BorrowedFd<'_>, rel: &Path, want_dir: bool) -> Result<OwnedFd, OpenError> {
+    open_beneath_with(dir, rel, want_dir, Strategy::Auto)
+}
+
+/// [`open_beneath`] with an explicit resolution strategy (for tests).
+pub fn open_beneath_with(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    want_dir: bool,
+    strategy: Strategy,
+) -> Result<OwnedFd, OpenError> {
+    if rel.as_os_str().is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(OpenError::Os(Errno::INVAL));
+    }
+    let use_openat2 = match strategy {
+        Strategy::Openat2 => true,
+        Strategy::PerComponent => false,
+        Strategy::Auto => OPENAT2.load(Ordering::Relaxed) != OPENAT2_UNAVAILABLE,
+    };
+    if use_openat2 {
+        match openat2_beneath(dir, rel, want_dir) {
+            Err(OpenError::Os(Errno::NOSYS | Errno::PERM)) if strategy == Strategy::Auto => {
+                // Not available here (old kernel or a seccomp filter):
+                // remember and use the per-component walk from now on.
+                OPENAT2.store(OPENAT2_UNAVAILABLE, Ordering::Relaxed);
+            }
+            Err(OpenError::Os(Errno::NOTDIR)) => {
+                return Err(diagnose(dir, rel));
+            }
+            other => {
+                if other.is_ok() {
+                    OPENAT2.store(OPENAT2_OK, Ordering::Relaxed);
+                }
+                return other;
+            }
+        }
+    }
+    per_component(dir, rel, want_dir)
+}
+
+fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, want_dir: bool) -> Result<OwnedFd, OpenError> {
+    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    let mut tries = 0;
+    loop {
+        match rustix::fs::openat2(dir, rel, leaf_flags(want_dir), Mode::empty(), resolve) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::LOOP) => return Err(OpenError::Symlink),
+            // EAGAIN: a concurrent rename raced the resolution; retry a little.
+            Err(Errno::AGAIN) if tries < 8 => tries += 1,
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(OpenError::Os(e)),
+        }
+    }
+}
+
+fn per_component(dir: BorrowedFd<'_>, rel: &Path, want_dir: bool) -> Result<OwnedFd, OpenError> {
+    let comps: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let (leaf, parents) = comps.split_last().ok_or(OpenError::Os(Errno::INVAL))?;
+    let mut held: Option<OwnedFd> = None;
+    for comp in parents {
+        let cur = held.as_ref().map_or(dir, |fd| fd.as_fd());
+        let next = match openat_retry(cur, comp, dir_flags()) {
+            Ok(fd) => fd,
+            Err(Errno::LOOP) => return Err(OpenError::Symlink),
+            // O_NOFOLLOW|O_DIRECTORY on a symlink yields ENOTDIR on Linux.
+            Err(Errno::NOTDIR) if is_symlink_at(cur, comp) => return Err(OpenError::Symlink),
+            Err(e) => return Err(OpenError::Os(e)),
+        };
+        held = Some(next);
+    }
+    let cur = held.as_ref().map_or(dir, |fd| fd.as_fd());
+    match openat_retry(cur, leaf, leaf_flags(want_dir)) {
+        Ok(fd) => Ok(fd),
+        Err(Errno::LOOP) => Err(OpenError::Symlink),
+        Err(Errno::NOTDIR) if is_symlink_at(cur, leaf) => Err(OpenError::Symlink),
+        Err(e) => Err(OpenError::Os(e)),
+    }
+}
+
+fn openat_retry(
+    dir: BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    flags: OFlags,
+) -> Result<OwnedFd, Errno> {
+    loop {
+        match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+            Err(Errno::INTR) => continue,
+            other => return other,
+        }
+    }
+}
+
+fn is_symlink_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .map(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
+        .unwrap_or(false)
+}
+
+/// After ENOTDIR from `openat2`: was it a symlink (swapped in) on the way?
+fn diagnose(dir: BorrowedFd<'_>, rel: &Path) -> OpenError {
+    // Walk the prefixes without following anything; stop at the first symlink.
+    let mut prefix = std::path::PathBuf::new();
+    for comp in rel.iter() {
+        prefix.push(comp);
+        match rustix::fs::statat(dir, &prefix, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                return OpenError::Symlink;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    OpenError::Os(Errno::NOTDIR)
+}
+
+/// The target of the symlink at `rel` beneath `dir`, read through its parent
+/// directory opened without following anything.
+pub fn readlink_beneath(dir: BorrowedFd<'_>, rel: &Path) -> Result<Vec<u8>, OpenError> {
+    let leaf = rel.file_name().ok_or(OpenError::Os(Errno::INVAL))?;
+    let parent = rel.parent().filter(|p| !p.as_os_str().is_empty());
+    let held = match parent {
+        Some(p) => Some(open_beneath(dir, p, true)?),
+        None => None,
+    };
+    let cur = held.as_ref().map_or(dir, |fd| fd.as_fd());
+    rustix::fs::readlinkat(cur, leaf, Vec::new())
+        .map(|c| c.into_bytes())
+        .map_err(OpenError::Os)
+}
+
+/// `"symlink to <target>"`, or `"symlink"` when the target cannot be read.
+pub fn symlink_description(dir: BorrowedFd<'_>, rel: &Path) -> String {
+    match readlink_beneath(dir, rel) {
+        Ok(t) => format!("symlink to {}", super::display_bytes(&t)),
+        Err(_) => "symlink".to_string(),
+    }
+}
+
+/// Words for a file type in findings.
+pub fn type_name(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_file() {
+        "regular file"
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else {
+        "unknown file type"
+    }
+}
+
+/// Opens the descriptor listed at `rel` (with identity `listed`) beneath the
+/// root fd and checks, on the open fd, that it is still that regular file.
+/// Every failure comes back as the finding to report (KV001, KV002, KV005).
+pub fn open_listed(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    listed: FileId,
+) -> Result<(File, Metadata), Box<Finding>> {
+    open_listed_with(root, rel, listed, Strategy::Auto)
+}
+
+/// [`open_listed`] with an explicit resolution strategy (for tests).
+pub fn open_listed_with(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    listed: FileId,
+    strategy: Strategy,
+) -> Result<(File, Metadata), Box<Finding>> {
+    let at = display_path(rel);
+    let fd = match open_beneath_with(root, rel, false, strategy) {
+        Ok(fd) => fd,
+        Err(OpenError::Symlink) => {
+            return Err(Box::new(
+                Finding::reject(
+                    Code::KV001,
+                    "replaced by a symlink while auditing; not followed",
+                )
+                .at(at)
+                .values("regular file", symlink_description(root, rel)),
+            ));
+        }
+        Err(OpenError::Os(e)) => {
+            return Err(Box::new(
+                Finding::reject(
+                    Code::KV005,
+                    format!("cannot open: {}", std::io::Error::from(e)),
+                )
+                .at(at),
+            ));
+        }
+    };
+    let file = File::from(fd);
+    let md = file.metadata().map_err(|e| {
+        Box::new(Finding::reject(Code::KV005, format!("cannot stat the open file: {e}")).at(&at))
+    })?;
+    if !md.file_type().is_file() {
+        let what = type_name(md.file_type());
+        return Err(Box::new(
+            Finding::reject(
+                Code::KV002,
+                format!("not a regular file (a {what} was swapped in while auditing)"),
+            )
+            .at(at)
+            .values("regular file", what),
+        ));
+    }
+    let now = FileId::of(&md);
+    if now != listed {
+        return Err(Box::new(
+            Finding::reject(
+                Code::KV005,
+                "changed while auditing (replaced after it was listed)",
+            )
+            .at(at)
+            .values(listed, now),
+        ));
+    }
+    Ok((file, md))
+}
+
+/// Reads at most `MAX_FILE_BYTES + 1` bytes of `file` into `buf` (cleared
+/// first). The caller checks `buf.len() > MAX_FILE_BYTES`.
+pub fn read_capped(file: &mut File, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(buf)?;
+    Ok(())
+}
