@@ -1,0 +1,414 @@
+//! The canonical form of SPEC §3.2 and the descriptor digest.
+//!
+//! Canonical form: UTF-8 JSON, object keys sorted by byte value, no
+//! whitespace, integers in plain decimal (`-0` becomes `0`), strings escaped
+//! only where JSON requires it: `"` and `\`, and U+0000..U+001F, with
+//! `\b \f \n \r \t` in short form and the others as `\u00xx` (lowercase
+//! hex). Everything else, `/`, DEL and non-ASCII included, is written raw.
+//!
+//! A JSON integer literal is already plain decimal (JSON forbids leading
+//! zeros and `+`), so integers are written from their literal text, which
+//! also covers integers too large for any machine type. Floats never occur in
+//! a schema-valid descriptor; should one be hashed (to check the digest of a
+//! schema-invalid file) its literal is written unchanged.
+//!
+//! [`digest_without`] streams the canonical bytes straight into SHA-256
+//! through a small buffer; nothing is materialised.
+
+use super::json::{find_special, Value};
+use sha2::{Digest, Sha256};
+
+/// Where canonical bytes go.
+trait Sink {
+    fn put(&mut self, bytes: &[u8]);
+    fn byte(&mut self, b: u8);
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        self.push(b);
+    }
+}
+
+const HASH_BUF: usize = 8 * 1024;
+
+/// Batches the many small writes of serialisation into large hasher updates.
+struct HashSink {
+    hasher: Sha256,
+    buf: Vec<u8>,
+}
+
+impl HashSink {
+    fn new() -> Self {
+        HashSink {
+            hasher: Sha256::new(),
+            buf: Vec::with_capacity(HASH_BUF),
+        }
+    }
+
+    fn finish(mut self) -> [u8; 32] {
+        self.hasher.update(&self.buf);
+        self.hasher.finalize().into()
+    }
+}
+
+impl Sink for HashSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        if self.buf.len() + bytes.len() > HASH_BUF {
+            self.hasher.update(&self.buf);
+            self.buf.clear();
+            if bytes.len() >= HASH_BUF {
+                self.hasher.update(bytes);
+                return;
+            }
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        if self.buf.len() == HASH_BUF {
+            self.hasher.update(&self.buf);
+            self.buf.clear();
+        }
+        self.buf.push(b);
+    }
+}
+
+/// SHA-256 of the canonical form of `value`, leaving out the top-level
+/// member named `skip_top_key` (only at the top level, only if `value` is an
+/// object).
+pub fn digest_without(value: &Value<'_>, skip_top_key: &str) -> [u8; 32] {
+    let mut sink = HashSink::new();
+    write_value(&mut sink, value, Some(skip_top_key));
+    sink.finish()
+}
+
+/// The canonical bytes of `value`, optionally leaving out one top-level member.
+pub fn canonical_bytes(value: &Value<'_>, skip_top_key: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_value(&mut out, value, skip_top_key);
+    out
+}
+
+/// `sha256:` followed by the 64 lowercase hex digits of `digest`.
+pub fn format_digest(digest: &[u8; 32]) -> String {
+    let mut s = String::with_capacity(7 + 64);
+    s.push_str("sha256:");
+    s.push_str(&hex_lower(digest));
+    s
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex_lower(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// Objects up to this size are key-sorted through an index array on the stack.
+const STACK_SORT: usize = 32;
+
+/// Recursion is bounded by the parser's depth limit (SPEC: 32).
+fn write_value<S: Sink>(out: &mut S, v: &Value<'_>, skip: Option<&str>) {
+    match v {
+        Value::Null => out.put(b"null"),
+        Value::Bool(true) => out.put(b"true"),
+        Value::Bool(false) => out.put(b"false"),
+        Value::Number(n) => {
+            if n.text == "-0" {
+                out.byte(b'0');
+            } else {
+                out.put(n.text.as_bytes());
+            }
+        }
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.byte(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.byte(b',');
+                }
+                write_value(out, item, None);
+            }
+            out.byte(b']');
+        }
+        Value::Object(members) => {
+            out.byte(b'{');
+            let mut first = true;
+            let mut member = |out: &mut S, k: &str, item: &Value<'_>| {
+                if skip == Some(k) {
+                    return;
+                }
+                if !first {
+                    out.byte(b',');
+                }
+                first = false;
+                write_string(out, k);
+                out.byte(b':');
+                write_value(out, item, None);
+            };
+            // Keys are unique, so "sorted" means strictly increasing.
+            let sorted = members
+                .windows(2)
+                .all(|w| w[0].0.as_bytes() < w[1].0.as_bytes());
+            if sorted {
+                for (k, item) in members {
+                    member(out, k, item);
+                }
+            } else if members.len() <= STACK_SORT {
+                let mut idx = [0usize; STACK_SORT];
+                let idx = &mut idx[..members.len()];
+                for (i, slot) in idx.iter_mut().enumerate() {
+                    *slot = i;
+                }
+                idx.sort_unstable_by(|&a, &b| members[a].0.as_bytes().cmp(members[b].0.as_bytes()));
+                for &i in idx.iter() {
+                    member(out, &members[i].0, &members[i].1);
+                }
+            } else {
+                let mut idx: Vec<usize> = (0..members.len()).collect();
+                idx.sort_unstable_by(|&a, &b| members[a].0.as_bytes().cmp(members[b].0.as_bytes()));
+                for i in idx {
+                    member(out, &members[i].0, &members[i].1);
+                }
+            }
+            out.byte(b'}');
+        }
+    }
+}
+
+fn write_string<S: Sink>(out: &mut S, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let b = s.as_bytes();
+    out.byte(b'"');
+    let mut run = 0;
+    loop {
+        let i = find_special(b, run);
+        if run < i {
+            out.put(&b[run..i]);
+        }
+        let Some(&c) = b.get(i) else { break };
+        run = i + 1;
+        match c {
+            b'"' => out.put(b"\\\""),
+            b'\\' => out.put(b"\\\\"),
+            0x08 => out.put(b"\\b"),
+            0x0c => out.put(b"\\f"),
+            b'\n' => out.put(b"\\n"),
+            b'\r' => out.put(b"\\r"),
+            b'\t' => out.put(b"\\t"),
+            c => out.put(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(c >> 4) as usize],
+                HEX[(c & 15) as usize],
+            ]),
+        }
+    }
+    out.byte(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::json::parse;
+
+    fn canon(s: &str) -> String {
+        String::from_utf8(canonical_bytes(&parse(s.as_bytes()).unwrap(), None)).unwrap()
+    }
+
+    fn hex_digest(s: &str, skip: &str) -> String {
+        hex_lower(&digest_without(&parse(s.as_bytes()).unwrap(), skip))
+    }
+
+    // Expected values computed independently with Python:
+    // json.dumps(obj, sort_keys=True, separators=(",",":"), ensure_ascii=False)
+    // (Python escapes control characters as \u00xx lowercase, like §3.2.)
+    #[test]
+    fn known_vector_nested() {
+        let input = r#"{ "b": 1, "a": [true, null, {"z": "x", "\u00e9": 0, "A": -5}],
+                         "c": "\u0001\u00e9\/" }"#;
+        let expected =
+            "{\"a\":[true,null,{\"A\":-5,\"z\":\"x\",\"é\":0}],\"b\":1,\"c\":\"\\u0001é/\"}";
+        assert_eq!(canon(input), expected);
+        assert_eq!(
+            hex_digest(input, "digest"),
+            "8a9eb9133fec30822e415734937bb6a3f9bf0bea2e208c75ec700b2423595089"
+        );
+    }
+
+    #[test]
+    fn known_vector_without_digest_member() {
+        let input =
+            r#"{"schema":"x","digest":"sha256:00","n":{"k":"line\nbreak\u001F"},"z":[],"y":{}}"#;
+        let expected = r#"{"n":{"k":"line\nbreak\u001f"},"schema":"x","y":{},"z":[]}"#;
+        let v = parse(input.as_bytes()).unwrap();
+        assert_eq!(
+            String::from_utf8(canonical_bytes(&v, Some("digest"))).unwrap(),
+            expected
+        );
+        assert_eq!(
+            hex_digest(input, "digest"),
+            "2e0c5077f780be481c2be274b78ae1161f3da0a14e8fe6715a6388880d31a6d7"
+        );
+        // The skipped key is only skipped at the top level.
+        assert_eq!(
+            canon(r#"{"a":{"digest":1}}"#),
+            String::from_utf8(canonical_bytes(
+                &parse(br#"{"a":{"digest":1}}"#).unwrap(),
+                Some("digest")
+            ))
+            .unwrap()
+        );
+    }
+
+    #[test]
+    fn digest_matches_sha256_of_canonical_bytes() {
+        // Large enough to cross the hash buffer several times.
+        let mut s = String::from("{\"items\":[");
+        for i in 0..3000 {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&format!(
+                "{{\"id\":\"alloc-{i}\",\"size\":{},\"blob\":\"{}\"}}",
+                i * 7,
+                "x".repeat(i % 50)
+            ));
+        }
+        s.push_str("],\"big\":\"");
+        s.push_str(&"y".repeat(20_000));
+        s.push_str("\"}");
+        let v = parse(s.as_bytes()).unwrap();
+        let bytes = canonical_bytes(&v, Some("nothing"));
+        let direct: [u8; 32] = Sha256::digest(&bytes).into();
+        assert_eq!(digest_without(&v, "nothing"), direct);
+    }
+
+    #[test]
+    fn key_order_and_whitespace_invariance() {
+        let a = r#"{"x":1,"y":{"q":[1,2],"p":"s"},"digest":"sha256:ab"}"#;
+        let b = "{ \"digest\" : \"other\",\n\t\"y\" : { \"p\" : \"s\" , \"q\" : [ 1 , 2 ] } ,\r\n \"x\" : 1 }";
+        assert_eq!(hex_digest(a, "digest"), hex_digest(b, "digest"));
+        assert_ne!(hex_digest(a, "digest"), hex_digest(a, "x"));
+    }
+
+    #[test]
+    fn keys_sort_by_byte_value() {
+        // 'Z' (0x5a) < '_' (0x5f) < 'a' (0x61) < 'é' (0xc3 0xa9) < '😀' (0xf0 ..)
+        assert_eq!(
+            canon(r#"{"😀":0,"é":1,"a":2,"_":3,"Z":4,"":5,"aa":6}"#),
+            r#"{"":5,"Z":4,"_":3,"a":2,"aa":6,"é":1,"😀":0}"#
+        );
+        // Larger than the stack sort buffer.
+        let mut s = String::from("{");
+        for i in (0..100).rev() {
+            s.push_str(&format!("\"k{i:03}\":{i},"));
+        }
+        s.pop();
+        s.push('}');
+        let c = canon(&s);
+        assert!(c.starts_with(r#"{"k000":0,"k001":1,"#), "{c}");
+        assert!(c.ends_with(r#""k099":99}"#));
+    }
+
+    #[test]
+    fn string_escapes() {
+        assert_eq!(canon(r#""\u0001""#), r#""\u0001""#);
+        assert_eq!(canon(r#""\u001F\u001f""#), r#""\u001f\u001f""#);
+        assert_eq!(canon(r#""\u00e9""#), "\"é\"");
+        assert_eq!(canon(r#""\/""#), "\"/\"");
+        assert_eq!(canon(r#""\u007f""#), "\"\u{7f}\"");
+        assert_eq!(canon(r#""\u0000""#), r#""\u0000""#);
+        assert_eq!(canon(r#""\b\f\n\r\t\u0008\u000C""#), r#""\b\f\n\r\t\b\f""#);
+        assert_eq!(canon(r#""\"\\\u0022\u005c""#), r#""\"\\\"\\""#);
+        assert_eq!(canon(r#""\ud83d\ude00 ok""#), "\"😀 ok\"");
+    }
+
+    #[test]
+    fn numbers_plain_decimal() {
+        assert_eq!(
+            canon("[-0,0,-1,123456789012345678901234567890123456789012]"),
+            "[0,0,-1,123456789012345678901234567890123456789012]"
+        );
+    }
+
+    #[test]
+    fn format_digest_shape() {
+        let d = [0xabu8; 32];
+        let s = format_digest(&d);
+        assert_eq!(s.len(), 71);
+        assert!(s.starts_with("sha256:abab"));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::Value as J;
+
+        fn any_json() -> impl Strategy<Value = J> {
+            let key_or_text = "(?s).{0,12}";
+            let leaf = prop_oneof![
+                Just(J::Null),
+                any::<bool>().prop_map(J::Bool),
+                any::<i64>().prop_map(J::from),
+                any::<u64>().prop_map(J::from),
+                key_or_text.prop_map(J::String),
+            ];
+            leaf.prop_recursive(4, 48, 6, move |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(J::Array),
+                    prop::collection::vec((key_or_text, inner), 0..6)
+                        .prop_map(|kv| J::Object(kv.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// Keys sorted by byte value, recursively (serde_json keeps insertion order).
+        fn sorted(v: &J) -> J {
+            match v {
+                J::Array(a) => J::Array(a.iter().map(sorted).collect()),
+                J::Object(m) => {
+                    let mut kv: Vec<(&String, &J)> = m.iter().collect();
+                    kv.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                    J::Object(
+                        kv.into_iter()
+                            .map(|(k, v)| (k.clone(), sorted(v)))
+                            .collect(),
+                    )
+                }
+                x => x.clone(),
+            }
+        }
+
+        proptest! {
+            // serde_json's compact output escapes exactly like §3.2 (short
+            // forms, lowercase \u00xx, nothing else), so with sorted keys it
+            // is an independent oracle for the canonical form.
+            #[test]
+            fn canonical_equals_sorted_compact_serde(v in any_json()) {
+                let pretty = serde_json::to_string_pretty(&v).unwrap();
+                let parsed = parse(pretty.as_bytes()).unwrap();
+                let ours = canonical_bytes(&parsed, None);
+                let oracle = serde_json::to_vec(&sorted(&v)).unwrap();
+                prop_assert_eq!(&ours, &oracle);
+                let direct: [u8; 32] = Sha256::digest(&oracle).into();
+                prop_assert_eq!(digest_without(&parsed, "\u{0}never"), direct);
+                // The canonical form is a fixed point.
+                prop_assert_eq!(canonical_bytes(&parse(&ours).unwrap(), None), ours);
+            }
+        }
+    }
+}

@@ -1,0 +1,964 @@
+//! A strict, depth-bounded JSON reader (RFC 8259 and nothing more).
+//!
+//! It refuses what a lenient parser would let through and a descriptor must
+//! never contain: a byte order mark, invalid UTF-8, duplicate keys within one
+//! object, trailing data after the top-level value, nesting deeper than
+//! [`MAX_DEPTH`], invalid escapes, lone surrogates and raw control characters
+//! in strings. Every error carries the byte offset where it was detected.
+//!
+//! The tree borrows from the input wherever it can: strings without escapes
+//! and number literals are slices of the input, so reading a typical
+//! descriptor allocates only the object and array vectors.
+//!
+//! Recursion is bounded by [`MAX_DEPTH`] (a container opened at depth 33 is an
+//! error before anything inside it is read), so hostile input such as 200,000
+//! nested `[` cannot overflow the stack. Code that walks a [`Value`]
+//! recursively relies on this bound.
+
+use super::MAX_DEPTH;
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+
+/// A parsed JSON value, borrowing from the input where possible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value<'a> {
+    Null,
+    Bool(bool),
+    Number(Number<'a>),
+    String(Cow<'a, str>),
+    Array(Vec<Value<'a>>),
+    /// Members in the order they were written; keys are unique.
+    Object(Vec<(Cow<'a, str>, Value<'a>)>),
+}
+
+/// A number, kept as its literal text plus what kind of number it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Number<'a> {
+    /// The literal exactly as written (valid JSON number syntax).
+    pub text: &'a str,
+    pub kind: NumKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumKind {
+    /// An integer literal (no fraction, no exponent) that fits an `i128`.
+    Int(i128),
+    /// An integer literal too large for an `i128`.
+    BigInt,
+    /// A literal with a fraction or an exponent (`1.0`, `1e3`).
+    Float,
+}
+
+impl Number<'_> {
+    pub fn is_integer(&self) -> bool {
+        !matches!(self.kind, NumKind::Float)
+    }
+}
+
+impl<'a> Value<'a> {
+    /// The JSON type name (`null`, `boolean`, `integer`, `float`, `string`,
+    /// `array`, `object`), for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_integer() => "integer",
+            Value::Number(_) => "float",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_object(&self) -> Option<&[(Cow<'a, str>, Value<'a>)]> {
+        match self {
+            Value::Object(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The member `key` of an object (`None` for non-objects).
+    pub fn get(&self, key: &str) -> Option<&Value<'a>> {
+        self.as_object()?
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+}
+
+/// Why the input is not acceptable JSON.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonError {
+    /// Byte offset into the input where the problem was detected.
+    pub offset: usize,
+    /// What is wrong, e.g. `duplicate key "rank"`.
+    pub what: String,
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.what, self.offset)
+    }
+}
+
+impl std::error::Error for JsonError {}
+
+fn err<T>(offset: usize, what: impl Into<String>) -> Result<T, JsonError> {
+    Err(JsonError {
+        offset,
+        what: what.into(),
+    })
+}
+
+/// Objects with at least this many members check duplicates with a hash set
+/// instead of a linear scan (which would be quadratic on hostile input).
+const HASHED_DUP_CHECK: usize = 32;
+
+/// Bytes that end a run of plain string content: `"`, `\` and control
+/// characters (exactly the bytes the canonical form escapes, too).
+static STRING_STOP: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Index of the first byte at or after `i` that is `"`, `\` or below 0x20
+/// (`b.len()` if there is none). Scans eight bytes at a time.
+#[inline]
+pub(crate) fn find_special(b: &[u8], mut i: usize) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    loop {
+        while let Some(chunk) = b.get(i..i + 8) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            let x = u64::from_le_bytes(w);
+            let quote = x ^ (LO * u64::from(b'"'));
+            let bslash = x ^ (LO * u64::from(b'\\'));
+            // Per byte: equal to '"', equal to '\\', or below 0x20. Exact for
+            // "is there any such byte", which is all this asks.
+            let hit = (quote.wrapping_sub(LO) & !quote)
+                | (bslash.wrapping_sub(LO) & !bslash)
+                | (x.wrapping_sub(LO * 0x20) & !x);
+            if hit & HI != 0 {
+                break;
+            }
+            i += 8;
+        }
+        let end = (i + 8).min(b.len());
+        while i < end {
+            if STRING_STOP[b[i] as usize] {
+                return i;
+            }
+            i += 1;
+        }
+        if i >= b.len() {
+            return b.len();
+        }
+    }
+}
+
+/// Parses `bytes` as exactly one strict JSON value.
+pub fn parse(bytes: &[u8]) -> Result<Value<'_>, JsonError> {
+    if bytes.is_empty() {
+        return err(0, "empty file");
+    }
+    if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        return err(0, "UTF-8 byte order mark (not allowed)");
+    }
+    if bytes.starts_with(&[0xFE, 0xFF]) || bytes.starts_with(&[0xFF, 0xFE]) {
+        return err(0, "UTF-16 byte order mark (the file must be UTF-8)");
+    }
+    let src = match std::str::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => return err(e.valid_up_to(), "invalid UTF-8"),
+    };
+    let mut p = Parser {
+        src,
+        b: bytes,
+        pos: 0,
+    };
+    p.skip_ws();
+    if p.pos == bytes.len() {
+        return err(p.pos, "no JSON value (only whitespace)");
+    }
+    let v = p.value(1)?;
+    p.skip_ws();
+    if p.pos != bytes.len() {
+        return err(p.pos, "trailing data after the top-level value");
+    }
+    Ok(v)
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.pos).copied()
+    }
+
+    #[inline]
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// Describes the character at the current position for an error message.
+    fn unexpected<T>(&self, wanted: &str) -> Result<T, JsonError> {
+        match self.src.get(self.pos..).and_then(|s| s.chars().next()) {
+            None => err(
+                self.pos,
+                format!("unexpected end of input, expected {wanted}"),
+            ),
+            Some(c) => err(
+                self.pos,
+                format!(
+                    "unexpected character {}, expected {wanted}",
+                    describe_char(c)
+                ),
+            ),
+        }
+    }
+
+    /// `depth` is the depth a container starting here would have.
+    fn value(&mut self, depth: usize) -> Result<Value<'a>, JsonError> {
+        match self.peek() {
+            Some(b'{') => {
+                self.check_depth(depth)?;
+                self.object(depth)
+            }
+            Some(b'[') => {
+                self.check_depth(depth)?;
+                self.array(depth)
+            }
+            Some(b'"') => Ok(Value::String(self.string()?)),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b't') => self.literal("true", Value::Bool(true)),
+            Some(b'f') => self.literal("false", Value::Bool(false)),
+            Some(b'n') => self.literal("null", Value::Null),
+            _ => self.unexpected("a JSON value"),
+        }
+    }
+
+    fn check_depth(&self, depth: usize) -> Result<(), JsonError> {
+        if depth > MAX_DEPTH {
+            return err(self.pos, format!("nesting deeper than {MAX_DEPTH} levels"));
+        }
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &'static str, v: Value<'a>) -> Result<Value<'a>, JsonError> {
+        if self.b[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(v)
+        } else {
+            self.unexpected("a JSON value")
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Value<'a>, JsonError> {
+        self.pos += 1; // '['
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() == Some(b']') {
+                return err(self.pos, "trailing comma in array");
+            }
+            items.push(self.value(depth + 1)?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Value::Array(items));
+                }
+                _ => return self.unexpected("',' or ']'"),
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Value<'a>, JsonError> {
+        self.pos += 1; // '{'
+        let mut members: Vec<(Cow<'a, str>, Value<'a>)> = Vec::new();
+        let mut seen: Option<HashSet<Cow<'a, str>>> = None;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Value::Object(members));
+        }
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(b'"') => {}
+                Some(b'}') => return err(self.pos, "trailing comma in object"),
+                _ => return self.unexpected("a string key"),
+            }
+            let key_at = self.pos;
+            let key = self.string()?;
+            let dup = match &mut seen {
+                Some(set) => !set.insert(key.clone()),
+                None => {
+                    let dup = members.iter().any(|(k, _)| *k == key);
+                    if !dup && members.len() + 1 >= HASHED_DUP_CHECK {
+                        let mut set: HashSet<Cow<'a, str>> =
+                            members.iter().map(|(k, _)| k.clone()).collect();
+                        set.insert(key.clone());
+                        seen = Some(set);
+                    }
+                    dup
+                }
+            };
+            if dup {
+                return err(key_at, format!("duplicate key {}", quote_preview(&key)));
+            }
+            self.skip_ws();
+            if self.peek() != Some(b':') {
+                return self.unexpected("':'");
+            }
+            self.pos += 1;
+            self.skip_ws();
+            let v = self.value(depth + 1)?;
+            members.push((key, v));
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Value::Object(members));
+                }
+                _ => return self.unexpected("',' or '}'"),
+            }
+        }
+    }
+
+    /// Reads a string starting at the opening quote.
+    fn string(&mut self) -> Result<Cow<'a, str>, JsonError> {
+        let open = self.pos;
+        let start = open + 1;
+        // Fast path: no escapes.
+        let mut i = find_special(self.b, start);
+        match self.b.get(i) {
+            None => {
+                return err(
+                    self.b.len(),
+                    format!("unterminated string (opened at byte {open})"),
+                )
+            }
+            Some(b'"') => {
+                self.pos = i + 1;
+                return Ok(Cow::Borrowed(&self.src[start..i]));
+            }
+            Some(b'\\') => {}
+            Some(&c) => return err(i, control_char_error(c)),
+        }
+        // Slow path: decode escapes into an owned string.
+        let mut out = String::with_capacity(i - start + 16);
+        out.push_str(&self.src[start..i]);
+        loop {
+            // self.b[i] is '\\' or the start of a raw run.
+            let Some(&c) = self.b.get(i) else {
+                return err(
+                    self.b.len(),
+                    format!("unterminated string (opened at byte {open})"),
+                );
+            };
+            match c {
+                b'"' => {
+                    self.pos = i + 1;
+                    return Ok(Cow::Owned(out));
+                }
+                b'\\' => {
+                    i = self.escape(i, &mut out)?;
+                }
+                c if c < 0x20 => return err(i, control_char_error(c)),
+                _ => {
+                    let run = i;
+                    i = find_special(self.b, i);
+                    out.push_str(&self.src[run..i]);
+                }
+            }
+        }
+    }
+
+    /// Decodes the escape at `at` (a backslash); returns the offset after it.
+    fn escape(&self, at: usize, out: &mut String) -> Result<usize, JsonError> {
+        let Some(&e) = self.b.get(at + 1) else {
+            return err(at, "unterminated escape");
+        };
+        let ch = match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = self.hex4(at)?;
+                if (0xDC00..=0xDFFF).contains(&hi) {
+                    return err(at, format!("lone low surrogate \\u{hi:04x} in string"));
+                }
+                if (0xD800..=0xDBFF).contains(&hi) {
+                    let next = at + 6;
+                    if self.b.get(next) != Some(&b'\\') || self.b.get(next + 1) != Some(&b'u') {
+                        return err(at, format!("lone high surrogate \\u{hi:04x} in string"));
+                    }
+                    let lo = self.hex4(next)?;
+                    if !(0xDC00..=0xDFFF).contains(&lo) {
+                        return err(at, format!("lone high surrogate \\u{hi:04x} in string"));
+                    }
+                    let cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    // Always valid: 0x10000..=0x10FFFF.
+                    out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
+                    return Ok(at + 12);
+                }
+                out.push(char::from_u32(hi).unwrap_or('\u{FFFD}'));
+                return Ok(at + 6);
+            }
+            _ => {
+                let shown = self
+                    .src
+                    .get(at + 1..)
+                    .and_then(|s| s.chars().next())
+                    .map(describe_char)
+                    .unwrap_or_default();
+                return err(at, format!("invalid escape \\{shown} in string"));
+            }
+        };
+        out.push(ch);
+        Ok(at + 2)
+    }
+
+    /// The four hex digits after `\u` at `at`.
+    fn hex4(&self, at: usize) -> Result<u32, JsonError> {
+        let digits = self.b.get(at + 2..at + 6);
+        let mut v = 0u32;
+        match digits {
+            Some(d) if d.iter().all(u8::is_ascii_hexdigit) => {
+                for &c in d {
+                    v = v * 16 + (c as char).to_digit(16).unwrap_or(0);
+                }
+                Ok(v)
+            }
+            _ => err(at, "invalid \\u escape (needs 4 hex digits)"),
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let s = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - s
+    }
+
+    fn number(&mut self) -> Result<Value<'a>, JsonError> {
+        let start = self.pos;
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.pos += 1;
+        }
+        let int_start = self.pos;
+        match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                if let Some(b'0'..=b'9') = self.peek() {
+                    return err(start, "leading zero in number");
+                }
+            }
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return err(start, "invalid number"),
+        }
+        let int_end = self.pos;
+        let mut float = false;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return err(start, "invalid number (no digits after '.')");
+            }
+            float = true;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return err(start, "invalid number (no digits in exponent)");
+            }
+            float = true;
+        }
+        let text = &self.src[start..self.pos];
+        let kind = if float {
+            NumKind::Float
+        } else {
+            let digits = &self.b[int_start..int_end];
+            // 38 decimal digits always fit an i128 (max ≈ 1.7e38).
+            if digits.len() <= 38 {
+                let mut v: i128 = 0;
+                for &d in digits {
+                    v = v * 10 + i128::from(d - b'0');
+                }
+                NumKind::Int(if negative { -v } else { v })
+            } else {
+                NumKind::BigInt
+            }
+        };
+        Ok(Value::Number(Number { text, kind }))
+    }
+}
+
+fn control_char_error(c: u8) -> String {
+    format!("raw control character U+{c:04X} in string (must be escaped)")
+}
+
+/// Printable ASCII is shown quoted; anything else (control characters,
+/// non-breaking or zero-width spaces, bidi controls) by its code point.
+fn describe_char(c: char) -> String {
+    if c.is_ascii_graphic() {
+        format!("'{c}'")
+    } else {
+        format!("U+{:04X}", c as u32)
+    }
+}
+
+/// The longest preview, in characters, before it is cut with an ellipsis.
+pub const PREVIEW_CHARS: usize = 60;
+
+/// A JSON rendering of `s` for messages, cut to [`PREVIEW_CHARS`].
+pub fn quote_preview(s: &str) -> String {
+    let mut p = Preview::new(PREVIEW_CHARS);
+    p.string(s);
+    p.finish()
+}
+
+/// A compact JSON rendering of `v` (members in file order, strings escaped
+/// as in the canonical form), cut to [`PREVIEW_CHARS`] characters with an
+/// ellipsis. Stops early, so previewing a huge value is cheap.
+pub fn preview(v: &Value<'_>) -> String {
+    let mut p = Preview::new(PREVIEW_CHARS);
+    p.value(v);
+    p.finish()
+}
+
+struct Preview {
+    out: String,
+    chars: usize,
+    limit: usize,
+    cut: bool,
+}
+
+impl Preview {
+    fn new(limit: usize) -> Self {
+        Preview {
+            out: String::new(),
+            chars: 0,
+            limit,
+            cut: false,
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.cut
+    }
+
+    fn push(&mut self, c: char) {
+        if self.chars >= self.limit {
+            self.cut = true;
+            return;
+        }
+        self.out.push(c);
+        self.chars += 1;
+    }
+
+    fn push_str(&mut self, s: &str) {
+        for c in s.chars() {
+            self.push(c);
+            if self.cut {
+                return;
+            }
+        }
+    }
+
+    fn string(&mut self, s: &str) {
+        self.push('"');
+        for c in s.chars() {
+            if self.full() {
+                return;
+            }
+            match c {
+                '"' => self.push_str("\\\""),
+                '\\' => self.push_str("\\\\"),
+                '\n' => self.push_str("\\n"),
+                '\r' => self.push_str("\\r"),
+                '\t' => self.push_str("\\t"),
+                '\u{8}' => self.push_str("\\b"),
+                '\u{c}' => self.push_str("\\f"),
+                c if (c as u32) < 0x20 => self.push_str(&format!("\\u{:04x}", c as u32)),
+                c => self.push(c),
+            }
+        }
+        self.push('"');
+    }
+
+    fn value(&mut self, v: &Value<'_>) {
+        if self.full() {
+            return;
+        }
+        match v {
+            Value::Null => self.push_str("null"),
+            Value::Bool(b) => self.push_str(if *b { "true" } else { "false" }),
+            Value::Number(n) => self.push_str(n.text),
+            Value::String(s) => self.string(s),
+            Value::Array(items) => {
+                self.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if self.full() {
+                        return;
+                    }
+                    if i > 0 {
+                        self.push(',');
+                    }
+                    self.value(item);
+                }
+                self.push(']');
+            }
+            Value::Object(members) => {
+                self.push('{');
+                for (i, (k, item)) in members.iter().enumerate() {
+                    if self.full() {
+                        return;
+                    }
+                    if i > 0 {
+                        self.push(',');
+                    }
+                    self.string(k);
+                    self.push(':');
+                    self.value(item);
+                }
+                self.push('}');
+            }
+        }
+    }
+
+    fn finish(mut self) -> String {
+        if self.cut {
+            self.out.push('…');
+        }
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(s: &[u8]) -> JsonError {
+        parse(s).expect_err("should be rejected")
+    }
+
+    fn nested(depth: usize) -> String {
+        "[".repeat(depth) + &"]".repeat(depth)
+    }
+
+    #[test]
+    fn parses_all_value_kinds_in_order() {
+        let v =
+            parse(br#" {"b": [1, -2, 3.5, 1e3, true, false, null], "a": "x\u00e9\n"} "#).unwrap();
+        let m = v.as_object().unwrap();
+        assert_eq!(m[0].0, "b");
+        assert_eq!(m[1].0, "a");
+        assert_eq!(m[1].1.as_str(), Some("xé\n"));
+        let Value::Array(items) = &m[0].1 else {
+            panic!()
+        };
+        let kinds: Vec<NumKind> = items[..4]
+            .iter()
+            .map(|v| match v {
+                Value::Number(n) => n.kind,
+                _ => panic!(),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                NumKind::Int(1),
+                NumKind::Int(-2),
+                NumKind::Float,
+                NumKind::Float
+            ]
+        );
+        assert_eq!(items[4], Value::Bool(true));
+        assert_eq!(items[6], Value::Null);
+    }
+
+    #[test]
+    fn strings_without_escapes_are_borrowed() {
+        let v = parse(br#"{"key":"plain"}"#).unwrap();
+        let m = v.as_object().unwrap();
+        assert!(matches!(m[0].0, Cow::Borrowed(_)));
+        assert!(matches!(m[0].1, Value::String(Cow::Borrowed(_))));
+        let v = parse(br#""a\tb""#).unwrap();
+        assert!(matches!(v, Value::String(Cow::Owned(_))));
+    }
+
+    #[test]
+    fn integers() {
+        fn n(s: &str) -> Number<'_> {
+            match parse(s.as_bytes()).unwrap() {
+                Value::Number(n) => n,
+                _ => panic!(),
+            }
+        }
+        assert_eq!(n("0").kind, NumKind::Int(0));
+        assert_eq!(n("-0").kind, NumKind::Int(0));
+        assert_eq!(n("-0").text, "-0");
+        assert_eq!(
+            n("18446744073709551616").kind,
+            NumKind::Int(18446744073709551616)
+        );
+        let big = "9".repeat(38);
+        assert_eq!(n(&big).kind, NumKind::Int(big.parse().unwrap()));
+        assert_eq!(n(&"9".repeat(39)).kind, NumKind::BigInt);
+        assert_eq!(n(&format!("-{}", "1".repeat(50))).kind, NumKind::BigInt);
+        assert_eq!(n("1.0").kind, NumKind::Float);
+        assert_eq!(n("1E+2").kind, NumKind::Float);
+        assert_eq!(n("-1e-2").kind, NumKind::Float);
+    }
+
+    #[test]
+    fn empty_and_whitespace() {
+        assert_eq!(e(b"").what, "empty file");
+        assert_eq!(e(b"").offset, 0);
+        assert!(e(b" \n ").what.contains("only whitespace"));
+    }
+
+    #[test]
+    fn bom_rejected() {
+        let x = e(b"\xEF\xBB\xBF{}");
+        assert!(x.what.contains("byte order mark"), "{x}");
+        assert_eq!(x.offset, 0);
+        assert!(e(b"\xFF\xFE{\x00}\x00").what.contains("byte order mark"));
+    }
+
+    #[test]
+    fn invalid_utf8_with_offset() {
+        let x = e(b"{\"a\":\"\xC3\x28\"}");
+        assert_eq!(x.what, "invalid UTF-8");
+        assert_eq!(x.offset, 6);
+    }
+
+    #[test]
+    fn duplicate_keys_named() {
+        let x = e(br#"{"a":1,"b":2,"a":3}"#);
+        assert_eq!(x.what, r#"duplicate key "a""#);
+        assert_eq!(x.offset, 13);
+        // Nested objects are checked too; equal keys in sibling objects are fine.
+        assert!(parse(br#"{"a":{"x":1},"b":{"x":2}}"#).is_ok());
+        assert!(e(br#"{"a":{"x":1,"x":2}}"#).what.contains("duplicate key"));
+        // Escaped and raw spellings of one key are the same key.
+        assert!(e(br#"{"a":1,"\u0061":2}"#).what.contains("duplicate key"));
+    }
+
+    #[test]
+    fn duplicate_keys_in_large_objects() {
+        let mut s = String::from("{");
+        for i in 0..100 {
+            s.push_str(&format!("\"k{i}\":{i},"));
+        }
+        s.push_str("\"k50\":0}");
+        assert_eq!(e(s.as_bytes()).what, r#"duplicate key "k50""#);
+        let ok = s.replace("\"k50\":0}", "\"k100\":0}");
+        assert_eq!(
+            parse(ok.as_bytes()).unwrap().as_object().unwrap().len(),
+            101
+        );
+    }
+
+    #[test]
+    fn trailing_data() {
+        let x = e(b"{} {}");
+        assert!(x.what.contains("trailing data"));
+        assert_eq!(x.offset, 3);
+        assert!(e(b"{}x").what.contains("trailing data"));
+        assert!(parse(b"{} \n\t\r").is_ok());
+    }
+
+    #[test]
+    fn syntax_errors() {
+        for bad in [
+            &b"{"[..],
+            b"{\"a\"}",
+            b"{\"a\":}",
+            b"{\"a\":1,}",
+            b"[1,]",
+            b"[1 2]",
+            b"{'a':1}",
+            b"{a:1}",
+            b"01",
+            b"-",
+            b"1.",
+            b"1e",
+            b".5",
+            b"+1",
+            b"tru",
+            b"nul",
+            b"NaN",
+            b"Infinity",
+            b"[1]]",
+            b"\"abc",
+            b"/* c */ {}",
+            b"\x0b{}",
+        ] {
+            assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn unexpected_characters_are_described() {
+        assert_eq!(
+            e(b"{\"a\":x}").what,
+            "unexpected character 'x', expected a JSON value"
+        );
+        assert_eq!(
+            e("{\u{a0}}".as_bytes()).what,
+            "unexpected character U+00A0, expected a string key"
+        );
+        assert_eq!(
+            e(b"[1").what,
+            "unexpected end of input, expected ',' or ']'"
+        );
+    }
+
+    #[test]
+    fn escapes() {
+        let s = |j: &str| parse(j.as_bytes()).map(|v| v.as_str().unwrap().to_owned());
+        assert_eq!(s(r#""\"\\\/\b\f\n\r\t""#).unwrap(), "\"\\/\u{8}\u{c}\n\r\t");
+        assert_eq!(s(r#""\u0041\u00E9\u00e9""#).unwrap(), "Aéé");
+        assert_eq!(s(r#""\ud83d\ude00""#).unwrap(), "😀");
+        assert_eq!(s(r#""\u0000""#).unwrap(), "\0");
+        assert!(s(r#""\x41""#).unwrap_err().what.contains("invalid escape"));
+        assert!(s(r#""\u12""#).unwrap_err().what.contains("4 hex digits"));
+        assert!(s(r#""\u12g4""#).unwrap_err().what.contains("4 hex digits"));
+        let lone = s(r#""a\ud800b""#).unwrap_err();
+        assert!(lone.what.contains("lone high surrogate"), "{lone}");
+        assert_eq!(lone.offset, 2);
+        assert!(s(r#""\udc00""#)
+            .unwrap_err()
+            .what
+            .contains("lone low surrogate"));
+        assert!(s(r#""\ud800\u0041""#)
+            .unwrap_err()
+            .what
+            .contains("lone high"));
+        assert!(s(r#""\ud800\ud800""#)
+            .unwrap_err()
+            .what
+            .contains("lone high"));
+    }
+
+    #[test]
+    fn raw_control_characters_rejected() {
+        let x = e(b"\"a\nb\"");
+        assert!(x.what.contains("control character U+000A"), "{x}");
+        assert_eq!(x.offset, 2);
+        assert!(e(b"\"a\\n\tb\"").what.contains("U+0009"));
+        assert!(e(b"\"\x00\"").what.contains("U+0000"));
+        // DEL and non-ASCII are fine raw.
+        assert!(parse("\"\u{7f}é\"".as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn depth_32_ok_33_rejected() {
+        assert!(parse(nested(32).as_bytes()).is_ok());
+        let x = e(nested(33).as_bytes());
+        assert!(x.what.contains("nesting deeper than 32"), "{x}");
+        assert_eq!(x.offset, 32);
+        // Objects count the same way; the top-level object is depth 1.
+        let obj = r#"{"a":"#.repeat(31) + "[]" + &"}".repeat(31);
+        assert!(parse(obj.as_bytes()).is_ok());
+        let obj = r#"{"a":"#.repeat(32) + "[]" + &"}".repeat(32);
+        assert!(e(obj.as_bytes()).what.contains("nesting"));
+        // Scalars inside the deepest container are fine.
+        let s = "[".repeat(32) + "1" + &"]".repeat(32);
+        assert!(parse(s.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn deep_nesting_does_not_overflow_the_stack() {
+        let s = "[".repeat(200_000);
+        let x = e(s.as_bytes());
+        assert!(x.what.contains("nesting"));
+        let s = "{\"a\":".repeat(200_000);
+        assert!(e(s.as_bytes()).what.contains("nesting"));
+    }
+
+    #[test]
+    fn find_special_matches_bytewise_scan() {
+        let slow = |b: &[u8], i: usize| {
+            (i..b.len())
+                .find(|&j| STRING_STOP[b[j] as usize])
+                .unwrap_or(b.len())
+        };
+        let mut buf: Vec<u8> = b"abcdefghijklmnopqrstuvwxyz0123456789".to_vec();
+        buf.extend("é😀~\u{7f}".as_bytes());
+        for special in [
+            b'"', b'\\', 0x00, 0x1f, b'\n', 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5b,
+        ] {
+            for pos in 0..buf.len() {
+                let mut b = buf.clone();
+                b[pos] = special;
+                for from in 0..b.len() {
+                    assert_eq!(
+                        find_special(&b, from),
+                        slow(&b, from),
+                        "{special:#x} {pos} {from}"
+                    );
+                }
+            }
+        }
+        assert_eq!(find_special(b"", 0), 0);
+    }
+
+    #[test]
+    fn previews_are_cut() {
+        let long = format!("\"{}\"", "x".repeat(500));
+        let p = preview(&parse(long.as_bytes()).unwrap());
+        assert_eq!(p.chars().count(), PREVIEW_CHARS + 1);
+        assert!(p.ends_with('…'));
+        assert_eq!(preview(&parse(b"\"fp8\"").unwrap()), "\"fp8\"");
+        assert_eq!(
+            preview(&parse(br#"{"b": [1, 2], "a": null}"#).unwrap()),
+            r#"{"b":[1,2],"a":null}"#
+        );
+        assert_eq!(preview(&parse(br#""a\u0001""#).unwrap()), r#""a\u0001""#);
+    }
+}

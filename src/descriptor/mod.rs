@@ -53,7 +53,7 @@ impl Dtype {
             Dtype::Int8 => "int8",
         }
     }
-    pub fn from_str(s: &str) -> Option<Dtype> {
+    pub fn parse(s: &str) -> Option<Dtype> {
         Dtype::ALL.into_iter().find(|d| d.as_str() == s)
     }
     /// SPEC §3.1: 4 for float32, 2 for float16/bfloat16, 1 otherwise.
@@ -125,7 +125,7 @@ pub struct Writer {
     pub quiesced: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuKind {
     Gpu,
@@ -133,7 +133,7 @@ pub enum GpuKind {
 }
 
 /// `GPU-<uuid>` or `MIG-<uuid>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GpuUuid {
     pub kind: GpuKind,
     pub uuid: Uuid,
