@@ -3,7 +3,15 @@
 //! Data flows one way: [`inventory`] → [`descriptor`] → ([`node`] facts) →
 //! [`verdict`] → [`report`]; [`import`] consumes an accepted verdict.
 
+pub mod app;
+pub mod cli;
 pub mod descriptor;
 pub mod exit;
 pub mod finding;
+pub mod import;
 pub mod inventory;
+pub mod node;
+pub mod profile;
+pub mod report;
+pub mod testkit;
+pub mod verdict;

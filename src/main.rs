@@ -1,1 +1,6 @@
-fn main(){}
+use clap::Parser;
+
+fn main() {
+    let cli = kvcr::cli::Cli::parse();
+    std::process::exit(kvcr::app::run(cli));
+}

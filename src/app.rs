@@ -1,0 +1,258 @@
+//! Orchestration: arguments in, exit status out. Reads the inventory, asks
+//! the node probe (live), calls the verdict core and hands the result to a
+//! printer.
+
+use crate::cli::{AuditArgs, Cli, Command, ExplainArgs, InventoryArgs};
+use crate::descriptor::parse_descriptor;
+use crate::exit;
+use crate::finding::Code;
+use crate::inventory::{self, display_path, EntryKind, ScanOptions};
+use crate::node::{self, NodeProbe};
+use crate::profile::{parse_profile, Profile};
+use crate::report::{self, explain, Printer, Verbosity};
+use crate::verdict::{self, Candidate, Context, Expectations, FileVerdict, Judgement};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A run that could not happen, with the exit status it maps to and a hint
+/// telling the operator what to do.
+#[derive(Debug)]
+pub struct Failure {
+    pub status: i32,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>, hint: impl Into<Option<String>>) -> Failure {
+        Failure {
+            status: exit::USAGE,
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+}
+
+/// The result of auditing an inventory, before printing.
+pub struct AuditRun {
+    pub root: String,
+    pub live: bool,
+    pub now_ms: u64,
+    pub judgement: Judgement,
+}
+
+pub fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn load_profile(path: &Path) -> Result<Profile, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        Failure::usage(
+            format!("cannot read profile {}: {e}", path.display()),
+            None,
+        )
+    })?;
+    parse_profile(&bytes).map_err(|e| {
+        Failure::usage(
+            format!("bad profile {}: {e}", path.display()),
+            Some("see SPEC §4 / README 'Deployment profile' for the format".to_string()),
+        )
+    })
+}
+
+/// Builds the operator's expectations from the profile and the flags.
+pub fn expectations(args: &InventoryArgs) -> Result<Expectations, Failure> {
+    let profile = args.profile.as_deref().map(load_profile).transpose()?;
+    if let (Some(p), Some(e)) = (&profile, &args.engine) {
+        if p.engine_id != *e {
+            return Err(Failure::usage(
+                format!(
+                    "--engine {e:?} differs from the profile's engine_id {:?}",
+                    p.engine_id
+                ),
+                Some("drop --engine, or use the profile written for that group".to_string()),
+            ));
+        }
+    }
+    Ok(Expectations {
+        engine: args.engine.clone(),
+        profile,
+        min_epoch: args.min_epoch,
+        max_age_s: args.max_age,
+    })
+}
+
+fn root_of(args: &InventoryArgs) -> Result<PathBuf, Failure> {
+    let root = args.root.clone().ok_or_else(|| {
+        Failure::usage(
+            "no inventory root given",
+            Some("pass ROOT or set KVCR_INVENTORY".to_string()),
+        )
+    })?;
+    inventory::resolve_root(&root).map_err(|e| Failure::usage(e.to_string(), None))
+}
+
+/// Reads and parses every entry. Descriptors become candidates; everything
+/// else becomes a file-level verdict.
+pub fn collect(root: &Path, progress: bool) -> Result<(Vec<Candidate>, Vec<FileVerdict>), Failure> {
+    let bar = progress.then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        b.set_message("reading descriptors");
+        b
+    });
+    let mut cands = Vec::new();
+    let mut files = Vec::new();
+    inventory::scan(root, &ScanOptions::default(), |entry, bytes| {
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        let path = display_path(&entry.rel_path);
+        match (&entry.kind, bytes) {
+            (EntryKind::Descriptor { name_rank }, Some(bytes)) => {
+                let parsed = parse_descriptor(bytes);
+                let mut findings = entry.findings;
+                findings.extend(parsed.findings.into_iter().map(|f| f.at(path.clone())));
+                cands.push(Candidate {
+                    path,
+                    name_rank: *name_rank,
+                    mode: entry.mode,
+                    ident: parsed.ident,
+                    descriptor: parsed.descriptor,
+                    findings,
+                });
+            }
+            _ => {
+                if !entry.findings.is_empty() {
+                    files.push(FileVerdict {
+                        path,
+                        findings: entry.findings,
+                    });
+                }
+            }
+        }
+    })
+    .map_err(|e| Failure::usage(e.to_string(), None))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok((cands, files))
+}
+
+/// Audits an inventory. `probe` is `Some` in live mode.
+pub fn audit(
+    args: &InventoryArgs,
+    probe: Option<&dyn NodeProbe>,
+    progress: bool,
+) -> Result<AuditRun, Failure> {
+    let expect = expectations(args)?;
+    let root = root_of(args)?;
+    let (cands, files) = collect(&root, progress)?;
+    let now_ms = now_unix_ms();
+    let facts = probe.map(|p| {
+        let pids = cands
+            .iter()
+            .filter_map(|c| c.descriptor.as_ref())
+            .flat_map(|d| [d.owner.pid, d.writer.pid]);
+        node::gather(p, pids)
+    });
+    let ctx = Context {
+        now_unix_ms: now_ms,
+        node: facts.as_ref(),
+        expect: &expect,
+    };
+    let judgement = verdict::judge(cands, files, &ctx);
+    Ok(AuditRun {
+        root: root.display().to_string(),
+        live: probe.is_some(),
+        now_ms,
+        judgement,
+    })
+}
+
+/// Prints an audit run in the chosen format.
+pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Result<()> {
+    if p.verbosity == Verbosity::Quiet {
+        return Ok(());
+    }
+    match p.format {
+        report::Format::Json => report::json::write(
+            out,
+            &report::json::AuditReport::new(&run.root, run.live, &run.judgement),
+        ),
+        report::Format::Table => {
+            report::table::write(out, p, &run.root, run.live, &run.judgement, run.now_ms)
+        }
+    }
+}
+
+fn cmd_audit(a: &AuditArgs) -> Result<i32, Failure> {
+    let p = Printer::from_env(a.output.format, a.output.color, a.output.quiet, a.output.verbose);
+    let probe = a
+        .live
+        .then(node::real_probe)
+        .transpose()
+        .map_err(|e| Failure::usage(e, None))?;
+    let run = audit(&a.inventory, probe.as_deref(), p.progress)?;
+    let status = run.judgement.exit_status();
+    emit(|out| print_audit(out, &p, &run))?;
+    Ok(status)
+}
+
+fn cmd_explain(a: &ExplainArgs) -> Result<i32, Failure> {
+    let text = match &a.code {
+        None => explain::render_list(),
+        Some(c) => match Code::parse(c) {
+            Some(code) => explain::render(code),
+            None => {
+                return Err(Failure::usage(
+                    format!("unknown finding code {:?}", report::sanitize::terminal(c)),
+                    Some("run `kvcr explain` to list every code".to_string()),
+                ))
+            }
+        },
+    };
+    emit(|out| out.write_all(text.as_bytes()))?;
+    Ok(exit::OK)
+}
+
+/// Writes to stdout; a closed pipe (`kvcr audit | head -1`) ends quietly.
+pub fn emit(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Failure> {
+    let stdout = io::stdout();
+    let mut lock = io::BufWriter::new(stdout.lock());
+    let r = f(&mut lock).and_then(|_| lock.flush());
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure {
+            status: exit::USAGE,
+            message: format!("cannot write the report: {e}"),
+            hint: None,
+        }),
+    }
+}
+
+/// Runs a parsed command line and returns the exit status.
+pub fn run(cli: Cli) -> i32 {
+    let r = match &cli.command {
+        Command::Audit(a) => cmd_audit(a),
+        Command::Import(a) => crate::import::cli::run(a),
+        Command::Explain(a) => cmd_explain(a),
+    };
+    match r {
+        Ok(status) => status,
+        Err(f) => {
+            let mut err = io::stderr().lock();
+            let _ = writeln!(err, "kvcr: error: {}", report::sanitize::terminal(&f.message));
+            if let Some(h) = f.hint {
+                let _ = writeln!(err, "  hint: {h}");
+            }
+            f.status
+        }
+    }
+}
+

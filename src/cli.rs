@@ -1,0 +1,104 @@
+//! Command-line definitions (SPEC §7). They also feed the man pages and the
+//! shell completions.
+
+use crate::report::{ColorChoice, Format};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kvcr",
+    version,
+    about = "Audit and import retained KV-cache GPU memory after an inference engine dies",
+    long_about = "kvcr checks the retained inventory a KV-cache owner leaves behind (one \
+descriptor per tensor-parallel rank) and imports a rank group's GPU memory all-or-nothing. \
+Importing the wrong memory is silent corruption, so every doubt is a rejection.",
+    after_help = "Exit status: 0 accepted/imported, 1 rejected (nothing imported), 2 usage or \
+cannot run, 3 import failed and released, 4 release failed, 130 interrupted.\n\
+Run `kvcr explain` for the finding codes."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Read-only audit of a retained inventory: per-rank verdicts (SPEC §5).
+    Audit(AuditArgs),
+    /// All-or-nothing GPU import of one group, for operator recovery (SPEC §8).
+    Import(ImportArgs),
+    /// What a finding code means and what to do; no CODE lists them all.
+    Explain(ExplainArgs),
+}
+
+/// Options shared by every command that reads an inventory.
+#[derive(Args, Debug, Clone)]
+pub struct InventoryArgs {
+    /// Inventory root directory (default: $KVCR_INVENTORY).
+    #[arg(value_name = "ROOT", env = "KVCR_INVENTORY")]
+    pub root: Option<PathBuf>,
+    /// Deployment profile (kvcr.profile/v1) declaring what the group should be.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Limit the run to the group with this engine_id.
+    #[arg(long, value_name = "ID")]
+    pub engine: Option<String>,
+    /// Reject current descriptors whose epoch is below N (overrides the profile).
+    #[arg(long, value_name = "N")]
+    pub min_epoch: Option<u64>,
+    /// Reject descriptors sealed more than SECONDS ago (overrides the profile).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_age: Option<u64>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Output format (json: exactly one document on stdout).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Colour: auto follows the terminal, NO_COLOR and TERM=dumb.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Print nothing; the exit status still tells.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Show every check per rank, including facts not checked.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub inventory: InventoryArgs,
+    /// Also check against this node: boot id, hostname, owner and writer processes, GPUs present.
+    #[arg(long)]
+    pub live: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub inventory: InventoryArgs,
+    /// Audit and print the plan (rank → GPU → allocations) without any CUDA call.
+    #[arg(long, conflicts_with = "hold")]
+    pub dry_run: bool,
+    /// Keep the group imported until SIGINT/SIGTERM (default: trial import, then release).
+    #[arg(long)]
+    pub hold: bool,
+    /// With --hold: write this file atomically once every rank is imported; removed on release.
+    #[arg(long, value_name = "PATH", requires = "hold")]
+    pub ready_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ExplainArgs {
+    /// A finding code (KV104) or name (geometry).
+    #[arg(value_name = "CODE")]
+    pub code: Option<String>,
+}

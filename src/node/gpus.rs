@@ -1,0 +1,409 @@
+//! The GPUs on this node and the GPUs this process can see.
+//!
+//! - Visible: through the CUDA driver when libcuda loads (cudarc dynamic
+//!   loading): every device's `cuDeviceGetUuid_v2`, 16 raw bytes. The driver
+//!   applies `CUDA_VISIBLE_DEVICES`, and in MIG mode gives the MIG instance's
+//!   UUID.
+//! - On the node: every `GPU UUID:` line of
+//!   `/proc/driver/nvidia/gpus/*/information` (physical GPUs only: MIG
+//!   instances are not listed there).
+//! - CUDA unusable but /proc readable: visible = on the node.
+//! - Neither: not checked.
+//!
+//! Nothing here panics when libcuda is missing: cudarc panics on any call
+//! without the library, so presence and every symbol are checked first.
+
+use super::{Fact, Gpus};
+use crate::descriptor::{GpuKind, GpuUuid};
+use std::collections::BTreeSet;
+use std::path::Path;
+use uuid::Uuid;
+
+pub const PROC_GPUS: &str = "/proc/driver/nvidia/gpus";
+pub const SOURCE_CUDA: &str = "cuda driver";
+pub const SOURCE_PROC: &str = "/proc/driver/nvidia";
+
+/// The 16 raw bytes of a `CUuuid` (C chars) as a UUID, in byte order: the
+/// same order `nvidia-smi -L` prints.
+pub fn uuid_from_cu_bytes(bytes: &[std::ffi::c_char; 16]) -> Uuid {
+    let mut b = [0u8; 16];
+    for (o, i) in b.iter_mut().zip(bytes) {
+        *o = *i as u8;
+    }
+    Uuid::from_bytes(b)
+}
+
+/// The `GPU UUID:` line of one `information` file. `Err` when the file has
+/// the line but its value is not a UUID (the driver prints `GPU-????...`
+/// for a GPU it has not initialised); `Ok(None)` when there is no such line.
+pub fn parse_information(text: &str) -> Result<Option<GpuUuid>, String> {
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        if key.trim() != "GPU UUID" {
+            continue;
+        }
+        let v = value.trim();
+        let (kind, rest) = if let Some(r) = v.strip_prefix("GPU-") {
+            (GpuKind::Gpu, r)
+        } else if let Some(r) = v.strip_prefix("MIG-") {
+            (GpuKind::Mig, r)
+        } else {
+            return Err(format!("GPU UUID {v:?} has no GPU- prefix"));
+        };
+        return match Uuid::parse_str(rest) {
+            Ok(u) if !u.is_nil() => Ok(Some(GpuUuid { kind, uuid: u })),
+            _ => Err(format!("GPU UUID {v:?} is not a UUID")),
+        };
+    }
+    Ok(None)
+}
+
+/// Every GPU listed under `dir` (`/proc/driver/nvidia/gpus`). `Ok(None)`
+/// when the directory does not exist (no NVIDIA kernel driver); `Err` when
+/// it exists but some GPU's UUID cannot be read: a partial list could call a
+/// present GPU absent, so it is not used at all.
+pub fn read_proc_gpus(dir: &Path) -> Result<Option<BTreeSet<GpuUuid>>, String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot list {}: {e}", dir.display())),
+    };
+    let mut out = BTreeSet::new();
+    for e in entries {
+        let e = e.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+        let info = e.path().join("information");
+        let text = std::fs::read_to_string(&info)
+            .map_err(|err| format!("cannot read {}: {err}", info.display()))?;
+        match parse_information(&text) {
+            Ok(Some(g)) => {
+                out.insert(g);
+            }
+            Ok(None) => return Err(format!("{} has no GPU UUID line", info.display())),
+            Err(why) => return Err(format!("{}: {why}", info.display())),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// One device as the CUDA driver reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaDevice {
+    /// `cuDeviceGetUuid_v2`: the MIG instance's UUID in MIG mode.
+    pub uuid: Uuid,
+    /// `cuDeviceGetUuid` (v1) where the driver has it: the physical GPU.
+    pub parent: Option<Uuid>,
+}
+
+/// Names a CUDA device: MIG when the driver says the device is part of
+/// another GPU (v1 and v2 UUIDs differ), or, without v1, when /proc lists
+/// the physical GPUs and this UUID is not one of them.
+pub fn classify(dev: &CudaDevice, physical: Option<&BTreeSet<GpuUuid>>) -> GpuUuid {
+    let mig = match (dev.parent, physical) {
+        (Some(p), _) => p != dev.uuid,
+        (None, Some(phys)) => !phys.iter().any(|g| g.uuid == dev.uuid),
+        (None, None) => false,
+    };
+    GpuUuid {
+        kind: if mig { GpuKind::Mig } else { GpuKind::Gpu },
+        uuid: dev.uuid,
+    }
+}
+
+/// Combines what the CUDA driver and /proc said into the fact.
+pub fn combine(
+    cuda: Result<Vec<CudaDevice>, String>,
+    proc_gpus: Result<Option<BTreeSet<GpuUuid>>, String>,
+) -> Fact<Gpus> {
+    let on_node = proc_gpus.as_ref().ok().cloned().flatten();
+    match (cuda, proc_gpus) {
+        (Ok(devs), _) => Fact::Known(Gpus {
+            visible: devs.iter().map(|d| classify(d, on_node.as_ref())).collect(),
+            on_node,
+            source: SOURCE_CUDA.to_string(),
+        }),
+        (Err(cuda_why), Ok(Some(all))) => Fact::Known(Gpus {
+            visible: all.clone(),
+            on_node: Some(all),
+            source: format!("{SOURCE_PROC} (CUDA driver unusable: {cuda_why})"),
+        }),
+        (Err(cuda_why), Ok(None)) => {
+            if cuda_why == NO_LIBCUDA {
+                Fact::NotChecked(
+                    "no NVIDIA driver: libcuda not found and /proc/driver/nvidia absent".into(),
+                )
+            } else {
+                Fact::NotChecked(format!("{cuda_why}; and /proc/driver/nvidia absent"))
+            }
+        }
+        (Err(cuda_why), Err(proc_why)) => Fact::NotChecked(format!("{cuda_why}; and {proc_why}")),
+    }
+}
+
+const NO_LIBCUDA: &str = "libcuda not found";
+
+/// Reads both sources and combines them. Never panics.
+pub fn probe() -> Fact<Gpus> {
+    let proc_gpus = read_proc_gpus(Path::new(PROC_GPUS));
+    // cudarc panics (it never returns an error) when the library or a symbol
+    // is missing; both are checked before any call, and a panic that still
+    // escapes is turned into "not usable" rather than ending the audit.
+    let cuda = std::panic::catch_unwind(cuda::devices)
+        .unwrap_or_else(|_| Err("the CUDA driver call panicked".to_string()));
+    combine(cuda, proc_gpus)
+}
+
+/// Thin safe wrappers around the few CUDA driver calls used here.
+///
+/// The library is loaded through cudarc (`is_culib_present`, `culib`), but
+/// each entry point is looked up here with an `int` return type rather than
+/// called through cudarc's typed wrappers: a status the 12.8 headers do not
+/// list (a newer driver) stays a number instead of an invalid enum value, and
+/// a missing symbol is an error instead of a panic.
+mod cuda {
+    use super::{CudaDevice, NO_LIBCUDA};
+    use cudarc::driver::sys;
+    use std::ffi::{c_int, c_uint};
+
+    type CuInit = unsafe extern "C" fn(c_uint) -> c_int;
+    type CuDeviceGetCount = unsafe extern "C" fn(*mut c_int) -> c_int;
+    type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+    type CuDeviceGetUuid = unsafe extern "C" fn(*mut sys::CUuuid, c_int) -> c_int;
+
+    const CUDA_SUCCESS: c_int = 0;
+    const CUDA_ERROR_NO_DEVICE: c_int = 100;
+
+    fn present() -> bool {
+        // SAFETY: only tries dlopen on libcuda's names and closes it again.
+        unsafe { sys::is_culib_present() }
+    }
+
+    /// The entry point `name` with the signature `F`.
+    fn symbol<F: Copy>(name: &str) -> Result<F, String> {
+        // SAFETY: culib() is called only after is_culib_present() said the
+        // library loads, and it stays loaded for the life of the process
+        // (a static), so the function pointer never dangles. Every `F` used
+        // here is the C signature from cuda.h with CUresult as int.
+        unsafe {
+            sys::culib()
+                .get::<F>(name.as_bytes())
+                .map(|s| *s)
+                .map_err(|_| format!("libcuda lacks {name} (driver too old)"))
+        }
+    }
+
+    fn status(call: &str, r: c_int) -> Result<(), String> {
+        let name = match r {
+            CUDA_SUCCESS => return Ok(()),
+            3 => "CUDA_ERROR_NOT_INITIALIZED",
+            34 => "CUDA_ERROR_STUB_LIBRARY",
+            35 => "CUDA_ERROR_INSUFFICIENT_DRIVER",
+            46 => "CUDA_ERROR_DEVICES_UNAVAILABLE",
+            100 => "CUDA_ERROR_NO_DEVICE",
+            101 => "CUDA_ERROR_INVALID_DEVICE",
+            304 => "CUDA_ERROR_OPERATING_SYSTEM",
+            999 => "CUDA_ERROR_UNKNOWN",
+            _ => "CUDA error",
+        };
+        Err(format!("{call} failed: {name} ({r})"))
+    }
+
+    /// Every device the CUDA driver shows this process.
+    pub fn devices() -> Result<Vec<CudaDevice>, String> {
+        if !present() {
+            return Err(NO_LIBCUDA.to_string());
+        }
+        let init: CuInit = symbol("cuInit")?;
+        let get_count: CuDeviceGetCount = symbol("cuDeviceGetCount")?;
+        let get: CuDeviceGet = symbol("cuDeviceGet")?;
+        let uuid_v2: CuDeviceGetUuid = symbol("cuDeviceGetUuid_v2")?;
+        // The pre-MIG call gives the physical GPU: kept only to name MIG devices.
+        let uuid_v1: Option<CuDeviceGetUuid> = symbol("cuDeviceGetUuid").ok();
+
+        // SAFETY: cuInit takes flags, which must be 0; it may be called repeatedly.
+        match unsafe { init(0) } {
+            // CUDA_VISIBLE_DEVICES hides every GPU (or there is none): the
+            // driver works and this process sees nothing.
+            CUDA_ERROR_NO_DEVICE => return Ok(Vec::new()),
+            r => status("cuInit", r)?,
+        }
+        let mut n: c_int = 0;
+        // SAFETY: writes one int through a valid pointer, after cuInit.
+        status("cuDeviceGetCount", unsafe { get_count(&mut n) })?;
+        let mut out = Vec::with_capacity(n.max(0) as usize);
+        for ordinal in 0..n {
+            let mut dev: c_int = 0;
+            // SAFETY: writes one CUdevice through a valid pointer; 0 <= ordinal < count.
+            status("cuDeviceGet", unsafe { get(&mut dev, ordinal) })?;
+            let mut u = sys::CUuuid { bytes: [0; 16] };
+            // SAFETY: writes 16 bytes into a valid CUuuid, for a device from cuDeviceGet.
+            status("cuDeviceGetUuid_v2", unsafe { uuid_v2(&mut u, dev) })?;
+            let parent = uuid_v1.and_then(|f| {
+                let mut p = sys::CUuuid { bytes: [0; 16] };
+                // SAFETY: as for cuDeviceGetUuid_v2.
+                (unsafe { f(&mut p, dev) } == CUDA_SUCCESS)
+                    .then(|| super::uuid_from_cu_bytes(&p.bytes))
+            });
+            out.push(CudaDevice {
+                uuid: super::uuid_from_cu_bytes(&u.bytes),
+                parent,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(s: &str) -> GpuUuid {
+        GpuUuid::parse(s).unwrap()
+    }
+
+    const INFO: &str = "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t GPU-6a1f0c2e-0000-4000-8000-000000000003\nVideo BIOS: \t 96.00.74.00.0d\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t 0000:19:00.0\nDevice Minor: \t 3\nGPU Excluded:\t No\n";
+
+    #[test]
+    fn information_uuid_line() {
+        assert_eq!(
+            parse_information(INFO),
+            Ok(Some(g("GPU-6a1f0c2e-0000-4000-8000-000000000003")))
+        );
+        assert_eq!(parse_information("Model: x\n"), Ok(None));
+        assert!(
+            parse_information("GPU UUID: \t GPU-????????-????-????-????-????????????\n").is_err()
+        );
+        assert!(parse_information("GPU UUID: 1234\n").is_err());
+        // Upper case hex is the same UUID.
+        assert_eq!(
+            parse_information("GPU UUID: GPU-6A1F0C2E-0000-4000-8000-000000000003"),
+            Ok(Some(g("GPU-6a1f0c2e-0000-4000-8000-000000000003")))
+        );
+    }
+
+    #[test]
+    fn proc_tree_read() {
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(read_proc_gpus(&t.path().join("nope")), Ok(None));
+        for (bus, n) in [("0000:19:00.0", 3), ("0000:3b:00.0", 4)] {
+            std::fs::create_dir(t.path().join(bus)).unwrap();
+            std::fs::write(
+                t.path().join(bus).join("information"),
+                INFO.replace("000000000003", &format!("{n:012x}")),
+            )
+            .unwrap();
+        }
+        let got = read_proc_gpus(t.path()).unwrap().unwrap();
+        assert_eq!(got.len(), 2);
+        assert!(got.contains(&g("GPU-6a1f0c2e-0000-4000-8000-000000000004")));
+        // One unreadable UUID: the whole list is refused.
+        std::fs::create_dir(t.path().join("0000:5d:00.0")).unwrap();
+        std::fs::write(
+            t.path().join("0000:5d:00.0/information"),
+            "GPU UUID: GPU-????????-????-????-????-????????????\n",
+        )
+        .unwrap();
+        assert!(read_proc_gpus(t.path()).is_err());
+    }
+
+    #[test]
+    fn cu_bytes_in_order() {
+        let mut b = [0 as std::ffi::c_char; 16];
+        let raw: [u8; 16] = [
+            0x6a, 0x1f, 0x0c, 0x2e, 0x00, 0x00, 0x40, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0xff,
+        ];
+        for (o, i) in b.iter_mut().zip(raw) {
+            *o = i as std::ffi::c_char;
+        }
+        assert_eq!(
+            uuid_from_cu_bytes(&b).hyphenated().to_string(),
+            "6a1f0c2e-0000-4000-8000-0000000000ff"
+        );
+    }
+
+    #[test]
+    fn mig_classification() {
+        let phys = g("GPU-6a1f0c2e-0000-4000-8000-000000000001");
+        let mig = Uuid::parse_str("11111111-2222-4333-8444-555555555555").unwrap();
+        let on: BTreeSet<GpuUuid> = [phys].into();
+        // v1 differs from v2: a MIG instance of that GPU.
+        let d = CudaDevice {
+            uuid: mig,
+            parent: Some(phys.uuid),
+        };
+        assert_eq!(classify(&d, None).kind, GpuKind::Mig);
+        let d = CudaDevice {
+            uuid: phys.uuid,
+            parent: Some(phys.uuid),
+        };
+        assert_eq!(classify(&d, None).kind, GpuKind::Gpu);
+        // No v1: /proc decides; without /proc it is taken as a GPU.
+        let d = CudaDevice {
+            uuid: mig,
+            parent: None,
+        };
+        assert_eq!(classify(&d, Some(&on)).kind, GpuKind::Mig);
+        assert_eq!(classify(&d, None).kind, GpuKind::Gpu);
+    }
+
+    #[test]
+    fn combine_sources() {
+        let a = g("GPU-6a1f0c2e-0000-4000-8000-000000000001");
+        let b = g("GPU-6a1f0c2e-0000-4000-8000-000000000002");
+        let all: BTreeSet<GpuUuid> = [a, b].into();
+        // CUDA sees one (CUDA_VISIBLE_DEVICES), /proc both.
+        let f = combine(
+            Ok(vec![CudaDevice {
+                uuid: a.uuid,
+                parent: Some(a.uuid),
+            }]),
+            Ok(Some(all.clone())),
+        );
+        let Fact::Known(gp) = f else { panic!() };
+        assert_eq!(gp.visible, [a].into());
+        assert_eq!(gp.on_node, Some(all.clone()));
+        assert_eq!(gp.source, SOURCE_CUDA);
+        // CUDA unusable: /proc alone.
+        let Fact::Known(gp) = combine(Err(NO_LIBCUDA.into()), Ok(Some(all.clone()))) else {
+            panic!()
+        };
+        assert_eq!(gp.visible, all);
+        assert!(gp.source.starts_with(SOURCE_PROC));
+        // Neither.
+        assert_eq!(
+            combine(Err(NO_LIBCUDA.into()), Ok(None)),
+            Fact::NotChecked(
+                "no NVIDIA driver: libcuda not found and /proc/driver/nvidia absent".into()
+            )
+        );
+        assert!(matches!(
+            combine(Err("x".into()), Err("y".into())),
+            Fact::NotChecked(_)
+        ));
+        // CUDA works but sees nothing and /proc is absent: known, empty.
+        let Fact::Known(gp) = combine(Ok(vec![]), Ok(None)) else {
+            panic!()
+        };
+        assert!(gp.visible.is_empty() && gp.on_node.is_none());
+    }
+
+    #[test]
+    fn this_machine_never_panics() {
+        // On a machine without libcuda and /proc/driver/nvidia (CI), the
+        // answer is "not checked"; on a GPU node it is a known list.
+        match probe() {
+            Fact::NotChecked(why) => assert!(!why.is_empty()),
+            Fact::Known(g) => assert!(!g.source.is_empty()),
+        }
+        if !Path::new(PROC_GPUS).exists() && !unsafe { cudarc::driver::sys::is_culib_present() } {
+            assert_eq!(
+                probe(),
+                Fact::NotChecked(
+                    "no NVIDIA driver: libcuda not found and /proc/driver/nvidia absent".into()
+                )
+            );
+        }
+    }
+}

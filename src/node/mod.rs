@@ -1,0 +1,171 @@
+//! The node probe (live mode, SPEC §5): facts about this machine, read
+//! through one small trait so tests can describe any node.
+//!
+//! [`LinuxProbe`] reads this machine (`proc.rs`: boot id, hostname, process
+//! start times; `gpus.rs`: the GPUs through the CUDA driver or
+//! /proc/driver/nvidia). [`FakeProbe`] answers from a description, either
+//! built by a test or read from the file `KVCR_NODE_FACTS` names
+//! (`facts_file.rs`). Nothing here is read unless live mode asks.
+
+pub mod facts_file;
+pub mod gpus;
+pub mod proc;
+
+use crate::descriptor::GpuUuid;
+use std::collections::{BTreeMap, BTreeSet};
+use uuid::Uuid;
+
+/// A fact about the node that was either read, or could not be read.
+/// A fact that cannot be read is reported as not checked, never as a mismatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fact<T> {
+    Known(T),
+    NotChecked(String),
+}
+
+impl<T> Fact<T> {
+    pub fn known(&self) -> Option<&T> {
+        match self {
+            Fact::Known(t) => Some(t),
+            Fact::NotChecked(_) => None,
+        }
+    }
+}
+
+/// What this process can see of the node's GPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gpus {
+    /// GPUs visible to this process (through the CUDA driver, which honours
+    /// CUDA_VISIBLE_DEVICES), or all GPUs when read from /proc.
+    pub visible: BTreeSet<GpuUuid>,
+    /// Every GPU on the node when that is known (from /proc/driver/nvidia),
+    /// used to tell "absent from the node" from "not visible to this process".
+    pub on_node: Option<BTreeSet<GpuUuid>>,
+    /// Where the list came from, for the report ("cuda driver", "/proc/driver/nvidia").
+    pub source: String,
+}
+
+/// Everything live mode knows about the node, gathered before judging so the
+/// verdict core stays pure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeFacts {
+    pub boot_id: Fact<Uuid>,
+    pub hostname: Fact<String>,
+    /// pid → `Known(Some(start_ticks))` when running, `Known(None)` when no
+    /// such process, `NotChecked` when /proc could not be read.
+    pub processes: BTreeMap<i32, Fact<Option<u64>>>,
+    pub gpus: Fact<Gpus>,
+}
+
+impl NodeFacts {
+    /// A node about which nothing could be read.
+    pub fn unknown(why: &str) -> NodeFacts {
+        NodeFacts {
+            boot_id: Fact::NotChecked(why.to_string()),
+            hostname: Fact::NotChecked(why.to_string()),
+            processes: BTreeMap::new(),
+            gpus: Fact::NotChecked(why.to_string()),
+        }
+    }
+
+    pub fn process(&self, pid: i32) -> Fact<Option<u64>> {
+        self.processes
+            .get(&pid)
+            .cloned()
+            .unwrap_or_else(|| Fact::NotChecked(format!("process {pid} was not probed")))
+    }
+}
+
+/// Where node facts come from: the real machine, or a test's description.
+pub trait NodeProbe {
+    fn boot_id(&self) -> Fact<Uuid>;
+    fn hostname(&self) -> Fact<String>;
+    /// Field 22 of `/proc/<pid>/stat`: `Known(None)` when no such process
+    /// (a zombie counts as gone: it has released its memory).
+    fn start_ticks(&self, pid: i32) -> Fact<Option<u64>>;
+    fn gpus(&self) -> Fact<Gpus>;
+}
+
+/// Reads every fact live mode needs for these process ids, once.
+pub fn gather(probe: &dyn NodeProbe, pids: impl IntoIterator<Item = i32>) -> NodeFacts {
+    let mut processes = BTreeMap::new();
+    for pid in pids {
+        processes
+            .entry(pid)
+            .or_insert_with(|| probe.start_ticks(pid));
+    }
+    NodeFacts {
+        boot_id: probe.boot_id(),
+        hostname: probe.hostname(),
+        processes,
+        gpus: probe.gpus(),
+    }
+}
+
+/// A node described by a test.
+#[derive(Clone, Debug)]
+pub struct FakeProbe {
+    pub boot_id: Fact<Uuid>,
+    pub hostname: Fact<String>,
+    pub processes: BTreeMap<i32, u64>,
+    /// When set, every process lookup answers this.
+    pub processes_unreadable: Option<String>,
+    pub gpus: Fact<Gpus>,
+}
+
+impl NodeProbe for FakeProbe {
+    fn boot_id(&self) -> Fact<Uuid> {
+        self.boot_id.clone()
+    }
+    fn hostname(&self) -> Fact<String> {
+        self.hostname.clone()
+    }
+    fn start_ticks(&self, pid: i32) -> Fact<Option<u64>> {
+        match &self.processes_unreadable {
+            Some(why) => Fact::NotChecked(why.clone()),
+            None => Fact::Known(self.processes.get(&pid).copied()),
+        }
+    }
+    fn gpus(&self) -> Fact<Gpus> {
+        self.gpus.clone()
+    }
+}
+
+/// The probe that reads this machine. Each call reads afresh; `gather`
+/// calls each once per run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinuxProbe;
+
+impl NodeProbe for LinuxProbe {
+    fn boot_id(&self) -> Fact<Uuid> {
+        proc::boot_id()
+    }
+    fn hostname(&self) -> Fact<String> {
+        proc::hostname()
+    }
+    fn start_ticks(&self, pid: i32) -> Fact<Option<u64>> {
+        proc::start_ticks(pid)
+    }
+    fn gpus(&self) -> Fact<Gpus> {
+        gpus::probe()
+    }
+}
+
+/// The probe live mode uses: this machine, or, when the environment
+/// variable `KVCR_NODE_FACTS` names a file, the node that file describes (a
+/// test and demo hook; a note on stderr says so). A file that cannot be read
+/// or parsed is an error: the run cannot happen.
+pub fn real_probe() -> Result<Box<dyn NodeProbe>, String> {
+    match std::env::var_os(facts_file::ENV) {
+        Some(path) if !path.is_empty() => {
+            let probe = facts_file::load(std::path::Path::new(&path))?;
+            eprintln!(
+                "kvcr: note: node facts come from {}={}, not from this node",
+                facts_file::ENV,
+                crate::report::sanitize::terminal(&path.to_string_lossy())
+            );
+            Ok(Box::new(probe))
+        }
+        _ => Ok(Box::new(LinuxProbe)),
+    }
+}

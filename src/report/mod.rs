@@ -1,0 +1,139 @@
+//! Printers: the table, the JSON document, `explain` texts and terminal
+//! sanitising. The verdict core never formats text; this module never judges.
+
+pub mod explain;
+pub mod json;
+pub mod sanitize;
+pub mod table;
+
+use std::io::IsTerminal;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verbosity {
+    Quiet,
+    Normal,
+    Verbose,
+}
+
+/// Every output decision, made once at start-up and passed down.
+#[derive(Clone, Copy, Debug)]
+pub struct Printer {
+    pub format: Format,
+    pub color: bool,
+    pub verbosity: Verbosity,
+    /// Progress bars on stderr (only when stderr is a terminal, never for
+    /// JSON or quiet runs).
+    pub progress: bool,
+}
+
+impl Printer {
+    /// Decides colour and progress from the flags and the environment:
+    /// colour never when NO_COLOR is set, TERM=dumb, or stdout is not a
+    /// terminal, unless `--color always`.
+    pub fn decide(
+        format: Format,
+        color: ColorChoice,
+        quiet: bool,
+        verbose: bool,
+        env: &dyn Fn(&str) -> Option<String>,
+        stdout_tty: bool,
+        stderr_tty: bool,
+    ) -> Printer {
+        let no_color = env("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let dumb = env("TERM").as_deref() == Some("dumb");
+        let color = match color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => stdout_tty && !no_color && !dumb,
+        } && format == Format::Table;
+        let verbosity = if quiet {
+            Verbosity::Quiet
+        } else if verbose {
+            Verbosity::Verbose
+        } else {
+            Verbosity::Normal
+        };
+        Printer {
+            format,
+            color,
+            verbosity,
+            progress: stderr_tty && !dumb && !quiet && format == Format::Table,
+        }
+    }
+
+    pub fn from_env(format: Format, color: ColorChoice, quiet: bool, verbose: bool) -> Printer {
+        Printer::decide(
+            format,
+            color,
+            quiet,
+            verbose,
+            &|k| std::env::var(k).ok(),
+            std::io::stdout().is_terminal(),
+            std::io::stderr().is_terminal(),
+        )
+    }
+}
+
+/// `3d 4h`, `5m 2s`, `850ms`: coarse, for operators.
+pub fn human_duration_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    if s == 0 {
+        return format!("{ms}ms");
+    }
+    let (d, h, m, sec) = (s / 86400, (s % 86400) / 3600, (s % 3600) / 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else if m > 0 {
+        format!("{m}m {sec}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn colour_decision() {
+        let p = |c, e: &dyn Fn(&str) -> Option<String>, tty| {
+            Printer::decide(Format::Table, c, false, false, e, tty, tty).color
+        };
+        assert!(p(ColorChoice::Auto, &env(&[]), true));
+        assert!(!p(ColorChoice::Auto, &env(&[]), false));
+        assert!(!p(ColorChoice::Auto, &env(&[("NO_COLOR", "1")]), true));
+        assert!(!p(ColorChoice::Auto, &env(&[("TERM", "dumb")]), true));
+        assert!(p(ColorChoice::Always, &env(&[("NO_COLOR", "1")]), false));
+        assert!(!p(ColorChoice::Never, &env(&[]), true));
+        let json = Printer::decide(Format::Json, ColorChoice::Always, false, false, &env(&[]), true, true);
+        assert!(!json.color && !json.progress);
+        let quiet = Printer::decide(Format::Table, ColorChoice::Auto, true, false, &env(&[]), true, true);
+        assert!(!quiet.progress && quiet.verbosity == Verbosity::Quiet);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(human_duration_ms(850), "850ms");
+        assert_eq!(human_duration_ms(62_000), "1m 2s");
+        assert_eq!(human_duration_ms(3 * 86400 * 1000 + 4 * 3600 * 1000), "3d 4h");
+    }
+}

@@ -1,0 +1,212 @@
+//! The human table (SPEC §9): per group a header (verdict, one-line cause,
+//! the safe next step), one row per rank, then file-level findings.
+
+use super::sanitize::terminal;
+use super::{human_duration_ms, Printer, Verbosity};
+use crate::finding::Finding;
+use crate::verdict::{GroupVerdict, Judgement, RankVerdict, Verdict};
+use comfy_table::{presets, Attribute, Cell, Color, ContentArrangement, Table, TableComponent};
+use std::io::{self, Write};
+
+fn paint(p: &Printer, s: &str, code: &str) -> String {
+    if p.color {
+        format!("\x1b[{code}m{s}\x1b[0m")
+    } else {
+        s.to_string()
+    }
+}
+
+fn verdict_cell(p: &Printer, v: Verdict, missing: bool) -> Cell {
+    let (text, color) = match (v, missing) {
+        (_, true) => ("MISSING", Color::Red),
+        (Verdict::Accept, _) => ("accept", Color::Green),
+        (Verdict::Reject, _) => ("REJECT", Color::Red),
+    };
+    let c = Cell::new(text);
+    if p.color {
+        c.fg(color).add_attribute(Attribute::Bold)
+    } else {
+        c
+    }
+}
+
+fn new_table(p: &Printer, header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
+        .remove_style(TableComponent::HorizontalLines)
+        .remove_style(TableComponent::MiddleIntersections)
+        .remove_style(TableComponent::LeftBorderIntersections)
+        .remove_style(TableComponent::RightBorderIntersections)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));
+    if p.color {
+        t.enforce_styling();
+    } else {
+        t.force_no_tty();
+    }
+    t
+}
+
+fn finding_line(f: &Finding) -> String {
+    terminal(&format!("{} {}", f.code, f.message)).into_owned()
+}
+
+fn reason(p: &Printer, r: &RankVerdict) -> String {
+    let rejects: Vec<&Finding> = r.findings.iter().filter(|f| f.is_reject()).collect();
+    let mut lines: Vec<String> = match p.verbosity {
+        Verbosity::Verbose => r.findings.iter().map(finding_line).collect(),
+        _ => match rejects.split_first() {
+            Some((first, rest)) if !rest.is_empty() => {
+                vec![format!("{} (+{} more)", finding_line(first), rest.len())]
+            }
+            Some((first, _)) => vec![finding_line(first)],
+            None => Vec::new(),
+        },
+    };
+    if p.verbosity == Verbosity::Verbose {
+        for c in &r.checks {
+            lines.push(terminal(&format!("{}: {}", c.name, c.status)).into_owned());
+        }
+    }
+    if lines.is_empty() {
+        lines.push("ok".to_string());
+    }
+    lines.join("\n")
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
+fn group(out: &mut dyn Write, p: &Printer, g: &GroupVerdict, now_ms: u64) -> io::Result<()> {
+    let verdict = match g.verdict {
+        Verdict::Accept => paint(p, "ACCEPTED", "1;32"),
+        Verdict::Reject => paint(p, "REJECTED", "1;31"),
+    };
+    let mut head = format!("group {}  {verdict}", terminal(&g.engine_id));
+    if let Some(i) = g.incarnation {
+        head.push_str(&format!("  incarnation {}", short(&i.to_string(), 8)));
+    }
+    if let Some(e) = g.epoch {
+        head.push_str(&format!("  epoch {e}"));
+    }
+    if let Some(w) = g.world_size {
+        head.push_str(&format!("  world_size {w}"));
+    }
+    writeln!(out, "{head}")?;
+    writeln!(out, "  cause:  {}", terminal(&g.cause))?;
+    writeln!(out, "  action: {}", terminal(&g.action))?;
+
+    let mut t = new_table(p, &["rank", "gpu", "incarnation", "epoch", "age", "verdict", "reason"]);
+    let mut rows: Vec<(u64, Option<&RankVerdict>)> =
+        g.ranks.iter().map(|r| (r.rank, Some(r))).collect();
+    rows.extend(g.missing.iter().map(|&m| (m, None)));
+    rows.sort_by_key(|(rank, _)| *rank);
+    for (rank, r) in rows {
+        match r {
+            Some(r) => {
+                let rank_s = if r.rank == u64::MAX { "?".to_string() } else { r.rank.to_string() };
+                t.add_row(vec![
+                    Cell::new(rank_s),
+                    Cell::new(r.gpu_uuid.as_deref().map_or("-".into(), |g| short(g, 12))),
+                    Cell::new(r.incarnation.map_or("-".into(), |i| short(&i.to_string(), 8))),
+                    Cell::new(r.epoch.map_or("-".into(), |e| e.to_string())),
+                    Cell::new(r.created_unix_ms.map_or("-".into(), |c| {
+                        if c > now_ms {
+                            "future".to_string()
+                        } else {
+                            human_duration_ms(now_ms - c)
+                        }
+                    })),
+                    verdict_cell(p, r.verdict, false),
+                    Cell::new(reason(p, r)),
+                ]);
+            }
+            None => {
+                t.add_row(vec![
+                    Cell::new(rank),
+                    Cell::new("-"),
+                    Cell::new("-"),
+                    Cell::new("-"),
+                    Cell::new("-"),
+                    verdict_cell(p, Verdict::Reject, true),
+                    Cell::new("KV103 no current descriptor for this rank"),
+                ]);
+            }
+        }
+    }
+    writeln!(out, "{t}")?;
+    for f in &g.findings {
+        if f.code == crate::finding::Code::KV103 {
+            continue; // shown as MISSING rows
+        }
+        let kind = if f.is_reject() { "reject" } else { "notice" };
+        let path = f.path.as_deref().map(|p| format!(" [{}]", terminal(p))).unwrap_or_default();
+        writeln!(out, "  {kind}: {}{path}", finding_line(f))?;
+    }
+    if p.verbosity == Verbosity::Verbose {
+        for r in &g.ranks {
+            writeln!(out, "  rank {} file: {}", r.rank, terminal(&r.path))?;
+        }
+    }
+    writeln!(out)
+}
+
+/// Writes the whole table report.
+pub fn write(out: &mut dyn Write, p: &Printer, root: &str, live: bool, j: &Judgement, now_ms: u64) -> io::Result<()> {
+    writeln!(
+        out,
+        "inventory {}{}",
+        terminal(root),
+        if live { "  (live: checked against this node)" } else { "" }
+    )?;
+    writeln!(out)?;
+    for g in &j.groups {
+        group(out, p, g, now_ms)?;
+    }
+    let shown: Vec<_> = j
+        .files
+        .iter()
+        .filter(|f| p.verbosity == Verbosity::Verbose || f.findings.iter().any(Finding::is_reject) || !f.findings.is_empty())
+        .collect();
+    if !shown.is_empty() {
+        writeln!(out, "files")?;
+        let mut t = new_table(p, &["path", "code", "severity", "finding"]);
+        for f in shown {
+            for x in &f.findings {
+                t.add_row(vec![
+                    Cell::new(terminal(&f.path)),
+                    Cell::new(x.code),
+                    Cell::new(if x.is_reject() { "reject" } else { "notice" }),
+                    Cell::new(terminal(&x.message)),
+                ]);
+            }
+        }
+        writeln!(out, "{t}")?;
+        writeln!(out)?;
+    }
+    let s = &j.summary;
+    let status = j.exit_status();
+    let line = format!(
+        "{} group{}: {} accepted, {} rejected · {} descriptor{} · {} file{} rejected · {} notice{} · exit {status}",
+        s.groups,
+        if s.groups == 1 { "" } else { "s" },
+        s.accepted,
+        s.rejected,
+        s.descriptors,
+        if s.descriptors == 1 { "" } else { "s" },
+        s.files_rejected,
+        if s.files_rejected == 1 { "" } else { "s" },
+        s.notices,
+        if s.notices == 1 { "" } else { "s" },
+    );
+    writeln!(out, "{line}")?;
+    if s.groups == 0 {
+        writeln!(out, "no descriptor found: nothing to import")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! Builders for valid, sealed descriptors and inventories. Used by the
+//! fixture generator (`cargo run --example gen-fixtures`), the tests and the
+//! benchmark, so fixtures can be regenerated whenever the format changes.
+#![doc(hidden)]
+
+use serde_json::{json, Value};
+use std::path::Path;
+
+pub const BOOT_ID: &str = "6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9a30";
+pub const HOSTNAME: &str = "gpu-node-17";
+pub const CREATED_UNIX_MS: u64 = 1_764_460_800_000;
+pub const INCARNATION_A: &str = "3f2b8c1e-7d4a-4b6e-9c2f-1a5d8e7b4c90";
+pub const INCARNATION_B: &str = "9a7e6d5c-4b3a-4f2e-8d1c-0b9a8f7e6d51";
+
+/// A GPU UUID unique per (group, rank).
+pub fn gpu(group: u32, rank: u64) -> String {
+    // Leading digits differ per GPU, as real UUIDs do, so short forms differ.
+    let lead = (rank as u32).wrapping_mul(0x9e37_79b1) ^ group.wrapping_mul(0x85eb_ca6b) ^ 0x6a1f_0c2e;
+    format!("GPU-{lead:08x}-{group:04x}-4000-8000-{rank:012x}")
+}
+
+/// 64 handle bytes as 128 hex chars, distinct per (rank, allocation).
+pub fn handle_hex(rank: u64, alloc: usize) -> String {
+    (0..64u64)
+        .map(|i| format!("{:02x}", (i * 7 + rank * 31 + alloc as u64 * 13) % 256))
+        .collect()
+}
+
+/// Parameters of one descriptor; `build` turns them into sealed JSON.
+#[derive(Clone, Debug)]
+pub struct Desc {
+    pub engine_id: String,
+    pub incarnation: String,
+    pub epoch: u64,
+    pub rank: u64,
+    pub tp: u64,
+    pub pp: u64,
+    pub group: u32,
+    pub allocations: usize,
+    pub handle_kind: &'static str,
+}
+
+impl Desc {
+    pub fn new(engine_id: &str, rank: u64, tp: u64, pp: u64) -> Desc {
+        Desc {
+            engine_id: engine_id.to_string(),
+            incarnation: INCARNATION_A.to_string(),
+            epoch: 1,
+            rank,
+            tp,
+            pp,
+            group: 0,
+            allocations: 2,
+            handle_kind: "fabric",
+        }
+    }
+
+    /// The unsealed JSON value (no digest member yet).
+    pub fn value(&self) -> Value {
+        let per_rank: u64 = 80 * 2 * 1024 * 16 * 2 * 128 * 2; // §3.1 for the geometry below
+        let n = self.allocations.max(1) as u64;
+        let allocations: Vec<Value> = (0..self.allocations)
+            .map(|i| {
+                let handle = match self.handle_kind {
+                    "posix_fd" => json!({"kind": "posix_fd", "fd": 10 + i}),
+                    kind => json!({"kind": kind, "hex": handle_hex(self.rank, i)}),
+                };
+                json!({"id": format!("kv-{i}"), "size_bytes": per_rank.div_ceil(n), "handle": handle})
+            })
+            .collect();
+        json!({
+            "schema": crate::descriptor::SCHEMA,
+            "engine_id": self.engine_id,
+            "incarnation": self.incarnation,
+            "epoch": self.epoch,
+            "rank": self.rank,
+            "world_size": self.tp * self.pp,
+            "tp": self.tp,
+            "pp": self.pp,
+            "node": {"hostname": HOSTNAME, "boot_id": BOOT_ID},
+            "gpu_uuid": gpu(self.group, self.rank),
+            "model": {"name": "meta-llama/Llama-3.1-70B-Instruct", "revision": "945c8663", "quantization": null},
+            "geometry": {"num_layers": 80, "kv_heads_per_rank": 2, "head_size": 128, "block_size": 16,
+                         "num_blocks": 1024, "dtype": "bfloat16", "use_mla": false},
+            "owner": {"pid": 4242, "start_ticks": 123456},
+            "writer": {"pid": 4100, "start_ticks": 120000, "quiesced": true},
+            "allocations": allocations,
+            "created_unix_ms": CREATED_UNIX_MS,
+        })
+    }
+
+    /// Sealed descriptor bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut v = self.value();
+        seal(&mut v);
+        to_bytes(&v)
+    }
+}
+
+/// Pretty JSON bytes with a trailing newline, as an owner would write them.
+pub fn to_bytes(v: &Value) -> Vec<u8> {
+    let mut b = serde_json::to_vec_pretty(v).expect("serialise");
+    b.push(b'\n');
+    b
+}
+
+/// Sets `digest` to the §3.2 digest of the value without its digest member.
+pub fn seal(v: &mut Value) {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("digest");
+    }
+    let bytes = serde_json::to_vec(v).expect("serialise");
+    let d = crate::descriptor::parse::compute_digest(&bytes).expect("valid json");
+    let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
+    v.as_object_mut()
+        .expect("object")
+        .insert("digest".into(), Value::String(format!("sha256:{hex}")));
+}
+
+/// Writes `bytes` to `dir/rel`, creating parents.
+pub fn put(dir: &Path, rel: &str, bytes: &[u8]) {
+    let p = dir.join(rel);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(&p, bytes).expect("write");
+}
+
+/// Writes a whole group `rank-R.json` into `dir/sub`.
+pub fn put_group(dir: &Path, sub: &str, d: &Desc) {
+    for rank in 0..d.tp * d.pp {
+        let mut r = d.clone();
+        r.rank = rank;
+        let rel = if sub.is_empty() {
+            format!("rank-{rank}.json")
+        } else {
+            format!("{sub}/rank-{rank}.json")
+        };
+        put(dir, &rel, &r.bytes());
+    }
+}
+
+/// Every entry below `root` with its type, mode, size and content hash:
+/// compared before and after a run to prove kvcr wrote nothing.
+pub fn snapshot(root: &Path) -> Vec<(String, u32, u64, Vec<u8>)> {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(root).sort_by_file_name() {
+        let Ok(e) = e else { continue };
+        let Ok(m) = e.path().symlink_metadata() else {
+            continue;
+        };
+        let content = if m.file_type().is_file() {
+            Sha256::digest(std::fs::read(e.path()).unwrap_or_default()).to_vec()
+        } else if m.file_type().is_symlink() {
+            std::fs::read_link(e.path())
+                .map(|t| t.display().to_string().into_bytes())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        out.push((e.path().display().to_string(), m.mode(), m.size(), content));
+    }
+    out
+}

@@ -1,0 +1,279 @@
+//! KV104 (geometry), KV105 (model), KV106 (GPU UUID, non-live part) and the
+//! epoch-within-incarnation part of KV107: every current rank against the
+//! profile where it declares a field, else against the reference rank.
+
+use super::Row;
+use crate::descriptor::{Descriptor, Geometry, Model};
+use crate::finding::{Code, Finding};
+use crate::profile::Profile;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Display;
+
+/// The values every rank is compared with.
+pub(crate) struct Reference {
+    /// "profile" or "rank N".
+    pub source_rank: Option<u64>,
+    pub world_size: u64,
+    pub tp: u64,
+    pub pp: u64,
+    pub geometry: Geometry,
+    pub model: Model,
+    pub epoch: u64,
+}
+
+/// Rank 0 of the current incarnation, else the lowest valid rank.
+pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
+    let best = rows
+        .iter()
+        .filter(|r| r.is_clean())
+        .filter_map(|r| r.desc())
+        .min_by_key(|d| d.rank)?;
+    Some(Reference {
+        source_rank: Some(best.rank),
+        world_size: best.world_size,
+        tp: best.tp,
+        pp: best.pp,
+        geometry: best.geometry.clone(),
+        model: best.model.clone(),
+        epoch: best.epoch,
+    })
+}
+
+fn src(p_has: bool, r: Option<&Reference>) -> String {
+    if p_has {
+        "the profile".to_string()
+    } else {
+        match r.and_then(|r| r.source_rank) {
+            Some(n) => format!("rank {n}"),
+            None => "the reference".to_string(),
+        }
+    }
+}
+
+/// Compares one value; pushes a finding naming the field and both values.
+#[allow(clippy::too_many_arguments)]
+fn cmp<T: PartialEq + Display>(
+    row: &mut Row,
+    ok: &mut bool,
+    code: Code,
+    field: &str,
+    expected: &T,
+    found: &T,
+    from: &str,
+) {
+    if expected != found {
+        *ok = false;
+        row.reject(
+            Finding::reject(
+                code,
+                format!("{field} is {found} but {from} has {expected}"),
+            )
+            .values(expected, found),
+        );
+    }
+}
+
+struct Q<'a>(&'a Option<String>);
+impl Display for Q<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(s) => write!(f, "{s:?}"),
+            None => f.write_str("null"),
+        }
+    }
+}
+
+pub(crate) fn check(rows: &mut [Row], reference: Option<&Reference>, profile: Option<&Profile>) {
+    let refr = reference;
+    for row in rows.iter_mut() {
+        let Some(d) = row.desc().cloned() else {
+            continue;
+        };
+        geometry(row, &d, refr, profile);
+        model(row, &d, refr, profile);
+        if let Some(r) = refr {
+            if d.epoch != r.epoch {
+                let from = src(false, refr);
+                row.reject(
+                    Finding::reject(
+                        Code::KV107,
+                        format!(
+                            "epoch {} differs from {from} (epoch {}) within incarnation {}",
+                            d.epoch, r.epoch, d.incarnation
+                        ),
+                    )
+                    .values(r.epoch, d.epoch),
+                );
+            }
+        }
+    }
+    gpus(rows, profile);
+}
+
+fn geometry(
+    row: &mut Row,
+    d: &Descriptor,
+    r: Option<&Reference>,
+    p: Option<&Profile>,
+) {
+    let refr = r;
+    let mut ok = true;
+    let pick = |pv: Option<u64>, rv: Option<u64>| -> Option<(u64, bool)> {
+        pv.map(|v| (v, true)).or(rv.map(|v| (v, false)))
+    };
+    for (field, found, pv, rv) in [
+        ("world_size", d.world_size, p.and_then(|p| p.world_size), r.map(|r| r.world_size)),
+        ("tp", d.tp, p.and_then(|p| p.tp), r.map(|r| r.tp)),
+        ("pp", d.pp, p.and_then(|p| p.pp), r.map(|r| r.pp)),
+    ] {
+        if let Some((exp, from_profile)) = pick(pv, rv) {
+            cmp(row, &mut ok, Code::KV104, field, &exp, &found, &src(from_profile, refr));
+        }
+    }
+    let (exp_geo, from_profile) = match (p.and_then(|p| p.geometry.as_ref()), r) {
+        (Some(g), _) => (Some(g), true),
+        (None, Some(r)) => (Some(&r.geometry), false),
+        _ => (None, false),
+    };
+    if let Some(e) = exp_geo {
+        let from = src(from_profile, refr);
+        let g = &d.geometry;
+        for (field, exp, found) in [
+            ("geometry.num_layers", e.num_layers, g.num_layers),
+            ("geometry.kv_heads_per_rank", e.kv_heads_per_rank, g.kv_heads_per_rank),
+            ("geometry.head_size", e.head_size, g.head_size),
+            ("geometry.block_size", e.block_size, g.block_size),
+            ("geometry.num_blocks", e.num_blocks, g.num_blocks),
+        ] {
+            cmp(row, &mut ok, Code::KV104, field, &exp, &found, &from);
+        }
+        cmp(row, &mut ok, Code::KV104, "geometry.dtype", &e.dtype, &g.dtype, &from);
+        cmp(row, &mut ok, Code::KV104, "geometry.use_mla", &e.use_mla, &g.use_mla, &from);
+    }
+    // §3.1: the allocations must cover what the geometry needs.
+    if let Some(need) = d.geometry.bytes_needed() {
+        let have = d.allocated_bytes();
+        if have < need as u128 {
+            ok = false;
+            row.reject(
+                Finding::reject(
+                    Code::KV104,
+                    format!(
+                        "allocations total {have} bytes, fewer than the {need} bytes the geometry needs"
+                    ),
+                )
+                .values(format!("≥ {need} bytes"), format!("{have} bytes")),
+            );
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut dups = Vec::new();
+    for a in &d.allocations {
+        if !seen.insert(a.id.as_str()) && !dups.contains(&a.id) {
+            dups.push(a.id.clone());
+        }
+    }
+    for id in dups {
+        ok = false;
+        row.reject(
+            Finding::reject(
+                Code::KV104,
+                format!("allocation id {id:?} appears more than once"),
+            )
+            .values("unique allocation ids", format!("{id:?} repeated")),
+        );
+    }
+    row.check("geometry", ok);
+}
+
+fn model(
+    row: &mut Row,
+    d: &Descriptor,
+    r: Option<&Reference>,
+    p: Option<&Profile>,
+) {
+    let refr = r;
+    let (exp, from_profile) = match (p.and_then(|p| p.model.as_ref()), r) {
+        (Some(m), _) => (m, true),
+        (None, Some(r)) => (&r.model, false),
+        _ => return,
+    };
+    let from = src(from_profile, refr);
+    let mut ok = true;
+    let m = &d.model;
+    cmp(row, &mut ok, Code::KV105, "model.name", &format!("{:?}", exp.name), &format!("{:?}", m.name), &from);
+    cmp(row, &mut ok, Code::KV105, "model.revision", &format!("{:?}", exp.revision), &format!("{:?}", m.revision), &from);
+    cmp(
+        row,
+        &mut ok,
+        Code::KV105,
+        "model.quantization",
+        &Q(&exp.quantization).to_string(),
+        &Q(&m.quantization).to_string(),
+        &from,
+    );
+    row.check("model", ok);
+}
+
+/// One GPU claimed by two current ranks; not the profile's GPU for a rank.
+fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
+    let mut claims: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+    for r in rows.iter() {
+        if let Some(d) = r.desc() {
+            claims
+                .entry(d.gpu_uuid.to_string())
+                .or_default()
+                .push((d.rank, r.path().to_string()));
+        }
+    }
+    for row in rows.iter_mut() {
+        let Some(d) = row.desc().cloned() else {
+            continue;
+        };
+        let gpu = d.gpu_uuid.to_string();
+        let mut ok = true;
+        if let Some(others) = claims.get(&gpu).filter(|c| c.len() > 1) {
+            let who: Vec<String> = others
+                .iter()
+                .filter(|(_, p)| p != row.path())
+                .map(|(rank, p)| format!("rank {rank} ({p})"))
+                .collect();
+            if !who.is_empty() {
+                ok = false;
+                row.reject(
+                    Finding::reject(
+                        Code::KV106,
+                        format!("GPU {gpu} is also claimed by {}", who.join(", ")),
+                    )
+                    .values("one rank per GPU", format!("{gpu} shared")),
+                );
+            }
+        }
+        if let Some(list) = profile.and_then(|p| p.gpus.as_ref()) {
+            match usize::try_from(d.rank).ok().and_then(|i| list.get(i)) {
+                Some(want) if *want != d.gpu_uuid => {
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV106,
+                            format!("rank {} is on {gpu} but the profile puts it on {want}", d.rank),
+                        )
+                        .values(want, &gpu),
+                    );
+                }
+                None => {
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV106,
+                            format!("the profile lists no GPU for rank {}", d.rank),
+                        )
+                        .values(format!("a GPU in profile gpus[{}]", d.rank), &gpu),
+                    );
+                }
+                _ => {}
+            }
+        }
+        row.check("gpu-uuid", ok);
+    }
+}

@@ -1,0 +1,104 @@
+//! KV107 and the superseded part of KV108: which owner lifetime is current.
+//!
+//! The current incarnation is the profile's, else the one with the highest
+//! epoch. Descriptors outside it never count toward the group and never
+//! reject it: they become notices. kvcr never falls back to an older one.
+
+use super::Candidate;
+use crate::finding::{Code, Finding};
+use crate::profile::Profile;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+pub(crate) struct Selection {
+    pub current: Option<Uuid>,
+    pub epoch: Option<u64>,
+    /// Incarnations tied on the highest epoch (all count as current; the
+    /// group is rejected with KV107).
+    tied: Vec<Uuid>,
+    /// Notices for descriptors outside the current incarnation.
+    pub notices: Vec<Finding>,
+    notice_paths: Vec<String>,
+}
+
+impl Selection {
+    pub fn is_current(&self, c: &Candidate) -> bool {
+        !self.notice_paths.contains(&c.path)
+    }
+}
+
+pub(crate) fn select(
+    cands: &[Candidate],
+    profile: Option<&Profile>,
+    group_findings: &mut Vec<Finding>,
+) -> Selection {
+    // Highest epoch seen per incarnation.
+    let mut epochs: BTreeMap<Uuid, u64> = BTreeMap::new();
+    for c in cands {
+        if let (Some(i), Some(e)) = (c.incarnation(), c.epoch()) {
+            let slot = epochs.entry(i).or_insert(e);
+            *slot = (*slot).max(e);
+        }
+    }
+    let mut sel = Selection {
+        current: None,
+        epoch: None,
+        tied: Vec::new(),
+        notices: Vec::new(),
+        notice_paths: Vec::new(),
+    };
+    if let Some(pinned) = profile.and_then(|p| p.incarnation) {
+        sel.current = Some(pinned);
+        sel.epoch = epochs.get(&pinned).copied();
+    } else if let Some(max) = epochs.values().copied().max() {
+        let tied: Vec<Uuid> = epochs
+            .iter()
+            .filter(|(_, &e)| e == max)
+            .map(|(i, _)| *i)
+            .collect();
+        sel.current = Some(tied[0]);
+        sel.epoch = Some(max);
+        if tied.len() > 1 {
+            let names: Vec<String> = tied.iter().map(|u| u.to_string()).collect();
+            group_findings.push(
+                Finding::reject(
+                    Code::KV107,
+                    format!(
+                        "incarnations {} tie on the highest epoch {max}; cannot tell which owner lifetime is current",
+                        names.join(" and ")
+                    ),
+                )
+                .values("one incarnation at the highest epoch", names.join(", ")),
+            );
+            sel.tied = tied;
+        }
+    }
+
+    let Some(current) = sel.current else {
+        return sel; // nothing identifiable: every candidate counts as current
+    };
+    for c in cands {
+        let Some(inc) = c.incarnation() else {
+            continue; // cannot prove it is not current: judge it as current
+        };
+        if inc == current || sel.tied.contains(&inc) {
+            continue;
+        }
+        let f = match (profile.and_then(|p| p.incarnation), c.epoch(), sel.epoch) {
+            (Some(pinned), _, _) => Finding::notice(
+                Code::KV107,
+                format!("incarnation {inc} is not the profile's incarnation; not counted"),
+            )
+            .values(pinned, inc),
+            (None, Some(e), Some(cur)) => Finding::notice(
+                Code::KV108,
+                format!("superseded by incarnation {current} (epoch {cur}); not counted"),
+            )
+            .values(format!("epoch {cur}"), format!("epoch {e}")),
+            _ => continue,
+        };
+        sel.notices.push(f.at(c.path.clone()));
+        sel.notice_paths.push(c.path.clone());
+    }
+    sel
+}

@@ -1,0 +1,186 @@
+//! Live-only rules: KV110 (foreign node), KV109 (writer not quiesced),
+//! KV106 (GPU not on this node or not visible) and KV003 (handle bytes
+//! readable by others). The live parts of KV108 (reboot, owner gone) are in
+//! `staleness.rs`.
+//!
+//! A fact that could not be read is "not checked", never a mismatch. A check
+//! that has no meaning for a descriptor (its processes on a node that
+//! rebooted, or on another node) is "skipped", with the finding that already
+//! rejects it as the reason.
+
+use super::{Check, Row};
+use crate::descriptor::{Descriptor, GpuKind, GpuUuid};
+use crate::finding::{Code, Finding};
+use crate::node::{Fact, Gpus, NodeFacts};
+
+/// True when this node's hostname is known and is not the descriptor's.
+/// Hostnames are compared ASCII case-insensitively, as DNS names are.
+pub(crate) fn foreign(node: &NodeFacts, d: &Descriptor) -> bool {
+    matches!(&node.hostname, Fact::Known(h) if !h.eq_ignore_ascii_case(&d.node.hostname))
+}
+
+/// True when this node's boot id is known and is not the descriptor's:
+/// every process the descriptor names died with the previous boot.
+pub(crate) fn rebooted(node: &NodeFacts, d: &Descriptor) -> bool {
+    matches!(&node.boot_id, Fact::Known(b) if *b != d.node.boot_id)
+}
+
+/// Records a check that was not made because another finding makes it moot.
+pub(crate) fn skipped(row: &mut Row, name: &'static str, why: &str) {
+    row.checks.push(Check {
+        name,
+        status: format!("skipped: {why}"),
+    });
+}
+
+pub(crate) const FOREIGN: &str = "written on another node (KV110)";
+pub(crate) const REBOOTED: &str = "the node rebooted since (KV108)";
+
+pub(crate) fn check(rows: &mut [Row], node: &NodeFacts) {
+    for row in rows.iter_mut() {
+        let Some(d) = row.desc().cloned() else {
+            continue;
+        };
+        hostname(row, &d, node);
+        let foreign = foreign(node, &d);
+        if foreign {
+            skipped(row, "writer", FOREIGN);
+            skipped(row, "gpu-present", FOREIGN);
+        } else {
+            writer(row, &d, node);
+            gpu_present(row, &d, &node.gpus);
+        }
+        handle_exposure(row, &d);
+    }
+}
+
+fn hostname(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
+    match &node.hostname {
+        Fact::Known(h) if !h.eq_ignore_ascii_case(&d.node.hostname) => {
+            row.check("hostname", false);
+            row.reject(
+                Finding::reject(
+                    Code::KV110,
+                    format!(
+                        "descriptor was written on node {:?}, this is {h:?}: its handles mean nothing here",
+                        d.node.hostname
+                    ),
+                )
+                .values(format!("{:?}", d.node.hostname), format!("{h:?}")),
+            )
+        }
+        Fact::Known(_) => row.check("hostname", true),
+        Fact::NotChecked(why) => row.not_checked("hostname", why),
+    }
+}
+
+/// KV109: the writer still runs (same pid and start time) and has not
+/// quiesced. A quiesced writer, or one that is gone (or whose pid now
+/// belongs to another process), is fine.
+fn writer(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
+    if d.writer.quiesced {
+        row.check("writer", true);
+        return;
+    }
+    if rebooted(node, d) {
+        // Its pid and start time may well repeat after a reboot, in another process.
+        skipped(row, "writer", REBOOTED);
+        return;
+    }
+    match node.process(d.writer.pid) {
+        Fact::Known(Some(t)) if t == d.writer.start_ticks => {
+            row.check("writer", false);
+            row.reject(
+                Finding::reject(
+                    Code::KV109,
+                    format!(
+                        "writer pid {} still runs and has not quiesced; it may still be writing this KV",
+                        d.writer.pid
+                    ),
+                )
+                .values(
+                    "writer quiesced or exited",
+                    format!(
+                        "pid {} running with start_ticks {t}, quiesced false",
+                        d.writer.pid
+                    ),
+                ),
+            )
+        }
+        Fact::Known(_) => row.check("writer", true),
+        Fact::NotChecked(why) => row.not_checked("writer", &why),
+    }
+}
+
+fn list(gpus: &std::collections::BTreeSet<GpuUuid>) -> String {
+    if gpus.is_empty() {
+        "no GPU visible".to_string()
+    } else {
+        let all: Vec<String> = gpus.iter().map(ToString::to_string).collect();
+        format!("visible: {}", all.join(", "))
+    }
+}
+
+/// KV106 (live): the descriptor's GPU among the GPUs this process sees,
+/// compared on the 16 UUID bytes. When the node's full list is known, a GPU
+/// that is there but hidden (CUDA_VISIBLE_DEVICES) is told apart from one
+/// that is absent. /proc lists physical GPUs only, so for a MIG instance that
+/// is not visible, presence on the node cannot be told.
+fn gpu_present(row: &mut Row, d: &Descriptor, gpus: &Fact<Gpus>) {
+    let g = match gpus {
+        Fact::Known(g) => g,
+        Fact::NotChecked(why) => {
+            row.not_checked("gpu-present", why);
+            return;
+        }
+    };
+    let want = d.gpu_uuid;
+    if g.visible.iter().any(|v| v.uuid == want.uuid) {
+        row.check("gpu-present", true);
+        return;
+    }
+    let on_node = g.on_node.as_ref().and_then(|all| {
+        if all.iter().any(|v| v.uuid == want.uuid) {
+            Some(true)
+        } else if want.kind == GpuKind::Gpu {
+            Some(false)
+        } else {
+            None
+        }
+    });
+    let msg = match on_node {
+        Some(true) => format!(
+            "GPU {want} is on this node but not visible to this process (CUDA_VISIBLE_DEVICES?)"
+        ),
+        Some(false) => format!("GPU {want} is absent from this node (per {})", g.source),
+        None => format!(
+            "GPU {want} is not visible to this process (per {}); whether it is on this node cannot be told",
+            g.source
+        ),
+    };
+    row.check("gpu-present", false);
+    row.reject(Finding::reject(Code::KV106, msg).values(want, list(&g.visible)));
+}
+
+/// KV003 (live part): cuda_ipc and fabric handle bytes grant access to the
+/// memory, so a descriptor carrying them must not be readable by group or
+/// others.
+fn handle_exposure(row: &mut Row, d: &Descriptor) {
+    let exposed = row.cand.mode & 0o044 != 0;
+    let carries = d.allocations.iter().any(|a| a.handle.carries_bytes());
+    if exposed && carries {
+        row.check("handle-exposure", false);
+        row.reject(
+            Finding::reject(
+                Code::KV003,
+                "descriptor carries cuda_ipc/fabric handle bytes and is readable by group/others; those bytes grant access to the memory",
+            )
+            .values(
+                "not readable by group/others (mode 0600 or stricter)",
+                format!("mode {:04o}", row.cand.mode & 0o7777),
+            ),
+        );
+    } else {
+        row.check("handle-exposure", true);
+    }
+}

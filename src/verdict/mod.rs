@@ -1,0 +1,428 @@
+//! The verdict core (SPEC §5): descriptors and facts in, verdicts out.
+//!
+//! Nothing here reads a file, a clock or /proc: the caller passes the time,
+//! the profile and (in live mode) the node facts in. Each rule family lives in
+//! its own file, so "where is KV104 decided?" has one answer
+//! (`consistency.rs`).
+
+mod consistency;
+mod incarnation;
+mod live;
+mod ranks;
+mod staleness;
+
+use crate::descriptor::{Descriptor, Ident};
+use crate::finding::{Code, Finding};
+use crate::node::NodeFacts;
+use crate::profile::Profile;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// One descriptor file after reading and parsing, before judging.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// Path relative to the resolved root (display form).
+    pub path: String,
+    /// R of `rank-<R>.json`.
+    pub name_rank: Option<u64>,
+    /// st_mode of the file, for the live capability-exposure check.
+    pub mode: u32,
+    pub ident: Ident,
+    /// Present when the file parsed and is schema-valid.
+    pub descriptor: Option<Descriptor>,
+    /// File-level findings already made (inventory and parsing), with paths.
+    pub findings: Vec<Finding>,
+}
+
+impl Candidate {
+    fn epoch(&self) -> Option<u64> {
+        self.descriptor
+            .as_ref()
+            .map(|d| d.epoch)
+            .or(self.ident.epoch)
+    }
+    fn incarnation(&self) -> Option<Uuid> {
+        self.descriptor
+            .as_ref()
+            .map(|d| d.incarnation)
+            .or(self.ident.incarnation)
+    }
+    fn engine_id(&self) -> Option<&str> {
+        self.descriptor
+            .as_ref()
+            .map(|d| d.engine_id.as_str())
+            .or(self.ident.engine_id.as_deref())
+    }
+}
+
+/// What the operator expects, from the profile and the command line (flags
+/// override profile fields).
+#[derive(Clone, Debug, Default)]
+pub struct Expectations {
+    /// Limit the run to this group.
+    pub engine: Option<String>,
+    /// The deployment profile; applies to the group with its `engine_id`.
+    pub profile: Option<Profile>,
+    /// `--min-epoch`, overriding the profile's `min_epoch` (all groups in scope).
+    pub min_epoch: Option<u64>,
+    /// `--max-age`, overriding the profile's `max_age_s` (all groups in scope).
+    pub max_age_s: Option<u64>,
+}
+
+/// Facts from outside the core.
+#[derive(Clone, Debug)]
+pub struct Context<'a> {
+    pub now_unix_ms: u64,
+    /// Live mode: the node's facts. `None` means not live.
+    pub node: Option<&'a NodeFacts>,
+    pub expect: &'a Expectations,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Accept,
+    Reject,
+}
+
+/// The state of one check on one rank, for `--verbose`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    /// "pass", "fail" or "not checked: <why>".
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RankVerdict {
+    pub rank: u64,
+    pub path: String,
+    pub gpu_uuid: Option<String>,
+    pub verdict: Verdict,
+    pub findings: Vec<Finding>,
+    /// Live facts that could not be read for this rank; never a mismatch.
+    pub not_checked: Vec<String>,
+    #[serde(skip)]
+    pub incarnation: Option<Uuid>,
+    #[serde(skip)]
+    pub epoch: Option<u64>,
+    #[serde(skip)]
+    pub created_unix_ms: Option<u64>,
+    #[serde(skip)]
+    pub checks: Vec<Check>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupVerdict {
+    pub engine_id: String,
+    pub incarnation: Option<Uuid>,
+    pub epoch: Option<u64>,
+    pub world_size: Option<u64>,
+    pub verdict: Verdict,
+    /// One line: why the group is (not) usable.
+    pub cause: String,
+    /// One safe next step.
+    pub action: String,
+    pub findings: Vec<Finding>,
+    pub ranks: Vec<RankVerdict>,
+    /// Ranks 0..world_size-1 with no current descriptor.
+    #[serde(skip)]
+    pub missing: Vec<u64>,
+}
+
+/// A file that could not be attributed to a group, with its findings.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileVerdict {
+    pub path: String,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub groups: usize,
+    pub accepted: usize,
+    pub rejected: usize,
+    pub descriptors: usize,
+    pub files_rejected: usize,
+    pub notices: usize,
+}
+
+/// Everything the printers need.
+#[derive(Clone, Debug)]
+pub struct Judgement {
+    pub groups: Vec<GroupVerdict>,
+    pub files: Vec<FileVerdict>,
+    pub summary: Summary,
+}
+
+impl Judgement {
+    /// SPEC §6: 0 only when every group in scope is accepted, no rejecting
+    /// file-level finding exists and at least one descriptor was found.
+    pub fn exit_status(&self) -> i32 {
+        let any_group_rejected = self.groups.iter().any(|g| g.verdict == Verdict::Reject);
+        let files_reject = self
+            .files
+            .iter()
+            .any(|f| f.findings.iter().any(Finding::is_reject));
+        if self.groups.is_empty() || any_group_rejected || files_reject {
+            crate::exit::REJECTED
+        } else {
+            crate::exit::OK
+        }
+    }
+}
+
+/// Judges every group. `files` are entries that never were descriptors
+/// (symlinks, torn, stray, unreadable...), already carrying their findings.
+pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context) -> Judgement {
+    let mut files = files;
+    let mut by_engine: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
+    let mut descriptors = 0;
+    for c in candidates {
+        match c.engine_id().map(str::to_string) {
+            Some(e) => {
+                if ctx.expect.engine.as_deref().is_some_and(|want| want != e) {
+                    continue;
+                }
+                descriptors += 1;
+                by_engine.entry(e).or_default().push(c)
+            }
+            None => files.push(FileVerdict {
+                path: c.path.clone(),
+                findings: if c.findings.is_empty() {
+                    // Unreachable in practice: an unattributable descriptor has a finding.
+                    vec![Finding::reject(Code::KV007, "engine_id could not be read").at(&c.path)]
+                } else {
+                    c.findings
+                },
+            }),
+        }
+    }
+    // A profile (or --engine) names a group that must exist.
+    let wanted = ctx
+        .expect
+        .engine
+        .clone()
+        .or_else(|| ctx.expect.profile.as_ref().map(|p| p.engine_id.clone()));
+    if let Some(w) = wanted {
+        if ctx.expect.engine.is_none() || ctx.expect.engine.as_deref() == Some(w.as_str()) {
+            by_engine.entry(w).or_default();
+        }
+    }
+    let mut groups: Vec<GroupVerdict> = by_engine
+        .into_iter()
+        .map(|(engine, cands)| judge_group(engine, cands, ctx))
+        .collect();
+    groups.sort_by(|a, b| a.engine_id.cmp(&b.engine_id));
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+
+    let summary = Summary {
+        groups: groups.len(),
+        accepted: groups.iter().filter(|g| g.verdict == Verdict::Accept).count(),
+        rejected: groups.iter().filter(|g| g.verdict == Verdict::Reject).count(),
+        descriptors,
+        files_rejected: files
+            .iter()
+            .filter(|f| f.findings.iter().any(Finding::is_reject))
+            .count(),
+        notices: files
+            .iter()
+            .flat_map(|f| &f.findings)
+            .chain(groups.iter().flat_map(|g| &g.findings))
+            .filter(|f| !f.is_reject())
+            .count(),
+    };
+    Judgement {
+        groups,
+        files,
+        summary,
+    }
+}
+
+/// Rank rows under construction.
+pub(crate) struct Row {
+    pub cand: Candidate,
+    pub slot: Option<u64>,
+    pub findings: Vec<Finding>,
+    pub not_checked: Vec<String>,
+    pub checks: Vec<Check>,
+}
+
+impl Row {
+    pub fn desc(&self) -> Option<&Descriptor> {
+        self.cand.descriptor.as_ref()
+    }
+    pub fn path(&self) -> &str {
+        &self.cand.path
+    }
+    pub fn reject(&mut self, f: Finding) {
+        let f = if f.path.is_none() {
+            f.at(self.cand.path.clone())
+        } else {
+            f
+        };
+        self.findings.push(f);
+    }
+    pub fn check(&mut self, name: &'static str, ok: bool) {
+        self.checks.push(Check {
+            name,
+            status: if ok { "pass" } else { "fail" }.to_string(),
+        });
+    }
+    pub fn not_checked(&mut self, name: &'static str, why: &str) {
+        self.not_checked.push(format!("{name}: {why}"));
+        self.checks.push(Check {
+            name,
+            status: format!("not checked: {why}"),
+        });
+    }
+    pub fn is_clean(&self) -> bool {
+        self.desc().is_some() && !self.findings.iter().any(Finding::is_reject)
+    }
+}
+
+fn judge_group(engine: String, cands: Vec<Candidate>, ctx: &Context) -> GroupVerdict {
+    let profile = ctx
+        .expect
+        .profile
+        .as_ref()
+        .filter(|p| p.engine_id == engine);
+    let mut group_findings = Vec::new();
+
+    // 1. Which incarnation is current; the rest become notices.
+    let inc = incarnation::select(&cands, profile, &mut group_findings);
+    let (current, _others): (Vec<Candidate>, Vec<Candidate>) =
+        cands.into_iter().partition(|c| inc.is_current(c));
+
+    let mut rows: Vec<Row> = current
+        .into_iter()
+        .map(|c| Row {
+            slot: c.name_rank.or(c.ident.rank),
+            findings: c.findings.clone(),
+            cand: c,
+            not_checked: Vec::new(),
+            checks: Vec::new(),
+        })
+        .collect();
+
+    // 2. Per-descriptor rank rules (KV101), then pick the reference rank.
+    ranks::own_rank_rules(&mut rows);
+    let reference = consistency::reference(&rows);
+    let world_size = profile
+        .and_then(|p| p.world_size)
+        .or(reference.as_ref().map(|r| r.world_size));
+
+    // 3. Rule families.
+    consistency::check(&mut rows, reference.as_ref(), profile);
+    staleness::check(&mut rows, profile, ctx);
+    if let Some(node) = ctx.node {
+        live::check(&mut rows, node);
+    }
+    let missing = ranks::slots(&mut rows, world_size, &mut group_findings);
+
+    // 4. Verdicts.
+    let mut ranks_out: Vec<RankVerdict> = rows
+        .into_iter()
+        .map(|r| {
+            let d = r.cand.descriptor.as_ref();
+            RankVerdict {
+                rank: r.slot.unwrap_or(u64::MAX),
+                path: r.cand.path.clone(),
+                gpu_uuid: d.map(|d| d.gpu_uuid.to_string()),
+                verdict: if r.findings.iter().any(Finding::is_reject) {
+                    Verdict::Reject
+                } else {
+                    Verdict::Accept
+                },
+                incarnation: r.cand.incarnation(),
+                epoch: r.cand.epoch(),
+                created_unix_ms: d.map(|d| d.created_unix_ms),
+                findings: r.findings,
+                not_checked: r.not_checked,
+                checks: r.checks,
+            }
+        })
+        .collect();
+    ranks_out.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.path.cmp(&b.path)));
+    group_findings.extend(inc.notices);
+
+    let accepted = world_size.is_some()
+        && missing.is_empty()
+        && ranks_out.iter().all(|r| r.verdict == Verdict::Accept)
+        && !group_findings.iter().any(Finding::is_reject)
+        && ranks_out.len() as u64 == world_size.unwrap_or(0);
+    let verdict = if accepted {
+        Verdict::Accept
+    } else {
+        Verdict::Reject
+    };
+    let (cause, action) = explain_group(verdict, &group_findings, &ranks_out, world_size);
+    GroupVerdict {
+        engine_id: engine,
+        incarnation: inc.current,
+        epoch: inc.epoch,
+        world_size,
+        verdict,
+        cause,
+        action,
+        findings: group_findings,
+        ranks: ranks_out,
+        missing,
+    }
+}
+
+/// The one-line cause and the one safe step for a group header.
+fn explain_group(
+    verdict: Verdict,
+    group: &[Finding],
+    ranks: &[RankVerdict],
+    world_size: Option<u64>,
+) -> (String, String) {
+    if verdict == Verdict::Accept {
+        return (
+            format!(
+                "all {} ranks present, current and consistent",
+                world_size.unwrap_or(0)
+            ),
+            "none needed: the group may be imported (kvcr import --engine ID)".to_string(),
+        );
+    }
+    // The first rejecting finding decides the headline, group-level first.
+    let first = group
+        .iter()
+        .filter(|f| f.is_reject())
+        .map(|f| (None, f))
+        .chain(ranks.iter().flat_map(|r| {
+            r.findings
+                .iter()
+                .filter(|f| f.is_reject())
+                .map(move |f| (Some(r.rank), f))
+        }))
+        .next();
+    let bad_ranks = ranks
+        .iter()
+        .filter(|r| r.verdict == Verdict::Reject)
+        .count();
+    match first {
+        Some((rank, f)) => {
+            let mut cause = match rank {
+                Some(r) if r != u64::MAX => format!("rank {r}: {} ({})", f.message, f.code),
+                _ => format!("{} ({})", f.message, f.code),
+            };
+            if bad_ranks > 1 {
+                cause.push_str(&format!("; {bad_ranks} ranks rejected in all"));
+            }
+            let action = format!(
+                "{}; see `kvcr explain {}`",
+                crate::report::explain::action(f.code),
+                f.code
+            );
+            (cause, action)
+        }
+        None => (
+            "no usable descriptor in the current incarnation".to_string(),
+            "start the engine with an empty cache".to_string(),
+        ),
+    }
+}

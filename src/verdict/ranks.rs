@@ -1,0 +1,165 @@
+//! KV101 (wrong rank), KV102 (duplicate rank) and KV103 (missing rank).
+
+use super::Row;
+use crate::finding::{Code, Finding};
+use std::collections::BTreeMap;
+
+/// Rules one descriptor can break on its own: its rank and its world size.
+pub(crate) fn own_rank_rules(rows: &mut [Row]) {
+    for row in rows.iter_mut() {
+        let name_rank = row.cand.name_rank;
+        let Some(d) = row.desc().cloned() else {
+            if name_rank.is_none() {
+                row.reject(Finding::reject(
+                    Code::KV101,
+                    "the rank in the file name does not fit in 64 bits",
+                ));
+            }
+            continue;
+        };
+        let mut ok = true;
+        match name_rank {
+            Some(n) if n != d.rank => {
+                ok = false;
+                row.reject(
+                    Finding::reject(
+                        Code::KV101,
+                        format!("file name says rank {n} but the content says rank {}", d.rank),
+                    )
+                    .values(n, d.rank),
+                );
+            }
+            None => {
+                ok = false;
+                row.reject(
+                    Finding::reject(
+                        Code::KV101,
+                        "the rank in the file name does not fit in 64 bits",
+                    )
+                    .values(d.rank, "out of range"),
+                );
+            }
+            _ => {}
+        }
+        if d.rank >= d.world_size {
+            ok = false;
+            row.reject(
+                Finding::reject(
+                    Code::KV101,
+                    format!("rank {} is not below world_size {}", d.rank, d.world_size),
+                )
+                .values(format!("rank < {}", d.world_size), d.rank),
+            );
+        }
+        match d.tp.checked_mul(d.pp) {
+            Some(p) if p == d.world_size => {}
+            p => {
+                ok = false;
+                let prod = p.map_or("overflow".to_string(), |p| p.to_string());
+                row.reject(
+                    Finding::reject(
+                        Code::KV101,
+                        format!(
+                            "world_size {} is not tp × pp = {} × {} = {prod}",
+                            d.world_size, d.tp, d.pp
+                        ),
+                    )
+                    .values(prod, d.world_size),
+                );
+            }
+        }
+        row.check("rank", ok);
+    }
+}
+
+/// Places rows in rank slots: KV102 for two current descriptors on one rank,
+/// KV103 (group level) for each rank 0..world_size-1 with none. Returns the
+/// missing ranks.
+pub(crate) fn slots(
+    rows: &mut [Row],
+    world_size: Option<u64>,
+    group_findings: &mut Vec<Finding>,
+) -> Vec<u64> {
+    let mut by_slot: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if let Some(s) = r.slot {
+            by_slot.entry(s).or_default().push(i);
+        }
+    }
+    for (rank, idx) in &by_slot {
+        if idx.len() < 2 {
+            continue;
+        }
+        let paths: Vec<String> = idx.iter().map(|&i| rows[i].path().to_string()).collect();
+        for &i in idx {
+            let others: Vec<&String> = paths.iter().filter(|p| *p != rows[i].path()).collect();
+            let msg = format!(
+                "rank {rank} is claimed by {} current descriptors: {}",
+                idx.len(),
+                paths.join(", ")
+            );
+            let found = others
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            rows[i].reject(
+                Finding::reject(Code::KV102, msg).values("one descriptor per rank", found),
+            );
+        }
+    }
+    let mut missing = Vec::new();
+    if let Some(ws) = world_size {
+        // world_size is bounded (≤ 4096) by the schema and the profile parser.
+        for rank in 0..ws.min(crate::descriptor::MAX_WORLD_SIZE) {
+            if !by_slot.contains_key(&rank) {
+                missing.push(rank);
+            }
+        }
+        if !missing.is_empty() {
+            let list = compress_ranks(&missing);
+            group_findings.push(
+                Finding::reject(
+                    Code::KV103,
+                    format!(
+                        "no current descriptor for rank{} {list} of {ws}",
+                        if missing.len() == 1 { "" } else { "s" }
+                    ),
+                )
+                .values(format!("ranks 0-{}", ws - 1), format!("missing {list}")),
+            );
+        }
+    }
+    missing
+}
+
+/// `[0,1,2,5,7,8]` → `0-2,5,7-8`.
+pub fn compress_ranks(ranks: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let start = ranks[i];
+        let mut end = start;
+        while i + 1 < ranks.len() && ranks[i + 1] == end + 1 {
+            i += 1;
+            end = ranks[i];
+        }
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn compress() {
+        assert_eq!(super::compress_ranks(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(super::compress_ranks(&[3]), "3");
+        assert_eq!(super::compress_ranks(&[]), "");
+    }
+}

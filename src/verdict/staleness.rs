@@ -1,0 +1,117 @@
+//! KV108 (stale) for current descriptors: below `min_epoch`, older than
+//! `max_age_s`, and in live mode a rebooted node or a gone/reused owner.
+//! (Superseded descriptors are notices, decided in `incarnation.rs`.)
+
+use super::live::{foreign, rebooted, skipped, FOREIGN, REBOOTED};
+use super::{Context, Row};
+use crate::descriptor::Descriptor;
+use crate::finding::{Code, Finding};
+use crate::node::{Fact, NodeFacts};
+use crate::profile::Profile;
+
+pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) {
+    let min_epoch = ctx.expect.min_epoch.or(profile.and_then(|p| p.min_epoch));
+    let max_age_s = ctx.expect.max_age_s.or(profile.and_then(|p| p.max_age_s));
+    for row in rows.iter_mut() {
+        let Some(d) = row.desc().cloned() else {
+            continue;
+        };
+        let mut ok = true;
+        if let Some(min) = min_epoch {
+            if d.epoch < min {
+                ok = false;
+                row.reject(
+                    Finding::reject(
+                        Code::KV108,
+                        format!("epoch {} is below the minimum epoch {min}", d.epoch),
+                    )
+                    .values(format!("epoch ≥ {min}"), d.epoch),
+                );
+            }
+        }
+        if let Some(max) = max_age_s {
+            let age_ms = ctx.now_unix_ms.saturating_sub(d.created_unix_ms);
+            if age_ms > max.saturating_mul(1000) {
+                ok = false;
+                row.reject(
+                    Finding::reject(
+                        Code::KV108,
+                        format!(
+                            "sealed {} ago, older than the maximum age of {}",
+                            crate::report::human_duration_ms(age_ms),
+                            crate::report::human_duration_ms(max.saturating_mul(1000))
+                        ),
+                    )
+                    .values(format!("age ≤ {max} s"), format!("age {} s", age_ms / 1000)),
+                );
+            }
+        }
+        row.check("staleness", ok);
+        if let Some(node) = ctx.node {
+            live(row, &d, node);
+        }
+    }
+}
+
+/// The live parts of KV108: the node rebooted since the descriptor was
+/// written (boot_id differs), or the owner is gone or its pid now belongs to
+/// another process (start_ticks differs). On another node (KV110) neither
+/// means anything; after a reboot the owner is certainly gone, and its pid
+/// and start time may repeat in a new process, so it is not looked up.
+fn live(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
+    if foreign(node, d) {
+        skipped(row, "boot_id", FOREIGN);
+        skipped(row, "owner", FOREIGN);
+        return;
+    }
+    match &node.boot_id {
+        Fact::Known(boot) if *boot != d.node.boot_id => {
+            row.check("boot_id", false);
+            row.reject(
+                Finding::reject(
+                    Code::KV108,
+                    "node rebooted since this descriptor was written; GPU memory does not survive a reboot",
+                )
+                .values(format!("boot_id {}", d.node.boot_id), format!("boot_id {boot}")),
+            );
+        }
+        Fact::Known(_) => row.check("boot_id", true),
+        Fact::NotChecked(why) => row.not_checked("boot_id", why),
+    }
+    if rebooted(node, d) {
+        skipped(row, "owner", REBOOTED);
+        return;
+    }
+    let owner = d.owner;
+    let expected = format!(
+        "pid {} running with start_ticks {}",
+        owner.pid, owner.start_ticks
+    );
+    match node.process(owner.pid) {
+        Fact::Known(Some(t)) if t == owner.start_ticks => row.check("owner", true),
+        Fact::Known(Some(t)) => {
+            row.check("owner", false);
+            row.reject(
+                Finding::reject(
+                    Code::KV108,
+                    format!(
+                        "owner pid {} now belongs to another process (PID reused); the owner is gone and its memory went with it",
+                        owner.pid
+                    ),
+                )
+                .values(expected, format!("pid {} running with start_ticks {t}", owner.pid)),
+            );
+        }
+        Fact::Known(None) => {
+            row.check("owner", false);
+            row.reject(
+                Finding::reject(
+                    Code::KV108,
+                    format!("owner pid {} is gone; its memory went with it", owner.pid),
+                )
+                .values(expected, "no such process"),
+            );
+        }
+        Fact::NotChecked(why) => row.not_checked("owner", &why),
+    }
+}
