@@ -152,7 +152,10 @@ fn gpu_present(row: &mut Row, d: &Descriptor, gpus: &Fact<Gpus>) {
         Some(true) => format!(
             "GPU {want} is on this node but not visible to this process (CUDA_VISIBLE_DEVICES?)"
         ),
-        Some(false) => format!("GPU {want} is absent from this node (per {})", g.source),
+        Some(false) => format!(
+            "GPU {want} is absent from this node (none of its {} GPUs)",
+            g.on_node.as_ref().map_or(0, |all| all.len())
+        ),
         None => format!(
             "GPU {want} is not visible to this process (per {}); whether it is on this node cannot be told",
             g.source
@@ -182,5 +185,130 @@ fn handle_exposure(row: &mut Row, d: &Descriptor) {
         );
     } else {
         row.check("handle-exposure", true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::descriptor::parse_descriptor;
+    use crate::node::{Fact, Gpus, NodeFacts};
+    use crate::testkit::{self, Desc};
+    use crate::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
+    use std::collections::BTreeMap;
+    use uuid::Uuid;
+
+    fn group(mode: u32, edit: impl Fn(&mut Desc)) -> Vec<Candidate> {
+        (0..2)
+            .map(|rank| {
+                let mut d = Desc::new("unit", rank, 2, 1);
+                edit(&mut d);
+                let p = parse_descriptor(&d.bytes());
+                Candidate {
+                    path: format!("rank-{rank}.json"),
+                    name_rank: Some(rank),
+                    mode,
+                    ident: p.ident,
+                    descriptor: p.descriptor,
+                    findings: p.findings,
+                }
+            })
+            .collect()
+    }
+
+    fn node() -> NodeFacts {
+        let gpus = (0..2)
+            .map(|r| crate::descriptor::GpuUuid::parse(&testkit::gpu(0, r)).unwrap())
+            .collect();
+        NodeFacts {
+            boot_id: Fact::Known(Uuid::parse_str(testkit::BOOT_ID).unwrap()),
+            hostname: Fact::Known(testkit::HOSTNAME.into()),
+            processes: BTreeMap::from([
+                (4242, Fact::Known(Some(123456))),
+                (4100, Fact::Known(None)),
+            ]),
+            gpus: Fact::Known(Gpus {
+                visible: gpus,
+                on_node: None,
+                source: "unit".into(),
+            }),
+        }
+    }
+
+    fn run(cands: Vec<Candidate>, n: &NodeFacts) -> Judgement {
+        let expect = Expectations::default();
+        let ctx = Context {
+            now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
+            node: Some(n),
+            expect: &expect,
+        };
+        judge(cands, Vec::new(), &ctx)
+    }
+
+    fn codes(j: &Judgement) -> Vec<&'static str> {
+        j.groups[0]
+            .ranks
+            .iter()
+            .flat_map(|r| r.findings.iter().map(|f| f.code.as_str()))
+            .collect()
+    }
+
+    fn status<'a>(j: &'a Judgement, name: &str) -> &'a str {
+        &j.groups[0].ranks[0]
+            .checks
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .status
+    }
+
+    #[test]
+    fn matching_node_accepts() {
+        let j = run(group(0o600, |_| {}), &node());
+        assert_eq!(j.groups[0].verdict, Verdict::Accept, "{:?}", codes(&j));
+    }
+
+    #[test]
+    fn foreign_node_reports_only_kv110() {
+        let mut n = node();
+        n.hostname = Fact::Known("elsewhere".into());
+        n.boot_id = Fact::Known(Uuid::from_u128(7));
+        n.processes.clear();
+        n.gpus = Fact::Known(Gpus::default());
+        let j = run(group(0o600, |_| {}), &n);
+        assert_eq!(codes(&j), ["KV110", "KV110"]);
+        for c in ["boot_id", "owner", "writer", "gpu-present"] {
+            assert!(status(&j, c).starts_with("skipped"), "{c}");
+        }
+    }
+
+    #[test]
+    fn after_a_reboot_processes_are_not_looked_up() {
+        let mut n = node();
+        n.boot_id = Fact::Known(Uuid::from_u128(7));
+        // A new process with the owner's and the writer's pid and start time.
+        n.processes.insert(4100, Fact::Known(Some(120000)));
+        let j = run(group(0o600, |_| {}), &n);
+        assert_eq!(codes(&j), ["KV108", "KV108"]);
+        assert!(status(&j, "owner").starts_with("skipped"));
+    }
+
+    #[test]
+    fn gpu_matched_on_bytes_and_posix_fd_not_exposed() {
+        let mut n = node();
+        let Fact::Known(g) = &mut n.gpus else {
+            unreachable!()
+        };
+        g.visible = g
+            .visible
+            .iter()
+            .map(|u| crate::descriptor::GpuUuid {
+                kind: crate::descriptor::GpuKind::Mig,
+                ..*u
+            })
+            .collect();
+        let j = run(group(0o644, |d| d.handle_kind = "posix_fd"), &n);
+        assert_eq!(j.groups[0].verdict, Verdict::Accept, "{:?}", codes(&j));
+        let j = run(group(0o644, |_| {}), &n);
+        assert_eq!(codes(&j), ["KV003", "KV003"]);
     }
 }
