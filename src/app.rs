@@ -37,9 +37,21 @@ impl Failure {
 /// The result of auditing an inventory, before printing.
 pub struct AuditRun {
     pub root: String,
+    /// This node's hostname, when it could be read (uname, not /proc).
+    pub host: Option<String>,
+    /// Set by `kvcr merge`: the reports merged.
+    pub reports: Option<Vec<String>>,
     pub live: bool,
     pub now_ms: u64,
     pub judgement: Judgement,
+}
+
+/// This node's name from uname(2).
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 pub fn now_unix_ms() -> u64 {
@@ -51,10 +63,7 @@ pub fn now_unix_ms() -> u64 {
 
 fn load_profile(path: &Path) -> Result<Profile, Failure> {
     let bytes = std::fs::read(path).map_err(|e| {
-        Failure::usage(
-            format!("cannot read profile {}: {e}", path.display()),
-            None,
-        )
+        Failure::usage(format!("cannot read profile {}: {e}", path.display()), None)
     })?;
     parse_profile(&bytes).map_err(|e| {
         Failure::usage(
@@ -78,11 +87,22 @@ pub fn expectations(args: &InventoryArgs) -> Result<Expectations, Failure> {
             ));
         }
     }
+    if let Some(Err(e)) = profile
+        .as_ref()
+        .and_then(|p| p.local_ranks.as_deref())
+        .map(crate::rankset::RankSet::parse)
+    {
+        return Err(Failure::usage(
+            format!("bad profile: local_ranks: {e}"),
+            Some("write ranks as 0-7 or 0-3,8-11".to_string()),
+        ));
+    }
     Ok(Expectations {
         engine: args.engine.clone(),
         profile,
         min_epoch: args.min_epoch,
         max_age_s: args.max_age,
+        local_ranks: args.local_ranks.clone(),
     })
 }
 
@@ -168,6 +188,8 @@ pub fn audit(
     let judgement = verdict::judge(cands, files, &ctx);
     Ok(AuditRun {
         root: root.display().to_string(),
+        host: Some(hostname()),
+        reports: None,
         live: probe.is_some(),
         now_ms,
         judgement,
@@ -180,10 +202,12 @@ pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Resu
         return Ok(());
     }
     match p.format {
-        report::Format::Json => report::json::write(
-            out,
-            &report::json::AuditReport::new(&run.root, run.live, &run.judgement),
-        ),
+        report::Format::Json => {
+            let mut doc = report::json::AuditReport::new(&run.root, run.live, &run.judgement);
+            doc.host = run.host.as_deref();
+            doc.reports = run.reports.as_deref();
+            report::json::write(out, &doc)
+        }
         report::Format::Table => {
             report::table::write(out, p, &run.root, run.live, &run.judgement, run.now_ms)
         }
@@ -191,13 +215,54 @@ pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Resu
 }
 
 fn cmd_audit(a: &AuditArgs) -> Result<i32, Failure> {
-    let p = Printer::from_env(a.output.format, a.output.color, a.output.quiet, a.output.verbose);
+    let p = Printer::from_env(
+        a.output.format,
+        a.output.color,
+        a.output.quiet,
+        a.output.verbose,
+    );
     let probe = a
         .live
         .then(node::real_probe)
         .transpose()
         .map_err(|e| Failure::usage(e, None))?;
     let run = audit(&a.inventory, probe.as_deref(), p.progress)?;
+    let status = run.judgement.exit_status();
+    emit(|out| print_audit(out, &p, &run))?;
+    Ok(status)
+}
+
+fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
+    let p = Printer::from_env(
+        a.output.format,
+        a.output.color,
+        a.output.quiet,
+        a.output.verbose,
+    );
+    let mut reports = Vec::new();
+    for path in &a.reports {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path)
+            .map_err(|e| Failure::usage(format!("cannot read {name}: {e}"), None))?;
+        let r = crate::merge::read_report(&name, &bytes).map_err(|e| {
+            Failure::usage(
+                e,
+                Some("merge takes reports written by `kvcr audit --format json`".to_string()),
+            )
+        })?;
+        reports.push((name, r));
+    }
+    let live = reports.iter().all(|(_, r)| r.live);
+    let names: Vec<String> = reports.iter().map(|(n, _)| n.clone()).collect();
+    let judgement = crate::merge::merge(&reports);
+    let run = AuditRun {
+        root: format!("merged from {} reports", names.len()),
+        host: None,
+        reports: Some(names),
+        live,
+        now_ms: now_unix_ms(),
+        judgement,
+    };
     let status = run.judgement.exit_status();
     emit(|out| print_audit(out, &p, &run))?;
     Ok(status)
@@ -242,12 +307,17 @@ pub fn run(cli: Cli) -> i32 {
         Command::Audit(a) => cmd_audit(a),
         Command::Import(a) => crate::import::cli::run(a),
         Command::Explain(a) => cmd_explain(a),
+        Command::Merge(a) => cmd_merge(a),
     };
     match r {
         Ok(status) => status,
         Err(f) => {
             let mut err = io::stderr().lock();
-            let _ = writeln!(err, "kvcr: error: {}", report::sanitize::terminal(&f.message));
+            let _ = writeln!(
+                err,
+                "kvcr: error: {}",
+                report::sanitize::terminal(&f.message)
+            );
             if let Some(h) = f.hint {
                 let _ = writeln!(err, "  hint: {h}");
             }
@@ -255,4 +325,3 @@ pub fn run(cli: Cli) -> i32 {
         }
     }
 }
-

@@ -30,6 +30,17 @@ pub enum Command {
     Import(ImportArgs),
     /// What a finding code means and what to do; no CODE lists them all.
     Explain(ExplainArgs),
+    /// Merge per-node audit reports (--format json) into verdicts for groups spanning nodes.
+    Merge(MergeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// Per-node reports written by `kvcr audit --live --local-ranks ... --format json`.
+    #[arg(value_name = "REPORT.json", required = true)]
+    pub reports: Vec<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Options shared by every command that reads an inventory.
@@ -50,6 +61,14 @@ pub struct InventoryArgs {
     /// Reject descriptors sealed more than SECONDS ago (overrides the profile).
     #[arg(long, value_name = "SECONDS")]
     pub max_age: Option<u64>,
+    /// The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11
+    /// (overrides the profile); other ranks are expected elsewhere.
+    #[arg(long, value_name = "RANKS", value_parser = parse_ranks)]
+    pub local_ranks: Option<crate::rankset::RankSet>,
+}
+
+fn parse_ranks(s: &str) -> Result<crate::rankset::RankSet, String> {
+    crate::rankset::RankSet::parse(s)
 }
 
 #[derive(Args, Debug, Clone)]

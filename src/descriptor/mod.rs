@@ -23,7 +23,7 @@ pub const MAX_DEPTH: usize = 32;
 pub const MAX_WORLD_SIZE: u64 = 4096;
 pub const MAX_ALLOCATIONS: usize = 4096;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dtype {
     Float16,
@@ -72,7 +72,8 @@ impl fmt::Display for Dtype {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Geometry {
     pub num_layers: u64,
     pub kv_heads_per_rank: u64,
@@ -97,7 +98,8 @@ impl Geometry {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Model {
     pub name: String,
     pub revision: String,

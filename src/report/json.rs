@@ -16,7 +16,12 @@ pub const REPORT_SCHEMA: &str = "kvcr.audit-report/v1";
 pub struct AuditReport<'a> {
     pub schema: &'static str,
     pub root: &'a str,
+    /// This node's hostname (lets `kvcr merge` tell nodes apart).
+    pub host: Option<&'a str>,
     pub live: bool,
+    /// `kvcr merge` only: the per-node reports merged, in argument order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reports: Option<&'a [String]>,
     pub groups: &'a [GroupVerdict],
     pub files: &'a [FileVerdict],
     pub summary: &'a Summary,
@@ -27,7 +32,9 @@ impl<'a> AuditReport<'a> {
         AuditReport {
             schema: REPORT_SCHEMA,
             root,
+            host: None,
             live,
+            reports: None,
             groups: &j.groups,
             files: &j.files,
             summary: &j.summary,
@@ -39,7 +46,11 @@ impl<'a> AuditReport<'a> {
 struct SafeFormatter(serde_json::ser::PrettyFormatter<'static>);
 
 impl serde_json::ser::Formatter for SafeFormatter {
-    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, frag: &str) -> io::Result<()> {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        frag: &str,
+    ) -> io::Result<()> {
         let mut start = 0;
         for (i, c) in frag.char_indices() {
             if is_dangerous(c) {
@@ -100,7 +111,11 @@ mod tests {
     #[test]
     fn escapes_dangerous_characters_and_stays_valid() {
         let mut buf = Vec::new();
-        super::write(&mut buf, &serde_json::json!({"p": "a\u{1b}b\u{9b}c\u{202e}d/é"})).unwrap();
+        super::write(
+            &mut buf,
+            &serde_json::json!({"p": "a\u{1b}b\u{9b}c\u{202e}d/é"}),
+        )
+        .unwrap();
         let s = String::from_utf8(buf).unwrap();
         assert!(s.contains(r"a\u001bb\u009bc\u202ed/é"), "{s}");
         assert!(!s.chars().any(super::is_dangerous_raw));
@@ -108,4 +123,3 @@ mod tests {
         assert_eq!(back["p"], "a\u{1b}b\u{9b}c\u{202e}d/é");
     }
 }
-

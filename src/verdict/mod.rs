@@ -11,10 +11,14 @@ mod live;
 mod ranks;
 mod staleness;
 
+pub use ranks::compress_ranks;
+
 use crate::descriptor::{Descriptor, Ident};
+use crate::descriptor::{Geometry, Model};
 use crate::finding::{Code, Finding};
 use crate::node::NodeFacts;
 use crate::profile::Profile;
+use crate::rankset::RankSet;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -68,6 +72,9 @@ pub struct Expectations {
     pub min_epoch: Option<u64>,
     /// `--max-age`, overriding the profile's `max_age_s` (all groups in scope).
     pub max_age_s: Option<u64>,
+    /// `--local-ranks`, overriding the profile's `local_ranks`: the ranks this
+    /// node holds of a group that spans nodes.
+    pub local_ranks: Option<RankSet>,
 }
 
 /// Facts from outside the core.
@@ -103,6 +110,9 @@ pub struct RankVerdict {
     pub findings: Vec<Finding>,
     /// Live facts that could not be read for this rank; never a mismatch.
     pub not_checked: Vec<String>,
+    /// `kvcr merge` only: the per-node report this rank came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<String>,
     #[serde(skip)]
     pub incarnation: Option<Uuid>,
     #[serde(skip)]
@@ -119,6 +129,16 @@ pub struct GroupVerdict {
     pub incarnation: Option<Uuid>,
     pub epoch: Option<u64>,
     pub world_size: Option<u64>,
+    /// tp, pp, model and geometry every rank was checked against (the
+    /// profile's where it declares them, else the reference rank's), so
+    /// per-node reports can be merged.
+    pub tp: Option<u64>,
+    pub pp: Option<u64>,
+    pub model: Option<Model>,
+    pub geometry: Option<Geometry>,
+    /// The ranks this node was asked to hold (`--local-ranks`); `null` when
+    /// the whole group is expected here.
+    pub local_ranks: Option<String>,
     pub verdict: Verdict,
     /// One line: why the group is (not) usable.
     pub cause: String,
@@ -210,17 +230,42 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
             by_engine.entry(w).or_default();
         }
     }
+    // Unattributed files named rank-N.json may be the missing ranks: name them.
+    let mut hints: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for f in &files {
+        let name = f.path.rsplit('/').next().unwrap_or(&f.path);
+        if let Some(Some(rank)) = crate::inventory::parse_rank_name(std::ffi::OsStr::new(name)) {
+            let codes: Vec<&str> = f
+                .findings
+                .iter()
+                .filter(|x| x.is_reject())
+                .map(|x| x.code.as_str())
+                .collect();
+            if !codes.is_empty() {
+                hints
+                    .entry(rank)
+                    .or_default()
+                    .push(format!("{} ({})", f.path, codes.join(", ")));
+            }
+        }
+    }
     let mut groups: Vec<GroupVerdict> = by_engine
         .into_iter()
-        .map(|(engine, cands)| judge_group(engine, cands, ctx))
+        .map(|(engine, cands)| judge_group(engine, cands, ctx, &hints))
         .collect();
     groups.sort_by(|a, b| a.engine_id.cmp(&b.engine_id));
     files.sort_by(|a, b| a.path.cmp(&b.path));
 
     let summary = Summary {
         groups: groups.len(),
-        accepted: groups.iter().filter(|g| g.verdict == Verdict::Accept).count(),
-        rejected: groups.iter().filter(|g| g.verdict == Verdict::Reject).count(),
+        accepted: groups
+            .iter()
+            .filter(|g| g.verdict == Verdict::Accept)
+            .count(),
+        rejected: groups
+            .iter()
+            .filter(|g| g.verdict == Verdict::Reject)
+            .count(),
         descriptors,
         files_rejected: files
             .iter()
@@ -282,7 +327,12 @@ impl Row {
     }
 }
 
-fn judge_group(engine: String, cands: Vec<Candidate>, ctx: &Context) -> GroupVerdict {
+fn judge_group(
+    engine: String,
+    cands: Vec<Candidate>,
+    ctx: &Context,
+    hints: &BTreeMap<u64, Vec<String>>,
+) -> GroupVerdict {
     let profile = ctx
         .expect
         .profile
@@ -319,7 +369,24 @@ fn judge_group(engine: String, cands: Vec<Candidate>, ctx: &Context) -> GroupVer
     if let Some(node) = ctx.node {
         live::check(&mut rows, node);
     }
-    let missing = ranks::slots(&mut rows, world_size, &mut group_findings);
+    // The flag wins; the profile's list was validated when it was loaded.
+    let local = ctx.expect.local_ranks.clone().or_else(|| {
+        profile
+            .and_then(|p| p.local_ranks.as_deref())
+            .and_then(|s| RankSet::parse(s).ok())
+    });
+    let missing = ranks::slots(
+        &mut rows,
+        world_size,
+        local.as_ref(),
+        hints,
+        &mut group_findings,
+    );
+    let expected_count = match (world_size, &local) {
+        (Some(ws), Some(l)) => l.iter().filter(|&r| r < ws).count() as u64,
+        (Some(ws), None) => ws,
+        _ => 0,
+    };
 
     // 4. Verdicts.
     let mut ranks_out: Vec<RankVerdict> = rows
@@ -340,6 +407,7 @@ fn judge_group(engine: String, cands: Vec<Candidate>, ctx: &Context) -> GroupVer
                 created_unix_ms: d.map(|d| d.created_unix_ms),
                 findings: r.findings,
                 not_checked: r.not_checked,
+                report: None,
                 checks: r.checks,
             }
         })
@@ -351,18 +419,34 @@ fn judge_group(engine: String, cands: Vec<Candidate>, ctx: &Context) -> GroupVer
         && missing.is_empty()
         && ranks_out.iter().all(|r| r.verdict == Verdict::Accept)
         && !group_findings.iter().any(Finding::is_reject)
-        && ranks_out.len() as u64 == world_size.unwrap_or(0);
+        && ranks_out.len() as u64 == expected_count;
     let verdict = if accepted {
         Verdict::Accept
     } else {
         Verdict::Reject
     };
-    let (cause, action) = explain_group(verdict, &group_findings, &ranks_out, world_size);
+    let (cause, action) = explain_group(
+        verdict,
+        &group_findings,
+        &ranks_out,
+        world_size,
+        local.as_ref(),
+    );
+    let declared = |f: fn(&Profile) -> Option<u64>| profile.and_then(f);
     GroupVerdict {
         engine_id: engine,
         incarnation: inc.current,
         epoch: inc.epoch,
         world_size,
+        tp: declared(|p| p.tp).or(reference.as_ref().map(|r| r.tp)),
+        pp: declared(|p| p.pp).or(reference.as_ref().map(|r| r.pp)),
+        model: profile
+            .and_then(|p| p.model.clone())
+            .or(reference.as_ref().map(|r| r.model.clone())),
+        geometry: profile
+            .and_then(|p| p.geometry.clone())
+            .or(reference.as_ref().map(|r| r.geometry.clone())),
+        local_ranks: local.as_ref().map(|l| l.to_string()),
         verdict,
         cause,
         action,
@@ -378,8 +462,18 @@ fn explain_group(
     group: &[Finding],
     ranks: &[RankVerdict],
     world_size: Option<u64>,
+    local: Option<&RankSet>,
 ) -> (String, String) {
     if verdict == Verdict::Accept {
+        if let Some(l) = local {
+            return (
+                format!(
+                    "local part accepted: ranks {l} of {} present, current and consistent; the other ranks are expected on other nodes",
+                    world_size.unwrap_or(0)
+                ),
+                "merge the per-node reports (kvcr merge) before importing the group".to_string(),
+            );
+        }
         return (
             format!(
                 "all {} ranks present, current and consistent",

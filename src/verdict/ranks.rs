@@ -2,6 +2,7 @@
 
 use super::Row;
 use crate::finding::{Code, Finding};
+use crate::rankset::RankSet;
 use std::collections::BTreeMap;
 
 /// Rules one descriptor can break on its own: its rank and its world size.
@@ -24,7 +25,10 @@ pub(crate) fn own_rank_rules(rows: &mut [Row]) {
                 row.reject(
                     Finding::reject(
                         Code::KV101,
-                        format!("file name says rank {n} but the content says rank {}", d.rank),
+                        format!(
+                            "file name says rank {n} but the content says rank {}",
+                            d.rank
+                        ),
                     )
                     .values(n, d.rank),
                 );
@@ -78,8 +82,23 @@ pub(crate) fn own_rank_rules(rows: &mut [Row]) {
 pub(crate) fn slots(
     rows: &mut [Row],
     world_size: Option<u64>,
+    local: Option<&RankSet>,
+    hints: &BTreeMap<u64, Vec<String>>,
     group_findings: &mut Vec<Finding>,
 ) -> Vec<u64> {
+    if let Some(l) = local {
+        for row in rows.iter_mut() {
+            if let Some(s) = row.slot.filter(|&s| !l.contains(s)) {
+                row.reject(
+                    Finding::reject(
+                        Code::KV101,
+                        format!("rank {s} is not one of this node's ranks ({l})"),
+                    )
+                    .values(format!("a rank in {l}"), s),
+                );
+            }
+        }
+    }
     let mut by_slot: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for (i, r) in rows.iter().enumerate() {
         if let Some(s) = r.slot {
@@ -103,31 +122,60 @@ pub(crate) fn slots(
                 .map(|s| s.as_str())
                 .collect::<Vec<_>>()
                 .join(", ");
-            rows[i].reject(
-                Finding::reject(Code::KV102, msg).values("one descriptor per rank", found),
-            );
+            rows[i]
+                .reject(Finding::reject(Code::KV102, msg).values("one descriptor per rank", found));
         }
     }
     let mut missing = Vec::new();
     if let Some(ws) = world_size {
         // world_size is bounded (≤ 4096) by the schema and the profile parser.
         for rank in 0..ws.min(crate::descriptor::MAX_WORLD_SIZE) {
+            if local.is_some_and(|l| !l.contains(rank)) {
+                continue; // expected on another node
+            }
             if !by_slot.contains_key(&rank) {
                 missing.push(rank);
             }
         }
+        if let Some(l) = local {
+            let outside: Vec<u64> = l.iter().filter(|&r| r >= ws).collect();
+            if !outside.is_empty() {
+                group_findings.push(
+                    Finding::reject(
+                        Code::KV101,
+                        format!(
+                            "local ranks {} are not below world_size {ws}",
+                            compress_ranks(&outside)
+                        ),
+                    )
+                    .values(format!("ranks below {ws}"), compress_ranks(&outside)),
+                );
+            }
+        }
         if !missing.is_empty() {
             let list = compress_ranks(&missing);
-            group_findings.push(
-                Finding::reject(
-                    Code::KV103,
-                    format!(
-                        "no current descriptor for rank{} {list} of {ws}",
-                        if missing.len() == 1 { "" } else { "s" }
-                    ),
-                )
-                .values(format!("ranks 0-{}", ws - 1), format!("missing {list}")),
+            let mut msg = format!(
+                "no current descriptor for rank{} {list} of {ws}",
+                if missing.len() == 1 { "" } else { "s" }
             );
+            let related: Vec<&String> = missing
+                .iter()
+                .filter_map(|m| hints.get(m))
+                .flatten()
+                .collect();
+            if !related.is_empty() {
+                let names: Vec<&str> = related.iter().map(|s| s.as_str()).collect();
+                msg.push_str(&format!(
+                    "; unusable files with that name: {}",
+                    names.join(", ")
+                ));
+            }
+            let want = match local {
+                Some(l) => format!("ranks {l}"),
+                None => format!("ranks 0-{}", ws - 1),
+            };
+            group_findings
+                .push(Finding::reject(Code::KV103, msg).values(want, format!("missing {list}")));
         }
     }
     missing

@@ -1,0 +1,415 @@
+//! `kvcr merge`: per-node audit reports in, group verdicts over the whole
+//! fleet out (a TP×PP group can span nodes; each node's inventory holds only
+//! its own ranks). Pure: parsed reports in, a [`Judgement`] out.
+//!
+//! A merged group is accepted only if every rank 0..world_size-1 appears
+//! exactly once across all reports and is accepted there, no node rejected
+//! the group for another reason, and incarnation, epoch, world_size, tp, pp,
+//! geometry and model agree across nodes.
+
+use crate::descriptor::{Geometry, Model};
+use crate::finding::{Code, Finding, Severity};
+use crate::verdict::{
+    compress_ranks, FileVerdict, GroupVerdict, Judgement, RankVerdict, Summary, Verdict,
+};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use uuid::Uuid;
+
+/// One per-node report as read back (the subset merge needs).
+#[derive(Debug, Deserialize)]
+pub struct NodeReport {
+    pub schema: String,
+    #[serde(default)]
+    pub root: Option<String>,
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub live: bool,
+    pub groups: Vec<NodeGroup>,
+    #[serde(default)]
+    pub files: Vec<NodeFile>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NodeGroup {
+    pub engine_id: String,
+    pub incarnation: Option<Uuid>,
+    pub epoch: Option<u64>,
+    pub world_size: Option<u64>,
+    #[serde(default)]
+    pub tp: Option<u64>,
+    #[serde(default)]
+    pub pp: Option<u64>,
+    #[serde(default)]
+    pub model: Option<Model>,
+    #[serde(default)]
+    pub geometry: Option<Geometry>,
+    #[serde(default)]
+    pub local_ranks: Option<String>,
+    pub verdict: Verdict,
+    pub findings: Vec<NodeFinding>,
+    pub ranks: Vec<NodeRank>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NodeRank {
+    pub rank: u64,
+    pub path: String,
+    pub gpu_uuid: Option<String>,
+    pub verdict: Verdict,
+    pub findings: Vec<NodeFinding>,
+    #[serde(default)]
+    pub not_checked: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NodeFile {
+    pub path: String,
+    pub findings: Vec<NodeFinding>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NodeFinding {
+    pub code: String,
+    pub severity: Severity,
+    pub message: String,
+    pub path: Option<String>,
+    pub expected: Option<String>,
+    pub found: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Verdict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "accept" => Ok(Verdict::Accept),
+            "reject" => Ok(Verdict::Reject),
+            other => Err(serde::de::Error::custom(format!(
+                "unknown verdict {other:?}"
+            ))),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Severity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "reject" => Ok(Severity::Reject),
+            "notice" => Ok(Severity::Notice),
+            other => Err(serde::de::Error::custom(format!(
+                "unknown severity {other:?}"
+            ))),
+        }
+    }
+}
+
+/// Reads one report; anything that is not a kvcr audit report v1 is an error
+/// naming the file.
+pub fn read_report(name: &str, bytes: &[u8]) -> Result<NodeReport, String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("{name}: not JSON: {e}"))?;
+    match v.get("schema").and_then(|s| s.as_str()) {
+        Some(crate::report::json::REPORT_SCHEMA) => {}
+        Some(other) => {
+            return Err(format!(
+                "{name}: schema {other:?} is not {:?}; merge only reads kvcr audit reports of this version",
+                crate::report::json::REPORT_SCHEMA
+            ))
+        }
+        None => return Err(format!("{name}: not a kvcr audit report (no \"schema\" member)")),
+    }
+    serde_json::from_value(v).map_err(|e| format!("{name}: malformed kvcr audit report: {e}"))
+}
+
+fn finding(name: &str, f: &NodeFinding) -> Finding {
+    let code = Code::parse(&f.code).unwrap_or(Code::KV007);
+    Finding {
+        code,
+        name: code.name(),
+        severity: f.severity,
+        message: format!("[{name}] {}", f.message),
+        path: f.path.clone(),
+        expected: f.expected.clone(),
+        found: f.found.clone(),
+    }
+}
+
+/// Compares one group field across nodes; a disagreement is one finding
+/// naming every report and its value.
+fn agree<T: PartialEq + Display>(
+    out: &mut Vec<Finding>,
+    code: Code,
+    field: &str,
+    values: &[(&str, Option<T>)],
+) -> Option<T>
+where
+    T: Clone,
+{
+    let known: Vec<(&str, &T)> = values
+        .iter()
+        .filter_map(|(n, v)| v.as_ref().map(|v| (*n, v)))
+        .collect();
+    let first = known.first()?;
+    if known.iter().all(|(_, v)| *v == first.1) {
+        return Some(first.1.clone());
+    }
+    let list: Vec<String> = known.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+    out.push(
+        Finding::reject(
+            code,
+            format!("{field} differs across nodes: {}", list.join("; ")),
+        )
+        .values(format!("one {field} on every node"), list.join("; ")),
+    );
+    None
+}
+
+struct Json<'a, T: serde::Serialize>(&'a T);
+impl<T: serde::Serialize> Display for Json<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self.0).unwrap_or_default())
+    }
+}
+impl<T: serde::Serialize> PartialEq for Json<'_, T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.to_string() == o.to_string()
+    }
+}
+impl<T: serde::Serialize> Clone for Json<'_, T> {
+    fn clone(&self) -> Self {
+        Json(self.0)
+    }
+}
+
+/// Merges per-node reports (name, report) into group verdicts.
+pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
+    let mut files = Vec::new();
+    let mut global = Vec::new();
+
+    // Two reports from one node would count its ranks twice.
+    let mut by_host: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (name, r) in reports {
+        if let Some(h) = r.host.as_deref() {
+            by_host.entry(h).or_default().push(name);
+        }
+        for f in &r.files {
+            files.push(FileVerdict {
+                path: format!("{name}: {}", f.path),
+                findings: f.findings.iter().map(|x| finding(name, x)).collect(),
+            });
+        }
+    }
+    for (host, names) in &by_host {
+        if names.len() > 1 {
+            global.push(
+                Finding::reject(
+                    Code::KV102,
+                    format!(
+                        "reports {} all come from node {host:?}; each node must be audited once",
+                        names.join(", ")
+                    ),
+                )
+                .values("one report per node", names.join(", ")),
+            );
+        }
+    }
+
+    let mut engines: BTreeMap<&str, Vec<(&str, &NodeGroup)>> = BTreeMap::new();
+    for (name, r) in reports {
+        for g in &r.groups {
+            engines
+                .entry(g.engine_id.as_str())
+                .or_default()
+                .push((name.as_str(), g));
+        }
+    }
+    let mut groups = Vec::new();
+    for (engine, parts) in engines {
+        groups.push(merge_group(engine, &parts, &global));
+    }
+    let summary = Summary {
+        groups: groups.len(),
+        accepted: groups
+            .iter()
+            .filter(|g| g.verdict == Verdict::Accept)
+            .count(),
+        rejected: groups
+            .iter()
+            .filter(|g| g.verdict == Verdict::Reject)
+            .count(),
+        descriptors: groups.iter().map(|g| g.ranks.len()).sum(),
+        files_rejected: files
+            .iter()
+            .filter(|f| f.findings.iter().any(Finding::is_reject))
+            .count(),
+        notices: groups
+            .iter()
+            .flat_map(|g| &g.findings)
+            .chain(files.iter().flat_map(|f| &f.findings))
+            .filter(|f| !f.is_reject())
+            .count(),
+    };
+    Judgement {
+        groups,
+        files,
+        summary,
+    }
+}
+
+fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -> GroupVerdict {
+    let mut findings: Vec<Finding> = global.to_vec();
+    let col = |f: fn(&NodeGroup) -> Option<u64>| -> Vec<(&str, Option<u64>)> {
+        parts.iter().map(|(n, g)| (*n, f(g))).collect()
+    };
+    let incs: Vec<(&str, Option<Uuid>)> = parts.iter().map(|(n, g)| (*n, g.incarnation)).collect();
+    let incarnation = agree(&mut findings, Code::KV107, "incarnation", &incs);
+    let epoch = agree(&mut findings, Code::KV107, "epoch", &col(|g| g.epoch));
+    let world_size = agree(
+        &mut findings,
+        Code::KV104,
+        "world_size",
+        &col(|g| g.world_size),
+    );
+    let tp = agree(&mut findings, Code::KV104, "tp", &col(|g| g.tp));
+    let pp = agree(&mut findings, Code::KV104, "pp", &col(|g| g.pp));
+    let geos: Vec<(&str, Option<Json<Geometry>>)> = parts
+        .iter()
+        .map(|(n, g)| (*n, g.geometry.as_ref().map(Json)))
+        .collect();
+    let geometry_ok = agree(&mut findings, Code::KV104, "geometry", &geos).is_some();
+    let models: Vec<(&str, Option<Json<Model>>)> = parts
+        .iter()
+        .map(|(n, g)| (*n, g.model.as_ref().map(Json)))
+        .collect();
+    let model_ok = agree(&mut findings, Code::KV105, "model", &models).is_some();
+
+    // Each node's own group-level rejections carry over, except KV103: merge
+    // recomputes missing ranks over all nodes.
+    for (name, g) in parts {
+        for f in &g.findings {
+            if f.code != "KV103" {
+                findings.push(finding(name, f));
+            }
+        }
+    }
+
+    let mut ranks: Vec<RankVerdict> = Vec::new();
+    let mut seen: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    for (name, g) in parts {
+        for r in &g.ranks {
+            seen.entry(r.rank).or_default().push(name);
+            ranks.push(RankVerdict {
+                rank: r.rank,
+                path: r.path.clone(),
+                gpu_uuid: r.gpu_uuid.clone(),
+                verdict: r.verdict,
+                findings: r.findings.iter().map(|f| finding(name, f)).collect(),
+                not_checked: r.not_checked.clone(),
+                report: Some(name.to_string()),
+                incarnation: g.incarnation,
+                epoch: g.epoch,
+                created_unix_ms: None,
+                checks: Vec::new(),
+            });
+        }
+    }
+    for r in ranks.iter_mut() {
+        let names = &seen[&r.rank];
+        if names.len() > 1 {
+            r.verdict = Verdict::Reject;
+            r.findings.push(
+                Finding::reject(
+                    Code::KV102,
+                    format!("rank {} is reported by {}", r.rank, names.join(" and ")),
+                )
+                .values("one node per rank", names.join(", "))
+                .at(r.path.clone()),
+            );
+        }
+    }
+    let mut missing = Vec::new();
+    if let Some(ws) = world_size {
+        missing = (0..ws.min(crate::descriptor::MAX_WORLD_SIZE))
+            .filter(|r| !seen.contains_key(r))
+            .collect();
+        if !missing.is_empty() {
+            let list = compress_ranks(&missing);
+            let names: Vec<&str> = parts.iter().map(|(n, _)| *n).collect();
+            findings.push(
+                Finding::reject(
+                    Code::KV103,
+                    format!(
+                        "no node reports rank{} {list} of {ws} (reports: {})",
+                        if missing.len() == 1 { "" } else { "s" },
+                        names.join(", ")
+                    ),
+                )
+                .values(format!("ranks 0-{}", ws - 1), format!("missing {list}")),
+            );
+        }
+    }
+    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.report.cmp(&b.report)));
+    let accepted = world_size.is_some()
+        && geometry_ok
+        && model_ok
+        && missing.is_empty()
+        && ranks.iter().all(|r| r.verdict == Verdict::Accept)
+        && !findings.iter().any(Finding::is_reject);
+    let verdict = if accepted {
+        Verdict::Accept
+    } else {
+        Verdict::Reject
+    };
+    let (cause, action) = if accepted {
+        (
+            format!(
+                "all {} ranks present once across {} reports, accepted and consistent",
+                world_size.unwrap_or(0),
+                parts.len()
+            ),
+            "none needed: import on each node with kvcr import --engine ID".to_string(),
+        )
+    } else {
+        let first = findings
+            .iter()
+            .chain(ranks.iter().flat_map(|r| &r.findings))
+            .find(|f| f.is_reject());
+        match first {
+            Some(f) => (
+                format!("{} ({})", f.message, f.code),
+                format!(
+                    "{}; see `kvcr explain {}`",
+                    crate::report::explain::action(f.code),
+                    f.code
+                ),
+            ),
+            None => (
+                "the group's shape could not be established from the reports".to_string(),
+                "audit every node again with kvcr audit --live --format json".to_string(),
+            ),
+        }
+    };
+    let g0 = parts[0].1;
+    GroupVerdict {
+        engine_id: engine.to_string(),
+        incarnation,
+        epoch,
+        world_size,
+        tp,
+        pp,
+        model: if model_ok { g0.model.clone() } else { None },
+        geometry: if geometry_ok {
+            g0.geometry.clone()
+        } else {
+            None
+        },
+        local_ranks: None,
+        verdict,
+        cause,
+        action,
+        findings,
+        ranks,
+        missing,
+    }
+}

@@ -1,0 +1,99 @@
+//! Rank lists such as `0-7` or `0-3,8-11` (`--local-ranks`, profile
+//! `local_ranks`).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// A set of ranks, each below [`crate::descriptor::MAX_WORLD_SIZE`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RankSet(BTreeSet<u64>);
+
+impl RankSet {
+    /// Parses `0-7`, `0-3,8-11`, `5`; spaces around items are allowed.
+    pub fn parse(s: &str) -> Result<RankSet, String> {
+        let max = crate::descriptor::MAX_WORLD_SIZE;
+        let num = |t: &str| -> Result<u64, String> {
+            let t = t.trim();
+            if t.is_empty()
+                || !t.bytes().all(|b| b.is_ascii_digit())
+                || (t.len() > 1 && t.starts_with('0'))
+            {
+                return Err(format!(
+                    "{t:?} is not a rank (decimal, no sign, no leading zeros)"
+                ));
+            }
+            let n: u64 = t.parse().map_err(|_| format!("{t:?} is out of range"))?;
+            if n >= max {
+                return Err(format!("rank {n} is out of range (ranks are below {max})"));
+            }
+            Ok(n)
+        };
+        let mut set = BTreeSet::new();
+        for item in s.split(',') {
+            match item.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (num(a)?, num(b)?);
+                    if a > b {
+                        return Err(format!("range {a}-{b} runs backwards"));
+                    }
+                    set.extend(a..=b);
+                }
+                None => {
+                    set.insert(num(item)?);
+                }
+            }
+        }
+        Ok(RankSet(set))
+    }
+
+    pub fn contains(&self, rank: u64) -> bool {
+        self.0.contains(&rank)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for RankSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v: Vec<u64> = self.0.iter().copied().collect();
+        f.write_str(&crate::verdict::compress_ranks(&v))
+    }
+}
+
+impl std::str::FromStr for RankSet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RankSet::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RankSet;
+
+    #[test]
+    fn parses_lists_and_ranges() {
+        let s = RankSet::parse("0-3, 8-11,15").unwrap();
+        assert_eq!(
+            s.iter().collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 8, 9, 10, 11, 15]
+        );
+        assert_eq!(s.to_string(), "0-3,8-11,15");
+        assert!(RankSet::parse("3-1").is_err());
+        assert!(RankSet::parse("01").is_err());
+        assert!(RankSet::parse("-1").is_err());
+        assert!(RankSet::parse("").is_err());
+        assert!(RankSet::parse("4096").is_err());
+        assert!(RankSet::parse("0-4095").is_ok());
+    }
+}
