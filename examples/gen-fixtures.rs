@@ -240,7 +240,10 @@ fn symlink(target: &str, link: &Path) {
 }
 
 fn main() {
-    let out: PathBuf = std::env::args().nth(1).unwrap_or_else(|| "fixtures".into()).into();
+    let out: PathBuf = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "fixtures".into())
+        .into();
     for c in cases() {
         let dir = out.join(c.name);
         if dir.exists() {

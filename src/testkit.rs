@@ -15,7 +15,8 @@ pub const INCARNATION_B: &str = "9a7e6d5c-4b3a-4f2e-8d1c-0b9a8f7e6d51";
 /// A GPU UUID unique per (group, rank).
 pub fn gpu(group: u32, rank: u64) -> String {
     // Leading digits differ per GPU, as real UUIDs do, so short forms differ.
-    let lead = (rank as u32).wrapping_mul(0x9e37_79b1) ^ group.wrapping_mul(0x85eb_ca6b) ^ 0x6a1f_0c2e;
+    let lead =
+        (rank as u32).wrapping_mul(0x9e37_79b1) ^ group.wrapping_mul(0x85eb_ca6b) ^ 0x6a1f_0c2e;
     format!("GPU-{lead:08x}-{group:04x}-4000-8000-{rank:012x}")
 }
 

@@ -17,7 +17,10 @@ fn assert_rejects(dir: &Path, code: &str, path_part: &str) -> serde_json::Value 
     let (exit, report) = audit_json(dir, &[]);
     assert_eq!(snapshot(dir), before, "inventory changed");
     assert_eq!(exit, 1, "{report:#}");
-    assert!(has(&report, code, path_part), "no {code} on {path_part}: {report:#}");
+    assert!(
+        has(&report, code, path_part),
+        "no {code} on {path_part}: {report:#}"
+    );
     report
 }
 
@@ -95,14 +98,24 @@ fn invalid_utf8_bom_and_empty_are_malformed() {
 #[test]
 fn directory_symlink_outside_is_reported_never_traversed() {
     let outside = tempfile::tempdir().unwrap();
-    put_group(outside.path(), "", &Desc::new("outside-secret-engine", 0, 1, 1));
+    put_group(
+        outside.path(),
+        "",
+        &Desc::new("outside-secret-engine", 0, 1, 1),
+    );
     let t = tempfile::tempdir().unwrap();
     group2(t.path());
     std::os::unix::fs::symlink(outside.path(), t.path().join("escape")).unwrap();
     let r = assert_rejects(t.path(), "KV001", "escape");
     let text = r.to_string();
-    assert!(!text.contains("outside-secret-engine"), "followed the link: {text}");
-    assert!(text.contains(&outside.path().display().to_string()), "target not named");
+    assert!(
+        !text.contains("outside-secret-engine"),
+        "followed the link: {text}"
+    );
+    assert!(
+        text.contains(&outside.path().display().to_string()),
+        "target not named"
+    );
 }
 
 #[test]
@@ -116,14 +129,20 @@ fn file_name_with_terminal_escapes_is_escaped_on_the_table() {
     assert!(String::from_utf8_lossy(&stdout).contains("\\x1b"));
     // JSON carries it escaped too.
     let (_, r) = audit_json(t.path(), &[]);
-    assert!(findings(&r).iter().any(|(c, _, p)| c == "KV010" && p.contains('\u{1b}')));
+    assert!(findings(&r)
+        .iter()
+        .any(|(c, _, p)| c == "KV010" && p.contains('\u{1b}')));
 }
 
 #[test]
 fn world_writable_file_and_directory_are_unsafe() {
     let t = tempfile::tempdir().unwrap();
     group2(t.path());
-    std::fs::set_permissions(t.path().join("rank-1.json"), std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::set_permissions(
+        t.path().join("rank-1.json"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
     let r = assert_rejects(t.path(), "KV003", "rank-1.json");
     assert_eq!(r["groups"][0]["verdict"], "reject");
 
@@ -153,7 +172,11 @@ fn unreadable_descriptor_is_kv005() {
     let t = tempfile::tempdir().unwrap();
     std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     group2(t.path());
-    std::fs::set_permissions(t.path().join("rank-1.json"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    std::fs::set_permissions(
+        t.path().join("rank-1.json"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
     let mut cmd = kvcr();
     if is_root() {
         // Root reads anything: run kvcr as nobody, for whom the root-owned
@@ -167,14 +190,18 @@ fn unreadable_descriptor_is_kv005() {
             .args(["--format", "json"])
             .output()
             .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("{e}: {}", String::from_utf8_lossy(&out.stderr))
-        });
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
         assert_eq!(out.status.code(), Some(1));
         assert!(has(&v, "KV005", "rank-1.json"), "{v:#}");
         return;
     }
-    let out = cmd.arg("audit").arg(t.path()).args(["--format", "json"]).output().unwrap();
+    let out = cmd
+        .arg("audit")
+        .arg(t.path())
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(has(&v, "KV005", "rank-1.json"), "{v:#}");
@@ -182,7 +209,10 @@ fn unreadable_descriptor_is_kv005() {
 
 #[test]
 fn missing_root_is_a_usage_error() {
-    let out = kvcr().args(["audit", "/nonexistent/kvcr-root"]).output().unwrap();
+    let out = kvcr()
+        .args(["audit", "/nonexistent/kvcr-root"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/kvcr-root"));
     let out = kvcr().args(["audit"]).output().unwrap();
@@ -198,7 +228,10 @@ fn symlinked_root_is_resolved_once_and_shown() {
     std::os::unix::fs::symlink(&real, t.path().join("link")).unwrap();
     let (exit, r) = audit_json(&t.path().join("link"), &[]);
     assert_eq!(exit, 0, "{r:#}");
-    assert_eq!(r["root"], std::fs::canonicalize(&real).unwrap().display().to_string());
+    assert_eq!(
+        r["root"],
+        std::fs::canonicalize(&real).unwrap().display().to_string()
+    );
 }
 
 #[test]

@@ -318,9 +318,7 @@ pub(crate) fn geometry(c: &mut Checker, f: Field<'_, '_>) -> Option<Geometry> {
     let head_size = c.uint(o.at("head_size"), 1, DIM_MAX);
     let block_size = c.uint(o.at("block_size"), 1, DIM_MAX);
     let num_blocks = c.uint(o.at("num_blocks"), 1, I63_MAX);
-    let dtype = c
-        .one_of(o.at("dtype"), DTYPE_NAMES)
-        .and_then(Dtype::parse);
+    let dtype = c.one_of(o.at("dtype"), DTYPE_NAMES).and_then(Dtype::parse);
     let use_mla = c.boolean(o.at("use_mla"));
     let g = Geometry {
         num_layers: num_layers?,

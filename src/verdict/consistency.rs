@@ -110,24 +110,32 @@ pub(crate) fn check(rows: &mut [Row], reference: Option<&Reference>, profile: Op
     gpus(rows, profile);
 }
 
-fn geometry(
-    row: &mut Row,
-    d: &Descriptor,
-    r: Option<&Reference>,
-    p: Option<&Profile>,
-) {
+fn geometry(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Profile>) {
     let refr = r;
     let mut ok = true;
     let pick = |pv: Option<u64>, rv: Option<u64>| -> Option<(u64, bool)> {
         pv.map(|v| (v, true)).or(rv.map(|v| (v, false)))
     };
     for (field, found, pv, rv) in [
-        ("world_size", d.world_size, p.and_then(|p| p.world_size), r.map(|r| r.world_size)),
+        (
+            "world_size",
+            d.world_size,
+            p.and_then(|p| p.world_size),
+            r.map(|r| r.world_size),
+        ),
         ("tp", d.tp, p.and_then(|p| p.tp), r.map(|r| r.tp)),
         ("pp", d.pp, p.and_then(|p| p.pp), r.map(|r| r.pp)),
     ] {
         if let Some((exp, from_profile)) = pick(pv, rv) {
-            cmp(row, &mut ok, Code::KV104, field, &exp, &found, &src(from_profile, refr));
+            cmp(
+                row,
+                &mut ok,
+                Code::KV104,
+                field,
+                &exp,
+                &found,
+                &src(from_profile, refr),
+            );
         }
     }
     let (exp_geo, from_profile) = match (p.and_then(|p| p.geometry.as_ref()), r) {
@@ -140,15 +148,35 @@ fn geometry(
         let g = &d.geometry;
         for (field, exp, found) in [
             ("geometry.num_layers", e.num_layers, g.num_layers),
-            ("geometry.kv_heads_per_rank", e.kv_heads_per_rank, g.kv_heads_per_rank),
+            (
+                "geometry.kv_heads_per_rank",
+                e.kv_heads_per_rank,
+                g.kv_heads_per_rank,
+            ),
             ("geometry.head_size", e.head_size, g.head_size),
             ("geometry.block_size", e.block_size, g.block_size),
             ("geometry.num_blocks", e.num_blocks, g.num_blocks),
         ] {
             cmp(row, &mut ok, Code::KV104, field, &exp, &found, &from);
         }
-        cmp(row, &mut ok, Code::KV104, "geometry.dtype", &e.dtype, &g.dtype, &from);
-        cmp(row, &mut ok, Code::KV104, "geometry.use_mla", &e.use_mla, &g.use_mla, &from);
+        cmp(
+            row,
+            &mut ok,
+            Code::KV104,
+            "geometry.dtype",
+            &e.dtype,
+            &g.dtype,
+            &from,
+        );
+        cmp(
+            row,
+            &mut ok,
+            Code::KV104,
+            "geometry.use_mla",
+            &e.use_mla,
+            &g.use_mla,
+            &from,
+        );
     }
     // §3.1: the allocations must cover what the geometry needs.
     if let Some(need) = d.geometry.bytes_needed() {
@@ -186,12 +214,7 @@ fn geometry(
     row.check("geometry", ok);
 }
 
-fn model(
-    row: &mut Row,
-    d: &Descriptor,
-    r: Option<&Reference>,
-    p: Option<&Profile>,
-) {
+fn model(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Profile>) {
     let refr = r;
     let (exp, from_profile) = match (p.and_then(|p| p.model.as_ref()), r) {
         (Some(m), _) => (m, true),
@@ -201,8 +224,24 @@ fn model(
     let from = src(from_profile, refr);
     let mut ok = true;
     let m = &d.model;
-    cmp(row, &mut ok, Code::KV105, "model.name", &format!("{:?}", exp.name), &format!("{:?}", m.name), &from);
-    cmp(row, &mut ok, Code::KV105, "model.revision", &format!("{:?}", exp.revision), &format!("{:?}", m.revision), &from);
+    cmp(
+        row,
+        &mut ok,
+        Code::KV105,
+        "model.name",
+        &format!("{:?}", exp.name),
+        &format!("{:?}", m.name),
+        &from,
+    );
+    cmp(
+        row,
+        &mut ok,
+        Code::KV105,
+        "model.revision",
+        &format!("{:?}", exp.revision),
+        &format!("{:?}", m.revision),
+        &from,
+    );
     cmp(
         row,
         &mut ok,
@@ -256,7 +295,10 @@ fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
                     row.reject(
                         Finding::reject(
                             Code::KV106,
-                            format!("rank {} is on {gpu} but the profile puts it on {want}", d.rank),
+                            format!(
+                                "rank {} is on {gpu} but the profile puts it on {want}",
+                                d.rank
+                            ),
                         )
                         .values(want, &gpu),
                     );

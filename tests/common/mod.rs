@@ -26,8 +26,12 @@ pub fn audit_json(root: &Path, args: &[&str]) -> (i32, Value) {
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).expect("utf-8 stdout");
-    let v: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr)));
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     (out.status.code().unwrap_or(-1), v)
 }
 
@@ -36,8 +40,14 @@ pub fn findings(v: &Value) -> Vec<(String, String, String)> {
     fn walk(v: &Value, out: &mut Vec<(String, String, String)>) {
         match v {
             Value::Object(o) => {
-                if let (Some(Value::String(c)), Some(Value::String(s))) = (o.get("code"), o.get("severity")) {
-                    let p = o.get("path").and_then(|p| p.as_str()).unwrap_or("").to_string();
+                if let (Some(Value::String(c)), Some(Value::String(s))) =
+                    (o.get("code"), o.get("severity"))
+                {
+                    let p = o
+                        .get("path")
+                        .and_then(|p| p.as_str())
+                        .unwrap_or("")
+                        .to_string();
                     out.push((c.clone(), s.clone(), p));
                 }
                 o.values().for_each(|x| walk(x, out));
