@@ -21,13 +21,18 @@ pub(crate) struct Reference {
     pub epoch: u64,
 }
 
-/// Rank 0 of the current incarnation, else the lowest valid rank.
+/// Rank 0 of the current incarnation, else the lowest valid rank (ties,
+/// i.e. duplicates, broken by path so the verdict never depends on the
+/// order files were found in).
 pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
     let best = rows
         .iter()
         .filter(|r| r.is_clean())
-        .filter_map(|r| r.desc())
-        .min_by_key(|d| d.rank)?;
+        .min_by(|a, b| {
+            let (da, db) = (a.desc().map(|d| d.rank), b.desc().map(|d| d.rank));
+            da.cmp(&db).then_with(|| a.path().cmp(b.path()))
+        })?
+        .desc()?;
     Some(Reference {
         source_rank: Some(best.rank),
         world_size: best.world_size,
