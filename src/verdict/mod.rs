@@ -426,6 +426,7 @@ fn judge_group(
         Verdict::Reject
     };
     let (cause, action) = explain_group(
+        &engine,
         verdict,
         &group_findings,
         &ranks_out,
@@ -458,6 +459,7 @@ fn judge_group(
 
 /// The one-line cause and the one safe step for a group header.
 fn explain_group(
+    engine: &str,
     verdict: Verdict,
     group: &[Finding],
     ranks: &[RankVerdict],
@@ -471,7 +473,7 @@ fn explain_group(
                     "local part accepted: ranks {l} of {} present, current and consistent; the other ranks are expected on other nodes",
                     world_size.unwrap_or(0)
                 ),
-                "merge the per-node reports (kvcr merge) before importing the group".to_string(),
+                "merge every node's report (kvcr merge REPORT.json...) to judge the whole group".to_string(),
             );
         }
         return (
@@ -479,7 +481,7 @@ fn explain_group(
                 "all {} ranks present, current and consistent",
                 world_size.unwrap_or(0)
             ),
-            "none needed: the group may be imported (kvcr import --engine ID)".to_string(),
+            format!("none needed; to reuse the cache: kvcr import ROOT --engine {engine}"),
         );
     }
     // The first rejecting finding decides the headline, group-level first.
