@@ -53,6 +53,12 @@ fn cases() -> Vec<Case> {
                 n.epoch = 2;
                 put_group(d, "new", &n);
             } },
+        Case { name: "accept-posix-fd", about: "two ranks whose handles are posix_fd (no handle bytes in the files): importable with --dry-run straight from a checkout", args: vec![], exit: 0, codes: vec![],
+            build: |d| {
+                let mut g = tp(2);
+                g.handle_kind = "posix_fd";
+                put_group(d, "", &g);
+            } },
         Case { name: "accept-nested", about: "ranks spread over nested directories", args: vec![], exit: 0, codes: vec![],
             build: |d| {
                 let g = tp(4);

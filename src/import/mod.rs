@@ -1,2 +1,543 @@
-//! SPEC §8: the all-or-nothing import (landing in the next commits).
+//! SPEC §8: the all-or-nothing import of one accepted rank group.
+//!
+//! The pieces, each in its own file:
+//! - [`plan`]: an accepted group's descriptors → one [`PlannedRank`] per rank
+//!   (rank → GPU UUID → allocations), and the live audit that keeps the
+//!   parsed descriptors it judged.
+//! - [`execute`] (here): the pure engine. It walks the plan step by step
+//!   through a [`Backend`], records every acquired resource in the
+//!   [`Ledger`] right after it is acquired, checks for an interrupt between
+//!   steps, and on any failure or interrupt releases the ledger in exact
+//!   reverse order before it returns.
+//! - [`ledger`]: what was taken, and the reverse-order release.
+//! - [`cuda`]: the real backend on the CUDA driver API (all CUDA `unsafe`
+//!   lives there); [`sim`]: a deterministic simulated backend and a fault
+//!   injector usable around either backend.
+//! - [`pidfd`]: taking a duplicate of the owner's POSIX fd.
+//! - [`signals`]: SIGINT/SIGTERM → a flag.
+//! - [`cli`]: the `kvcr import` command.
+
 pub mod cli;
+pub mod cuda;
+pub mod ledger;
+pub mod pidfd;
+pub mod plan;
+pub mod ready;
+pub mod signals;
+pub mod sim;
+
+use crate::descriptor::{Allocation, GpuUuid, Handle, Owner};
+use serde::Serialize;
+use std::fmt;
+use std::time::Instant;
+
+pub use ledger::{Entry, Ledger, ReleaseFailure, ReleaseReport};
+pub use plan::{Plan, PlannedRank};
+
+/// One step of the import, as reported when it fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// Find the GPU by UUID and retain its primary context.
+    Device,
+    /// `cuIpcOpenMemHandle` (cuda_ipc) or `cuMemImportFromShareableHandle`
+    /// (fabric, posix_fd; for posix_fd also pidfd_open + pidfd_getfd).
+    Import,
+    /// `cuMemAddressReserve` (granularity from `cuMemGetAllocationGranularity`).
+    Reserve,
+    /// `cuMemMap`.
+    Map,
+    /// `cuMemSetAccess`.
+    SetAccess,
+    /// `cuMemGetAddressRange` + the device check.
+    Verify,
+    /// `--hold`: publishing the ready file.
+    ReadyFile,
+    /// Releasing a ledger entry.
+    Release,
+}
+
+impl Step {
+    /// The steps a backend can be told to fail at (test-only fault injection).
+    pub const BACKEND: [Step; 6] = [
+        Step::Device,
+        Step::Import,
+        Step::Reserve,
+        Step::Map,
+        Step::SetAccess,
+        Step::Verify,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Device => "device",
+            Step::Import => "import",
+            Step::Reserve => "reserve",
+            Step::Map => "map",
+            Step::SetAccess => "set-access",
+            Step::Verify => "verify",
+            Step::ReadyFile => "ready-file",
+            Step::Release => "release",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Step> {
+        [
+            Step::Device,
+            Step::Import,
+            Step::Reserve,
+            Step::Map,
+            Step::SetAccess,
+            Step::Verify,
+            Step::ReadyFile,
+            Step::Release,
+        ]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A device chosen for one rank: the backend's number for it (CUDA: the
+/// ordinal in this process, found by UUID, never assumed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Device(pub i32);
+
+/// One resource the import took. Pointers and handles are the backend's
+/// values; the ledger keeps them only to release them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Resource {
+    /// A retained primary context (released by `cuDevicePrimaryCtxRelease`).
+    Context { device: i32 },
+    /// A legacy IPC mapping (released by `cuIpcCloseMemHandle`).
+    IpcMapping { device: i32, ptr: u64 },
+    /// An imported VMM allocation handle (released by `cuMemRelease`).
+    #[serde(rename = "imported-handle")]
+    Imported { device: i32, handle: u64 },
+    /// A reserved virtual address range (released by `cuMemAddressFree`).
+    Reservation { device: i32, ptr: u64, size: u64 },
+    /// A mapping of an imported handle (released by `cuMemUnmap`).
+    Mapping { device: i32, ptr: u64, size: u64 },
+}
+
+impl Resource {
+    pub fn device(&self) -> i32 {
+        match *self {
+            Resource::Context { device }
+            | Resource::IpcMapping { device, .. }
+            | Resource::Imported { device, .. }
+            | Resource::Reservation { device, .. }
+            | Resource::Mapping { device, .. } => device,
+        }
+    }
+
+    /// The short name used in reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Resource::Context { .. } => "context",
+            Resource::IpcMapping { .. } => "ipc-mapping",
+            Resource::Imported { .. } => "imported-handle",
+            Resource::Reservation { .. } => "reservation",
+            Resource::Mapping { .. } => "mapping",
+        }
+    }
+
+    /// The driver call that releases it.
+    pub fn release_call(&self) -> &'static str {
+        match self {
+            Resource::Context { .. } => "cuDevicePrimaryCtxRelease",
+            Resource::IpcMapping { .. } => "cuIpcCloseMemHandle",
+            Resource::Imported { .. } => "cuMemRelease",
+            Resource::Reservation { .. } => "cuMemAddressFree",
+            Resource::Mapping { .. } => "cuMemUnmap",
+        }
+    }
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Resource::Context { device } => write!(f, "primary context of device {device}"),
+            Resource::IpcMapping { device, ptr } => {
+                write!(f, "IPC mapping {ptr:#x} on device {device}")
+            }
+            Resource::Imported { device, handle } => {
+                write!(f, "imported handle {handle:#x} on device {device}")
+            }
+            Resource::Reservation { device, ptr, size } => {
+                write!(f, "address range {ptr:#x}+{size} on device {device}")
+            }
+            Resource::Mapping { device, ptr, size } => {
+                write!(f, "mapping {ptr:#x}+{size} on device {device}")
+            }
+        }
+    }
+}
+
+/// Where a mapping really is, as the driver reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapped {
+    /// Base of the range containing the pointer.
+    pub base: u64,
+    /// Size of that range.
+    pub size: u64,
+    /// The device the memory resides on.
+    pub device: i32,
+}
+
+/// A GPU memory backend, one method per step so the engine can record each
+/// resource the moment it exists. Errors are one-line messages naming the
+/// call that failed.
+pub trait Backend {
+    /// "cuda" or "sim", for the report.
+    fn name(&self) -> &'static str;
+    /// Finds the GPU whose UUID is `gpu` and retains its primary context.
+    /// Returns the device and the [`Resource::Context`] to release.
+    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), String>;
+    /// Opens a legacy IPC handle on `dev` ([`Resource::IpcMapping`]).
+    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, String>;
+    /// Imports a fabric handle or the owner's POSIX fd ([`Resource::Imported`]).
+    fn import_shareable(
+        &mut self,
+        dev: Device,
+        handle: &Handle,
+        owner: &Owner,
+    ) -> Result<Resource, String>;
+    /// Reserves an address range for `size` bytes of `imported`, rounded up to
+    /// the allocation granularity ([`Resource::Reservation`]).
+    fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String>;
+    /// Maps `imported` over the whole `reservation` ([`Resource::Mapping`]).
+    fn map(
+        &mut self,
+        dev: Device,
+        reservation: &Resource,
+        imported: &Resource,
+    ) -> Result<Resource, String>;
+    /// Grants `dev` access to `mapping` (nothing to release: unmapping drops it).
+    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), String>;
+    /// Reports where `mapping` (an IPC mapping or a VMM mapping, with the
+    /// imported handle for VMM) really is.
+    fn inspect(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        imported: Option<&Resource>,
+    ) -> Result<Mapped, String>;
+    /// Releases one resource.
+    fn release(&mut self, r: &Resource) -> Result<(), String>;
+}
+
+/// Which rank, allocation and step failed (or was about to run when the
+/// import was interrupted).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepFailure {
+    pub rank: u64,
+    pub allocation: Option<String>,
+    pub step: Step,
+    pub message: String,
+}
+
+impl fmt::Display for StepFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rank {}", self.rank)?;
+        if let Some(a) = &self.allocation {
+            write!(f, ", allocation {a:?}")?;
+        }
+        write!(f, ", step {}: {}", self.step, self.message)
+    }
+}
+
+/// One imported rank.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RankResult {
+    pub rank: u64,
+    pub gpu_uuid: String,
+    pub device: i32,
+    pub allocations: usize,
+    pub bytes: u128,
+    pub ms: u64,
+}
+
+/// What [`execute`] did.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Every allocation of every rank imported and verified; the ledger
+    /// holds everything (the caller releases it: trial, or after a hold).
+    Imported { ranks: Vec<RankResult> },
+    /// A step failed; the ledger was released in reverse before returning.
+    Failed {
+        failure: StepFailure,
+        ranks: Vec<RankResult>,
+        release: ReleaseReport,
+    },
+    /// The interrupt flag was seen before `at`; the ledger was released in
+    /// reverse before returning.
+    Interrupted {
+        at: StepFailure,
+        ranks: Vec<RankResult>,
+        release: ReleaseReport,
+    },
+}
+
+impl Outcome {
+    /// SPEC §6 for an outcome whose ledger has been dealt with: 0 imported,
+    /// 3 failed and released, 130 interrupted and released, 4 whenever a
+    /// release failed.
+    pub fn exit_status(&self) -> i32 {
+        match self {
+            Outcome::Imported { .. } => crate::exit::OK,
+            Outcome::Failed { release, .. } | Outcome::Interrupted { release, .. }
+                if !release.is_clean() =>
+            {
+                crate::exit::RELEASE_FAILED
+            }
+            Outcome::Failed { .. } => crate::exit::IMPORT_FAILED,
+            Outcome::Interrupted { .. } => crate::exit::INTERRUPTED,
+        }
+    }
+}
+
+/// Progress, for the bar.
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'a> {
+    RankStarted {
+        rank: u64,
+        gpu: &'a GpuUuid,
+        allocations: usize,
+    },
+    AllocationDone {
+        rank: u64,
+        id: &'a str,
+        bytes: u64,
+    },
+    RankDone {
+        rank: u64,
+        ms: u64,
+    },
+}
+
+enum Stop {
+    Failed(StepFailure),
+    Interrupted(StepFailure),
+}
+
+/// Imports the whole plan through `backend`, all or nothing.
+///
+/// Every acquired resource is recorded in `ledger` the moment it exists.
+/// `interrupted` is asked before every step; when it answers true, or when a
+/// step fails, everything in the ledger is released in exact reverse order
+/// and the outcome says which rank, allocation and step stopped the import.
+/// On success the ledger holds every resource and the caller releases it.
+pub fn execute(
+    plan: &Plan,
+    backend: &mut dyn Backend,
+    ledger: &mut Ledger,
+    interrupted: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(Event),
+) -> Outcome {
+    let mut done = Vec::new();
+    match import_all(plan, backend, ledger, interrupted, progress, &mut done) {
+        Ok(()) => Outcome::Imported { ranks: done },
+        Err(stop) => {
+            let release = ledger.release_all(backend);
+            match stop {
+                Stop::Failed(failure) => Outcome::Failed {
+                    failure,
+                    ranks: done,
+                    release,
+                },
+                Stop::Interrupted(at) => Outcome::Interrupted {
+                    at,
+                    ranks: done,
+                    release,
+                },
+            }
+        }
+    }
+}
+
+/// Runs one step: checks the interrupt first, then maps the error to a
+/// [`StepFailure`] naming rank, allocation and step.
+struct Stepper<'a> {
+    interrupted: &'a dyn Fn() -> bool,
+    rank: u64,
+    allocation: Option<&'a str>,
+}
+
+impl Stepper<'_> {
+    fn at(&self, step: Step, message: String) -> StepFailure {
+        StepFailure {
+            rank: self.rank,
+            allocation: self.allocation.map(str::to_string),
+            step,
+            message,
+        }
+    }
+
+    fn run<T>(&self, step: Step, f: impl FnOnce() -> Result<T, String>) -> Result<T, Stop> {
+        if (self.interrupted)() {
+            return Err(Stop::Interrupted(
+                self.at(step, "interrupted by a signal before this step".to_string()),
+            ));
+        }
+        f().map_err(|m| Stop::Failed(self.at(step, m)))
+    }
+}
+
+fn import_all(
+    plan: &Plan,
+    backend: &mut dyn Backend,
+    ledger: &mut Ledger,
+    interrupted: &dyn Fn() -> bool,
+    progress: &mut dyn FnMut(Event),
+    done: &mut Vec<RankResult>,
+) -> Result<(), Stop> {
+    for pr in &plan.ranks {
+        let started = Instant::now();
+        progress(Event::RankStarted {
+            rank: pr.rank,
+            gpu: &pr.gpu,
+            allocations: pr.allocations.len(),
+        });
+        let s = Stepper {
+            interrupted,
+            rank: pr.rank,
+            allocation: None,
+        };
+        let dev = s.run(Step::Device, || {
+            let (dev, ctx) = backend.open_device(&pr.gpu)?;
+            ledger.record(pr.rank, None, ctx);
+            Ok(dev)
+        })?;
+        for a in &pr.allocations {
+            let s = Stepper {
+                interrupted,
+                rank: pr.rank,
+                allocation: Some(&a.id),
+            };
+            import_one(&s, backend, ledger, dev, pr, a)?;
+            progress(Event::AllocationDone {
+                rank: pr.rank,
+                id: &a.id,
+                bytes: a.size_bytes,
+            });
+        }
+        let ms = started.elapsed().as_millis() as u64;
+        progress(Event::RankDone { rank: pr.rank, ms });
+        done.push(RankResult {
+            rank: pr.rank,
+            gpu_uuid: pr.gpu.to_string(),
+            device: dev.0,
+            allocations: pr.allocations.len(),
+            bytes: pr.bytes(),
+            ms,
+        });
+    }
+    Ok(())
+}
+
+fn import_one(
+    s: &Stepper,
+    backend: &mut dyn Backend,
+    ledger: &mut Ledger,
+    dev: Device,
+    pr: &PlannedRank,
+    a: &Allocation,
+) -> Result<(), Stop> {
+    let rank = pr.rank;
+    let id = Some(a.id.as_str());
+    match &a.handle {
+        Handle::CudaIpc(bytes) => {
+            let mapping = s.run(Step::Import, || {
+                let r = backend.ipc_open(dev, bytes)?;
+                ledger.record(rank, id, r);
+                Ok(r)
+            })?;
+            s.run(Step::Verify, || {
+                let m = backend.inspect(dev, &mapping, None)?;
+                check_mapping(&mapping, &m, dev, a.size_bytes)
+            })
+        }
+        Handle::Fabric(_) | Handle::PosixFd(_) => {
+            let imported = s.run(Step::Import, || {
+                let r = backend.import_shareable(dev, &a.handle, &pr.owner)?;
+                ledger.record(rank, id, r);
+                Ok(r)
+            })?;
+            let reservation = s.run(Step::Reserve, || {
+                let r = backend.reserve(dev, &imported, a.size_bytes)?;
+                ledger.record(rank, id, r);
+                Ok(r)
+            })?;
+            let mapping = s.run(Step::Map, || {
+                let r = backend.map(dev, &reservation, &imported)?;
+                ledger.record(rank, id, r);
+                Ok(r)
+            })?;
+            s.run(Step::SetAccess, || backend.set_access(dev, &mapping))?;
+            s.run(Step::Verify, || {
+                let m = backend.inspect(dev, &mapping, Some(&imported))?;
+                check_mapping(&mapping, &m, dev, a.size_bytes)
+            })
+        }
+    }
+}
+
+/// SPEC §8.4: the mapping covers `size_bytes` from its pointer and sits on
+/// the planned device.
+pub fn check_mapping(
+    mapping: &Resource,
+    m: &Mapped,
+    dev: Device,
+    size_bytes: u64,
+) -> Result<(), String> {
+    let ptr = match *mapping {
+        Resource::IpcMapping { ptr, .. } | Resource::Mapping { ptr, .. } => ptr,
+        other => return Err(format!("internal: cannot verify {other}")),
+    };
+    if m.device != dev.0 {
+        return Err(format!(
+            "memory at {ptr:#x} resides on device {}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
+            m.device, dev.0
+        ));
+    }
+    let end = m.base.checked_add(m.size);
+    let covered = match end {
+        Some(end) if m.base <= ptr && ptr <= end => end - ptr,
+        _ => 0,
+    };
+    if covered < size_bytes {
+        return Err(format!(
+            "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor says {size_bytes}",
+            m.base, m.size
+        ));
+    }
+    Ok(())
+}
+
+/// `1.5 GiB`, `512 MiB`, `4 KiB`, `17 B`.
+pub fn human_bytes(n: u128) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else if v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,285 @@
+//! SPEC §8.1–8.2: audit in live mode, select one group, plan it.
+//!
+//! The plan is built from the very descriptors the audit judged (the same
+//! bytes, parsed once), never from a second read of the inventory, so a file
+//! swapped between audit and import cannot slip in.
+
+use crate::app::{self, AuditRun, Failure};
+use crate::cli::InventoryArgs;
+use crate::descriptor::{parse_descriptor_with, Allocation, Descriptor, GpuUuid, Owner};
+use crate::inventory::{self, display_path, EntryKind, ScanOptions};
+use crate::node::{self, NodeProbe};
+use crate::report::sanitize::terminal;
+use crate::verdict::{self, Candidate, Context, FileVerdict, GroupVerdict, Verdict};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use uuid::Uuid;
+
+/// One rank to import: where it goes and what it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedRank {
+    pub rank: u64,
+    /// The GPU the descriptor names; the backend finds it by UUID.
+    pub gpu: GpuUuid,
+    /// The descriptor's path, relative to the root.
+    pub path: String,
+    /// The process holding the memory (pidfd for posix_fd handles).
+    pub owner: Owner,
+    pub allocations: Vec<Allocation>,
+}
+
+impl PlannedRank {
+    pub fn bytes(&self) -> u128 {
+        self.allocations.iter().map(|a| a.size_bytes as u128).sum()
+    }
+}
+
+/// An accepted group, rank by rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub engine_id: String,
+    pub incarnation: Option<Uuid>,
+    pub epoch: Option<u64>,
+    /// The ranks this node holds, in order: 0..world_size-1, or the
+    /// `--local-ranks` share of a group that spans nodes.
+    pub ranks: Vec<PlannedRank>,
+}
+
+impl Plan {
+    /// Plans an accepted group from the descriptors the audit judged
+    /// (keyed by path). Anything inconsistent is an internal error: an
+    /// accepted group has exactly one current, parsed descriptor per rank.
+    pub fn from_group(
+        g: &GroupVerdict,
+        descriptors: &BTreeMap<String, Descriptor>,
+    ) -> Result<Plan, String> {
+        if g.verdict != Verdict::Accept {
+            return Err(format!("group {:?} was not accepted", g.engine_id));
+        }
+        let world = g
+            .world_size
+            .ok_or_else(|| format!("group {:?} has no world size", g.engine_id))?;
+        // The ranks this node must hold: all of them, or `--local-ranks`.
+        let expected: Vec<u64> = match &g.local_ranks {
+            Some(s) => crate::rankset::RankSet::parse(s)
+                .map_err(|e| format!("local ranks {s:?}: {e}"))?
+                .iter()
+                .filter(|r| *r < world)
+                .collect(),
+            None => (0..world).collect(),
+        };
+        let mut ranks = Vec::with_capacity(g.ranks.len());
+        for rv in &g.ranks {
+            let d = descriptors
+                .get(&rv.path)
+                .ok_or_else(|| format!("no parsed descriptor for {}", rv.path))?;
+            if d.allocations.is_empty() || d.allocations.len() != d.alloc_summary.count {
+                return Err(format!(
+                    "descriptor {} was parsed without its allocations",
+                    rv.path
+                ));
+            }
+            if d.rank != rv.rank || d.engine_id != g.engine_id {
+                return Err(format!(
+                    "descriptor {} does not hold rank {} of {:?}",
+                    rv.path, rv.rank, g.engine_id
+                ));
+            }
+            ranks.push(PlannedRank {
+                rank: d.rank,
+                gpu: d.gpu_uuid,
+                path: rv.path.clone(),
+                owner: d.owner,
+                allocations: d.allocations.clone(),
+            });
+        }
+        let planned: Vec<u64> = ranks.iter().map(|r| r.rank).collect();
+        if planned != expected {
+            return Err(format!(
+                "group {:?}: planned ranks {planned:?}, expected {expected:?}",
+                g.engine_id
+            ));
+        }
+        Ok(Plan {
+            engine_id: g.engine_id.clone(),
+            incarnation: g.incarnation,
+            epoch: g.epoch,
+            ranks,
+        })
+    }
+
+    pub fn allocations(&self) -> usize {
+        self.ranks.iter().map(|r| r.allocations.len()).sum()
+    }
+
+    pub fn bytes(&self) -> u128 {
+        self.ranks.iter().map(PlannedRank::bytes).sum()
+    }
+}
+
+/// A live audit that kept the parsed descriptors it judged, by path.
+pub struct Audited {
+    pub run: AuditRun,
+    pub descriptors: BTreeMap<String, Descriptor>,
+}
+
+/// Resolves the root the same way `kvcr audit` does.
+fn root_of(args: &InventoryArgs) -> Result<PathBuf, Failure> {
+    let root = args.root.clone().ok_or_else(|| {
+        Failure::usage(
+            "no inventory root given",
+            Some("pass ROOT or set KVCR_INVENTORY".to_string()),
+        )
+    })?;
+    inventory::resolve_root(&root).map_err(|e| Failure::usage(e.to_string(), None))
+}
+
+/// [`app::collect`], but always keeping every descriptor's allocations
+/// (the audit alone may drop them to save memory; the plan needs them).
+fn collect(root: &Path, progress: bool) -> Result<(Vec<Candidate>, Vec<FileVerdict>), Failure> {
+    let bar = progress.then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        b.set_message("reading descriptors");
+        b
+    });
+    let mut cands = Vec::new();
+    let mut files = Vec::new();
+    inventory::scan(root, &ScanOptions::default(), |entry, bytes| {
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        let path = display_path(&entry.rel_path);
+        match (&entry.kind, bytes) {
+            (EntryKind::Descriptor { name_rank }, Some(bytes)) => {
+                let parsed = parse_descriptor_with(bytes, true);
+                let mut findings = entry.findings;
+                findings.extend(parsed.findings.into_iter().map(|f| f.at(path.clone())));
+                cands.push(Candidate {
+                    path,
+                    name_rank: *name_rank,
+                    mode: entry.mode,
+                    ident: parsed.ident,
+                    descriptor: parsed.descriptor,
+                    findings,
+                });
+            }
+            _ => {
+                if !entry.findings.is_empty() {
+                    files.push(FileVerdict {
+                        path,
+                        findings: entry.findings,
+                    });
+                }
+            }
+        }
+    })
+    .map_err(|e| Failure::usage(e.to_string(), None))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok((cands, files))
+}
+
+/// `kvcr audit --live` for import: the same reading, the same verdict core,
+/// and the descriptors kept for planning.
+pub fn audit_live(
+    args: &InventoryArgs,
+    probe: &dyn NodeProbe,
+    progress: bool,
+) -> Result<Audited, Failure> {
+    let expect = app::expectations(args)?;
+    let root = root_of(args)?;
+    let (cands, files) = collect(&root, progress)?;
+    let descriptors: BTreeMap<String, Descriptor> = cands
+        .iter()
+        .filter_map(|c| c.descriptor.clone().map(|d| (c.path.clone(), d)))
+        .collect();
+    let now_ms = app::now_unix_ms();
+    let pids = descriptors
+        .values()
+        .flat_map(|d| [d.owner.pid, d.writer.pid]);
+    let facts = node::gather(probe, pids);
+    let ctx = Context {
+        now_unix_ms: now_ms,
+        node: Some(&facts),
+        expect: &expect,
+    };
+    let judgement = verdict::judge(cands, files, &ctx);
+    Ok(Audited {
+        run: AuditRun {
+            root: root.display().to_string(),
+            host: Some(crate::app::hostname()),
+            reports: None,
+            live: true,
+            now_ms,
+            judgement,
+        },
+        descriptors,
+    })
+}
+
+/// The group to import: `--engine`, or the only group. More than one group
+/// and no `--engine` is a usage error; no group at all is `Ok(None)` (no
+/// descriptor found, exit 1).
+pub fn select<'a>(
+    groups: &'a [GroupVerdict],
+    engine: Option<&str>,
+) -> Result<Option<&'a GroupVerdict>, Failure> {
+    if let Some(e) = engine {
+        return Ok(groups.iter().find(|g| g.engine_id == e));
+    }
+    match groups {
+        [] => Ok(None),
+        [g] => Ok(Some(g)),
+        many => {
+            let ids: Vec<String> = many
+                .iter()
+                .map(|g| format!("{:?}", terminal(&g.engine_id)))
+                .collect();
+            Err(Failure::usage(
+                format!(
+                    "the inventory holds {} groups ({}); import takes one",
+                    many.len(),
+                    ids.join(", ")
+                ),
+                Some("choose one with --engine ID".to_string()),
+            ))
+        }
+    }
+}
+
+/// One allocation in a printed plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlannedAllocation {
+    pub id: String,
+    pub kind: &'static str,
+    pub size_bytes: u64,
+}
+
+impl PlannedRank {
+    pub fn planned_allocations(&self) -> Vec<PlannedAllocation> {
+        self.allocations
+            .iter()
+            .map(|a| PlannedAllocation {
+                id: a.id.clone(),
+                kind: a.handle.kind(),
+                size_bytes: a.size_bytes,
+            })
+            .collect()
+    }
+
+    /// `fabric×3`, `cuda_ipc×1, posix_fd×2`.
+    pub fn kinds_summary(&self) -> String {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for a in &self.allocations {
+            *counts.entry(a.handle.kind()).or_default() += 1;
+        }
+        counts
+            .iter()
+            .map(|(k, n)| format!("{k}×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

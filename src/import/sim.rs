@@ -1,0 +1,612 @@
+//! The simulated backend and the fault injector (tests only).
+//!
+//! [`SimBackend`] touches no GPU: it hands out deterministic fake pointers
+//! and handles, records every acquire and release in an event log (and, when
+//! asked, appends it as JSON lines to a file so a test can follow a `kvcr`
+//! process), and refuses to release anything it did not hand out or to
+//! release twice. [`Faults`] makes any step fail on its Nth call, the Nth
+//! release fail, or raises the interrupt flag after N acquisitions; it is
+//! built into the simulator and can wrap the CUDA backend too
+//! ([`Injected`]), which is how the GPU proof injects a failure into a real
+//! import.
+//!
+//! Selected with `KVCR_IMPORT_BACKEND` (see [`BackendSpec::parse`]); never
+//! used unless asked for, and always named in the report.
+
+use super::{Backend, Device, Mapped, Resource, Step};
+use crate::descriptor::{GpuUuid, Handle, Owner};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Fault injection, shared by the simulator and [`Injected`].
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    /// Fail the Nth (1-based) call of this step, or of any step when the
+    /// step is `None`. Steps are the [`Step::BACKEND`] calls.
+    pub fail: Option<(Option<Step>, usize)>,
+    /// Fail the Nth (1-based) release.
+    pub fail_release: Option<usize>,
+    /// Raise [`Faults::flag`] after the Nth successful acquisition (device,
+    /// import, reserve, map).
+    pub interrupt_after: Option<usize>,
+    /// Sleep this long before every step and release.
+    pub delay: Duration,
+    /// The flag `interrupt_after` raises; the caller checks it.
+    pub flag: Arc<AtomicBool>,
+    calls: usize,
+    per_step: BTreeMap<Step, usize>,
+    acquired: usize,
+    releases: usize,
+}
+
+impl Faults {
+    pub fn fail_at(step: Step, nth: usize) -> Faults {
+        Faults {
+            fail: Some((Some(step), nth)),
+            ..Faults::default()
+        }
+    }
+
+    pub fn fail_nth_step(nth: usize) -> Faults {
+        Faults {
+            fail: Some((None, nth)),
+            ..Faults::default()
+        }
+    }
+
+    pub fn fail_release(nth: usize) -> Faults {
+        Faults {
+            fail_release: Some(nth),
+            ..Faults::default()
+        }
+    }
+
+    pub fn interrupt_after(n: usize) -> Faults {
+        Faults {
+            interrupt_after: Some(n),
+            ..Faults::default()
+        }
+    }
+
+    /// True when `interrupt_after` fired.
+    pub fn interrupted(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+
+    /// Call before a step: the injected error, if this call is the one.
+    pub fn before(&mut self, step: Step) -> Result<(), String> {
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
+        self.calls += 1;
+        let n = self.per_step.entry(step).or_default();
+        *n += 1;
+        let hit = match self.fail {
+            Some((Some(s), nth)) => s == step && *n == nth,
+            Some((None, nth)) => self.calls == nth,
+            None => false,
+        };
+        if hit {
+            Err(format!("injected failure at {step} (call {})", self.calls))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Call after a successful acquisition.
+    pub fn acquired(&mut self) {
+        self.acquired += 1;
+        if self.interrupt_after == Some(self.acquired) {
+            self.flag.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Call before a release: the injected error, if this call is the one.
+    pub fn before_release(&mut self) -> Result<(), String> {
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
+        self.releases += 1;
+        if self.fail_release == Some(self.releases) {
+            Err(format!(
+                "injected release failure (release {})",
+                self.releases
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// One thing the simulator was asked to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum SimEvent {
+    Acquire {
+        step: Step,
+        resource: Resource,
+    },
+    /// A step that acquires nothing (set-access, verify).
+    Call {
+        step: Step,
+    },
+    Fail {
+        step: Step,
+        message: String,
+    },
+    Release {
+        resource: Resource,
+    },
+    ReleaseFail {
+        resource: Resource,
+        message: String,
+    },
+}
+
+/// Granularity the simulator rounds reservations to.
+pub const SIM_GRANULARITY: u64 = 2 << 20;
+
+type Hook = Box<dyn FnMut(&SimEvent)>;
+
+/// A deterministic backend that touches no GPU.
+#[derive(Default)]
+pub struct SimBackend {
+    pub faults: Faults,
+    /// Every event, in order.
+    pub log: Vec<SimEvent>,
+    /// Report this size from `inspect` instead of the real one.
+    pub lie_size: Option<u64>,
+    /// Report another device from `inspect`.
+    pub lie_device: bool,
+    log_file: Option<File>,
+    hook: Option<Hook>,
+    devices: BTreeMap<GpuUuid, i32>,
+    held: BTreeMap<Resource, usize>,
+    next: u64,
+}
+
+impl SimBackend {
+    pub fn new() -> SimBackend {
+        SimBackend::default()
+    }
+
+    pub fn with_faults(faults: Faults) -> SimBackend {
+        SimBackend {
+            faults,
+            ..SimBackend::default()
+        }
+    }
+
+    /// Also append every event to `path` as one JSON line, as it happens.
+    pub fn log_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
+        self.log_file = Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?,
+        );
+        Ok(())
+    }
+
+    /// Calls `f` on every event as it happens.
+    pub fn on_event(&mut self, f: impl FnMut(&SimEvent) + 'static) {
+        self.hook = Some(Box::new(f));
+    }
+
+    /// Resources handed out and not released.
+    pub fn held(&self) -> BTreeSet<Resource> {
+        self.held.keys().copied().collect()
+    }
+
+    /// The acquired resources, in order.
+    pub fn acquired(&self) -> Vec<Resource> {
+        self.log
+            .iter()
+            .filter_map(|e| match e {
+                SimEvent::Acquire { resource, .. } => Some(*resource),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The released resources, in order.
+    pub fn released(&self) -> Vec<Resource> {
+        self.log
+            .iter()
+            .filter_map(|e| match e {
+                SimEvent::Release { resource } => Some(*resource),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn event(&mut self, e: SimEvent) {
+        if let Some(f) = &mut self.log_file {
+            if let Ok(line) = serde_json::to_string(&e) {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+        if let Some(h) = &mut self.hook {
+            h(&e);
+        }
+        self.log.push(e);
+    }
+
+    fn step(&mut self, step: Step) -> Result<(), String> {
+        self.faults.before(step).inspect_err(|m| {
+            self.event(SimEvent::Fail {
+                step,
+                message: m.clone(),
+            })
+        })
+    }
+
+    fn acquire(&mut self, step: Step, resource: Resource) -> Resource {
+        *self.held.entry(resource).or_default() += 1;
+        self.event(SimEvent::Acquire { step, resource });
+        self.faults.acquired();
+        resource
+    }
+
+    fn fresh(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    fn check_held(&self, r: &Resource, what: &str) -> Result<(), String> {
+        if self.held.contains_key(r) {
+            Ok(())
+        } else {
+            Err(format!("sim: {what} {r}, which is not held"))
+        }
+    }
+}
+
+impl Backend for SimBackend {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), String> {
+        self.step(Step::Device)?;
+        let n = self.devices.len() as i32;
+        let ordinal = *self.devices.entry(*gpu).or_insert(n);
+        let r = self.acquire(Step::Device, Resource::Context { device: ordinal });
+        Ok((Device(ordinal), r))
+    }
+
+    fn ipc_open(&mut self, dev: Device, _handle: &[u8; 64]) -> Result<Resource, String> {
+        self.step(Step::Import)?;
+        let ptr = 0x7f00_0000_0000 + self.fresh() * 0x1_0000_0000;
+        Ok(self.acquire(Step::Import, Resource::IpcMapping { device: dev.0, ptr }))
+    }
+
+    fn import_shareable(
+        &mut self,
+        dev: Device,
+        _handle: &Handle,
+        _owner: &Owner,
+    ) -> Result<Resource, String> {
+        self.step(Step::Import)?;
+        let handle = 0x1000 + self.fresh();
+        Ok(self.acquire(
+            Step::Import,
+            Resource::Imported {
+                device: dev.0,
+                handle,
+            },
+        ))
+    }
+
+    fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String> {
+        self.step(Step::Reserve)?;
+        self.check_held(imported, "reserve for")?;
+        let size = super::cuda::round_up(size, SIM_GRANULARITY)
+            .ok_or_else(|| format!("sim: size {size} overflows"))?;
+        let ptr = 0x7e00_0000_0000 + self.fresh() * 0x1_0000_0000;
+        Ok(self.acquire(
+            Step::Reserve,
+            Resource::Reservation {
+                device: dev.0,
+                ptr,
+                size,
+            },
+        ))
+    }
+
+    fn map(
+        &mut self,
+        dev: Device,
+        reservation: &Resource,
+        imported: &Resource,
+    ) -> Result<Resource, String> {
+        self.step(Step::Map)?;
+        self.check_held(imported, "map of")?;
+        self.check_held(reservation, "map into")?;
+        let Resource::Reservation { ptr, size, .. } = *reservation else {
+            return Err(format!("sim: map into {reservation}"));
+        };
+        Ok(self.acquire(
+            Step::Map,
+            Resource::Mapping {
+                device: dev.0,
+                ptr,
+                size,
+            },
+        ))
+    }
+
+    fn set_access(&mut self, _dev: Device, mapping: &Resource) -> Result<(), String> {
+        self.step(Step::SetAccess)?;
+        self.check_held(mapping, "set access on")?;
+        self.event(SimEvent::Call {
+            step: Step::SetAccess,
+        });
+        Ok(())
+    }
+
+    fn inspect(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        _imported: Option<&Resource>,
+    ) -> Result<Mapped, String> {
+        self.step(Step::Verify)?;
+        self.check_held(mapping, "inspect")?;
+        self.event(SimEvent::Call { step: Step::Verify });
+        let (base, size) = match *mapping {
+            Resource::Mapping { ptr, size, .. } => (ptr, size),
+            // An IPC mapping covers the owner's whole allocation; the
+            // simulator does not know its size, so it is "large".
+            Resource::IpcMapping { ptr, .. } => (ptr, 1 << 40),
+            other => return Err(format!("sim: inspect {other}")),
+        };
+        Ok(Mapped {
+            base,
+            size: self.lie_size.unwrap_or(size),
+            device: if self.lie_device { dev.0 + 100 } else { dev.0 },
+        })
+    }
+
+    fn release(&mut self, r: &Resource) -> Result<(), String> {
+        if let Err(message) = self.faults.before_release() {
+            self.event(SimEvent::ReleaseFail {
+                resource: *r,
+                message: message.clone(),
+            });
+            return Err(message);
+        }
+        self.check_held(r, "release of")?;
+        if let Some(n) = self.held.get_mut(r) {
+            *n -= 1;
+            if *n == 0 {
+                self.held.remove(r);
+            }
+        }
+        self.event(SimEvent::Release { resource: *r });
+        Ok(())
+    }
+}
+
+/// Fault injection around any backend (the GPU proof wraps the CUDA backend).
+pub struct Injected<B: Backend> {
+    pub inner: B,
+    pub faults: Faults,
+}
+
+impl<B: Backend> Backend for Injected<B> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), String> {
+        self.faults.before(Step::Device)?;
+        let r = self.inner.open_device(gpu)?;
+        self.faults.acquired();
+        Ok(r)
+    }
+    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, String> {
+        self.faults.before(Step::Import)?;
+        let r = self.inner.ipc_open(dev, handle)?;
+        self.faults.acquired();
+        Ok(r)
+    }
+    fn import_shareable(
+        &mut self,
+        dev: Device,
+        handle: &Handle,
+        owner: &Owner,
+    ) -> Result<Resource, String> {
+        self.faults.before(Step::Import)?;
+        let r = self.inner.import_shareable(dev, handle, owner)?;
+        self.faults.acquired();
+        Ok(r)
+    }
+    fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String> {
+        self.faults.before(Step::Reserve)?;
+        let r = self.inner.reserve(dev, imported, size)?;
+        self.faults.acquired();
+        Ok(r)
+    }
+    fn map(
+        &mut self,
+        dev: Device,
+        reservation: &Resource,
+        imported: &Resource,
+    ) -> Result<Resource, String> {
+        self.faults.before(Step::Map)?;
+        let r = self.inner.map(dev, reservation, imported)?;
+        self.faults.acquired();
+        Ok(r)
+    }
+    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), String> {
+        self.faults.before(Step::SetAccess)?;
+        self.inner.set_access(dev, mapping)
+    }
+    fn inspect(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        imported: Option<&Resource>,
+    ) -> Result<Mapped, String> {
+        self.faults.before(Step::Verify)?;
+        self.inner.inspect(dev, mapping, imported)
+    }
+    fn release(&mut self, r: &Resource) -> Result<(), String> {
+        self.faults.before_release()?;
+        self.inner.release(r)
+    }
+}
+
+/// Which backend `kvcr import` uses, from `KVCR_IMPORT_BACKEND` (test-only).
+#[derive(Clone, Debug, Default)]
+pub struct BackendSpec {
+    pub sim: bool,
+    pub faults: Faults,
+    /// Sim: append the event log here.
+    pub log: Option<PathBuf>,
+    pub lie_size: Option<u64>,
+    pub lie_device: bool,
+}
+
+impl BackendSpec {
+    /// The environment variable that selects the backend.
+    pub const ENV: &'static str = "KVCR_IMPORT_BACKEND";
+
+    /// `cuda` (the default) or `sim`, optionally followed by `:` and
+    /// comma-separated options: `fail=STEP@N` (the Nth call of STEP fails;
+    /// STEP is device, import, reserve, map, set-access or verify),
+    /// `fail=N` (the Nth step overall fails), `fail-release=N`,
+    /// `interrupt-after=N` (act as if SIGINT arrived after N acquisitions),
+    /// `delay-ms=N` (before every step and release), and for `sim` only
+    /// `log=PATH`, `lie-size=N`, `lie-device`.
+    pub fn parse(s: &str) -> Result<BackendSpec, String> {
+        let (kind, opts) = match s.split_once(':') {
+            Some((k, o)) => (k, o),
+            None => (s, ""),
+        };
+        let mut spec = BackendSpec {
+            sim: match kind {
+                "sim" => true,
+                "cuda" | "" => false,
+                other => return Err(format!("unknown backend {other:?} (cuda or sim)")),
+            },
+            ..BackendSpec::default()
+        };
+        let num = |k: &str, v: &str| -> Result<usize, String> {
+            v.parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| format!("{k}={v:?}: expected a number ≥ 1"))
+        };
+        for opt in opts.split(',').filter(|o| !o.is_empty()) {
+            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
+            match k {
+                "fail" => {
+                    spec.faults.fail = Some(match v.split_once('@') {
+                        Some((st, n)) => {
+                            let step = Step::parse(st)
+                                .filter(|s| Step::BACKEND.contains(s))
+                                .ok_or_else(|| format!("fail={v:?}: unknown step {st:?}"))?;
+                            (Some(step), num(k, n)?)
+                        }
+                        None => (None, num(k, v)?),
+                    })
+                }
+                "fail-release" => spec.faults.fail_release = Some(num(k, v)?),
+                "interrupt-after" => spec.faults.interrupt_after = Some(num(k, v)?),
+                "delay-ms" => {
+                    let ms: u64 = v.parse().map_err(|_| format!("delay-ms={v:?}"))?;
+                    spec.faults.delay = Duration::from_millis(ms);
+                }
+                "log" if spec.sim && !v.is_empty() => spec.log = Some(PathBuf::from(v)),
+                "lie-size" if spec.sim => {
+                    spec.lie_size = Some(v.parse().map_err(|_| format!("lie-size={v:?}"))?)
+                }
+                "lie-device" if spec.sim => spec.lie_device = true,
+                _ => return Err(format!("unknown option {opt:?} for backend {kind:?}")),
+            }
+        }
+        Ok(spec)
+    }
+
+    /// True when nothing but the plain CUDA backend was asked for.
+    pub fn is_plain_cuda(&self) -> bool {
+        !self.sim
+            && self.faults.fail.is_none()
+            && self.faults.fail_release.is_none()
+            && self.faults.interrupt_after.is_none()
+            && self.faults.delay.is_zero()
+    }
+
+    /// The interrupt flag the injected faults raise.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.faults.flag.clone()
+    }
+
+    /// A simulator configured by this spec.
+    pub fn build_sim(&self) -> std::io::Result<SimBackend> {
+        let mut b = SimBackend::with_faults(self.faults.clone());
+        b.lie_size = self.lie_size;
+        b.lie_device = self.lie_device;
+        if let Some(p) = &self.log {
+            b.log_to(p)?;
+        }
+        Ok(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_specs() {
+        let s = BackendSpec::parse("sim").unwrap();
+        assert!(s.sim && s.faults.fail.is_none());
+        assert!(BackendSpec::parse("cuda").unwrap().is_plain_cuda());
+        let s = BackendSpec::parse(
+            "sim:fail=map@5,fail-release=2,interrupt-after=4,delay-ms=10,log=/tmp/x,lie-device",
+        )
+        .unwrap();
+        assert_eq!(s.faults.fail, Some((Some(Step::Map), 5)));
+        assert_eq!(s.faults.fail_release, Some(2));
+        assert_eq!(s.faults.interrupt_after, Some(4));
+        assert_eq!(s.faults.delay, Duration::from_millis(10));
+        assert_eq!(s.log, Some(PathBuf::from("/tmp/x")));
+        assert!(s.lie_device);
+        assert_eq!(
+            BackendSpec::parse("sim:fail=7").unwrap().faults.fail,
+            Some((None, 7))
+        );
+        let c = BackendSpec::parse("cuda:fail=set-access@1").unwrap();
+        assert!(!c.sim && !c.is_plain_cuda());
+        for bad in [
+            "gpu",
+            "sim:fail=teleport@1",
+            "sim:fail=map@0",
+            "sim:fail=release@1",
+            "sim:bogus",
+            "cuda:log=/tmp/x",
+            "sim:fail-release=x",
+        ] {
+            assert!(BackendSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn refuses_foreign_and_double_release() {
+        let mut b = SimBackend::new();
+        let gpu = GpuUuid::parse("GPU-6a1f0c2e-0000-4000-8000-000000000001").unwrap();
+        let (_, ctx) = b.open_device(&gpu).unwrap();
+        assert!(b.release(&Resource::Context { device: 9 }).is_err());
+        b.release(&ctx).unwrap();
+        assert!(b.release(&ctx).is_err());
+        assert!(b.held().is_empty());
+    }
+}

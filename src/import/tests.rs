@@ -1,0 +1,812 @@
+//! The import engine against the simulator: every failure position, every
+//! interrupt position, failed releases, verification, and the command core
+//! (refusal, selection, dry run, trial, hold) on inventories built in temp
+//! directories and judged against a described node.
+
+use super::cli::{self, Deps, Mode, Request, ResultKind};
+use super::sim::{Faults, SimBackend, SimEvent};
+use super::*;
+use crate::cli::InventoryArgs;
+use crate::descriptor::{Allocation, GpuUuid, Handle, Owner};
+use crate::node::{Fact, FakeProbe, Gpus};
+use crate::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+const RANKS: u64 = 4;
+const ALLOCS: usize = 3;
+
+fn gpu(rank: u64) -> GpuUuid {
+    GpuUuid::parse(&testkit::gpu(0, rank)).unwrap()
+}
+
+fn handle(kind: &str, rank: u64, i: usize) -> Handle {
+    match kind {
+        "cuda_ipc" => Handle::CudaIpc([rank as u8 ^ i as u8; 64]),
+        "posix_fd" => Handle::PosixFd(10 + i as i32),
+        _ => Handle::Fabric([(rank * 16 + i as u64) as u8; 64]),
+    }
+}
+
+/// A 4-rank × 3-allocation plan; `kinds(rank, i)` picks each handle kind.
+fn plan_with(kinds: impl Fn(u64, usize) -> &'static str) -> Plan {
+    Plan {
+        engine_id: "llama3-70b-a".into(),
+        incarnation: None,
+        epoch: Some(1),
+        ranks: (0..RANKS)
+            .map(|rank| PlannedRank {
+                rank,
+                gpu: gpu(rank),
+                path: format!("rank-{rank}.json"),
+                owner: Owner {
+                    pid: 4242,
+                    start_ticks: 123456,
+                },
+                allocations: (0..ALLOCS)
+                    .map(|i| Allocation {
+                        id: format!("kv-{i}"),
+                        size_bytes: 3 << 20,
+                        handle: handle(kinds(rank, i), rank, i),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn fabric_plan() -> Plan {
+    plan_with(|_, _| "fabric")
+}
+
+fn mixed_plan() -> Plan {
+    plan_with(|rank, i| ["fabric", "cuda_ipc", "posix_fd"][(rank as usize + i) % 3])
+}
+
+/// Backend calls a clean import of `plan` makes.
+fn steps_of(plan: &Plan) -> usize {
+    plan.ranks
+        .iter()
+        .map(|r| {
+            1 + r
+                .allocations
+                .iter()
+                .map(|a| match a.handle {
+                    Handle::CudaIpc(_) => 2,
+                    _ => 5,
+                })
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+fn never() -> bool {
+    false
+}
+
+fn run(plan: &Plan, sim: &mut SimBackend) -> (Outcome, Ledger) {
+    let mut ledger = Ledger::new();
+    let flag = sim.faults.flag.clone();
+    let interrupted = move || flag.load(Ordering::SeqCst);
+    let out = execute(plan, sim, &mut ledger, &interrupted, &mut |_| {});
+    (out, ledger)
+}
+
+/// Everything acquired was released, exactly in reverse order.
+fn assert_released_in_reverse(sim: &SimBackend) {
+    let mut acquired = sim.acquired();
+    acquired.reverse();
+    assert_eq!(sim.released(), acquired, "release order");
+    assert!(sim.held().is_empty(), "still held: {:?}", sim.held());
+}
+
+#[test]
+fn trial_imports_everything_and_releases_in_reverse() {
+    for plan in [fabric_plan(), mixed_plan()] {
+        let mut sim = SimBackend::new();
+        let (out, mut ledger) = run(&plan, &mut sim);
+        let Outcome::Imported { ranks } = &out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(out.exit_status(), 0);
+        assert_eq!(ranks.len(), 4);
+        assert!(ranks
+            .iter()
+            .all(|r| r.allocations == 3 && r.bytes == 9 << 20));
+        assert_eq!(ledger.len(), sim.acquired().len());
+        assert!(
+            sim.released().is_empty(),
+            "nothing released before the caller asks"
+        );
+        // Each rank on its own device, found by UUID.
+        let devices: BTreeSet<i32> = ranks.iter().map(|r| r.device).collect();
+        assert_eq!(devices.len(), 4);
+        let rel = ledger.release_all(&mut sim);
+        assert!(rel.is_clean() && ledger.is_empty());
+        assert_released_in_reverse(&sim);
+    }
+    // The fabric plan: per rank a context, then import+reserve+map per allocation.
+    assert_eq!(steps_of(&fabric_plan()), 64);
+}
+
+#[test]
+fn a_failure_at_every_step_position_releases_exactly_what_was_taken() {
+    for plan in [fabric_plan(), mixed_plan()] {
+        let total = steps_of(&plan);
+        for n in 1..=total {
+            let mut sim = SimBackend::with_faults(Faults::fail_nth_step(n));
+            let (out, ledger) = run(&plan, &mut sim);
+            assert_eq!(out.exit_status(), crate::exit::IMPORT_FAILED, "step {n}");
+            let Outcome::Failed {
+                failure, release, ..
+            } = &out
+            else {
+                panic!("step {n}: {out:?}")
+            };
+            // The failed step is the one reported.
+            let failed = sim
+                .log
+                .iter()
+                .find_map(|e| match e {
+                    SimEvent::Fail { step, .. } => Some(*step),
+                    _ => None,
+                })
+                .unwrap();
+            assert_eq!(failure.step, failed, "step {n}");
+            assert!(failure.message.contains("injected"), "{failure}");
+            if failed == Step::Device {
+                assert_eq!(failure.allocation, None);
+            } else {
+                assert!(failure.allocation.is_some());
+            }
+            assert!(ledger.is_empty());
+            assert!(release.is_clean());
+            assert_eq!(release.released.len(), sim.acquired().len());
+            assert_released_in_reverse(&sim);
+        }
+    }
+}
+
+#[test]
+fn a_failure_at_each_named_step_reports_rank_allocation_and_step() {
+    let plan = fabric_plan();
+    // Per rank: 1 device call; per allocation one call of each other step.
+    for step in Step::BACKEND {
+        let per_step = if step == Step::Device { 4 } else { 12 };
+        for nth in 1..=per_step {
+            let mut sim = SimBackend::with_faults(Faults::fail_at(step, nth));
+            let (out, _) = run(&plan, &mut sim);
+            let Outcome::Failed { failure, ranks, .. } = &out else {
+                panic!("{step}@{nth}: {out:?}")
+            };
+            assert_eq!(failure.step, step);
+            let (rank, alloc) = if step == Step::Device {
+                (nth as u64 - 1, None)
+            } else {
+                (
+                    ((nth - 1) / ALLOCS) as u64,
+                    Some(format!("kv-{}", (nth - 1) % ALLOCS)),
+                )
+            };
+            assert_eq!((failure.rank, failure.allocation.clone()), (rank, alloc));
+            assert_eq!(
+                ranks.len() as u64,
+                rank,
+                "ranks completed before the failure"
+            );
+            assert_released_in_reverse(&sim);
+        }
+    }
+}
+
+#[test]
+fn a_failure_at_map_leaves_import_and_reserve_to_release() {
+    let plan = fabric_plan();
+    let mut sim = SimBackend::with_faults(Faults::fail_at(Step::Map, 1));
+    let (out, _) = run(&plan, &mut sim);
+    assert_eq!(out.exit_status(), 3);
+    let kinds: Vec<&str> = sim.released().iter().map(Resource::kind).collect();
+    assert_eq!(kinds, ["reservation", "imported-handle", "context"]);
+}
+
+#[test]
+fn an_interrupt_at_every_position_releases_and_exits_130() {
+    for plan in [fabric_plan(), mixed_plan()] {
+        let mut clean = SimBackend::new();
+        let _ = run(&plan, &mut clean);
+        let acquisitions = clean.acquired().len();
+        for k in 1..acquisitions {
+            let mut sim = SimBackend::with_faults(Faults::interrupt_after(k));
+            let (out, _) = run(&plan, &mut sim);
+            assert_eq!(out.exit_status(), crate::exit::INTERRUPTED, "after {k}");
+            let Outcome::Interrupted { at, release, .. } = &out else {
+                panic!("{out:?}")
+            };
+            assert!(at.message.contains("interrupted"));
+            assert_eq!(sim.acquired().len(), k, "nothing taken after the signal");
+            assert_eq!(release.released.len(), k);
+            assert_released_in_reverse(&sim);
+        }
+    }
+    // Interrupted before the first step: nothing taken, still 130.
+    let mut sim = SimBackend::new();
+    let mut ledger = Ledger::new();
+    let out = execute(&fabric_plan(), &mut sim, &mut ledger, &|| true, &mut |_| {});
+    assert_eq!(out.exit_status(), 130);
+    assert!(sim.log.is_empty());
+}
+
+#[test]
+fn a_failed_release_lists_what_remains_and_exits_4() {
+    let plan = fabric_plan();
+    // Fail at the 2nd map (rank 0, kv-1): taken so far: ctx, kv-0 ×3, kv-1 import+reserve.
+    let mut faults = Faults::fail_at(Step::Map, 2);
+    faults.fail_release = Some(1); // the first release: kv-1's reservation
+    let mut sim = SimBackend::with_faults(faults);
+    let (out, _) = run(&plan, &mut sim);
+    assert_eq!(out.exit_status(), crate::exit::RELEASE_FAILED);
+    let Outcome::Failed {
+        failure, release, ..
+    } = &out
+    else {
+        panic!("{out:?}")
+    };
+    assert_eq!(failure.step, Step::Map);
+    assert_eq!(release.failed.len(), 1);
+    assert!(release.failed[0]
+        .message
+        .contains("injected release failure"));
+    let remaining: Vec<(&str, Option<&str>)> = release
+        .remaining
+        .iter()
+        .map(|e| (e.resource.kind(), e.allocation.as_deref()))
+        .collect();
+    // The failed reservation, and the context of its device (kept, so
+    // releasing it cannot tear down what is reported as held).
+    assert_eq!(
+        remaining,
+        [("context", None), ("reservation", Some("kv-1"))]
+    );
+    // Everything else was released, still in reverse order.
+    let released: Vec<Resource> = release.released.iter().map(|e| e.resource).collect();
+    assert_eq!(released, sim.released());
+    assert_eq!(released.len(), sim.acquired().len() - 2);
+    assert_eq!(sim.held().len(), 2);
+}
+
+#[test]
+fn verify_catches_a_short_mapping_and_a_wrong_device() {
+    let plan = mixed_plan();
+    let mut sim = SimBackend::new();
+    sim.lie_size = Some(1 << 20);
+    let (out, _) = run(&plan, &mut sim);
+    let Outcome::Failed { failure, .. } = &out else {
+        panic!("{out:?}")
+    };
+    assert_eq!((failure.step, failure.rank), (Step::Verify, 0));
+    assert!(failure.message.contains("covers"), "{}", failure.message);
+    assert_released_in_reverse(&sim);
+
+    let mut sim = SimBackend::new();
+    sim.lie_device = true;
+    let (out, _) = run(&plan, &mut sim);
+    let Outcome::Failed { failure, .. } = &out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(failure.step, Step::Verify);
+    assert!(
+        failure.message.contains("resides on device"),
+        "{}",
+        failure.message
+    );
+    assert_released_in_reverse(&sim);
+}
+
+#[test]
+fn mapping_checks() {
+    let m = Resource::Mapping {
+        device: 1,
+        ptr: 0x1000,
+        size: 0x2000,
+    };
+    let at = |base, size, device| Mapped { base, size, device };
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x2000).is_ok());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x2001).is_err());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 0), Device(1), 1).is_err());
+    // An IPC pointer inside a larger range: covered from the pointer on.
+    let ipc = Resource::IpcMapping {
+        device: 0,
+        ptr: 0x1800,
+    };
+    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0x800).is_ok());
+    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0x801).is_err());
+    assert!(check_mapping(&ipc, &at(0x2000, 0x1000, 0), Device(0), 1).is_err());
+    assert!(check_mapping(&ipc, &at(u64::MAX, 2, 0), Device(0), 1).is_err());
+    assert!(check_mapping(&Resource::Context { device: 0 }, &at(0, 1, 0), Device(0), 1).is_err());
+}
+
+#[test]
+fn human_sizes() {
+    assert_eq!(human_bytes(17), "17 B");
+    assert_eq!(human_bytes(3 << 20), "3 MiB");
+    assert_eq!(human_bytes(1536 << 20), "1.5 GiB");
+}
+
+// ---- The command core on real inventories ----
+
+/// Writes a 4-rank × 3-allocation group with private modes (live mode
+/// rejects handle bytes readable by others).
+fn inventory(dir: &Path, engine: &str, handle_kind: &'static str, group: u32) {
+    let mut d = Desc::new(engine, 0, RANKS, 1);
+    d.allocations = ALLOCS;
+    d.handle_kind = handle_kind;
+    d.group = group;
+    let sub = engine.replace('/', "_");
+    put_group(dir, &sub, &d);
+    private(dir);
+}
+
+fn private(dir: &Path) {
+    for e in walkdir::WalkDir::new(dir) {
+        let e = e.unwrap();
+        let mode = if e.file_type().is_dir() { 0o700 } else { 0o600 };
+        std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+/// The node the testkit descriptors describe: owner alive, GPUs present.
+fn node() -> FakeProbe {
+    let all: BTreeSet<GpuUuid> = (0..2)
+        .flat_map(|g| (0..RANKS).map(move |r| GpuUuid::parse(&testkit::gpu(g, r)).unwrap()))
+        .collect();
+    FakeProbe {
+        boot_id: Fact::Known(BOOT_ID.parse().unwrap()),
+        hostname: Fact::Known(HOSTNAME.to_string()),
+        processes: BTreeMap::from([(4242, 123456)]),
+        processes_unreadable: None,
+        gpus: Fact::Known(Gpus {
+            visible: all.clone(),
+            on_node: Some(all),
+            source: "test".into(),
+        }),
+    }
+}
+
+fn args(root: &Path, engine: Option<&str>) -> InventoryArgs {
+    InventoryArgs {
+        root: Some(root.to_path_buf()),
+        profile: None,
+        engine: engine.map(str::to_string),
+        min_epoch: None,
+        max_age: None,
+        local_ranks: None,
+    }
+}
+
+fn core(
+    inv: &InventoryArgs,
+    mode: Mode,
+    ready: Option<&Path>,
+    sim: Option<&mut SimBackend>,
+    interrupted: &dyn Fn() -> bool,
+) -> Result<cli::Done, crate::app::Failure> {
+    let probe = node();
+    let req = Request {
+        inventory: inv,
+        mode,
+        ready_file: ready,
+    };
+    let deps = Deps {
+        probe: &probe,
+        backend: sim.map(|s| s as &mut dyn Backend),
+        interrupted,
+        progress: false,
+        poll: Duration::from_millis(1),
+    };
+    cli::import(&req, deps, &mut |_| {})
+}
+
+#[test]
+fn trial_through_the_command_core() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    let mut sim = SimBackend::new();
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    let r = &done.report;
+    assert_eq!((r.result, r.status()), (ResultKind::Imported, 0));
+    assert_eq!(r.backend, "sim");
+    assert_eq!(r.ranks.len(), 4);
+    assert!(r.ranks.iter().all(|x| x.device.is_some() && x.ms.is_some()));
+    assert_eq!(r.released, Some(sim.acquired().len()));
+    assert_released_in_reverse(&sim);
+    let json = serde_json::to_value(r).unwrap();
+    assert_eq!(json["schema"], "kvcr.import-report/v1");
+    assert_eq!(json["mode"], "trial");
+    assert_eq!(json["result"], "imported");
+    assert_eq!(json["ranks"][3]["gpu_uuid"], testkit::gpu(0, 3));
+    assert!(json.get("failure").is_none() && json.get("remaining").is_none());
+}
+
+#[test]
+fn a_rejected_group_never_reaches_the_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    std::fs::remove_file(dir.path().join("llama3-70b-a/rank-2.json")).unwrap();
+    let mut sim = SimBackend::new();
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    assert_eq!(
+        (done.report.result, done.report.status()),
+        (ResultKind::Rejected, 1)
+    );
+    assert!(sim.log.is_empty(), "backend was called: {:?}", sim.log);
+    let audit = done.report.audit.as_ref().unwrap();
+    assert!(audit
+        .findings
+        .iter()
+        .any(|f| f.code == crate::finding::Code::KV103));
+    assert!(done.audit.is_some(), "the table prints the live audit");
+
+    // Live facts reject too: the owner is gone.
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    let probe = FakeProbe {
+        processes: BTreeMap::new(),
+        ..node()
+    };
+    let mut sim = SimBackend::new();
+    let inv = args(dir.path(), None);
+    let req = Request {
+        inventory: &inv,
+        mode: Mode::Trial,
+        ready_file: None,
+    };
+    let deps = Deps {
+        probe: &probe,
+        backend: Some(&mut sim),
+        interrupted: &never,
+        progress: false,
+        poll: Duration::from_millis(1),
+    };
+    let done = cli::import(&req, deps, &mut |_| {}).unwrap();
+    assert_eq!(done.report.status(), 1);
+    assert!(sim.log.is_empty());
+
+    // A rejecting file-level finding (a torn write) refuses as well.
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    std::fs::write(dir.path().join(".rank-9.json.x1.tmp"), b"{").unwrap();
+    private(dir.path());
+    let mut sim = SimBackend::new();
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    assert_eq!(done.report.status(), 1);
+    assert_eq!(done.report.files.len(), 1);
+    assert!(sim.log.is_empty());
+
+    // No descriptor at all.
+    let empty = tempfile::tempdir().unwrap();
+    let mut sim = SimBackend::new();
+    let done = core(
+        &args(empty.path(), None),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    assert_eq!(done.report.status(), 1);
+    assert!(sim.log.is_empty());
+}
+
+#[test]
+fn selection_needs_engine_when_several_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    inventory(dir.path(), "mixtral-b", "posix_fd", 1);
+    let mut sim = SimBackend::new();
+    let err = core(
+        &args(dir.path(), None),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .err()
+    .unwrap();
+    assert_eq!(err.status, crate::exit::USAGE);
+    assert!(err.message.contains("2 groups"), "{}", err.message);
+    assert!(err.hint.unwrap().contains("--engine"));
+    assert!(sim.log.is_empty());
+
+    let done = core(
+        &args(dir.path(), Some("mixtral-b")),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    assert_eq!(done.report.status(), 0);
+    assert_eq!(done.report.engine_id.as_deref(), Some("mixtral-b"));
+
+    // An --engine that names no group: rejected, nothing imported.
+    let mut sim = SimBackend::new();
+    let done = core(
+        &args(dir.path(), Some("nope")),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    assert_eq!(done.report.status(), 1);
+    assert!(sim.log.is_empty());
+}
+
+#[test]
+fn dry_run_plans_without_a_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "posix_fd", 0);
+    let done = core(&args(dir.path(), None), Mode::DryRun, None, None, &never).unwrap();
+    let r = &done.report;
+    assert_eq!(
+        (r.result, r.status(), r.backend),
+        (ResultKind::Planned, 0, "none")
+    );
+    assert_eq!(r.ranks.len(), 4);
+    assert!(r.ranks.iter().all(|x| x.device.is_none() && x.ms.is_none()));
+    assert_eq!(r.ranks[1].items.len(), 3);
+    assert_eq!(r.ranks[1].items[0].kind, "posix_fd");
+    assert_eq!(r.ranks[1].gpu_uuid, testkit::gpu(0, 1));
+    let mut out = Vec::new();
+    let p = crate::report::Printer::decide(
+        crate::report::Format::Table,
+        crate::report::ColorChoice::Never,
+        false,
+        true,
+        &|_| None,
+        false,
+        false,
+    );
+    cli::write_table(&mut out, &p, r).unwrap();
+    cli::write_result(&mut out, r).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("plan for llama3-70b-a"), "{text}");
+    assert!(text.contains(&testkit::gpu(0, 3)), "{text}");
+    assert!(text.contains("posix_fd×3"), "{text}");
+    assert!(text.contains("nothing imported (dry run)"), "{text}");
+}
+
+/// Records whether the ready file existed at each simulator event.
+fn watch(sim: &mut SimBackend, path: PathBuf) -> Rc<RefCell<Vec<(String, bool)>>> {
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let s = seen.clone();
+    sim.on_event(move |e| {
+        let op = match e {
+            SimEvent::Acquire { .. } => "acquire",
+            SimEvent::Release { .. } => "release",
+            SimEvent::Call { .. } => "call",
+            _ => "other",
+        };
+        s.borrow_mut().push((op.to_string(), path.exists()));
+    });
+    seen
+}
+
+#[test]
+fn hold_writes_the_ready_file_only_after_the_last_rank_and_removes_it_first() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    let out = tempfile::tempdir().unwrap();
+    let ready = out.path().join("ready.json");
+    let mut sim = SimBackend::new();
+    let seen = watch(&mut sim, ready.clone());
+    // The "supervisor" signals as soon as it sees the ready file.
+    let ready_seen = RefCell::new(None::<serde_json::Value>);
+    let signal = || {
+        if let Ok(b) = std::fs::read(&ready) {
+            *ready_seen.borrow_mut() = Some(serde_json::from_slice(&b).unwrap());
+            true
+        } else {
+            false
+        }
+    };
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Hold,
+        Some(&ready),
+        Some(&mut sim),
+        &signal,
+    )
+    .unwrap();
+    assert_eq!(
+        (done.report.result, done.report.status()),
+        (ResultKind::Imported, 0)
+    );
+    let seen = seen.borrow();
+    let acquires = seen.iter().filter(|(op, _)| op != "release");
+    assert!(acquires.clone().count() > 40);
+    assert!(
+        acquires.clone().all(|(_, exists)| !exists),
+        "ready file before the last rank"
+    );
+    assert!(
+        seen.iter()
+            .filter(|(op, _)| op == "release")
+            .all(|(_, e)| !e),
+        "removed before release"
+    );
+    assert!(!ready.exists());
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "no staging leftovers"
+    );
+    let doc = ready_seen.borrow().clone().expect("ready file was read");
+    assert_eq!(doc["schema"], "kvcr.import-ready/v1");
+    assert_eq!(doc["engine_id"], "llama3-70b-a");
+    assert_eq!(doc["pid"], std::process::id());
+    assert_eq!(doc["ranks"].as_array().unwrap().len(), 4);
+    assert_released_in_reverse(&sim);
+}
+
+#[test]
+fn hold_interrupted_mid_import_never_writes_the_ready_file() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    let out = tempfile::tempdir().unwrap();
+    let ready = out.path().join("ready.json");
+    let mut sim = SimBackend::with_faults(Faults::interrupt_after(20));
+    let seen = watch(&mut sim, ready.clone());
+    let flag = sim.faults.flag.clone();
+    let interrupted = move || flag.load(Ordering::SeqCst);
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Hold,
+        Some(&ready),
+        Some(&mut sim),
+        &interrupted,
+    )
+    .unwrap();
+    let r = &done.report;
+    assert_eq!((r.result, r.status()), (ResultKind::Interrupted, 130));
+    assert_eq!(r.released, Some(20));
+    assert!(seen.borrow().iter().all(|(_, e)| !e));
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+    assert_released_in_reverse(&sim);
+}
+
+#[test]
+fn hold_that_cannot_publish_the_ready_file_fails_and_releases() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    let out = tempfile::tempdir().unwrap();
+    let sub = out.path().join("run");
+    std::fs::create_dir(&sub).unwrap();
+    let ready = sub.join("ready.json");
+    let mut sim = SimBackend::new();
+    let gone = sub.clone();
+    // The directory vanishes during the import: the rename must fail.
+    sim.on_event(move |_| {
+        let _ = std::fs::remove_dir_all(&gone);
+    });
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Hold,
+        Some(&ready),
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    let r = &done.report;
+    assert_eq!((r.result, r.status()), (ResultKind::Failed, 3));
+    assert_eq!(r.failure.as_ref().unwrap().step, Step::ReadyFile);
+    assert_released_in_reverse(&sim);
+}
+
+#[test]
+fn a_failed_trial_release_exits_4_with_what_remains() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    let mut sim = SimBackend::with_faults(Faults::fail_release(3));
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    let r = &done.report;
+    assert_eq!((r.result, r.status()), (ResultKind::ReleaseFailed, 4));
+    let f = r.failure.as_ref().unwrap();
+    assert_eq!((f.step, f.rank), (Step::Release, 3));
+    assert_eq!(r.remaining.len(), 2, "{:?}", r.remaining);
+    assert!(r.remaining.iter().any(|x| x.error.is_some()));
+    let json = serde_json::to_value(r).unwrap();
+    assert_eq!(json["result"], "release-failed");
+    assert_eq!(json["remaining"][1]["resource"]["kind"], "imported-handle");
+    assert_eq!(json["remaining"][1]["release_call"], "cuMemRelease");
+    let mut text = Vec::new();
+    cli::write_result(&mut text, r).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("2 remain held"), "{text}");
+}
+
+#[test]
+fn a_failed_import_through_the_command_core_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    let mut sim = SimBackend::with_faults(Faults::fail_at(Step::Map, 5));
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    let r = &done.report;
+    assert_eq!((r.result, r.status()), (ResultKind::Failed, 3));
+    let f = r.failure.as_ref().unwrap();
+    assert_eq!(
+        (f.rank, f.allocation.as_deref(), f.step),
+        (1, Some("kv-1"), Step::Map)
+    );
+    assert_eq!(r.ranks.len(), 1, "rank 0 completed before the failure");
+    assert!(r.remaining.is_empty());
+    let mut text = Vec::new();
+    cli::write_result(&mut text, r).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("FAILED: rank 1, allocation \"kv-1\", step map"),
+        "{text}"
+    );
+    assert!(text.contains("nothing remains held"), "{text}");
+    assert_released_in_reverse(&sim);
+}
+
+#[test]
+fn a_failure_in_rank_0_reports_no_imported_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    inventory(dir.path(), "llama3-70b-a", "fabric", 0);
+    let mut sim = SimBackend::with_faults(Faults::fail_at(Step::Import, 2));
+    let done = core(
+        &args(dir.path(), None),
+        Mode::Trial,
+        None,
+        Some(&mut sim),
+        &never,
+    )
+    .unwrap();
+    let r = &done.report;
+    assert_eq!((r.result, r.status()), (ResultKind::Failed, 3));
+    assert!(r.ranks.is_empty(), "{:?}", r.ranks);
+    assert_eq!(r.released, Some(4), "ctx + kv-0 import/reserve/map");
+    assert_released_in_reverse(&sim);
+}
