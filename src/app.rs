@@ -3,11 +3,11 @@
 //! printer.
 
 use crate::cli::{AuditArgs, Cli, Command, ExplainArgs, InventoryArgs};
-use crate::descriptor::parse_descriptor;
 use crate::exit;
 use crate::finding::Code;
-use crate::inventory::{self, display_path, EntryKind, ScanOptions};
+use crate::inventory;
 use crate::node::{self, NodeProbe};
+use crate::pipeline;
 use crate::profile::{parse_profile, Profile};
 use crate::report::{self, explain, Printer, Verbosity};
 use crate::verdict::{self, Candidate, Context, Expectations, FileVerdict, Judgement};
@@ -116,51 +116,38 @@ fn root_of(args: &InventoryArgs) -> Result<PathBuf, Failure> {
     inventory::resolve_root(&root).map_err(|e| Failure::usage(e.to_string(), None))
 }
 
-/// Reads and parses every entry. Descriptors become candidates; everything
-/// else becomes a file-level verdict.
+/// Reads and parses every entry. Descriptors become candidates, with their
+/// allocations and handles (what import needs); everything else becomes a
+/// file-level verdict. Both lists are in walk order, however many threads
+/// read ([`crate::pipeline`], `KVCR_THREADS`).
 pub fn collect(root: &Path, progress: bool) -> Result<(Vec<Candidate>, Vec<FileVerdict>), Failure> {
+    collect_with(root, progress, &pipeline::Options::from_env(true))
+}
+
+/// [`collect`] with explicit options; the audit keeps only the allocation
+/// summary the verdict needs (`keep_allocations: false`).
+pub fn collect_with(
+    root: &Path,
+    progress: bool,
+    opts: &pipeline::Options,
+) -> Result<(Vec<Candidate>, Vec<FileVerdict>), Failure> {
     let bar = progress.then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
         b.set_message("reading descriptors");
         b
     });
-    let mut cands = Vec::new();
-    let mut files = Vec::new();
-    inventory::scan(root, &ScanOptions::default(), |entry, bytes| {
+    let mut tick = || {
         if let Some(b) = &bar {
             b.inc(1);
         }
-        let path = display_path(&entry.rel_path);
-        match (&entry.kind, bytes) {
-            (EntryKind::Descriptor { name_rank }, Some(bytes)) => {
-                let parsed = parse_descriptor(bytes);
-                let mut findings = entry.findings;
-                findings.extend(parsed.findings.into_iter().map(|f| f.at(path.clone())));
-                cands.push(Candidate {
-                    path,
-                    name_rank: *name_rank,
-                    mode: entry.mode,
-                    ident: parsed.ident,
-                    descriptor: parsed.descriptor,
-                    findings,
-                });
-            }
-            _ => {
-                if !entry.findings.is_empty() {
-                    files.push(FileVerdict {
-                        path,
-                        findings: entry.findings,
-                    });
-                }
-            }
-        }
-    })
-    .map_err(|e| Failure::usage(e.to_string(), None))?;
+    };
+    let collected =
+        pipeline::collect(root, opts, &mut tick).map_err(|e| Failure::usage(e.to_string(), None));
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    Ok((cands, files))
+    collected
 }
 
 /// Audits an inventory. `probe` is `Some` in live mode.
@@ -171,7 +158,7 @@ pub fn audit(
 ) -> Result<AuditRun, Failure> {
     let expect = expectations(args)?;
     let root = root_of(args)?;
-    let (cands, files) = collect(&root, progress)?;
+    let (cands, files) = collect_with(&root, progress, &pipeline::Options::from_env(false))?;
     let now_ms = now_unix_ms();
     let facts = probe.map(|p| {
         let pids = cands
@@ -285,6 +272,21 @@ fn cmd_explain(a: &ExplainArgs) -> Result<i32, Failure> {
     Ok(exit::OK)
 }
 
+/// `kvcr completions SHELL`: the script clap_complete generates from the CLI.
+fn cmd_completions(a: &crate::cli::CompletionsArgs) -> Result<i32, Failure> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut Cli::command(), "kvcr", &mut script);
+    emit(|out| out.write_all(&script))?;
+    Ok(exit::OK)
+}
+
+/// `kvcr schema WHICH`: the committed JSON Schema, byte for byte.
+fn cmd_schema(a: &crate::cli::SchemaArgs) -> Result<i32, Failure> {
+    emit(|out| out.write_all(a.which.text().as_bytes()))?;
+    Ok(exit::OK)
+}
+
 /// Writes to stdout; a closed pipe (`kvcr audit | head -1`) ends quietly.
 pub fn emit(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Failure> {
     let stdout = io::stdout();
@@ -308,6 +310,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Import(a) => crate::import::cli::run(a),
         Command::Explain(a) => cmd_explain(a),
         Command::Merge(a) => cmd_merge(a),
+        Command::Completions(a) => cmd_completions(a),
+        Command::Schema(a) => cmd_schema(a),
     };
     match r {
         Ok(status) => status,

@@ -32,6 +32,20 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Merge per-node audit reports (--format json) into verdicts for groups spanning nodes.
     Merge(MergeArgs),
+    /// Print a shell completion script: source <(kvcr completions bash).
+    ///
+    /// The script completes subcommands, flags and their values (formats,
+    /// colour choices, shells, schema names); it is generated from the same
+    /// definitions as the help, so it never lags behind the binary.
+    Completions(CompletionsArgs),
+    /// Print the JSON Schema (draft 2020-12) of the audit report, a descriptor or a profile.
+    ///
+    /// "report" is what kvcr audit --format json writes (docs/json.md,
+    /// field by field), "descriptor" what an owner writes as rank-<R>.json,
+    /// "profile" what --profile reads. kvcr checks more than a schema can
+    /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
+    /// each schema's description lists those rules.
+    Schema(SchemaArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -120,4 +134,18 @@ pub struct ExplainArgs {
     /// A finding code (KV104) or name (geometry).
     #[arg(value_name = "CODE")]
     pub code: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SchemaArgs {
+    /// Which document: the audit report, a rank-<R>.json descriptor, or a deployment profile.
+    #[arg(value_enum, value_name = "WHICH")]
+    pub which: crate::schema::Kind,
 }

@@ -137,15 +137,12 @@ fn finding(name: &str, f: &NodeFinding) -> Finding {
 
 /// Compares one group field across nodes; a disagreement is one finding
 /// naming every report and its value.
-fn agree<T: PartialEq + Display>(
+fn agree<T: PartialEq + Display + Clone>(
     out: &mut Vec<Finding>,
     code: Code,
     field: &str,
     values: &[(&str, Option<T>)],
-) -> Option<T>
-where
-    T: Clone,
-{
+) -> Option<T> {
     let known: Vec<(&str, &T)> = values
         .iter()
         .filter_map(|(n, v)| v.as_ref().map(|v| (*n, v)))

@@ -11,12 +11,18 @@ fn every_code_explains_meaning_check_and_action() {
         let out = kvcr().args(["explain", code.as_str()]).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{code}");
         let text = String::from_utf8(out.stdout).unwrap();
-        assert!(text.starts_with(&format!("{code} {}", code.name())), "{text}");
+        assert!(
+            text.starts_with(&format!("{code} {}", code.name())),
+            "{text}"
+        );
         for part in ["meaning:", "checked:", "action:"] {
             assert!(text.contains(part), "{code} lacks {part}");
         }
         let e = kvcr::report::explain::explain(code);
-        assert!(e.meaning.len() > 40 && e.checked.len() > 20 && e.action.len() > 15, "{code}");
+        assert!(
+            e.meaning.len() > 40 && e.checked.len() > 20 && e.action.len() > 15,
+            "{code}"
+        );
     }
 }
 
@@ -26,12 +32,19 @@ fn list_names_every_code_and_lookup_by_name_works() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for code in Code::ALL {
-        assert!(text.contains(code.as_str()) && text.contains(code.name()), "{code}");
+        assert!(
+            text.contains(code.as_str()) && text.contains(code.name()),
+            "{code}"
+        );
     }
     let by_name = kvcr().args(["explain", "geometry"]).output().unwrap();
-    assert!(String::from_utf8(by_name.stdout).unwrap().starts_with("KV104 geometry"));
+    assert!(String::from_utf8(by_name.stdout)
+        .unwrap()
+        .starts_with("KV104 geometry"));
     let lower = kvcr().args(["explain", "kv103"]).output().unwrap();
-    assert!(String::from_utf8(lower.stdout).unwrap().starts_with("KV103"));
+    assert!(String::from_utf8(lower.stdout)
+        .unwrap()
+        .starts_with("KV103"));
 }
 
 #[test]

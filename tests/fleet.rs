@@ -233,6 +233,10 @@ fn launcher_recipes_with_local_stand_ins() {
     let base = t.path();
     node_inventory(&base.join("inv/node-a"), 0..8, |_| {});
     node_inventory(&base.join("inv/node-b"), 8..16, |d| d.group = 1);
+    for (node, ranks) in [("node-a", "0-7"), ("node-b", "8-15")] {
+        let profile = serde_json::json!({"schema": "kvcr.profile/v1", "engine_id": "llama3-405b-fleet", "local_ranks": ranks});
+        put(&base.join("etc").join(node), "profile.json", &serde_json::to_vec(&profile).unwrap());
+    }
     let bin = base.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let kvcr_bin = assert_cmd::cargo::cargo_bin("kvcr");
@@ -242,7 +246,7 @@ fn launcher_recipes_with_local_stand_ins() {
     let node_runner = r#"
 run_on_node() { # NODE ID COMMAND...
   n=$1; id=$2; shift 2
-  KVCR_INVENTORY="$KVCR_FLEET/inv/$n" SLURMD_NODENAME="$n" SLURM_NODEID="$id" \
+  KVCR_INVENTORY="$KVCR_FLEET/inv/$n" KVCR_ETC="$KVCR_FLEET/etc/$n" SLURMD_NODENAME="$n" SLURM_NODEID="$id" \
     unshare --uts sh -c 'hostname "$0" && exec "$@"' "$n" "$@"
 }
 "#;
@@ -267,8 +271,9 @@ run_on_node() { # NODE ID COMMAND...
     let recipes = [
         // Slurm: one task per node, reports named after the node.
         "srun --ntasks-per-node=1 sh -c 'kvcr audit --local-ranks $((SLURM_NODEID*8))-$((SLURM_NODEID*8+7)) --format json > report.$SLURMD_NODENAME.json'",
-        // pdsh: prefix-free output per host via a per-host file.
-        "pdsh -w node-a,node-b 'kvcr audit --local-ranks $((SLURM_NODEID*8))-$((SLURM_NODEID*8+7)) --format json > report.$(hostname).json'",
+        // pdsh: one command for every node; each node's profile names its
+        // local_ranks (/etc/kvcr on a real node, $KVCR_ETC in the stand-in).
+        "pdsh -w node-[a-b] 'kvcr audit --profile $KVCR_ETC/profile.json --format json > report.$(hostname).json'",
         // Kubernetes: kubectl exec per pod.
         "for pod in kvcr-node-a kvcr-node-b; do i=0; [ $pod = kvcr-node-b ] && i=1; kubectl exec $pod -- sh -c \"kvcr audit --local-ranks $((i*8))-$((i*8+7)) --format json\" > report.$pod.json; done",
     ];

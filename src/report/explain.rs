@@ -201,7 +201,12 @@ pub fn render_list() -> String {
     for c in Code::ALL {
         let e = explain(c);
         let first = e.meaning.split(". ").next().unwrap_or(e.meaning);
-        s.push_str(&format!("{}  {:<18} {}\n", c, c.name(), first.trim_end_matches('.')));
+        s.push_str(&format!(
+            "{}  {:<18} {}\n",
+            c,
+            c.name(),
+            first.trim_end_matches('.')
+        ));
     }
     s.push_str("\nRun `kvcr explain CODE` for what kvcr checked and the safe next step.\n");
     s

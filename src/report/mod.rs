@@ -37,6 +37,9 @@ pub struct Printer {
     /// Progress bars on stderr (only when stderr is a terminal, never for
     /// JSON or quiet runs).
     pub progress: bool,
+    /// Table width: the terminal's columns when stdout is a terminal;
+    /// `None` (no wrapping) for a pipe or a file.
+    pub width: Option<u16>,
 }
 
 impl Printer {
@@ -71,20 +74,36 @@ impl Printer {
             color,
             verbosity,
             progress: stderr_tty && !dumb && !quiet && format == Format::Table,
+            width: None,
         }
     }
 
+    /// The same decisions with tables wrapped to `width` columns.
+    pub fn with_width(self, width: Option<u16>) -> Printer {
+        Printer { width, ..self }
+    }
+
     pub fn from_env(format: Format, color: ColorChoice, quiet: bool, verbose: bool) -> Printer {
+        let stdout_tty = std::io::stdout().is_terminal();
         Printer::decide(
             format,
             color,
             quiet,
             verbose,
             &|k| std::env::var(k).ok(),
-            std::io::stdout().is_terminal(),
+            stdout_tty,
             std::io::stderr().is_terminal(),
         )
+        .with_width(if stdout_tty { terminal_width() } else { None })
     }
+}
+
+/// Columns of the terminal on stdout; `None` when it cannot be told.
+fn terminal_width() -> Option<u16> {
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .map(|w| w.ws_col)
+        .filter(|&c| c > 0)
 }
 
 /// `3d 4h`, `5m 2s`, `850ms`: coarse, for operators.
@@ -110,7 +129,12 @@ mod tests {
     use super::*;
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
@@ -124,9 +148,25 @@ mod tests {
         assert!(!p(ColorChoice::Auto, &env(&[("TERM", "dumb")]), true));
         assert!(p(ColorChoice::Always, &env(&[("NO_COLOR", "1")]), false));
         assert!(!p(ColorChoice::Never, &env(&[]), true));
-        let json = Printer::decide(Format::Json, ColorChoice::Always, false, false, &env(&[]), true, true);
+        let json = Printer::decide(
+            Format::Json,
+            ColorChoice::Always,
+            false,
+            false,
+            &env(&[]),
+            true,
+            true,
+        );
         assert!(!json.color && !json.progress);
-        let quiet = Printer::decide(Format::Table, ColorChoice::Auto, true, false, &env(&[]), true, true);
+        let quiet = Printer::decide(
+            Format::Table,
+            ColorChoice::Auto,
+            true,
+            false,
+            &env(&[]),
+            true,
+            true,
+        );
         assert!(!quiet.progress && quiet.verbosity == Verbosity::Quiet);
     }
 
@@ -134,6 +174,9 @@ mod tests {
     fn durations() {
         assert_eq!(human_duration_ms(850), "850ms");
         assert_eq!(human_duration_ms(62_000), "1m 2s");
-        assert_eq!(human_duration_ms(3 * 86400 * 1000 + 4 * 3600 * 1000), "3d 4h");
+        assert_eq!(
+            human_duration_ms(3 * 86400 * 1000 + 4 * 3600 * 1000),
+            "3d 4h"
+        );
     }
 }

@@ -5,7 +5,9 @@ use super::sanitize::terminal;
 use super::{human_duration_ms, Printer, Verbosity};
 use crate::finding::Finding;
 use crate::verdict::{GroupVerdict, Judgement, RankVerdict, Verdict};
-use comfy_table::{presets, Attribute, Cell, Color, ContentArrangement, Table, TableComponent};
+use comfy_table::{
+    presets, Attribute, Cell, Color, ColumnConstraint, ContentArrangement, Table, TableComponent,
+};
 use std::io::{self, Write};
 
 fn paint(p: &Printer, s: &str, code: &str) -> String {
@@ -30,7 +32,9 @@ fn verdict_cell(p: &Printer, v: Verdict, missing: bool) -> Cell {
     }
 }
 
-fn new_table(p: &Printer, header: &[&str]) -> Table {
+/// A table in kvcr's style; only the columns in `wrap` wrap to fit the
+/// printer's width, the short ones (rank, codes, verdicts) never do.
+fn new_table(p: &Printer, header: &[&str], wrap: &[usize]) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
         .remove_style(TableComponent::HorizontalLines)
@@ -38,11 +42,24 @@ fn new_table(p: &Printer, header: &[&str]) -> Table {
         .remove_style(TableComponent::LeftBorderIntersections)
         .remove_style(TableComponent::RightBorderIntersections)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.iter().map(|h| Cell::new(h).add_attribute(Attribute::Bold)));
+        .set_header(
+            header
+                .iter()
+                .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
+        );
+    // comfy-table never asks the terminal itself: the Printer decided
+    // colour and width once at start-up.
+    t.force_no_tty();
     if p.color {
         t.enforce_styling();
-    } else {
-        t.force_no_tty();
+    }
+    if let Some(w) = p.width {
+        t.set_width(w);
+    }
+    for (i, c) in t.column_iter_mut().enumerate() {
+        if !wrap.contains(&i) {
+            c.set_constraint(ColumnConstraint::ContentWidth);
+        }
     }
     t
 }
@@ -51,7 +68,9 @@ fn finding_line(f: &Finding) -> String {
     terminal(&format!("{} {}", f.code, f.message)).into_owned()
 }
 
-fn reason(p: &Printer, r: &RankVerdict) -> String {
+/// The reason cell: the first rejecting finding, or with `-v` every
+/// finding, every check with its status and the facts not checked.
+fn reason(p: &Printer, r: &RankVerdict, live: bool) -> String {
     let rejects: Vec<&Finding> = r.findings.iter().filter(|f| f.is_reject()).collect();
     let mut lines: Vec<String> = match p.verbosity {
         Verbosity::Verbose => r.findings.iter().map(finding_line).collect(),
@@ -67,11 +86,66 @@ fn reason(p: &Printer, r: &RankVerdict) -> String {
         for c in &r.checks {
             lines.push(terminal(&format!("{}: {}", c.name, c.status)).into_owned());
         }
+        if !live {
+            lines.push("node facts: not checked (no --live)".to_string());
+        }
     }
     if lines.is_empty() {
         lines.push("ok".to_string());
     }
     lines.join("\n")
+}
+
+/// Characters a terminal shows: escape sequences (`\x1b[...m`) take none.
+fn visible_len(s: &str) -> usize {
+    let mut n = 0;
+    let mut in_escape = false;
+    for c in s.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (false, _) => n += 1,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+        }
+    }
+    n
+}
+
+/// Writes `first` then `text`, wrapped at `sep` to the printer's width (when
+/// it has one), continuation lines indented by `indent` spaces. A part
+/// longer than the width is never cut.
+fn wrapped(
+    out: &mut dyn Write,
+    p: &Printer,
+    first: &str,
+    text: &str,
+    sep: &str,
+    indent: usize,
+) -> io::Result<()> {
+    let Some(width) = p.width.map(usize::from) else {
+        return writeln!(out, "{first}{text}");
+    };
+    let sep_len = visible_len(sep);
+    let mut line = first.to_string();
+    let mut len = visible_len(first);
+    let mut empty = true;
+    for part in text.split(sep) {
+        let n = visible_len(part);
+        if !empty && len + sep_len + n > width {
+            writeln!(out, "{line}")?;
+            line = " ".repeat(indent);
+            len = indent;
+            empty = true;
+        }
+        if !empty {
+            line.push_str(sep);
+            len += sep_len;
+        }
+        line.push_str(part);
+        len += n;
+        empty = false;
+    }
+    writeln!(out, "{line}")
 }
 
 fn short(s: &str, n: usize) -> String {
@@ -82,7 +156,13 @@ fn short(s: &str, n: usize) -> String {
     }
 }
 
-fn group(out: &mut dyn Write, p: &Printer, g: &GroupVerdict, now_ms: u64) -> io::Result<()> {
+fn group(
+    out: &mut dyn Write,
+    p: &Printer,
+    g: &GroupVerdict,
+    live: bool,
+    now_ms: u64,
+) -> io::Result<()> {
     let verdict = match g.verdict {
         Verdict::Accept => paint(p, "ACCEPTED", "1;32"),
         Verdict::Reject => paint(p, "REJECTED", "1;31"),
@@ -97,11 +177,23 @@ fn group(out: &mut dyn Write, p: &Printer, g: &GroupVerdict, now_ms: u64) -> io:
     if let Some(w) = g.world_size {
         head.push_str(&format!("  world_size {w}"));
     }
-    writeln!(out, "{head}")?;
-    writeln!(out, "  cause:  {}", terminal(&g.cause))?;
-    writeln!(out, "  action: {}", terminal(&g.action))?;
+    wrapped(out, p, "", &head, "  ", 2)?;
+    wrapped(out, p, "  cause:  ", &terminal(&g.cause), " ", 10)?;
+    wrapped(out, p, "  action: ", &terminal(&g.action), " ", 10)?;
 
-    let mut t = new_table(p, &["rank", "gpu", "incarnation", "epoch", "age", "verdict", "reason"]);
+    let mut t = new_table(
+        p,
+        &[
+            "rank",
+            "gpu",
+            "incarnation",
+            "epoch",
+            "age",
+            "verdict",
+            "reason",
+        ],
+        &[6],
+    );
     let mut rows: Vec<(u64, Option<&RankVerdict>)> =
         g.ranks.iter().map(|r| (r.rank, Some(r))).collect();
     rows.extend(g.missing.iter().map(|&m| (m, None)));
@@ -109,11 +201,18 @@ fn group(out: &mut dyn Write, p: &Printer, g: &GroupVerdict, now_ms: u64) -> io:
     for (rank, r) in rows {
         match r {
             Some(r) => {
-                let rank_s = if r.rank == u64::MAX { "?".to_string() } else { r.rank.to_string() };
+                let rank_s = if r.rank == u64::MAX {
+                    "?".to_string()
+                } else {
+                    r.rank.to_string()
+                };
                 t.add_row(vec![
                     Cell::new(rank_s),
                     Cell::new(r.gpu_uuid.as_deref().map_or("-".into(), |g| short(g, 12))),
-                    Cell::new(r.incarnation.map_or("-".into(), |i| short(&i.to_string(), 8))),
+                    Cell::new(
+                        r.incarnation
+                            .map_or("-".into(), |i| short(&i.to_string(), 8)),
+                    ),
                     Cell::new(r.epoch.map_or("-".into(), |e| e.to_string())),
                     Cell::new(r.created_unix_ms.map_or("-".into(), |c| {
                         if c > now_ms {
@@ -123,7 +222,7 @@ fn group(out: &mut dyn Write, p: &Printer, g: &GroupVerdict, now_ms: u64) -> io:
                         }
                     })),
                     verdict_cell(p, r.verdict, false),
-                    Cell::new(reason(p, r)),
+                    Cell::new(reason(p, r, live)),
                 ]);
             }
             None => {
@@ -145,8 +244,19 @@ fn group(out: &mut dyn Write, p: &Printer, g: &GroupVerdict, now_ms: u64) -> io:
             continue; // shown as MISSING rows
         }
         let kind = if f.is_reject() { "reject" } else { "notice" };
-        let path = f.path.as_deref().map(|p| format!(" [{}]", terminal(p))).unwrap_or_default();
-        writeln!(out, "  {kind}: {}{path}", finding_line(f))?;
+        let path = f
+            .path
+            .as_deref()
+            .map(|p| format!(" [{}]", terminal(p)))
+            .unwrap_or_default();
+        wrapped(
+            out,
+            p,
+            &format!("  {kind}: "),
+            &format!("{}{path}", finding_line(f)),
+            " ",
+            4,
+        )?;
     }
     if p.verbosity == Verbosity::Verbose {
         for r in &g.ranks {
@@ -157,25 +267,40 @@ fn group(out: &mut dyn Write, p: &Printer, g: &GroupVerdict, now_ms: u64) -> io:
 }
 
 /// Writes the whole table report.
-pub fn write(out: &mut dyn Write, p: &Printer, root: &str, live: bool, j: &Judgement, now_ms: u64) -> io::Result<()> {
+pub fn write(
+    out: &mut dyn Write,
+    p: &Printer,
+    root: &str,
+    live: bool,
+    j: &Judgement,
+    now_ms: u64,
+) -> io::Result<()> {
     writeln!(
         out,
         "inventory {}{}",
         terminal(root),
-        if live { "  (live: checked against this node)" } else { "" }
+        if live {
+            "  (live: checked against this node)"
+        } else {
+            ""
+        }
     )?;
     writeln!(out)?;
     for g in &j.groups {
-        group(out, p, g, now_ms)?;
+        group(out, p, g, live, now_ms)?;
     }
     let shown: Vec<_> = j
         .files
         .iter()
-        .filter(|f| p.verbosity == Verbosity::Verbose || f.findings.iter().any(Finding::is_reject) || !f.findings.is_empty())
+        .filter(|f| {
+            p.verbosity == Verbosity::Verbose
+                || f.findings.iter().any(Finding::is_reject)
+                || !f.findings.is_empty()
+        })
         .collect();
     if !shown.is_empty() {
         writeln!(out, "files")?;
-        let mut t = new_table(p, &["path", "code", "severity", "finding"]);
+        let mut t = new_table(p, &["path", "code", "severity", "finding"], &[0, 3]);
         for f in shown {
             for x in &f.findings {
                 t.add_row(vec![
@@ -204,9 +329,58 @@ pub fn write(out: &mut dyn Write, p: &Printer, root: &str, live: bool, j: &Judge
         s.notices,
         if s.notices == 1 { "" } else { "s" },
     );
-    writeln!(out, "{line}")?;
+    wrapped(out, p, "", &line, " · ", 2)?;
     if s.groups == 0 {
         writeln!(out, "no descriptor found: nothing to import")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{visible_len, wrapped};
+    use crate::report::{ColorChoice, Format, Printer};
+
+    fn printer(width: Option<u16>) -> Printer {
+        Printer::decide(
+            Format::Table,
+            ColorChoice::Never,
+            false,
+            false,
+            &|_| None,
+            true,
+            true,
+        )
+        .with_width(width)
+    }
+
+    fn wrap(width: Option<u16>, first: &str, text: &str, sep: &str) -> String {
+        let mut out = Vec::new();
+        wrapped(&mut out, &printer(width), first, text, sep, 4).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn escape_sequences_take_no_columns() {
+        assert_eq!(visible_len("\x1b[1;31mREJECTED\x1b[0m"), 8);
+        assert_eq!(visible_len("3f2b8c1e…"), 9);
+    }
+
+    #[test]
+    fn lines_wrap_to_the_width_and_only_with_one() {
+        let text = "one two three four five six";
+        assert_eq!(
+            wrap(None, "> ", text, " "),
+            "> one two three four five six\n"
+        );
+        assert_eq!(
+            wrap(Some(14), "> ", text, " "),
+            "> one two\n    three four\n    five six\n"
+        );
+        // Parts stay whole, even when longer than the width.
+        assert_eq!(
+            wrap(Some(10), "", "a · b-is-long · c", " · "),
+            "a\n    b-is-long\n    c\n"
+        );
+    }
 }

@@ -1,0 +1,389 @@
+//! Man pages: `man/kvcr.1` and one page per subcommand, generated from the
+//! clap definitions (clap_mangen) with hand-written EXIT STATUS, FILES,
+//! ENVIRONMENT, EXAMPLES and SEE ALSO sections.
+//!
+//! The pages are committed; `tests/man.rs` fails when they drift from what
+//! the CLI generates. Regenerate with `cargo run --example gen-man`.
+
+use crate::cli::Cli;
+use crate::exit;
+use clap::CommandFactory;
+use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
+use clap_mangen::Man;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One rendered page: its file name (`kvcr-audit.1`) and its roff text.
+pub struct Page {
+    pub file_name: String,
+    pub text: String,
+}
+
+/// Every page, the top-level one first, then the visible subcommands in
+/// declaration order.
+pub fn pages() -> Vec<Page> {
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut out = vec![render(&cmd, None, &cmd)];
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        out.push(render(sub, Some(sub.get_name()), &cmd));
+    }
+    out
+}
+
+/// Writes every page into `dir` (created if needed) and removes pages of
+/// subcommands that no longer exist. Returns the paths written.
+pub fn write_all(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let pages = pages();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours = name == "kvcr.1" || (name.starts_with("kvcr-") && name.ends_with(".1"));
+        if ours && !pages.iter().any(|p| p.file_name == name) {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    let mut written = Vec::new();
+    for p in pages {
+        let path = dir.join(&p.file_name);
+        std::fs::write(&path, p.text)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn render(cmd: &clap::Command, sub: Option<&str>, top: &clap::Command) -> Page {
+    let version = top.get_version().unwrap_or_default();
+    let man = Man::new(cmd.clone())
+        .source(format!("kvcr {version}"))
+        .manual("kvcr manual");
+    let mut buf: Vec<u8> = Vec::new();
+    // Writing into a Vec cannot fail.
+    let w = &mut buf;
+    man.render_title(w).unwrap();
+    man.render_name_section(w).unwrap();
+    man.render_synopsis_section(w).unwrap();
+    man.render_description_section(w).unwrap();
+    if cmd.get_arguments().any(|a| !a.is_hide_set()) {
+        man.render_options_section(w).unwrap();
+    }
+    if cmd.has_subcommands() {
+        man.render_subcommands_section(w).unwrap();
+    }
+    let mut r = Roff::new();
+    exit_status(&mut r, sub);
+    files(&mut r, sub);
+    environment(&mut r, sub);
+    examples(&mut r, sub);
+    see_also(&mut r, sub, top);
+    r.to_writer(w).unwrap();
+    if cmd.get_version().is_some() {
+        man.render_version_section(w).unwrap();
+    }
+    Page {
+        file_name: man.get_filename(),
+        text: String::from_utf8(buf).expect("roff is UTF-8"),
+    }
+}
+
+/// A tagged paragraph: `.TP` with a bold tag, then the body.
+fn item(r: &mut Roff, tag: impl Into<Inline>, body: &str) {
+    r.control("TP", []);
+    r.text([tag.into()]);
+    r.text([roman(body)]);
+}
+
+fn exit_status(r: &mut Roff, sub: Option<&str>) {
+    let ok = match sub {
+        Some("audit") | Some("merge") => "Every group in scope was accepted.",
+        Some("import") => {
+            "The import was done: a trial imported every rank and released it, or --hold held \
+             the group until SIGINT or SIGTERM and released it; --dry-run printed the plan."
+        }
+        Some("explain") | Some("completions") | Some("schema") => "The text was printed.",
+        _ => {
+            "Every group in scope was accepted (audit, merge); the import was done (import); \
+             the text was printed (explain, completions, schema)."
+        }
+    };
+    let usage = match sub {
+        Some("explain") => "Usage error: an unknown finding code or option.",
+        Some("completions") | Some("schema") => "Usage error: an unknown argument or option.",
+        Some("merge") => {
+            "Usage error, or the run could not happen: a report cannot be read or is not a \
+             kvcr audit report."
+        }
+        _ => {
+            "Usage error, or the run could not happen: the root is missing, the profile is bad, \
+             no CUDA driver for an import that is not a dry run, or the report could not be \
+             written."
+        }
+    };
+    let all: [(i32, &str); 6] = [
+        (exit::OK, ok),
+        (
+            exit::REJECTED,
+            "At least one group was rejected, a file-level finding rejects (a symlink, a torn \
+             write, a malformed descriptor), or no descriptor was found. Nothing was imported.",
+        ),
+        (exit::USAGE, usage),
+        (
+            exit::IMPORT_FAILED,
+            "The import failed on the GPU and everything it took was released.",
+        ),
+        (
+            exit::RELEASE_FAILED,
+            "The import failed and releasing what it took also failed: the report lists what \
+             remains.",
+        ),
+        (
+            exit::INTERRUPTED,
+            "Interrupted by SIGINT or SIGTERM; everything taken was released first.",
+        ),
+    ];
+    let wanted: &[i32] = match sub {
+        Some("audit") | Some("merge") => &[exit::OK, exit::REJECTED, exit::USAGE],
+        Some("explain") | Some("completions") | Some("schema") => &[exit::OK, exit::USAGE],
+        _ => &[
+            exit::OK,
+            exit::REJECTED,
+            exit::USAGE,
+            exit::IMPORT_FAILED,
+            exit::RELEASE_FAILED,
+            exit::INTERRUPTED,
+        ],
+    };
+    r.control("SH", ["EXIT STATUS"]);
+    for (code, text) in all.iter().filter(|(c, _)| wanted.contains(c)) {
+        item(r, bold(code.to_string()), text);
+    }
+    if matches!(sub, None | Some("audit") | Some("merge")) {
+        r.control("PP", []);
+        r.text([roman(
+            "A closed output pipe (kvcr audit | head -1) ends the run quietly with the status \
+             the run decided; -q prints nothing and keeps the status. Scripts depend on these \
+             numbers; they never change meaning.",
+        )]);
+    }
+}
+
+fn files(r: &mut Roff, sub: Option<&str>) {
+    if !matches!(sub, None | Some("audit") | Some("import")) {
+        return;
+    }
+    r.control("SH", ["FILES"]);
+    item(
+        r,
+        italic("ROOT"),
+        "The retained inventory: the ROOT argument, else $KVCR_INVENTORY. It is resolved once \
+         and shown in the report; nothing beneath it is ever followed through a symlink. The \
+         directory tree is organisation only: a group's identity comes from the descriptors' \
+         content.",
+    );
+    item(
+        r,
+        italic("ROOT/.../rank-<R>.json"),
+        "A descriptor (kvcr.retained-rank/v1; kvcr schema descriptor prints its JSON Schema), \
+         one per rank, at any depth up to 8 below the root. R is decimal with no sign and no \
+         leading zeros and must equal the rank inside. Files over 1 MiB are rejected unread.",
+    );
+    item(
+        r,
+        italic("ROOT/.../.<name>.tmp"),
+        "A staging leftover: owners write .rank-3.json.<random>.tmp, then rename. A leftover is \
+         a torn write (KV009) and is never opened.",
+    );
+    item(
+        r,
+        roman("any other file"),
+        "Stray (KV010): reported as a notice, never fatal.",
+    );
+    item(
+        r,
+        italic("FILE"),
+        "The deployment profile given with --profile (kvcr.profile/v1; kvcr schema profile \
+         prints its JSON Schema).",
+    );
+    if sub == Some("import") {
+        item(
+            r,
+            italic("PATH"),
+            "The --ready-file: written atomically (a temporary file, then rename) only after \
+             every rank is imported; removed on release.",
+        );
+    }
+    item(
+        r,
+        italic("/proc/sys/kernel/random/boot_id"),
+        "This node's boot id, read in live mode (audit --live; import always runs live).",
+    );
+    item(
+        r,
+        italic("/proc/<pid>/stat"),
+        "Field 22 (start time) of the owner and writer processes, read in live mode.",
+    );
+    item(
+        r,
+        italic("/proc/driver/nvidia/gpus/*/information"),
+        "The GPUs on this node, read in live mode when the CUDA driver cannot list them. kvcr \
+         never writes into the inventory.",
+    );
+}
+
+fn environment(r: &mut Roff, sub: Option<&str>) {
+    if matches!(sub, Some("explain") | Some("completions") | Some("schema")) {
+        return;
+    }
+    r.control("SH", ["ENVIRONMENT"]);
+    if sub != Some("merge") {
+        item(
+            r,
+            bold("KVCR_INVENTORY"),
+            "The inventory root when no ROOT argument is given.",
+        );
+    }
+    item(
+        r,
+        bold("NO_COLOR"),
+        "When set and not empty, no colour (unless --color always).",
+    );
+    item(
+        r,
+        bold("TERM"),
+        "TERM=dumb: no colour and no progress bar. Colour and progress also need a terminal; \
+         JSON output is never coloured. Tables wrap to the terminal's width, and do not wrap \
+         on a pipe or in a file.",
+    );
+    if sub != Some("merge") {
+        item(
+            r,
+            bold("CUDA_VISIBLE_DEVICES"),
+            "Limits the GPUs the CUDA driver shows kvcr. In live mode a descriptor's GPU that is \
+             on the node but hidden by it is rejected as not visible (KV106); import plans each \
+             rank on a visible GPU by UUID, never by ordinal.",
+        );
+        item(
+            r,
+            bold("KVCR_NODE_FACTS"),
+            "A test and demo hook, not for production: names a JSON file that describes a node \
+             (boot id, hostname, processes, GPUs); live mode then reads that file instead of \
+             this node.",
+        );
+    }
+}
+
+fn examples(r: &mut Roff, sub: Option<&str>) {
+    let ex: &[(&str, &str)] = match sub {
+        None => &[
+            (
+                "Audit a retained inventory; exit 0 only when every group is usable:",
+                "kvcr audit /var/lib/kvcr/inventory",
+            ),
+            (
+                "The same in live mode, as one JSON document for a script:",
+                "kvcr audit --live --format json /var/lib/kvcr/inventory | jq '.groups[] | {engine_id, verdict}'",
+            ),
+            (
+                "Print the import plan for one group without any CUDA call:",
+                "kvcr import --engine llama3-70b-a --dry-run /var/lib/kvcr/inventory",
+            ),
+            ("What a finding means and the safe next step:", "kvcr explain KV104"),
+        ],
+        Some("audit") => &[
+            (
+                "Audit an inventory shipped in the source tree (exit 1: rank 2 is missing):",
+                "kvcr audit fixtures/kv103-missing-rank/inventory",
+            ),
+            (
+                "Check against this node too, showing every check per rank:",
+                "KVCR_INVENTORY=/var/lib/kvcr/inventory kvcr audit --live -v",
+            ),
+            (
+                "Check one group against its deployment profile:",
+                "kvcr audit --profile profile.json --engine llama3-70b-a /var/lib/kvcr/inventory",
+            ),
+            (
+                "Only the exit status:",
+                "kvcr audit -q --live /var/lib/kvcr/inventory && echo usable",
+            ),
+            (
+                "A report for CI; status 1 fails the job, 2 means the audit could not run:",
+                "kvcr audit --format json fixtures/accept-tp4/inventory > report.json",
+            ),
+        ],
+        Some("import") => &[
+            (
+                "Print the plan (rank, GPU, allocations) without any CUDA call:",
+                "kvcr import --engine llama3-70b-a --dry-run /var/lib/kvcr/inventory",
+            ),
+            (
+                "Trial import: import every rank, verify, release everything, exit 0:",
+                "kvcr import --engine llama3-70b-a /var/lib/kvcr/inventory",
+            ),
+            (
+                "Hold the group until SIGINT or SIGTERM; a ready file tells when it is held:",
+                "kvcr import --engine llama3-70b-a --hold --ready-file /run/kvcr/ready /var/lib/kvcr/inventory",
+            ),
+        ],
+        Some("explain") => &[
+            ("List every finding code:", "kvcr explain"),
+            ("One code, by code or by name:", "kvcr explain KV108; kvcr explain geometry"),
+        ],
+        Some("merge") => &[(
+            "Merge the reports of a group that spans two nodes:",
+            "kvcr merge node-a.json node-b.json",
+        )],
+        Some("completions") => &[
+            ("Bash, for this shell:", "source <(kvcr completions bash)"),
+            ("Zsh:", "kvcr completions zsh > ~/.zfunc/_kvcr"),
+            (
+                "Fish:",
+                "kvcr completions fish > ~/.config/fish/completions/kvcr.fish",
+            ),
+        ],
+        Some("schema") => &[
+            (
+                "Save the report schema for a validator in CI:",
+                "kvcr schema report > kvcr-audit-report.schema.json",
+            ),
+            (
+                "Check an owner's descriptor with any JSON Schema validator:",
+                "kvcr schema descriptor > d.json && check-jsonschema --schemafile d.json rank-0.json",
+            ),
+        ],
+        Some(_) => &[],
+    };
+    if ex.is_empty() {
+        return;
+    }
+    r.control("SH", ["EXAMPLES"]);
+    for (what, cmd) in ex {
+        r.control("PP", []);
+        r.text([roman(*what)]);
+        r.control("RS", ["4"]);
+        r.control("nf", []);
+        r.text([bold(*cmd)]);
+        r.control("fi", []);
+        r.control("RE", []);
+    }
+}
+
+fn see_also(r: &mut Roff, sub: Option<&str>, top: &clap::Command) {
+    let mut refs: Vec<String> = Vec::new();
+    if sub.is_some() {
+        refs.push("kvcr(1)".to_string());
+    }
+    for s in top.get_subcommands().filter(|s| !s.is_hide_set()) {
+        if Some(s.get_name()) != sub {
+            refs.push(format!("kvcr-{}(1)", s.get_name()));
+        }
+    }
+    r.control("SH", ["SEE ALSO"]);
+    r.text([roman(refs.join(", "))]);
+    r.control("PP", []);
+    r.text([roman(
+        "docs/json.md documents the JSON report field by field; kvcr schema prints the JSON \
+         Schemas.",
+    )]);
+}
