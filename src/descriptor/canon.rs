@@ -19,7 +19,7 @@ use super::json::{find_special, Value};
 use sha2::{Digest, Sha256};
 
 /// Where canonical bytes go.
-trait Sink {
+pub(crate) trait Sink {
     fn put(&mut self, bytes: &[u8]);
     fn byte(&mut self, b: u8);
 }
@@ -35,48 +35,59 @@ impl Sink for Vec<u8> {
     }
 }
 
-const HASH_BUF: usize = 8 * 1024;
+/// Large enough to amortise hasher calls, small enough to live on the stack.
+const HASH_BUF: usize = 1024;
 
-/// Batches the many small writes of serialisation into large hasher updates.
-struct HashSink {
+/// Batches the many small writes of serialisation into large hasher
+/// updates, through a buffer on the stack (no allocation).
+pub(crate) struct HashSink {
     hasher: Sha256,
-    buf: Vec<u8>,
+    buf: [u8; HASH_BUF],
+    len: usize,
 }
 
 impl HashSink {
-    fn new() -> Self {
+    #[inline]
+    pub(crate) fn new() -> Self {
         HashSink {
             hasher: Sha256::new(),
-            buf: Vec::with_capacity(HASH_BUF),
+            buf: [0; HASH_BUF],
+            len: 0,
         }
     }
 
-    fn finish(mut self) -> [u8; 32] {
-        self.hasher.update(&self.buf);
-        self.hasher.finalize().into()
+    pub(crate) fn finish(&mut self) -> [u8; 32] {
+        self.hasher.update(&self.buf[..self.len]);
+        self.len = 0;
+        self.hasher.finalize_reset().into()
+    }
+
+    fn flush(&mut self) {
+        self.hasher.update(&self.buf[..self.len]);
+        self.len = 0;
     }
 }
 
 impl Sink for HashSink {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        if self.buf.len() + bytes.len() > HASH_BUF {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
+        if self.len + bytes.len() > HASH_BUF {
+            self.flush();
             if bytes.len() >= HASH_BUF {
                 self.hasher.update(bytes);
                 return;
             }
         }
-        self.buf.extend_from_slice(bytes);
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
     }
     #[inline]
     fn byte(&mut self, b: u8) {
-        if self.buf.len() == HASH_BUF {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
+        if self.len == HASH_BUF {
+            self.flush();
         }
-        self.buf.push(b);
+        self.buf[self.len] = b;
+        self.len += 1;
     }
 }
 
@@ -117,6 +128,17 @@ pub fn hex_lower(bytes: &[u8]) -> String {
 
 /// Objects up to this size are key-sorted through an index array on the stack.
 const STACK_SORT: usize = 32;
+
+/// Byte-wise order of two keys. Keys mostly differ in their first byte, so
+/// that is compared inline before the general (memcmp) comparison.
+#[inline]
+pub(crate) fn key_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    match (a.first(), b.first()) {
+        (Some(x), Some(y)) if x != y => x.cmp(y),
+        _ => a.cmp(b),
+    }
+}
 
 /// Recursion is bounded by the parser's depth limit (SPEC: 32).
 fn write_value<S: Sink>(out: &mut S, v: &Value<'_>, skip: Option<&str>) {
@@ -160,7 +182,7 @@ fn write_value<S: Sink>(out: &mut S, v: &Value<'_>, skip: Option<&str>) {
             // Keys are unique, so "sorted" means strictly increasing.
             let sorted = members
                 .windows(2)
-                .all(|w| w[0].0.as_bytes() < w[1].0.as_bytes());
+                .all(|w| key_cmp(&w[0].0, &w[1].0).is_lt());
             if sorted {
                 for (k, item) in members {
                     member(out, k, item);
@@ -171,13 +193,13 @@ fn write_value<S: Sink>(out: &mut S, v: &Value<'_>, skip: Option<&str>) {
                 for (i, slot) in idx.iter_mut().enumerate() {
                     *slot = i;
                 }
-                idx.sort_unstable_by(|&a, &b| members[a].0.as_bytes().cmp(members[b].0.as_bytes()));
+                idx.sort_unstable_by(|&a, &b| key_cmp(&members[a].0, &members[b].0));
                 for &i in idx.iter() {
                     member(out, &members[i].0, &members[i].1);
                 }
             } else {
                 let mut idx: Vec<usize> = (0..members.len()).collect();
-                idx.sort_unstable_by(|&a, &b| members[a].0.as_bytes().cmp(members[b].0.as_bytes()));
+                idx.sort_unstable_by(|&a, &b| key_cmp(&members[a].0, &members[b].0));
                 for i in idx {
                     member(out, &members[i].0, &members[i].1);
                 }

@@ -142,34 +142,31 @@ static STRING_STOP: [bool; 256] = {
 pub(crate) fn find_special(b: &[u8], mut i: usize) -> usize {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
-    loop {
-        while let Some(chunk) = b.get(i..i + 8) {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(chunk);
-            let x = u64::from_le_bytes(w);
-            let quote = x ^ (LO * u64::from(b'"'));
-            let bslash = x ^ (LO * u64::from(b'\\'));
-            // Per byte: equal to '"', equal to '\\', or below 0x20. Exact for
-            // "is there any such byte", which is all this asks.
-            let hit = (quote.wrapping_sub(LO) & !quote)
-                | (bslash.wrapping_sub(LO) & !bslash)
-                | (x.wrapping_sub(LO * 0x20) & !x);
-            if hit & HI != 0 {
-                break;
-            }
-            i += 8;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(w);
+        let quote = x ^ (LO * u64::from(b'"'));
+        let bslash = x ^ (LO * u64::from(b'\\'));
+        // Per byte: equal to '"', equal to '\\', or below 0x20. A borrow can
+        // only flag bytes above a true hit (bytes ≥ 0x80 are never flagged),
+        // so the lowest flagged byte is the first special one.
+        let hit = ((quote.wrapping_sub(LO) & !quote)
+            | (bslash.wrapping_sub(LO) & !bslash)
+            | (x.wrapping_sub(LO * 0x20) & !x))
+            & HI;
+        if hit != 0 {
+            return i + (hit.trailing_zeros() / 8) as usize;
         }
-        let end = (i + 8).min(b.len());
-        while i < end {
-            if STRING_STOP[b[i] as usize] {
-                return i;
-            }
-            i += 1;
-        }
-        if i >= b.len() {
-            return b.len();
-        }
+        i += 8;
     }
+    while i < b.len() {
+        if STRING_STOP[b[i] as usize] {
+            return i;
+        }
+        i += 1;
+    }
+    b.len()
 }
 
 /// Parses `bytes` as exactly one strict JSON value.
@@ -946,6 +943,36 @@ mod tests {
             }
         }
         assert_eq!(find_special(b"", 0), 0);
+    }
+
+    #[test]
+    fn find_special_first_of_many() {
+        // Several special bytes per word, and the bytes a borrow could
+        // wrongly flag beside them: the first special one is found.
+        const ALPHABET: &[u8] = &[
+            b'"', b'\\', 0x00, 0x01, 0x1f, 0x20, 0x21, 0x23, 0x5d, 0x5b, 0x7f, 0x80, 0xff, b'a',
+        ];
+        let slow = |b: &[u8], i: usize| {
+            (i..b.len())
+                .find(|&j| STRING_STOP[b[j] as usize])
+                .unwrap_or(b.len())
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for len in 0..40 {
+            for _ in 0..200 {
+                let b: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        ALPHABET[(seed >> 33) as usize % ALPHABET.len()]
+                    })
+                    .collect();
+                for from in 0..=b.len() {
+                    assert_eq!(find_special(&b, from), slow(&b, from), "{b:x?} from {from}");
+                }
+            }
+        }
     }
 
     #[test]

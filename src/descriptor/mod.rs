@@ -4,8 +4,11 @@
 //! JSON reader that refuses duplicate keys, trailing data and BOMs), [`canon`]
 //! (the §3.2 canonical form, hashed while it is serialised) and [`parse`]
 //! (typed extraction naming the field and both values on every error).
+//! A fast path (`fast.rs`) answers for valid descriptors without building
+//! the JSON tree, and hands everything else to those three steps.
 
 pub mod canon;
+mod fast;
 pub mod json;
 pub mod parse;
 
@@ -13,7 +16,7 @@ use serde::Serialize;
 use std::fmt;
 use uuid::Uuid;
 
-pub use parse::{parse_descriptor, Ident, ParseOutcome};
+pub use parse::{parse_descriptor, parse_descriptor_with, Ident, ParseOutcome};
 
 pub const SCHEMA: &str = "kvcr.retained-rank/v1";
 /// Files larger than this are rejected unread (KV004).
@@ -221,6 +224,22 @@ pub struct Allocation {
     pub handle: Handle,
 }
 
+/// What the verdict needs to know about `allocations`, computed while
+/// parsing, so an audit can drop the allocations themselves (16 handles of
+/// 64 bytes each in a typical descriptor) and keep only this.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllocSummary {
+    /// Number of allocations.
+    pub count: usize,
+    /// Sum of `size_bytes` (u128: 4096 × u64 cannot overflow it).
+    pub total_bytes: u128,
+    /// Ids that occur more than once, each listed once, in the order of
+    /// their first repetition.
+    pub duplicate_ids: Vec<String>,
+    /// Whether any handle carries bytes that grant access (`cuda_ipc`, `fabric`).
+    pub carries_bytes: bool,
+}
+
 /// A fully parsed, schema-valid descriptor. The digest may still mismatch;
 /// that is reported as a KV008 finding beside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -238,7 +257,12 @@ pub struct Descriptor {
     pub geometry: Geometry,
     pub owner: Owner,
     pub writer: Writer,
+    /// The allocations with their handles. Empty when the descriptor was
+    /// parsed without them ([`parse_descriptor_with`], as `kvcr audit`
+    /// does); [`Descriptor::alloc_summary`] is always complete.
     pub allocations: Vec<Allocation>,
+    /// Computed from every allocation at parse time.
+    pub alloc_summary: AllocSummary,
     pub created_unix_ms: u64,
     pub digest: [u8; 32],
 }
@@ -246,6 +270,14 @@ pub struct Descriptor {
 impl Descriptor {
     /// Sum of `size_bytes` (u128: 4096 × u64 cannot overflow it).
     pub fn allocated_bytes(&self) -> u128 {
-        self.allocations.iter().map(|a| a.size_bytes as u128).sum()
+        self.alloc_summary.total_bytes
+    }
+    /// Allocation ids that occur more than once (each once).
+    pub fn duplicate_allocation_ids(&self) -> &[String] {
+        &self.alloc_summary.duplicate_ids
+    }
+    /// True when some handle carries bytes that grant access to the memory.
+    pub fn carries_handle_bytes(&self) -> bool {
+        self.alloc_summary.carries_bytes
     }
 }

@@ -10,8 +10,8 @@
 use super::canon::{self, format_digest};
 use super::json::{self, preview, quote_preview, NumKind, Value};
 use super::{
-    parse_canonical_uuid, Allocation, Descriptor, Dtype, Geometry, GpuUuid, Handle, Model, NodeId,
-    Owner, Writer, MAX_ALLOCATIONS, MAX_WORLD_SIZE, SCHEMA,
+    parse_canonical_uuid, AllocSummary, Allocation, Descriptor, Dtype, Geometry, GpuUuid, Handle,
+    Model, NodeId, Owner, Writer, MAX_ALLOCATIONS, MAX_WORLD_SIZE, SCHEMA,
 };
 use crate::finding::{Code, Finding};
 use std::borrow::Cow;
@@ -81,7 +81,7 @@ const GEOMETRY_FIELDS: &[&str] = &[
 const OWNER_FIELDS: &[&str] = &["pid", "start_ticks"];
 const WRITER_FIELDS: &[&str] = &["pid", "start_ticks", "quiesced"];
 const ALLOCATION_FIELDS: &[&str] = &["id", "size_bytes", "handle"];
-const HANDLE_KINDS: &[&str] = &["cuda_ipc", "fabric", "posix_fd"];
+pub(super) const HANDLE_KINDS: &[&str] = &["cuda_ipc", "fabric", "posix_fd"];
 const DTYPE_NAMES: &[&str] = &[
     "float16",
     "bfloat16",
@@ -94,6 +94,37 @@ const DTYPE_NAMES: &[&str] = &[
 /// Parses one descriptor file's bytes: strict JSON (KV006), the §3 schema
 /// (KV007) and the §3.2 digest (KV008).
 pub fn parse_descriptor(bytes: &[u8]) -> ParseOutcome {
+    parse_descriptor_with(bytes, true)
+}
+
+/// [`parse_descriptor`], keeping `Descriptor::allocations` only when
+/// `keep_allocations`. Every allocation is checked either way, and the
+/// findings and [`AllocSummary`] are the same; without them a descriptor
+/// takes a few hundred bytes instead of a few kilobytes (the audit of a
+/// large inventory keeps one per file).
+pub fn parse_descriptor_with(bytes: &[u8], keep_allocations: bool) -> ParseOutcome {
+    if let Some(out) = super::fast::parse(bytes, keep_allocations) {
+        // The fast path must agree with the general one wherever it answers;
+        // every debug build (tests, fuzzing) checks that it does.
+        #[cfg(debug_assertions)]
+        {
+            let general = parse_general(bytes, keep_allocations);
+            assert_eq!(
+                format!("{out:?}"),
+                format!("{general:?}"),
+                "fast path differs from the general parser"
+            );
+        }
+        return out;
+    }
+    parse_general(bytes, keep_allocations)
+}
+
+/// The general parser: every input, every finding. [`parse_descriptor_with`]
+/// uses it for whatever its fast path does not answer (public for the
+/// benchmark and the tests that compare the two).
+#[doc(hidden)]
+pub fn parse_general(bytes: &[u8], keep_allocations: bool) -> ParseOutcome {
     let mut out = ParseOutcome::default();
     let value = match json::parse(bytes) {
         Ok(v) => v,
@@ -104,7 +135,8 @@ pub fn parse_descriptor(bytes: &[u8]) -> ParseOutcome {
         }
     };
     let mut c = Checker::new();
-    let (descriptor, check_digest) = extract_descriptor(&mut c, &value, &mut out.ident);
+    let (descriptor, check_digest) =
+        extract_descriptor(&mut c, &value, &mut out.ident, keep_allocations);
 
     let mut digest_finding = None;
     if check_digest {
@@ -114,15 +146,7 @@ pub fn parse_descriptor(bytes: &[u8]) -> ParseOutcome {
             .and_then(|s| parse_digest(s).map(|d| (s, d)));
         if let Some((text, claimed)) = file_digest {
             let actual = canon::digest_without(&value, "digest");
-            if actual != claimed {
-                digest_finding = Some(
-                    Finding::reject(
-                        Code::KV008,
-                        "digest does not match the content (torn or edited file)",
-                    )
-                    .values(format_digest(&actual), text),
-                );
-            }
+            digest_finding = digest_mismatch(&actual, &claimed, text);
         }
     }
 
@@ -147,6 +171,22 @@ pub fn parse_descriptor(bytes: &[u8]) -> ParseOutcome {
     out.findings.extend(digest_finding);
     out.descriptor = descriptor;
     out
+}
+
+/// KV008 when the computed digest differs from the one the file claims
+/// (`text` as written in the file).
+pub(super) fn digest_mismatch(
+    actual: &[u8; 32],
+    claimed: &[u8; 32],
+    text: &str,
+) -> Option<Finding> {
+    (actual != claimed).then(|| {
+        Finding::reject(
+            Code::KV008,
+            "digest does not match the content (torn or edited file)",
+        )
+        .values(format_digest(actual), text)
+    })
 }
 
 /// SHA-256 of the canonical form of `bytes` (JSON) without its top-level
@@ -182,7 +222,7 @@ static HEX_VALUE: [u8; 256] = {
 
 /// Decodes exactly `2 * out.len()` hex digits into `out`; false when the
 /// length is wrong or a digit is invalid (or uppercase, unless `upper_ok`).
-fn decode_hex(hex: &[u8], out: &mut [u8], upper_ok: bool) -> bool {
+pub(super) fn decode_hex(hex: &[u8], out: &mut [u8], upper_ok: bool) -> bool {
     if hex.len() != 2 * out.len() {
         return false;
     }
@@ -201,6 +241,7 @@ fn extract_descriptor(
     c: &mut Checker,
     value: &Value<'_>,
     ident: &mut Ident,
+    keep_allocations: bool,
 ) -> (Option<Descriptor>, bool) {
     let root = Field::root(value);
     let Some(members) = c.members(&root, || {
@@ -235,7 +276,7 @@ fn extract_descriptor(
     }
 
     c.unknown_fields(&o, DESCRIPTOR_FIELDS);
-    let d = descriptor_fields(c, &o, ident);
+    let d = descriptor_fields(c, &o, ident, keep_allocations);
     debug_assert!(
         d.is_some() || !c.is_clean(),
         "every failed field records an error"
@@ -243,7 +284,12 @@ fn extract_descriptor(
     (d.filter(|_| c.is_clean()), true)
 }
 
-fn descriptor_fields(c: &mut Checker, o: &Obj<'_, '_>, ident: &mut Ident) -> Option<Descriptor> {
+fn descriptor_fields(
+    c: &mut Checker,
+    o: &Obj<'_, '_>,
+    ident: &mut Ident,
+    keep_allocations: bool,
+) -> Option<Descriptor> {
     c.exact(o.at("schema"), SCHEMA);
     let engine_id = c.engine_id(o.at("engine_id"));
     let incarnation = c.uuid(o.at("incarnation"));
@@ -264,9 +310,10 @@ fn descriptor_fields(c: &mut Checker, o: &Obj<'_, '_>, ident: &mut Ident) -> Opt
     let geometry = geometry(c, o.at("geometry"));
     let owner = owner(c, o.at("owner"));
     let writer = writer(c, o.at("writer"));
-    let allocations = allocations(c, o.at("allocations"));
+    let allocations = allocations(c, o.at("allocations"), keep_allocations);
     let created_unix_ms = c.uint(o.at("created_unix_ms"), 0, I63_MAX);
     let digest = c.digest(o.at("digest"));
+    let (allocations, alloc_summary) = allocations?;
     Some(Descriptor {
         engine_id: engine_id?,
         incarnation: incarnation?,
@@ -281,7 +328,8 @@ fn descriptor_fields(c: &mut Checker, o: &Obj<'_, '_>, ident: &mut Ident) -> Opt
         geometry: geometry?,
         owner: owner?,
         writer: writer?,
-        allocations: allocations?,
+        allocations,
+        alloc_summary,
         created_unix_ms: created_unix_ms?,
         digest: digest?,
     })
@@ -373,30 +421,111 @@ fn writer(c: &mut Checker, f: Field<'_, '_>) -> Option<Writer> {
     })
 }
 
-fn allocations(c: &mut Checker, f: Field<'_, '_>) -> Option<Vec<Allocation>> {
+/// Up to this many allocations, duplicate ids are found by a linear scan.
+const LINEAR_DUP_SCAN: usize = 32;
+
+/// Checks every allocation; returns them (when `keep`, else an empty Vec)
+/// and their summary.
+fn allocations(
+    c: &mut Checker,
+    f: Field<'_, '_>,
+    keep: bool,
+) -> Option<(Vec<Allocation>, AllocSummary)> {
     let items = c.array(&f, 1, MAX_ALLOCATIONS, "allocations")?;
-    let mut out = Vec::with_capacity(items.len());
+    let mut b = AllocBuilder::new(items.len(), keep);
     let mut ok = true;
     for (i, item) in items.iter().enumerate() {
         match allocation(c, f.item(i, item)) {
-            Some(a) if ok => out.push(a),
+            Some((id, size_bytes, handle)) if ok => b.push(id, size_bytes, handle),
             Some(_) => {}
             None => ok = false,
         }
     }
-    ok.then_some(out)
+    ok.then(|| b.finish())
 }
 
-fn allocation(c: &mut Checker, f: Field<'_, '_>) -> Option<Allocation> {
+/// Collects valid allocations (when `keep`) and their [`AllocSummary`].
+pub(super) struct AllocBuilder<'v> {
+    keep: bool,
+    out: Vec<Allocation>,
+    ids: Vec<&'v str>,
+    sum: AllocSummary,
+}
+
+impl<'v> AllocBuilder<'v> {
+    pub(super) fn new(n: usize, keep: bool) -> Self {
+        AllocBuilder {
+            keep,
+            out: Vec::with_capacity(if keep { n } else { 0 }),
+            ids: Vec::with_capacity(n),
+            sum: AllocSummary::default(),
+        }
+    }
+
+    pub(super) fn push(&mut self, id: &'v str, size_bytes: u64, handle: Handle) {
+        self.sum.count += 1;
+        self.sum.total_bytes += u128::from(size_bytes);
+        self.sum.carries_bytes |= handle.carries_bytes();
+        self.ids.push(id);
+        if self.keep {
+            self.out.push(Allocation {
+                id: id.to_owned(),
+                size_bytes,
+                handle,
+            });
+        }
+    }
+
+    pub(super) fn finish(mut self) -> (Vec<Allocation>, AllocSummary) {
+        self.sum.duplicate_ids = duplicates(&self.ids);
+        (self.out, self.sum)
+    }
+}
+
+/// Ids that occur more than once, each once, in the order of their first
+/// repetition.
+fn duplicates(ids: &[&str]) -> Vec<String> {
+    let mut dups: Vec<String> = Vec::new();
+    let mut note = |id: &str| {
+        if !dups.iter().any(|d| d == id) {
+            dups.push(id.to_owned());
+        }
+    };
+    if ids.len() <= LINEAR_DUP_SCAN {
+        // Compare a fingerprint (length and first eight bytes) before the
+        // strings: distinct ids rarely share one.
+        let mut fp = [0u64; LINEAR_DUP_SCAN];
+        for (f, id) in fp.iter_mut().zip(ids) {
+            let b = id.as_bytes();
+            let mut w = [0u8; 8];
+            let n = b.len().min(7);
+            w[..n].copy_from_slice(&b[..n]);
+            w[7] = b.len().min(255) as u8;
+            *f = u64::from_le_bytes(w);
+        }
+        for (i, id) in ids.iter().enumerate() {
+            if (0..i).any(|j| fp[j] == fp[i] && ids[j] == *id) {
+                note(id);
+            }
+        }
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        for id in ids {
+            if !seen.insert(*id) {
+                note(id);
+            }
+        }
+    }
+    dups
+}
+
+/// One allocation: id, size_bytes and handle.
+fn allocation<'v>(c: &mut Checker, f: Field<'_, 'v>) -> Option<(&'v str, u64, Handle)> {
     let o = c.object(f, ALLOCATION_FIELDS)?;
     let id = c.string(o.at("id"), 1, 128);
     let size_bytes = c.uint(o.at("size_bytes"), 1, u64::MAX);
     let handle = handle(c, o.at("handle"));
-    Some(Allocation {
-        id: id?.to_owned(),
-        size_bytes: size_bytes?,
-        handle: handle?,
-    })
+    Some((id?, size_bytes?, handle?))
 }
 
 fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {

@@ -7,6 +7,7 @@
 //! through an fd held on the root ([`open`]), so an entry swapped for a
 //! symlink after listing is rejected (KV001), never followed.
 
+mod beneath;
 pub mod open;
 mod walk;
 
@@ -18,7 +19,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-pub use walk::{resolve_root, scan};
+pub use walk::{resolve_root, scan, InventoryRoot, Listed, ReadJob, Reader};
 
 /// Deepest level at which descriptors are read (depth 1 = directly in the root).
 pub const MAX_DESCRIPTOR_DEPTH: usize = 8;

@@ -274,6 +274,19 @@ pub fn open_listed_with(
     listed: FileId,
     strategy: Strategy,
 ) -> Result<(File, Metadata), Box<Finding>> {
+    let (file, md) = open_regular(root, rel, strategy)?;
+    check_same(&display_path(rel), listed, &md)?;
+    Ok((file, md))
+}
+
+/// Opens `rel` beneath the root fd and checks, on the open fd, that it is
+/// a regular file (KV001, KV002, KV005 otherwise); the caller checks that it
+/// is the file it listed ([`check_same`]).
+pub fn open_regular(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    strategy: Strategy,
+) -> Result<(File, Metadata), Box<Finding>> {
     let at = display_path(rel);
     let fd = match open_beneath_with(root, rel, false, strategy) {
         Ok(fd) => fd,
@@ -312,7 +325,12 @@ pub fn open_listed_with(
             .values("regular file", what),
         ));
     }
-    let now = FileId::of(&md);
+    Ok((file, md))
+}
+
+/// KV005 when the opened file (`md`) is not the one `listed`.
+pub fn check_same(at: &str, listed: FileId, md: &Metadata) -> Result<(), Box<Finding>> {
+    let now = FileId::of(md);
     if now != listed {
         return Err(Box::new(
             Finding::reject(
@@ -323,7 +341,7 @@ pub fn open_listed_with(
             .values(listed, now),
         ));
     }
-    Ok((file, md))
+    Ok(())
 }
 
 /// Reads at most `MAX_FILE_BYTES + 1` bytes of `file` into `buf` (cleared
@@ -331,5 +349,31 @@ pub fn open_listed_with(
 pub fn read_capped(file: &mut File, buf: &mut Vec<u8>) -> std::io::Result<()> {
     buf.clear();
     file.take(MAX_FILE_BYTES + 1).read_to_end(buf)?;
+    Ok(())
+}
+
+/// [`read_capped`] for a regular file whose size `size` was just taken from
+/// its open fd: one `read(2)` in the common case instead of two. It asks for
+/// more than `size` bytes; a short read of exactly `size` bytes is the end
+/// of the file (a regular file reads short only at its end), so no second
+/// read is needed to see it. Anything else (the file grew or shrank, a
+/// short read elsewhere) goes on reading to the end as [`read_capped`] does.
+pub fn read_sized(file: &mut File, buf: &mut Vec<u8>, size: u64) -> std::io::Result<()> {
+    buf.clear();
+    let want = size.min(MAX_FILE_BYTES) as usize + 1;
+    buf.reserve_exact(want);
+    let asked = buf.capacity().min(MAX_FILE_BYTES as usize + 1);
+    let n = loop {
+        match rustix::io::read(&*file, rustix::buffer::spare_capacity(buf)) {
+            Ok(n) => break n,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    if n == 0 || (n as u64 == size && n < asked) {
+        return Ok(());
+    }
+    let left = (MAX_FILE_BYTES + 1).saturating_sub(n as u64);
+    file.take(left).read_to_end(buf)?;
     Ok(())
 }

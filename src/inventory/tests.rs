@@ -365,6 +365,35 @@ fn read_capped_stops_after_limit_plus_one() {
 }
 
 #[test]
+fn read_sized_reads_the_whole_file_whatever_the_size_hint() {
+    let d = tmp();
+    let p = d.path().join("f");
+    let content: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+    write(&p, &content);
+    let mut buf = vec![9; 7];
+    // Exact, too small (the file grew), too large (it shrank), zero.
+    for hint in [5000, 100, 4999, 5001, 1 << 20, 0] {
+        let mut f = fs::File::open(&p).unwrap();
+        open::read_sized(&mut f, &mut buf, hint).unwrap();
+        assert_eq!(buf, content, "hint {hint}");
+    }
+    // A buffer left large by a bigger file reads a small one whole too.
+    let big = d.path().join("big");
+    write(&big, &vec![b'x'; 3 * 1024 * 1024]);
+    let mut f = fs::File::open(&big).unwrap();
+    open::read_sized(&mut f, &mut buf, 3 * 1024 * 1024).unwrap();
+    assert_eq!(buf.len() as u64, MAX_FILE_BYTES + 1);
+    let mut f = fs::File::open(&p).unwrap();
+    open::read_sized(&mut f, &mut buf, 5000).unwrap();
+    assert_eq!(buf, content);
+    let empty = d.path().join("empty");
+    write(&empty, b"");
+    let mut f = fs::File::open(&empty).unwrap();
+    open::read_sized(&mut f, &mut buf, 0).unwrap();
+    assert!(buf.is_empty());
+}
+
+#[test]
 fn unsafe_permissions() {
     let d = tmp();
     let ww = d.path().join("rank-0.json");

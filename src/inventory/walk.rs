@@ -1,17 +1,24 @@
 //! The inventory walk: classify, check and (for descriptors) read each entry.
+//!
+//! The walk and the reading are separate steps: [`InventoryRoot::walk`]
+//! lists and classifies entries in walk order and hands each descriptor out
+//! as a [`ReadJob`]; a [`Reader`] (one per thread, each with its own reused
+//! buffer) opens and reads it. [`scan`] does both on one thread; the audit
+//! pipeline (`crate::pipeline`) reads on several.
 
-use super::open::{self, FileId};
+use super::beneath::{mode_type_name, Beneath, Now};
+use super::open::{self, FileId, OpenError};
 use super::{
     classify_name, display_path, parse_rank_name, Entry, EntryKind, InventoryError, ScanOptions,
     ScanStats, MAX_DESCRIPTOR_DEPTH,
 };
 use crate::descriptor::MAX_FILE_BYTES;
 use crate::finding::{Code, Finding};
-use std::fs::Metadata;
+use std::fs::{File, Metadata};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use walkdir::WalkDir;
+use walkdir::{DirEntryExt, WalkDir};
 
 /// Resolves the operator's root once: a symlinked root is followed on
 /// purpose and the resolved path is what the report shows. A missing root or
@@ -105,8 +112,9 @@ struct Scanner<'a> {
     root: &'a Path,
     root_fd: BorrowedFd<'a>,
     euid: u32,
-    buf: Vec<u8>,
     unsafe_dirs: Vec<UnsafeDir>,
+    /// The last directory that could not be opened beneath the root.
+    failed_dir: Option<PathBuf>,
 }
 
 /// Walks the resolved `root` and calls `visit` once per reported entry, in
@@ -118,32 +126,120 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
     opts: &ScanOptions,
     mut visit: F,
 ) -> Result<ScanStats, InventoryError> {
-    let _ = opts;
-    let shown = display_path(root);
-    let root_file = open::open_root(root).map_err(|e| InventoryError::OpenRoot {
-        path: shown.clone(),
-        source: e,
-    })?;
-    let root_md = root_file.metadata().map_err(|e| InventoryError::OpenRoot {
-        path: shown.clone(),
-        source: e,
-    })?;
+    let inv = InventoryRoot::open(root)?;
+    let mut reader = inv.reader();
+    inv.walk(opts, |listed| match listed {
+        Listed::Entry(entry) => visit(entry, None),
+        Listed::Read(job) => {
+            let (entry, bytes) = reader.read(job);
+            visit(entry, bytes);
+        }
+    })
+}
+
+/// The resolved root, held open for one run: [`InventoryRoot::walk`] lists
+/// beneath it and every [`Reader`] opens through its fd.
+pub struct InventoryRoot {
+    root: PathBuf,
+    file: File,
+    md: Metadata,
+    euid: u32,
+}
+
+/// A descriptor listed by [`InventoryRoot::walk`], to be opened and read by
+/// a [`Reader`], on any thread. It carries everything the walk knew, so the
+/// entry a reader makes of it is the one a sequential walk would make.
+#[derive(Debug)]
+pub struct ReadJob {
+    rel: PathBuf,
+    kind: EntryKind,
+    at: String,
+    /// The inode number in the directory listing (`d_ino`).
+    listed_ino: u64,
+    /// KV003 inherited from unsafe directories above; they follow the
+    /// descriptor's own findings.
+    inherited: Vec<Finding>,
+}
+
+/// One step of the walk, in walk order.
+#[derive(Debug)]
+pub enum Listed {
+    /// An entry that is complete without reading a file.
+    Entry(Entry),
+    /// A descriptor (a regular file named `rank-<R>.json`) to read.
+    Read(ReadJob),
+}
+
+impl InventoryRoot {
+    /// Opens the resolved `root` (see [`resolve_root`]).
+    pub fn open(root: &Path) -> Result<InventoryRoot, InventoryError> {
+        let shown = display_path(root);
+        let file = open::open_root(root).map_err(|e| InventoryError::OpenRoot {
+            path: shown.clone(),
+            source: e,
+        })?;
+        let md = file.metadata().map_err(|e| InventoryError::OpenRoot {
+            path: shown.clone(),
+            source: e,
+        })?;
+        Ok(InventoryRoot {
+            root: root.to_path_buf(),
+            file,
+            md,
+            euid: rustix::process::geteuid().as_raw(),
+        })
+    }
+
+    /// A reader with its own buffer; one per thread.
+    pub fn reader(&self) -> Reader<'_> {
+        Reader {
+            root_fd: self.file.as_fd(),
+            root_dev: self.md.dev(),
+            euid: self.euid,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Lists beneath the root and calls `visit` once per reported entry or
+    /// descriptor to read, in walk order (sorted by file name, pre-order).
+    /// Directories are reported only when they carry findings. Nothing is
+    /// opened here but directories.
+    pub fn walk<F: FnMut(Listed)>(
+        &self,
+        opts: &ScanOptions,
+        mut visit: F,
+    ) -> Result<ScanStats, InventoryError> {
+        let _ = opts;
+        walk(self, &mut visit)
+    }
+}
+
+fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats, InventoryError> {
+    let root = inv.root.as_path();
+    let root_md = &inv.md;
     let mut sc = Scanner {
         root,
-        root_fd: root_file.as_fd(),
-        euid: rustix::process::geteuid().as_raw(),
-        buf: Vec::new(),
+        root_fd: inv.file.as_fd(),
+        euid: inv.euid,
         unsafe_dirs: Vec::new(),
+        failed_dir: None,
     };
     let mut stats = ScanStats::default();
-    let mut emit = |entry: Entry, bytes: Option<&[u8]>, stats: &mut ScanStats| {
+    let mut emit = |listed: Listed, stats: &mut ScanStats| {
         stats.entries += 1;
-        if matches!(entry.kind, EntryKind::Descriptor { .. }) {
+        let descriptor = match &listed {
+            Listed::Entry(e) => matches!(e.kind, EntryKind::Descriptor { .. }),
+            Listed::Read(_) => true,
+        };
+        if descriptor {
             stats.descriptors += 1;
         }
-        visit(entry, bytes);
+        visit(listed);
     };
 
+    // Entries reported without being opened are looked up again through
+    // their parent, held open beneath the root (see `beneath`).
+    let mut beneath = Beneath::new(inv.file.as_fd());
     let mut it = WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
@@ -154,15 +250,15 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
             Ok(d) => d,
             Err(err) => {
                 let entry = sc.walk_error(&err);
-                emit(entry, None, &mut stats);
+                emit(Listed::Entry(entry), &mut stats);
                 continue;
             }
         };
         let depth = dent.depth();
         sc.unsafe_dirs.retain(|u| u.depth < depth);
         if depth == 0 {
-            if let Some(entry) = sc.root_entry(&dent, &root_md)? {
-                emit(entry, None, &mut stats);
+            if let Some(entry) = sc.root_entry(&dent, root_md)? {
+                emit(Listed::Entry(entry), &mut stats);
             }
             continue;
         }
@@ -173,6 +269,89 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
             .to_path_buf();
         let at = display_path(&rel);
         let ft = dent.file_type();
+
+        // walkdir read this entry's directory by path, possibly through a
+        // symlink swapped in since: report nothing that is not beneath the
+        // root now. (Descriptors are opened beneath the root by the reader.)
+        let read_later = ft.is_file()
+            && depth <= MAX_DESCRIPTOR_DEPTH
+            && matches!(
+                classify_name(dent.file_name()),
+                EntryKind::Descriptor { .. }
+            );
+        let now = if read_later {
+            None
+        } else {
+            match beneath.stat(&rel) {
+                Now::Here(st) => Some(Ok(st)),
+                Now::Failed(e) => Some(Err(std::io::Error::from(e))),
+                Now::Gone => {
+                    if ft.is_dir() {
+                        it.skip_current_dir();
+                    }
+                    continue;
+                }
+                Now::ParentFailed(e) => {
+                    // Reported once, at the first entry; the rest of the
+                    // directory is skipped.
+                    let parent = rel.parent().unwrap_or(Path::new("")).to_path_buf();
+                    if ft.is_dir() {
+                        it.skip_current_dir();
+                    }
+                    if sc.failed_dir.as_ref() != Some(&parent) {
+                        let pat = display_path(&parent);
+                        let f = match e {
+                            OpenError::Symlink => {
+                                let found = open::symlink_description(sc.root_fd, &parent);
+                                Finding::reject(
+                                    Code::KV001,
+                                    "directory replaced by a symlink while auditing; not followed",
+                                )
+                                .at(&pat)
+                                .values("directory", found)
+                            }
+                            OpenError::Os(e) => Finding::reject(
+                                Code::KV005,
+                                format!("cannot open directory: {}", std::io::Error::from(e)),
+                            )
+                            .at(&pat),
+                        };
+                        let kind = dir_kind(parent.file_name().unwrap_or_default());
+                        let entry =
+                            sc.with_inherited(sc.entry(parent.clone(), kind, vec![f], 0), &pat);
+                        emit(Listed::Entry(entry), &mut stats);
+                        sc.failed_dir = Some(parent);
+                    }
+                    if !ft.is_dir() {
+                        it.skip_current_dir();
+                    }
+                    continue;
+                }
+            }
+        };
+        if let Some(Ok(st)) = &now {
+            let was = open::type_name(ft);
+            let is = mode_type_name(st.st_mode);
+            if was != is {
+                if ft.is_dir() {
+                    it.skip_current_dir();
+                }
+                let f = Finding::reject(
+                    Code::KV005,
+                    format!("changed while auditing (a {was} when listed, a {is} now)"),
+                )
+                .at(&at)
+                .values(was, is);
+                let kind = if ft.is_dir() {
+                    dir_kind(dent.file_name())
+                } else {
+                    classify_name(dent.file_name())
+                };
+                let entry = sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at);
+                emit(Listed::Entry(entry), &mut stats);
+                continue;
+            }
+        }
 
         if depth > MAX_DESCRIPTOR_DEPTH {
             if ft.is_dir() {
@@ -188,7 +367,7 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
                 format!("beyond the depth limit of {MAX_DESCRIPTOR_DEPTH}; not read"),
             )
             .at(&at);
-            emit(sc.entry(rel, kind, vec![f], 0), None, &mut stats);
+            emit(Listed::Entry(sc.entry(rel, kind, vec![f], 0)), &mut stats);
             continue;
         }
 
@@ -200,12 +379,28 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
                 .values("regular file or directory", found);
             let kind = classify_name(name);
             let entry = sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at);
-            emit(entry, None, &mut stats);
+            emit(Listed::Entry(entry), &mut stats);
             continue;
         }
 
+        if ft.is_file() {
+            if let kind @ EntryKind::Descriptor { .. } = classify_name(name) {
+                // No lstat: the reader checks the opened file against the
+                // listing's inode number (and lstats only if they differ).
+                let job = ReadJob {
+                    inherited: sc.inherited(&at),
+                    listed_ino: dent.ino(),
+                    rel,
+                    kind,
+                    at,
+                };
+                emit(Listed::Read(job), &mut stats);
+                continue;
+            }
+        }
+
         // lstat of the listed entry (walkdir does not follow here).
-        let md = match dent.metadata() {
+        let md = match now.unwrap_or_else(|| Err(std::io::Error::from(rustix::io::Errno::INVAL))) {
             Ok(md) => md,
             Err(e) => {
                 let kind = if ft.is_dir() {
@@ -215,7 +410,7 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
                 };
                 let f = Finding::reject(Code::KV005, format!("cannot stat: {e}")).at(&at);
                 let entry = sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at);
-                emit(entry, None, &mut stats);
+                emit(Listed::Entry(entry), &mut stats);
                 continue;
             }
         };
@@ -230,7 +425,7 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
                         .values("regular file", "directory"),
                 );
             }
-            let perms = permission_issues(md.mode(), md.uid(), sc.euid, "directory", &at);
+            let perms = permission_issues(md.st_mode, md.st_uid, sc.euid, "directory", &at);
             findings.extend(findings_of(&perms));
             // Inherit from the dirs above before registering this one.
             let mut entry = sc.entry(rel, kind, findings, 0);
@@ -245,7 +440,7 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
                 });
             }
             if !entry.findings.is_empty() {
-                emit(entry, None, &mut stats);
+                emit(Listed::Entry(entry), &mut stats);
             }
             continue;
         }
@@ -267,27 +462,30 @@ pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
                 .values("regular file", what),
             );
             let entry = sc.with_inherited(sc.entry(rel, kind, findings, 0), &at);
-            emit(entry, None, &mut stats);
+            emit(Listed::Entry(entry), &mut stats);
             continue;
         }
 
         match kind {
             EntryKind::Torn => {
-                emit(sc.entry(rel, kind, vec![torn(&at)], 0), None, &mut stats);
+                let entry = sc.entry(rel, kind, vec![torn(&at)], 0);
+                emit(Listed::Entry(entry), &mut stats);
             }
             EntryKind::Stray | EntryKind::Dir => {
                 let f = Finding::notice(Code::KV010, "unexpected file; not read").at(&at);
-                emit(
-                    sc.entry(rel, EntryKind::Stray, vec![f], 0),
-                    None,
-                    &mut stats,
-                );
+                let entry = sc.entry(rel, EntryKind::Stray, vec![f], 0);
+                emit(Listed::Entry(entry), &mut stats);
             }
             EntryKind::Descriptor { .. } => {
-                let (mut entry, ok) = sc.read_descriptor(rel, kind, &md, &at);
-                entry = sc.with_inherited(entry, &at);
-                let bytes = if ok { Some(&sc.buf[..]) } else { None };
-                emit(entry, bytes, &mut stats);
+                // Regular files named as descriptors were handed out above.
+                let job = ReadJob {
+                    inherited: sc.inherited(&at),
+                    listed_ino: md.st_ino,
+                    rel,
+                    kind,
+                    at,
+                };
+                emit(Listed::Read(job), &mut stats);
             }
         }
     }
@@ -327,12 +525,19 @@ impl Scanner<'_> {
         if !matches!(entry.kind, EntryKind::Descriptor { .. }) {
             return entry;
         }
+        entry.findings.extend(self.inherited(at));
+        entry
+    }
+
+    /// The KV003 of every unsafe directory above the descriptor at `at`.
+    fn inherited(&self, at: &str) -> Vec<Finding> {
+        let mut out = Vec::new();
         for dir in &self.unsafe_dirs {
             for issue in &dir.issues {
-                entry.findings.push(inherited(dir, issue, at));
+                out.push(inherited(dir, issue, at));
             }
         }
-        entry
+        out
     }
 
     /// The root itself: reported only when unsafe (KV003).
@@ -392,6 +597,69 @@ impl Scanner<'_> {
         let f = Finding::reject(Code::KV005, msg).at(&at);
         self.with_inherited(self.entry(rel, kind, vec![f], 0), &at)
     }
+}
+
+/// Opens and reads descriptors listed by [`InventoryRoot::walk`]. Each
+/// thread has its own; the buffer is reused from one file to the next.
+pub struct Reader<'a> {
+    root_fd: BorrowedFd<'a>,
+    root_dev: u64,
+    euid: u32,
+    buf: Vec<u8>,
+}
+
+fn entry(rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>, mode: u32) -> Entry {
+    Entry {
+        rel_path,
+        kind,
+        findings,
+        mode,
+    }
+}
+
+impl Reader<'_> {
+    /// Opens (race-free) and reads the descriptor of `job`. Returns its entry
+    /// with every finding, and its bytes when it was read completely.
+    pub fn read(&mut self, job: ReadJob) -> (Entry, Option<&[u8]>) {
+        let ReadJob {
+            rel,
+            kind,
+            at,
+            listed_ino,
+            inherited,
+        } = job;
+        let (mut entry, ok) = self.read_descriptor(rel, kind, listed_ino, &at);
+        entry.findings.extend(inherited);
+        (entry, if ok { Some(&self.buf[..]) } else { None })
+    }
+
+    /// Opens the file at `rel` and checks it is still the one listed: the
+    /// listing's inode number is enough when it matches on the root's
+    /// device; otherwise (another mount below the root, a swap) the
+    /// identity is taken from an lstat, as a listing with metadata would.
+    fn open(&self, rel: &Path, listed_ino: u64) -> Result<(File, Metadata), Box<Finding>> {
+        let (file, md) = open::open_regular(self.root_fd, rel, open::Strategy::Auto)?;
+        if md.ino() == listed_ino && md.dev() == self.root_dev {
+            return Ok((file, md));
+        }
+        let at = display_path(rel);
+        let st = rustix::fs::statat(self.root_fd, rel, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| {
+                Box::new(
+                    Finding::reject(
+                        Code::KV005,
+                        format!("cannot stat: {}", std::io::Error::from(e)),
+                    )
+                    .at(&at),
+                )
+            })?;
+        let listed = FileId {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        };
+        open::check_same(&at, listed, &md)?;
+        Ok((file, md))
+    }
 
     /// Opens (race-free) and reads one descriptor. Returns the entry and
     /// whether `self.buf` holds its complete bytes.
@@ -399,12 +667,12 @@ impl Scanner<'_> {
         &mut self,
         rel: PathBuf,
         kind: EntryKind,
-        listed: &Metadata,
+        listed_ino: u64,
         at: &str,
     ) -> (Entry, bool) {
-        let (mut file, md) = match open::open_listed(self.root_fd, &rel, FileId::of(listed)) {
+        let (mut file, md) = match self.open(&rel, listed_ino) {
             Ok(x) => x,
-            Err(f) => return (self.entry(rel, kind, vec![*f], 0), false),
+            Err(f) => return (entry(rel, kind, vec![*f], 0), false),
         };
         let mode = md.mode();
         let mut findings: Vec<Finding> = findings_of(&permission_issues(
@@ -427,11 +695,11 @@ impl Scanner<'_> {
                     format!("{} bytes", md.len()),
                 ),
             );
-            return (self.entry(rel, kind, findings, mode), false);
+            return (entry(rel, kind, findings, mode), false);
         }
-        if let Err(e) = open::read_capped(&mut file, &mut self.buf) {
+        if let Err(e) = open::read_sized(&mut file, &mut self.buf, md.len()) {
             findings.push(Finding::reject(Code::KV005, format!("cannot read: {e}")).at(at));
-            return (self.entry(rel, kind, findings, mode), false);
+            return (entry(rel, kind, findings, mode), false);
         }
         if self.buf.len() as u64 > MAX_FILE_BYTES {
             findings.push(
@@ -445,8 +713,8 @@ impl Scanner<'_> {
                     format!("more than {MAX_FILE_BYTES} bytes"),
                 ),
             );
-            return (self.entry(rel, kind, findings, mode), false);
+            return (entry(rel, kind, findings, mode), false);
         }
-        (self.entry(rel, kind, findings, mode), true)
+        (entry(rel, kind, findings, mode), true)
     }
 }

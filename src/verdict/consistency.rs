@@ -6,7 +6,7 @@ use super::Row;
 use crate::descriptor::{Descriptor, Geometry, Model};
 use crate::finding::{Code, Finding};
 use crate::profile::Profile;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Display;
 
 /// The values every rank is compared with.
@@ -199,14 +199,7 @@ fn geometry(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Pro
             );
         }
     }
-    let mut seen = HashSet::new();
-    let mut dups = Vec::new();
-    for a in &d.allocations {
-        if !seen.insert(a.id.as_str()) && !dups.contains(&a.id) {
-            dups.push(a.id.clone());
-        }
-    }
-    for id in dups {
+    for id in d.duplicate_allocation_ids() {
         ok = false;
         row.reject(
             Finding::reject(
@@ -270,6 +263,8 @@ fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
                 .push((d.rank, r.path().to_string()));
         }
     }
+    // By rank and path: messages must not depend on the order files were found.
+    claims.values_mut().for_each(|c| c.sort());
     for row in rows.iter_mut() {
         let Some(d) = row.desc().cloned() else {
             continue;

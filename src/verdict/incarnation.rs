@@ -100,5 +100,8 @@ pub(crate) fn select(
         sel.notices.push(f.at(c.path.clone()));
         sel.notice_paths.push(c.path.clone());
     }
+    // In path order, not in the order the files were found: the report must
+    // not depend on the walk (or on a parallel reader).
+    sel.notices.sort_by(|a, b| a.path.cmp(&b.path));
     sel
 }

@@ -29,7 +29,7 @@ pub(crate) fn rebooted(node: &NodeFacts, d: &Descriptor) -> bool {
 pub(crate) fn skipped(row: &mut Row, name: &'static str, why: &str) {
     row.checks.push(Check {
         name,
-        status: format!("skipped: {why}"),
+        status: format!("skipped: {why}").into(),
     });
 }
 
@@ -170,7 +170,7 @@ fn gpu_present(row: &mut Row, d: &Descriptor, gpus: &Fact<Gpus>) {
 /// others.
 fn handle_exposure(row: &mut Row, d: &Descriptor) {
     let exposed = row.cand.mode & 0o044 != 0;
-    let carries = d.allocations.iter().any(|a| a.handle.carries_bytes());
+    let carries = d.carries_handle_bytes();
     if exposed && carries {
         row.check("handle-exposure", false);
         row.reject(

@@ -97,8 +97,9 @@ pub enum Verdict {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Check {
     pub name: &'static str,
-    /// "pass", "fail" or "not checked: <why>".
-    pub status: String,
+    /// "pass", "fail" or "not checked: <why>" (borrowed when static: one
+    /// per check per rank adds up in a large inventory).
+    pub status: std::borrow::Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -198,8 +199,18 @@ impl Judgement {
 pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context) -> Judgement {
     let mut files = files;
     let mut by_engine: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
+    let mut unattributed = Vec::new();
     let mut descriptors = 0;
-    for c in candidates {
+    // Taken from the back, releasing the list's memory as it goes (in
+    // geometric steps, so it stays linear even where shrinking copies), so
+    // a large inventory never holds every candidate twice; each group (and
+    // the unattributed files) is put back in walk order below.
+    let mut candidates = candidates;
+    while let Some(c) = candidates.pop() {
+        let spare = candidates.capacity() - candidates.len();
+        if spare >= 4096 && spare >= candidates.len() / 8 {
+            candidates.shrink_to_fit();
+        }
         match c.engine_id().map(str::to_string) {
             Some(e) => {
                 if ctx.expect.engine.as_deref().is_some_and(|want| want != e) {
@@ -208,7 +219,7 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
                 descriptors += 1;
                 by_engine.entry(e).or_default().push(c)
             }
-            None => files.push(FileVerdict {
+            None => unattributed.push(FileVerdict {
                 path: c.path.clone(),
                 findings: if c.findings.is_empty() {
                     // Unreachable in practice: an unattributable descriptor has a finding.
@@ -219,6 +230,8 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
             }),
         }
     }
+    by_engine.values_mut().for_each(|g| g.reverse());
+    files.extend(unattributed.into_iter().rev());
     // A profile (or --engine) names a group that must exist.
     let wanted = ctx
         .expect
@@ -249,6 +262,8 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
             }
         }
     }
+    // In path order, whatever order the files were found in.
+    hints.values_mut().for_each(|h| h.sort());
     let mut groups: Vec<GroupVerdict> = by_engine
         .into_iter()
         .map(|(engine, cands)| judge_group(engine, cands, ctx, &hints))
@@ -312,14 +327,14 @@ impl Row {
     pub fn check(&mut self, name: &'static str, ok: bool) {
         self.checks.push(Check {
             name,
-            status: if ok { "pass" } else { "fail" }.to_string(),
+            status: if ok { "pass" } else { "fail" }.into(),
         });
     }
     pub fn not_checked(&mut self, name: &'static str, why: &str) {
         self.not_checked.push(format!("{name}: {why}"));
         self.checks.push(Check {
             name,
-            status: format!("not checked: {why}"),
+            status: format!("not checked: {why}").into(),
         });
     }
     pub fn is_clean(&self) -> bool {

@@ -109,7 +109,9 @@ pub(crate) fn slots(
         if idx.len() < 2 {
             continue;
         }
-        let paths: Vec<String> = idx.iter().map(|&i| rows[i].path().to_string()).collect();
+        // Sorted, so the message does not depend on the order files were found.
+        let mut paths: Vec<String> = idx.iter().map(|&i| rows[i].path().to_string()).collect();
+        paths.sort();
         for &i in idx {
             let others: Vec<&String> = paths.iter().filter(|p| *p != rows[i].path()).collect();
             let msg = format!(
