@@ -3,6 +3,7 @@
 //! printer.
 
 use crate::cli::{AuditArgs, Cli, Command, ExplainArgs, InventoryArgs};
+use crate::descriptor::Descriptor;
 use crate::exit;
 use crate::finding::Code;
 use crate::inventory;
@@ -11,6 +12,7 @@ use crate::pipeline;
 use crate::profile::{parse_profile, Profile};
 use crate::report::{self, explain, Printer, Verbosity};
 use crate::verdict::{self, Candidate, Context, Expectations, FileVerdict, Judgement};
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -156,9 +158,34 @@ pub fn audit(
     probe: Option<&dyn NodeProbe>,
     progress: bool,
 ) -> Result<AuditRun, Failure> {
+    audit_keeping(args, probe, progress, false).map(|(run, _)| run)
+}
+
+/// [`audit`] that also returns the parsed descriptors it judged, by path.
+/// With `keep_allocations` they carry every allocation and handle (import
+/// plans from these very bytes, never from a second read); without, the
+/// list is empty and only the verdict's summary was kept.
+pub fn audit_keeping(
+    args: &InventoryArgs,
+    probe: Option<&dyn NodeProbe>,
+    progress: bool,
+    keep_allocations: bool,
+) -> Result<(AuditRun, BTreeMap<String, Descriptor>), Failure> {
     let expect = expectations(args)?;
     let root = root_of(args)?;
-    let (cands, files) = collect_with(&root, progress, &pipeline::Options::from_env(false))?;
+    let (cands, files) = collect_with(
+        &root,
+        progress,
+        &pipeline::Options::from_env(keep_allocations),
+    )?;
+    let kept: BTreeMap<String, Descriptor> = if keep_allocations {
+        cands
+            .iter()
+            .filter_map(|c| c.descriptor.clone().map(|d| (c.path.clone(), d)))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let now_ms = now_unix_ms();
     let facts = probe.map(|p| {
         let pids = cands
@@ -173,14 +200,15 @@ pub fn audit(
         expect: &expect,
     };
     let judgement = verdict::judge(cands, files, &ctx);
-    Ok(AuditRun {
+    let run = AuditRun {
         root: root.display().to_string(),
         host: Some(hostname()),
         reports: None,
         live: probe.is_some(),
         now_ms,
         judgement,
-    })
+    };
+    Ok((run, kept))
 }
 
 /// Prints an audit run in the chosen format.

@@ -235,7 +235,11 @@ fn launcher_recipes_with_local_stand_ins() {
     node_inventory(&base.join("inv/node-b"), 8..16, |d| d.group = 1);
     for (node, ranks) in [("node-a", "0-7"), ("node-b", "8-15")] {
         let profile = serde_json::json!({"schema": "kvcr.profile/v1", "engine_id": "llama3-405b-fleet", "local_ranks": ranks});
-        put(&base.join("etc").join(node), "profile.json", &serde_json::to_vec(&profile).unwrap());
+        put(
+            &base.join("etc").join(node),
+            "profile.json",
+            &serde_json::to_vec(&profile).unwrap(),
+        );
     }
     let bin = base.join("bin");
     std::fs::create_dir_all(&bin).unwrap();

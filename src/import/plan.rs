@@ -6,14 +6,12 @@
 
 use crate::app::{self, AuditRun, Failure};
 use crate::cli::InventoryArgs;
-use crate::descriptor::{parse_descriptor_with, Allocation, Descriptor, GpuUuid, Owner};
-use crate::inventory::{self, display_path, EntryKind, ScanOptions};
-use crate::node::{self, NodeProbe};
+use crate::descriptor::{Allocation, Descriptor, GpuUuid, Owner};
+use crate::node::NodeProbe;
 use crate::report::sanitize::terminal;
-use crate::verdict::{self, Candidate, Context, FileVerdict, GroupVerdict, Verdict};
+use crate::verdict::{GroupVerdict, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 /// One rank to import: where it goes and what it holds.
@@ -124,100 +122,15 @@ pub struct Audited {
     pub descriptors: BTreeMap<String, Descriptor>,
 }
 
-/// Resolves the root the same way `kvcr audit` does.
-fn root_of(args: &InventoryArgs) -> Result<PathBuf, Failure> {
-    let root = args.root.clone().ok_or_else(|| {
-        Failure::usage(
-            "no inventory root given",
-            Some("pass ROOT or set KVCR_INVENTORY".to_string()),
-        )
-    })?;
-    inventory::resolve_root(&root).map_err(|e| Failure::usage(e.to_string(), None))
-}
-
-/// [`app::collect`], but always keeping every descriptor's allocations
-/// (the audit alone may drop them to save memory; the plan needs them).
-fn collect(root: &Path, progress: bool) -> Result<(Vec<Candidate>, Vec<FileVerdict>), Failure> {
-    let bar = progress.then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        b.set_message("reading descriptors");
-        b
-    });
-    let mut cands = Vec::new();
-    let mut files = Vec::new();
-    inventory::scan(root, &ScanOptions::default(), |entry, bytes| {
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
-        let path = display_path(&entry.rel_path);
-        match (&entry.kind, bytes) {
-            (EntryKind::Descriptor { name_rank }, Some(bytes)) => {
-                let parsed = parse_descriptor_with(bytes, true);
-                let mut findings = entry.findings;
-                findings.extend(parsed.findings.into_iter().map(|f| f.at(path.clone())));
-                cands.push(Candidate {
-                    path,
-                    name_rank: *name_rank,
-                    mode: entry.mode,
-                    ident: parsed.ident,
-                    descriptor: parsed.descriptor,
-                    findings,
-                });
-            }
-            _ => {
-                if !entry.findings.is_empty() {
-                    files.push(FileVerdict {
-                        path,
-                        findings: entry.findings,
-                    });
-                }
-            }
-        }
-    })
-    .map_err(|e| Failure::usage(e.to_string(), None))?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    Ok((cands, files))
-}
-
 /// `kvcr audit --live` for import: the same reading, the same verdict core,
-/// and the descriptors kept for planning.
+/// and the descriptors kept (with their allocations) for planning.
 pub fn audit_live(
     args: &InventoryArgs,
     probe: &dyn NodeProbe,
     progress: bool,
 ) -> Result<Audited, Failure> {
-    let expect = app::expectations(args)?;
-    let root = root_of(args)?;
-    let (cands, files) = collect(&root, progress)?;
-    let descriptors: BTreeMap<String, Descriptor> = cands
-        .iter()
-        .filter_map(|c| c.descriptor.clone().map(|d| (c.path.clone(), d)))
-        .collect();
-    let now_ms = app::now_unix_ms();
-    let pids = descriptors
-        .values()
-        .flat_map(|d| [d.owner.pid, d.writer.pid]);
-    let facts = node::gather(probe, pids);
-    let ctx = Context {
-        now_unix_ms: now_ms,
-        node: Some(&facts),
-        expect: &expect,
-    };
-    let judgement = verdict::judge(cands, files, &ctx);
-    Ok(Audited {
-        run: AuditRun {
-            root: root.display().to_string(),
-            host: Some(crate::app::hostname()),
-            reports: None,
-            live: true,
-            now_ms,
-            judgement,
-        },
-        descriptors,
-    })
+    let (run, descriptors) = app::audit_keeping(args, Some(probe), progress, true)?;
+    Ok(Audited { run, descriptors })
 }
 
 /// The group to import: `--engine`, or the only group. More than one group
