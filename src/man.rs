@@ -265,6 +265,12 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
         );
         item(
             r,
+            bold("KVCR_THREADS"),
+            "Threads that read and parse descriptors (default: the CPUs available; 1 reads \
+             sequentially). The output does not depend on it.",
+        );
+        item(
+            r,
             bold("KVCR_NODE_FACTS"),
             "A test and demo hook, not for production: names a JSON file that describes a node \
              (boot id, hostname, processes, GPUs); live mode then reads that file instead of \
