@@ -9,9 +9,7 @@
 
 use crate::descriptor::{Geometry, Model};
 use crate::finding::{Code, Finding, Severity};
-use crate::verdict::{
-    compress_ranks, FileVerdict, GroupVerdict, Judgement, RankVerdict, Summary, Verdict,
-};
+use crate::verdict::{compress_ranks, FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -225,33 +223,8 @@ pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
     for (engine, parts) in engines {
         groups.push(merge_group(engine, &parts, &global));
     }
-    let summary = Summary {
-        groups: groups.len(),
-        accepted: groups
-            .iter()
-            .filter(|g| g.verdict == Verdict::Accept)
-            .count(),
-        rejected: groups
-            .iter()
-            .filter(|g| g.verdict == Verdict::Reject)
-            .count(),
-        descriptors: groups.iter().map(|g| g.ranks.len()).sum(),
-        files_rejected: files
-            .iter()
-            .filter(|f| f.findings.iter().any(Finding::is_reject))
-            .count(),
-        notices: groups
-            .iter()
-            .flat_map(|g| &g.findings)
-            .chain(files.iter().flat_map(|f| &f.findings))
-            .filter(|f| !f.is_reject())
-            .count(),
-    };
-    Judgement {
-        groups,
-        files,
-        summary,
-    }
+    let descriptors = groups.iter().map(|g| g.ranks.len()).sum();
+    Judgement::new(groups, files, descriptors)
 }
 
 fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -> GroupVerdict {

@@ -178,6 +178,39 @@ pub struct Judgement {
 }
 
 impl Judgement {
+    /// Assembles a judgement and its summary counts.
+    pub fn new(
+        groups: Vec<GroupVerdict>,
+        files: Vec<FileVerdict>,
+        descriptors: usize,
+    ) -> Judgement {
+        let rejects = |f: &FileVerdict| f.findings.iter().any(Finding::is_reject);
+        let summary = Summary {
+            groups: groups.len(),
+            accepted: groups
+                .iter()
+                .filter(|g| g.verdict == Verdict::Accept)
+                .count(),
+            rejected: groups
+                .iter()
+                .filter(|g| g.verdict == Verdict::Reject)
+                .count(),
+            descriptors,
+            files_rejected: files.iter().filter(|f| rejects(f)).count(),
+            notices: files
+                .iter()
+                .flat_map(|f| &f.findings)
+                .chain(groups.iter().flat_map(|g| &g.findings))
+                .filter(|f| !f.is_reject())
+                .count(),
+        };
+        Judgement {
+            groups,
+            files,
+            summary,
+        }
+    }
+
     /// SPEC §6: 0 only when every group in scope is accepted, no rejecting
     /// file-level finding exists and at least one descriptor was found.
     pub fn exit_status(&self) -> i32 {
@@ -271,33 +304,7 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
     groups.sort_by(|a, b| a.engine_id.cmp(&b.engine_id));
     files.sort_by(|a, b| a.path.cmp(&b.path));
 
-    let summary = Summary {
-        groups: groups.len(),
-        accepted: groups
-            .iter()
-            .filter(|g| g.verdict == Verdict::Accept)
-            .count(),
-        rejected: groups
-            .iter()
-            .filter(|g| g.verdict == Verdict::Reject)
-            .count(),
-        descriptors,
-        files_rejected: files
-            .iter()
-            .filter(|f| f.findings.iter().any(Finding::is_reject))
-            .count(),
-        notices: files
-            .iter()
-            .flat_map(|f| &f.findings)
-            .chain(groups.iter().flat_map(|g| &g.findings))
-            .filter(|f| !f.is_reject())
-            .count(),
-    };
-    Judgement {
-        groups,
-        files,
-        summary,
-    }
+    Judgement::new(groups, files, descriptors)
 }
 
 /// Rank rows under construction.
