@@ -104,6 +104,13 @@ impl Code {
     }
 
     /// Accepts `KV104`, `kv104` or the name (`geometry`).
+    ///
+    /// ```
+    /// use kvcr::finding::Code;
+    /// assert_eq!(Code::parse("KV104"), Some(Code::KV104));
+    /// assert_eq!(Code::parse("geometry"), Some(Code::KV104));
+    /// assert_eq!(Code::parse("KV999"), None);
+    /// ```
     pub fn parse(s: &str) -> Option<Code> {
         let s = s.trim();
         Code::ALL

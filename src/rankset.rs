@@ -10,6 +10,14 @@ pub struct RankSet(BTreeSet<u64>);
 
 impl RankSet {
     /// Parses `0-7`, `0-3,8-11`, `5`; spaces around items are allowed.
+    ///
+    /// ```
+    /// use kvcr::rankset::RankSet;
+    /// let r = RankSet::parse("0-3, 8-11").unwrap();
+    /// assert!(r.contains(9) && !r.contains(4));
+    /// assert_eq!(r.to_string(), "0-3,8-11");
+    /// assert!(RankSet::parse("7-0").is_err());
+    /// ```
     pub fn parse(s: &str) -> Result<RankSet, String> {
         let max = crate::descriptor::MAX_WORLD_SIZE;
         let num = |t: &str| -> Result<u64, String> {
