@@ -67,7 +67,7 @@ pub struct InventoryArgs {
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
     /// Limit the run to the group with this engine_id.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = parse_engine_id)]
     pub engine: Option<String>,
     /// Reject current descriptors whose epoch is below N (overrides the profile).
     #[arg(long, value_name = "N")]
@@ -79,6 +79,18 @@ pub struct InventoryArgs {
     /// (overrides the profile); other ranks are expected elsewhere.
     #[arg(long, value_name = "RANKS", value_parser = parse_ranks)]
     pub local_ranks: Option<crate::rankset::RankSet>,
+}
+
+/// The §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
+fn parse_engine_id(s: &str) -> Result<String, String> {
+    let ok = (1..=128).contains(&s.chars().count())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err("an engine_id is 1-128 characters of A-Z a-z 0-9 . _ : / -".to_string())
+    }
 }
 
 fn parse_ranks(s: &str) -> Result<crate::rankset::RankSet, String> {

@@ -258,3 +258,66 @@ fn env_root_is_used() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn every_rank_flagged_still_reports_world_size_and_missing_ranks() {
+    let t = tempfile::tempdir().unwrap();
+    for rank in [0, 1] {
+        let d = Desc::new("hostile-a", rank, 4, 1);
+        put(t.path(), &format!("rank-{rank}.json"), &d.bytes());
+    }
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (exit, r) = audit_json(t.path(), &[]);
+    assert_eq!(exit, 1);
+    let g = &r["groups"][0];
+    assert_eq!(g["world_size"], 4, "{g:#}");
+    let missing = g["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "KV103");
+    assert_eq!(missing.expect("KV103")["found"], "missing 2-3");
+}
+
+#[test]
+fn unknown_engine_is_a_listed_reason_and_bad_engine_ids_are_usage_errors() {
+    let t = tempfile::tempdir().unwrap();
+    group2(t.path());
+    let (exit, r) = audit_json(t.path(), &["--engine", "no-such-engine"]);
+    assert_eq!(exit, 1);
+    let f = &r["groups"][0]["findings"][0];
+    assert_eq!(f["code"], "KV103", "{r:#}");
+    assert!(f["message"].as_str().unwrap().contains("no descriptor"));
+    for bad in ["bad id", "", "x\u{1b}y"] {
+        let out = kvcr()
+            .arg("audit")
+            .arg(t.path())
+            .args(["--engine", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_superseded_descriptors_own_problems_are_listed_as_notices() {
+    let t = tempfile::tempdir().unwrap();
+    put_group(t.path(), "old", &Desc::new("hostile-a", 0, 2, 1));
+    let mut new = Desc::new("hostile-a", 0, 2, 1);
+    new.incarnation = kvcr::testkit::INCARNATION_B.into();
+    new.epoch = 2;
+    put_group(t.path(), "new", &new);
+    std::fs::set_permissions(
+        t.path().join("old/rank-0.json"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
+    let (exit, r) = audit_json(t.path(), &[]);
+    assert_eq!(exit, 0, "an old lifetime never rejects the group: {r:#}");
+    assert!(
+        findings(&r)
+            .iter()
+            .any(|(c, s, p)| c == "KV003" && s == "notice" && p == "old/rank-0.json"),
+        "{r:#}"
+    );
+}

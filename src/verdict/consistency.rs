@@ -24,15 +24,20 @@ pub(crate) struct Reference {
 /// Rank 0 of the current incarnation, else the lowest valid rank (ties,
 /// i.e. duplicates, broken by path so the verdict never depends on the
 /// order files were found in).
+///
+/// When every current descriptor already carries a finding (all 0666, all
+/// digest mismatches...), the lowest parsed one still serves, so the
+/// group's world size, its missing ranks and its shape are still reported.
 pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
-    let best = rows
-        .iter()
-        .filter(|r| r.is_clean())
-        .min_by(|a, b| {
-            let (da, db) = (a.desc().map(|d| d.rank), b.desc().map(|d| d.rank));
-            da.cmp(&db).then_with(|| a.path().cmp(b.path()))
-        })?
-        .desc()?;
+    let lowest = |clean: bool| {
+        rows.iter()
+            .filter(|r| r.desc().is_some() && (!clean || r.is_clean()))
+            .min_by(|a, b| {
+                let (da, db) = (a.desc().map(|d| d.rank), b.desc().map(|d| d.rank));
+                da.cmp(&db).then_with(|| a.path().cmp(b.path()))
+            })
+    };
+    let best = lowest(true).or_else(|| lowest(false))?.desc()?;
     Some(Reference {
         source_rank: Some(best.rank),
         world_size: best.world_size,

@@ -364,7 +364,7 @@ fn judge_group(
 
     // 1. Which incarnation is current; the rest become notices.
     let inc = incarnation::select(&cands, profile, &mut group_findings);
-    let (current, _others): (Vec<Candidate>, Vec<Candidate>) =
+    let (current, others): (Vec<Candidate>, Vec<Candidate>) =
         cands.into_iter().partition(|c| inc.is_current(c));
 
     let mut rows: Vec<Row> = current
@@ -435,7 +435,37 @@ fn judge_group(
         })
         .collect();
     ranks_out.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.path.cmp(&b.path)));
+    if world_size.is_none() {
+        // Every reason is listed: say why no rank could be expected.
+        group_findings.push(
+            Finding::reject(
+                Code::KV103,
+                if ranks_out.is_empty() {
+                    "no descriptor of this group was found".to_string()
+                } else {
+                    "no descriptor of the current incarnation could be parsed, so the group's world size is unknown".to_string()
+                },
+            )
+            .values("a parsed descriptor for every rank", "world size unknown"),
+        );
+    }
     group_findings.extend(inc.notices);
+    // Descriptors outside the current incarnation never reject the group,
+    // but what is wrong with them is still listed, as notices.
+    let mut stale: Vec<Finding> = others
+        .into_iter()
+        .flat_map(|c| c.findings)
+        .map(|mut f| {
+            f.severity = crate::finding::Severity::Notice;
+            f.message = format!(
+                "(not counted: outside the current incarnation) {}",
+                f.message
+            );
+            f
+        })
+        .collect();
+    stale.sort_by(|a, b| a.path.cmp(&b.path).then(a.code.cmp(&b.code)));
+    group_findings.extend(stale);
 
     let accepted = world_size.is_some()
         && missing.is_empty()
