@@ -168,15 +168,16 @@ fn failed_release_exits_4_and_lists_what_remains() {
     assert_eq!(v["failure"]["step"], "reserve");
     let remaining = v["remaining"].as_array().unwrap();
     // Taken: ctx, kv-0 import/reserve/map, kv-1 import. Release #2 (kv-0's
-    // mapping) fails: it and its device's context remain.
+    // mapping) fails: it remains, and so do the reservation around it
+    // (cuMemAddressFree needs the range unmapped) and its device's context.
     let kinds: Vec<&str> = remaining
         .iter()
         .map(|r| r["resource"]["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["context", "mapping"]);
-    assert!(remaining[1]["error"].as_str().unwrap().contains("injected"));
-    assert_eq!(remaining[1]["release_call"], "cuMemUnmap");
-    assert_eq!(v["released"], 3);
+    assert_eq!(kinds, ["context", "reservation", "mapping"]);
+    assert!(remaining[2]["error"].as_str().unwrap().contains("injected"));
+    assert_eq!(remaining[2]["release_call"], "cuMemUnmap");
+    assert_eq!(v["released"], 2);
 }
 
 #[test]

@@ -438,6 +438,8 @@ pub fn import(
                         });
                     }
                 }
+                // A signal from here on (the supervisor reacting to the
+                // file, say) is the normal end of a hold: exit 0.
                 if failed.is_none() {
                     report.result = ResultKind::Imported;
                     on_ready(&report);

@@ -81,17 +81,17 @@ impl Ledger {
     ///
     /// A failed release does not stop the others (each is an independent
     /// reference); the failed entry is reported with the driver's message
-    /// and remains. A device context is kept (and reported as remaining)
-    /// while anything on its device remains, so releasing it cannot tear
-    /// down what the report claims is still held.
+    /// and remains. A resource that something still held depends on is
+    /// kept and reported as remaining too: a device context while anything
+    /// on its device remains, a reservation while a mapping inside it
+    /// remains (cuMemAddressFree needs the range unmapped first).
     pub fn release_all(&mut self, backend: &mut dyn Backend) -> ReleaseReport {
         let mut report = ReleaseReport::default();
         while let Some(e) = self.entries.pop() {
-            let blocked = matches!(e.resource, Resource::Context { .. })
-                && report
-                    .remaining
-                    .iter()
-                    .any(|r| r.resource.device() == e.resource.device());
+            let blocked = report
+                .remaining
+                .iter()
+                .any(|r| e.resource.depends_on(&r.resource));
             if blocked {
                 report.remaining.push(e);
                 continue;

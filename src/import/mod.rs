@@ -127,6 +127,19 @@ pub enum Resource {
 }
 
 impl Resource {
+    /// True when releasing `self` while `held` remains would be invalid:
+    /// a context under anything on its device, a reservation under a
+    /// mapping inside its range.
+    pub fn depends_on(&self, held: &Resource) -> bool {
+        match (*self, *held) {
+            (Resource::Context { device }, h) => h.device() == device,
+            (Resource::Reservation { ptr, size, .. }, Resource::Mapping { ptr: m, .. }) => {
+                m >= ptr && m < ptr.saturating_add(size)
+            }
+            _ => false,
+        }
+    }
+
     pub fn device(&self) -> i32 {
         match *self {
             Resource::Context { device }

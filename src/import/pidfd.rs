@@ -59,7 +59,9 @@ pub fn take_fd(
             errno: e.to_string(),
         }),
     })?;
-    // The pidfd now pins the process: the start time we read is its own.
+    // The pidfd refers to one process: if the start time read now matches,
+    // it is the owner, and should that process die before pidfd_getfd the
+    // call fails through the pidfd instead of reaching a newcomer.
     match read_start(pid) {
         Ok(Some(t)) if t == start_ticks => {}
         Ok(Some(found)) => {

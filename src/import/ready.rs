@@ -3,10 +3,13 @@
 //! The staging file is created (exclusively, next to PATH) before any GPU
 //! call, so an unwritable directory is a usage error and not a failed
 //! import. Once every rank is imported the content is written, synced and
-//! renamed over PATH in one step: a reader sees no file or the whole file.
-//! The file is removed before the group is released, and on every other way
-//! out (dropping [`ReadyFile`]), so it never claims a group kvcr no longer
-//! holds.
+//! moved to PATH in one step that never replaces an existing file
+//! (renameat2 RENAME_NOREPLACE, else link + unlink): a reader sees no file or
+//! the whole file, and a second hold on the same PATH fails instead of
+//! overwriting the first one's. The file is removed before the group is
+//! released, and on every other way out (dropping [`ReadyFile`]), but only
+//! while PATH is still the file this process published, so it never claims a
+//! group kvcr no longer holds and never deletes another holder's file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -16,7 +19,31 @@ use std::path::{Path, PathBuf};
 pub struct ReadyFile {
     path: PathBuf,
     staging: Option<(PathBuf, File)>,
-    published: bool,
+    /// Identity of the file this process published at PATH (device, inode,
+    /// ctime): an inode number alone can be reused by a newer file.
+    published: Option<FileId>,
+}
+
+type FileId = (u64, u64, i64, i64);
+
+fn file_id(m: &fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
+}
+
+/// Moves `from` to `to` without ever replacing an existing `to`.
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        // Filesystems without RENAME_NOREPLACE: a hard link also refuses an
+        // existing target.
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
+            fs::hard_link(from, to)?;
+            fs::remove_file(from)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 impl ReadyFile {
@@ -44,7 +71,9 @@ impl ReadyFile {
         };
         let mut staging_name = std::ffi::OsString::from(".");
         staging_name.push(name);
-        staging_name.push(format!(".{}.tmp", std::process::id()));
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        staging_name.push(format!(".{}.{seq}.tmp", std::process::id()));
         let staging = dir.join(staging_name);
         let file = OpenOptions::new()
             .write(true)
@@ -54,7 +83,7 @@ impl ReadyFile {
         Ok(ReadyFile {
             path: path.to_path_buf(),
             staging: Some((staging, file)),
-            published: false,
+            published: None,
         })
     }
 
@@ -62,7 +91,8 @@ impl ReadyFile {
         &self.path
     }
 
-    /// Writes `content` and renames the staging file over PATH.
+    /// Writes `content` and moves the staging file to PATH; fails (and
+    /// leaves PATH alone) when PATH appeared meanwhile.
     pub fn publish(&mut self, content: &[u8]) -> io::Result<()> {
         let (staging, mut file) = self
             .staging
@@ -71,10 +101,11 @@ impl ReadyFile {
         let r = file
             .write_all(content)
             .and_then(|_| file.sync_all())
-            .and_then(|_| fs::rename(&staging, &self.path));
+            .and_then(|_| rename_noreplace(&staging, &self.path))
+            .and_then(|_| fs::symlink_metadata(&self.path).map(|m| file_id(&m)));
         match r {
-            Ok(()) => {
-                self.published = true;
+            Ok(id) => {
+                self.published = Some(id);
                 if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     // Best effort: make the rename durable.
                     let _ = File::open(dir).and_then(|d| d.sync_all());
@@ -88,13 +119,20 @@ impl ReadyFile {
         }
     }
 
-    /// Removes PATH (or the unused staging file).
+    /// Removes PATH if it is still the file this process published (or
+    /// the unused staging file).
     pub fn remove(&mut self) -> io::Result<()> {
         if let Some((staging, _)) = self.staging.take() {
             let _ = fs::remove_file(staging);
         }
-        if self.published {
-            self.published = false;
+        if let Some(id) = self.published.take() {
+            match fs::symlink_metadata(&self.path) {
+                Ok(m) if file_id(&m) == id => {}
+                // Gone, or replaced by someone else's file: not ours to delete.
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            }
             match fs::remove_file(&self.path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -152,5 +190,27 @@ mod tests {
         }
         assert!(!q.exists(), "dropping removes the published file");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_second_holder_never_overwrites_nor_deletes_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ready");
+        // Both prepared before either published (the race the check at
+        // prepare time cannot see).
+        let mut a = ReadyFile::prepare(&p).unwrap();
+        let mut b = ReadyFile::prepare(&p).unwrap();
+        a.publish(b"A").unwrap();
+        let e = b.publish(b"B").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&p).unwrap(), b"A");
+        drop(b);
+        assert_eq!(fs::read(&p).unwrap(), b"A", "b removed nothing of a's");
+        // Someone replaces the file: a's removal leaves it alone.
+        fs::remove_file(&p).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(&p, "C").unwrap();
+        a.remove().unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"C");
     }
 }

@@ -37,7 +37,9 @@ pub struct Guard {
     old: Vec<(libc::c_int, libc::sigaction)>,
 }
 
-const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+/// SIGINT and SIGTERM (SPEC §8), and SIGHUP/SIGQUIT too: a closed terminal
+/// or a quit key must not kill a hold and leave its ready file behind.
+const SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 /// Clears the flag and installs the handlers (SA_RESTART, so the driver's
 /// own system calls are not cut short by EINTR).

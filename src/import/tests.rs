@@ -280,6 +280,41 @@ fn a_failed_release_lists_what_remains_and_exits_4() {
 }
 
 #[test]
+fn a_reservation_stays_while_a_mapping_inside_it_could_not_be_unmapped() {
+    let plan = fabric_plan();
+    // Fail at the 2nd set-access (rank 0, kv-1): kv-1's mapping is the last
+    // acquisition and the first release; make that unmap fail.
+    let mut faults = Faults::fail_at(Step::SetAccess, 2);
+    faults.fail_release = Some(1);
+    let mut sim = SimBackend::with_faults(faults);
+    let (out, _) = run(&plan, &mut sim);
+    assert_eq!(out.exit_status(), crate::exit::RELEASE_FAILED);
+    let Outcome::Failed { release, .. } = &out else {
+        panic!("{out:?}")
+    };
+    let remaining: Vec<(&str, Option<&str>)> = release
+        .remaining
+        .iter()
+        .map(|e| (e.resource.kind(), e.allocation.as_deref()))
+        .collect();
+    // cuMemAddressFree on a range that is still mapped is invalid: the
+    // reservation around the failed mapping is kept and reported.
+    assert_eq!(
+        remaining,
+        [
+            ("context", None),
+            ("reservation", Some("kv-1")),
+            ("mapping", Some("kv-1"))
+        ]
+    );
+    assert!(!release
+        .released
+        .iter()
+        .any(|e| matches!(e.resource, Resource::Reservation { .. })
+            && e.allocation.as_deref() == Some("kv-1")));
+}
+
+#[test]
 fn verify_catches_a_short_mapping_and_a_wrong_device() {
     let plan = mixed_plan();
     let mut sim = SimBackend::new();
