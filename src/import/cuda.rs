@@ -442,11 +442,10 @@ impl Backend for CudaBackend {
         let ctx = drv::primary_ctx_retain(v.dev)?;
         let e = self.contexts.entry(v.ordinal).or_insert((v.dev, ctx, 0));
         e.2 += 1;
-        if let Err(m) = drv::ctx_set_current(ctx) {
-            // Undo the retain we just took: the ledger never saw it.
-            let _ = self.release(&Resource::Context { device: v.ordinal });
-            return Err(m);
-        }
+        // Nothing fallible between the retain and handing it to the ledger:
+        // every later step makes the context current itself (`enter`), so a
+        // failure there is a recorded step failure and the ledger releases
+        // the retain (a failed release is then reported, exit 4).
         Ok((Device(v.ordinal), Resource::Context { device: v.ordinal }))
     }
 
