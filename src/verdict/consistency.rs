@@ -259,18 +259,22 @@ fn model(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Profil
 
 /// One GPU claimed by two current ranks; not the profile's GPU for a rank.
 fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
-    let mut claims: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-    for r in rows.iter() {
+    let mut claims: BTreeMap<String, Vec<(u64, String, usize)>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
         if let Some(d) = r.desc() {
-            claims
-                .entry(d.gpu_uuid.to_string())
-                .or_default()
-                .push((d.rank, r.path().to_string()));
+            claims.entry(d.gpu_uuid.to_string()).or_default().push((
+                d.rank,
+                r.path().to_string(),
+                i,
+            ));
         }
     }
     // By rank and path: messages must not depend on the order files were found.
     claims.values_mut().for_each(|c| c.sort());
-    for row in rows.iter_mut() {
+    // Claims by another owner lifetime (a tie on the highest epoch) are not
+    // a conflict: only one of them could ever be imported.
+    let lifetimes: Vec<Option<uuid::Uuid>> = rows.iter().map(|r| r.cand.incarnation()).collect();
+    for (me, row) in rows.iter_mut().enumerate() {
         let Some(d) = row.desc().cloned() else {
             continue;
         };
@@ -279,8 +283,10 @@ fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
         if let Some(others) = claims.get(&gpu).filter(|c| c.len() > 1) {
             let who: Vec<String> = others
                 .iter()
-                .filter(|(_, p)| p != row.path())
-                .map(|(rank, p)| format!("rank {rank} ({p})"))
+                .filter(|(_, p, j)| {
+                    p != row.path() && super::same_incarnation(lifetimes[me], lifetimes[*j])
+                })
+                .map(|(rank, p, _)| format!("rank {rank} ({p})"))
                 .collect();
             if !who.is_empty() {
                 ok = false;

@@ -52,11 +52,25 @@ impl Candidate {
             .map(|d| d.incarnation)
             .or(self.ident.incarnation)
     }
+    /// False only when both incarnations are known and differ: two owner
+    /// lifetimes tied on the highest epoch are each judged on their own
+    /// for duplicates (the tie itself is the KV107 reason).
+    fn same_lifetime(&self, other: &Candidate) -> bool {
+        same_incarnation(self.incarnation(), other.incarnation())
+    }
     fn engine_id(&self) -> Option<&str> {
         self.descriptor
             .as_ref()
             .map(|d| d.engine_id.as_str())
             .or(self.ident.engine_id.as_deref())
+    }
+}
+
+/// False only when both incarnations are known and differ.
+fn same_incarnation(a: Option<Uuid>, b: Option<Uuid>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
     }
 }
 

@@ -109,18 +109,30 @@ pub(crate) fn slots(
         if idx.len() < 2 {
             continue;
         }
-        // Sorted, so the message does not depend on the order files were found.
-        let mut paths: Vec<String> = idx.iter().map(|&i| rows[i].path().to_string()).collect();
-        paths.sort();
         for &i in idx {
-            let others: Vec<&String> = paths.iter().filter(|p| *p != rows[i].path()).collect();
+            let rivals: Vec<usize> = idx
+                .iter()
+                .copied()
+                .filter(|&j| j != i && rows[i].cand.same_lifetime(&rows[j].cand))
+                .collect();
+            if rivals.is_empty() {
+                continue;
+            }
+            // Sorted, so the message does not depend on the order files were found.
+            let mut paths: Vec<String> = rivals
+                .iter()
+                .chain([&i])
+                .map(|&j| rows[j].path().to_string())
+                .collect();
+            paths.sort();
             let msg = format!(
                 "rank {rank} is claimed by {} current descriptors: {}",
-                idx.len(),
+                paths.len(),
                 paths.join(", ")
             );
-            let found = others
+            let found = paths
                 .iter()
+                .filter(|p| p.as_str() != rows[i].path())
                 .map(|s| s.as_str())
                 .collect::<Vec<_>>()
                 .join(", ");
