@@ -16,8 +16,8 @@
 
 use super::canon::Sink;
 use super::parse::{
-    decode_hex, digest_mismatch, parse_digest, AllocBuilder, Ident, ParseOutcome, DIM_MAX,
-    HANDLE_KINDS, I63_MAX, PID_MAX,
+    decode_hex, digest_mismatch, parse_digest, AllocBuilder, Ident, ParseOutcome,
+    DESCRIPTOR_FIELDS, DIM_MAX, HANDLE_KINDS, I63_MAX, PID_MAX,
 };
 use super::{
     parse_canonical_uuid, Descriptor, Dtype, Geometry, GpuUuid, Handle, Model, NodeId, Owner,
@@ -244,26 +244,6 @@ struct Doc<'d> {
     nodes: &'d [Node],
 }
 
-const DESCRIPTOR_KEYS: [&str; 17] = [
-    "schema",
-    "engine_id",
-    "incarnation",
-    "epoch",
-    "rank",
-    "world_size",
-    "tp",
-    "pp",
-    "node",
-    "gpu_uuid",
-    "model",
-    "geometry",
-    "owner",
-    "writer",
-    "allocations",
-    "created_unix_ms",
-    "digest",
-];
-
 impl<'d> Doc<'d> {
     fn span(&self, (a, b): (u32, u32)) -> &'d str {
         &self.src[a as usize..b as usize]
@@ -367,7 +347,7 @@ impl<'d> Doc<'d> {
 
     fn descriptor(&self, keep_allocations: bool, canon: &mut Vec<u8>) -> Option<ParseOutcome> {
         let [schema, engine_id, incarnation, epoch, rank, world_size, tp, pp, node, gpu_uuid, model, geometry, owner, writer, allocations, created_unix_ms, digest] =
-            self.object(0, DESCRIPTOR_KEYS)?;
+            self.object(0, DESCRIPTOR_FIELDS)?;
         if self.str(schema)? != SCHEMA {
             return None;
         }

@@ -48,7 +48,8 @@ pub(crate) const I63_MAX: u64 = i64::MAX as u64;
 pub(crate) const DIM_MAX: u64 = 1 << 32;
 pub(crate) const PID_MAX: u64 = i32::MAX as u64;
 
-const DESCRIPTOR_FIELDS: &[&str] = &[
+/// The members of a descriptor (SPEC §3), in the spec's order.
+pub(crate) const DESCRIPTOR_FIELDS: [&str; 17] = [
     "schema",
     "engine_id",
     "incarnation",
@@ -275,7 +276,7 @@ fn extract_descriptor(
         }
     }
 
-    c.unknown_fields(&o, DESCRIPTOR_FIELDS);
+    c.unknown_fields(&o, &DESCRIPTOR_FIELDS);
     let d = descriptor_fields(c, &o, ident, keep_allocations);
     debug_assert!(
         d.is_some() || !c.is_clean(),
