@@ -177,6 +177,50 @@ fn cases() -> Vec<Case> {
                 r.rank = 1;
                 put(d, "rank-1.json", &with(&r, |v| v["gpu_uuid"] = json!(testkit::gpu(0, 0))));
             } },
+        Case { name: "kv106-mig-alias", about: "rank 1 claims rank 0's GPU spelled MIG-<same uuid>: one GPU, two ranks", args: vec![], exit: 1, codes: vec!["KV106"],
+            build: |d| {
+                put(d, "rank-0.json", &tp(2).bytes());
+                let mut r = tp(2);
+                r.rank = 1;
+                let mig = testkit::gpu(0, 0).replacen("GPU-", "MIG-", 1);
+                put(d, "rank-1.json", &with(&r, |v| v["gpu_uuid"] = json!(mig)));
+            } },
+        Case { name: "kv110-two-nodes", about: "one inventory, two nodes: rank 1 names another hostname and boot id (no --live needed)", args: vec![], exit: 1, codes: vec!["KV110"],
+            build: |d| {
+                put(d, "rank-0.json", &tp(2).bytes());
+                let mut r = tp(2);
+                r.rank = 1;
+                put(d, "rank-1.json", &with(&r, |v| {
+                    v["node"]["hostname"] = json!("gpu-node-18");
+                    v["node"]["boot_id"] = json!("0b7f3c2e-1d4a-4e5f-8a9b-7c6d5e4f3a21");
+                }));
+            } },
+        Case { name: "kv111-handle-reuse", about: "rank 1 carries rank 0's fabric handle, and one of rank 0's handles appears twice", args: vec![], exit: 1, codes: vec!["KV111"],
+            build: |d| {
+                let r0 = tp(2);
+                let mut r1 = tp(2);
+                r1.rank = 1;
+                put(d, "rank-0.json", &with(&r0, |v| {
+                    let h = v["allocations"][0]["handle"].clone();
+                    v["allocations"][1]["handle"] = h;
+                }));
+                put(d, "rank-1.json", &with(&r1, |v| {
+                    v["allocations"][1]["handle"] = json!({"kind": "fabric", "hex": testkit::handle_hex(0, 0)});
+                }));
+            } },
+        Case { name: "kv111-posix-fd-reuse", about: "both ranks name fd 10 of the same owner process", args: vec![], exit: 1, codes: vec!["KV111"],
+            build: |d| {
+                let mut g = tp(2);
+                g.handle_kind = "posix_fd";
+                put(d, "rank-0.json", &g.bytes());
+                let mut r1 = g.clone();
+                r1.rank = 1;
+                put(d, "rank-1.json", &with(&r1, |v| v["allocations"][0]["handle"]["fd"] = json!(10)));
+            } },
+        Case { name: "kv108-future", about: "with --max-age, a descriptor dated a year in the future cannot prove its age", args: vec!["--max-age", "1d"], exit: 1, codes: vec!["KV108"],
+            build: |d| {
+                put(d, "rank-0.json", &with(&tp(1), |v| v["created_unix_ms"] = json!(i64::MAX)));
+            } },
         Case { name: "kv106-profile-gpu", about: "the profile puts rank 1 on another GPU", args: vec!["--profile", "profile.json"], exit: 1, codes: vec!["KV106"],
             build: |d| {
                 put_group(d, "", &tp(2));

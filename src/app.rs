@@ -161,7 +161,7 @@ pub fn audit(
     audit_keeping(args, probe, progress, false).map(|(run, _)| run)
 }
 
-/// [`audit`] that also returns the parsed descriptors it judged, by path.
+/// [`audit`] that also returns the parsed descriptors it judged, by raw path bytes.
 /// With `keep_allocations` they carry every allocation and handle (import
 /// plans from these very bytes, never from a second read); without, the
 /// list is empty and only the verdict's summary was kept.
@@ -170,7 +170,7 @@ pub fn audit_keeping(
     probe: Option<&dyn NodeProbe>,
     progress: bool,
     keep_allocations: bool,
-) -> Result<(AuditRun, BTreeMap<String, Descriptor>), Failure> {
+) -> Result<(AuditRun, BTreeMap<Vec<u8>, Descriptor>), Failure> {
     let expect = expectations(args)?;
     let root = root_of(args)?;
     let (cands, files) = collect_with(
@@ -178,10 +178,11 @@ pub fn audit_keeping(
         progress,
         &pipeline::Options::from_env(keep_allocations),
     )?;
-    let kept: BTreeMap<String, Descriptor> = if keep_allocations {
+    // Keyed by raw path bytes: two paths that print alike stay two entries.
+    let kept: BTreeMap<Vec<u8>, Descriptor> = if keep_allocations {
         cands
             .iter()
-            .filter_map(|c| c.descriptor.clone().map(|d| (c.path.clone(), d)))
+            .filter_map(|c| c.descriptor.clone().map(|d| (c.raw_path.clone(), d)))
             .collect()
     } else {
         BTreeMap::new()

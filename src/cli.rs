@@ -72,8 +72,9 @@ pub struct InventoryArgs {
     /// Reject current descriptors whose epoch is below N (overrides the profile).
     #[arg(long, value_name = "N")]
     pub min_epoch: Option<u64>,
-    /// Reject descriptors sealed more than SECONDS ago (overrides the profile).
-    #[arg(long, value_name = "SECONDS")]
+    /// Reject descriptors sealed more than this long ago (overrides the profile):
+    /// plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
     pub max_age: Option<u64>,
     /// The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11
     /// (overrides the profile); other ranks are expected elsewhere.
@@ -91,6 +92,38 @@ fn parse_engine_id(s: &str) -> Result<String, String> {
     } else {
         Err("an engine_id is 1-128 characters of A-Z a-z 0-9 . _ : / -".to_string())
     }
+}
+
+/// `--max-age`: plain seconds or a number with the unit s, m, h or d, in seconds.
+///
+/// ```
+/// # use kvcr::cli::parse_age;
+/// assert_eq!(parse_age("90"), Ok(90));
+/// assert_eq!(parse_age("15m"), Ok(900));
+/// assert_eq!(parse_age("2h"), Ok(7200));
+/// assert_eq!(parse_age("1d"), Ok(86400));
+/// assert!(parse_age("1.5h").is_err());
+/// assert!(parse_age("-1").is_err());
+/// ```
+pub fn parse_age(s: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("{s:?} is not an age: use seconds (300) or a number with s, m, h or d (5m, 2h, 1d)")
+    };
+    let (digits, mult) = match s.as_bytes().last() {
+        Some(b's') => (&s[..s.len() - 1], 1),
+        Some(b'm') => (&s[..s.len() - 1], 60),
+        Some(b'h') => (&s[..s.len() - 1], 3600),
+        Some(b'd') => (&s[..s.len() - 1], 86400),
+        _ => (s, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(bad)
 }
 
 fn parse_ranks(s: &str) -> Result<crate::rankset::RankSet, String> {

@@ -26,10 +26,11 @@ pub enum Code {
     KV108,
     KV109,
     KV110,
+    KV111,
 }
 
 impl Code {
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 21] = [
         Code::KV001,
         Code::KV002,
         Code::KV003,
@@ -50,6 +51,7 @@ impl Code {
         Code::KV108,
         Code::KV109,
         Code::KV110,
+        Code::KV111,
     ];
 
     /// The stable short name (SPEC §5 "name" column).
@@ -75,6 +77,7 @@ impl Code {
             Code::KV108 => "stale",
             Code::KV109 => "not-quiesced",
             Code::KV110 => "foreign-node",
+            Code::KV111 => "handle-reuse",
         }
     }
 
@@ -100,6 +103,7 @@ impl Code {
             Code::KV108 => "KV108",
             Code::KV109 => "KV109",
             Code::KV110 => "KV110",
+            Code::KV111 => "KV111",
         }
     }
 

@@ -53,7 +53,8 @@ pub struct NodeGroup {
 
 #[derive(Debug, Deserialize)]
 pub struct NodeRank {
-    pub rank: u64,
+    /// `null` in a report when the file name's rank did not fit in 64 bits.
+    pub rank: Option<u64>,
     pub path: String,
     pub gpu_uuid: Option<String>,
     pub verdict: Verdict,
@@ -182,11 +183,23 @@ pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
     let mut files = Vec::new();
     let mut global = Vec::new();
 
-    // Two reports from one node would count its ranks twice.
-    let mut by_host: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    // Two reports from one node would count its ranks twice. Hostnames
+    // compare ASCII case-insensitively; a report that names no host cannot
+    // be told apart from another node's.
+    let mut by_host: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for (name, r) in reports {
-        if let Some(h) = r.host.as_deref() {
-            by_host.entry(h).or_default().push(name);
+        match r.host.as_deref().filter(|h| !h.is_empty()) {
+            Some(h) => by_host
+                .entry(h.to_ascii_lowercase())
+                .or_default()
+                .push(name),
+            None => global.push(
+                Finding::reject(
+                    Code::KV110,
+                    format!("report {name} names no host: cannot tell which node it describes"),
+                )
+                .values("a non-empty host", "none"),
+            ),
         }
         for f in &r.files {
             files.push(FileVerdict {
@@ -201,7 +214,7 @@ pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
                 Finding::reject(
                     Code::KV102,
                     format!(
-                        "reports {} all come from node {host:?}; each node must be audited once",
+                        "reports {} all come from node {host:?} (hostnames compare ignoring ASCII case); each node must be audited once",
                         names.join(", ")
                     ),
                 )
@@ -254,27 +267,127 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         .collect();
     let model_ok = agree(&mut findings, Code::KV105, "model", &models).is_some();
 
-    // Each node's own group-level rejections carry over, except KV103: merge
-    // recomputes missing ranks over all nodes.
+    // Judged from the ranks' own data (docs/format.md §10.6), never from a
+    // report's verdict fields alone.
+    if world_size == Some(0) {
+        findings.push(
+            Finding::reject(Code::KV104, "world_size is 0 in the reports")
+                .values("world_size ≥ 1", 0),
+        );
+    }
     for (name, g) in parts {
+        if g.geometry.is_none() {
+            findings.push(
+                Finding::reject(
+                    Code::KV104,
+                    format!("report {name} carries no geometry for the group: the shape cannot be compared across nodes"),
+                )
+                .values("geometry", "none"),
+            );
+        }
+        if g.model.is_none() {
+            findings.push(
+                Finding::reject(
+                    Code::KV105,
+                    format!("report {name} carries no model for the group: the model cannot be compared across nodes"),
+                )
+                .values("model", "none"),
+            );
+        }
+        // Each node's own group-level rejections carry over, except KV103:
+        // merge recomputes missing ranks over all nodes.
         for f in &g.findings {
             if f.code != "KV103" {
                 findings.push(finding(name, f));
             }
+        }
+        // A node that rejected the group rejects the merge, whatever else
+        // the report says.
+        if g.verdict == Verdict::Reject
+            && !g.findings.iter().any(|f| f.severity == Severity::Reject)
+            && !g
+                .ranks
+                .iter()
+                .any(|r| r.findings.iter().any(|f| f.severity == Severity::Reject))
+        {
+            findings.push(
+                Finding::reject(
+                    Code::KV007,
+                    format!(
+                        "report {name} rejects the group without a reason this merge can judge"
+                    ),
+                )
+                .values("accept", "reject"),
+            );
         }
     }
 
     let mut ranks: Vec<RankVerdict> = Vec::new();
     let mut seen: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
     for (name, g) in parts {
+        let local = g
+            .local_ranks
+            .as_deref()
+            .map(|s| (s, crate::rankset::RankSet::parse(s)));
         for r in &g.ranks {
-            seen.entry(r.rank).or_default().push(name);
+            let mut rank_findings: Vec<Finding> =
+                r.findings.iter().map(|f| finding(name, f)).collect();
+            let at = |f: Finding| f.at(r.path.clone());
+            match r.rank {
+                None => rank_findings.push(at(Finding::reject(
+                    Code::KV101,
+                    format!("report {name} lists a rank with no number"),
+                )
+                .values("a rank number", "null"))),
+                Some(n) => {
+                    seen.entry(n).or_default().push(name);
+                    if let Some(ws) = world_size.filter(|&ws| n >= ws) {
+                        rank_findings.push(at(Finding::reject(
+                            Code::KV101,
+                            format!("report {name} lists rank {n}, not below world_size {ws}"),
+                        )
+                        .values(format!("rank < {ws}"), n)));
+                    }
+                    match &local {
+                        Some((_, Ok(set))) if !set.contains(n) => {
+                            rank_findings.push(at(Finding::reject(
+                                Code::KV101,
+                                format!("report {name} lists rank {n}, outside its own local ranks {set}"),
+                            )
+                            .values(format!("a rank in {set}"), n)));
+                        }
+                        Some((s, Err(_))) => {
+                            rank_findings.push(at(Finding::reject(
+                                Code::KV101,
+                                format!("report {name} has unreadable local_ranks {s:?}"),
+                            )
+                            .values("a rank list such as 0-3", format!("{s:?}"))));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if r.verdict == Verdict::Reject && !rank_findings.iter().any(Finding::is_reject) {
+                rank_findings.push(at(Finding::reject(
+                    Code::KV007,
+                    format!("report {name} rejects this rank without a reason"),
+                )
+                .values("accept", "reject")));
+            }
+            // A rank is accepted only when nothing in its own data rejects it.
+            let verdict =
+                if r.verdict == Verdict::Accept && !rank_findings.iter().any(Finding::is_reject) {
+                    Verdict::Accept
+                } else {
+                    Verdict::Reject
+                };
             ranks.push(RankVerdict {
                 rank: r.rank,
                 path: r.path.clone(),
+                raw_path: r.path.as_bytes().to_vec(),
                 gpu_uuid: r.gpu_uuid.clone(),
-                verdict: r.verdict,
-                findings: r.findings.iter().map(|f| finding(name, f)).collect(),
+                verdict,
+                findings: rank_findings,
                 not_checked: r.not_checked.clone(),
                 report: Some(name.to_string()),
                 incarnation: g.incarnation,
@@ -285,13 +398,16 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         }
     }
     for r in ranks.iter_mut() {
-        let names = &seen[&r.rank];
+        let Some(n) = r.rank else {
+            continue;
+        };
+        let names = &seen[&n];
         if names.len() > 1 {
             r.verdict = Verdict::Reject;
             r.findings.push(
                 Finding::reject(
                     Code::KV102,
-                    format!("rank {} is reported by {}", r.rank, names.join(" and ")),
+                    format!("rank {n} is reported by {}", names.join(" and ")),
                 )
                 .values("one node per rank", names.join(", "))
                 .at(r.path.clone()),

@@ -23,6 +23,7 @@ use crate::inventory::{
 };
 use crate::verdict::{Candidate, FileVerdict};
 use std::collections::VecDeque;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -128,6 +129,7 @@ fn outcome(entry: Entry, bytes: Option<&[u8]>, keep_allocations: bool) -> Outcom
             findings.extend(parsed.findings.into_iter().map(|f| f.at(path.clone())));
             Outcome::Candidate(Candidate {
                 path,
+                raw_path: entry.rel_path.as_os_str().as_bytes().to_vec(),
                 name_rank: *name_rank,
                 mode: entry.mode,
                 ident: parsed.ident,

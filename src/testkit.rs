@@ -20,11 +20,22 @@ pub fn gpu(group: u32, rank: u64) -> String {
     format!("GPU-{lead:08x}-{group:04x}-4000-8000-{rank:012x}")
 }
 
-/// 64 handle bytes as 128 hex chars, distinct per (rank, allocation).
+/// 64 handle bytes as 128 hex chars, distinct per (rank, allocation): the
+/// first 12 bytes spell the rank and the allocation index, so no two
+/// (rank, allocation) pairs ever share a handle (KV111).
 pub fn handle_hex(rank: u64, alloc: usize) -> String {
-    (0..64u64)
-        .map(|i| format!("{:02x}", (i * 7 + rank * 31 + alloc as u64 * 13) % 256))
-        .collect()
+    let mut b = [0u8; 64];
+    b[..8].copy_from_slice(&rank.to_be_bytes());
+    b[8..12].copy_from_slice(&(alloc as u32).to_be_bytes());
+    for (i, x) in b.iter_mut().enumerate().skip(12) {
+        *x = ((i as u64 * 7 + rank * 31 + alloc as u64 * 13) % 256) as u8;
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A posix_fd number distinct per (rank, allocation) inside one owner.
+pub fn handle_fd(rank: u64, alloc: usize, allocations: usize) -> u64 {
+    10 + rank * allocations.max(1) as u64 + alloc as u64
 }
 
 /// Parameters of one descriptor; `build` turns them into sealed JSON.
@@ -63,7 +74,7 @@ impl Desc {
         let allocations: Vec<Value> = (0..self.allocations)
             .map(|i| {
                 let handle = match self.handle_kind {
-                    "posix_fd" => json!({"kind": "posix_fd", "fd": 10 + i}),
+                    "posix_fd" => json!({"kind": "posix_fd", "fd": handle_fd(self.rank, i, self.allocations)}),
                     kind => json!({"kind": kind, "hex": handle_hex(self.rank, i)}),
                 };
                 json!({"id": format!("kv-{i}"), "size_bytes": per_rank.div_ceil(n), "handle": handle})

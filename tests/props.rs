@@ -454,6 +454,7 @@ fn candidate(path: &str, name_rank: Option<u64>, bytes: &[u8]) -> Candidate {
     let out = parse_descriptor(bytes);
     Candidate {
         path: path.to_string(),
+        raw_path: path.as_bytes().to_vec(),
         name_rank,
         mode: 0o600,
         ident: out.ident,

@@ -93,6 +93,7 @@ fuzz_target!(|data: &[u8]| {
         }
         cands.push(Candidate {
             path: path.clone(),
+            raw_path: path.clone().into_bytes(),
             name_rank: Some(name_rank),
             mode: 0o600,
             ident: out.ident,

@@ -42,6 +42,7 @@ fn inventory() -> &'static [Candidate] {
                 let out = parse_descriptor(&d.bytes());
                 assert!(out.findings.is_empty());
                 Candidate {
+                    raw_path: path.clone().into_bytes(),
                     path,
                     name_rank: Some(d.rank),
                     mode: 0o600,

@@ -138,10 +138,37 @@ pub enum GpuKind {
 }
 
 /// `GPU-<uuid>` or `MIG-<uuid>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// A GPU's identity is its 16 UUID bytes (docs/format.md §10.1): equality,
+/// ordering and hashing ignore the prefix, so `GPU-<u>` and `MIG-<u>` are the
+/// same GPU everywhere a `GpuUuid` is compared (verdict, profile, node probe,
+/// import plan, backends). The prefix is kept for display only.
+#[derive(Clone, Copy, Debug)]
 pub struct GpuUuid {
     pub kind: GpuKind,
     pub uuid: Uuid,
+}
+
+impl PartialEq for GpuUuid {
+    fn eq(&self, other: &Self) -> bool {
+        self.uuid.as_bytes() == other.uuid.as_bytes()
+    }
+}
+impl Eq for GpuUuid {}
+impl std::hash::Hash for GpuUuid {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.uuid.as_bytes().hash(h)
+    }
+}
+impl PartialOrd for GpuUuid {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for GpuUuid {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.uuid.as_bytes().cmp(other.uuid.as_bytes())
+    }
 }
 
 impl GpuUuid {
@@ -238,6 +265,10 @@ pub struct AllocSummary {
     pub duplicate_ids: Vec<String>,
     /// Whether any handle carries bytes that grant access (`cuda_ipc`, `fabric`).
     pub carries_bytes: bool,
+    /// Every allocation's handle, in order: the memory's identity, kept so
+    /// the verdict can refuse one handle used twice (KV111) even when the
+    /// allocations themselves are dropped.
+    pub handles: Vec<Handle>,
 }
 
 /// A fully parsed, schema-valid descriptor. The digest may still mismatch;

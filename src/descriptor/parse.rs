@@ -459,7 +459,10 @@ impl<'v> AllocBuilder<'v> {
             keep,
             out: Vec::with_capacity(if keep { n } else { 0 }),
             ids: Vec::with_capacity(n),
-            sum: AllocSummary::default(),
+            sum: AllocSummary {
+                handles: Vec::with_capacity(n),
+                ..AllocSummary::default()
+            },
         }
     }
 
@@ -468,6 +471,7 @@ impl<'v> AllocBuilder<'v> {
         self.sum.total_bytes += u128::from(size_bytes);
         self.sum.carries_bytes |= handle.carries_bytes();
         self.ids.push(id);
+        self.sum.handles.push(handle.clone());
         if self.keep {
             self.out.push(Allocation {
                 id: id.to_owned(),

@@ -50,7 +50,7 @@ impl Plan {
     /// accepted group has exactly one current, parsed descriptor per rank.
     pub fn from_group(
         g: &GroupVerdict,
-        descriptors: &BTreeMap<String, Descriptor>,
+        descriptors: &BTreeMap<Vec<u8>, Descriptor>,
     ) -> Result<Plan, String> {
         if g.verdict != Verdict::Accept {
             return Err(format!("group {:?} was not accepted", g.engine_id));
@@ -70,7 +70,7 @@ impl Plan {
         let mut ranks = Vec::with_capacity(g.ranks.len());
         for rv in &g.ranks {
             let d = descriptors
-                .get(&rv.path)
+                .get(&rv.raw_path)
                 .ok_or_else(|| format!("no parsed descriptor for {}", rv.path))?;
             if d.allocations.is_empty() || d.allocations.len() != d.alloc_summary.count {
                 return Err(format!(
@@ -78,9 +78,9 @@ impl Plan {
                     rv.path
                 ));
             }
-            if d.rank != rv.rank || d.engine_id != g.engine_id {
+            if Some(d.rank) != rv.rank || d.engine_id != g.engine_id {
                 return Err(format!(
-                    "descriptor {} does not hold rank {} of {:?}",
+                    "descriptor {} does not hold rank {:?} of {:?}",
                     rv.path, rv.rank, g.engine_id
                 ));
             }
@@ -116,10 +116,10 @@ impl Plan {
     }
 }
 
-/// A live audit that kept the parsed descriptors it judged, by path.
+/// A live audit that kept the parsed descriptors it judged, by raw path bytes.
 pub struct Audited {
     pub run: AuditRun,
-    pub descriptors: BTreeMap<String, Descriptor>,
+    pub descriptors: BTreeMap<Vec<u8>, Descriptor>,
 }
 
 /// `kvcr audit --live` for import: the same reading, the same verdict core,

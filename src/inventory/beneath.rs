@@ -15,6 +15,9 @@ use rustix::io::Errno;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+/// Most directory fds held at once.
+const MAX_HELD: usize = 16;
+
 /// What is at a listed path now, seen through its parent held beneath the root.
 pub(super) enum Now {
     /// The entry, lstat'ed relative to its parent directory fd.
@@ -44,6 +47,22 @@ impl<'a> Beneath<'a> {
         }
     }
 
+    /// The mount id of the entry at `rel`, looked up through the parent
+    /// directory held by the last [`Beneath::stat`] of `rel`.
+    pub(super) fn mount_id(&self, rel: &Path) -> Option<u64> {
+        let name = rel.file_name()?;
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        let dir = if parent.as_os_str().is_empty() {
+            self.root_fd
+        } else {
+            match self.open.last() {
+                Some((p, fd)) if p == parent => fd.as_fd(),
+                _ => return None,
+            }
+        };
+        super::walk::mount_id(dir, Some(name))
+    }
+
     /// The entry at `rel` (relative to the root, at least one component).
     pub(super) fn stat(&mut self, rel: &Path) -> Now {
         let Some(name) = rel.file_name() else {
@@ -62,7 +81,14 @@ impl<'a> Beneath<'a> {
             }
             if self.open.last().is_none_or(|(p, _)| p != parent) {
                 match open::open_beneath(self.root_fd, parent, true) {
-                    Ok(fd) => self.open.push((parent.to_path_buf(), fd)),
+                    Ok(fd) => {
+                        // Only the last is used for lookups: a very deep
+                        // tree must not hold one fd per level.
+                        if self.open.len() >= MAX_HELD {
+                            self.open.remove(0);
+                        }
+                        self.open.push((parent.to_path_buf(), fd))
+                    }
                     Err(e) => return Now::ParentFailed(e),
                 }
             }

@@ -107,6 +107,31 @@ pub fn open_beneath_with(
     want_dir: bool,
     strategy: Strategy,
 ) -> Result<OwnedFd, OpenError> {
+    open_beneath_flags(dir, rel, leaf_flags(want_dir), strategy)
+}
+
+/// An `O_PATH` fd for `rel` beneath `dir`: it names the inode without
+/// opening it (a FIFO or device is not opened, no driver code runs), so the
+/// type can be checked on the fd before anything is opened for reading.
+pub fn open_path_beneath(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    strategy: Strategy,
+) -> Result<OwnedFd, OpenError> {
+    open_beneath_flags(
+        dir,
+        rel,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        strategy,
+    )
+}
+
+fn open_beneath_flags(
+    dir: BorrowedFd<'_>,
+    rel: &Path,
+    leaf: OFlags,
+    strategy: Strategy,
+) -> Result<OwnedFd, OpenError> {
     if rel.as_os_str().is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
         return Err(OpenError::Os(Errno::INVAL));
     }
@@ -116,7 +141,7 @@ pub fn open_beneath_with(
         Strategy::Auto => OPENAT2.load(Ordering::Relaxed) != OPENAT2_UNAVAILABLE,
     };
     if use_openat2 {
-        match openat2_beneath(dir, rel, want_dir) {
+        match openat2_beneath(dir, rel, leaf) {
             Err(OpenError::Os(Errno::NOSYS | Errno::PERM)) if strategy == Strategy::Auto => {
                 // Not available here (old kernel or a seccomp filter):
                 // remember and use the per-component walk from now on.
@@ -133,14 +158,19 @@ pub fn open_beneath_with(
             }
         }
     }
-    per_component(dir, rel, want_dir)
+    per_component(dir, rel, leaf)
 }
 
-fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, want_dir: bool) -> Result<OwnedFd, OpenError> {
-    let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, leaf: OFlags) -> Result<OwnedFd, OpenError> {
+    // NO_XDEV: nothing on another mount (a bind mount below the root) is
+    // ever opened; the walk reports such a mount point as KV003.
+    let resolve = ResolveFlags::NO_SYMLINKS
+        | ResolveFlags::BENEATH
+        | ResolveFlags::NO_MAGICLINKS
+        | ResolveFlags::NO_XDEV;
     let mut tries = 0;
     loop {
-        match rustix::fs::openat2(dir, rel, leaf_flags(want_dir), Mode::empty(), resolve) {
+        match rustix::fs::openat2(dir, rel, leaf, Mode::empty(), resolve) {
             Ok(fd) => return Ok(fd),
             Err(Errno::LOOP) => return Err(OpenError::Symlink),
             // EAGAIN: a concurrent rename raced the resolution; retry a little.
@@ -151,7 +181,7 @@ fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, want_dir: bool) -> Result<Ow
     }
 }
 
-fn per_component(dir: BorrowedFd<'_>, rel: &Path, want_dir: bool) -> Result<OwnedFd, OpenError> {
+fn per_component(dir: BorrowedFd<'_>, rel: &Path, leaf_fl: OFlags) -> Result<OwnedFd, OpenError> {
     let comps: Vec<&std::ffi::OsStr> = rel.iter().collect();
     let (leaf, parents) = comps.split_last().ok_or(OpenError::Os(Errno::INVAL))?;
     let mut held: Option<OwnedFd> = None;
@@ -167,7 +197,7 @@ fn per_component(dir: BorrowedFd<'_>, rel: &Path, want_dir: bool) -> Result<Owne
         held = Some(next);
     }
     let cur = held.as_ref().map_or(dir, |fd| fd.as_fd());
-    match openat_retry(cur, leaf, leaf_flags(want_dir)) {
+    match openat_retry(cur, leaf, leaf_fl) {
         Ok(fd) => Ok(fd),
         Err(Errno::LOOP) => Err(OpenError::Symlink),
         Err(Errno::NOTDIR) if is_symlink_at(cur, leaf) => Err(OpenError::Symlink),
@@ -288,7 +318,11 @@ pub fn open_regular(
     strategy: Strategy,
 ) -> Result<(File, Metadata), Box<Finding>> {
     let at = display_path(rel);
-    let fd = match open_beneath_with(root, rel, false, strategy) {
+    let kv005 = |what: &str, e: std::io::Error| {
+        Box::new(Finding::reject(Code::KV005, format!("{what}: {e}")).at(&at))
+    };
+    // 1. Classify through an O_PATH fd: nothing is opened yet.
+    let path_fd = match open_path_beneath(root, rel, strategy) {
         Ok(fd) => fd,
         Err(OpenError::Symlink) => {
             return Err(Box::new(
@@ -296,36 +330,83 @@ pub fn open_regular(
                     Code::KV001,
                     "replaced by a symlink while auditing; not followed",
                 )
-                .at(at)
+                .at(&at)
                 .values("regular file", symlink_description(root, rel)),
             ));
         }
-        Err(OpenError::Os(e)) => {
+        Err(OpenError::Os(Errno::XDEV)) => {
             return Err(Box::new(
                 Finding::reject(
-                    Code::KV005,
-                    format!("cannot open: {}", std::io::Error::from(e)),
+                    Code::KV003,
+                    "on another mount than the inventory root (a bind mount?); not read",
                 )
-                .at(at),
+                .at(&at)
+                .values("the inventory root's mount", "another mount"),
             ));
         }
+        Err(OpenError::Os(e)) => return Err(kv005("cannot open", e.into())),
     };
-    let file = File::from(fd);
-    let md = file.metadata().map_err(|e| {
-        Box::new(Finding::reject(Code::KV005, format!("cannot stat the open file: {e}")).at(&at))
-    })?;
-    if !md.file_type().is_file() {
-        let what = type_name(md.file_type());
+    let st = rustix::fs::fstat(&path_fd).map_err(|e| kv005("cannot stat", e.into()))?;
+    let ft = FileType::from_raw_mode(st.st_mode);
+    if ft == FileType::Symlink {
+        // O_PATH|O_NOFOLLOW names a symlink leaf itself: never followed.
+        return Err(Box::new(
+            Finding::reject(
+                Code::KV001,
+                "replaced by a symlink while auditing; not followed",
+            )
+            .at(&at)
+            .values("regular file", symlink_description(root, rel)),
+        ));
+    }
+    if ft != FileType::RegularFile {
+        let what = super::beneath::mode_type_name(st.st_mode);
         return Err(Box::new(
             Finding::reject(
                 Code::KV002,
-                format!("not a regular file (a {what} was swapped in while auditing)"),
+                format!("not a regular file (a {what} was swapped in while auditing); not opened"),
             )
-            .at(at)
+            .at(&at)
             .values("regular file", what),
         ));
     }
+    // 2. Open for reading exactly the inode just classified, through the
+    // fd's magic link: a rename racing this step cannot swap in a device.
+    let file = reopen_for_reading(&path_fd).map_err(|e| kv005("cannot open", e))?;
+    let md = file
+        .metadata()
+        .map_err(|e| kv005("cannot stat the open file", e))?;
+    if !md.file_type().is_file() || md.ino() != st.st_ino as u64 || md.dev() != st.st_dev as u64 {
+        return Err(Box::new(
+            Finding::reject(
+                Code::KV005,
+                "changed while auditing (replaced while being opened)",
+            )
+            .at(&at),
+        ));
+    }
     Ok((file, md))
+}
+
+/// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
+/// (the only way Linux offers to upgrade an `O_PATH` fd). Without /proc the
+/// file cannot be opened race-free, and it is not read (KV005).
+fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    let link = format!("/proc/self/fd/{}", path_fd.as_raw_fd());
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    loop {
+        match rustix::fs::open(link.as_str(), flags, Mode::empty()) {
+            Ok(fd) => return Ok(File::from(fd)),
+            Err(Errno::INTR) => continue,
+            Err(Errno::NOENT) => {
+                return Err(std::io::Error::other(
+                    "/proc is not mounted, so the file cannot be opened race-free",
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// KV005 when the opened file (`md`) is not the one `listed`.

@@ -513,10 +513,53 @@ fn depth_limit() {
         "beyond the depth limit of 8; not read"
     );
     assert!(deep.bytes.is_none());
-    let deep_dir = find(&seen, "d1/d2/d3/d4/d5/d6/d7/d8/d9");
-    assert_eq!(deep_dir.entry.kind, EntryKind::Dir);
-    assert_eq!(codes(deep_dir), [Code::KV010]);
-    assert!(paths(&seen).iter().all(|p| !p.contains("d9/")));
+    // The walk goes on below the depth limit: deeper files are notices,
+    // never read, and the directory itself carries nothing.
+    let deeper = find(&seen, "d1/d2/d3/d4/d5/d6/d7/d8/d9/rank-2.json");
+    assert_eq!(codes(deeper), [Code::KV010]);
+    assert!(deeper.bytes.is_none());
+    assert!(!paths(&seen)
+        .iter()
+        .any(|p| p == "d1/d2/d3/d4/d5/d6/d7/d8/d9"));
+}
+
+#[test]
+fn unsafe_entries_are_reported_at_any_depth() {
+    let d = tmp();
+    let mut p = d.path().to_path_buf();
+    for i in 1..=20 {
+        p.push(format!("d{i}"));
+        mkdir(&p);
+    }
+    std::os::unix::fs::symlink("/etc/passwd", p.join("rank-0.json")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        p.join("rank-1.json"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    mkdir(&p.join("rank-2.json"));
+    let (seen, stats) = scan_all(d.path());
+    assert_eq!(stats.descriptors, 3, "{:?}", paths(&seen));
+    let rel = p
+        .strip_prefix(d.path())
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let link = find(&seen, &format!("{rel}/rank-0.json"));
+    assert_eq!(codes(link), [Code::KV001]);
+    assert!(link.entry.findings[0].message.contains("/etc/passwd"));
+    assert_eq!(
+        codes(find(&seen, &format!("{rel}/rank-1.json"))),
+        [Code::KV002]
+    );
+    assert_eq!(
+        codes(find(&seen, &format!("{rel}/rank-2.json"))),
+        [Code::KV002]
+    );
 }
 
 #[test]

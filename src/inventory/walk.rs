@@ -240,11 +240,13 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
     // Entries reported without being opened are looked up again through
     // their parent, held open beneath the root (see `beneath`).
     let mut beneath = Beneath::new(inv.file.as_fd());
+    // No depth limit on the walk: the limit bounds where descriptors are
+    // read, not where unsafe entries (symlinks, devices, mounts) are found.
     let mut it = WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
-        .max_depth(MAX_DESCRIPTOR_DEPTH + 1)
         .into_iter();
+    let root_mnt = mount_id(inv.file.as_fd(), None);
     while let Some(item) = it.next() {
         let dent = match item {
             Ok(d) => d,
@@ -353,24 +355,20 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
             }
         }
 
-        if depth > MAX_DESCRIPTOR_DEPTH {
-            if ft.is_dir() {
-                it.skip_current_dir();
-            }
-            let kind = if ft.is_dir() {
-                EntryKind::Dir
-            } else {
-                EntryKind::Stray
-            };
+        if depth > MAX_DESCRIPTOR_DEPTH && ft.is_file() {
+            // Deeper regular files are never read; unsafe entries are still
+            // reported below as at any depth.
             let f = Finding::notice(
                 Code::KV010,
                 format!("beyond the depth limit of {MAX_DESCRIPTOR_DEPTH}; not read"),
             )
             .at(&at);
-            emit(Listed::Entry(sc.entry(rel, kind, vec![f], 0)), &mut stats);
+            emit(
+                Listed::Entry(sc.entry(rel, EntryKind::Stray, vec![f], 0)),
+                &mut stats,
+            );
             continue;
         }
-
         let name = dent.file_name();
         if ft.is_symlink() {
             let found = open::symlink_description(sc.root_fd, &rel);
@@ -418,6 +416,27 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
         if ft.is_dir() {
             let mut findings = Vec::new();
             let kind = dir_kind(name);
+            // Another mount (a bind mount, another file system) is not
+            // entered: whatever it holds is not this inventory's.
+            let other_mount = md.st_dev != root_md.dev()
+                || match (root_mnt, beneath.mount_id(&rel)) {
+                    (Some(a), Some(b)) => a != b,
+                    _ => false,
+                };
+            if other_mount {
+                it.skip_current_dir();
+                findings.push(
+                    Finding::reject(
+                        Code::KV003,
+                        "directory is a mount point (another mount than the inventory root's); not entered",
+                    )
+                    .at(&at)
+                    .values("the inventory root's mount", "another mount"),
+                );
+                let entry = sc.with_inherited(sc.entry(rel, kind, findings, 0), &at);
+                emit(Listed::Entry(entry), &mut stats);
+                continue;
+            }
             if let EntryKind::Descriptor { .. } = kind {
                 findings.push(
                     Finding::reject(Code::KV002, "a directory with a descriptor's name")
@@ -490,6 +509,18 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
         }
     }
     Ok(stats)
+}
+
+/// The mount id of `name` beneath `dir` (or of `dir` itself), where the
+/// kernel reports one (statx `STATX_MNT_ID`, Linux 5.8+).
+pub(super) fn mount_id(dir: BorrowedFd<'_>, name: Option<&std::ffi::OsStr>) -> Option<u64> {
+    use rustix::fs::{AtFlags, StatxFlags};
+    let (path, flags) = match name {
+        Some(n) => (n, AtFlags::SYMLINK_NOFOLLOW),
+        None => (std::ffi::OsStr::new(""), AtFlags::EMPTY_PATH),
+    };
+    let sx = rustix::fs::statx(dir, path, flags, StatxFlags::MNT_ID).ok()?;
+    (sx.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(sx.stx_mnt_id)
 }
 
 fn torn(at: &str) -> Finding {
@@ -643,6 +674,18 @@ impl Reader<'_> {
             return Ok((file, md));
         }
         let at = display_path(rel);
+        if md.dev() != self.root_dev {
+            // openat2 refuses mounts (RESOLVE_NO_XDEV); this catches the
+            // per-component fallback.
+            return Err(Box::new(
+                Finding::reject(
+                    Code::KV003,
+                    "on another mount than the inventory root (a bind mount?); not read",
+                )
+                .at(&at)
+                .values("the inventory root's mount", "another mount"),
+            ));
+        }
         let st = rustix::fs::statat(self.root_fd, rel, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| {
                 Box::new(

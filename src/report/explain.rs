@@ -153,10 +153,17 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV110 => (
             Severity::Reject,
-            "(live) The descriptor was written on another node: its handles mean nothing here.",
-            "node.hostname against this node's hostname.",
-            "audit the inventory on the node that wrote it",
-            "checked only with --live",
+            "The descriptor does not belong to this inventory's node. One inventory holds one node's descriptors: every current descriptor of a group must name the same node.hostname (ASCII case-insensitive) and node.boot_id, with or without --live. In live mode also: the descriptor was written on another node, so its handles mean nothing here.",
+            "node.hostname and node.boot_id of every current descriptor against the reference rank's (always); with --live, node.hostname against this node's hostname. In `kvcr merge`: a report that names no host.",
+            "audit each node's inventory on that node; never copy descriptors between nodes or inventories",
+            "the comparison with this node's hostname is made only with --live",
+        ),
+        KV111 => (
+            Severity::Reject,
+            "One memory handle appears twice among a group's current descriptors: twice in one descriptor (its size sum counts the memory twice) or in two ranks (two ranks would share one cache). A handle's identity is its kind and bytes: the 64 bytes of a cuda_ipc or fabric handle, the owner pid and fd of a posix_fd.",
+            "Every allocation's handle of every current descriptor of the group, compared byte for byte (posix_fd: owner pid and fd).",
+            "do not import: have the owner re-export one handle per allocation and rewrite the descriptors, then audit again",
+            "",
         ),
     };
     Explanation {

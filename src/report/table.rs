@@ -194,18 +194,30 @@ fn group(
         ],
         &[6],
     );
-    let mut rows: Vec<(u64, Option<&RankVerdict>)> =
-        g.ranks.iter().map(|r| (r.rank, Some(r))).collect();
-    rows.extend(g.missing.iter().map(|&m| (m, None)));
+    // Runs of missing ranks are one row each (docs/format.md §10.4): a
+    // table never grows with world_size alone.
+    enum Line<'a> {
+        Rank(&'a RankVerdict),
+        Missing(u64, u64),
+    }
+    let mut rows: Vec<(Option<u64>, Line)> =
+        g.ranks.iter().map(|r| (r.rank, Line::Rank(r))).collect();
+    let mut i = 0;
+    while i < g.missing.len() {
+        let start = g.missing[i];
+        let mut end = start;
+        while i + 1 < g.missing.len() && g.missing[i + 1] == end + 1 {
+            i += 1;
+            end = g.missing[i];
+        }
+        rows.push((Some(start), Line::Missing(start, end)));
+        i += 1;
+    }
     rows.sort_by_key(|(rank, _)| *rank);
-    for (rank, r) in rows {
-        match r {
-            Some(r) => {
-                let rank_s = if r.rank == u64::MAX {
-                    "?".to_string()
-                } else {
-                    r.rank.to_string()
-                };
+    for (_, line) in rows {
+        match line {
+            Line::Rank(r) => {
+                let rank_s = r.rank.map_or("?".to_string(), |n| n.to_string());
                 t.add_row(vec![
                     Cell::new(rank_s),
                     Cell::new(r.gpu_uuid.as_deref().map_or("-".into(), |g| short(g, 12))),
@@ -225,15 +237,29 @@ fn group(
                     Cell::new(reason(p, r, live)),
                 ]);
             }
-            None => {
+            Line::Missing(start, end) => {
+                let (label, why) = if start == end {
+                    (
+                        start.to_string(),
+                        "KV103 no current descriptor for this rank".to_string(),
+                    )
+                } else {
+                    (
+                        format!("{start}-{end}"),
+                        format!(
+                            "KV103 no current descriptor for these {} ranks",
+                            end - start + 1
+                        ),
+                    )
+                };
                 t.add_row(vec![
-                    Cell::new(rank),
+                    Cell::new(label),
                     Cell::new("-"),
                     Cell::new("-"),
                     Cell::new("-"),
                     Cell::new("-"),
                     verdict_cell(p, Verdict::Reject, true),
-                    Cell::new("KV103 no current descriptor for this rank"),
+                    Cell::new(why),
                 ]);
             }
         }
@@ -260,7 +286,8 @@ fn group(
     }
     if p.verbosity == Verbosity::Verbose {
         for r in &g.ranks {
-            writeln!(out, "  rank {} file: {}", r.rank, terminal(&r.path))?;
+            let rank = r.rank.map_or("?".to_string(), |n| n.to_string());
+            writeln!(out, "  rank {rank} file: {}", terminal(&r.path))?;
         }
     }
     writeln!(out)

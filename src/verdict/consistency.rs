@@ -1,12 +1,13 @@
-//! KV104 (geometry), KV105 (model), KV106 (GPU UUID, non-live part) and the
-//! epoch-within-incarnation part of KV107: every current rank against the
-//! profile where it declares a field, else against the reference rank.
+//! KV104 (geometry), KV105 (model), KV106 (GPU UUID, non-live part), the
+//! epoch-within-incarnation part of KV107 and the one-node part of KV110:
+//! every current rank against the profile where it declares a field, else
+//! against the reference rank.
 
+use super::claims::{name_bounded, Claims};
 use super::Row;
-use crate::descriptor::{Descriptor, Geometry, Model};
+use crate::descriptor::{Descriptor, Geometry, Model, NodeId};
 use crate::finding::{Code, Finding};
 use crate::profile::Profile;
-use std::collections::BTreeMap;
 use std::fmt::Display;
 
 /// The values every rank is compared with.
@@ -19,6 +20,7 @@ pub(crate) struct Reference {
     pub geometry: Geometry,
     pub model: Model,
     pub epoch: u64,
+    pub node: NodeId,
 }
 
 /// Rank 0 of the current incarnation, else the lowest valid rank (ties,
@@ -34,7 +36,7 @@ pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
             .filter(|r| r.desc().is_some() && (!clean || r.is_clean()))
             .min_by(|a, b| {
                 let (da, db) = (a.desc().map(|d| d.rank), b.desc().map(|d| d.rank));
-                da.cmp(&db).then_with(|| a.path().cmp(b.path()))
+                da.cmp(&db).then_with(|| a.raw_path().cmp(b.raw_path()))
             })
     };
     let best = lowest(true).or_else(|| lowest(false))?.desc()?;
@@ -46,6 +48,7 @@ pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
         geometry: best.geometry.clone(),
         model: best.model.clone(),
         epoch: best.epoch,
+        node: best.node.clone(),
     })
 }
 
@@ -101,6 +104,7 @@ pub(crate) fn check(rows: &mut [Row], reference: Option<&Reference>, profile: Op
         };
         geometry(row, &d, refr, profile);
         model(row, &d, refr, profile);
+        node(row, &d, refr);
         if let Some(r) = refr {
             if d.epoch != r.epoch {
                 let from = src(false, refr);
@@ -258,46 +262,56 @@ fn model(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Profil
 }
 
 /// One GPU claimed by two current ranks; not the profile's GPU for a rank.
+/// GPUs are compared by their 16 UUID bytes (`GpuUuid`'s equality): a
+/// `GPU-<u>` and a `MIG-<u>` are one GPU.
 fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
-    let mut claims: BTreeMap<String, Vec<(u64, String, usize)>> = BTreeMap::new();
-    for (i, r) in rows.iter().enumerate() {
-        if let Some(d) = r.desc() {
-            claims.entry(d.gpu_uuid.to_string()).or_default().push((
-                d.rank,
-                r.path().to_string(),
-                i,
-            ));
-        }
-    }
-    // By rank and path: messages must not depend on the order files were found.
-    claims.values_mut().for_each(|c| c.sort());
-    // Claims by another owner lifetime (a tie on the highest epoch) are not
-    // a conflict: only one of them could ever be imported.
-    let lifetimes: Vec<Option<uuid::Uuid>> = rows.iter().map(|r| r.cand.incarnation()).collect();
-    for (me, row) in rows.iter_mut().enumerate() {
+    let claims = Claims::new(
+        rows,
+        rows.iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.desc().map(|d| (d.gpu_uuid, i))),
+    );
+    let found: Vec<Option<super::claims::Rivals>> = (0..rows.len())
+        .map(|me| {
+            rows[me]
+                .desc()
+                .and_then(|d| claims.rivals(rows, &d.gpu_uuid, me))
+        })
+        .collect();
+    let names: Vec<Option<String>> = found
+        .iter()
+        .enumerate()
+        .map(|(me, rv)| {
+            let mine = rows[me].desc().map(|d| d.gpu_uuid.kind);
+            rv.as_ref().map(|rv| {
+                let named: Vec<String> = rv
+                    .named
+                    .iter()
+                    .map(|&j| match rows[j].desc() {
+                        // Name the other spelling (GPU-/MIG-) where it differs.
+                        Some(o) if Some(o.gpu_uuid.kind) != mine => {
+                            format!("rank {} ({}, as {})", o.rank, rows[j].path(), o.gpu_uuid)
+                        }
+                        Some(o) => format!("rank {} ({})", o.rank, rows[j].path()),
+                        None => rows[j].path().to_string(),
+                    })
+                    .collect();
+                name_bounded(&named, rv.total)
+            })
+        })
+        .collect();
+    for (row, who) in rows.iter_mut().zip(names) {
         let Some(d) = row.desc().cloned() else {
             continue;
         };
         let gpu = d.gpu_uuid.to_string();
         let mut ok = true;
-        if let Some(others) = claims.get(&gpu).filter(|c| c.len() > 1) {
-            let who: Vec<String> = others
-                .iter()
-                .filter(|(_, p, j)| {
-                    p != row.path() && super::same_incarnation(lifetimes[me], lifetimes[*j])
-                })
-                .map(|(rank, p, _)| format!("rank {rank} ({p})"))
-                .collect();
-            if !who.is_empty() {
-                ok = false;
-                row.reject(
-                    Finding::reject(
-                        Code::KV106,
-                        format!("GPU {gpu} is also claimed by {}", who.join(", ")),
-                    )
+        if let Some(who) = who {
+            ok = false;
+            row.reject(
+                Finding::reject(Code::KV106, format!("GPU {gpu} is also claimed by {who}"))
                     .values("one rank per GPU", format!("{gpu} shared")),
-                );
-            }
+            );
         }
         if let Some(list) = profile.and_then(|p| p.gpus.as_ref()) {
             match usize::try_from(d.rank).ok().and_then(|i| list.get(i)) {
@@ -329,4 +343,42 @@ fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
         }
         row.check("gpu-uuid", ok);
     }
+}
+
+/// One inventory is one node's (docs/format.md §10.1): every current
+/// descriptor of a group names the reference rank's hostname (ASCII
+/// case-insensitive) and boot id, with or without `--live`.
+fn node(row: &mut Row, d: &Descriptor, r: Option<&Reference>) {
+    let Some(r) = r else {
+        return;
+    };
+    let from = src(false, Some(r));
+    let mut ok = true;
+    if !d.node.hostname.eq_ignore_ascii_case(&r.node.hostname) {
+        ok = false;
+        row.reject(
+            Finding::reject(
+                Code::KV110,
+                format!(
+                    "node.hostname is {:?} but {from} has {:?}: one inventory holds one node's descriptors",
+                    d.node.hostname, r.node.hostname
+                ),
+            )
+            .values(format!("{:?}", r.node.hostname), format!("{:?}", d.node.hostname)),
+        );
+    }
+    if d.node.boot_id != r.node.boot_id {
+        ok = false;
+        row.reject(
+            Finding::reject(
+                Code::KV110,
+                format!(
+                    "node.boot_id is {} but {from} has {}: the descriptors were written in different boots or on different nodes",
+                    d.node.boot_id, r.node.boot_id
+                ),
+            )
+            .values(r.node.boot_id, d.node.boot_id),
+        );
+    }
+    row.check("one-node", ok);
 }

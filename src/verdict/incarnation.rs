@@ -16,14 +16,24 @@ pub(crate) struct Selection {
     /// Incarnations tied on the highest epoch (all count as current; the
     /// group is rejected with KV107).
     tied: Vec<Uuid>,
+    /// The profile pinned the current incarnation.
+    pinned: bool,
     /// Notices for descriptors outside the current incarnation.
     pub notices: Vec<Finding>,
-    notice_paths: Vec<String>,
 }
 
 impl Selection {
+    /// Decided from the candidate's own incarnation and epoch, never from
+    /// its path: two files whose paths print alike are still judged apart.
     pub fn is_current(&self, c: &Candidate) -> bool {
-        !self.notice_paths.contains(&c.path)
+        let (Some(current), Some(inc)) = (self.current, c.incarnation()) else {
+            return true; // nothing identifiable, or cannot prove it is not current
+        };
+        if inc == current || self.tied.contains(&inc) {
+            return true;
+        }
+        // Another lifetime: out when pinned away, or proven older by epoch.
+        !(self.pinned || (c.epoch().is_some() && self.epoch.is_some()))
     }
 }
 
@@ -44,11 +54,12 @@ pub(crate) fn select(
         current: None,
         epoch: None,
         tied: Vec::new(),
+        pinned: false,
         notices: Vec::new(),
-        notice_paths: Vec::new(),
     };
     if let Some(pinned) = profile.and_then(|p| p.incarnation) {
         sel.current = Some(pinned);
+        sel.pinned = true;
         sel.epoch = epochs.get(&pinned).copied();
     } else if let Some(max) = epochs.values().copied().max() {
         let tied: Vec<Uuid> = epochs
@@ -78,12 +89,12 @@ pub(crate) fn select(
         return sel; // nothing identifiable: every candidate counts as current
     };
     for c in cands {
-        let Some(inc) = c.incarnation() else {
-            continue; // cannot prove it is not current: judge it as current
-        };
-        if inc == current || sel.tied.contains(&inc) {
+        if sel.is_current(c) {
             continue;
         }
+        let Some(inc) = c.incarnation() else {
+            continue; // unreachable: is_current holds for these
+        };
         let f = match (profile.and_then(|p| p.incarnation), c.epoch(), sel.epoch) {
             (Some(pinned), _, _) => Finding::notice(
                 Code::KV107,
@@ -98,7 +109,6 @@ pub(crate) fn select(
             _ => continue,
         };
         sel.notices.push(f.at(c.path.clone()));
-        sel.notice_paths.push(c.path.clone());
     }
     // In path order, not in the order the files were found: the report must
     // not depend on the walk (or on a parallel reader).

@@ -205,6 +205,7 @@ mod tests {
                 let p = parse_descriptor(&d.bytes());
                 Candidate {
                     path: format!("rank-{rank}.json"),
+                    raw_path: format!("rank-{rank}.json").into_bytes(),
                     name_rank: Some(rank),
                     mode,
                     ident: p.ident,

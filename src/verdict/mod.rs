@@ -5,7 +5,9 @@
 //! its own file, so "where is KV104 decided?" has one answer
 //! (`consistency.rs`).
 
+mod claims;
 mod consistency;
+mod handles;
 mod incarnation;
 mod live;
 mod ranks;
@@ -26,8 +28,12 @@ use uuid::Uuid;
 /// One descriptor file after reading and parsing, before judging.
 #[derive(Clone, Debug)]
 pub struct Candidate {
-    /// Path relative to the resolved root (display form).
+    /// Path relative to the resolved root (display form: for printing only).
     pub path: String,
+    /// The same path's raw bytes: the descriptor's identity. Every decision
+    /// that tells descriptors apart uses this (or the candidate's position),
+    /// never `path`, whose escaping can make two paths print alike.
+    pub raw_path: Vec<u8>,
     /// R of `rank-<R>.json`.
     pub name_rank: Option<u64>,
     /// st_mode of the file, for the live capability-exposure check.
@@ -52,25 +58,11 @@ impl Candidate {
             .map(|d| d.incarnation)
             .or(self.ident.incarnation)
     }
-    /// False only when both incarnations are known and differ: two owner
-    /// lifetimes tied on the highest epoch are each judged on their own
-    /// for duplicates (the tie itself is the KV107 reason).
-    fn same_lifetime(&self, other: &Candidate) -> bool {
-        same_incarnation(self.incarnation(), other.incarnation())
-    }
     fn engine_id(&self) -> Option<&str> {
         self.descriptor
             .as_ref()
             .map(|d| d.engine_id.as_str())
             .or(self.ident.engine_id.as_deref())
-    }
-}
-
-/// False only when both incarnations are known and differ.
-fn same_incarnation(a: Option<Uuid>, b: Option<Uuid>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => a == b,
-        _ => true,
     }
 }
 
@@ -118,8 +110,13 @@ pub struct Check {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct RankVerdict {
-    pub rank: u64,
+    /// The rank slot (from the file name); `None` when the name's rank does
+    /// not fit in 64 bits.
+    pub rank: Option<u64>,
     pub path: String,
+    /// Raw path bytes: the identity the import plan looks descriptors up by.
+    #[serde(skip)]
+    pub raw_path: Vec<u8>,
     pub gpu_uuid: Option<String>,
     pub verdict: Verdict,
     pub findings: Vec<Finding>,
@@ -337,6 +334,10 @@ impl Row {
     pub fn path(&self) -> &str {
         &self.cand.path
     }
+    /// The identity of the row's file (raw path bytes).
+    pub fn raw_path(&self) -> &[u8] {
+        &self.cand.raw_path
+    }
     pub fn reject(&mut self, f: Finding) {
         let f = if f.path.is_none() {
             f.at(self.cand.path.clone())
@@ -401,6 +402,7 @@ fn judge_group(
 
     // 3. Rule families.
     consistency::check(&mut rows, reference.as_ref(), profile);
+    handles::check(&mut rows);
     staleness::check(&mut rows, profile, ctx);
     if let Some(node) = ctx.node {
         live::check(&mut rows, node);
@@ -430,8 +432,9 @@ fn judge_group(
         .map(|r| {
             let d = r.cand.descriptor.as_ref();
             RankVerdict {
-                rank: r.slot.unwrap_or(u64::MAX),
+                rank: r.slot,
                 path: r.cand.path.clone(),
+                raw_path: r.cand.raw_path.clone(),
                 gpu_uuid: d.map(|d| d.gpu_uuid.to_string()),
                 verdict: if r.findings.iter().any(Finding::is_reject) {
                     Verdict::Reject
@@ -448,7 +451,8 @@ fn judge_group(
             }
         })
         .collect();
-    ranks_out.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.path.cmp(&b.path)));
+    // Unknown ranks (None) sort first; ties by raw path bytes.
+    ranks_out.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.raw_path.cmp(&b.raw_path)));
     if world_size.is_none() {
         // Every reason is listed: say why no rank could be expected.
         group_findings.push(
@@ -569,7 +573,7 @@ fn explain_group(
     match first {
         Some((rank, f)) => {
             let mut cause = match rank {
-                Some(r) if r != u64::MAX => format!("rank {r}: {} ({})", f.message, f.code),
+                Some(Some(r)) => format!("rank {r}: {} ({})", f.message, f.code),
                 _ => format!("{} ({})", f.message, f.code),
             };
             if bad_ranks > 1 {

@@ -1,5 +1,6 @@
 //! KV101 (wrong rank), KV102 (duplicate rank) and KV103 (missing rank).
 
+use super::claims::{name_bounded, Claims, MAX_NAMED};
 use super::Row;
 use crate::finding::{Code, Finding};
 use crate::rankset::RankSet;
@@ -99,47 +100,35 @@ pub(crate) fn slots(
             }
         }
     }
-    let mut by_slot: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-    for (i, r) in rows.iter().enumerate() {
-        if let Some(s) = r.slot {
-            by_slot.entry(s).or_default().push(i);
-        }
-    }
-    for (rank, idx) in &by_slot {
-        if idx.len() < 2 {
-            continue;
-        }
-        for &i in idx {
-            let rivals: Vec<usize> = idx
+    let claims = Claims::new(
+        rows,
+        rows.iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.slot.map(|s| (s, i))),
+    );
+    let found: Vec<Option<(u64, String, String)>> = (0..rows.len())
+        .map(|i| {
+            let slot = rows[i].slot?;
+            let rv = claims.rivals(rows, &slot, i)?;
+            let named: Vec<String> = rv
+                .named
                 .iter()
-                .copied()
-                .filter(|&j| j != i && rows[i].cand.same_lifetime(&rows[j].cand))
-                .collect();
-            if rivals.is_empty() {
-                continue;
-            }
-            // Sorted, so the message does not depend on the order files were found.
-            let mut paths: Vec<String> = rivals
-                .iter()
-                .chain([&i])
                 .map(|&j| rows[j].path().to_string())
                 .collect();
-            paths.sort();
+            let others = name_bounded(&named, rv.total);
             let msg = format!(
-                "rank {rank} is claimed by {} current descriptors: {}",
-                paths.len(),
-                paths.join(", ")
+                "rank {slot} is claimed by {} current descriptors: this one and {others}",
+                rv.total + 1
             );
-            let found = paths
-                .iter()
-                .filter(|p| p.as_str() != rows[i].path())
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
-            rows[i]
-                .reject(Finding::reject(Code::KV102, msg).values("one descriptor per rank", found));
+            Some((slot, msg, others))
+        })
+        .collect();
+    for (row, f) in rows.iter_mut().zip(found) {
+        if let Some((_, msg, others)) = f {
+            row.reject(Finding::reject(Code::KV102, msg).values("one descriptor per rank", others));
         }
     }
+    let present: std::collections::BTreeSet<u64> = rows.iter().filter_map(|r| r.slot).collect();
     let mut missing = Vec::new();
     if let Some(ws) = world_size {
         // world_size is bounded (≤ 4096) by the schema and the profile parser.
@@ -147,7 +136,7 @@ pub(crate) fn slots(
             if local.is_some_and(|l| !l.contains(rank)) {
                 continue; // expected on another node
             }
-            if !by_slot.contains_key(&rank) {
+            if !present.contains(&rank) {
                 missing.push(rank);
             }
         }
@@ -172,16 +161,15 @@ pub(crate) fn slots(
                 "no current descriptor for rank{} {list} of {ws}",
                 if missing.len() == 1 { "" } else { "s" }
             );
-            let related: Vec<&String> = missing
-                .iter()
-                .filter_map(|m| hints.get(m))
-                .flatten()
-                .collect();
-            if !related.is_empty() {
-                let names: Vec<&str> = related.iter().map(|s| s.as_str()).collect();
+            // Bounded: many groups missing one rank must not each list
+            // every unusable file of that name.
+            let related = || missing.iter().filter_map(|m| hints.get(m));
+            let named: Vec<String> = related().flatten().take(MAX_NAMED).cloned().collect();
+            if !named.is_empty() {
+                let total = related().map(Vec::len).sum();
                 msg.push_str(&format!(
                     "; unusable files with that name: {}",
-                    names.join(", ")
+                    name_bounded(&named, total)
                 ));
             }
             let want = match local {

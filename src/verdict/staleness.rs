@@ -9,6 +9,10 @@ use crate::finding::{Code, Finding};
 use crate::node::{Fact, NodeFacts};
 use crate::profile::Profile;
 
+/// How far in the future a descriptor may be dated (clock skew between the
+/// owner and this run) before, with a maximum age, it is KV108.
+pub(crate) const FUTURE_SLACK_MS: u64 = 300_000;
+
 pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) {
     let min_epoch = ctx.expect.min_epoch.or(profile.and_then(|p| p.min_epoch));
     let max_age_s = ctx.expect.max_age_s.or(profile.and_then(|p| p.max_age_s));
@@ -31,7 +35,27 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
         }
         if let Some(max) = max_age_s {
             let age_ms = ctx.now_unix_ms.saturating_sub(d.created_unix_ms);
-            if age_ms > max.saturating_mul(1000) {
+            let ahead_ms = d.created_unix_ms.saturating_sub(ctx.now_unix_ms);
+            if ahead_ms > FUTURE_SLACK_MS {
+                // A clock far ahead (or a forged timestamp) must not make a
+                // descriptor look fresh: its age cannot be proven.
+                ok = false;
+                row.reject(
+                    Finding::reject(
+                        Code::KV108,
+                        format!(
+                            "dated in the future (created_unix_ms {}), beyond the {} s clock slack: its age cannot be proven against the maximum age of {}",
+                            d.created_unix_ms,
+                            FUTURE_SLACK_MS / 1000,
+                            crate::report::human_duration_ms(max.saturating_mul(1000))
+                        ),
+                    )
+                    .values(
+                        format!("created at most {} s in the future", FUTURE_SLACK_MS / 1000),
+                        format!("created_unix_ms {}", d.created_unix_ms),
+                    ),
+                );
+            } else if age_ms > max.saturating_mul(1000) {
                 ok = false;
                 row.reject(
                     Finding::reject(
