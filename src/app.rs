@@ -108,7 +108,7 @@ pub fn expectations(args: &InventoryArgs) -> Result<Expectations, Failure> {
     })
 }
 
-fn root_of(args: &InventoryArgs) -> Result<PathBuf, Failure> {
+pub(crate) fn root_of(args: &InventoryArgs) -> Result<PathBuf, Failure> {
     let root = args.root.clone().ok_or_else(|| {
         Failure::usage(
             "no inventory root given",
@@ -116,6 +116,49 @@ fn root_of(args: &InventoryArgs) -> Result<PathBuf, Failure> {
         )
     })?;
     inventory::resolve_root(&root).map_err(|e| Failure::usage(e.to_string(), None))
+}
+
+/// Refuses an output path (a ready file, a metrics file) inside the
+/// inventory: kvcr never writes there, and its own staging file would be
+/// read back as a torn write. `what` names the flag. The path's directory is
+/// resolved (symlinks followed) and compared with the resolved root
+/// component by component, on raw bytes.
+pub(crate) fn refuse_inside_inventory(
+    args: &InventoryArgs,
+    path: &Path,
+    what: &str,
+) -> Result<(), Failure> {
+    let root = root_of(args)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    // A directory that does not exist yet cannot be inside the inventory
+    // unless an ancestor is: resolve the deepest existing ancestor.
+    let mut probe = dir.as_path();
+    let resolved = loop {
+        match std::fs::canonicalize(probe) {
+            Ok(p) => break Some(p),
+            Err(_) => match probe.parent() {
+                Some(up) if !up.as_os_str().is_empty() => probe = up,
+                _ => break std::env::current_dir().ok(),
+            },
+        }
+    };
+    if resolved.is_some_and(|d| d.starts_with(&root)) {
+        return Err(Failure::usage(
+            format!(
+                "{what} {} is inside the inventory {}; kvcr never writes inside the inventory",
+                inventory::display_path(path),
+                inventory::display_path(&root)
+            ),
+            Some(format!(
+                "choose a {what} path outside {}",
+                inventory::display_path(&root)
+            )),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads and parses every entry. Descriptors become candidates, with their

@@ -313,6 +313,9 @@ pub fn import(
 ) -> Result<Done, Failure> {
     // A hold's ready file is prepared before anything else, so a bad path is
     // a usage error and not a failed import.
+    if let Some(p) = req.ready_file {
+        app::refuse_inside_inventory(req.inventory, p, "--ready-file")?;
+    }
     let mut ready = match (req.mode, req.ready_file) {
         (Mode::Hold, Some(p)) => Some(ReadyFile::prepare(p).map_err(|e| {
             Failure::usage(

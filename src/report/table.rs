@@ -220,7 +220,12 @@ fn group(
                 let rank_s = r.rank.map_or("?".to_string(), |n| n.to_string());
                 t.add_row(vec![
                     Cell::new(rank_s),
-                    Cell::new(r.gpu_uuid.as_deref().map_or("-".into(), |g| short(g, 12))),
+                    // Untrusted: a merged report's gpu_uuid is whatever the file said.
+                    Cell::new(
+                        r.gpu_uuid
+                            .as_deref()
+                            .map_or("-".into(), |g| terminal(&short(g, 12)).into_owned()),
+                    ),
                     Cell::new(
                         r.incarnation
                             .map_or("-".into(), |i| short(&i.to_string(), 8)),
