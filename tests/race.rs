@@ -250,3 +250,87 @@ fn run(root: &Path, args: &[&str]) -> Result<(i32, String), String> {
     let stdout = String::from_utf8(out.stdout).map_err(|e| e.to_string())?;
     Ok((code, stdout))
 }
+
+/// SPEC §10.2 / docs/format.md §10.2: a descriptor swapped for a device
+/// (renameat2 RENAME_EXCHANGE) between listing and opening is never opened.
+/// An inotify watch on the device node records every open of it; O_PATH
+/// opens (the classification) do not count as opens and generate none.
+#[test]
+fn a_device_swapped_in_is_never_opened() {
+    if !is_root() {
+        eprintln!("skipped: creating a device node needs root");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("root");
+    put_group(&root, "", &Desc::new("race-dev", 0, 1, 1));
+    let rank0 = root.join("rank-0.json");
+    let dev = root.join("dev-null");
+    // /dev/null's numbers: harmless even if it were opened.
+    if rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &dev,
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        rustix::fs::makedev(1, 3),
+    )
+    .is_err()
+    {
+        eprintln!("skipped: mknod refused here");
+        return;
+    }
+    let ino = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+    assert!(ino >= 0);
+    let c = std::ffi::CString::new(dev.as_os_str().as_encoded_bytes()).unwrap();
+    assert!(unsafe { libc::inotify_add_watch(ino, c.as_ptr(), libc::IN_OPEN) } >= 0);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let t = {
+        let (stop, swaps, a, b) = (stop.clone(), swaps.clone(), rank0.clone(), dev.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if exchange(&a, &b) {
+                    swaps.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let iters = env_u64("KVCR_RACE_ITERS", 300);
+    let deadline = Instant::now() + Duration::from_secs(env_u64("KVCR_RACE_SECS", 5));
+    let opts = kvcr::pipeline::Options {
+        threads: 1,
+        keep_allocations: false,
+    };
+    let (mut runs, mut swapped_seen) = (0u64, 0u64);
+    while runs < iters && Instant::now() < deadline {
+        let (_, files) = kvcr::pipeline::collect(&root, &opts, &mut || {}).unwrap();
+        // The device showed up under the descriptor's name at least once.
+        if files.iter().any(|f| {
+            f.path == "rank-0.json"
+                && f.findings.iter().any(|x| {
+                    x.code == kvcr::finding::Code::KV002 || x.code == kvcr::finding::Code::KV005
+                })
+        }) {
+            swapped_seen += 1;
+        }
+        runs += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+    let mut buf = [0u8; 4096];
+    let n = unsafe { libc::read(ino, buf.as_mut_ptr().cast(), buf.len()) };
+    unsafe { libc::close(ino) };
+    assert!(
+        swaps.load(Ordering::Relaxed) > 0,
+        "the swapper never swapped"
+    );
+    assert!(
+        n <= 0,
+        "the device node was opened during {runs} audits ({n} bytes of inotify events)"
+    );
+    eprintln!(
+        "{runs} audits, {} swaps, {swapped_seen} saw the device; never opened",
+        swaps.load(Ordering::Relaxed)
+    );
+}
