@@ -28,14 +28,14 @@ pub fn explain(code: Code) -> Explanation {
         KV002 => (
             Severity::Reject,
             "An entry is not a regular file: a FIFO, socket or device node, or a directory carrying a descriptor's name.",
-            "The file type from lstat during the walk and from fstat on the opened descriptor; non-regular files are never opened.",
+            "The file type from lstat during the walk, at any depth, and from fstat on an O_PATH fd before anything is opened for reading; a regular file is then reopened through that fd, so a FIFO or device swapped in is never opened.",
             "remove the entry; descriptors are always regular files written by the owner",
             "",
         ),
         KV003 => (
             Severity::Reject,
-            "A file or directory in the inventory is writable by group or others, or owned by a uid that is neither root nor the invoking user, so someone else could have planted or edited it. In live mode also: a descriptor carrying cuda_ipc or fabric handle bytes is readable by group or others, and those bytes grant access to the GPU memory.",
-            "st_mode and st_uid from fstat of every descriptor and lstat of every directory (the root included); a descriptor below an unsafe directory is rejected too. Live mode also checks the read bits of descriptors that carry handle bytes.",
+            "A file or directory in the inventory is writable by group or others, or owned by a uid that is neither root nor the invoking user, so someone else could have planted or edited it; or a directory below the root is another mount (a bind mount, another file system), which kvcr does not enter. In live mode also: a descriptor carrying cuda_ipc or fabric handle bytes is readable by group or others, and those bytes grant access to the GPU memory.",
+            "st_mode and st_uid from fstat of every descriptor and lstat of every directory (the root included); a descriptor below an unsafe directory is rejected too. Mounts: each directory's st_dev and statx mount id against the root's, and openat2 RESOLVE_NO_XDEV for every open. Live mode also checks the read bits of descriptors that carry handle bytes.",
             "have the owner rewrite the inventory with mode 0700 directories and 0600 files owned by its own user, then audit again",
             "the handle-exposure part is checked only with --live",
         ),
@@ -83,7 +83,7 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV010 => (
             Severity::Notice,
-            "An unexpected file in the inventory (not rank-N.json, not a staging leftover), or an entry deeper than 8 levels, which is not read. A notice only.",
+            "An unexpected file in the inventory (not rank-N.json, not a staging leftover), or a regular file deeper than 8 levels, which is not read (symlinks, devices and other mounts are rejected at any depth). A notice only.",
             "The file name and depth.",
             "nothing required; move unrelated files out of the inventory to keep audits quiet",
             "",
