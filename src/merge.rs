@@ -416,18 +416,19 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
     }
     let mut missing = Vec::new();
     if let Some(ws) = world_size {
-        missing = (0..ws.min(crate::descriptor::MAX_WORLD_SIZE))
+        let absent: Vec<u64> = (0..ws.min(crate::descriptor::MAX_WORLD_SIZE))
             .filter(|r| !seen.contains_key(r))
             .collect();
-        if !missing.is_empty() {
-            let list = compress_ranks(&missing);
+        missing = crate::rankset::runs(absent.iter().copied());
+        if !absent.is_empty() {
+            let list = compress_ranks(&absent);
             let names: Vec<&str> = parts.iter().map(|(n, _)| *n).collect();
             findings.push(
                 Finding::reject(
                     Code::KV103,
                     format!(
                         "no node reports rank{} {list} of {ws} (reports: {})",
-                        if missing.len() == 1 { "" } else { "s" },
+                        if absent.len() == 1 { "" } else { "s" },
                         names.join(", ")
                     ),
                 )

@@ -74,7 +74,7 @@ impl RankSet {
 impl fmt::Display for RankSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v: Vec<u64> = self.0.iter().copied().collect();
-        f.write_str(&crate::verdict::compress_ranks(&v))
+        f.write_str(&compress_ranks(&v))
     }
 }
 
@@ -104,4 +104,42 @@ mod tests {
         assert!(RankSet::parse("4096").is_err());
         assert!(RankSet::parse("0-4095").is_ok());
     }
+}
+
+/// Sorted ranks as inclusive runs: `[0,1,2,5]` → `[(0,2),(5,5)]`. A group's
+/// missing ranks are kept this way, so a group declaring world_size 4096
+/// with one rank present costs one run, not 4095 numbers.
+pub fn runs(ranks: impl IntoIterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for r in ranks {
+        match out.last_mut() {
+            Some((_, end)) if end.checked_add(1) == Some(r) => *end = r,
+            _ => out.push((r, r)),
+        }
+    }
+    out
+}
+
+/// Runs as text: `[(0,2),(5,5)]` → `0-2,5`.
+pub fn format_runs(runs: &[(u64, u64)]) -> String {
+    runs.iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `[0,1,2,5,7,8]` → `0-2,5,7-8`.
+///
+/// ```
+/// assert_eq!(kvcr::rankset::compress_ranks(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+/// assert_eq!(kvcr::rankset::compress_ranks(&[]), "");
+/// ```
+pub fn compress_ranks(ranks: &[u64]) -> String {
+    format_runs(&runs(ranks.iter().copied()))
 }

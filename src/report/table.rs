@@ -202,17 +202,11 @@ fn group(
     }
     let mut rows: Vec<(Option<u64>, Line)> =
         g.ranks.iter().map(|r| (r.rank, Line::Rank(r))).collect();
-    let mut i = 0;
-    while i < g.missing.len() {
-        let start = g.missing[i];
-        let mut end = start;
-        while i + 1 < g.missing.len() && g.missing[i + 1] == end + 1 {
-            i += 1;
-            end = g.missing[i];
-        }
-        rows.push((Some(start), Line::Missing(start, end)));
-        i += 1;
-    }
+    rows.extend(
+        g.missing
+            .iter()
+            .map(|&(start, end)| (Some(start), Line::Missing(start, end))),
+    );
     rows.sort_by_key(|(rank, _)| *rank);
     for (_, line) in rows {
         match line {

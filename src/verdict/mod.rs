@@ -13,7 +13,7 @@ mod live;
 mod ranks;
 mod staleness;
 
-pub use ranks::compress_ranks;
+pub use crate::rankset::compress_ranks;
 
 use crate::descriptor::{Descriptor, Ident};
 use crate::descriptor::{Geometry, Model};
@@ -158,9 +158,9 @@ pub struct GroupVerdict {
     pub action: String,
     pub findings: Vec<Finding>,
     pub ranks: Vec<RankVerdict>,
-    /// Ranks 0..world_size-1 with no current descriptor.
+    /// Ranks 0..world_size-1 with no current descriptor, as inclusive runs.
     #[serde(skip)]
-    pub missing: Vec<u64>,
+    pub missing: Vec<(u64, u64)>,
 }
 
 /// A file that could not be attributed to a group, with its findings.

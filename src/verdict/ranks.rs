@@ -3,7 +3,7 @@
 use super::claims::{name_bounded, Claims, MAX_NAMED};
 use super::Row;
 use crate::finding::{Code, Finding};
-use crate::rankset::RankSet;
+use crate::rankset::{compress_ranks, RankSet};
 use std::collections::BTreeMap;
 
 /// Rules one descriptor can break on its own: its rank and its world size.
@@ -79,14 +79,14 @@ pub(crate) fn own_rank_rules(rows: &mut [Row]) {
 
 /// Places rows in rank slots: KV102 for two current descriptors on one rank,
 /// KV103 (group level) for each rank 0..world_size-1 with none. Returns the
-/// missing ranks.
+/// missing ranks as inclusive runs.
 pub(crate) fn slots(
     rows: &mut [Row],
     world_size: Option<u64>,
     local: Option<&RankSet>,
     hints: &BTreeMap<u64, Vec<String>>,
     group_findings: &mut Vec<Finding>,
-) -> Vec<u64> {
+) -> Vec<(u64, u64)> {
     if let Some(l) = local {
         for row in rows.iter_mut() {
             if let Some(s) = row.slot.filter(|&s| !l.contains(s)) {
@@ -180,36 +180,5 @@ pub(crate) fn slots(
                 .push(Finding::reject(Code::KV103, msg).values(want, format!("missing {list}")));
         }
     }
-    missing
-}
-
-/// `[0,1,2,5,7,8]` → `0-2,5,7-8`.
-pub fn compress_ranks(ranks: &[u64]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ranks.len() {
-        let start = ranks[i];
-        let mut end = start;
-        while i + 1 < ranks.len() && ranks[i + 1] == end + 1 {
-            i += 1;
-            end = ranks[i];
-        }
-        out.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    out.join(",")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn compress() {
-        assert_eq!(super::compress_ranks(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
-        assert_eq!(super::compress_ranks(&[3]), "3");
-        assert_eq!(super::compress_ranks(&[]), "");
-    }
+    crate::rankset::runs(missing)
 }
