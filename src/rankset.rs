@@ -85,27 +85,6 @@ impl std::str::FromStr for RankSet {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::RankSet;
-
-    #[test]
-    fn parses_lists_and_ranges() {
-        let s = RankSet::parse("0-3, 8-11,15").unwrap();
-        assert_eq!(
-            s.iter().collect::<Vec<_>>(),
-            vec![0, 1, 2, 3, 8, 9, 10, 11, 15]
-        );
-        assert_eq!(s.to_string(), "0-3,8-11,15");
-        assert!(RankSet::parse("3-1").is_err());
-        assert!(RankSet::parse("01").is_err());
-        assert!(RankSet::parse("-1").is_err());
-        assert!(RankSet::parse("").is_err());
-        assert!(RankSet::parse("4096").is_err());
-        assert!(RankSet::parse("0-4095").is_ok());
-    }
-}
-
 /// Sorted ranks as inclusive runs: `[0,1,2,5]` → `[(0,2),(5,5)]`. A group's
 /// missing ranks are kept this way, so a group declaring world_size 4096
 /// with one rank present costs one run, not 4095 numbers.
@@ -142,4 +121,25 @@ pub fn format_runs(runs: &[(u64, u64)]) -> String {
 /// ```
 pub fn compress_ranks(ranks: &[u64]) -> String {
     format_runs(&runs(ranks.iter().copied()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RankSet;
+
+    #[test]
+    fn parses_lists_and_ranges() {
+        let s = RankSet::parse("0-3, 8-11,15").unwrap();
+        assert_eq!(
+            s.iter().collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 8, 9, 10, 11, 15]
+        );
+        assert_eq!(s.to_string(), "0-3,8-11,15");
+        assert!(RankSet::parse("3-1").is_err());
+        assert!(RankSet::parse("01").is_err());
+        assert!(RankSet::parse("-1").is_err());
+        assert!(RankSet::parse("").is_err());
+        assert!(RankSet::parse("4096").is_err());
+        assert!(RankSet::parse("0-4095").is_ok());
+    }
 }
