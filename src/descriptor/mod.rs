@@ -265,10 +265,79 @@ pub struct AllocSummary {
     pub duplicate_ids: Vec<String>,
     /// Whether any handle carries bytes that grant access (`cuda_ipc`, `fabric`).
     pub carries_bytes: bool,
-    /// Every allocation's handle, in order: the memory's identity, kept so
-    /// the verdict can refuse one handle used twice (KV111) even when the
-    /// allocations themselves are dropped.
-    pub handles: Vec<Handle>,
+    /// Every allocation's handle identity, in order, kept so the verdict can
+    /// refuse one handle used twice (KV111) even when the allocations
+    /// themselves are dropped.
+    pub handles: Vec<HandleId>,
+}
+
+/// A handle's identity in 17 bytes instead of 65: its kind and, for
+/// `cuda_ipc`/`fabric`, a 128-bit mix of the 64 handle bytes; for
+/// `posix_fd`, the fd (the owner pid is added by the verdict). Equal handles
+/// always have equal ids, so reuse is never missed; two distinct handles
+/// that happened to share an id could only be rejected (KV111), never
+/// accepted — a crafted collision only rejects its own group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HandleId {
+    /// 0 `cuda_ipc`, 1 `fabric`, 2 `posix_fd`.
+    pub kind: u8,
+    pub id: [u8; 16],
+}
+
+impl HandleId {
+    pub fn of(h: &Handle) -> HandleId {
+        // Two independent multiply-rotate lanes over the eight words, each
+        // finished with MurmurHash3's fmix64: cheap next to the file's SHA-256.
+        fn fmix(mut k: u64) -> u64 {
+            k ^= k >> 33;
+            k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            k ^= k >> 33;
+            k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+            k ^ (k >> 33)
+        }
+        let mix = |kind: u8, b: &[u8; 64]| {
+            let (mut h1, mut h2) = (
+                0x9e37_79b9_7f4a_7c15u64 ^ kind as u64,
+                0x6a09_e667_f3bc_c909u64,
+            );
+            for w in b.chunks_exact(8) {
+                let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+                h1 = (h1 ^ w).wrapping_mul(0x87c3_7b91_1142_53d5).rotate_left(31);
+                h2 = (h2 ^ w.rotate_left(29))
+                    .wrapping_mul(0x4cf5_ad43_2745_937f)
+                    .rotate_left(33);
+                h1 = h1.wrapping_add(h2);
+            }
+            let (a, b) = (fmix(h1), fmix(h2 ^ h1.rotate_left(17)));
+            let mut id = [0u8; 16];
+            id[..8].copy_from_slice(&a.to_le_bytes());
+            id[8..].copy_from_slice(&b.to_le_bytes());
+            HandleId { kind, id }
+        };
+        match h {
+            Handle::CudaIpc(b) => mix(0, b),
+            Handle::Fabric(b) => mix(1, b),
+            Handle::PosixFd(fd) => {
+                let mut id = [0u8; 16];
+                id[..4].copy_from_slice(&fd.to_be_bytes());
+                HandleId { kind: 2, id }
+            }
+        }
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            0 => "cuda_ipc",
+            1 => "fabric",
+            _ => "posix_fd",
+        }
+    }
+
+    /// The fd of a `posix_fd` handle.
+    pub fn fd(&self) -> Option<i32> {
+        (self.kind == 2)
+            .then(|| i32::from_be_bytes([self.id[0], self.id[1], self.id[2], self.id[3]]))
+    }
 }
 
 /// A fully parsed, schema-valid descriptor. The digest may still mismatch;

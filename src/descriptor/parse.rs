@@ -471,7 +471,7 @@ impl<'v> AllocBuilder<'v> {
         self.sum.total_bytes += u128::from(size_bytes);
         self.sum.carries_bytes |= handle.carries_bytes();
         self.ids.push(id);
-        self.sum.handles.push(handle.clone());
+        self.sum.handles.push(super::HandleId::of(&handle));
         if self.keep {
             self.out.push(Allocation {
                 id: id.to_owned(),

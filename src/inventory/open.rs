@@ -393,17 +393,28 @@ pub fn open_regular(
 /// file cannot be opened race-free, and it is not read (KV005).
 fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
     use std::os::fd::AsRawFd;
-    let link = format!("/proc/self/fd/{}", path_fd.as_raw_fd());
+    // `/proc/self/fd`, opened once: each reopen is then one path component
+    // (the fd number) instead of four.
+    static PROC_FD: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    let dir = PROC_FD.get_or_init(|| {
+        rustix::fs::open(
+            "/proc/self/fd",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+    });
+    let Some(dir) = dir else {
+        return Err(std::io::Error::other(
+            "/proc is not mounted, so the file cannot be opened race-free",
+        ));
+    };
+    let name = path_fd.as_raw_fd().to_string();
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     loop {
-        match rustix::fs::open(link.as_str(), flags, Mode::empty()) {
+        match rustix::fs::openat(dir, name.as_str(), flags, Mode::empty()) {
             Ok(fd) => return Ok(File::from(fd)),
             Err(Errno::INTR) => continue,
-            Err(Errno::NOENT) => {
-                return Err(std::io::Error::other(
-                    "/proc is not mounted, so the file cannot be opened race-free",
-                ))
-            }
             Err(e) => return Err(e.into()),
         }
     }

@@ -46,21 +46,35 @@ fn order(rows: &[Row], a: usize, b: usize) -> Ordering {
 }
 
 impl<K: Ord> Claims<K> {
-    /// `claims` yields (key, row) pairs; a row claiming one key twice counts once.
+    /// `claims` yields (key, row) pairs; a row claiming one key twice counts
+    /// once. Only keys with two or more claimants are kept: one sort of the
+    /// pairs, no allocation per key for the (usual) unique ones.
     pub fn new(rows: &[Row], claims: impl IntoIterator<Item = (K, usize)>) -> Claims<K> {
+        let mut pairs: Vec<(K, usize)> = claims.into_iter().collect();
+        pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        pairs.dedup_by(|b, a| a.0 == b.0 && a.1 == b.1);
         let mut map: BTreeMap<K, Claimants> = BTreeMap::new();
-        for (k, i) in claims {
-            map.entry(k).or_default().all.push(i);
-        }
-        for c in map.values_mut() {
-            c.all.sort_by(|&a, &b| order(rows, a, b));
-            c.all.dedup();
+        let mut it = pairs.into_iter().peekable();
+        while let Some((k, i)) = it.next() {
+            if it.peek().is_none_or(|(k2, _)| *k2 != k) {
+                continue; // a single claimant
+            }
+            let mut all = vec![i];
+            while let Some((_, j)) = it.next_if(|(k2, _)| *k2 == k) {
+                all.push(j);
+            }
+            all.sort_by(|&a, &b| order(rows, a, b));
+            let mut c = Claimants {
+                all,
+                ..Claimants::default()
+            };
             for &i in &c.all {
                 match rows[i].cand.incarnation() {
                     Some(u) => c.by_inc.entry(u).or_default().push(i),
                     None => c.unknown.push(i),
                 }
             }
+            map.insert(k, c);
         }
         Claims { map }
     }

@@ -8,39 +8,33 @@
 
 use super::claims::{name_bounded, Claims};
 use super::Row;
-use crate::descriptor::{Descriptor, Handle};
+use crate::descriptor::{Descriptor, HandleId};
 use crate::finding::{Code, Finding};
 
-/// The identity of one handle.
+/// The identity of one handle: its [`HandleId`], and for `posix_fd` the
+/// owner pid (fd 7 of two processes is two handles).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum HandleKey {
-    /// `cuda_ipc` (kind 0) or `fabric` (kind 1) with its 64 bytes.
-    Bytes(u8, [u8; 64]),
-    /// `posix_fd`: the fd inside the owner process.
-    Fd { owner_pid: i32, fd: i32 },
+pub(crate) struct HandleKey {
+    owner_pid: i32,
+    id: HandleId,
 }
 
 impl HandleKey {
-    fn of(h: &Handle, d: &Descriptor) -> HandleKey {
-        match h {
-            Handle::CudaIpc(b) => HandleKey::Bytes(0, *b),
-            Handle::Fabric(b) => HandleKey::Bytes(1, *b),
-            Handle::PosixFd(fd) => HandleKey::Fd {
-                owner_pid: d.owner.pid,
-                fd: *fd,
-            },
+    fn of(h: &HandleId, d: &Descriptor) -> HandleKey {
+        HandleKey {
+            owner_pid: if h.fd().is_some() { d.owner.pid } else { 0 },
+            id: *h,
         }
     }
 
-    /// Short, printable: `fabric handle 1a2b3c4d…9e8f7a6b` or `posix_fd 7 of owner pid 42`.
+    /// Short, printable: `fabric handle (id 1a2b3c4d…)` or `posix_fd 7 of owner pid 42`.
     fn describe(&self) -> String {
-        match self {
-            HandleKey::Bytes(k, b) => {
-                let kind = if *k == 0 { "cuda_ipc" } else { "fabric" };
-                let hex = |s: &[u8]| s.iter().map(|x| format!("{x:02x}")).collect::<String>();
-                format!("{kind} handle {}…{}", hex(&b[..4]), hex(&b[60..]))
+        match self.id.fd() {
+            Some(fd) => format!("posix_fd {fd} of owner pid {}", self.owner_pid),
+            None => {
+                let hex: String = self.id.id[..4].iter().map(|x| format!("{x:02x}")).collect();
+                format!("{} handle (id {hex}…)", self.id.kind_name())
             }
-            HandleKey::Fd { owner_pid, fd } => format!("posix_fd {fd} of owner pid {owner_pid}"),
         }
     }
 }
@@ -96,14 +90,15 @@ pub(crate) fn check(rows: &mut [Row]) {
                 ),
             );
         }
-        // Across ranks: the first shared handle is named, the rest counted.
-        let mut seen = std::collections::BTreeSet::new();
+        // Across ranks: the first shared handle is named, the rest counted
+        // (each distinct handle once: `pos` is sorted by key).
         let mut first: Option<(usize, String)> = None;
         let mut shared = 0usize;
-        for (ai, k) in ks.iter().enumerate() {
-            if !seen.insert(*k) {
-                continue;
-            }
+        let mut distinct: Vec<usize> = pos.clone();
+        distinct.dedup_by(|b, a| ks[*a] == ks[*b]);
+        distinct.sort_unstable();
+        for ai in distinct {
+            let k = &ks[ai];
             if let Some(rv) = claims.rivals(rows, k, me) {
                 shared += 1;
                 if first.is_none() {
