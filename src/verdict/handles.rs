@@ -27,14 +27,12 @@ impl HandleKey {
         }
     }
 
-    /// Short, printable: `fabric handle (id 1a2b3c4d…)` or `posix_fd 7 of owner pid 42`.
+    /// Short, printable: `fabric handle` or `posix_fd 7 of owner pid 42`
+    /// (the allocation index names where the bytes are).
     fn describe(&self) -> String {
         match self.id.fd() {
             Some(fd) => format!("posix_fd {fd} of owner pid {}", self.owner_pid),
-            None => {
-                let hex: String = self.id.id[..4].iter().map(|x| format!("{x:02x}")).collect();
-                format!("{} handle (id {hex}…)", self.id.kind_name())
-            }
+            None => format!("{} handle", self.id.kind_name()),
         }
     }
 }
