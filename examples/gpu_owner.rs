@@ -120,7 +120,7 @@ fn gpu_uuid(dev: sys::CUdevice) -> R<String> {
         unsafe { sys::cuDeviceGetUuid_v2(&mut u, dev) },
         "cuDeviceGetUuid_v2",
     )?;
-    let b = kvcr::import::cuda::raw_uuid(&u);
+    let b = u.bytes.map(|x| x as u8);
     let u = uuid::Uuid::from_bytes(b);
     Ok(format!("GPU-{}", u.hyphenated()))
 }

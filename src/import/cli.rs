@@ -514,8 +514,9 @@ fn rejecting_files(files: &[FileVerdict]) -> Vec<FileVerdict> {
         .collect()
 }
 
-/// Builds the backend `KVCR_IMPORT_BACKEND` asks for (CUDA by default).
-fn make_backend(spec: &BackendSpec) -> Result<Box<dyn Backend>, Failure> {
+/// Builds the backend `KVCR_IMPORT_BACKEND` asks for (CUDA by default;
+/// VMM mappings read-only unless `read_write`).
+fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>, Failure> {
     if spec.sim {
         let b = spec.build_sim().map_err(|e| {
             Failure::usage(
@@ -531,8 +532,10 @@ fn make_backend(spec: &BackendSpec) -> Result<Box<dyn Backend>, Failure> {
         hint: Some(match e {
             DriverError::NotFound => "install the NVIDIA driver (libcuda.so.1) on this node, or run `kvcr import --dry-run` to audit and plan without one".into(),
             DriverError::TooOld { .. } => "upgrade the NVIDIA driver, or run `kvcr import --dry-run` to audit and plan without one".into(),
+            DriverError::Stub(_) => "this is the CUDA toolkit's stub, not the driver: remove the toolkit's stubs directory from LD_LIBRARY_PATH (or install the NVIDIA driver), or run `kvcr import --dry-run`".into(),
         }),
-    })?;
+    })?
+    .read_write(read_write);
     if spec.is_plain_cuda() {
         Ok(Box::new(cuda))
     } else {
@@ -564,7 +567,7 @@ pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
     // No driver is a usage-level failure, found before any audit or GPU call.
     let mut backend = match mode {
         Mode::DryRun => None,
-        _ => Some(make_backend(&spec)?),
+        _ => Some(make_backend(&spec, a.map_read_write)?),
     };
     if backend.is_some() && spec.sim && p.verbosity != Verbosity::Quiet {
         eprintln!(

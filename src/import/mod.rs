@@ -47,9 +47,10 @@ pub enum Step {
     Reserve,
     /// `cuMemMap`.
     Map,
-    /// `cuMemSetAccess`.
+    /// `cuMemSetAccess` (read-only unless `--map-read-write`).
     SetAccess,
-    /// `cuMemGetAddressRange` + the device check.
+    /// `cuMemGetAddressRange` + `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` of the
+    /// rank's first and last byte.
     Verify,
     /// `--hold`: publishing the ready file.
     ReadyFile,
@@ -193,15 +194,17 @@ impl fmt::Display for Resource {
     }
 }
 
-/// Where a mapping really is, as the driver reports it.
+/// Where a rank's bytes in a mapping really are, as the driver reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mapped {
-    /// Base of the range containing the pointer.
+    /// Base of the range containing the rank's first byte.
     pub base: u64,
     /// Size of that range.
     pub size: u64,
-    /// The device the memory resides on.
+    /// The device the rank's first byte resides on.
     pub device: i32,
+    /// The device the rank's last byte resides on.
+    pub end_device: i32,
 }
 
 /// A GPU memory backend, one method per step so the engine can record each
@@ -222,8 +225,9 @@ pub trait Backend {
         handle: &Handle,
         owner: &Owner,
     ) -> Result<Resource, String>;
-    /// Reserves an address range for `size` bytes of `imported`, rounded up to
-    /// the allocation granularity ([`Resource::Reservation`]).
+    /// Reserves an address range for `size` bytes of `imported` (the
+    /// allocation's `offset_bytes + size_bytes`), rounded up to the planned
+    /// device's allocation granularity ([`Resource::Reservation`]).
     fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String>;
     /// Maps `imported` over the whole `reservation` ([`Resource::Mapping`]).
     fn map(
@@ -234,13 +238,14 @@ pub trait Backend {
     ) -> Result<Resource, String>;
     /// Grants `dev` access to `mapping` (nothing to release: unmapping drops it).
     fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), String>;
-    /// Reports where `mapping` (an IPC mapping or a VMM mapping, with the
-    /// imported handle for VMM) really is.
+    /// Reports where the `size` bytes at `offset` into `mapping` (an IPC
+    /// mapping or a VMM mapping) really are.
     fn inspect(
         &mut self,
         dev: Device,
         mapping: &Resource,
-        imported: Option<&Resource>,
+        offset: u64,
+        size: u64,
     ) -> Result<Mapped, String>;
     /// Releases one resource.
     fn release(&mut self, r: &Resource) -> Result<(), String>;
@@ -473,18 +478,22 @@ fn import_one(
                 Ok(r)
             })?;
             s.run(Step::Verify, || {
-                let m = backend.inspect(dev, &mapping, None)?;
-                check_mapping(&mapping, &m, dev, a.size_bytes)
+                let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
+                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
             })
         }
         Handle::Fabric(_) | Handle::PosixFd(_) => {
+            // The parser refuses an overflowing offset + size (KV007).
+            let extent = a.offset_bytes.checked_add(a.size_bytes).ok_or_else(|| {
+                Stop::Failed(s.at(Step::Reserve, "offset_bytes + size_bytes overflows".into()))
+            })?;
             let imported = s.run(Step::Import, || {
                 let r = backend.import_shareable(dev, &a.handle, &pr.owner)?;
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
             let reservation = s.run(Step::Reserve, || {
-                let r = backend.reserve(dev, &imported, a.size_bytes)?;
+                let r = backend.reserve(dev, &imported, extent)?;
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
@@ -495,39 +504,44 @@ fn import_one(
             })?;
             s.run(Step::SetAccess, || backend.set_access(dev, &mapping))?;
             s.run(Step::Verify, || {
-                let m = backend.inspect(dev, &mapping, Some(&imported))?;
-                check_mapping(&mapping, &m, dev, a.size_bytes)
+                let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
+                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
             })
         }
     }
 }
 
-/// SPEC §8.4: the mapping covers `size_bytes` from its pointer and sits on
-/// the planned device.
+/// SPEC §8.4, §10.5: the mapping covers `offset_bytes + size_bytes` from its
+/// pointer, and the rank's first and last byte sit on the planned device.
 pub fn check_mapping(
     mapping: &Resource,
     m: &Mapped,
     dev: Device,
+    offset_bytes: u64,
     size_bytes: u64,
 ) -> Result<(), String> {
     let ptr = match *mapping {
         Resource::IpcMapping { ptr, .. } | Resource::Mapping { ptr, .. } => ptr,
         other => return Err(format!("internal: cannot verify {other}")),
     };
-    if m.device != dev.0 {
-        return Err(format!(
-            "memory at {ptr:#x} resides on device {}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
-            m.device, dev.0
-        ));
+    for (which, d) in [("first", m.device), ("last", m.end_device)] {
+        if d != dev.0 {
+            return Err(format!(
+                "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
+                dev.0
+            ));
+        }
     }
-    let end = m.base.checked_add(m.size);
-    let covered = match end {
-        Some(end) if m.base <= ptr && ptr <= end => end - ptr,
-        _ => 0,
+    let need = u128::from(offset_bytes) + u128::from(size_bytes);
+    let end = u128::from(m.base) + u128::from(m.size);
+    let covered = if u128::from(m.base) <= u128::from(ptr) && u128::from(ptr) <= end {
+        end - u128::from(ptr)
+    } else {
+        0
     };
-    if covered < size_bytes {
+    if covered < need {
         return Err(format!(
-            "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor says {size_bytes}",
+            "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor needs {need} (offset_bytes {offset_bytes} + size_bytes {size_bytes})",
             m.base, m.size
         ));
     }

@@ -355,7 +355,8 @@ impl Backend for SimBackend {
         &mut self,
         dev: Device,
         mapping: &Resource,
-        _imported: Option<&Resource>,
+        _offset: u64,
+        _size: u64,
     ) -> Result<Mapped, String> {
         self.step(Step::Verify)?;
         self.check_held(mapping, "inspect")?;
@@ -367,10 +368,12 @@ impl Backend for SimBackend {
             Resource::IpcMapping { ptr, .. } => (ptr, 1 << 40),
             other => return Err(format!("sim: inspect {other}")),
         };
+        let device = if self.lie_device { dev.0 + 100 } else { dev.0 };
         Ok(Mapped {
             base,
             size: self.lie_size.unwrap_or(size),
-            device: if self.lie_device { dev.0 + 100 } else { dev.0 },
+            device,
+            end_device: device,
         })
     }
 
@@ -452,10 +455,11 @@ impl<B: Backend> Backend for Injected<B> {
         &mut self,
         dev: Device,
         mapping: &Resource,
-        imported: Option<&Resource>,
+        offset: u64,
+        size: u64,
     ) -> Result<Mapped, String> {
         self.faults.before(Step::Verify)?;
-        self.inner.inspect(dev, mapping, imported)
+        self.inner.inspect(dev, mapping, offset, size)
     }
     fn release(&mut self, r: &Resource) -> Result<(), String> {
         self.faults.before_release()?;

@@ -52,6 +52,7 @@ fn plan_with(kinds: impl Fn(u64, usize) -> &'static str) -> Plan {
                     .map(|i| Allocation {
                         id: format!("kv-{i}"),
                         size_bytes: 3 << 20,
+                        offset_bytes: 0,
                         handle: handle(kinds(rank, i), rank, i),
                     })
                     .collect(),
@@ -349,20 +350,43 @@ fn mapping_checks() {
         ptr: 0x1000,
         size: 0x2000,
     };
-    let at = |base, size, device| Mapped { base, size, device };
-    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x2000).is_ok());
-    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x2001).is_err());
-    assert!(check_mapping(&m, &at(0x1000, 0x2000, 0), Device(1), 1).is_err());
+    let at = |base, size, device| Mapped {
+        base,
+        size,
+        device,
+        end_device: device,
+    };
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0, 0x2000).is_ok());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0, 0x2001).is_err());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 0), Device(1), 0, 1).is_err());
+    // offset_bytes counts: offset + size must fit.
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x1000, 0x1000).is_ok());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x1000, 0x1001).is_err());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), u64::MAX, u64::MAX).is_err());
+    // The last byte on another device fails even when the first is right.
+    let split = Mapped {
+        end_device: 2,
+        ..at(0x1000, 0x2000, 1)
+    };
+    let e = check_mapping(&m, &split, Device(1), 0, 0x2000).unwrap_err();
+    assert!(e.contains("last byte"), "{e}");
     // An IPC pointer inside a larger range: covered from the pointer on.
     let ipc = Resource::IpcMapping {
         device: 0,
         ptr: 0x1800,
     };
-    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0x800).is_ok());
-    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0x801).is_err());
-    assert!(check_mapping(&ipc, &at(0x2000, 0x1000, 0), Device(0), 1).is_err());
-    assert!(check_mapping(&ipc, &at(u64::MAX, 2, 0), Device(0), 1).is_err());
-    assert!(check_mapping(&Resource::Context { device: 0 }, &at(0, 1, 0), Device(0), 1).is_err());
+    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0, 0x800).is_ok());
+    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0, 0x801).is_err());
+    assert!(check_mapping(&ipc, &at(0x2000, 0x1000, 0), Device(0), 0, 1).is_err());
+    assert!(check_mapping(&ipc, &at(u64::MAX, 2, 0), Device(0), 0, 1).is_err());
+    assert!(check_mapping(
+        &Resource::Context { device: 0 },
+        &at(0, 1, 0),
+        Device(0),
+        0,
+        1
+    )
+    .is_err());
 }
 
 #[test]
