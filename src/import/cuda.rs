@@ -262,15 +262,19 @@ impl Backend for CudaBackend {
             Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
             other => return Err(format!("internal: cannot inspect {other}")),
         };
-        let first = ptr
-            .checked_add(offset)
-            .ok_or_else(|| format!("{ptr:#x} + offset {offset} overflows"))?;
-        let last = first
-            .checked_add(size.saturating_sub(1))
-            .ok_or_else(|| format!("{first:#x} + {size} overflows"))?;
-        let (base, range) = self.drv.address_range(first).map_err(call)?;
-        let device = self.drv.pointer_device(first).map_err(call)?;
-        let end_device = self.drv.pointer_device(last).map_err(call)?;
+        // The range containing the mapping's own pointer: for an IPC mapping
+        // the exporter's whole allocation, for a VMM mapping our reservation.
+        let (base, range) = self.drv.address_range(ptr).map_err(call)?;
+        let need = u128::from(offset) + u128::from(size);
+        let covered = u128::from(base) + u128::from(range) >= u128::from(ptr) + need;
+        let (mut device, mut end_device) = (-1, -1);
+        if covered && size > 0 {
+            // In range, so neither sum overflows.
+            let first = ptr + offset;
+            let last = first + (size - 1);
+            device = self.drv.pointer_device(first).map_err(call)?;
+            end_device = self.drv.pointer_device(last).map_err(call)?;
+        }
         Ok(Mapped {
             base,
             size: range,

@@ -197,13 +197,14 @@ impl fmt::Display for Resource {
 /// Where a rank's bytes in a mapping really are, as the driver reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mapped {
-    /// Base of the range containing the rank's first byte.
+    /// Base of the range containing the mapping's pointer.
     pub base: u64,
     /// Size of that range.
     pub size: u64,
-    /// The device the rank's first byte resides on.
+    /// The device the rank's first byte resides on (-1: not asked, the
+    /// range does not reach it).
     pub device: i32,
-    /// The device the rank's last byte resides on.
+    /// The device the rank's last byte resides on (-1: not asked).
     pub end_device: i32,
 }
 
@@ -512,7 +513,8 @@ fn import_one(
 }
 
 /// SPEC §8.4, §10.5: the mapping covers `offset_bytes + size_bytes` from its
-/// pointer, and the rank's first and last byte sit on the planned device.
+/// pointer (checked first: the device answers mean nothing outside it), and
+/// the rank's first and last byte sit on the planned device.
 pub fn check_mapping(
     mapping: &Resource,
     m: &Mapped,
@@ -524,14 +526,6 @@ pub fn check_mapping(
         Resource::IpcMapping { ptr, .. } | Resource::Mapping { ptr, .. } => ptr,
         other => return Err(format!("internal: cannot verify {other}")),
     };
-    for (which, d) in [("first", m.device), ("last", m.end_device)] {
-        if d != dev.0 {
-            return Err(format!(
-                "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
-                dev.0
-            ));
-        }
-    }
     let need = u128::from(offset_bytes) + u128::from(size_bytes);
     let end = u128::from(m.base) + u128::from(m.size);
     let covered = if u128::from(m.base) <= u128::from(ptr) && u128::from(ptr) <= end {
@@ -544,6 +538,14 @@ pub fn check_mapping(
             "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor needs {need} (offset_bytes {offset_bytes} + size_bytes {size_bytes})",
             m.base, m.size
         ));
+    }
+    for (which, d) in [("first", m.device), ("last", m.end_device)] {
+        if d != dev.0 {
+            return Err(format!(
+                "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
+                dev.0
+            ));
+        }
     }
     Ok(())
 }

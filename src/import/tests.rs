@@ -432,6 +432,7 @@ fn node() -> FakeProbe {
             visible: all.clone(),
             on_node: Some(all),
             source: "test".into(),
+            unreadable: Vec::new(),
         }),
     }
 }

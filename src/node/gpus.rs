@@ -122,11 +122,13 @@ pub fn combine(
             visible: devs.iter().map(|d| classify(d, on_node.as_ref())).collect(),
             on_node,
             source: SOURCE_CUDA.to_string(),
+            unreadable: Vec::new(),
         }),
         (Err(cuda_why), Ok(Some(all))) => Fact::Known(Gpus {
             visible: all.clone(),
             on_node: Some(all),
             source: format!("{SOURCE_PROC} (CUDA driver unusable: {cuda_why})"),
+            unreadable: Vec::new(),
         }),
         (Err(cuda_why), Ok(None)) => {
             if cuda_why == NO_LIBCUDA {
@@ -146,14 +148,20 @@ const NO_LIBCUDA: &str = "libcuda not found";
 /// Reads both sources and combines them. Never panics.
 pub fn probe() -> Fact<Gpus> {
     let proc_gpus = read_proc_gpus(Path::new(PROC_GPUS));
-    let cuda = match cuda_devices() {
-        Ok(e) if e.unreadable.is_empty() => Ok(e.devices.clone()),
-        // A partial list could call a present GPU absent: not used for the fact
-        // (the import backend still finds the GPUs it can read).
-        Ok(e) => Err(e.unreadable.join("; ")),
-        Err(e) => Err(e.to_string()),
+    let (cuda, unreadable) = match cuda_devices() {
+        Ok(e) => (Ok(e.devices.clone()), e.unreadable.clone()),
+        Err(e) => (Err(e.to_string()), Vec::new()),
     };
-    combine(cuda, proc_gpus)
+    let mut fact = combine(cuda, proc_gpus);
+    // A device whose UUID could not be read leaves the GPUs it might be "not
+    // checked" rather than absent; the others are still checked (and the
+    // import backend still uses them).
+    if let Fact::Known(g) = &mut fact {
+        if g.source == SOURCE_CUDA {
+            g.unreadable = unreadable;
+        }
+    }
+    fact
 }
 
 /// Why the CUDA driver could not list its devices.
