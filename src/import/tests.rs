@@ -870,3 +870,40 @@ fn a_failure_in_rank_0_reports_no_imported_rank() {
     assert_eq!(r.released, Some(4), "ctx + kv-0 import/reserve/map");
     assert_released_in_reverse(&sim);
 }
+
+#[test]
+fn offset_bytes_widens_the_reservation_and_the_verified_range() {
+    // 3 MiB at offset 3 MiB: 6 MiB reserved and mapped (SIM_GRANULARITY 2 MiB).
+    let mut plan = fabric_plan();
+    plan.ranks.truncate(1);
+    plan.ranks[0].allocations.truncate(1);
+    plan.ranks[0].allocations[0].offset_bytes = 3 << 20;
+    let mut sim = SimBackend::new();
+    let (out, mut ledger) = run(&plan, &mut sim);
+    assert!(matches!(out, Outcome::Imported { .. }), "{out:?}");
+    let sizes: Vec<u64> = sim
+        .acquired()
+        .iter()
+        .filter_map(|r| match *r {
+            Resource::Reservation { size, .. } | Resource::Mapping { size, .. } => Some(size),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sizes, [6 << 20, 6 << 20]);
+    ledger.release_all(&mut sim);
+    assert_released_in_reverse(&sim);
+    // A mapping that covers only the size (the offset ignored) fails verify.
+    let mut sim = SimBackend::new();
+    sim.lie_size = Some(4 << 20);
+    let (out, _) = run(&plan, &mut sim);
+    let Outcome::Failed { failure, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(failure.step, Step::Verify);
+    assert!(
+        failure.message.contains("offset_bytes 3145728"),
+        "{}",
+        failure.message
+    );
+    assert_released_in_reverse(&sim);
+}
