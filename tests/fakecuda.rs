@@ -93,6 +93,42 @@ fn built() -> Option<&'static Built> {
     .as_ref()
 }
 
+/// Whether this kernel and sandbox let a process take another's fd
+/// (pidfd_open + pidfd_getfd): where they refuse, posix_fd allocations are
+/// replaced by fabric ones, with a message.
+fn pidfd_works(b: &Built) -> bool {
+    static W: OnceLock<bool> = OnceLock::new();
+    *W.get_or_init(|| {
+        let mut owner = Command::new(&b.owner)
+            .arg("0:4096")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(owner.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let fd: i32 = line.trim().parse().unwrap();
+        let pid = owner.id() as i32;
+        let ticks = kvcr::import::pidfd::proc_start_ticks(pid).unwrap().unwrap();
+        let r =
+            kvcr::import::pidfd::take_fd(pid, fd, ticks, &kvcr::import::pidfd::proc_start_ticks);
+        let _ = owner.kill();
+        let _ = owner.wait();
+        match r {
+            Ok(_) => true,
+            Err(e) if e.is_refused() => {
+                eprintln!(
+                    "posix_fd skipped (fabric instead): the kernel refuses pidfd_getfd here: {e}"
+                );
+                false
+            }
+            Err(e) => panic!("pidfd probe: {e}"),
+        }
+    })
+}
+
 macro_rules! need_cc {
     () => {
         match built() {
@@ -156,7 +192,12 @@ fn read_trim(p: &str) -> String {
 impl Scenario {
     fn new(b: &Built, gpus: usize, ranks: usize, allocs: impl Fn(usize) -> Vec<Alloc>) -> Scenario {
         let dir = tempfile::tempdir().unwrap();
-        let plan: Vec<Vec<Alloc>> = (0..ranks).map(&allocs).collect();
+        let mut plan: Vec<Vec<Alloc>> = (0..ranks).map(&allocs).collect();
+        if !pidfd_works(b) {
+            for a in plan.iter_mut().flatten().filter(|a| a.kind == "posix_fd") {
+                a.kind = "fabric";
+            }
+        }
         // The owner holds one memfd per posix_fd allocation.
         let fd_args: Vec<String> = plan
             .iter()
@@ -476,8 +517,6 @@ fn audit_live_lists_the_gpus_through_the_fake_driver() {
     assert!(l.acquired.is_empty() && l.violations.is_empty(), "{l:?}");
 
     // A rank's GPU the driver does not list: KV106, exit 1.
-    let mut env = s.env.clone();
-    env.retain(|(k, _)| k != "FAKECUDA_GPUS");
     let mut c = s.command(
         &log,
         &[("FAKECUDA_GPUS", format!("{},{}", gpu(0), gpu(2)))],
@@ -632,6 +671,9 @@ fn verify_catches_memory_on_another_device_and_a_short_allocation() {
     assert!(r.failure_message().contains("needs"), "{}", r.why());
     r.assert_clean_reverse();
     for kind in ["fabric", "posix_fd"] {
+        if kind == "posix_fd" && !pidfd_works(b) {
+            continue;
+        }
         let s = Scenario::new(b, 1, 1, |_| {
             vec![Alloc {
                 offset_bytes: MIB + 1,
@@ -854,36 +896,59 @@ fn signal(child: &Child, sig: i32) {
 fn a_signal_during_a_driver_call_exits_130_with_everything_released() {
     let b = need_cc!();
     let s = Scenario::mixed(b);
-    for (sig, at) in [
+    let cases = [
         (libc::SIGINT, "cuMemMap:2"),
         (libc::SIGTERM, "cuIpcOpenMemHandle_v2:2"),
         (libc::SIGINT, "cuPointerGetAttribute:1"),
-    ] {
-        let log = s.dir.path().join("sig.log");
-        let _ = std::fs::remove_file(&log);
-        let inv = s.inv();
-        let child = s
-            .command(
-                &log,
-                &[("FAKECUDA_DELAY", format!("{at}:2000"))],
-                &["import", inv.to_str().unwrap(), "--format", "json"],
-            )
-            .spawn()
-            .unwrap();
-        let sym = at.split(':').next().unwrap();
-        wait_for("the delayed call", || {
-            std::fs::read_to_string(&log)
-                .unwrap_or_default()
-                .contains(&format!("delay\t{sym}\t"))
-        });
-        signal(&child, sig);
-        let r = finish(child, &log);
-        assert_eq!(r.code, 130, "{at}: {}", r.why());
-        assert_eq!(r.report()["result"], "interrupted");
-        r.assert_clean_reverse();
-        assert!(r.log.held.is_empty(), "{:?}", r.log.held);
-        assert!(!r.log.released.is_empty());
-    }
+        (libc::SIGTERM, "cuMemImportFromShareableHandle:3"),
+    ];
+    std::thread::scope(|sc| {
+        for (n, (sig, at)) in cases.into_iter().enumerate() {
+            let s = &s;
+            sc.spawn(move || {
+                let log = s.dir.path().join(format!("sig{n}.log"));
+                let inv = s.inv();
+                let child = s
+                    .command(
+                        &log,
+                        &[("FAKECUDA_DELAY", format!("{at}:1000"))],
+                        &["import", inv.to_str().unwrap(), "--format", "json"],
+                    )
+                    .spawn()
+                    .unwrap();
+                let sym = at.split(':').next().unwrap();
+                wait_for("the delayed call", || {
+                    std::fs::read_to_string(&log)
+                        .unwrap_or_default()
+                        .contains(&format!("delay\t{sym}\t"))
+                });
+                signal(&child, sig);
+                let r = finish(child, &log);
+                assert_eq!(r.code, 130, "{at}: {}", r.why());
+                assert_eq!(r.report()["result"], "interrupted");
+                r.assert_clean_reverse();
+                assert!(r.log.held.is_empty(), "{:?}", r.log.held);
+                assert!(!r.log.released.is_empty());
+                // The call in flight finished; no acquiring call came after it.
+                let nth: usize = at.split(':').nth(1).unwrap().parse().unwrap();
+                let delayed = r
+                    .log
+                    .calls
+                    .iter()
+                    .enumerate()
+                    .filter(|c| c.1 .1 == sym)
+                    .nth(nth - 1)
+                    .map(|c| c.0)
+                    .unwrap();
+                assert!(r.log.calls[delayed + 1..].iter().all(|c| ![
+                    "cuMemMap",
+                    "cuMemImportFromShareableHandle",
+                    "cuIpcOpenMemHandle_v2"
+                ]
+                .contains(&c.1.as_str())));
+            });
+        }
+    });
 }
 
 #[test]
