@@ -990,3 +990,78 @@ fn hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
     assert!(r.log.held.is_empty());
     assert_eq!(r.log.released.len(), 16);
 }
+
+/// The fake is only worth its "no violation" if it catches violations:
+/// `selftest.c` breaks each rule once through the same entry points.
+#[test]
+fn the_fake_reports_every_broken_rule() {
+    let b = need_cc!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("selftest");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(format!("{SRC}/selftest.c"))
+        .arg(b.lib_dir.join("libcuda.so.1"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = dir.path().join("selftest.log");
+    let h = hex("fabric", 0, 0);
+    let out = Command::new(&exe)
+        .arg(&h)
+        .env_clear()
+        .env("LD_LIBRARY_PATH", &b.lib_dir)
+        .env("FAKECUDA_GPUS", gpu(0))
+        .env("FAKECUDA_FABRIC", format!("{h}:0:{}", 4 * MIB))
+        .env("FAKECUDA_LOG", &log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let l = parse_log(&std::fs::read_to_string(&log).unwrap());
+    let broken: Vec<&str> = l
+        .violations
+        .iter()
+        .map(|v| v.split('\t').nth(2).unwrap_or(""))
+        .collect();
+    for want in [
+        "called before cuInit",
+        "(an ordinal?)",
+        "without a retain",
+        "prop.type 0",
+        "is not a multiple of",
+        "offset 4096, must be 0",
+        "is not inside a reservation",
+        "overlaps a mapping",
+        "access flags 2",
+        "is still mapped",
+        "is not a reservation",
+        "double release",
+        "is released",
+    ] {
+        assert!(
+            broken.iter().any(|b| b.contains(want)),
+            "{want}: {broken:#?}"
+        );
+    }
+    assert_eq!(
+        broken
+            .iter()
+            .filter(|b| b.contains("is not exactly a mapping"))
+            .count(),
+        3
+    );
+    assert_eq!(l.violations.len(), 16, "{broken:#?}");
+    // Everything the self-test took it gave back.
+    assert!(l.held.is_empty() && l.exited, "{l:?}");
+}
