@@ -709,6 +709,11 @@ fn unknown_status_codes_are_reported_by_number() {
             m.contains(&format!("CUDA error {code} (unknown to this build)")),
             "{m}"
         );
+        // The number itself, for scripts.
+        assert_eq!(
+            r.report()["failure"]["driver"],
+            json!({"call": "cuMemMap", "status": code})
+        );
         r.assert_clean_reverse();
         assert!(r.log.held.is_empty());
         // Mid-release: the rest is still released, the report lists what remains (exit 4).
@@ -719,6 +724,17 @@ fn unknown_status_codes_are_reported_by_number() {
         );
         assert_eq!(r.code, 4, "{code}: {}", r.why());
         assert_eq!(r.report()["result"], "release-failed");
+        let failed: Vec<&Value> = r.report()["remaining"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x.get("driver").is_some())
+            .collect();
+        assert_eq!(failed.len(), 1, "{}", r.why());
+        assert_eq!(
+            failed[0]["driver"],
+            json!({"call": "cuMemUnmap", "status": code})
+        );
         assert!(r
             .report()
             .to_string()
@@ -820,6 +836,21 @@ fn a_failure_at_every_call_position_rolls_back() {
                         }
                         if r.code == 3 && sym.starts_with("cuDevice") && !sym.contains("Primary") {
                             assert_eq!(r.report()["failure"]["step"], "device", "{ctx}");
+                        }
+                        // A failed driver call is in the report by number.
+                        if r.code == 3 || r.code == 4 {
+                            let status =
+                                |v: &Value| v["driver"]["status"].as_i64() == Some(code as i64);
+                            let rep = r.report();
+                            let in_failure = status(&rep["failure"]);
+                            let in_remaining = rep["remaining"]
+                                .as_array()
+                                .is_some_and(|a| a.iter().any(status));
+                            // (A used GPU whose UUID could not be read: named in the message.)
+                            let in_message = rep["failure"]["step"] == "device"
+                                && r.failure_message().contains(&format!("({code})"))
+                                || r.failure_message().contains(&format!("CUDA error {code} "));
+                            assert!(in_failure || in_remaining || in_message, "{ctx}");
                         }
                         if r.code == 3 && code == 919 {
                             assert!(

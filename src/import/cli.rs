@@ -116,6 +116,9 @@ pub struct RemainingRow {
     /// The driver's answer, when the release was attempted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The driver call and its status, when a driver call refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<super::DriverCall>,
 }
 
 /// The `kvcr import` report (`--format json` prints it as one document).
@@ -226,6 +229,11 @@ fn remaining_rows(rel: &ReleaseReport) -> Vec<RemainingRow> {
                 .iter()
                 .find(|f| f.entry.seq == e.seq)
                 .map(|f| f.message.clone()),
+            driver: rel
+                .failed
+                .iter()
+                .find(|f| f.entry.seq == e.seq)
+                .and_then(|f| f.driver),
         })
         .collect()
 }
@@ -241,6 +249,7 @@ fn first_release_failure(rel: &ReleaseReport) -> Option<StepFailure> {
             f.entry.resource,
             f.message
         ),
+        driver: f.driver,
     })
 }
 
@@ -425,6 +434,7 @@ pub fn import(
                     Step::Release
                 },
                 message: "interrupted by a signal after every rank was imported".into(),
+                driver: None,
             });
             let mut failed = None;
             if stop.is_none() && req.mode == Mode::Hold {
@@ -435,6 +445,7 @@ pub fn import(
                             allocation: None,
                             step: Step::ReadyFile,
                             message: format!("cannot publish {}: {e}", rf.path().display()),
+                            driver: None,
                         });
                     }
                 }

@@ -14,7 +14,7 @@
 //! each check can and cannot catch.
 
 use super::pidfd;
-use super::{Backend, Device, Mapped, Resource};
+use super::{Backend, BackendError, Device, Mapped, Resource};
 use crate::cuda_ffi::{self, consts, CallError, Driver};
 use crate::descriptor::{GpuUuid, Handle, Owner};
 use crate::node::gpus;
@@ -68,8 +68,8 @@ pub struct CudaBackend {
     handle_types: BTreeMap<u64, c_int>,
 }
 
-fn call(e: CallError) -> String {
-    e.to_string()
+fn call(e: CallError) -> BackendError {
+    e.into()
 }
 
 impl CudaBackend {
@@ -102,7 +102,7 @@ impl CudaBackend {
     }
 
     /// Makes `ordinal`'s retained primary context current on this thread.
-    fn enter(&self, ordinal: i32) -> Result<(), String> {
+    fn enter(&self, ordinal: i32) -> Result<(), BackendError> {
         let (_, ctx, _) = self
             .contexts
             .get(&ordinal)
@@ -110,10 +110,10 @@ impl CudaBackend {
         self.drv.ctx_set_current(Some(*ctx)).map_err(call)
     }
 
-    fn handle_of(r: &Resource) -> Result<u64, String> {
+    fn handle_of(r: &Resource) -> Result<u64, BackendError> {
         match *r {
             Resource::Imported { handle, .. } => Ok(handle),
-            other => Err(format!("internal: {other} is not an imported handle")),
+            other => Err(format!("internal: {other} is not an imported handle").into()),
         }
     }
 }
@@ -123,10 +123,17 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
-    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), String> {
+    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), BackendError> {
         let list = match gpus::cuda_devices() {
             Ok(l) => l,
-            Err(e) => return Err(format!("the CUDA driver could not list its devices: {e}")),
+            Err(e) => {
+                let mut err =
+                    BackendError::from(format!("the CUDA driver could not list its devices: {e}"));
+                if let gpus::EnumError::Call(c) = e {
+                    err.driver = BackendError::from(c.clone()).driver;
+                }
+                return Err(err);
+            }
         };
         let Some(v) = list
             .devices
@@ -145,7 +152,7 @@ impl Backend for CudaBackend {
                     list.unreadable.join("; ")
                 ));
             }
-            return Err(why);
+            return Err(why.into());
         };
         let ctx = self.drv.primary_ctx_retain(v.handle).map_err(call)?;
         let e = self.contexts.entry(v.ordinal).or_insert((v.handle, ctx, 0));
@@ -157,7 +164,7 @@ impl Backend for CudaBackend {
         Ok((Device(v.ordinal), Resource::Context { device: v.ordinal }))
     }
 
-    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, String> {
+    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError> {
         self.enter(dev.0)?;
         let ptr = self.drv.ipc_open(handle).map_err(call)?;
         Ok(Resource::IpcMapping { device: dev.0, ptr })
@@ -168,7 +175,7 @@ impl Backend for CudaBackend {
         dev: Device,
         handle: &Handle,
         owner: &Owner,
-    ) -> Result<Resource, String> {
+    ) -> Result<Resource, BackendError> {
         self.enter(dev.0)?;
         let (h, ty) = match handle {
             Handle::Fabric(bytes) => (
@@ -195,7 +202,12 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String> {
+    fn reserve(
+        &mut self,
+        dev: Device,
+        imported: &Resource,
+        size: u64,
+    ) -> Result<Resource, BackendError> {
         self.enter(dev.0)?;
         let h = Self::handle_of(imported)?;
         let ty = self.handle_types.get(&h).copied().unwrap_or(0);
@@ -217,10 +229,10 @@ impl Backend for CudaBackend {
         dev: Device,
         reservation: &Resource,
         imported: &Resource,
-    ) -> Result<Resource, String> {
+    ) -> Result<Resource, BackendError> {
         self.enter(dev.0)?;
         let Resource::Reservation { ptr, size, .. } = *reservation else {
-            return Err(format!("internal: cannot map into {reservation}"));
+            return Err(format!("internal: cannot map into {reservation}").into());
         };
         let h = Self::handle_of(imported)?;
         // SAFETY: the reservation and the handle are ledger entries this
@@ -233,20 +245,20 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), String> {
+    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), BackendError> {
         self.enter(dev.0)?;
         let Resource::Mapping { ptr, size, .. } = *mapping else {
-            return Err(format!("internal: cannot set access on {mapping}"));
+            return Err(format!("internal: cannot set access on {mapping}").into());
         };
         // SAFETY: exactly a mapping this backend made (a ledger entry).
         unsafe { self.drv.set_access(ptr, size, dev.0, self.read_write) }.map_err(|e| {
-            if self.read_write {
-                call(e)
-            } else {
-                format!(
-                    "{e}; the driver refused a read-only mapping: --map-read-write allows kvcr to map it read-write"
-                )
+            let mut err = call(e);
+            if !self.read_write {
+                err.message.push_str(
+                    "; the driver refused a read-only mapping: --map-read-write allows kvcr to map it read-write",
+                );
             }
+            err
         })
     }
 
@@ -256,11 +268,11 @@ impl Backend for CudaBackend {
         mapping: &Resource,
         offset: u64,
         size: u64,
-    ) -> Result<Mapped, String> {
+    ) -> Result<Mapped, BackendError> {
         self.enter(dev.0)?;
         let ptr = match *mapping {
             Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
-            other => return Err(format!("internal: cannot inspect {other}")),
+            other => return Err(format!("internal: cannot inspect {other}").into()),
         };
         // The range containing the mapping's own pointer: for an IPC mapping
         // the exporter's whole allocation, for a VMM mapping our reservation.
@@ -283,7 +295,7 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn release(&mut self, r: &Resource) -> Result<(), String> {
+    fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
         match *r {
             Resource::Context { device } => {
                 let (dev, _, count) = *self

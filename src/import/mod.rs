@@ -216,29 +216,34 @@ pub trait Backend {
     fn name(&self) -> &'static str;
     /// Finds the GPU whose UUID is `gpu` and retains its primary context.
     /// Returns the device and the [`Resource::Context`] to release.
-    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), String>;
+    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), BackendError>;
     /// Opens a legacy IPC handle on `dev` ([`Resource::IpcMapping`]).
-    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, String>;
+    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError>;
     /// Imports a fabric handle or the owner's POSIX fd ([`Resource::Imported`]).
     fn import_shareable(
         &mut self,
         dev: Device,
         handle: &Handle,
         owner: &Owner,
-    ) -> Result<Resource, String>;
+    ) -> Result<Resource, BackendError>;
     /// Reserves an address range for `size` bytes of `imported` (the
     /// allocation's `offset_bytes + size_bytes`), rounded up to the planned
     /// device's allocation granularity ([`Resource::Reservation`]).
-    fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String>;
+    fn reserve(
+        &mut self,
+        dev: Device,
+        imported: &Resource,
+        size: u64,
+    ) -> Result<Resource, BackendError>;
     /// Maps `imported` over the whole `reservation` ([`Resource::Mapping`]).
     fn map(
         &mut self,
         dev: Device,
         reservation: &Resource,
         imported: &Resource,
-    ) -> Result<Resource, String>;
+    ) -> Result<Resource, BackendError>;
     /// Grants `dev` access to `mapping` (nothing to release: unmapping drops it).
-    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), String>;
+    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), BackendError>;
     /// Reports where the `size` bytes at `offset` into `mapping` (an IPC
     /// mapping or a VMM mapping) really are.
     fn inspect(
@@ -247,9 +252,58 @@ pub trait Backend {
         mapping: &Resource,
         offset: u64,
         size: u64,
-    ) -> Result<Mapped, String>;
+    ) -> Result<Mapped, BackendError>;
     /// Releases one resource.
-    fn release(&mut self, r: &Resource) -> Result<(), String>;
+    fn release(&mut self, r: &Resource) -> Result<(), BackendError>;
+}
+
+/// The driver call that failed and the integer status it returned (any
+/// integer: a code this build does not know is kept as it is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DriverCall {
+    pub call: &'static str,
+    pub status: i32,
+}
+
+/// Why a backend step or release failed: a one-line message, and the
+/// driver call and status when a driver call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendError {
+    pub message: String,
+    pub driver: Option<DriverCall>,
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for BackendError {
+    fn from(message: String) -> BackendError {
+        BackendError {
+            message,
+            driver: None,
+        }
+    }
+}
+
+impl From<&str> for BackendError {
+    fn from(message: &str) -> BackendError {
+        BackendError::from(message.to_string())
+    }
+}
+
+impl From<crate::cuda_ffi::CallError> for BackendError {
+    fn from(e: crate::cuda_ffi::CallError) -> BackendError {
+        BackendError {
+            message: e.to_string(),
+            driver: Some(DriverCall {
+                call: e.call,
+                status: e.status.0,
+            }),
+        }
+    }
 }
 
 /// Which rank, allocation and step failed (or was about to run when the
@@ -260,6 +314,9 @@ pub struct StepFailure {
     pub allocation: Option<String>,
     pub step: Step,
     pub message: String,
+    /// The driver call and status, when a driver call failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DriverCall>,
 }
 
 impl fmt::Display for StepFailure {
@@ -390,22 +447,23 @@ struct Stepper<'a> {
 }
 
 impl Stepper<'_> {
-    fn at(&self, step: Step, message: String) -> StepFailure {
+    fn at(&self, step: Step, e: BackendError) -> StepFailure {
         StepFailure {
             rank: self.rank,
             allocation: self.allocation.map(str::to_string),
             step,
-            message,
+            message: e.message,
+            driver: e.driver,
         }
     }
 
-    fn run<T>(&self, step: Step, f: impl FnOnce() -> Result<T, String>) -> Result<T, Stop> {
+    fn run<T>(&self, step: Step, f: impl FnOnce() -> Result<T, BackendError>) -> Result<T, Stop> {
         if (self.interrupted)() {
             return Err(Stop::Interrupted(
-                self.at(step, "interrupted by a signal before this step".to_string()),
+                self.at(step, "interrupted by a signal before this step".into()),
             ));
         }
-        f().map_err(|m| Stop::Failed(self.at(step, m)))
+        f().map_err(|e| Stop::Failed(self.at(step, e)))
     }
 }
 
@@ -480,7 +538,7 @@ fn import_one(
             })?;
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
-                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
+                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes).map_err(Into::into)
             })
         }
         Handle::Fabric(_) | Handle::PosixFd(_) => {
@@ -506,7 +564,7 @@ fn import_one(
             s.run(Step::SetAccess, || backend.set_access(dev, &mapping))?;
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
-                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
+                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes).map_err(Into::into)
             })
         }
     }
