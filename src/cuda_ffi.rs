@@ -143,14 +143,23 @@ impl fmt::Display for Status {
 pub struct CallError {
     /// The entry point, as kvcr names it (`cuMemMap`, `cuMemSetAccess(read-only)`).
     pub call: &'static str,
-    pub status: Status,
+    /// What the driver returned; `None` when this libcuda lacks the entry
+    /// point (nothing was called).
+    pub status: Option<Status>,
     /// The driver's own text for the code (`cuGetErrorString`), when it has one.
     pub text: Option<String>,
 }
 
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed: {}", self.call, self.status)?;
+        let Some(status) = self.status else {
+            return write!(
+                f,
+                "{}: this libcuda lacks the entry point (driver too old)",
+                self.call
+            );
+        };
+        write!(f, "{} failed: {status}", self.call)?;
         if let Some(t) = &self.text {
             write!(f, ": {t}")?;
         }
@@ -237,14 +246,6 @@ driver_api! {
     address_range = "cuMemGetAddressRange_v2": fn(*mut DevicePtr, *mut usize, DevicePtr);
     pointer_attribute = "cuPointerGetAttribute": fn(*mut c_void, c_int, DevicePtr);
 }
-
-/// The entry points the node probe needs (`cuDeviceGetUuid` v1 is optional).
-pub const PROBE_SYMBOLS: [&str; 4] = [
-    "cuInit",
-    "cuDeviceGetCount",
-    "cuDeviceGet",
-    "cuDeviceGetUuid_v2",
-];
 
 /// Every entry point the import backend calls.
 pub const IMPORT_SYMBOLS: [&str; 20] = [
@@ -337,10 +338,8 @@ impl Driver {
     fn missing_symbol(&self, name: &'static str) -> CallError {
         CallError {
             call: name,
-            // Not a driver status: the entry point does not exist. 500 is
-            // CUDA_ERROR_NOT_FOUND, the closest honest code.
-            status: Status(500),
-            text: Some("this libcuda lacks the entry point (driver too old)".into()),
+            status: None,
+            text: None,
         }
     }
 
@@ -351,7 +350,7 @@ impl Driver {
         }
         Err(CallError {
             call,
-            status: Status(r),
+            status: Some(Status(r)),
             text: self.error_string(Status(r)),
         })
     }
@@ -757,13 +756,19 @@ mod tests {
         }
         let e = CallError {
             call: "cuMemMap",
-            status: Status(919),
+            status: Some(Status(919)),
             text: None,
         };
         assert_eq!(
             e.to_string(),
             "cuMemMap failed: CUDA error 919 (unknown to this build)"
         );
+        let missing = CallError {
+            call: "cuMemMap",
+            status: None,
+            text: None,
+        };
+        assert!(missing.to_string().contains("lacks the entry point"));
     }
 
     #[test]

@@ -1096,3 +1096,58 @@ fn the_fake_reports_every_broken_rule() {
     // Everything the self-test took it gave back.
     assert!(l.held.is_empty() && l.exited, "{l:?}");
 }
+
+#[test]
+fn a_driver_without_an_entry_point_is_exit_2_naming_it() {
+    let b = need_cc!();
+    let dir = tempfile::tempdir().unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O1", "-DFAKECUDA_OLD_DRIVER", "-o"])
+        .arg(dir.path().join("libcuda.so.1"))
+        .arg(format!("{SRC}/fakecuda.c"))
+        .arg("-lpthread")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut s = Scenario::mixed(b);
+    for (k, v) in s.env.iter_mut() {
+        if k == "LD_LIBRARY_PATH" {
+            *v = dir.path().display().to_string();
+        }
+    }
+    let r = s.import("old", &[], &[]);
+    assert_eq!(r.code, 2, "{}", r.why());
+    assert!(
+        r.stderr.contains("too old") && r.stderr.contains("cuMemImportFromShareableHandle"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.log.acquired.is_empty());
+    // The probe needs none of the VMM calls: audit --live still lists the GPUs.
+    let log = s.dir.path().join("old-audit.log");
+    let out = s
+        .command(
+            &log,
+            &[],
+            &[
+                "audit",
+                "--live",
+                s.inv().to_str().unwrap(),
+                "--format",
+                "json",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -298,9 +298,9 @@ impl From<crate::cuda_ffi::CallError> for BackendError {
     fn from(e: crate::cuda_ffi::CallError) -> BackendError {
         BackendError {
             message: e.to_string(),
-            driver: Some(DriverCall {
+            driver: e.status.map(|s| DriverCall {
                 call: e.call,
-                status: e.status.0,
+                status: s.0,
             }),
         }
     }

@@ -176,7 +176,7 @@ pub enum EnumError {
 impl EnumError {
     /// True when the library on the path is the CUDA toolkit's stub.
     pub fn is_stub(&self) -> bool {
-        matches!(self, EnumError::Call(c) if c.status == Status::STUB_LIBRARY)
+        matches!(self, EnumError::Call(c) if c.status == Some(Status::STUB_LIBRARY))
     }
 }
 
@@ -215,7 +215,7 @@ fn enumerate() -> Result<Enumeration, EnumError> {
     match drv.init() {
         // CUDA_VISIBLE_DEVICES hides every GPU (or there is none): the
         // driver works and this process sees nothing.
-        Err(e) if e.status == Status::NO_DEVICE => return Ok(Enumeration::default()),
+        Err(e) if e.status == Some(Status::NO_DEVICE) => return Ok(Enumeration::default()),
         r => r.map_err(EnumError::Call)?,
     }
     let n = drv.device_count().map_err(EnumError::Call)?;

@@ -23,6 +23,7 @@
  *   FAKECUDA_DELAY=SYM:N:MS,...    the Nth call of SYM sleeps MS first
  *   FAKECUDA_STUB=1            behave as the toolkit's stub: every call 34
  *   FAKECUDA_NO_READONLY=1     cuMemSetAccess refuses PROT_READ (801)
+ * Built with -DFAKECUDA_OLD_DRIVER it lacks cuMemImportFromShareableHandle.
  *
  * Log lines (tab-separated):
  *   call  N  SYM  RC  details      every counted call, after it ran
@@ -555,6 +556,7 @@ static int memfd_device(int fd, unsigned long long *size) {
     return atoi(p + strlen("fakecuda-dev"));
 }
 
+#ifndef FAKECUDA_OLD_DRIVER /* -DFAKECUDA_OLD_DRIVER: a driver without VMM import */
 EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os,
                                                CUmemAllocationHandleType type) {
     BEGIN("cuMemImportFromShareableHandle", 1);
@@ -586,6 +588,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
     acquired(r);
     END(CUDA_SUCCESS, "type=%d handle=0x%llx size=%llu dev=%d", (int)type, r->ptr, size, dev);
 }
+#endif
 
 EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop, int flags) {
     BEGIN("cuMemGetAllocationGranularity", 1);
