@@ -543,7 +543,7 @@ fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>
         hint: Some(match e {
             DriverError::NotFound => "install the NVIDIA driver (libcuda.so.1) on this node, or run `kvcr import --dry-run` to audit and plan without one".into(),
             DriverError::TooOld { .. } => "upgrade the NVIDIA driver, or run `kvcr import --dry-run` to audit and plan without one".into(),
-            DriverError::Stub(_) => "this is the CUDA toolkit's stub, not the driver: remove the toolkit's stubs directory from LD_LIBRARY_PATH (or install the NVIDIA driver), or run `kvcr import --dry-run`".into(),
+            DriverError::Stub(_) => "remove the CUDA toolkit's stubs directory (…/lib64/stubs) from LD_LIBRARY_PATH, or install the NVIDIA driver; `kvcr import --dry-run` audits and plans without one".into(),
         }),
     })?
     .read_write(read_write);

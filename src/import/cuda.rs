@@ -45,7 +45,7 @@ pub enum DriverError {
     NotFound,
     #[error("the NVIDIA driver is too old: libcuda lacks {}", .missing.join(", "))]
     TooOld { missing: Vec<&'static str> },
-    #[error("the libcuda on the library path is the CUDA toolkit's stub, not the driver ({0})")]
+    #[error("this is the CUDA toolkit's stub, not the driver ({0})")]
     Stub(String),
 }
 
@@ -82,9 +82,9 @@ impl CudaBackend {
         if !missing.is_empty() {
             return Err(DriverError::TooOld { missing });
         }
-        if let Err(e) = gpus::cuda_devices() {
+        if let Err(e @ gpus::EnumError::Call(c)) = gpus::cuda_devices() {
             if e.is_stub() {
-                return Err(DriverError::Stub(e.to_string()));
+                return Err(DriverError::Stub(c.to_string()));
             }
         }
         Ok(CudaBackend {
