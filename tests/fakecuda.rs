@@ -641,18 +641,20 @@ fn stub_library_is_exit_2_naming_the_stub() {
 #[test]
 fn verify_catches_memory_on_another_device_and_a_short_allocation() {
     let b = need_cc!();
-    // Rank 0's IPC memory really lives on device 1.
-    let s = Scenario::new(b, 2, 1, |_| vec![alloc("cuda_ipc", 1)]);
-    let r = s.import("dev", &[], &[]);
-    assert_eq!(r.code, 3, "{}", r.why());
-    assert_eq!(r.report()["failure"]["step"], "verify");
-    assert!(
-        r.failure_message().contains("resides on device 1"),
-        "{}",
-        r.why()
-    );
-    r.assert_clean_reverse();
-    assert!(r.log.held.is_empty());
+    // Rank 0's memory really lives on device 1, for each handle kind.
+    for kind in ["cuda_ipc", "fabric", "posix_fd"] {
+        let s = Scenario::new(b, 2, 1, |_| vec![alloc(kind, 1)]);
+        let r = s.import("dev", &[], &[]);
+        assert_eq!(r.code, 3, "{kind}: {}", r.why());
+        assert_eq!(r.report()["failure"]["step"], "verify");
+        assert!(
+            r.failure_message().contains("resides on device 1"),
+            "{kind}: {}",
+            r.why()
+        );
+        r.assert_clean_reverse();
+        assert!(r.log.held.is_empty());
+    }
 
     // offset + size beyond the exported allocation: IPC fails verify, VMM fails cuMemMap.
     let s = Scenario::new(b, 1, 1, |_| {
