@@ -7,8 +7,11 @@
 //!   `cuda_ipc` handle, a VMM allocation exported as a `posix_fd` handle
 //!   (kept open here), and, where the GPU and driver support it, a VMM
 //!   allocation exported as a `fabric` handle. Each allocation is filled with
-//!   its own byte. It writes one sealed descriptor per rank (mode 0600, dir
-//!   0700), then FILE with the expected bytes, and waits for SIGTERM.
+//!   its own byte; one more `cuda_ipc` segment holds the rank's bytes in its
+//!   second half only (`offset_bytes`). It writes one sealed descriptor per
+//!   rank (mode 0600, dir 0700), the deployment profile as
+//!   FILE.profile.json, then FILE with the expected bytes, and waits for
+//!   SIGTERM.
 //!   It allows any process to ptrace it (`PR_SET_PTRACER_ANY`), so kvcr's
 //!   `pidfd_getfd` works under Yama `ptrace_scope=1`.
 //!
@@ -120,7 +123,7 @@ fn gpu_uuid(dev: sys::CUdevice) -> R<String> {
         unsafe { sys::cuDeviceGetUuid_v2(&mut u, dev) },
         "cuDeviceGetUuid_v2",
     )?;
-    let b = kvcr::import::cuda::raw_uuid(&u);
+    let b = u.bytes.map(|x| x as u8);
     let u = uuid::Uuid::from_bytes(b);
     Ok(format!("GPU-{}", u.hyphenated()))
 }
@@ -214,6 +217,8 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         .map_err(|e| e.to_string())?;
 
     let mut expected: BTreeMap<String, BTreeMap<String, u8>> = BTreeMap::new();
+    let mut profile = json!({});
+    let mut profile_gpus = Vec::new();
     let mut keep_fds = Vec::new();
     for rank in 0..ranks {
         let ordinal = rank as i32;
@@ -245,6 +250,39 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         let raw: Vec<u8> = ih.reserved.iter().map(|b| *b as u8).collect();
         allocations.push(json!({"id": "kv-ipc", "size_bytes": size, "handle": {"kind": "cuda_ipc", "hex": hex(&raw)}}));
         bytes.insert("kv-ipc".to_string(), pat(0));
+
+        // cuda_ipc with offset_bytes: a segment whose first half is another
+        // tensor (0xEE) and whose second half is this rank's (SPEC §10.5).
+        let mut q = 0;
+        // SAFETY: allocates device memory we own for the process lifetime.
+        ck(
+            unsafe { sys::cuMemAlloc_v2(&mut q, size as usize) },
+            "cuMemAlloc",
+        )?;
+        let half = size / 2;
+        // SAFETY: both halves lie inside the fresh allocation of `size` bytes.
+        ck(
+            unsafe { sys::cuMemsetD8_v2(q, 0xee, half as usize) },
+            "cuMemsetD8",
+        )?;
+        // SAFETY: as above.
+        ck(
+            unsafe { sys::cuMemsetD8_v2(q + half, pat(3), (size - half) as usize) },
+            "cuMemsetD8",
+        )?;
+        // SAFETY: CUipcMemHandle is 64 plain bytes.
+        let mut ih: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
+        // SAFETY: writes 64 bytes for an allocation we own.
+        ck(
+            unsafe { sys::cuIpcGetMemHandle(&mut ih, q) },
+            "cuIpcGetMemHandle",
+        )?;
+        let raw: Vec<u8> = ih.reserved.iter().map(|b| *b as u8).collect();
+        allocations.push(
+            json!({"id": "kv-ipc-off", "size_bytes": size - half, "offset_bytes": half,
+                                "handle": {"kind": "cuda_ipc", "hex": hex(&raw)}}),
+        );
+        bytes.insert("kv-ipc-off".to_string(), pat(3));
 
         // posix_fd: VMM, exported as an fd that stays open here.
         let (h, sz) = vmm_alloc(
@@ -339,6 +377,18 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
             "allocations": allocations,
             "created_unix_ms": now_ms,
         });
+        profile_gpus.push(d["gpu_uuid"].clone());
+        if rank == 0 {
+            profile = json!({
+                "schema": "kvcr.profile/v1",
+                "engine_id": d["engine_id"],
+                "world_size": ranks,
+                "tp": ranks,
+                "pp": 1,
+                "model": d["model"],
+                "geometry": d["geometry"],
+            });
+        }
         kvcr::testkit::seal(&mut d);
         write_private(
             &inv.join(format!("rank-{rank}.json")),
@@ -346,6 +396,12 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         )?;
         expected.insert(rank.to_string(), bytes);
     }
+    // The declared deployment profile, beside FILE (FILE.profile.json).
+    profile["gpus"] = serde_json::Value::Array(profile_gpus);
+    write_private(
+        &expect.with_extension("profile.json"),
+        &serde_json::to_vec_pretty(&profile).map_err(|e| e.to_string())?,
+    )?;
     // Written last: the script waits for it.
     write_private(
         expect,
@@ -417,13 +473,13 @@ fn check(inv: &Path, expect: &Path) -> R<()> {
     let Outcome::Imported { ranks } = out else {
         return Err(format!("import failed: {out:?}"));
     };
-    let sizes: BTreeMap<(u64, String), u64> = plan
+    let sizes: BTreeMap<(u64, String), (u64, u64)> = plan
         .ranks
         .iter()
         .flat_map(|r| {
             r.allocations
                 .iter()
-                .map(move |a| ((r.rank, a.id.clone()), a.size_bytes))
+                .map(move |a| ((r.rank, a.id.clone()), (a.offset_bytes, a.size_bytes)))
         })
         .collect();
     let mut mappings = Vec::new();
@@ -436,7 +492,7 @@ fn check(inv: &Path, expect: &Path) -> R<()> {
             _ => continue,
         };
         let id = e.allocation.clone().unwrap_or_default();
-        let size = sizes[&(e.rank, id.clone())];
+        let (offset, size) = sizes[&(e.rank, id.clone())];
         let want = *expected
             .get(&e.rank.to_string())
             .and_then(|m| m.get(&id))
@@ -444,7 +500,8 @@ fn check(inv: &Path, expect: &Path) -> R<()> {
         retain_ctx(devs[device as usize])?;
         let chunk = (size as usize).min(64 << 10);
         for off in [0, size as usize - chunk] {
-            let got = read(ptr + off as u64, chunk)?;
+            // The rank's bytes start offset_bytes into the mapping.
+            let got = read(ptr + offset + off as u64, chunk)?;
             if let Some(bad) = got.iter().position(|b| *b != want) {
                 return Err(format!(
                     "rank {} {id}: byte {} is {:#04x}, the owner wrote {want:#04x}",

@@ -170,6 +170,9 @@ pub struct ImportArgs {
     /// With --hold: write this file atomically once every rank is imported; removed on release.
     #[arg(long, value_name = "PATH", requires = "hold")]
     pub ready_file: Option<PathBuf>,
+    /// Map VMM memory (fabric, posix_fd) read-write instead of read-only, for a driver that refuses read-only access. kvcr never writes GPU memory.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub map_read_write: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

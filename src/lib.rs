@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod cuda_ffi;
 pub mod descriptor;
 pub mod exit;
 pub mod finding;

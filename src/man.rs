@@ -116,8 +116,8 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         }
         _ => {
             "Usage error, or the run could not happen: the root is missing, the profile is bad, \
-             no CUDA driver for an import that is not a dry run, or the report could not be \
-             written."
+             no CUDA driver (or only the CUDA toolkit's stub libcuda) for an import that is not \
+             a dry run, or the report could not be written."
         }
     };
     let all: [(i32, &str); 6] = [

@@ -39,6 +39,7 @@ fn matching() -> FakeProbe {
             visible: all.clone(),
             on_node: Some(all),
             source: "test".into(),
+            unreadable: Vec::new(),
         }),
     }
 }
@@ -316,6 +317,7 @@ fn gpu_absent_from_node_is_kv106() {
         visible: others.clone(),
         on_node: Some(others),
         source: "/proc/driver/nvidia".into(),
+        unreadable: Vec::new(),
     });
     let j = judge(inv.path(), &p);
     assert_every_rank(

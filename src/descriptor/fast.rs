@@ -470,10 +470,24 @@ impl<'d> Doc<'d> {
         }
         let mut b = AllocBuilder::new(n.len as usize, keep);
         for item in self.children(i) {
-            let [id, size_bytes, handle] = self.object(item, ["id", "size_bytes", "handle"])?;
+            // `offset_bytes` is optional (SPEC §10.5): 3 members or 4.
+            let (id, size_bytes, offset, handle) = if self.nodes[item].len == 4 {
+                let [id, s, o, h] =
+                    self.object(item, ["id", "size_bytes", "offset_bytes", "handle"])?;
+                (id, s, Some(o), h)
+            } else {
+                let [id, s, h] = self.object(item, ["id", "size_bytes", "handle"])?;
+                (id, s, None, h)
+            };
             let id = self.string(id, 1, 128)?;
             let size_bytes = self.uint(size_bytes, 1, u64::MAX)?;
-            b.push(id, size_bytes, self.handle(handle)?);
+            let offset_bytes = match offset {
+                Some(o) => self.uint(o, 0, u64::MAX)?,
+                None => 0,
+            };
+            // An overflow is a schema error: the general parser words it.
+            offset_bytes.checked_add(size_bytes)?;
+            b.push(id, size_bytes, offset_bytes, self.handle(handle)?);
         }
         Some(b.finish())
     }
@@ -659,6 +673,29 @@ mod tests {
             v["epoch"] = json!(i64::MAX);
             v["created_unix_ms"] = json!(0);
         }));
+    }
+
+    #[test]
+    fn offset_bytes_agrees() {
+        answers_alike(&sealed(|v| {
+            v["allocations"][0]["offset_bytes"] = json!(0);
+            v["allocations"][1]["offset_bytes"] = json!(1u64 << 40);
+        }));
+        // Either key order.
+        let b = String::from_utf8(sealed(|_| {})).unwrap().replacen(
+            "\"id\": \"kv-0\"",
+            "\"offset_bytes\": 7, \"id\": \"kv-0\"",
+            1,
+        );
+        let mut v: Value = serde_json::from_str(&b).unwrap();
+        seal(&mut v);
+        answers_alike(&to_bytes(&v));
+        // Overflow, a negative, a float: the general parser reports.
+        for bad in [json!(u64::MAX), json!(-1), json!(1.0), json!(null)] {
+            declines(&sealed(|v| {
+                v["allocations"][2]["offset_bytes"] = bad.clone()
+            }));
+        }
     }
 
     #[test]

@@ -248,6 +248,9 @@ impl Handle {
 pub struct Allocation {
     pub id: String,
     pub size_bytes: u64,
+    /// Where the rank's bytes start inside the exported allocation (SPEC
+    /// §10.5; 0 when absent). `offset_bytes + size_bytes` never overflows.
+    pub offset_bytes: u64,
     pub handle: Handle,
 }
 

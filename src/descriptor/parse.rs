@@ -81,7 +81,7 @@ const GEOMETRY_FIELDS: &[&str] = &[
 ];
 const OWNER_FIELDS: &[&str] = &["pid", "start_ticks"];
 const WRITER_FIELDS: &[&str] = &["pid", "start_ticks", "quiesced"];
-const ALLOCATION_FIELDS: &[&str] = &["id", "size_bytes", "handle"];
+const ALLOCATION_FIELDS: &[&str] = &["id", "size_bytes", "offset_bytes", "handle"];
 pub(super) const HANDLE_KINDS: &[&str] = &["cuda_ipc", "fabric", "posix_fd"];
 const DTYPE_NAMES: &[&str] = &[
     "float16",
@@ -437,7 +437,9 @@ fn allocations(
     let mut ok = true;
     for (i, item) in items.iter().enumerate() {
         match allocation(c, f.item(i, item)) {
-            Some((id, size_bytes, handle)) if ok => b.push(id, size_bytes, handle),
+            Some((id, size_bytes, offset_bytes, handle)) if ok => {
+                b.push(id, size_bytes, offset_bytes, handle)
+            }
             Some(_) => {}
             None => ok = false,
         }
@@ -466,7 +468,7 @@ impl<'v> AllocBuilder<'v> {
         }
     }
 
-    pub(super) fn push(&mut self, id: &'v str, size_bytes: u64, handle: Handle) {
+    pub(super) fn push(&mut self, id: &'v str, size_bytes: u64, offset_bytes: u64, handle: Handle) {
         self.sum.count += 1;
         self.sum.total_bytes += u128::from(size_bytes);
         self.sum.carries_bytes |= handle.carries_bytes();
@@ -476,6 +478,7 @@ impl<'v> AllocBuilder<'v> {
             self.out.push(Allocation {
                 id: id.to_owned(),
                 size_bytes,
+                offset_bytes,
                 handle,
             });
         }
@@ -524,13 +527,30 @@ fn duplicates(ids: &[&str]) -> Vec<String> {
     dups
 }
 
-/// One allocation: id, size_bytes and handle.
-fn allocation<'v>(c: &mut Checker, f: Field<'_, 'v>) -> Option<(&'v str, u64, Handle)> {
+/// One allocation: id, size_bytes, offset_bytes (optional, SPEC §10.5:
+/// absent is 0; `offset_bytes + size_bytes` must not overflow) and handle.
+fn allocation<'v>(c: &mut Checker, f: Field<'_, 'v>) -> Option<(&'v str, u64, u64, Handle)> {
     let o = c.object(f, ALLOCATION_FIELDS)?;
     let id = c.string(o.at("id"), 1, 128);
     let size_bytes = c.uint(o.at("size_bytes"), 1, u64::MAX);
+    let offset = o.at("offset_bytes");
+    let offset_bytes = match offset.value {
+        None => Some(0),
+        Some(_) => c.uint(offset, 0, u64::MAX),
+    };
+    if let (Some(s), Some(off)) = (size_bytes, offset_bytes) {
+        if off.checked_add(s).is_none() {
+            c.fail(
+                &offset.path,
+                "overflow",
+                format!("offset_bytes + size_bytes ≤ {}", u64::MAX),
+                format!("{off} + {s}"),
+            );
+            return None;
+        }
+    }
     let handle = handle(c, o.at("handle"));
-    Some((id?, size_bytes?, handle?))
+    Some((id?, size_bytes?, offset_bytes?, handle?))
 }
 
 fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {
@@ -1144,6 +1164,56 @@ pub(crate) mod tests {
         let out = parse_v(v);
         assert!(out.descriptor.is_none());
         only(&out, Code::KV007).clone()
+    }
+
+    #[test]
+    fn offset_bytes_is_optional_strict_and_bounded() {
+        // Absent: 0.
+        let d = parse_v(doc()).descriptor.unwrap();
+        assert!(d.allocations.iter().all(|a| a.offset_bytes == 0));
+        // Present: any integer ≥ 0, kept, and part of the digest like any member.
+        let mut v = doc();
+        v["allocations"][0]["offset_bytes"] = json!(4096);
+        v["allocations"][1]["offset_bytes"] = json!(0);
+        let out = parse_v(v.clone());
+        assert!(out.findings.is_empty(), "{:#?}", out.findings);
+        let d = out.descriptor.unwrap();
+        assert_eq!(d.allocations[0].offset_bytes, 4096);
+        assert_eq!(d.allocations[1].offset_bytes, 0);
+        let mut edited = String::from_utf8(seal(v)).unwrap();
+        edited = edited.replace("\"offset_bytes\": 4096", "\"offset_bytes\": 8192");
+        assert_eq!(
+            parse_descriptor(edited.as_bytes()).findings[0].code,
+            Code::KV008
+        );
+        // Wrong types, negatives, floats and null are schema errors.
+        for bad in [
+            json!(-1),
+            json!("4096"),
+            json!(1.5),
+            json!(null),
+            json!(true),
+        ] {
+            let mut v = doc();
+            v["allocations"][2]["offset_bytes"] = bad.clone();
+            let f = schema_error(v);
+            assert!(
+                f.message.starts_with("allocations[2].offset_bytes: "),
+                "{bad}: {f:?}"
+            );
+        }
+        // offset + size must not overflow.
+        let mut v = doc();
+        v["allocations"][1]["offset_bytes"] = json!(u64::MAX);
+        let f = schema_error(v);
+        assert!(
+            f.message
+                .starts_with("allocations[1].offset_bytes: overflow"),
+            "{f:?}"
+        );
+        let mut v = doc();
+        v["allocations"][1]["offset_bytes"] = json!(u64::MAX - 1024);
+        assert!(parse_v(v).findings.is_empty());
     }
 
     #[test]

@@ -116,6 +116,9 @@ pub struct RemainingRow {
     /// The driver's answer, when the release was attempted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The driver call and its status, when a driver call refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<super::DriverCall>,
 }
 
 /// The `kvcr import` report (`--format json` prints it as one document).
@@ -226,6 +229,11 @@ fn remaining_rows(rel: &ReleaseReport) -> Vec<RemainingRow> {
                 .iter()
                 .find(|f| f.entry.seq == e.seq)
                 .map(|f| f.message.clone()),
+            driver: rel
+                .failed
+                .iter()
+                .find(|f| f.entry.seq == e.seq)
+                .and_then(|f| f.driver),
         })
         .collect()
 }
@@ -241,6 +249,7 @@ fn first_release_failure(rel: &ReleaseReport) -> Option<StepFailure> {
             f.entry.resource,
             f.message
         ),
+        driver: f.driver,
     })
 }
 
@@ -428,6 +437,7 @@ pub fn import(
                     Step::Release
                 },
                 message: "interrupted by a signal after every rank was imported".into(),
+                driver: None,
             });
             let mut failed = None;
             if stop.is_none() && req.mode == Mode::Hold {
@@ -438,6 +448,7 @@ pub fn import(
                             allocation: None,
                             step: Step::ReadyFile,
                             message: format!("cannot publish {}: {e}", rf.path().display()),
+                            driver: None,
                         });
                     }
                 }
@@ -517,8 +528,9 @@ fn rejecting_files(files: &[FileVerdict]) -> Vec<FileVerdict> {
         .collect()
 }
 
-/// Builds the backend `KVCR_IMPORT_BACKEND` asks for (CUDA by default).
-fn make_backend(spec: &BackendSpec) -> Result<Box<dyn Backend>, Failure> {
+/// Builds the backend `KVCR_IMPORT_BACKEND` asks for (CUDA by default;
+/// VMM mappings read-only unless `read_write`).
+fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>, Failure> {
     if spec.sim {
         let b = spec.build_sim().map_err(|e| {
             Failure::usage(
@@ -534,8 +546,10 @@ fn make_backend(spec: &BackendSpec) -> Result<Box<dyn Backend>, Failure> {
         hint: Some(match e {
             DriverError::NotFound => "install the NVIDIA driver (libcuda.so.1) on this node, or run `kvcr import --dry-run` to audit and plan without one".into(),
             DriverError::TooOld { .. } => "upgrade the NVIDIA driver, or run `kvcr import --dry-run` to audit and plan without one".into(),
+            DriverError::Stub(_) => "remove the CUDA toolkit's stubs directory (…/lib64/stubs) from LD_LIBRARY_PATH, or install the NVIDIA driver; `kvcr import --dry-run` audits and plans without one".into(),
         }),
-    })?;
+    })?
+    .read_write(read_write);
     if spec.is_plain_cuda() {
         Ok(Box::new(cuda))
     } else {
@@ -567,7 +581,7 @@ pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
     // No driver is a usage-level failure, found before any audit or GPU call.
     let mut backend = match mode {
         Mode::DryRun => None,
-        _ => Some(make_backend(&spec)?),
+        _ => Some(make_backend(&spec, a.map_read_write)?),
     };
     if backend.is_some() && spec.sim && p.verbosity != Verbosity::Quiet {
         eprintln!(

@@ -20,6 +20,9 @@ pub struct Entry {
 pub struct ReleaseFailure {
     pub entry: Entry,
     pub message: String,
+    /// The driver call and status, when a driver call failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<super::DriverCall>,
 }
 
 /// What [`Ledger::release_all`] did.
@@ -98,10 +101,11 @@ impl Ledger {
             }
             match backend.release(&e.resource) {
                 Ok(()) => report.released.push(e),
-                Err(message) => {
+                Err(err) => {
                     report.failed.push(ReleaseFailure {
                         entry: e.clone(),
-                        message,
+                        message: err.message,
+                        driver: err.driver,
                     });
                     report.remaining.push(e);
                 }

@@ -47,9 +47,10 @@ pub enum Step {
     Reserve,
     /// `cuMemMap`.
     Map,
-    /// `cuMemSetAccess`.
+    /// `cuMemSetAccess` (read-only unless `--map-read-write`).
     SetAccess,
-    /// `cuMemGetAddressRange` + the device check.
+    /// `cuMemGetAddressRange` + `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` of the
+    /// rank's first and last byte.
     Verify,
     /// `--hold`: publishing the ready file.
     ReadyFile,
@@ -193,15 +194,18 @@ impl fmt::Display for Resource {
     }
 }
 
-/// Where a mapping really is, as the driver reports it.
+/// Where a rank's bytes in a mapping really are, as the driver reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mapped {
-    /// Base of the range containing the pointer.
+    /// Base of the range containing the mapping's pointer.
     pub base: u64,
     /// Size of that range.
     pub size: u64,
-    /// The device the memory resides on.
+    /// The device the rank's first byte resides on (-1: not asked, the
+    /// range does not reach it).
     pub device: i32,
+    /// The device the rank's last byte resides on (-1: not asked).
+    pub end_device: i32,
 }
 
 /// A GPU memory backend, one method per step so the engine can record each
@@ -212,38 +216,94 @@ pub trait Backend {
     fn name(&self) -> &'static str;
     /// Finds the GPU whose UUID is `gpu` and retains its primary context.
     /// Returns the device and the [`Resource::Context`] to release.
-    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), String>;
+    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), BackendError>;
     /// Opens a legacy IPC handle on `dev` ([`Resource::IpcMapping`]).
-    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, String>;
+    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError>;
     /// Imports a fabric handle or the owner's POSIX fd ([`Resource::Imported`]).
     fn import_shareable(
         &mut self,
         dev: Device,
         handle: &Handle,
         owner: &Owner,
-    ) -> Result<Resource, String>;
-    /// Reserves an address range for `size` bytes of `imported`, rounded up to
-    /// the allocation granularity ([`Resource::Reservation`]).
-    fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String>;
+    ) -> Result<Resource, BackendError>;
+    /// Reserves an address range for `size` bytes of `imported` (the
+    /// allocation's `offset_bytes + size_bytes`), rounded up to the planned
+    /// device's allocation granularity ([`Resource::Reservation`]).
+    fn reserve(
+        &mut self,
+        dev: Device,
+        imported: &Resource,
+        size: u64,
+    ) -> Result<Resource, BackendError>;
     /// Maps `imported` over the whole `reservation` ([`Resource::Mapping`]).
     fn map(
         &mut self,
         dev: Device,
         reservation: &Resource,
         imported: &Resource,
-    ) -> Result<Resource, String>;
+    ) -> Result<Resource, BackendError>;
     /// Grants `dev` access to `mapping` (nothing to release: unmapping drops it).
-    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), String>;
-    /// Reports where `mapping` (an IPC mapping or a VMM mapping, with the
-    /// imported handle for VMM) really is.
+    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), BackendError>;
+    /// Reports where the `size` bytes at `offset` into `mapping` (an IPC
+    /// mapping or a VMM mapping) really are.
     fn inspect(
         &mut self,
         dev: Device,
         mapping: &Resource,
-        imported: Option<&Resource>,
-    ) -> Result<Mapped, String>;
+        offset: u64,
+        size: u64,
+    ) -> Result<Mapped, BackendError>;
     /// Releases one resource.
-    fn release(&mut self, r: &Resource) -> Result<(), String>;
+    fn release(&mut self, r: &Resource) -> Result<(), BackendError>;
+}
+
+/// The driver call that failed and the integer status it returned (any
+/// integer: a code this build does not know is kept as it is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DriverCall {
+    pub call: &'static str,
+    pub status: i32,
+}
+
+/// Why a backend step or release failed: a one-line message, and the
+/// driver call and status when a driver call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendError {
+    pub message: String,
+    pub driver: Option<DriverCall>,
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for BackendError {
+    fn from(message: String) -> BackendError {
+        BackendError {
+            message,
+            driver: None,
+        }
+    }
+}
+
+impl From<&str> for BackendError {
+    fn from(message: &str) -> BackendError {
+        BackendError::from(message.to_string())
+    }
+}
+
+impl From<crate::cuda_ffi::CallError> for BackendError {
+    fn from(e: crate::cuda_ffi::CallError) -> BackendError {
+        BackendError {
+            message: e.to_string(),
+            driver: e.status.map(|s| DriverCall {
+                call: e.call,
+                status: s.0,
+            }),
+        }
+    }
 }
 
 /// Which rank, allocation and step failed (or was about to run when the
@@ -254,6 +314,9 @@ pub struct StepFailure {
     pub allocation: Option<String>,
     pub step: Step,
     pub message: String,
+    /// The driver call and status, when a driver call failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DriverCall>,
 }
 
 impl fmt::Display for StepFailure {
@@ -384,22 +447,23 @@ struct Stepper<'a> {
 }
 
 impl Stepper<'_> {
-    fn at(&self, step: Step, message: String) -> StepFailure {
+    fn at(&self, step: Step, e: BackendError) -> StepFailure {
         StepFailure {
             rank: self.rank,
             allocation: self.allocation.map(str::to_string),
             step,
-            message,
+            message: e.message,
+            driver: e.driver,
         }
     }
 
-    fn run<T>(&self, step: Step, f: impl FnOnce() -> Result<T, String>) -> Result<T, Stop> {
+    fn run<T>(&self, step: Step, f: impl FnOnce() -> Result<T, BackendError>) -> Result<T, Stop> {
         if (self.interrupted)() {
             return Err(Stop::Interrupted(
-                self.at(step, "interrupted by a signal before this step".to_string()),
+                self.at(step, "interrupted by a signal before this step".into()),
             ));
         }
-        f().map_err(|m| Stop::Failed(self.at(step, m)))
+        f().map_err(|e| Stop::Failed(self.at(step, e)))
     }
 }
 
@@ -473,18 +537,22 @@ fn import_one(
                 Ok(r)
             })?;
             s.run(Step::Verify, || {
-                let m = backend.inspect(dev, &mapping, None)?;
-                check_mapping(&mapping, &m, dev, a.size_bytes)
+                let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
+                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes).map_err(Into::into)
             })
         }
         Handle::Fabric(_) | Handle::PosixFd(_) => {
+            // The parser refuses an overflowing offset + size (KV007).
+            let extent = a.offset_bytes.checked_add(a.size_bytes).ok_or_else(|| {
+                Stop::Failed(s.at(Step::Reserve, "offset_bytes + size_bytes overflows".into()))
+            })?;
             let imported = s.run(Step::Import, || {
                 let r = backend.import_shareable(dev, &a.handle, &pr.owner)?;
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
             let reservation = s.run(Step::Reserve, || {
-                let r = backend.reserve(dev, &imported, a.size_bytes)?;
+                let r = backend.reserve(dev, &imported, extent)?;
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
@@ -495,41 +563,47 @@ fn import_one(
             })?;
             s.run(Step::SetAccess, || backend.set_access(dev, &mapping))?;
             s.run(Step::Verify, || {
-                let m = backend.inspect(dev, &mapping, Some(&imported))?;
-                check_mapping(&mapping, &m, dev, a.size_bytes)
+                let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
+                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes).map_err(Into::into)
             })
         }
     }
 }
 
-/// SPEC §8.4: the mapping covers `size_bytes` from its pointer and sits on
-/// the planned device.
+/// SPEC §8.4, §10.5: the mapping covers `offset_bytes + size_bytes` from its
+/// pointer (checked first: the device answers mean nothing outside it), and
+/// the rank's first and last byte sit on the planned device.
 pub fn check_mapping(
     mapping: &Resource,
     m: &Mapped,
     dev: Device,
+    offset_bytes: u64,
     size_bytes: u64,
 ) -> Result<(), String> {
     let ptr = match *mapping {
         Resource::IpcMapping { ptr, .. } | Resource::Mapping { ptr, .. } => ptr,
         other => return Err(format!("internal: cannot verify {other}")),
     };
-    if m.device != dev.0 {
-        return Err(format!(
-            "memory at {ptr:#x} resides on device {}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
-            m.device, dev.0
-        ));
-    }
-    let end = m.base.checked_add(m.size);
-    let covered = match end {
-        Some(end) if m.base <= ptr && ptr <= end => end - ptr,
-        _ => 0,
+    let need = u128::from(offset_bytes) + u128::from(size_bytes);
+    let end = u128::from(m.base) + u128::from(m.size);
+    let covered = if u128::from(m.base) <= u128::from(ptr) && u128::from(ptr) <= end {
+        end - u128::from(ptr)
+    } else {
+        0
     };
-    if covered < size_bytes {
+    if covered < need {
         return Err(format!(
-            "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor says {size_bytes}",
+            "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor needs {need} (offset_bytes {offset_bytes} + size_bytes {size_bytes})",
             m.base, m.size
         ));
+    }
+    for (which, d) in [("first", m.device), ("last", m.end_device)] {
+        if d != dev.0 {
+            return Err(format!(
+                "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
+                dev.0
+            ));
+        }
     }
     Ok(())
 }

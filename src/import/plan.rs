@@ -169,6 +169,13 @@ pub struct PlannedAllocation {
     pub id: String,
     pub kind: &'static str,
     pub size_bytes: u64,
+    /// Where the rank's bytes start in the exported allocation (omitted when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub offset_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl PlannedRank {
@@ -179,6 +186,7 @@ impl PlannedRank {
                 id: a.id.clone(),
                 kind: a.handle.kind(),
                 size_bytes: a.size_bytes,
+                offset_bytes: a.offset_bytes,
             })
             .collect()
     }

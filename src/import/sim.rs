@@ -13,7 +13,7 @@
 //! Selected with `KVCR_IMPORT_BACKEND` (see [`BackendSpec::parse`]); never
 //! used unless asked for, and always named in the report.
 
-use super::{Backend, Device, Mapped, Resource, Step};
+use super::{Backend, BackendError, Device, Mapped, Resource, Step};
 use crate::descriptor::{GpuUuid, Handle, Owner};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -273,7 +273,7 @@ impl Backend for SimBackend {
         "sim"
     }
 
-    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), String> {
+    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), BackendError> {
         self.step(Step::Device)?;
         let n = self.devices.len() as i32;
         let ordinal = *self.devices.entry(*gpu).or_insert(n);
@@ -281,7 +281,7 @@ impl Backend for SimBackend {
         Ok((Device(ordinal), r))
     }
 
-    fn ipc_open(&mut self, dev: Device, _handle: &[u8; 64]) -> Result<Resource, String> {
+    fn ipc_open(&mut self, dev: Device, _handle: &[u8; 64]) -> Result<Resource, BackendError> {
         self.step(Step::Import)?;
         let ptr = 0x7f00_0000_0000 + self.fresh() * 0x1_0000_0000;
         Ok(self.acquire(Step::Import, Resource::IpcMapping { device: dev.0, ptr }))
@@ -292,7 +292,7 @@ impl Backend for SimBackend {
         dev: Device,
         _handle: &Handle,
         _owner: &Owner,
-    ) -> Result<Resource, String> {
+    ) -> Result<Resource, BackendError> {
         self.step(Step::Import)?;
         let handle = 0x1000 + self.fresh();
         Ok(self.acquire(
@@ -304,7 +304,12 @@ impl Backend for SimBackend {
         ))
     }
 
-    fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String> {
+    fn reserve(
+        &mut self,
+        dev: Device,
+        imported: &Resource,
+        size: u64,
+    ) -> Result<Resource, BackendError> {
         self.step(Step::Reserve)?;
         self.check_held(imported, "reserve for")?;
         let size = super::cuda::round_up(size, SIM_GRANULARITY)
@@ -325,12 +330,12 @@ impl Backend for SimBackend {
         dev: Device,
         reservation: &Resource,
         imported: &Resource,
-    ) -> Result<Resource, String> {
+    ) -> Result<Resource, BackendError> {
         self.step(Step::Map)?;
         self.check_held(imported, "map of")?;
         self.check_held(reservation, "map into")?;
         let Resource::Reservation { ptr, size, .. } = *reservation else {
-            return Err(format!("sim: map into {reservation}"));
+            return Err(format!("sim: map into {reservation}").into());
         };
         Ok(self.acquire(
             Step::Map,
@@ -342,7 +347,7 @@ impl Backend for SimBackend {
         ))
     }
 
-    fn set_access(&mut self, _dev: Device, mapping: &Resource) -> Result<(), String> {
+    fn set_access(&mut self, _dev: Device, mapping: &Resource) -> Result<(), BackendError> {
         self.step(Step::SetAccess)?;
         self.check_held(mapping, "set access on")?;
         self.event(SimEvent::Call {
@@ -355,8 +360,9 @@ impl Backend for SimBackend {
         &mut self,
         dev: Device,
         mapping: &Resource,
-        _imported: Option<&Resource>,
-    ) -> Result<Mapped, String> {
+        _offset: u64,
+        _size: u64,
+    ) -> Result<Mapped, BackendError> {
         self.step(Step::Verify)?;
         self.check_held(mapping, "inspect")?;
         self.event(SimEvent::Call { step: Step::Verify });
@@ -365,22 +371,24 @@ impl Backend for SimBackend {
             // An IPC mapping covers the owner's whole allocation; the
             // simulator does not know its size, so it is "large".
             Resource::IpcMapping { ptr, .. } => (ptr, 1 << 40),
-            other => return Err(format!("sim: inspect {other}")),
+            other => return Err(format!("sim: inspect {other}").into()),
         };
+        let device = if self.lie_device { dev.0 + 100 } else { dev.0 };
         Ok(Mapped {
             base,
             size: self.lie_size.unwrap_or(size),
-            device: if self.lie_device { dev.0 + 100 } else { dev.0 },
+            device,
+            end_device: device,
         })
     }
 
-    fn release(&mut self, r: &Resource) -> Result<(), String> {
+    fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
         if let Err(message) = self.faults.before_release() {
             self.event(SimEvent::ReleaseFail {
                 resource: *r,
                 message: message.clone(),
             });
-            return Err(message);
+            return Err(message.into());
         }
         self.check_held(r, "release of")?;
         if let Some(n) = self.held.get_mut(r) {
@@ -404,13 +412,13 @@ impl<B: Backend> Backend for Injected<B> {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
-    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), String> {
+    fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), BackendError> {
         self.faults.before(Step::Device)?;
         let r = self.inner.open_device(gpu)?;
         self.faults.acquired();
         Ok(r)
     }
-    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, String> {
+    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError> {
         self.faults.before(Step::Import)?;
         let r = self.inner.ipc_open(dev, handle)?;
         self.faults.acquired();
@@ -421,13 +429,18 @@ impl<B: Backend> Backend for Injected<B> {
         dev: Device,
         handle: &Handle,
         owner: &Owner,
-    ) -> Result<Resource, String> {
+    ) -> Result<Resource, BackendError> {
         self.faults.before(Step::Import)?;
         let r = self.inner.import_shareable(dev, handle, owner)?;
         self.faults.acquired();
         Ok(r)
     }
-    fn reserve(&mut self, dev: Device, imported: &Resource, size: u64) -> Result<Resource, String> {
+    fn reserve(
+        &mut self,
+        dev: Device,
+        imported: &Resource,
+        size: u64,
+    ) -> Result<Resource, BackendError> {
         self.faults.before(Step::Reserve)?;
         let r = self.inner.reserve(dev, imported, size)?;
         self.faults.acquired();
@@ -438,13 +451,13 @@ impl<B: Backend> Backend for Injected<B> {
         dev: Device,
         reservation: &Resource,
         imported: &Resource,
-    ) -> Result<Resource, String> {
+    ) -> Result<Resource, BackendError> {
         self.faults.before(Step::Map)?;
         let r = self.inner.map(dev, reservation, imported)?;
         self.faults.acquired();
         Ok(r)
     }
-    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), String> {
+    fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), BackendError> {
         self.faults.before(Step::SetAccess)?;
         self.inner.set_access(dev, mapping)
     }
@@ -452,12 +465,13 @@ impl<B: Backend> Backend for Injected<B> {
         &mut self,
         dev: Device,
         mapping: &Resource,
-        imported: Option<&Resource>,
-    ) -> Result<Mapped, String> {
+        offset: u64,
+        size: u64,
+    ) -> Result<Mapped, BackendError> {
         self.faults.before(Step::Verify)?;
-        self.inner.inspect(dev, mapping, imported)
+        self.inner.inspect(dev, mapping, offset, size)
     }
-    fn release(&mut self, r: &Resource) -> Result<(), String> {
+    fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
         self.faults.before_release()?;
         self.inner.release(r)
     }

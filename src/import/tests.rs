@@ -52,6 +52,7 @@ fn plan_with(kinds: impl Fn(u64, usize) -> &'static str) -> Plan {
                     .map(|i| Allocation {
                         id: format!("kv-{i}"),
                         size_bytes: 3 << 20,
+                        offset_bytes: 0,
                         handle: handle(kinds(rank, i), rank, i),
                     })
                     .collect(),
@@ -349,20 +350,43 @@ fn mapping_checks() {
         ptr: 0x1000,
         size: 0x2000,
     };
-    let at = |base, size, device| Mapped { base, size, device };
-    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x2000).is_ok());
-    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x2001).is_err());
-    assert!(check_mapping(&m, &at(0x1000, 0x2000, 0), Device(1), 1).is_err());
+    let at = |base, size, device| Mapped {
+        base,
+        size,
+        device,
+        end_device: device,
+    };
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0, 0x2000).is_ok());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0, 0x2001).is_err());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 0), Device(1), 0, 1).is_err());
+    // offset_bytes counts: offset + size must fit.
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x1000, 0x1000).is_ok());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0x1000, 0x1001).is_err());
+    assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), u64::MAX, u64::MAX).is_err());
+    // The last byte on another device fails even when the first is right.
+    let split = Mapped {
+        end_device: 2,
+        ..at(0x1000, 0x2000, 1)
+    };
+    let e = check_mapping(&m, &split, Device(1), 0, 0x2000).unwrap_err();
+    assert!(e.contains("last byte"), "{e}");
     // An IPC pointer inside a larger range: covered from the pointer on.
     let ipc = Resource::IpcMapping {
         device: 0,
         ptr: 0x1800,
     };
-    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0x800).is_ok());
-    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0x801).is_err());
-    assert!(check_mapping(&ipc, &at(0x2000, 0x1000, 0), Device(0), 1).is_err());
-    assert!(check_mapping(&ipc, &at(u64::MAX, 2, 0), Device(0), 1).is_err());
-    assert!(check_mapping(&Resource::Context { device: 0 }, &at(0, 1, 0), Device(0), 1).is_err());
+    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0, 0x800).is_ok());
+    assert!(check_mapping(&ipc, &at(0x1000, 0x1000, 0), Device(0), 0, 0x801).is_err());
+    assert!(check_mapping(&ipc, &at(0x2000, 0x1000, 0), Device(0), 0, 1).is_err());
+    assert!(check_mapping(&ipc, &at(u64::MAX, 2, 0), Device(0), 0, 1).is_err());
+    assert!(check_mapping(
+        &Resource::Context { device: 0 },
+        &at(0, 1, 0),
+        Device(0),
+        0,
+        1
+    )
+    .is_err());
 }
 
 #[test]
@@ -408,6 +432,7 @@ fn node() -> FakeProbe {
             visible: all.clone(),
             on_node: Some(all),
             source: "test".into(),
+            unreadable: Vec::new(),
         }),
     }
 }
@@ -843,5 +868,42 @@ fn a_failure_in_rank_0_reports_no_imported_rank() {
     assert_eq!((r.result, r.status()), (ResultKind::Failed, 3));
     assert!(r.ranks.is_empty(), "{:?}", r.ranks);
     assert_eq!(r.released, Some(4), "ctx + kv-0 import/reserve/map");
+    assert_released_in_reverse(&sim);
+}
+
+#[test]
+fn offset_bytes_widens_the_reservation_and_the_verified_range() {
+    // 3 MiB at offset 3 MiB: 6 MiB reserved and mapped (SIM_GRANULARITY 2 MiB).
+    let mut plan = fabric_plan();
+    plan.ranks.truncate(1);
+    plan.ranks[0].allocations.truncate(1);
+    plan.ranks[0].allocations[0].offset_bytes = 3 << 20;
+    let mut sim = SimBackend::new();
+    let (out, mut ledger) = run(&plan, &mut sim);
+    assert!(matches!(out, Outcome::Imported { .. }), "{out:?}");
+    let sizes: Vec<u64> = sim
+        .acquired()
+        .iter()
+        .filter_map(|r| match *r {
+            Resource::Reservation { size, .. } | Resource::Mapping { size, .. } => Some(size),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sizes, [6 << 20, 6 << 20]);
+    ledger.release_all(&mut sim);
+    assert_released_in_reverse(&sim);
+    // A mapping that covers only the size (the offset ignored) fails verify.
+    let mut sim = SimBackend::new();
+    sim.lie_size = Some(4 << 20);
+    let (out, _) = run(&plan, &mut sim);
+    let Outcome::Failed { failure, .. } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(failure.step, Step::Verify);
+    assert!(
+        failure.message.contains("offset_bytes 3145728"),
+        "{}",
+        failure.message
+    );
     assert_released_in_reverse(&sim);
 }

@@ -86,6 +86,7 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
                 .map(|l| gpu_set(l, "on_node"))
                 .transpose()?,
             source: g.source.unwrap_or_else(|| origin.to_string()),
+            unreadable: Vec::new(),
         }),
         None => not_in("gpus", origin),
     };

@@ -1,7 +1,7 @@
 //! The GPUs on this node and the GPUs this process can see.
 //!
-//! - Visible: through the CUDA driver when libcuda loads (cudarc dynamic
-//!   loading): every device's `cuDeviceGetUuid_v2`, 16 raw bytes. The driver
+//! - Visible: through the CUDA driver when libcuda loads ([`crate::cuda_ffi`]):
+//!   every device's `cuDeviceGetUuid_v2`, 16 raw bytes. The driver
 //!   applies `CUDA_VISIBLE_DEVICES`, and in MIG mode gives the MIG instance's
 //!   UUID.
 //! - On the node: every `GPU UUID:` line of
@@ -10,28 +10,24 @@
 //! - CUDA unusable but /proc readable: visible = on the node.
 //! - Neither: not checked.
 //!
-//! Nothing here panics when libcuda is missing: cudarc panics on any call
-//! without the library, so presence and every symbol are checked first.
+//! Nothing here panics when libcuda is missing or answers a status this
+//! build does not know: the FFI module checks the library and each symbol
+//! before a call and keeps every status a number.
+//!
+//! The driver's list is read once per process ([`cuda_devices`]) and shared
+//! with the import backend, which plans from it.
 
 use super::{Fact, Gpus};
+use crate::cuda_ffi::{self, CallError, Status};
 use crate::descriptor::{GpuKind, GpuUuid};
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::OnceLock;
 use uuid::Uuid;
 
 pub const PROC_GPUS: &str = "/proc/driver/nvidia/gpus";
 pub const SOURCE_CUDA: &str = "cuda driver";
 pub const SOURCE_PROC: &str = "/proc/driver/nvidia";
-
-/// The 16 raw bytes of a `CUuuid` (C chars) as a UUID, in byte order: the
-/// same order `nvidia-smi -L` prints.
-pub fn uuid_from_cu_bytes(bytes: &[std::ffi::c_char; 16]) -> Uuid {
-    let mut b = [0u8; 16];
-    for (o, i) in b.iter_mut().zip(bytes) {
-        *o = *i as u8;
-    }
-    Uuid::from_bytes(b)
-}
 
 /// The `GPU UUID:` line of one `information` file. `Err` when the file has
 /// the line but its value is not a UUID (the driver prints `GPU-????...`
@@ -90,6 +86,10 @@ pub fn read_proc_gpus(dir: &Path) -> Result<Option<BTreeSet<GpuUuid>>, String> {
 /// One device as the CUDA driver reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaDevice {
+    /// Its ordinal in this process (after CUDA_VISIBLE_DEVICES).
+    pub ordinal: i32,
+    /// The `CUdevice` handle `cuDeviceGet` gave for it.
+    pub handle: i32,
     /// `cuDeviceGetUuid_v2`: the MIG instance's UUID in MIG mode.
     pub uuid: Uuid,
     /// `cuDeviceGetUuid` (v1) where the driver has it: the physical GPU.
@@ -122,11 +122,13 @@ pub fn combine(
             visible: devs.iter().map(|d| classify(d, on_node.as_ref())).collect(),
             on_node,
             source: SOURCE_CUDA.to_string(),
+            unreadable: Vec::new(),
         }),
         (Err(cuda_why), Ok(Some(all))) => Fact::Known(Gpus {
             visible: all.clone(),
             on_node: Some(all),
             source: format!("{SOURCE_PROC} (CUDA driver unusable: {cuda_why})"),
+            unreadable: Vec::new(),
         }),
         (Err(cuda_why), Ok(None)) => {
             if cuda_why == NO_LIBCUDA {
@@ -146,112 +148,95 @@ const NO_LIBCUDA: &str = "libcuda not found";
 /// Reads both sources and combines them. Never panics.
 pub fn probe() -> Fact<Gpus> {
     let proc_gpus = read_proc_gpus(Path::new(PROC_GPUS));
-    // cudarc panics (it never returns an error) when the library or a symbol
-    // is missing; both are checked before any call, and a panic that still
-    // escapes is turned into "not usable" rather than ending the audit.
-    let cuda = std::panic::catch_unwind(cuda::devices)
-        .unwrap_or_else(|_| Err("the CUDA driver call panicked".to_string()));
-    combine(cuda, proc_gpus)
+    let (cuda, unreadable) = match cuda_devices() {
+        Ok(e) => (Ok(e.devices.clone()), e.unreadable.clone()),
+        Err(e) => (Err(e.to_string()), Vec::new()),
+    };
+    let mut fact = combine(cuda, proc_gpus);
+    // A device whose UUID could not be read leaves the GPUs it might be "not
+    // checked" rather than absent; the others are still checked (and the
+    // import backend still uses them).
+    if let Fact::Known(g) = &mut fact {
+        if g.source == SOURCE_CUDA {
+            g.unreadable = unreadable;
+        }
+    }
+    fact
 }
 
-/// Thin safe wrappers around the few CUDA driver calls used here.
-///
-/// The library is loaded through cudarc (`is_culib_present`, `culib`), but
-/// each entry point is looked up here with an `int` return type rather than
-/// called through cudarc's typed wrappers: a status the 12.8 headers do not
-/// list (a newer driver) stays a number instead of an invalid enum value, and
-/// a missing symbol is an error instead of a panic.
-mod cuda {
-    use super::{CudaDevice, NO_LIBCUDA};
-    use cudarc::driver::sys;
-    use std::ffi::{c_int, c_uint};
+/// Why the CUDA driver could not list its devices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnumError {
+    /// libcuda could not be loaded.
+    NoLibrary,
+    /// A call failed (cuInit, cuDeviceGetCount), or an entry point is missing.
+    Call(CallError),
+}
 
-    type CuInit = unsafe extern "C" fn(c_uint) -> c_int;
-    type CuDeviceGetCount = unsafe extern "C" fn(*mut c_int) -> c_int;
-    type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
-    type CuDeviceGetUuid = unsafe extern "C" fn(*mut sys::CUuuid, c_int) -> c_int;
-
-    const CUDA_SUCCESS: c_int = 0;
-    const CUDA_ERROR_NO_DEVICE: c_int = 100;
-
-    fn present() -> bool {
-        // SAFETY: only tries dlopen on libcuda's names and closes it again.
-        unsafe { sys::is_culib_present() }
+impl EnumError {
+    /// True when the library on the path is the CUDA toolkit's stub.
+    pub fn is_stub(&self) -> bool {
+        matches!(self, EnumError::Call(c) if c.status == Some(Status::STUB_LIBRARY))
     }
+}
 
-    /// The entry point `name` with the signature `F`.
-    fn symbol<F: Copy>(name: &str) -> Result<F, String> {
-        // SAFETY: culib() is called only after is_culib_present() said the
-        // library loads, and it stays loaded for the life of the process
-        // (a static), so the function pointer never dangles. Every `F` used
-        // here is the C signature from cuda.h with CUresult as int.
-        unsafe {
-            sys::culib()
-                .get::<F>(name.as_bytes())
-                .map(|s| *s)
-                .map_err(|_| format!("libcuda lacks {name} (driver too old)"))
+impl std::fmt::Display for EnumError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EnumError::NoLibrary => f.write_str(NO_LIBCUDA),
+            EnumError::Call(c) if self.is_stub() => write!(
+                f,
+                "{c}: this libcuda is the CUDA toolkit's stub, not the driver"
+            ),
+            EnumError::Call(c) => write!(f, "{c}"),
         }
     }
+}
 
-    fn status(call: &str, r: c_int) -> Result<(), String> {
-        let name = match r {
-            CUDA_SUCCESS => return Ok(()),
-            3 => "CUDA_ERROR_NOT_INITIALIZED",
-            34 => "CUDA_ERROR_STUB_LIBRARY",
-            35 => "CUDA_ERROR_INSUFFICIENT_DRIVER",
-            46 => "CUDA_ERROR_DEVICES_UNAVAILABLE",
-            100 => "CUDA_ERROR_NO_DEVICE",
-            101 => "CUDA_ERROR_INVALID_DEVICE",
-            304 => "CUDA_ERROR_OPERATING_SYSTEM",
-            999 => "CUDA_ERROR_UNKNOWN",
-            _ => "CUDA error",
-        };
-        Err(format!("{call} failed: {name} ({r})"))
+/// What the driver listed: every device whose UUID it gave, and one line
+/// per device it could not read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Enumeration {
+    pub devices: Vec<CudaDevice>,
+    pub unreadable: Vec<String>,
+}
+
+static ENUMERATION: OnceLock<Result<Enumeration, EnumError>> = OnceLock::new();
+
+/// The driver's device list, read once per process and shared by the node
+/// probe and the import backend (which plans from it instead of listing
+/// the GPUs again).
+pub fn cuda_devices() -> &'static Result<Enumeration, EnumError> {
+    ENUMERATION.get_or_init(enumerate)
+}
+
+fn enumerate() -> Result<Enumeration, EnumError> {
+    let drv = cuda_ffi::driver().map_err(|_| EnumError::NoLibrary)?;
+    match drv.init() {
+        // CUDA_VISIBLE_DEVICES hides every GPU (or there is none): the
+        // driver works and this process sees nothing.
+        Err(e) if e.status == Some(Status::NO_DEVICE) => return Ok(Enumeration::default()),
+        r => r.map_err(EnumError::Call)?,
     }
-
-    /// Every device the CUDA driver shows this process.
-    pub fn devices() -> Result<Vec<CudaDevice>, String> {
-        if !present() {
-            return Err(NO_LIBCUDA.to_string());
+    let n = drv.device_count().map_err(EnumError::Call)?;
+    let mut out = Enumeration::default();
+    for ordinal in 0..n.max(0) {
+        let read = drv.device_get(ordinal).and_then(|handle| {
+            let uuid = drv.device_uuid(handle)?;
+            Ok((handle, uuid))
+        });
+        match read {
+            Ok((handle, uuid)) => out.devices.push(CudaDevice {
+                ordinal,
+                handle,
+                uuid: Uuid::from_bytes(uuid),
+                // The pre-MIG call gives the physical GPU: kept only to name MIG devices.
+                parent: drv.device_uuid_v1(handle).map(Uuid::from_bytes),
+            }),
+            Err(e) => out.unreadable.push(format!("device {ordinal}: {e}")),
         }
-        let init: CuInit = symbol("cuInit")?;
-        let get_count: CuDeviceGetCount = symbol("cuDeviceGetCount")?;
-        let get: CuDeviceGet = symbol("cuDeviceGet")?;
-        let uuid_v2: CuDeviceGetUuid = symbol("cuDeviceGetUuid_v2")?;
-        // The pre-MIG call gives the physical GPU: kept only to name MIG devices.
-        let uuid_v1: Option<CuDeviceGetUuid> = symbol("cuDeviceGetUuid").ok();
-
-        // SAFETY: cuInit takes flags, which must be 0; it may be called repeatedly.
-        match unsafe { init(0) } {
-            // CUDA_VISIBLE_DEVICES hides every GPU (or there is none): the
-            // driver works and this process sees nothing.
-            CUDA_ERROR_NO_DEVICE => return Ok(Vec::new()),
-            r => status("cuInit", r)?,
-        }
-        let mut n: c_int = 0;
-        // SAFETY: writes one int through a valid pointer, after cuInit.
-        status("cuDeviceGetCount", unsafe { get_count(&mut n) })?;
-        let mut out = Vec::with_capacity(n.max(0) as usize);
-        for ordinal in 0..n {
-            let mut dev: c_int = 0;
-            // SAFETY: writes one CUdevice through a valid pointer; 0 <= ordinal < count.
-            status("cuDeviceGet", unsafe { get(&mut dev, ordinal) })?;
-            let mut u = sys::CUuuid { bytes: [0; 16] };
-            // SAFETY: writes 16 bytes into a valid CUuuid, for a device from cuDeviceGet.
-            status("cuDeviceGetUuid_v2", unsafe { uuid_v2(&mut u, dev) })?;
-            let parent = uuid_v1.and_then(|f| {
-                let mut p = sys::CUuuid { bytes: [0; 16] };
-                // SAFETY: as for cuDeviceGetUuid_v2.
-                (unsafe { f(&mut p, dev) } == CUDA_SUCCESS)
-                    .then(|| super::uuid_from_cu_bytes(&p.bytes))
-            });
-            out.push(CudaDevice {
-                uuid: super::uuid_from_cu_bytes(&u.bytes),
-                parent,
-            });
-        }
-        Ok(out)
     }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -308,39 +293,29 @@ mod tests {
     }
 
     #[test]
-    fn cu_bytes_in_order() {
-        let mut b = [0 as std::ffi::c_char; 16];
-        let raw: [u8; 16] = [
-            0x6a, 0x1f, 0x0c, 0x2e, 0x00, 0x00, 0x40, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
-            0x00, 0xff,
-        ];
-        for (o, i) in b.iter_mut().zip(raw) {
-            *o = i as std::ffi::c_char;
-        }
-        assert_eq!(
-            uuid_from_cu_bytes(&b).hyphenated().to_string(),
-            "6a1f0c2e-0000-4000-8000-0000000000ff"
-        );
-    }
-
-    #[test]
     fn mig_classification() {
         let phys = g("GPU-6a1f0c2e-0000-4000-8000-000000000001");
         let mig = Uuid::parse_str("11111111-2222-4333-8444-555555555555").unwrap();
         let on: BTreeSet<GpuUuid> = [phys].into();
         // v1 differs from v2: a MIG instance of that GPU.
         let d = CudaDevice {
+            ordinal: 0,
+            handle: 0,
             uuid: mig,
             parent: Some(phys.uuid),
         };
         assert_eq!(classify(&d, None).kind, GpuKind::Mig);
         let d = CudaDevice {
+            ordinal: 0,
+            handle: 0,
             uuid: phys.uuid,
             parent: Some(phys.uuid),
         };
         assert_eq!(classify(&d, None).kind, GpuKind::Gpu);
         // No v1: /proc decides; without /proc it is taken as a GPU.
         let d = CudaDevice {
+            ordinal: 0,
+            handle: 0,
             uuid: mig,
             parent: None,
         };
@@ -356,6 +331,8 @@ mod tests {
         // CUDA sees one (CUDA_VISIBLE_DEVICES), /proc both.
         let f = combine(
             Ok(vec![CudaDevice {
+                ordinal: 0,
+                handle: 0,
                 uuid: a.uuid,
                 parent: Some(a.uuid),
             }]),
@@ -397,7 +374,7 @@ mod tests {
             Fact::NotChecked(why) => assert!(!why.is_empty()),
             Fact::Known(g) => assert!(!g.source.is_empty()),
         }
-        if !Path::new(PROC_GPUS).exists() && !unsafe { cudarc::driver::sys::is_culib_present() } {
+        if !Path::new(PROC_GPUS).exists() && crate::cuda_ffi::driver().is_err() {
             assert_eq!(
                 probe(),
                 Fact::NotChecked(

@@ -43,6 +43,9 @@ pub struct Gpus {
     pub on_node: Option<BTreeSet<GpuUuid>>,
     /// Where the list came from, for the report ("cuda driver", "/proc/driver/nvidia").
     pub source: String,
+    /// Devices whose UUID the driver could not read, one line each: a GPU
+    /// missing from `visible` is then "not checked", never "absent".
+    pub unreadable: Vec<String>,
 }
 
 /// Everything live mode knows about the node, gathered before judging so the

@@ -139,6 +139,17 @@ fn gpu_present(row: &mut Row, d: &Descriptor, gpus: &Fact<Gpus>) {
         row.check("gpu-present", true);
         return;
     }
+    if !g.unreadable.is_empty() {
+        // It may be one of the devices the driver could not name.
+        row.not_checked(
+            "gpu-present",
+            &format!(
+                "GPU {want} is not among the GPUs whose UUID the driver gave ({})",
+                g.unreadable.join("; ")
+            ),
+        );
+        return;
+    }
     let on_node = g.on_node.as_ref().and_then(|all| {
         if all.iter().any(|v| v.uuid == want.uuid) {
             Some(true)
@@ -231,6 +242,7 @@ mod tests {
                 visible: gpus,
                 on_node: None,
                 source: "unit".into(),
+                unreadable: Vec::new(),
             }),
         }
     }
@@ -311,5 +323,30 @@ mod tests {
         assert_eq!(j.groups[0].verdict, Verdict::Accept, "{:?}", codes(&j));
         let j = run(group(0o644, |_| {}), &n);
         assert_eq!(codes(&j), ["KV003", "KV003"]);
+    }
+
+    #[test]
+    fn an_unreadable_device_makes_a_missing_gpu_not_checked_never_absent() {
+        let mut n = node();
+        let Fact::Known(g) = &mut n.gpus else {
+            unreachable!()
+        };
+        // Rank 1's GPU is one the driver could not name.
+        let rank1 = crate::descriptor::GpuUuid::parse(&testkit::gpu(0, 1)).unwrap();
+        g.visible.remove(&rank1);
+        g.unreadable = vec!["device 1: cuDeviceGetUuid_v2 failed: CUDA error 919".into()];
+        let j = run(group(0o600, |_| {}), &n);
+        assert!(codes(&j).is_empty(), "{:?}", codes(&j));
+        let r1 = &j.groups[0].ranks[1];
+        let c = r1.checks.iter().find(|c| c.name == "gpu-present").unwrap();
+        assert!(c.status.starts_with("not checked"), "{}", c.status);
+        // Rank 0's GPU was read: still checked.
+        assert_eq!(status(&j, "gpu-present"), "pass");
+        // Without unreadable devices the same gap is KV106.
+        let Fact::Known(g) = &mut n.gpus else {
+            unreachable!()
+        };
+        g.unreadable.clear();
+        assert_eq!(codes(&run(group(0o600, |_| {}), &n)), ["KV106"]);
     }
 }
