@@ -361,7 +361,7 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
 
 fn write_private(path: &Path, bytes: &[u8]) -> R<()> {
     use std::io::Write;
-    // Staged as `.NAME.PID.tmp` beside the target, as SPEC §2 writers do.
+    // Staged as `.NAME.PID.tmp` beside the target, as docs/format.md §3.5 writers do.
     let name = path.file_name().ok_or("no file name")?.to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let mut f = std::fs::OpenOptions::new()

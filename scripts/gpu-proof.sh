@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU proof for `kvcr import` (SPEC §8, issue #4).
+# GPU proof for `kvcr import` (docs/format.md §8, issue #4).
 #
 # Needs a Linux machine with an NVIDIA GPU, its driver (libcuda), python3 and
 # the Rust toolchain. It is NOT run in CI (no GPU there) and has not been run

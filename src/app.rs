@@ -70,7 +70,7 @@ fn load_profile(path: &Path) -> Result<Profile, Failure> {
     parse_profile(&bytes).map_err(|e| {
         Failure::usage(
             format!("bad profile {}: {e}", path.display()),
-            Some("see SPEC §4 / README 'Deployment profile' for the format".to_string()),
+            Some("see docs/format.md §4 / README 'Deployment profile' for the format".to_string()),
         )
     })
 }

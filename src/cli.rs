@@ -1,4 +1,4 @@
-//! Command-line definitions (SPEC §7). They also feed the man pages and the
+//! Command-line definitions (docs/format.md §7). They also feed the man pages and the
 //! shell completions.
 
 use crate::report::{ColorChoice, Format};
@@ -24,9 +24,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Read-only audit of a retained inventory: per-rank verdicts (SPEC §5).
+    /// Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5).
     Audit(AuditArgs),
-    /// All-or-nothing GPU import of one group, for operator recovery (SPEC §8).
+    /// All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8).
     Import(ImportArgs),
     /// What a finding code means and what to do; no CODE lists them all.
     Explain(ExplainArgs),
@@ -81,7 +81,7 @@ pub struct InventoryArgs {
     pub local_ranks: Option<crate::rankset::RankSet>,
 }
 
-/// The §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
+/// The docs/format.md §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
 fn parse_engine_id(s: &str) -> Result<String, String> {
     let ok = (1..=128).contains(&s.chars().count())
         && s.bytes()

@@ -73,7 +73,7 @@ fn hand_written_sections_are_there() {
     for s in [".SH FILES", ".SH ENVIRONMENT"] {
         assert!(top.text.contains(s), "kvcr.1: no {s}");
     }
-    // Every exit status of SPEC §6, and every variable operators meet.
+    // Every exit status of docs/format.md §6, and every variable operators meet.
     for code in ["0", "1", "2", "3", "4", "130"] {
         assert!(
             top.text.contains(&format!(".TP\n\\fB{code}\\fR\n")),

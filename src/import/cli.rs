@@ -1,4 +1,4 @@
-//! `kvcr import` (SPEC §8): live audit → select → plan → dry-run, trial or
+//! `kvcr import` (docs/format.md §8): live audit → select → plan → dry-run, trial or
 //! hold → report and exit status.
 //!
 //! [`import`] is the whole command minus the process-wide parts (the

@@ -1,4 +1,4 @@
-//! The human table (SPEC §9): per group a header (verdict, one-line cause,
+//! The human table (docs/format.md §9): per group a header (verdict, one-line cause,
 //! the safe next step), one row per rank, then file-level findings.
 
 use super::sanitize::terminal;

@@ -188,7 +188,7 @@ fn geometry(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Pro
             &from,
         );
     }
-    // §3.1: the allocations must cover what the geometry needs.
+    // docs/format.md §3.1: the allocations must cover what the geometry needs.
     if let Some(need) = d.geometry.bytes_needed() {
         let have = d.allocated_bytes();
         if have < need as u128 {
