@@ -315,6 +315,67 @@ fn cmd_schema(a: &crate::cli::SchemaArgs) -> Result<i32, Failure> {
     Ok(exit::OK)
 }
 
+/// `kvcr seal FILE…`: check every file, then write them (docs/format.md §3.5, §6.1).
+fn cmd_seal(a: &crate::cli::SealArgs) -> Result<i32, Failure> {
+    use crate::writer;
+    let mut plans = Vec::new();
+    let mut worst = exit::OK;
+    for path in &a.files {
+        match writer::check_file(path) {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                worst = worst.max(e.exit_status());
+                let msg =
+                    anyhow::Error::new(e).context(format!("refusing to seal {}", path.display()));
+                let _ = writeln!(
+                    io::stderr(),
+                    "kvcr: error: {}",
+                    report::sanitize::terminal(&format!("{msg:#}"))
+                );
+            }
+        }
+    }
+    if worst != exit::OK {
+        let _ = writeln!(io::stderr(), "kvcr: no file was written");
+        return Ok(worst);
+    }
+    let mut lines = String::new();
+    for p in &plans {
+        let wrote = writer::apply(p).map_err(|e| Failure {
+            status: e.exit_status(),
+            message: format!(
+                "{:#}",
+                anyhow::Error::new(e).context(format!("sealing {}", p.path.display()))
+            ),
+            hint: None,
+        })?;
+        let verb = if wrote { "sealed" } else { "already sealed" };
+        lines.push_str(&format!(
+            "{verb} {}\n",
+            report::sanitize::terminal(&p.path.display().to_string())
+        ));
+    }
+    if !a.quiet {
+        emit(|out| out.write_all(lines.as_bytes()))?;
+    }
+    Ok(exit::OK)
+}
+
+/// `kvcr digest FILE`: the canonical digest, one line.
+fn cmd_digest(a: &crate::cli::DigestArgs) -> Result<i32, Failure> {
+    match crate::writer::digest_file(&a.file) {
+        Ok(d) => {
+            emit(|out| writeln!(out, "{d}"))?;
+            Ok(exit::OK)
+        }
+        Err(e) => Err(Failure {
+            status: e.exit_status(),
+            message: e.to_string(),
+            hint: None,
+        }),
+    }
+}
+
 /// Writes to stdout; a closed pipe (`kvcr audit | head -1`) ends quietly.
 pub fn emit(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Failure> {
     let stdout = io::stdout();
@@ -340,6 +401,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Merge(a) => cmd_merge(a),
         Command::Completions(a) => cmd_completions(a),
         Command::Schema(a) => cmd_schema(a),
+        Command::Seal(a) => cmd_seal(a),
+        Command::Digest(a) => cmd_digest(a),
     };
     match r {
         Ok(status) => status,

@@ -46,6 +46,41 @@ pub enum Command {
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(SchemaArgs),
+    /// Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5).
+    ///
+    /// Each FILE must be a regular file (never a symlink) of at most 1 MiB
+    /// holding strict JSON that is a valid descriptor apart from its
+    /// digest. Every file is checked before any is written; if one is
+    /// refused, none is touched. Each is rewritten atomically (a staging
+    /// file in the same directory, fsync, rename, directory fsync),
+    /// keeping its mode, owner and member order. Exit 0 when every file is
+    /// sealed, 1 when a file is refused, 2 when a file cannot be read or
+    /// written (docs/format.md §6.1).
+    Seal(SealArgs),
+    /// Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2).
+    ///
+    /// The digest is SHA-256 over the canonical form of the JSON object
+    /// without its digest member: what the file's digest must be. Exit 1
+    /// when the file is refused (a symlink, over 1 MiB, not strict JSON), 2
+    /// when it cannot be read.
+    Digest(DigestArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SealArgs {
+    /// Descriptor files to seal (rank-<R>.json).
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print nothing on success; refusals still go to stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DigestArgs {
+    /// The descriptor (or any JSON object) file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -20,3 +20,4 @@ pub mod report;
 pub mod schema;
 pub mod testkit;
 pub mod verdict;
+pub mod writer;

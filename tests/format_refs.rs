@@ -28,7 +28,9 @@ fn sections(format_md: &str) -> Result<BTreeSet<String>, String> {
             .collect::<Result<_, _>>()?;
         let depth = line.len() - line.trim_start_matches('#').len();
         if depth != parts.len() + 1 {
-            return Err(format!("§{num}: heading level {depth} does not match its number"));
+            return Err(format!(
+                "§{num}: heading level {depth} does not match its number"
+            ));
         }
         if parts.len() > 1 && !seen.contains(&join(&parts[..parts.len() - 1])) {
             return Err(format!("§{num} has no parent section"));
@@ -114,7 +116,9 @@ fn every_reference_names_an_existing_section_and_nothing_cites_spec() {
     let known = sections(&format_md).unwrap();
     // The sections other files cite most must exist (a renumbering would
     // break every man page and explain text at once).
-    for s in ["3", "3.1", "3.2", "3.5", "5", "5.3", "6", "8", "8.9", "9.5", "11"] {
+    for s in [
+        "3", "3.1", "3.2", "3.5", "5", "5.3", "6", "8", "8.9", "9.5", "11",
+    ] {
         assert!(known.contains(s), "§{s} missing from docs/format.md");
     }
     let mut files = vec![root.join("README.md")];
@@ -156,8 +160,14 @@ fn the_checker_catches_what_it_guards_against() {
     assert_eq!(problems("x", "see §1.2", &known, root).len(), 1);
     assert_eq!(problems("x", "(SPEC §1)", &known, root).len(), 1);
     assert_eq!(problems("x", "is SPEC.md", &known, root).len(), 1);
-    assert_eq!(problems("x", "see docs/nonexistent.md", &known, root).len(), 1);
-    assert!(sections("## §1 A\n### §2.1 B\n").is_err(), "orphan subsection");
+    assert_eq!(
+        problems("x", "see docs/nonexistent.md", &known, root).len(),
+        1
+    );
+    assert!(
+        sections("## §1 A\n### §2.1 B\n").is_err(),
+        "orphan subsection"
+    );
     assert!(sections("## §2 A\n## §1 B\n").is_err(), "out of order");
     assert!(sections("## §1 A\n## §1 B\n").is_err(), "twice");
     assert!(sections("## §1 A\n## §1.1 B\n").is_err(), "level mismatch");
