@@ -9,6 +9,7 @@ use std::path::PathBuf;
 #[command(
     name = "kvcr",
     version,
+    long_version = crate::version::LONG_VERSION,
     about = "Audit and import retained KV-cache GPU memory after an inference engine dies",
     long_about = "kvcr checks the retained inventory a KV-cache owner leaves behind (one \
 descriptor per tensor-parallel rank) and imports a rank group's GPU memory all-or-nothing. \

@@ -55,7 +55,9 @@ pub fn write_all(dir: &Path) -> io::Result<Vec<PathBuf>> {
 
 fn render(cmd: &clap::Command, sub: Option<&str>, top: &clap::Command) -> Page {
     let version = top.get_version().unwrap_or_default();
-    let man = Man::new(cmd.clone())
+    // The man page names the version only: the long form's commit and date
+    // would make the committed pages drift on every commit.
+    let man = Man::new(cmd.clone().long_version(None))
         .source(format!("kvcr {version}"))
         .manual("kvcr manual");
     let mut buf: Vec<u8> = Vec::new();
