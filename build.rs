@@ -41,10 +41,7 @@ fn commit(dir: &Path) -> String {
         return "unknown".to_string();
     }
     // Rebuild when HEAD moves: HEAD itself, the branch it names, packed refs.
-    for (arg, rel) in [
-        ("--git-dir", "HEAD"),
-        ("--git-common-dir", "packed-refs"),
-    ] {
+    for (arg, rel) in [("--git-dir", "HEAD"), ("--git-common-dir", "packed-refs")] {
         if let Some(d) = git(dir, &["rev-parse", arg]) {
             let p = dir.join(d).join(rel);
             if p.exists() {
@@ -123,5 +120,8 @@ fn main() {
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
     println!("cargo:rustc-env=KVCR_GIT_COMMIT={}", commit(&dir));
     println!("cargo:rustc-env=KVCR_BUILD_DATE={}", build_date());
-    println!("cargo:rustc-env=KVCR_CUDA_HEADERS={}", cuda_headers(&manifest));
+    println!(
+        "cargo:rustc-env=KVCR_CUDA_HEADERS={}",
+        cuda_headers(&manifest)
+    );
 }

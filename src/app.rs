@@ -226,6 +226,7 @@ pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Resu
         report::Format::Table => {
             report::table::write(out, p, &run.root, run.live, &run.judgement, run.now_ms)
         }
+        report::Format::Prometheus => out.write_all(prometheus_text(run, None).as_bytes()),
     }
 }
 
@@ -241,10 +242,82 @@ fn cmd_audit(a: &AuditArgs) -> Result<i32, Failure> {
         .then(node::real_probe)
         .transpose()
         .map_err(|e| Failure::usage(e, None))?;
+    let textfile = a
+        .textfile
+        .as_deref()
+        .map(|t| textfile_target(t, &a.inventory))
+        .transpose()?;
+    let started = std::time::Instant::now();
     let run = audit(&a.inventory, probe.as_deref(), p.progress)?;
+    let took = started.elapsed();
     let status = run.judgement.exit_status();
-    emit(|out| print_audit(out, &p, &run))?;
+    if let Some((dir, name)) = &textfile {
+        let text = prometheus_text(&run, Some(took));
+        crate::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None).map_err(|e| {
+            Failure {
+                status: exit::USAGE,
+                message: format!(
+                    "{:#}",
+                    anyhow::Error::new(e).context("cannot write the --textfile metrics")
+                ),
+                hint: None,
+            }
+        })?;
+    }
+    if p.format == report::Format::Prometheus {
+        if p.verbosity != Verbosity::Quiet {
+            emit(|out| out.write_all(prometheus_text(&run, Some(took)).as_bytes()))?;
+        }
+    } else {
+        emit(|out| print_audit(out, &p, &run))?;
+    }
     Ok(status)
+}
+
+/// The Prometheus exposition of an audit run (docs/format.md §9.5).
+fn prometheus_text(run: &AuditRun, took: Option<std::time::Duration>) -> String {
+    report::prometheus::render(
+        &run.judgement,
+        &report::prometheus::Meta {
+            now_unix_ms: run.now_ms,
+            live: run.live,
+            duration: took,
+            exit_status: run.judgement.exit_status(),
+        },
+    )
+}
+
+/// `--textfile PATH`: its directory and file name, refusing a PATH inside
+/// the inventory (kvcr never writes there) or one without a file name.
+fn textfile_target(
+    path: &Path,
+    inv: &InventoryArgs,
+) -> Result<(PathBuf, std::ffi::OsString), Failure> {
+    let bad = |why: String| {
+        Failure::usage(
+            format!("--textfile {}: {why}", path.display()),
+            Some("name a file in node-exporter's textfile directory, such as /var/lib/prometheus/node-exporter/kvcr.prom".to_string()),
+        )
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| bad("names no file".to_string()))?
+        .to_os_string();
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| bad(format!("its directory cannot be used: {e}")))?;
+    let root = root_of(inv)?;
+    if dir.starts_with(&root) {
+        return Err(bad(format!(
+            "lies inside the inventory {}; kvcr never writes there",
+            root.display()
+        )));
+    }
+    Ok((dir, name))
 }
 
 fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {

@@ -156,6 +156,10 @@ pub struct AuditArgs {
     /// Also check against this node: boot id, hostname, owner and writer processes, GPUs present.
     #[arg(long)]
     pub live: bool,
+    /// Also write the Prometheus metrics (docs/format.md §9.5) to PATH, atomically, for
+    /// node-exporter's textfile collector; PATH may not lie inside the inventory.
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
 }

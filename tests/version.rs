@@ -20,7 +20,13 @@ fn short_and_long_version() {
     assert_eq!(lines[0], format!("kvcr {}", env!("CARGO_PKG_VERSION")));
     // The commit is this checkout's HEAD when git can tell, else "unknown".
     let head = std::process::Command::new("git")
-        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short=12", "HEAD"])
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "rev-parse",
+            "--short=12",
+            "HEAD",
+        ])
         .output()
         .ok()
         .filter(|o| o.status.success())

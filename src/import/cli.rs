@@ -545,6 +545,12 @@ fn make_backend(spec: &BackendSpec) -> Result<Box<dyn Backend>, Failure> {
 
 /// `kvcr import`.
 pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
+    if a.output.format == Format::Prometheus {
+        return Err(Failure::usage(
+            "--format prometheus is for kvcr audit",
+            Some("use --format table or --format json with kvcr import".to_string()),
+        ));
+    }
     let p = Printer::from_env(
         a.output.format,
         a.output.color,
@@ -612,6 +618,7 @@ pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
     if p.verbosity != Verbosity::Quiet {
         match p.format {
             Format::Json => app::emit(|out| report::json::write(out, &done.report))?,
+            Format::Prometheus => unreachable!("refused at the start of run"),
             Format::Table => {
                 if let Some(run) = &done.audit {
                     app::emit(|out| app::print_audit(out, &p, run))?;
