@@ -53,6 +53,40 @@ pub fn write_all(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// The shell completion scripts the packages ship, with the file name each
+/// shell's system directory expects: bash `kvcr`
+/// (/usr/share/bash-completion/completions), zsh `_kvcr`
+/// (/usr/share/zsh/vendor-completions), fish `kvcr.fish`
+/// (/usr/share/fish/vendor_completions.d). Committed under `completions/`;
+/// `tests/man.rs` fails when they drift.
+pub fn completions() -> Vec<(&'static str, Vec<u8>)> {
+    use clap_complete::Shell;
+    [
+        (Shell::Bash, "kvcr.bash"),
+        (Shell::Zsh, "_kvcr"),
+        (Shell::Fish, "kvcr.fish"),
+    ]
+    .into_iter()
+    .map(|(shell, name)| {
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "kvcr", &mut script);
+        (name, script)
+    })
+    .collect()
+}
+
+/// Writes [`completions`] into `dir` (created if needed).
+pub fn write_completions(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    for (name, script) in completions() {
+        let path = dir.join(name);
+        std::fs::write(&path, script)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
 fn render(cmd: &clap::Command, sub: Option<&str>, top: &clap::Command) -> Page {
     let version = top.get_version().unwrap_or_default();
     // The man page names the version only: the long form's commit and date
