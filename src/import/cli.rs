@@ -669,7 +669,7 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
     }
     let dry = r.mode == Mode::DryRun;
     let mut t = Table::new();
-    t.load_preset(presets::NOTHING)
+    t.load_style(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Dynamic);
     let mut header = vec!["rank", "gpu"];
     if !dry {
