@@ -264,6 +264,13 @@ pub struct SealPlan {
     bytes: Option<Vec<u8>>,
     mode: u32,
     owner: (u32, u32),
+    /// Device, inode, size and mtime when checked: [`apply`] refuses a file
+    /// that changed since, rather than replace someone else's newer write.
+    seen: (u64, u64, u64, i64, i64),
+}
+
+fn identity(m: &fs::Metadata) -> (u64, u64, u64, i64, i64) {
+    (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec())
 }
 
 impl SealPlan {
@@ -303,6 +310,7 @@ pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
         bytes: (bytes != r.bytes).then_some(bytes),
         mode: r.meta.mode(),
         owner: (r.meta.uid(), r.meta.gid()),
+        seen: identity(&r.meta),
     })
 }
 
@@ -321,6 +329,14 @@ pub fn apply(plan: &SealPlan) -> Result<bool, Error> {
         _ => Path::new("."),
     };
     // Only change the owner when it differs: a non-root user cannot chown.
+    let now = fs::symlink_metadata(&plan.path)
+        .map_err(Error::io(format!("cannot read {}", plan.path.display())))?;
+    if !now.file_type().is_file() || identity(&now) != plan.seen {
+        return Err(Error::Refused(format!(
+            "{} changed since it was checked; not replaced",
+            plan.path.display()
+        )));
+    }
     let me = (
         rustix::process::geteuid().as_raw(),
         rustix::process::getegid().as_raw(),
@@ -393,6 +409,15 @@ mod tests {
         assert!(parse_descriptor(&sealed).findings.is_empty());
         let again = check_file(&p).unwrap();
         assert!(again.already_sealed());
+        // A file changed between check and apply is not replaced.
+        let mut v2 = v.clone();
+        v2["epoch"] = Value::from(7);
+        fs::write(&p, to_bytes(&v2)).unwrap();
+        let plan = check_file(&p).unwrap();
+        fs::write(&p, [to_bytes(&v2).as_slice(), b" "].concat()).unwrap();
+        assert!(matches!(apply(&plan), Err(Error::Refused(m)) if m.contains("changed")));
+        fs::write(&p, &sealed).unwrap();
+        let again = check_file(&p).unwrap();
         assert!(!apply(&again).unwrap());
         assert_eq!(fs::read(&p).unwrap(), sealed);
     }

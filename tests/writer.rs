@@ -109,9 +109,15 @@ fn refused_files_are_left_byte_identical() {
         fs::write(d.join(name), bytes).unwrap();
     }
     std::os::unix::fs::symlink("rank-0.json", d.join("link.json")).unwrap();
+    // Replacing one name of a hard-linked file would leave the other stale.
+    let mut linked = Desc::new("e", 1, 2, 1).value();
+    linked["digest"] = Value::from("sha256:stale");
+    fs::write(d.join("linked.json"), to_bytes(&linked)).unwrap();
+    fs::hard_link(d.join("linked.json"), d.join("linked-too.json")).unwrap();
     let before = kvcr::testkit::snapshot(d);
     let mut refused: Vec<&str> = cases.iter().map(|c| c.0).collect();
     refused.push("link.json");
+    refused.push("linked.json");
     for name in &refused {
         // Alone, and beside a file that could be sealed: nothing is written.
         for with_good in [false, true] {
@@ -128,7 +134,12 @@ fn refused_files_are_left_byte_identical() {
             assert_eq!(kvcr::testkit::snapshot(d), before, "{name} touched");
         }
         let out = kvcr().arg("digest").arg(d.join(name)).output().unwrap();
-        let expect = if *name == "schema.json" { 0 } else { 1 };
+        // digest reads any JSON object: only the schema and hard-link cases print one.
+        let expect = if ["schema.json", "linked.json"].contains(name) {
+            0
+        } else {
+            1
+        };
         assert_eq!(out.status.code(), Some(expect), "digest {name}");
     }
     assert!(fs::symlink_metadata(d.join("link.json"))
