@@ -457,8 +457,9 @@ fn see_also(r: &mut Roff, sub: Option<&str>, top: &clap::Command) {
     r.text([roman(refs.join(", "))]);
     r.control("PP", []);
     r.text([roman(
-        "docs/format.md in the source tree is the contract: formats, digest, finding codes, \
-         exit statuses and rules, by section; docs/json.md documents the JSON report field by \
+        "docs/format.md in the source tree (/usr/share/doc/kvcr/format.md from the Debian \
+         package) is the contract: formats, digest, finding codes, exit statuses and rules, by \
+         section; the help texts cite its sections, such as docs/format.md §3.2; docs/json.md documents the JSON report field by \
          field; kvcr schema prints the JSON Schemas.",
     )]);
 }
