@@ -1,6 +1,6 @@
 //! Micro-benchmark of the per-descriptor CPU work of an audit, on the
 //! descriptor of the audit benchmark (8 ranks, 16 fabric allocations,
-//! about 5 KB): strict JSON reading, the §3.2 digest, and the whole parse
+//! about 5 KB): strict JSON reading, the docs/format.md §3.2 digest, and the whole parse
 //! with and without keeping the allocations.
 //!
 //! Run: cargo bench --bench parse   (prints ns per descriptor and MB/s)

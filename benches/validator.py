@@ -2,7 +2,7 @@
 """The validator an operator would otherwise write, for the benchmark.
 
 Walks ROOT, parses every rank-<R>.json, checks its SHA-256 digest over the
-canonical form (SPEC §3.2: sorted keys, no whitespace, only the escapes JSON
+canonical form (docs/format.md §3.2: sorted keys, no whitespace, only the escapes JSON
 requires; json.dumps with these arguments writes exactly that for
 descriptors), groups descriptors by engine_id and accepts a group when every
 rank 0..world_size-1 is there once, with a good digest, in one incarnation.

@@ -43,7 +43,7 @@ fn main() {
             files += 1;
             let p = sub.join(format!("rank-{rank}.json"));
             std::fs::write(&p, &b).expect("write");
-            // Owners write descriptors 0600 (SPEC §5, KV003 live).
+            // Owners write descriptors 0600 (docs/format.md §2.4, KV003 live).
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         }

@@ -252,7 +252,7 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         bytes.insert("kv-ipc".to_string(), pat(0));
 
         // cuda_ipc with offset_bytes: a segment whose first half is another
-        // tensor (0xEE) and whose second half is this rank's (SPEC §10.5).
+        // tensor (0xEE) and whose second half is this rank's (docs/format.md §8.9).
         let mut q = 0;
         // SAFETY: allocates device memory we own for the process lifetime.
         ck(
@@ -417,7 +417,7 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
 
 fn write_private(path: &Path, bytes: &[u8]) -> R<()> {
     use std::io::Write;
-    // Staged as `.NAME.PID.tmp` beside the target, as SPEC §2 writers do.
+    // Staged as `.NAME.PID.tmp` beside the target, as docs/format.md §3.5 writers do.
     let name = path.file_name().ok_or("no file name")?.to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let mut f = std::fs::OpenOptions::new()

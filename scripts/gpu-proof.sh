@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU proof for `kvcr import` (SPEC §8, §10.5; issues #4 and #12).
+# GPU proof for `kvcr import` (docs/format.md §8, §8.9; issues #4 and #12).
 #
 # One unattended command with a time limit that runs the whole import
 # contract on a Linux machine with an NVIDIA GPU, its driver (libcuda),

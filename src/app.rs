@@ -70,7 +70,7 @@ fn load_profile(path: &Path) -> Result<Profile, Failure> {
     parse_profile(&bytes).map_err(|e| {
         Failure::usage(
             format!("bad profile {}: {e}", path.display()),
-            Some("see SPEC §4 / README 'Deployment profile' for the format".to_string()),
+            Some("see docs/format.md §4 / README 'Deployment profile' for the format".to_string()),
         )
     })
 }
@@ -270,6 +270,7 @@ pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Resu
         report::Format::Table => {
             report::table::write(out, p, &run.root, run.live, &run.judgement, run.now_ms)
         }
+        report::Format::Prometheus => out.write_all(prometheus_text(run, None).as_bytes()),
     }
 }
 
@@ -285,10 +286,82 @@ fn cmd_audit(a: &AuditArgs) -> Result<i32, Failure> {
         .then(node::real_probe)
         .transpose()
         .map_err(|e| Failure::usage(e, None))?;
+    let textfile = a
+        .textfile
+        .as_deref()
+        .map(|t| textfile_target(t, &a.inventory))
+        .transpose()?;
+    let started = std::time::Instant::now();
     let run = audit(&a.inventory, probe.as_deref(), p.progress)?;
+    let took = started.elapsed();
     let status = run.judgement.exit_status();
-    emit(|out| print_audit(out, &p, &run))?;
+    if let Some((dir, name)) = &textfile {
+        let text = prometheus_text(&run, Some(took));
+        crate::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None).map_err(|e| {
+            Failure {
+                status: exit::USAGE,
+                message: format!(
+                    "{:#}",
+                    anyhow::Error::new(e).context("cannot write the --textfile metrics")
+                ),
+                hint: None,
+            }
+        })?;
+    }
+    if p.format == report::Format::Prometheus {
+        if p.verbosity != Verbosity::Quiet {
+            emit(|out| out.write_all(prometheus_text(&run, Some(took)).as_bytes()))?;
+        }
+    } else {
+        emit(|out| print_audit(out, &p, &run))?;
+    }
     Ok(status)
+}
+
+/// The Prometheus exposition of an audit run (docs/format.md §9.5).
+fn prometheus_text(run: &AuditRun, took: Option<std::time::Duration>) -> String {
+    report::prometheus::render(
+        &run.judgement,
+        &report::prometheus::Meta {
+            now_unix_ms: run.now_ms,
+            live: run.live,
+            duration: took,
+            exit_status: run.judgement.exit_status(),
+        },
+    )
+}
+
+/// `--textfile PATH`: its directory and file name, refusing a PATH inside
+/// the inventory (kvcr never writes there) or one without a file name.
+fn textfile_target(
+    path: &Path,
+    inv: &InventoryArgs,
+) -> Result<(PathBuf, std::ffi::OsString), Failure> {
+    let bad = |why: String| {
+        Failure::usage(
+            format!("--textfile {}: {why}", path.display()),
+            Some("name a file in node-exporter's textfile directory, such as /var/lib/prometheus/node-exporter/kvcr.prom".to_string()),
+        )
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| bad("names no file".to_string()))?
+        .to_os_string();
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| bad(format!("its directory cannot be used: {e}")))?;
+    let root = root_of(inv)?;
+    if dir.starts_with(&root) {
+        return Err(bad(format!(
+            "lies inside the inventory {}; kvcr never writes there",
+            root.display()
+        )));
+    }
+    Ok((dir, name))
 }
 
 fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
@@ -359,6 +432,67 @@ fn cmd_schema(a: &crate::cli::SchemaArgs) -> Result<i32, Failure> {
     Ok(exit::OK)
 }
 
+/// `kvcr seal FILE…`: check every file, then write them (docs/format.md §3.5, §6.1).
+fn cmd_seal(a: &crate::cli::SealArgs) -> Result<i32, Failure> {
+    use crate::writer;
+    let mut plans = Vec::new();
+    let mut worst = exit::OK;
+    for path in &a.files {
+        match writer::check_file(path) {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                worst = worst.max(e.exit_status());
+                let msg =
+                    anyhow::Error::new(e).context(format!("refusing to seal {}", path.display()));
+                let _ = writeln!(
+                    io::stderr(),
+                    "kvcr: error: {}",
+                    report::sanitize::terminal(&format!("{msg:#}"))
+                );
+            }
+        }
+    }
+    if worst != exit::OK {
+        let _ = writeln!(io::stderr(), "kvcr: no file was written");
+        return Ok(worst);
+    }
+    let mut lines = String::new();
+    for p in &plans {
+        let wrote = writer::apply(p).map_err(|e| Failure {
+            status: e.exit_status(),
+            message: format!(
+                "{:#}",
+                anyhow::Error::new(e).context(format!("sealing {}", p.path.display()))
+            ),
+            hint: None,
+        })?;
+        let verb = if wrote { "sealed" } else { "already sealed" };
+        lines.push_str(&format!(
+            "{verb} {}\n",
+            report::sanitize::terminal(&p.path.display().to_string())
+        ));
+    }
+    if !a.quiet {
+        emit(|out| out.write_all(lines.as_bytes()))?;
+    }
+    Ok(exit::OK)
+}
+
+/// `kvcr digest FILE`: the canonical digest, one line.
+fn cmd_digest(a: &crate::cli::DigestArgs) -> Result<i32, Failure> {
+    match crate::writer::digest_file(&a.file) {
+        Ok(d) => {
+            emit(|out| writeln!(out, "{d}"))?;
+            Ok(exit::OK)
+        }
+        Err(e) => Err(Failure {
+            status: e.exit_status(),
+            message: e.to_string(),
+            hint: None,
+        }),
+    }
+}
+
 /// Writes to stdout; a closed pipe (`kvcr audit | head -1`) ends quietly.
 pub fn emit(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Failure> {
     let stdout = io::stdout();
@@ -384,6 +518,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::Merge(a) => cmd_merge(a),
         Command::Completions(a) => cmd_completions(a),
         Command::Schema(a) => cmd_schema(a),
+        Command::Seal(a) => cmd_seal(a),
+        Command::Digest(a) => cmd_digest(a),
     };
     match r {
         Ok(status) => status,

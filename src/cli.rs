@@ -1,4 +1,4 @@
-//! Command-line definitions (SPEC §7). They also feed the man pages and the
+//! Command-line definitions (docs/format.md §7). They also feed the man pages and the
 //! shell completions.
 
 use crate::report::{ColorChoice, Format};
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 #[command(
     name = "kvcr",
     version,
+    long_version = crate::version::LONG_VERSION,
     about = "Audit and import retained KV-cache GPU memory after an inference engine dies",
     long_about = "kvcr checks the retained inventory a KV-cache owner leaves behind (one \
 descriptor per tensor-parallel rank) and imports a rank group's GPU memory all-or-nothing. \
@@ -24,9 +25,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Read-only audit of a retained inventory: per-rank verdicts (SPEC §5).
+    /// Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5).
     Audit(AuditArgs),
-    /// All-or-nothing GPU import of one group, for operator recovery (SPEC §8).
+    /// All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8).
     Import(ImportArgs),
     /// What a finding code means and what to do; no CODE lists them all.
     Explain(ExplainArgs),
@@ -46,6 +47,41 @@ pub enum Command {
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(SchemaArgs),
+    /// Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5).
+    ///
+    /// Each FILE must be a regular file (never a symlink) of at most 1 MiB
+    /// holding strict JSON that is a valid descriptor apart from its
+    /// digest. Every file is checked before any is written; if one is
+    /// refused, none is touched. Each is rewritten atomically (a staging
+    /// file in the same directory, fsync, rename, directory fsync),
+    /// keeping its mode, owner and member order. Exit 0 when every file is
+    /// sealed, 1 when a file is refused, 2 when a file cannot be read or
+    /// written (docs/format.md §6.1).
+    Seal(SealArgs),
+    /// Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2).
+    ///
+    /// The digest is SHA-256 over the canonical form of the JSON object
+    /// without its digest member: what the file's digest must be. Exit 1
+    /// when the file is refused (a symlink, over 1 MiB, not strict JSON), 2
+    /// when it cannot be read.
+    Digest(DigestArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SealArgs {
+    /// Descriptor files to seal (rank-<R>.json).
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print nothing on success; refusals still go to stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DigestArgs {
+    /// The descriptor (or any JSON object) file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -82,7 +118,7 @@ pub struct InventoryArgs {
     pub local_ranks: Option<crate::rankset::RankSet>,
 }
 
-/// The §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
+/// The docs/format.md §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
 fn parse_engine_id(s: &str) -> Result<String, String> {
     let ok = (1..=128).contains(&s.chars().count())
         && s.bytes()
@@ -153,6 +189,10 @@ pub struct AuditArgs {
     /// Also check against this node: boot id, hostname, owner and writer processes, GPUs present.
     #[arg(long)]
     pub live: bool,
+    /// Also write the Prometheus metrics (docs/format.md §9.5) to PATH, atomically, for
+    /// node-exporter's textfile collector; PATH may not lie inside the inventory.
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
 }

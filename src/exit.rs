@@ -1,4 +1,4 @@
-//! Exit statuses (SPEC §6). Scripts depend on these numbers; the man page and
+//! Exit statuses (docs/format.md §6). Scripts depend on these numbers; the man page and
 //! the README list them again.
 
 /// Every group in scope accepted (audit); import done (import).

@@ -1,9 +1,9 @@
-//! Finding codes (SPEC §5): the stable vocabulary of every rejection and notice.
+//! Finding codes (docs/format.md §5): the stable vocabulary of every rejection and notice.
 
 use serde::Serialize;
 use std::fmt;
 
-/// Every finding code of SPEC §5, in table order.
+/// Every finding code of docs/format.md §5, in table order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Code {
     KV001,
@@ -54,7 +54,7 @@ impl Code {
         Code::KV111,
     ];
 
-    /// The stable short name (SPEC §5 "name" column).
+    /// The stable short name (docs/format.md §5 "name" column).
     pub fn name(self) -> &'static str {
         match self {
             Code::KV001 => "symlink",

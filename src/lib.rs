@@ -21,3 +21,7 @@ pub mod report;
 pub mod schema;
 pub mod testkit;
 pub mod verdict;
+pub mod version;
+pub mod writer;
+
+pub use version::VERSION;

@@ -53,9 +53,45 @@ pub fn write_all(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// The shell completion scripts the packages ship, with the file name each
+/// shell's system directory expects: bash `kvcr`
+/// (/usr/share/bash-completion/completions), zsh `_kvcr`
+/// (/usr/share/zsh/vendor-completions), fish `kvcr.fish`
+/// (/usr/share/fish/vendor_completions.d). Committed under `completions/`;
+/// `tests/man.rs` fails when they drift.
+pub fn completions() -> Vec<(&'static str, Vec<u8>)> {
+    use clap_complete::Shell;
+    [
+        (Shell::Bash, "kvcr.bash"),
+        (Shell::Zsh, "_kvcr"),
+        (Shell::Fish, "kvcr.fish"),
+    ]
+    .into_iter()
+    .map(|(shell, name)| {
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "kvcr", &mut script);
+        (name, script)
+    })
+    .collect()
+}
+
+/// Writes [`completions`] into `dir` (created if needed).
+pub fn write_completions(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    for (name, script) in completions() {
+        let path = dir.join(name);
+        std::fs::write(&path, script)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
 fn render(cmd: &clap::Command, sub: Option<&str>, top: &clap::Command) -> Page {
     let version = top.get_version().unwrap_or_default();
-    let man = Man::new(cmd.clone())
+    // The man page names the version only: the long form's commit and date
+    // would make the committed pages drift on every commit.
+    let man = Man::new(cmd.clone().long_version(None))
         .source(format!("kvcr {version}"))
         .manual("kvcr manual");
     let mut buf: Vec<u8> = Vec::new();
@@ -102,6 +138,8 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
              the group until SIGINT or SIGTERM and released it; --dry-run printed the plan."
         }
         Some("explain") | Some("completions") | Some("schema") => "The text was printed.",
+        Some("seal") => "Every file was sealed, or already carried its digest.",
+        Some("digest") => "The digest was printed.",
         _ => {
             "Every group in scope was accepted (audit, merge); the import was done (import); \
              the text was printed (explain, completions, schema)."
@@ -114,19 +152,30 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "Usage error, or the run could not happen: a report cannot be read or is not a \
              kvcr audit report."
         }
+        Some("seal") | Some("digest") => {
+            "Usage error, or the run could not happen: a file does not exist or cannot be \
+             read, or writing failed (a read-only directory, a full disk); nothing was left \
+             half-written."
+        }
         _ => {
             "Usage error, or the run could not happen: the root is missing, the profile is bad, \
              no CUDA driver (or only the CUDA toolkit's stub libcuda) for an import that is not \
              a dry run, or the report could not be written."
         }
     };
+    let rejected = match sub {
+        Some("seal") | Some("digest") => {
+            "A file was refused: a symlink, not a regular file, over 1 MiB, not strict JSON, \
+             or (seal) not a valid descriptor apart from its digest. No file was written."
+        }
+        _ => {
+            "At least one group was rejected, a file-level finding rejects (a symlink, a torn \
+             write, a malformed descriptor), or no descriptor was found. Nothing was imported."
+        }
+    };
     let all: [(i32, &str); 6] = [
         (exit::OK, ok),
-        (
-            exit::REJECTED,
-            "At least one group was rejected, a file-level finding rejects (a symlink, a torn \
-             write, a malformed descriptor), or no descriptor was found. Nothing was imported.",
-        ),
+        (exit::REJECTED, rejected),
         (exit::USAGE, usage),
         (
             exit::IMPORT_FAILED,
@@ -143,7 +192,9 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         ),
     ];
     let wanted: &[i32] = match sub {
-        Some("audit") | Some("merge") => &[exit::OK, exit::REJECTED, exit::USAGE],
+        Some("audit") | Some("merge") | Some("seal") | Some("digest") => {
+            &[exit::OK, exit::REJECTED, exit::USAGE]
+        }
         Some("explain") | Some("completions") | Some("schema") => &[exit::OK, exit::USAGE],
         _ => &[
             exit::OK,
@@ -232,7 +283,10 @@ fn files(r: &mut Roff, sub: Option<&str>) {
 }
 
 fn environment(r: &mut Roff, sub: Option<&str>) {
-    if matches!(sub, Some("explain") | Some("completions") | Some("schema")) {
+    if matches!(
+        sub,
+        Some("explain") | Some("completions") | Some("schema") | Some("seal") | Some("digest")
+    ) {
         return;
     }
     r.control("SH", ["ENVIRONMENT"]);
@@ -358,6 +412,20 @@ fn examples(r: &mut Roff, sub: Option<&str>) {
                 "kvcr schema descriptor > d.json && check-jsonschema --schemafile d.json rank-0.json",
             ),
         ],
+        Some("seal") => &[
+            (
+                "Fix the digest of a descriptor edited by hand, then audit:",
+                "kvcr seal inventory/rank-1.json && kvcr audit inventory",
+            ),
+            (
+                "Reseal every descriptor of a fixture inventory in CI:",
+                "find fixtures -name 'rank-*.json' -type f -exec kvcr seal -q {} +",
+            ),
+        ],
+        Some("digest") => &[(
+            "Compare a descriptor's digest with the one it carries:",
+            "kvcr digest rank-0.json; jq -r .digest rank-0.json",
+        )],
         Some(_) => &[],
     };
     if ex.is_empty() {
@@ -389,7 +457,9 @@ fn see_also(r: &mut Roff, sub: Option<&str>, top: &clap::Command) {
     r.text([roman(refs.join(", "))]);
     r.control("PP", []);
     r.text([roman(
-        "docs/json.md documents the JSON report field by field; kvcr schema prints the JSON \
-         Schemas.",
+        "docs/format.md in the source tree (/usr/share/doc/kvcr/format.md from the Debian \
+         package) is the contract: formats, digest, finding codes, exit statuses and rules, by \
+         section; the help texts cite its sections, such as docs/format.md §3.2; docs/json.md documents the JSON report field by \
+         field; kvcr schema prints the JSON Schemas.",
     )]);
 }

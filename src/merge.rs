@@ -267,7 +267,7 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         .collect();
     let model_ok = agree(&mut findings, Code::KV105, "model", &models).is_some();
 
-    // Judged from the ranks' own data (docs/format.md §10.6), never from a
+    // Judged from the ranks' own data (docs/format.md §10), never from a
     // report's verdict fields alone.
     if world_size == Some(0) {
         findings.push(

@@ -1,4 +1,4 @@
-//! The deployment profile (SPEC §4): what the operator declares the group
+//! The deployment profile (docs/format.md §4): what the operator declares the group
 //! should be. Read with the same strict JSON reader and the same field rules
 //! (and messages) as descriptors; unknown fields are rejected.
 //!

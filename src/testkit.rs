@@ -69,7 +69,7 @@ impl Desc {
 
     /// The unsealed JSON value (no digest member yet).
     pub fn value(&self) -> Value {
-        let per_rank: u64 = 80 * 2 * 1024 * 16 * 2 * 128 * 2; // §3.1 for the geometry below
+        let per_rank: u64 = 80 * 2 * 1024 * 16 * 2 * 128 * 2; // docs/format.md §3.1 for the geometry below
         let n = self.allocations.max(1) as u64;
         let allocations: Vec<Value> = (0..self.allocations)
             .map(|i| {
@@ -116,7 +116,7 @@ pub fn to_bytes(v: &Value) -> Vec<u8> {
     b
 }
 
-/// Sets `digest` to the §3.2 digest of the value without its digest member.
+/// Sets `digest` to the docs/format.md §3.2 digest of the value without its digest member.
 pub fn seal(v: &mut Value) {
     if let Some(o) = v.as_object_mut() {
         o.remove("digest");

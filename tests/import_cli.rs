@@ -1,4 +1,4 @@
-//! `kvcr import` end to end through the binary (SPEC §6, §8), without a GPU:
+//! `kvcr import` end to end through the binary (docs/format.md §6, §8), without a GPU:
 //! the node is described with `KVCR_NODE_FACTS` and the GPU side is the
 //! test-only simulated backend (`KVCR_IMPORT_BACKEND=sim:...`), whose event
 //! log shows every acquire and release. Also: dry run on a shipped fixture,

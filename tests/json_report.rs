@@ -1,4 +1,4 @@
-//! The audit report (`--format json`, SPEC §9) re-declared as structs that
+//! The audit report (`--format json`, docs/format.md §9) re-declared as structs that
 //! reject unknown fields, so any change to the format breaks this test on
 //! purpose: a member added, removed, renamed or retyped must be a decision,
 //! reflected here, in schemas/report.schema.json and in docs/json.md.

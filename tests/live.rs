@@ -1,4 +1,4 @@
-//! Live mode (SPEC §5, issue #3): KV003 (readable handle bytes), KV106 (GPU
+//! Live mode (docs/format.md §11, issue #3): KV003 (readable handle bytes), KV106 (GPU
 //! absent / not visible), KV108 (reboot, owner gone or PID reused), KV109
 //! (writer running, not quiesced), KV110 (other host), and "not checked".
 //!

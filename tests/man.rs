@@ -73,7 +73,7 @@ fn hand_written_sections_are_there() {
     for s in [".SH FILES", ".SH ENVIRONMENT"] {
         assert!(top.text.contains(s), "kvcr.1: no {s}");
     }
-    // Every exit status of SPEC §6, and every variable operators meet.
+    // Every exit status of docs/format.md §6, and every variable operators meet.
     for code in ["0", "1", "2", "3", "4", "130"] {
         assert!(
             top.text.contains(&format!(".TP\n\\fB{code}\\fR\n")),
@@ -118,4 +118,26 @@ fn man_renders_the_top_page() {
     assert!(text.contains("130"), "{text}");
     let warnings = String::from_utf8_lossy(&out.stderr);
     assert!(warnings.trim().is_empty(), "man warnings: {warnings}");
+}
+
+#[test]
+fn committed_completions_match_the_cli() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("completions");
+    if std::env::var_os("KVCR_BLESS").is_some() {
+        kvcr::man::write_completions(&dir).unwrap();
+    }
+    let scripts = kvcr::man::completions();
+    assert_eq!(scripts.len(), 3);
+    for (name, script) in scripts {
+        let committed = std::fs::read(dir.join(name)).unwrap_or_default();
+        assert!(
+            committed == script,
+            "completions/{name} drifted from the CLI; regenerate with: cargo run --example gen-man"
+        );
+        // Every subcommand is completed, the new ones included.
+        let text = String::from_utf8(script).unwrap();
+        for sub in ["audit", "import", "seal", "digest"] {
+            assert!(text.contains(sub), "{name} lacks {sub}");
+        }
+    }
 }

@@ -158,12 +158,16 @@ fn write_string(st: &mut Style, s: &str, out: &mut String) {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str(if st.next() % 2 == 0 { "\\n" } else { "\\u000a" }),
-            '/' if st.next() % 2 == 0 => out.push_str("\\/"),
-            c if (c as u32) < 0x20 || st.next() % 16 == 0 => {
+            '\n' => out.push_str(if st.next().is_multiple_of(2) {
+                "\\n"
+            } else {
+                "\\u000a"
+            }),
+            '/' if st.next().is_multiple_of(2) => out.push_str("\\/"),
+            c if (c as u32) < 0x20 || st.next().is_multiple_of(16) => {
                 let mut buf = [0u16; 2];
                 for unit in c.encode_utf16(&mut buf) {
-                    if st.next() % 2 == 0 {
+                    if st.next().is_multiple_of(2) {
                         out.push_str(&format!("\\u{unit:04x}"));
                     } else {
                         out.push_str(&format!("\\u{unit:04X}"));

@@ -110,7 +110,7 @@ fn swapper(l: &Layout, stop: &AtomicBool, swaps: &AtomicU64) {
         // rename over it, or remove + symlink), then a regular file again.
         let _ = std::fs::remove_file(&file_link);
         std::os::unix::fs::symlink(l.outside.join("rank-1.json"), &file_link).unwrap();
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             std::fs::rename(&file_link, &file).unwrap();
         } else {
             std::fs::remove_file(&file).unwrap();
@@ -122,7 +122,7 @@ fn swapper(l: &Layout, stop: &AtomicBool, swaps: &AtomicU64) {
 
         // (b) the group directory becomes a symlink to the outside directory.
         std::os::unix::fs::symlink(&l.outside, &dir_link).unwrap();
-        if use_exchange && n % 3 != 0 {
+        if use_exchange && !n.is_multiple_of(3) {
             assert!(exchange(&dir_link, &dir));
             std::thread::yield_now();
             assert!(exchange(&dir_link, &dir));
@@ -251,7 +251,7 @@ fn run(root: &Path, args: &[&str]) -> Result<(i32, String), String> {
     Ok((code, stdout))
 }
 
-/// SPEC §10.2 / docs/format.md §10.2: a descriptor swapped for a device
+/// docs/format.md §2.3: a descriptor swapped for a device
 /// (renameat2 RENAME_EXCHANGE) between listing and opening is never opened.
 /// An inotify watch on the device node records every open of it; O_PATH
 /// opens (the classification) do not count as opens and generate none.

@@ -54,7 +54,7 @@ fn unsafe_chain(root: &Path, name: &str, depth: usize) -> PathBuf {
 /// it, each naming that directory's (long) path: D²/2 findings and O(D³)
 /// bytes from D directories (D = 200: 54 MB of JSON, 98 MB of table and
 /// 525 MB RSS). Same with N symlinks named rank-K.json at the bottom (N×D).
-/// Should be: bounded (§10.4), e.g. inherit the nearest unsafe directory and
+/// Should be: bounded (§9.3), e.g. inherit the nearest unsafe directory and
 /// count the rest ("and N more").
 #[test]
 #[ignore = "review: quadratic amplifier (inherited KV003 on non-read entries at any depth)"]
@@ -94,7 +94,7 @@ fn inherited_kv003_is_bounded_for_deep_unsafe_chains() {
 /// Group `beta` is a copy of group `alpha` (same handle bytes, same GPUs)
 /// that declares another model. Both are accepted (exit 0) and
 /// `import --dry-run --engine beta` plans alpha's memory as beta's KV cache:
-/// silent corruption. KV111's rationale (§10.1) holds across groups: one
+/// silent corruption. KV111's rationale (§3.4) holds across groups: one
 /// handle backs one allocation of one group. Should be: both rejected
 /// (KV111 naming the other group).
 #[test]
@@ -210,7 +210,7 @@ fn assert_all_refused(dir: &Path, a: &Value, b: &Value, edits: Vec<(&str, Edit)>
 /// is null, so those fields are never compared for it; with both nulled the
 /// merged group has no incarnation at all and is still accepted (exit 0).
 /// A node group with an accepted rank always carries them. Should be:
-/// reject, like a missing geometry or model (§10.6).
+/// reject, like a missing geometry or model (§10).
 #[test]
 #[ignore = "review: merge trusts null identity fields"]
 fn merge_refuses_reports_without_identity_fields() {
@@ -277,7 +277,7 @@ fn merge_judges_severity_from_the_code() {
 /// The group's own shape is not validated: tp × pp ≠ world_size (KV101),
 /// geometry.num_layers 0 (out of range, KV007), epoch ≥ 2^63, and an
 /// accepted rank with gpu_uuid null are all merged as accepted. Should be:
-/// the same field rules as a descriptor (§3, §10.6 "judges from the data").
+/// the same field rules as a descriptor (§3, §10 "judges from the data").
 #[test]
 #[ignore = "review: merge does not validate the shape it compares"]
 fn merge_validates_the_group_shape() {
@@ -347,7 +347,7 @@ fn merge_refuses_one_engine_twice_in_a_report() {
 /// the JSON is O(N²) (100 reports: 1.2 MB, 400: 19 MB). Likewise N reports
 /// from one host with N distinct groups: the duplicate-host finding, which
 /// names all N reports, is copied into each of the N groups (100: 0.96 MB,
-/// 400: 13.9 MB). Should be: at most 8 names per finding (§10.4).
+/// 400: 13.9 MB). Should be: at most 8 names per finding (§9.3).
 #[test]
 #[ignore = "review: quadratic amplifier (merge KV102 and duplicate-host lists)"]
 fn merge_output_is_linear_in_the_number_of_reports() {
@@ -444,7 +444,7 @@ fn can_unshare_mounts() -> bool {
 /// audit then calls a torn write). Bind-mounted inventories are common in
 /// containers (hostPath). Should be: exit 2, decided by (st_dev, st_ino) of
 /// the ready file's directory and its ancestors, not by path text (§8.8,
-/// §10.5).
+/// §8.9).
 #[test]
 #[ignore = "review: ready file inside the inventory via a bind-mount alias"]
 fn ready_file_through_a_bind_mount_alias_is_refused() {
@@ -485,12 +485,12 @@ fn ready_file_through_a_bind_mount_alias_is_refused() {
     }
 }
 
-// ---- (a) Partial group imported (overlaps issue #12, §10.5) --------------
+// ---- (a) Partial group imported (overlaps issue #12, §8.9) --------------
 
 /// `kvcr import --local-ranks 0 ROOT` on an inventory holding only rank 0 of
 /// a TP=4 group imports that one rank (sim backend: result "imported",
 /// exit 0), with no `--fleet-report` and no profile. §1: no partial group
-/// is ever accepted; §10.5: a local part only with a merge report that
+/// is ever accepted; §8.9: a local part only with a merge report that
 /// accepts the whole group (exit 1 otherwise), and import without the
 /// declared profile is exit 2. Should be: refused before any GPU call.
 #[test]
@@ -516,7 +516,7 @@ fn a_local_part_is_not_imported_without_proof_of_the_whole_group() {
 /// the group (KV103 for the other node's ranks), and merge accepts it
 /// (exit 0), because it drops every node KV103 and then sees a reject
 /// verdict that "has a reason". Without local_ranks merge also cannot check
-/// which ranks a node was meant to hold. §10.6: a node group rejected for
+/// which ranks a node was meant to hold. §10: a node group rejected for
 /// any reason rejects (or refuses) the merge. Should be: exit 1 (or 2,
 /// "audit each node with --local-ranks").
 #[test]
@@ -554,7 +554,7 @@ fn merge_refuses_node_reports_that_rejected_the_group() {
 /// One inventory, two nodes, split by group: group `alpha` from gpu-node-17
 /// and group `beta` (whose every rank names gpu-node-99, or another boot)
 /// are both accepted by an offline audit (exit 0). KV110 is checked only
-/// within a group, while §10.1's reason is "one inventory is one node's".
+/// within a group, while §3.4's reason is "one inventory is one node's".
 /// Should be: KV110 across the inventory (at least for the odd group).
 #[test]
 #[ignore = "review: KV110 one node per inventory is only per group"]

@@ -14,7 +14,7 @@
 //!   `debug_assertions` make `parse_descriptor_with` check it);
 //! - a file without findings yields a descriptor, and a descriptor comes
 //!   with no finding other than a KV008 digest mismatch;
-//! - a descriptor without findings really carries the §3.2 digest of its
+//! - a descriptor without findings really carries the docs/format.md §3.2 digest of its
 //!   own bytes, and its identity agrees with the best-effort `Ident`;
 //! - judging never panics, exits 0 or 1, and only files without findings
 //!   ever sit in an accepted rank;

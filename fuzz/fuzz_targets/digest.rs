@@ -1,4 +1,4 @@
-//! The strict JSON reader and the §3.2 canonical digest.
+//! The strict JSON reader and the docs/format.md §3.2 canonical digest.
 //!
 //! Oracles for any input the reader accepts:
 //! - the canonical form is valid UTF-8, parses again, and is a fixed point;

@@ -1,4 +1,4 @@
-//! Deployment profile parser (SPEC §4), and the verdict core under it.
+//! Deployment profile parser (docs/format.md §4), and the verdict core under it.
 //!
 //! Any input is parsed with `kvcr::profile::parse_profile`; a profile that
 //! parses is then applied to a fixed inventory (two incarnations of the

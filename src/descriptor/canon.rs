@@ -1,4 +1,4 @@
-//! The canonical form of SPEC §3.2 and the descriptor digest.
+//! The canonical form of docs/format.md §3.2 and the descriptor digest.
 //!
 //! Canonical form: UTF-8 JSON, object keys sorted by byte value, no
 //! whitespace, integers in plain decimal (`-0` becomes `0`), strings escaped
@@ -140,7 +140,7 @@ pub(crate) fn key_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     }
 }
 
-/// Recursion is bounded by the parser's depth limit (SPEC: 32).
+/// Recursion is bounded by the parser's depth limit (docs/format.md §3: 32).
 fn write_value<S: Sink>(out: &mut S, v: &Value<'_>, skip: Option<&str>) {
     match v {
         Value::Null => out.put(b"null"),
@@ -257,7 +257,7 @@ mod tests {
 
     // Expected values computed independently with Python:
     // json.dumps(obj, sort_keys=True, separators=(",",":"), ensure_ascii=False)
-    // (Python escapes control characters as \u00xx lowercase, like §3.2.)
+    // (Python escapes control characters as \u00xx lowercase, like docs/format.md §3.2.)
     #[test]
     fn known_vector_nested() {
         let input = r#"{ "b": 1, "a": [true, null, {"z": "x", "\u00e9": 0, "A": -5}],
@@ -416,7 +416,7 @@ mod tests {
         }
 
         proptest! {
-            // serde_json's compact output escapes exactly like §3.2 (short
+            // serde_json's compact output escapes exactly like docs/format.md §3.2 (short
             // forms, lowercase \u00xx, nothing else), so with sorted keys it
             // is an independent oracle for the canonical form.
             #[test]

@@ -3,8 +3,8 @@
 //!
 //! It reads the JSON into a flat node list kept per thread (no allocation
 //! per object or array, unlike the general [`super::json`] tree), checks
-//! every field of SPEC §3 with the same helpers and bounds as
-//! [`super::parse`], and hashes the §3.2 canonical form from the same list.
+//! every field of docs/format.md §3 with the same helpers and bounds as
+//! [`super::parse`], and hashes the docs/format.md §3.2 canonical form from the same list.
 //! It answers only when every check passes; anything else (an error of any
 //! kind, an escape, a negative or fractional number, an unexpected shape)
 //! returns `None` and the general parser takes over, so every finding is
@@ -470,7 +470,7 @@ impl<'d> Doc<'d> {
         }
         let mut b = AllocBuilder::new(n.len as usize, keep);
         for item in self.children(i) {
-            // `offset_bytes` is optional (SPEC §10.5): 3 members or 4.
+            // `offset_bytes` is optional (docs/format.md §3.3): 3 members or 4.
             let (id, size_bytes, offset, handle) = if self.nodes[item].len == 4 {
                 let [id, s, o, h] =
                     self.object(item, ["id", "size_bytes", "offset_bytes", "handle"])?;
@@ -523,7 +523,7 @@ impl<'d> Doc<'d> {
         })
     }
 
-    /// SHA-256 of the §3.2 canonical form without the top-level `digest`,
+    /// SHA-256 of the docs/format.md §3.2 canonical form without the top-level `digest`,
     /// written into `canon` (no longer than the input: whitespace goes,
     /// nothing is escaped) and hashed in one call.
     fn digest(&self, canon: &mut Vec<u8>) -> [u8; 32] {

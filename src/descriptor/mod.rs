@@ -1,8 +1,8 @@
-//! Descriptor v1 (SPEC §3): typed model, strict parsing and the canonical digest.
+//! Descriptor v1 (docs/format.md §3): typed model, strict parsing and the canonical digest.
 //!
 //! Parsing is three steps over one buffer: [`json`] (a strict, depth-bounded
 //! JSON reader that refuses duplicate keys, trailing data and BOMs), [`canon`]
-//! (the §3.2 canonical form, hashed while it is serialised) and [`parse`]
+//! (the docs/format.md §3.2 canonical form, hashed while it is serialised) and [`parse`]
 //! (typed extraction naming the field and both values on every error).
 //! A fast path (`fast.rs`) answers for valid descriptors without building
 //! the JSON tree, and hands everything else to those three steps.
@@ -59,7 +59,7 @@ impl Dtype {
     pub fn parse(s: &str) -> Option<Dtype> {
         Dtype::ALL.into_iter().find(|d| d.as_str() == s)
     }
-    /// SPEC §3.1: 4 for float32, 2 for float16/bfloat16, 1 otherwise.
+    /// docs/format.md §3.1: 4 for float32, 2 for float16/bfloat16, 1 otherwise.
     pub fn bytes(self) -> u64 {
         match self {
             Dtype::Float32 => 4,
@@ -88,7 +88,7 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    /// Bytes one rank needs (SPEC §3.1); `None` on overflow of any product.
+    /// Bytes one rank needs (docs/format.md §3.1); `None` on overflow of any product.
     pub fn bytes_needed(&self) -> Option<u64> {
         let kv = if self.use_mla { 1 } else { 2 };
         self.num_layers
@@ -139,7 +139,7 @@ pub enum GpuKind {
 
 /// `GPU-<uuid>` or `MIG-<uuid>`.
 ///
-/// A GPU's identity is its 16 UUID bytes (docs/format.md §10.1): equality,
+/// A GPU's identity is its 16 UUID bytes (docs/format.md §3.4): equality,
 /// ordering and hashing ignore the prefix, so `GPU-<u>` and `MIG-<u>` are the
 /// same GPU everywhere a `GpuUuid` is compared (verdict, profile, node probe,
 /// import plan, backends). The prefix is kept for display only.
@@ -248,8 +248,8 @@ impl Handle {
 pub struct Allocation {
     pub id: String,
     pub size_bytes: u64,
-    /// Where the rank's bytes start inside the exported allocation (SPEC
-    /// §10.5; 0 when absent). `offset_bytes + size_bytes` never overflows.
+    /// Where the rank's bytes start inside the exported allocation
+    /// (docs/format.md §3.3; 0 when absent). `offset_bytes + size_bytes` never overflows.
     pub offset_bytes: u64,
     pub handle: Handle,
 }

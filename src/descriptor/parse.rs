@@ -1,4 +1,4 @@
-//! Typed extraction of a descriptor (SPEC §3) from strict JSON.
+//! Typed extraction of a descriptor (docs/format.md §3) from strict JSON.
 //!
 //! Every schema problem becomes a KV007 finding that names the field path
 //! (`geometry.num_layers`, `allocations[3].handle.hex`), the expected and the
@@ -48,7 +48,7 @@ pub(crate) const I63_MAX: u64 = i64::MAX as u64;
 pub(crate) const DIM_MAX: u64 = 1 << 32;
 pub(crate) const PID_MAX: u64 = i32::MAX as u64;
 
-/// The members of a descriptor (SPEC §3), in the spec's order.
+/// The members of a descriptor (docs/format.md §3), in the spec's order.
 pub(crate) const DESCRIPTOR_FIELDS: [&str; 17] = [
     "schema",
     "engine_id",
@@ -92,8 +92,8 @@ const DTYPE_NAMES: &[&str] = &[
     "int8",
 ];
 
-/// Parses one descriptor file's bytes: strict JSON (KV006), the §3 schema
-/// (KV007) and the §3.2 digest (KV008).
+/// Parses one descriptor file's bytes: strict JSON (KV006), the docs/format.md §3 schema
+/// (KV007) and the docs/format.md §3.2 digest (KV008).
 pub fn parse_descriptor(bytes: &[u8]) -> ParseOutcome {
     parse_descriptor_with(bytes, true)
 }
@@ -346,7 +346,7 @@ fn node(c: &mut Checker, f: Field<'_, '_>) -> Option<NodeId> {
     })
 }
 
-/// `model` (SPEC §3): `name`, `revision`, `quantization` (string or null).
+/// `model` (docs/format.md §3): `name`, `revision`, `quantization` (string or null).
 pub(crate) fn model(c: &mut Checker, f: Field<'_, '_>) -> Option<Model> {
     let o = c.object(f, MODEL_FIELDS)?;
     let name = c.string(o.at("name"), 1, 256);
@@ -359,7 +359,7 @@ pub(crate) fn model(c: &mut Checker, f: Field<'_, '_>) -> Option<Model> {
     })
 }
 
-/// `geometry` (SPEC §3, §3.1), including the overflow check of the bytes needed.
+/// `geometry` (docs/format.md §3, §3.1), including the overflow check of the bytes needed.
 pub(crate) fn geometry(c: &mut Checker, f: Field<'_, '_>) -> Option<Geometry> {
     let o = c.object(f, GEOMETRY_FIELDS)?;
     let num_layers = c.uint(o.at("num_layers"), 1, DIM_MAX);
@@ -527,7 +527,7 @@ fn duplicates(ids: &[&str]) -> Vec<String> {
     dups
 }
 
-/// One allocation: id, size_bytes, offset_bytes (optional, SPEC §10.5:
+/// One allocation: id, size_bytes, offset_bytes (optional, docs/format.md §3.3:
 /// absent is 0; `offset_bytes + size_bytes` must not overflow) and handle.
 fn allocation<'v>(c: &mut Checker, f: Field<'_, 'v>) -> Option<(&'v str, u64, u64, Handle)> {
     let o = c.object(f, ALLOCATION_FIELDS)?;

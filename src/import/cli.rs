@@ -1,4 +1,4 @@
-//! `kvcr import` (SPEC §8): live audit → select → plan → dry-run, trial or
+//! `kvcr import` (docs/format.md §8): live audit → select → plan → dry-run, trial or
 //! hold → report and exit status.
 //!
 //! [`import`] is the whole command minus the process-wide parts (the
@@ -562,6 +562,12 @@ fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>
 
 /// `kvcr import`.
 pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
+    if a.output.format == Format::Prometheus {
+        return Err(Failure::usage(
+            "--format prometheus is for kvcr audit",
+            Some("use --format table or --format json with kvcr import".to_string()),
+        ));
+    }
     let p = Printer::from_env(
         a.output.format,
         a.output.color,
@@ -629,6 +635,7 @@ pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
     if p.verbosity != Verbosity::Quiet {
         match p.format {
             Format::Json => app::emit(|out| report::json::write(out, &done.report))?,
+            Format::Prometheus => unreachable!("refused at the start of run"),
             Format::Table => {
                 if let Some(run) = &done.audit {
                     app::emit(|out| app::print_audit(out, &p, run))?;
@@ -679,7 +686,7 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
     }
     let dry = r.mode == Mode::DryRun;
     let mut t = Table::new();
-    t.load_preset(presets::NOTHING)
+    t.load_style(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Dynamic);
     let mut header = vec!["rank", "gpu"];
     if !dry {

@@ -1,5 +1,5 @@
 //! The ledger: every resource the import acquired, in acquisition order, and
-//! its release in exact reverse order (SPEC §8.3, §8.5).
+//! its release in exact reverse order (docs/format.md §8.3, §8.5).
 
 use super::{Backend, Resource};
 use serde::Serialize;

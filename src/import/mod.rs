@@ -1,4 +1,4 @@
-//! SPEC §8: the all-or-nothing import of one accepted rank group.
+//! docs/format.md §8: the all-or-nothing import of one accepted rank group.
 //!
 //! The pieces, each in its own file:
 //! - [`plan`]: an accepted group's descriptors → one [`PlannedRank`] per rank
@@ -362,7 +362,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// SPEC §6 for an outcome whose ledger has been dealt with: 0 imported,
+    /// docs/format.md §6 for an outcome whose ledger has been dealt with: 0 imported,
     /// 3 failed and released, 130 interrupted and released, 4 whenever a
     /// release failed.
     pub fn exit_status(&self) -> i32 {
@@ -570,9 +570,9 @@ fn import_one(
     }
 }
 
-/// SPEC §8.4, §10.5: the mapping covers `offset_bytes + size_bytes` from its
-/// pointer (checked first: the device answers mean nothing outside it), and
-/// the rank's first and last byte sit on the planned device.
+/// docs/format.md §8.4: the mapping covers `offset_bytes + size_bytes` from
+/// its pointer (checked first: the device answers mean nothing outside it),
+/// and the rank's first and last byte sit on the planned device.
 pub fn check_mapping(
     mapping: &Resource,
     m: &Mapped,

@@ -1,4 +1,4 @@
-//! Taking a duplicate of the owner's POSIX fd (SPEC §3 `posix_fd`, §8.3).
+//! Taking a duplicate of the owner's POSIX fd (docs/format.md §3.3 `posix_fd`, §8.3).
 //!
 //! `pidfd_open(owner.pid)` pins the process; only then is its start time
 //! compared with the descriptor's `owner.start_ticks`. A PID that was reused

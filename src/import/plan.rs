@@ -1,4 +1,4 @@
-//! SPEC §8.1–8.2: audit in live mode, select one group, plan it.
+//! docs/format.md §8.1–8.2: audit in live mode, select one group, plan it.
 //!
 //! The plan is built from the very descriptors the audit judged (the same
 //! bytes, parsed once), never from a second read of the inventory, so a file

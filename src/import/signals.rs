@@ -1,4 +1,4 @@
-//! SIGINT/SIGTERM → a flag the import checks between steps (SPEC §8.5).
+//! SIGINT/SIGTERM → a flag the import checks between steps (docs/format.md §8.5).
 //!
 //! The handlers are installed only while an import holds GPU resources and
 //! the previous dispositions are restored afterwards. The handler does one
@@ -37,7 +37,7 @@ pub struct Guard {
     old: Vec<(libc::c_int, libc::sigaction)>,
 }
 
-/// SIGINT and SIGTERM (SPEC §8), and SIGHUP/SIGQUIT too: a closed terminal
+/// SIGINT and SIGTERM (docs/format.md §8), and SIGHUP/SIGQUIT too: a closed terminal
 /// or a quit key must not kill a hold and leave its ready file behind.
 const SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 

@@ -1,4 +1,4 @@
-//! Listing the inventory (walkdir) and race-free opening (SPEC §2).
+//! Listing the inventory (walkdir) and race-free opening (docs/format.md §2).
 //!
 //! [`resolve_root`] canonicalises the operator's root once (a symlinked root
 //! is followed on purpose; the resolved path is what the report shows).
@@ -24,7 +24,7 @@ pub use walk::{resolve_root, scan, InventoryRoot, Listed, ReadJob, Reader};
 /// Deepest level at which descriptors are read (depth 1 = directly in the root).
 pub const MAX_DESCRIPTOR_DEPTH: usize = 8;
 
-/// What an entry's name says it is (SPEC §2).
+/// What an entry's name says it is (docs/format.md §2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EntryKind {
     /// `rank-<R>.json`; `name_rank` is `None` when R overflows u64.

@@ -1,4 +1,4 @@
-//! The node probe (live mode, SPEC §5): facts about this machine, read
+//! The node probe (live mode, docs/format.md §11): facts about this machine, read
 //! through one small trait so tests can describe any node.
 //!
 //! [`LinuxProbe`] reads this machine (`proc.rs`: boot id, hostname, process

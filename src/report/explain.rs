@@ -63,14 +63,14 @@ pub fn explain(code: Code) -> Explanation {
         KV007 => (
             Severity::Reject,
             "A descriptor is JSON but breaks the descriptor v1 schema: wrong schema string, a missing or unknown field, a wrong type, a float, an out-of-range value, or an overflow in the geometry arithmetic.",
-            "Every field of SPEC §3 with its type and range; the message names the field, the expected and the found value.",
+            "Every field of docs/format.md §3 with its type and range; the message names the field, the expected and the found value.",
             "fix the writer (the descriptor is not v1), or start the engine with an empty cache",
             "",
         ),
         KV008 => (
             Severity::Reject,
             "The descriptor's digest does not match its content: the file is torn or was edited after the owner sealed it.",
-            "SHA-256 over the canonical form (SPEC §3.2) of the descriptor without its digest member.",
+            "SHA-256 over the canonical form (docs/format.md §3.2) of the descriptor without its digest member.",
             "do not import; have the owner reseal the descriptor, or start with an empty cache",
             "",
         ),
@@ -111,8 +111,8 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV104 => (
             Severity::Reject,
-            "A rank's shape differs from the group's: world_size, tp, pp or a geometry field differs from the profile or the reference rank, the allocations are smaller than the geometry needs (SPEC §3.1), or an allocation id repeats.",
-            "Each of world_size, tp, pp and every geometry field against the profile (where it declares them) else the reference rank (rank 0, or the lowest valid rank); the sum of size_bytes against the §3.1 arithmetic.",
+            "A rank's shape differs from the group's: world_size, tp, pp or a geometry field differs from the profile or the reference rank, the allocations are smaller than the geometry needs (docs/format.md §3.1), or an allocation id repeats.",
+            "Each of world_size, tp, pp and every geometry field against the profile (where it declares them) else the reference rank (rank 0, or the lowest valid rank); the sum of size_bytes against the docs/format.md §3.1 arithmetic.",
             "do not import: the memory was laid out for another shape; start the engine with an empty cache or the matching profile",
             "",
         ),

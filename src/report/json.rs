@@ -1,4 +1,4 @@
-//! The JSON report (SPEC §9): exactly one document on stdout.
+//! The JSON report (docs/format.md §9): exactly one document on stdout.
 //!
 //! Shape: `{"schema": "kvcr.audit-report/v1", "root", "live", "groups": [...],
 //! "files": [...], "summary": {...}}`. Strings are escaped beyond what JSON

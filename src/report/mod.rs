@@ -3,6 +3,7 @@
 
 pub mod explain;
 pub mod json;
+pub mod prometheus;
 pub mod sanitize;
 pub mod table;
 
@@ -12,6 +13,8 @@ use std::io::IsTerminal;
 pub enum Format {
     Table,
     Json,
+    /// Prometheus text exposition format (audit only; docs/format.md §9.5).
+    Prometheus,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

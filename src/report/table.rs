@@ -1,4 +1,4 @@
-//! The human table (SPEC §9): per group a header (verdict, one-line cause,
+//! The human table (docs/format.md §9): per group a header (verdict, one-line cause,
 //! the safe next step), one row per rank, then file-level findings.
 
 use super::sanitize::terminal;
@@ -6,7 +6,8 @@ use super::{human_duration_ms, Printer, Verbosity};
 use crate::finding::Finding;
 use crate::verdict::{GroupVerdict, Judgement, RankVerdict, Verdict};
 use comfy_table::{
-    presets, Attribute, Cell, Color, ColumnConstraint, ContentArrangement, Table, TableComponent,
+    presets, Attribute, Cell, Color, ColumnConstraint, ContentArrangement, LineStyle, Table,
+    TableStyle,
 };
 use std::io::{self, Write};
 
@@ -32,15 +33,14 @@ fn verdict_cell(p: &Printer, v: Verdict, missing: bool) -> Cell {
     }
 }
 
+/// Rules above and below the table and under the header; none between rows.
+const STYLE: TableStyle = presets::UTF8_HORIZONTAL_ONLY.row_separator(LineStyle::none());
+
 /// A table in kvcr's style; only the columns in `wrap` wrap to fit the
 /// printer's width, the short ones (rank, codes, verdicts) never do.
 fn new_table(p: &Printer, header: &[&str], wrap: &[usize]) -> Table {
     let mut t = Table::new();
-    t.load_preset(presets::UTF8_HORIZONTAL_ONLY)
-        .remove_style(TableComponent::HorizontalLines)
-        .remove_style(TableComponent::MiddleIntersections)
-        .remove_style(TableComponent::LeftBorderIntersections)
-        .remove_style(TableComponent::RightBorderIntersections)
+    t.load_style(STYLE)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(
             header
@@ -194,7 +194,7 @@ fn group(
         ],
         &[6],
     );
-    // Runs of missing ranks are one row each (docs/format.md §10.4): a
+    // Runs of missing ranks are one row each (docs/format.md §9.3): a
     // table never grows with world_size alone.
     enum Line<'a> {
         Rank(&'a RankVerdict),

@@ -3,7 +3,7 @@
 //!
 //! Claimants are row positions, never display paths, so two files whose
 //! paths print alike are still two claimants. A finding names at most
-//! [`MAX_NAMED`] other places and counts the rest (docs/format.md §10.4):
+//! [`MAX_NAMED`] other places and counts the rest (docs/format.md §9.3):
 //! N copies of one descriptor cost O(N log N) time and O(N) output, not
 //! O(N²). Claims by another owner lifetime (two incarnations tied on the
 //! highest epoch) are not a conflict: only one of them could be imported.

@@ -192,7 +192,7 @@ fn geometry(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Pro
             &from,
         );
     }
-    // §3.1: the allocations must cover what the geometry needs.
+    // docs/format.md §3.1: the allocations must cover what the geometry needs.
     if let Some(need) = d.geometry.bytes_needed() {
         let have = d.allocated_bytes();
         if have < need as u128 {
@@ -345,7 +345,7 @@ fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
     }
 }
 
-/// One inventory is one node's (docs/format.md §10.1): every current
+/// One inventory is one node's (docs/format.md §5.5): every current
 /// descriptor of a group names the reference rank's hostname (ASCII
 /// case-insensitive) and boot id, with or without `--live`.
 fn node(row: &mut Row, d: &Descriptor, r: Option<&Reference>) {

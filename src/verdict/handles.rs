@@ -2,7 +2,7 @@
 //!
 //! A memory handle's identity is its kind plus its bytes: the 64 bytes of a
 //! `cuda_ipc` or `fabric` handle, the owner pid and fd of a `posix_fd`
-//! (docs/format.md §10.1). The same handle twice in one descriptor makes
+//! (docs/format.md §3.4). The same handle twice in one descriptor makes
 //! its size sum count the memory twice; the same handle in two ranks makes
 //! two ranks share one cache. Either rejects.
 

@@ -1,4 +1,4 @@
-//! The verdict core (SPEC §5): descriptors and facts in, verdicts out.
+//! The verdict core (docs/format.md §5): descriptors and facts in, verdicts out.
 //!
 //! Nothing here reads a file, a clock or /proc: the caller passes the time,
 //! the profile and (in live mode) the node facts in. Each rule family lives in
@@ -222,7 +222,7 @@ impl Judgement {
         }
     }
 
-    /// SPEC §6: 0 only when every group in scope is accepted, no rejecting
+    /// docs/format.md §6: 0 only when every group in scope is accepted, no rejecting
     /// file-level finding exists and at least one descriptor was found.
     pub fn exit_status(&self) -> i32 {
         let any_group_rejected = self.groups.iter().any(|g| g.verdict == Verdict::Reject);

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Installs the .deb built by `cargo deb` into a scratch root with
+# `dpkg --root` (nothing on this system changes) and checks that the
+# installed kvcr, its man pages, completions and systemd units work.
+# Usage: scripts/deb-check.sh [target/debian/kvcr_*.deb]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+deb=${1:-$(ls -t target/debian/kvcr_*.deb | head -1)}
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+fail() { echo "deb-check: $*" >&2; exit 1; }
+
+echo "deb-check: $deb"
+dpkg-deb -c "$deb" > "$root.list"
+for f in ./usr/bin/kvcr ./usr/share/man/man1/kvcr.1.gz ./usr/share/man/man1/kvcr-audit.1.gz \
+         ./usr/share/man/man1/kvcr-seal.1.gz \
+         ./usr/share/bash-completion/completions/kvcr ./usr/share/zsh/vendor-completions/_kvcr \
+         ./usr/share/fish/vendor_completions.d/kvcr.fish \
+         ./usr/lib/systemd/system/kvcr-audit-textfile.service \
+         ./usr/lib/systemd/system/kvcr-audit-textfile.timer ./etc/default/kvcr \
+         ./usr/share/doc/kvcr/format.md ./usr/share/doc/kvcr/copyright; do
+  grep -q " $f\$" "$root.list" || fail "$f is not in the package"
+done
+rm -f "$root.list"
+
+# A scratch dpkg database: a real `dpkg -i`, confined to $root. libc6 is not
+# in that database, hence --force-depends.
+mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
+touch "$root/var/lib/dpkg/status"
+dpkg --root="$root" --force-depends --force-not-root --log=/dev/null \
+  --path-include="*" -i "$deb" >/dev/null 2>&1 \
+  || fail "dpkg -i --root failed"
+dpkg --root="$root" -s kvcr | grep -q '^Status: install ok installed' || fail "not installed"
+dpkg --root="$root" -s kvcr | grep -q '^Conffiles:' || fail "/etc/default/kvcr is not a conffile"
+
+kvcr="$root/usr/bin/kvcr"
+"$kvcr" --version
+[ "$("$kvcr" -V)" = "kvcr $(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)" ] || fail "kvcr -V"
+"$kvcr" audit fixtures/accept-tp4/inventory >/dev/null || fail "audit of an accepted fixture did not exit 0"
+set +e
+"$kvcr" audit -q fixtures/kv104-geometry/inventory; st=$?
+set -e
+[ "$st" = 1 ] || fail "audit of a rejected fixture exited $st, not 1"
+echo "deb-check: installed kvcr audits (0 accepted, 1 rejected)"
+
+page=$(MANPATH="$root/usr/share/man" man -w kvcr) || fail "man -w kvcr"
+case "$page" in "$root"/*) ;; *) fail "man -w kvcr found $page, not the installed page" ;; esac
+MANPATH="$root/usr/share/man" man -w kvcr-audit >/dev/null || fail "man -w kvcr-audit"
+MANPATH="$root/usr/share/man" MANWIDTH=80 man kvcr-seal 2>/dev/null | grep -q 'kvcr-seal' || fail "man kvcr-seal"
+echo "deb-check: man -w kvcr -> $page"
+
+bash -c "source '$root/usr/share/bash-completion/completions/kvcr' && complete -p kvcr" >/dev/null \
+  || fail "bash completion does not load"
+
+# The service's own command line, with the EnvironmentFile's variables.
+units="$root/units"
+mkdir -p "$units"
+for u in kvcr-audit-textfile.service kvcr-audit-textfile.timer; do
+  sed "s#/usr/bin/kvcr#$kvcr#" "$root/usr/lib/systemd/system/$u" > "$units/$u"
+done
+exec_start=$(sed -n 's/^ExecStart=//p' "$units/kvcr-audit-textfile.service")
+(
+  set -a
+  # shellcheck disable=SC1091
+  . "$root/etc/default/kvcr"
+  KVCR_INVENTORY=$PWD/fixtures/kv103-missing-rank/inventory
+  KVCR_TEXTFILE=$root/kvcr.prom
+  set +a
+  set +e
+  eval "$exec_start"; st=$?
+  set -e
+  [ "$st" = 1 ] || fail "the service's command exited $st (SuccessExitStatus=1 expects 0 or 1)"
+)
+grep -q '^kvcr_group_accepted{engine_id="llama3-70b-a"} 0$' "$root/kvcr.prom" \
+  || fail "the service's command wrote no metrics"
+echo "deb-check: the service's command wrote $root/kvcr.prom"
+
+if command -v systemd-analyze >/dev/null; then
+  MANPATH="$root/usr/share/man" systemd-analyze verify "$units"/kvcr-audit-textfile.{service,timer} \
+    || fail "systemd-analyze verify"
+  echo "deb-check: systemd-analyze verify passed"
+else
+  echo "deb-check: skipped systemd-analyze verify (not installed)"
+fi
+echo "deb-check: ok ($(stat -c %s "$kvcr") bytes installed binary, $(stat -c %s "$deb") bytes .deb)"
