@@ -1,12 +1,27 @@
 //! Rank lists such as `0-7` or `0-3,8-11` (`--local-ranks`, profile
 //! `local_ranks`).
 
-use std::collections::BTreeSet;
 use std::fmt;
 
-/// A set of ranks, each below [`crate::descriptor::MAX_WORLD_SIZE`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RankSet(BTreeSet<u64>);
+const WORDS: usize = (crate::descriptor::MAX_WORLD_SIZE as usize).div_ceil(64);
+
+/// A set of ranks, each below [`crate::descriptor::MAX_WORLD_SIZE`], as a
+/// fixed bitset: parsing is linear in the text (a range sets whole words),
+/// however many times a list repeats its ranges.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RankSet(Box<[u64; WORDS]>);
+
+impl Default for RankSet {
+    fn default() -> Self {
+        RankSet(Box::new([0; WORDS]))
+    }
+}
+
+impl fmt::Debug for RankSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RankSet({self})")
+    }
+}
 
 impl RankSet {
     /// Parses `0-7`, `0-3,8-11`, `5`; spaces around items are allowed.
@@ -36,7 +51,7 @@ impl RankSet {
             }
             Ok(n)
         };
-        let mut set = BTreeSet::new();
+        let mut set = RankSet::default();
         for item in s.split(',') {
             match item.split_once('-') {
                 Some((a, b)) => {
@@ -44,37 +59,56 @@ impl RankSet {
                     if a > b {
                         return Err(format!("range {a}-{b} runs backwards"));
                     }
-                    set.extend(a..=b);
+                    set.insert_range(a, b);
                 }
                 None => {
-                    set.insert(num(item)?);
+                    let r = num(item)?;
+                    set.insert_range(r, r);
                 }
             }
         }
-        Ok(RankSet(set))
+        Ok(set)
+    }
+
+    /// Sets ranks a..=b (both below MAX_WORLD_SIZE), a word at a time.
+    fn insert_range(&mut self, a: u64, b: u64) {
+        let (a, b) = (a as usize, b as usize);
+        let (wa, wb) = (a / 64, b / 64);
+        for w in wa..=wb {
+            let lo = if w == wa { a % 64 } else { 0 };
+            let hi = if w == wb { b % 64 } else { 63 };
+            let mask = (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
+            self.0[w] |= mask;
+        }
     }
 
     pub fn contains(&self, rank: u64) -> bool {
-        self.0.contains(&rank)
+        usize::try_from(rank)
+            .ok()
+            .and_then(|r| self.0.get(r / 64).map(|w| w >> (r % 64) & 1 == 1))
+            .unwrap_or(false)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.0.iter().copied()
+        self.0.iter().enumerate().flat_map(|(i, &w)| {
+            (0..64u64)
+                .filter(move |b| w >> b & 1 == 1)
+                .map(move |b| i as u64 * 64 + b)
+        })
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.iter().all(|&w| w == 0)
     }
 }
 
 impl fmt::Display for RankSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let v: Vec<u64> = self.0.iter().copied().collect();
-        f.write_str(&compress_ranks(&v))
+        f.write_str(&format_runs(&runs(self.iter())))
     }
 }
 
@@ -126,6 +160,21 @@ pub fn compress_ranks(ranks: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::RankSet;
+
+    #[test]
+    fn ranges_are_set_word_by_word() {
+        let r = super::RankSet::parse("0-4095").unwrap();
+        assert_eq!(r.len(), 4096);
+        assert_eq!(r.to_string(), "0-4095");
+        let r = super::RankSet::parse("63-64,127,5").unwrap();
+        assert_eq!(r.iter().collect::<Vec<_>>(), [5, 63, 64, 127]);
+        assert!(!r.contains(4096) && !r.contains(u64::MAX));
+        // Repeats cost what their text costs.
+        let long = vec!["0-4095"; 20_000].join(",");
+        let t = std::time::Instant::now();
+        assert_eq!(super::RankSet::parse(&long).unwrap().len(), 4096);
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    }
 
     #[test]
     fn parses_lists_and_ranges() {

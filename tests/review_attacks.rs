@@ -57,7 +57,6 @@ fn unsafe_chain(root: &Path, name: &str, depth: usize) -> PathBuf {
 /// Should be: bounded (§9.3), e.g. inherit the nearest unsafe directory and
 /// count the rest ("and N more").
 #[test]
-#[ignore = "review: quadratic amplifier (inherited KV003 on non-read entries at any depth)"]
 fn inherited_kv003_is_bounded_for_deep_unsafe_chains() {
     let t = tempfile::tempdir().unwrap();
     put_group(t.path(), "", &Desc::new("adv", 0, 1, 1));
@@ -403,7 +402,6 @@ fn merge_output_is_linear_in_the_number_of_reports() {
 /// parser reads a profile's local_ranks and --local-ranks. Should be:
 /// linear in the text (ranges kept as ranges, or duplicates refused).
 #[test]
-#[ignore = "review: time amplifier (RankSet expands every range item)"]
 fn merge_local_ranks_cost_is_linear_in_its_text() {
     let t = tempfile::tempdir().unwrap();
     let mut a = node_report(t.path(), "node-a", 0..2, "0-1");

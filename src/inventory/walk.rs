@@ -561,14 +561,29 @@ impl Scanner<'_> {
     }
 
     /// The KV003 of every unsafe directory above the descriptor at `at`.
+    ///
+    /// Bounded (docs/format.md §9.3): the nearest unsafe directory is named
+    /// and the others above it are counted, so a chain of D unsafe
+    /// directories costs D findings, not D²/2.
     fn inherited(&self, at: &str) -> Vec<Finding> {
-        let mut out = Vec::new();
-        for dir in &self.unsafe_dirs {
-            for issue in &dir.issues {
-                out.push(inherited(dir, issue, at));
-            }
-        }
-        out
+        let Some((nearest, above)) = self.unsafe_dirs.split_last() else {
+            return Vec::new();
+        };
+        nearest
+            .issues
+            .iter()
+            .map(|issue| {
+                let mut f = inherited(nearest, issue, at);
+                if !above.is_empty() {
+                    f.message.push_str(&format!(
+                        " (and {} more unsafe director{} above it)",
+                        above.len(),
+                        if above.len() == 1 { "y" } else { "ies" }
+                    ));
+                }
+                f
+            })
+            .collect()
     }
 
     /// The root itself: reported only when unsafe (KV003).
