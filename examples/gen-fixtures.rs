@@ -205,17 +205,17 @@ fn cases() -> Vec<Case> {
                     v["allocations"][1]["handle"] = h;
                 }));
                 put(d, "rank-1.json", &with(&r1, |v| {
-                    v["allocations"][1]["handle"] = json!({"kind": "fabric", "hex": testkit::handle_hex(0, 0)});
+                    v["allocations"][1]["handle"] = json!({"kind": "fabric", "hex": testkit::handle_hex("llama3-70b-a", 0, 0)});
                 }));
             } },
-        Case { name: "kv111-posix-fd-reuse", about: "both ranks name fd 10 of the same owner process", args: vec![], exit: 1, codes: vec!["KV111"],
+        Case { name: "kv111-posix-fd-reuse", about: "both ranks name one fd of the same owner process", args: vec![], exit: 1, codes: vec!["KV111"],
             build: |d| {
                 let mut g = tp(2);
                 g.handle_kind = "posix_fd";
                 put(d, "rank-0.json", &g.bytes());
                 let mut r1 = g.clone();
                 r1.rank = 1;
-                put(d, "rank-1.json", &with(&r1, |v| v["allocations"][0]["handle"]["fd"] = json!(10)));
+                put(d, "rank-1.json", &with(&r1, |v| v["allocations"][0]["handle"]["fd"] = json!(testkit::handle_fd("llama3-70b-a", 0, 0, 2))));
             } },
         Case { name: "kv108-future", about: "with --max-age, a descriptor dated a year in the future cannot prove its age", args: vec!["--max-age", "1d"], exit: 1, codes: vec!["KV108"],
             build: |d| {

@@ -20,22 +20,30 @@ pub fn gpu(group: u32, rank: u64) -> String {
     format!("GPU-{lead:08x}-{group:04x}-4000-8000-{rank:012x}")
 }
 
-/// 64 handle bytes as 128 hex chars, distinct per (rank, allocation): the
-/// first 12 bytes spell the rank and the allocation index, so no two
-/// (rank, allocation) pairs ever share a handle (KV111).
-pub fn handle_hex(rank: u64, alloc: usize) -> String {
+/// FNV-1a of an engine_id: keeps testkit handles distinct across groups.
+fn engine_tag(engine_id: &str) -> u64 {
+    engine_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// 64 handle bytes as 128 hex chars, distinct per (group, rank, allocation):
+/// the first 20 bytes spell the rank, the allocation index and a tag of the
+/// engine_id, so no two of them ever share a handle (KV111).
+pub fn handle_hex(engine_id: &str, rank: u64, alloc: usize) -> String {
     let mut b = [0u8; 64];
     b[..8].copy_from_slice(&rank.to_be_bytes());
     b[8..12].copy_from_slice(&(alloc as u32).to_be_bytes());
-    for (i, x) in b.iter_mut().enumerate().skip(12) {
+    b[12..20].copy_from_slice(&engine_tag(engine_id).to_be_bytes());
+    for (i, x) in b.iter_mut().enumerate().skip(20) {
         *x = ((i as u64 * 7 + rank * 31 + alloc as u64 * 13) % 256) as u8;
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// A posix_fd number distinct per (rank, allocation) inside one owner.
-pub fn handle_fd(rank: u64, alloc: usize, allocations: usize) -> u64 {
-    10 + rank * allocations.max(1) as u64 + alloc as u64
+/// A posix_fd number distinct per (group, rank, allocation) inside one owner.
+pub fn handle_fd(engine_id: &str, rank: u64, alloc: usize, allocations: usize) -> u64 {
+    10 + (engine_tag(engine_id) % 63) * 65_536 + rank * allocations.max(1) as u64 + alloc as u64
 }
 
 /// Parameters of one descriptor; `build` turns them into sealed JSON.
@@ -74,8 +82,8 @@ impl Desc {
         let allocations: Vec<Value> = (0..self.allocations)
             .map(|i| {
                 let handle = match self.handle_kind {
-                    "posix_fd" => json!({"kind": "posix_fd", "fd": handle_fd(self.rank, i, self.allocations)}),
-                    kind => json!({"kind": kind, "hex": handle_hex(self.rank, i)}),
+                    "posix_fd" => json!({"kind": "posix_fd", "fd": handle_fd(&self.engine_id, self.rank, i, self.allocations)}),
+                    kind => json!({"kind": kind, "hex": handle_hex(&self.engine_id, self.rank, i)}),
                 };
                 json!({"id": format!("kv-{i}"), "size_bytes": per_rank.div_ceil(n), "handle": handle})
             })

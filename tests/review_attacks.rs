@@ -97,7 +97,6 @@ fn inherited_kv003_is_bounded_for_deep_unsafe_chains() {
 /// handle backs one allocation of one group. Should be: both rejected
 /// (KV111 naming the other group).
 #[test]
-#[ignore = "review: handle identity across groups (KV111 only within a group)"]
 fn one_handle_in_two_groups_is_rejected() {
     for kind in ["fabric", "cuda_ipc", "posix_fd"] {
         let t = tempfile::tempdir().unwrap();
@@ -108,10 +107,17 @@ fn one_handle_in_two_groups_is_rejected() {
             let mut b = a.clone();
             b.engine_id = "beta".into();
             b.rank = r;
+            // Alpha's very handle bytes (or fds), under another engine_id.
+            let mut ar = a.clone();
+            ar.rank = r;
+            let alpha_allocs = ar.value()["allocations"].clone();
             put(
                 t.path(),
                 &format!("b/rank-{r}.json"),
-                &with(&b, |v| v["model"]["name"] = json!("other/model-7b")),
+                &with(&b, |v| {
+                    v["model"]["name"] = json!("other/model-7b");
+                    v["allocations"] = alpha_allocs;
+                }),
             );
         }
         let (exit, v) = audit_json(t.path(), &[]);
@@ -555,7 +561,6 @@ fn merge_refuses_node_reports_that_rejected_the_group() {
 /// within a group, while §3.4's reason is "one inventory is one node's".
 /// Should be: KV110 across the inventory (at least for the odd group).
 #[test]
-#[ignore = "review: KV110 one node per inventory is only per group"]
 fn two_nodes_in_one_inventory_split_by_group_is_kv110() {
     for (field, value) in [
         ("hostname", json!("gpu-node-99")),

@@ -37,7 +37,7 @@ impl HandleKey {
     }
 }
 
-fn keys(d: &Descriptor) -> Vec<HandleKey> {
+pub(crate) fn keys(d: &Descriptor) -> Vec<HandleKey> {
     d.alloc_summary
         .handles
         .iter()

@@ -5,6 +5,7 @@
 //! its own file, so "where is KV104 decided?" has one answer
 //! (`consistency.rs`).
 
+mod across;
 mod claims;
 mod consistency;
 mod handles;
@@ -244,7 +245,6 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
     let mut files = files;
     let mut by_engine: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
     let mut unattributed = Vec::new();
-    let mut descriptors = 0;
     // Taken from the back, releasing the list's memory as it goes (in
     // geometric steps, so it stays linear even where shrinking copies), so
     // a large inventory never holds every candidate twice; each group (and
@@ -256,13 +256,9 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
             candidates.shrink_to_fit();
         }
         match c.engine_id().map(str::to_string) {
-            Some(e) => {
-                if ctx.expect.engine.as_deref().is_some_and(|want| want != e) {
-                    continue;
-                }
-                descriptors += 1;
-                by_engine.entry(e).or_default().push(c)
-            }
+            // Every group is kept until the rules across groups have run:
+            // `--engine` must not hide another group's claim on a handle.
+            Some(e) => by_engine.entry(e).or_default().push(c),
             None => unattributed.push(FileVerdict {
                 path: c.path.clone(),
                 findings: if c.findings.is_empty() {
@@ -308,9 +304,19 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
     }
     // In path order, whatever order the files were found in.
     hints.values_mut().for_each(|h| h.sort());
+    // Rules across groups (one handle, one group; one node per inventory).
+    let mut by_engine = by_engine;
+    let mut across = across::check(&mut by_engine, ctx);
+    if let Some(want) = ctx.expect.engine.as_deref() {
+        by_engine.retain(|e, _| e == want);
+    }
+    let descriptors: usize = by_engine.values().map(Vec::len).sum();
     let mut groups: Vec<GroupVerdict> = by_engine
         .into_iter()
-        .map(|(engine, cands)| judge_group(engine, cands, ctx, &hints))
+        .map(|(engine, cands)| {
+            let extra = across.remove(&engine).unwrap_or_default();
+            judge_group(engine, cands, ctx, &hints, extra)
+        })
         .collect();
     groups.sort_by(|a, b| a.engine_id.cmp(&b.engine_id));
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -369,13 +375,14 @@ fn judge_group(
     cands: Vec<Candidate>,
     ctx: &Context,
     hints: &BTreeMap<u64, Vec<String>>,
+    inventory_findings: Vec<Finding>,
 ) -> GroupVerdict {
     let profile = ctx
         .expect
         .profile
         .as_ref()
         .filter(|p| p.engine_id == engine);
-    let mut group_findings = Vec::new();
+    let mut group_findings = inventory_findings;
 
     // 1. Which incarnation is current; the rest become notices.
     let inc = incarnation::select(&cands, profile, &mut group_findings);

@@ -1,0 +1,136 @@
+//! Rules across the groups of one inventory (docs/format.md §3.4, §5.5):
+//! one memory handle backs one allocation of one group (KV111), and one
+//! inventory holds one node's descriptors (KV110).
+//!
+//! Only current descriptors count, as everywhere: each group's current
+//! incarnation is selected exactly as `judge_group` selects it.
+
+use super::claims::{name_bounded, MAX_NAMED};
+use super::handles::{keys, HandleKey};
+use super::{incarnation, Candidate, Context};
+use crate::finding::{Code, Finding};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// Adds KV111 to current candidates whose handle another group also uses,
+/// and returns, per engine, the group-level KV110 findings when the groups
+/// name more than one node.
+pub(crate) fn check(
+    by_engine: &mut BTreeMap<String, Vec<Candidate>>,
+    ctx: &Context,
+) -> BTreeMap<String, Vec<Finding>> {
+    let engines: Vec<String> = by_engine.keys().cloned().collect();
+    let mut claims: Vec<(HandleKey, usize, usize, usize)> = Vec::new();
+    // Each group's node: that of its lowest current parsed rank.
+    let mut nodes: Vec<Option<(String, Uuid)>> = Vec::new();
+    for (gi, (engine, cands)) in by_engine.iter().enumerate() {
+        let profile = ctx
+            .expect
+            .profile
+            .as_ref()
+            .filter(|p| &p.engine_id == engine);
+        let sel = incarnation::select(cands, profile, &mut Vec::new());
+        let mut lowest: Option<(u64, &Candidate)> = None;
+        for (ci, c) in cands.iter().enumerate() {
+            let Some(d) = c.descriptor.as_ref().filter(|_| sel.is_current(c)) else {
+                continue;
+            };
+            for (ai, k) in keys(d).into_iter().enumerate() {
+                claims.push((k, gi, ci, ai));
+            }
+            if lowest.is_none_or(|(r, _)| d.rank < r) {
+                lowest = Some((d.rank, c));
+            }
+        }
+        nodes.push(lowest.and_then(|(_, c)| {
+            c.descriptor
+                .as_ref()
+                .map(|d| (d.node.hostname.to_ascii_lowercase(), d.node.boot_id))
+        }));
+    }
+
+    // KV111 across groups: one sort, then runs of one key in 2+ groups.
+    claims.sort_unstable_by(|a, b| a.0.cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+    let mut found: BTreeMap<(usize, usize), (usize, Vec<String>, usize, usize)> = BTreeMap::new();
+    let mut i = 0;
+    while i < claims.len() {
+        let mut j = i + 1;
+        while j < claims.len() && claims[j].0 == claims[i].0 {
+            j += 1;
+        }
+        let run = &claims[i..j];
+        if run.iter().any(|c| c.1 != run[0].1) {
+            for &(_, gi, ci, ai) in run {
+                let others: Vec<&(HandleKey, usize, usize, usize)> =
+                    run.iter().filter(|o| o.1 != gi).collect();
+                let entry = found.entry((gi, ci)).or_insert_with(|| {
+                    let named = others
+                        .iter()
+                        .take(MAX_NAMED)
+                        .map(|o| {
+                            let p = &by_engine[&engines[o.1]][o.2].path;
+                            format!("group {:?} ({p})", engines[o.1])
+                        })
+                        .collect();
+                    (ai, named, others.len(), 0)
+                });
+                entry.3 += 1;
+            }
+        }
+        i = j;
+    }
+    for ((gi, ci), (ai, named, total, shared)) in found {
+        let c = &mut by_engine.get_mut(&engines[gi]).expect("engine")[ci];
+        let who = name_bounded(&named, total);
+        let more = if shared > 1 {
+            format!("; {shared} of this descriptor's handles are used by other groups")
+        } else {
+            String::new()
+        };
+        let f = Finding::reject(
+            Code::KV111,
+            format!(
+                "the handle in allocations[{ai}] is also used by {who}: one memory would back two groups{more}"
+            ),
+        )
+        .values("a handle used by one group only", format!("also used by {who}"))
+        .at(c.path.clone());
+        c.findings.push(f);
+    }
+
+    // KV110 across groups: group nodes that disagree reject every group.
+    let mut by_node: BTreeMap<&(String, Uuid), Vec<&str>> = BTreeMap::new();
+    for (gi, n) in nodes.iter().enumerate() {
+        if let Some(n) = n {
+            by_node.entry(n).or_default().push(&engines[gi]);
+        }
+    }
+    let mut out: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
+    if by_node.len() > 1 {
+        let described: Vec<String> = by_node
+            .iter()
+            .take(MAX_NAMED)
+            .map(|((h, b), gs)| {
+                let named: Vec<String> = gs.iter().take(3).map(|g| format!("{g:?}")).collect();
+                format!("{h:?} boot {b} (group {})", name_bounded(&named, gs.len()))
+            })
+            .collect();
+        let list = name_bounded(&described, by_node.len());
+        for (gi, n) in nodes.iter().enumerate() {
+            if n.is_none() {
+                continue;
+            }
+            out.entry(engines[gi].clone()).or_default().push(
+                Finding::reject(
+                    Code::KV110,
+                    format!(
+                        "the inventory holds descriptors of {} nodes: {list}; one inventory is one node's, so no group in it can be trusted",
+                        by_node.len()
+                    ),
+                )
+                .values("one node per inventory", format!("{} nodes", by_node.len())),
+            );
+        }
+    }
+    out
+}
