@@ -12,6 +12,17 @@ use crate::finding::{Code, Finding};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+/// One candidate's handles that other groups use too.
+struct Shared {
+    /// The allocation whose handle is named.
+    first_alloc: usize,
+    /// Other groups' places using it (at most `MAX_NAMED`), and how many.
+    named: Vec<String>,
+    total: usize,
+    /// How many of this candidate's handles other groups use.
+    handles: usize,
+}
+
 /// Adds KV111 to current candidates whose handle another group also uses,
 /// and returns, per engine, the group-level KV110 findings when the groups
 /// name more than one node.
@@ -51,7 +62,7 @@ pub(crate) fn check(
 
     // KV111 across groups: one sort, then runs of one key in 2+ groups.
     claims.sort_unstable_by(|a, b| a.0.cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
-    let mut found: BTreeMap<(usize, usize), (usize, Vec<String>, usize, usize)> = BTreeMap::new();
+    let mut found: BTreeMap<(usize, usize), Shared> = BTreeMap::new();
     let mut i = 0;
     while i < claims.len() {
         let mut j = i + 1;
@@ -72,14 +83,25 @@ pub(crate) fn check(
                             format!("group {:?} ({p})", engines[o.1])
                         })
                         .collect();
-                    (ai, named, others.len(), 0)
+                    Shared {
+                        first_alloc: ai,
+                        named,
+                        total: others.len(),
+                        handles: 0,
+                    }
                 });
-                entry.3 += 1;
+                entry.handles += 1;
             }
         }
         i = j;
     }
-    for ((gi, ci), (ai, named, total, shared)) in found {
+    for ((gi, ci), sh) in found {
+        let Shared {
+            first_alloc: ai,
+            named,
+            total,
+            handles: shared,
+        } = sh;
         let c = &mut by_engine.get_mut(&engines[gi]).expect("engine")[ci];
         let who = name_bounded(&named, total);
         let more = if shared > 1 {
