@@ -305,7 +305,6 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
     // In path order, whatever order the files were found in.
     hints.values_mut().for_each(|h| h.sort());
     // Rules across groups (one handle, one group; one node per inventory).
-    let mut by_engine = by_engine;
     let mut across = across::check(&mut by_engine, ctx);
     if let Some(want) = ctx.expect.engine.as_deref() {
         by_engine.retain(|e, _| e == want);
