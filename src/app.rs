@@ -145,7 +145,28 @@ pub(crate) fn refuse_inside_inventory(
             },
         }
     };
-    if resolved.is_some_and(|d| d.starts_with(&root)) {
+    // By identity too: the directory (or an ancestor of it) may be one of
+    // the inventory's directories seen through another path, such as a
+    // bind mount of the inventory elsewhere. Compared as (device, inode).
+    let inside_by_identity = resolved.as_deref().is_some_and(|d| {
+        use std::os::unix::fs::MetadataExt;
+        let mut ids = std::collections::HashSet::new();
+        for a in d.ancestors() {
+            if let Ok(m) = std::fs::metadata(a) {
+                ids.insert((m.dev(), m.ino()));
+            }
+        }
+        walkdir::WalkDir::new(&root)
+            .follow_links(false)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_dir())
+            .any(|e| {
+                e.metadata()
+                    .is_ok_and(|m| ids.contains(&(m.dev(), m.ino())))
+            })
+    });
+    if inside_by_identity || resolved.is_some_and(|d| d.starts_with(&root)) {
         return Err(Failure::usage(
             format!(
                 "{what} {} is inside the inventory {}; kvcr never writes inside the inventory",

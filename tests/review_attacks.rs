@@ -450,7 +450,6 @@ fn can_unshare_mounts() -> bool {
 /// the ready file's directory and its ancestors, not by path text (§8.8,
 /// §8.9).
 #[test]
-#[ignore = "review: ready file inside the inventory via a bind-mount alias"]
 fn ready_file_through_a_bind_mount_alias_is_refused() {
     if !can_unshare_mounts() {
         eprintln!("skipped: needs root and unshare -m");
