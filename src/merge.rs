@@ -121,17 +121,144 @@ pub fn read_report(name: &str, bytes: &[u8]) -> Result<NodeReport, String> {
     serde_json::from_value(v).map_err(|e| format!("{name}: malformed kvcr audit report: {e}"))
 }
 
-fn finding(name: &str, f: &NodeFinding) -> Finding {
-    let code = Code::parse(&f.code).unwrap_or(Code::KV007);
+/// Where a finding sits in a report: its severity is judged from its code
+/// and its place (docs/format.md §5.2), never taken from the report.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    File,
+    Group,
+    Rank,
+}
+
+fn finding(name: &str, f: &NodeFinding, place: Place) -> Finding {
+    let (code, known) = match Code::parse(&f.code) {
+        Some(c) if c.as_str() == f.code => (c, true),
+        _ => (Code::KV007, false),
+    };
+    // Notices exist only as KV010 on a file, and on a group for a
+    // descriptor outside the current incarnation (it carries its path).
+    let may_be_notice = known
+        && match place {
+            Place::File => code == Code::KV010,
+            // Superseded / not-pinned descriptors (KV108 / KV107), and the
+            // problems of descriptors outside the current incarnation.
+            Place::Group => {
+                f.path.is_some()
+                    && (matches!(code, Code::KV107 | Code::KV108)
+                        || f.message.starts_with(crate::verdict::NOT_COUNTED))
+            }
+            Place::Rank => false,
+        };
+    let severity = if may_be_notice {
+        f.severity
+    } else {
+        Severity::Reject
+    };
+    let message = if known {
+        format!("[{name}] {}", f.message)
+    } else {
+        format!("[{name}] unknown finding code {:?}: {}", f.code, f.message)
+    };
     Finding {
         code,
         name: code.name(),
-        severity: f.severity,
-        message: format!("[{name}] {}", f.message),
+        severity,
+        message,
         path: f.path.clone(),
         expected: f.expected.clone(),
         found: f.found.clone(),
     }
+}
+
+/// The rules of docs/format.md §3 for the fields a report carries about a
+/// group: a report is data to judge, not a verdict to trust.
+fn shape(name: &str, g: &NodeGroup, out: &mut Vec<Finding>) {
+    let mut bad = |code: Code, what: String, expected: String, found: String| {
+        out.push(Finding::reject(code, format!("report {name}: {what}")).values(expected, found));
+    };
+    if let Some(ws) = g.world_size {
+        if !(1..=crate::descriptor::MAX_WORLD_SIZE).contains(&ws) {
+            bad(
+                Code::KV104,
+                format!("world_size {ws} is out of range"),
+                "1-4096".into(),
+                ws.to_string(),
+            );
+        }
+        if let (Some(tp), Some(pp)) = (g.tp, g.pp) {
+            if tp == 0 || pp == 0 || tp.checked_mul(pp) != Some(ws) {
+                bad(
+                    Code::KV101,
+                    format!("world_size {ws} is not tp × pp = {tp} × {pp}"),
+                    format!("{ws}"),
+                    tp.checked_mul(pp)
+                        .map_or("overflow".into(), |p| p.to_string()),
+                );
+            }
+        }
+    }
+    if let Some(e) = g.epoch {
+        if !(1..(1u64 << 63)).contains(&e) {
+            bad(
+                Code::KV107,
+                format!("epoch {e} is out of range"),
+                "1 ≤ epoch < 2^63".into(),
+                e.to_string(),
+            );
+        }
+    }
+    if let Some(geo) = &g.geometry {
+        let dim = 1..=(1u64 << 32);
+        for (field, v) in [
+            ("num_layers", geo.num_layers),
+            ("kv_heads_per_rank", geo.kv_heads_per_rank),
+            ("head_size", geo.head_size),
+            ("block_size", geo.block_size),
+        ] {
+            if !dim.contains(&v) {
+                bad(
+                    Code::KV104,
+                    format!("geometry.{field} {v} is out of range"),
+                    "1-2^32".into(),
+                    v.to_string(),
+                );
+            }
+        }
+        if geo.num_blocks == 0 {
+            bad(
+                Code::KV104,
+                "geometry.num_blocks is 0".into(),
+                "≥ 1".into(),
+                "0".into(),
+            );
+        }
+    }
+    if let Some(m) = &g.model {
+        let (n, r) = (m.name.chars().count(), m.revision.chars().count());
+        if !(1..=256).contains(&n) || !(1..=64).contains(&r) {
+            bad(
+                Code::KV105,
+                "model name or revision is out of range".into(),
+                "name 1-256, revision 1-64 characters".into(),
+                format!("name {n}, revision {r} characters"),
+            );
+        }
+    }
+}
+
+/// `a, b and N more`: at most [`MAX_NAMED`] names (docs/format.md §9.3).
+fn bounded(names: &[&str]) -> String {
+    const MAX_NAMED: usize = 8;
+    let mut s = names
+        .iter()
+        .take(MAX_NAMED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > MAX_NAMED {
+        s.push_str(&format!(" and {} more", names.len() - MAX_NAMED));
+    }
+    s
 }
 
 /// Compares one group field across nodes; a disagreement is one finding
@@ -150,7 +277,9 @@ fn agree<T: PartialEq + Display + Clone>(
     if known.iter().all(|(_, v)| *v == first.1) {
         return Some(first.1.clone());
     }
-    let list: Vec<String> = known.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+    let all: Vec<String> = known.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let list = [bounded(&refs)];
     out.push(
         Finding::reject(
             code,
@@ -204,7 +333,11 @@ pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
         for f in &r.files {
             files.push(FileVerdict {
                 path: format!("{name}: {}", f.path),
-                findings: f.findings.iter().map(|x| finding(name, x)).collect(),
+                findings: f
+                    .findings
+                    .iter()
+                    .map(|x| finding(name, x, Place::File))
+                    .collect(),
             });
         }
     }
@@ -214,27 +347,74 @@ pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
                 Finding::reject(
                     Code::KV102,
                     format!(
-                        "reports {} all come from node {host:?} (hostnames compare ignoring ASCII case); each node must be audited once",
-                        names.join(", ")
+                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case): {}; each node must be audited once",
+                        names.len(),
+                        bounded(names)
                     ),
                 )
-                .values("one report per node", names.join(", ")),
+                .values("one report per node", bounded(names)),
             );
         }
     }
 
     let mut engines: BTreeMap<&str, Vec<(&str, &NodeGroup)>> = BTreeMap::new();
+    // Per engine: findings about the reports its parts come from.
+    let mut about: BTreeMap<&str, Vec<Finding>> = BTreeMap::new();
     for (name, r) in reports {
+        // A node whose inventory is not clean (a rejecting file-level
+        // finding: a symlink named like a rank, a torn write...) proves
+        // nothing about its groups.
+        let unclean: Vec<&NodeFinding> = r
+            .files
+            .iter()
+            .flat_map(|f| &f.findings)
+            .filter(|f| finding(name, f, Place::File).is_reject())
+            .collect();
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for g in &r.groups {
-            engines
-                .entry(g.engine_id.as_str())
-                .or_default()
-                .push((name.as_str(), g));
+            *seen.entry(g.engine_id.as_str()).or_default() += 1;
+        }
+        for g in &r.groups {
+            let e = g.engine_id.as_str();
+            let notes = about.entry(e).or_default();
+            if let Some(first) = unclean.first() {
+                notes.push(
+                    Finding::reject(
+                        Code::parse(&first.code).unwrap_or(Code::KV007),
+                        format!(
+                            "report {name}'s inventory has {} rejecting file-level finding{} (first: {} {}); a node that is not clean proves nothing",
+                            unclean.len(),
+                            if unclean.len() == 1 { "" } else { "s" },
+                            first.code,
+                            first.message
+                        ),
+                    )
+                    .values("no rejecting file-level finding", unclean.len()),
+                );
+            }
+            if seen[e] > 1 {
+                notes.push(
+                    Finding::reject(
+                        Code::KV102,
+                        format!(
+                            "report {name} lists group {e:?} {} times; an audit lists each group once",
+                            seen[e]
+                        ),
+                    )
+                    .values("one entry per group", seen[e]),
+                );
+            }
+            engines.entry(e).or_default().push((name.as_str(), g));
         }
     }
     let mut groups = Vec::new();
     for (engine, parts) in engines {
-        groups.push(merge_group(engine, &parts, &global));
+        let mut pre = global.clone();
+        if let Some(mut notes) = about.remove(engine) {
+            notes.dedup();
+            pre.extend(notes);
+        }
+        groups.push(merge_group(engine, &parts, &pre));
     }
     let descriptors = groups.iter().map(|g| g.ranks.len()).sum();
     Judgement::new(groups, files, descriptors)
@@ -242,6 +422,8 @@ pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
 
 fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -> GroupVerdict {
     let mut findings: Vec<Finding> = global.to_vec();
+    // Listed after the merge's own reasons, which say more.
+    let mut node_rejects: Vec<Finding> = Vec::new();
     let col = |f: fn(&NodeGroup) -> Option<u64>| -> Vec<(&str, Option<u64>)> {
         parts.iter().map(|(n, g)| (*n, f(g))).collect()
     };
@@ -298,28 +480,54 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         // merge recomputes missing ranks over all nodes.
         for f in &g.findings {
             if f.code != "KV103" {
-                findings.push(finding(name, f));
+                findings.push(finding(name, f, Place::Group));
             }
         }
         // A node that rejected the group rejects the merge, whatever else
         // the report says.
-        if g.verdict == Verdict::Reject
-            && !g.findings.iter().any(|f| f.severity == Severity::Reject)
-            && !g
-                .ranks
-                .iter()
-                .any(|r| r.findings.iter().any(|f| f.severity == Severity::Reject))
-        {
-            findings.push(
+        // A node that rejected the group rejects the merge, whatever the
+        // reason (a node audited without --local-ranks that misses the
+        // other nodes' ranks included: audit each node with --local-ranks).
+        if g.verdict == Verdict::Reject {
+            node_rejects.push(
                 Finding::reject(
-                    Code::KV007,
+                    g.findings
+                        .iter()
+                        .chain(g.ranks.iter().flat_map(|r| &r.findings))
+                        .find(|f| f.severity == Severity::Reject)
+                        .and_then(|f| Code::parse(&f.code))
+                        .unwrap_or(Code::KV007),
                     format!(
-                        "report {name} rejects the group without a reason this merge can judge"
+                        "report {name} rejects the group{}",
+                        if g.local_ranks.is_none() {
+                            " (audited without --local-ranks: audit each node with --local-ranks RANKS)"
+                        } else {
+                            ""
+                        }
                     ),
                 )
                 .values("accept", "reject"),
             );
         }
+        // Every identity field is required: a null is never "agreement".
+        for (field, missing, code) in [
+            ("incarnation", g.incarnation.is_none(), Code::KV107),
+            ("epoch", g.epoch.is_none(), Code::KV107),
+            ("world_size", g.world_size.is_none(), Code::KV104),
+            ("tp", g.tp.is_none(), Code::KV104),
+            ("pp", g.pp.is_none(), Code::KV104),
+        ] {
+            if missing {
+                findings.push(
+                    Finding::reject(
+                        code,
+                        format!("report {name} carries no {field} for the group"),
+                    )
+                    .values(field, "null"),
+                );
+            }
+        }
+        shape(name, g, &mut findings);
     }
 
     let mut ranks: Vec<RankVerdict> = Vec::new();
@@ -330,8 +538,29 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
             .as_deref()
             .map(|s| (s, crate::rankset::RankSet::parse(s)));
         for r in &g.ranks {
-            let mut rank_findings: Vec<Finding> =
-                r.findings.iter().map(|f| finding(name, f)).collect();
+            let mut rank_findings: Vec<Finding> = r
+                .findings
+                .iter()
+                .map(|f| finding(name, f, Place::Rank))
+                .collect();
+            // The GPU must be a GPU UUID (docs/format.md §3).
+            if r.gpu_uuid
+                .as_deref()
+                .and_then(crate::descriptor::GpuUuid::parse)
+                .is_none()
+            {
+                rank_findings.push(
+                    Finding::reject(
+                        Code::KV106,
+                        format!("report {name} gives this rank no valid GPU UUID"),
+                    )
+                    .values(
+                        "GPU-<uuid> or MIG-<uuid>",
+                        format!("{:?}", r.gpu_uuid.as_deref().unwrap_or("null")),
+                    )
+                    .at(r.path.clone()),
+                );
+            }
             let at = |f: Finding| f.at(r.path.clone());
             match r.rank {
                 None => rank_findings.push(at(Finding::reject(
@@ -397,6 +626,47 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
             });
         }
     }
+    // One GPU (its 16 UUID bytes) for one rank across the whole fleet.
+    let mut by_gpu: BTreeMap<crate::descriptor::GpuUuid, Vec<usize>> = BTreeMap::new();
+    for (i, r) in ranks.iter().enumerate() {
+        if let Some(g) = r
+            .gpu_uuid
+            .as_deref()
+            .and_then(crate::descriptor::GpuUuid::parse)
+        {
+            by_gpu.entry(g).or_default().push(i);
+        }
+    }
+    for (gpu, idx) in by_gpu.iter().filter(|(_, v)| v.len() > 1) {
+        let names: Vec<String> = idx
+            .iter()
+            .map(|&i| {
+                let r = &ranks[i];
+                format!(
+                    "rank {} ({})",
+                    r.rank.map_or("?".to_string(), |n| n.to_string()),
+                    r.report.as_deref().unwrap_or("?")
+                )
+            })
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        for &i in idx {
+            let at = ranks[i].path.clone();
+            ranks[i].verdict = Verdict::Reject;
+            ranks[i].findings.push(
+                Finding::reject(
+                    Code::KV106,
+                    format!(
+                        "GPU {gpu} is claimed by {} ranks: {}",
+                        idx.len(),
+                        bounded(&refs)
+                    ),
+                )
+                .values("one rank per GPU", format!("{gpu} shared"))
+                .at(at),
+            );
+        }
+    }
     for r in ranks.iter_mut() {
         let Some(n) = r.rank else {
             continue;
@@ -407,9 +677,13 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
             r.findings.push(
                 Finding::reject(
                     Code::KV102,
-                    format!("rank {n} is reported by {}", names.join(" and ")),
+                    format!(
+                        "rank {n} is reported by {} reports: {}",
+                        names.len(),
+                        bounded(names)
+                    ),
                 )
-                .values("one node per rank", names.join(", "))
+                .values("one node per rank", bounded(names))
                 .at(r.path.clone()),
             );
         }
@@ -422,7 +696,8 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         missing = crate::rankset::runs(absent.iter().copied());
         if !absent.is_empty() {
             let list = compress_ranks(&absent);
-            let names: Vec<&str> = parts.iter().map(|(n, _)| *n).collect();
+            let all: Vec<&str> = parts.iter().map(|(n, _)| *n).collect();
+            let names = [bounded(&all)];
             findings.push(
                 Finding::reject(
                     Code::KV103,
@@ -436,6 +711,7 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
             );
         }
     }
+    findings.extend(node_rejects);
     ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.report.cmp(&b.report)));
     let accepted = world_size.is_some()
         && geometry_ok

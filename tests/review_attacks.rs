@@ -217,7 +217,6 @@ fn assert_all_refused(dir: &Path, a: &Value, b: &Value, edits: Vec<(&str, Edit)>
 /// A node group with an accepted rank always carries them. Should be:
 /// reject, like a missing geometry or model (§10).
 #[test]
-#[ignore = "review: merge trusts null identity fields"]
 fn merge_refuses_reports_without_identity_fields() {
     let t = tempfile::tempdir().unwrap();
     let (a, b) = honest_pair(t.path());
@@ -254,7 +253,6 @@ fn merge_refuses_reports_without_identity_fields() {
 /// are ever notices (§5); a rank's own findings never are. Should be:
 /// severity judged from the code (and where it sits), not from the report.
 #[test]
-#[ignore = "review: merge trusts severity fields"]
 fn merge_judges_severity_from_the_code() {
     let t = tempfile::tempdir().unwrap();
     let (a, b) = honest_pair(t.path());
@@ -284,7 +282,6 @@ fn merge_judges_severity_from_the_code() {
 /// accepted rank with gpu_uuid null are all merged as accepted. Should be:
 /// the same field rules as a descriptor (§3, §10 "judges from the data").
 #[test]
-#[ignore = "review: merge does not validate the shape it compares"]
 fn merge_validates_the_group_shape() {
     let t = tempfile::tempdir().unwrap();
     let (a, b) = honest_pair(t.path());
@@ -323,7 +320,6 @@ fn merge_validates_the_group_shape() {
 /// together. A kvcr audit never writes one engine twice. Should be: reject
 /// (or refuse the report, exit 2).
 #[test]
-#[ignore = "review: merge accepts one engine_id twice in one report"]
 fn merge_refuses_one_engine_twice_in_a_report() {
     let t = tempfile::tempdir().unwrap();
     let (a, b) = honest_pair(t.path());
@@ -354,7 +350,6 @@ fn merge_refuses_one_engine_twice_in_a_report() {
 /// names all N reports, is copied into each of the N groups (100: 0.96 MB,
 /// 400: 13.9 MB). Should be: at most 8 names per finding (§9.3).
 #[test]
-#[ignore = "review: quadratic amplifier (merge KV102 and duplicate-host lists)"]
 fn merge_output_is_linear_in_the_number_of_reports() {
     let t = tempfile::tempdir().unwrap();
     let a = node_report(t.path(), "node-a", 0..2, "0-1");
@@ -523,7 +518,6 @@ fn a_local_part_is_not_imported_without_proof_of_the_whole_group() {
 /// any reason rejects (or refuses) the merge. Should be: exit 1 (or 2,
 /// "audit each node with --local-ranks").
 #[test]
-#[ignore = "review: merge accepts node groups that rejected (KV103 without --local-ranks)"]
 fn merge_refuses_node_reports_that_rejected_the_group() {
     let t = tempfile::tempdir().unwrap();
     let whole = |host: &str, ranks: std::ops::Range<u64>| {

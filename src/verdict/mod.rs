@@ -26,6 +26,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+/// The prefix of a notice about a descriptor outside the current incarnation.
+pub const NOT_COUNTED: &str = "(not counted: outside the current incarnation)";
+
 /// One descriptor file after reading and parsing, before judging.
 #[derive(Clone, Debug)]
 pub struct Candidate {
@@ -481,10 +484,7 @@ fn judge_group(
         .flat_map(|c| c.findings)
         .map(|mut f| {
             f.severity = crate::finding::Severity::Notice;
-            f.message = format!(
-                "(not counted: outside the current incarnation) {}",
-                f.message
-            );
+            f.message = format!("{NOT_COUNTED} {}", f.message);
             f
         })
         .collect();
