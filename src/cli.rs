@@ -80,6 +80,10 @@ pub struct InventoryArgs {
     /// (overrides the profile); other ranks are expected elsewhere.
     #[arg(long, value_name = "RANKS", value_parser = parse_ranks)]
     pub local_ranks: Option<crate::rankset::RankSet>,
+    /// Pin the current owner lifetime of the group that has this incarnation
+    /// (overrides the profile's incarnation); its other incarnations are notices.
+    #[arg(long, value_name = "UUID")]
+    pub incarnation: Option<uuid::Uuid>,
 }
 
 /// The §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.

@@ -19,4 +19,5 @@ pub mod rankset;
 pub mod report;
 pub mod schema;
 pub mod testkit;
+pub mod timefmt;
 pub mod verdict;

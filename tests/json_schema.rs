@@ -480,7 +480,13 @@ fn every_fresh_report_validates() {
     check_reports(&reports);
     // The samples reach what fixtures alone do not.
     let has = |f: &dyn Fn(&Value) -> bool| reports.iter().any(|(_, r)| f(r));
-    assert!(has(&|r| r["reports"].is_array()));
+    assert!(has(
+        &|r| r["reports"].is_array() && r["all_inputs_live"].is_boolean()
+    ));
+    assert!(has(
+        &|r| r["boot_id"].is_string() && r["node_facts_source"].is_string()
+    ));
+    assert!(has(&|r| r["groups"][0]["ranks"][0]["age_ms"].is_u64()));
     assert!(has(&|r| r["live"] == true));
     assert!(has(&|r| r["groups"][0]["ranks"][0]["not_checked"]
         .as_array()
@@ -509,6 +515,18 @@ fn report_schema_rejects_drift() {
         ("groups.0.ranks.0.gpu_uuid", Some(json!("GPU-x"))),
         ("groups.0.ranks.0.extra", Some(json!([]))),
         ("summary.notices", Some(json!(-1))),
+        ("kvcr_version", None),
+        ("generated_unix_ms", Some(json!("now"))),
+        ("options.engine", Some(json!(7))),
+        ("options.colour", Some(json!("red"))),
+        ("exit_status", None),
+        ("strict", None),
+        ("node_facts_source", Some(json!(1))),
+        ("groups.0.cause_code", Some(json!("KV1"))),
+        ("groups.0.ranks.0.owner_pid", Some(json!("4242"))),
+        ("groups.0.ranks.0.age_ms", None),
+        ("summary.not_checked", None),
+        ("reports", Some(json!(["a.json"]))),
     ];
     for (path, to) in drifts {
         let mut doc = good.clone();

@@ -122,6 +122,9 @@ pub struct RemainingRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub schema: &'static str,
+    /// Report metadata (docs/format.md §10.7); `exit_status` is the import's.
+    #[serde(flatten)]
+    pub meta: report::json::Meta,
     pub root: String,
     pub engine_id: Option<String>,
     pub mode: Mode,
@@ -337,6 +340,7 @@ pub fn import(
     };
     let mut report = Report {
         schema: REPORT_SCHEMA,
+        meta: run.meta.clone(),
         root: run.root.clone(),
         engine_id: None,
         mode: req.mode,
@@ -614,7 +618,11 @@ pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
     let status = done.report.status();
     if p.verbosity != Verbosity::Quiet {
         match p.format {
-            Format::Json => app::emit(|out| report::json::write(out, &done.report))?,
+            Format::Json => {
+                let mut r = done.report.clone();
+                r.meta.exit_status = r.status();
+                app::emit(|out| report::json::write(out, &r))?
+            }
             Format::Table => {
                 if let Some(run) = &done.audit {
                     app::emit(|out| app::print_audit(out, &p, run))?;

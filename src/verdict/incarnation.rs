@@ -6,7 +6,6 @@
 
 use super::Candidate;
 use crate::finding::{Code, Finding};
-use crate::profile::Profile;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -39,7 +38,7 @@ impl Selection {
 
 pub(crate) fn select(
     cands: &[Candidate],
-    profile: Option<&Profile>,
+    pin: Option<Uuid>,
     group_findings: &mut Vec<Finding>,
 ) -> Selection {
     // Highest epoch seen per incarnation.
@@ -57,7 +56,7 @@ pub(crate) fn select(
         pinned: false,
         notices: Vec::new(),
     };
-    if let Some(pinned) = profile.and_then(|p| p.incarnation) {
+    if let Some(pinned) = pin {
         sel.current = Some(pinned);
         sel.pinned = true;
         sel.epoch = epochs.get(&pinned).copied();
@@ -71,12 +70,18 @@ pub(crate) fn select(
         sel.epoch = Some(max);
         if tied.len() > 1 {
             let names: Vec<String> = tied.iter().map(|u| u.to_string()).collect();
+            // Who wrote each lifetime, and when: what the operator needs to
+            // tell the dead owner from the live one.
+            let described: Vec<String> = tied
+                .iter()
+                .map(|u| format!("{u} ({})", lifetime(cands, *u)))
+                .collect();
             group_findings.push(
                 Finding::reject(
                     Code::KV107,
                     format!(
                         "incarnations {} tie on the highest epoch {max}; cannot tell which owner lifetime is current",
-                        names.join(" and ")
+                        described.join(" and ")
                     ),
                 )
                 .values("one incarnation at the highest epoch", names.join(", ")),
@@ -95,10 +100,10 @@ pub(crate) fn select(
         let Some(inc) = c.incarnation() else {
             continue; // unreachable: is_current holds for these
         };
-        let f = match (profile.and_then(|p| p.incarnation), c.epoch(), sel.epoch) {
+        let f = match (pin, c.epoch(), sel.epoch) {
             (Some(pinned), _, _) => Finding::notice(
                 Code::KV107,
-                format!("incarnation {inc} is not the profile's incarnation; not counted"),
+                format!("incarnation {inc} is not the pinned incarnation {pinned}; not counted"),
             )
             .values(pinned, inc),
             (None, Some(e), Some(cur)) => Finding::notice(
@@ -114,4 +119,32 @@ pub(crate) fn select(
     // not depend on the walk (or on a parallel reader).
     sel.notices.sort_by(|a, b| a.path.cmp(&b.path));
     sel
+}
+
+/// "owner pid 4242, created 2025-11-30 07:10:25 UTC" for one incarnation:
+/// its descriptors' owner pids (at most 4) and their earliest seal time.
+fn lifetime(cands: &[Candidate], inc: Uuid) -> String {
+    let mut pids = std::collections::BTreeSet::new();
+    let mut created: Option<u64> = None;
+    for d in cands
+        .iter()
+        .filter(|c| c.incarnation() == Some(inc))
+        .filter_map(|c| c.descriptor.as_ref())
+    {
+        pids.insert(d.owner.pid);
+        created = Some(created.map_or(d.created_unix_ms, |c| c.min(d.created_unix_ms)));
+    }
+    let mut list: Vec<String> = pids.iter().take(4).map(|p| p.to_string()).collect();
+    if pids.len() > 4 {
+        list.push(format!("and {} more", pids.len() - 4));
+    }
+    let who = match list.len() {
+        0 => "owner pid unknown".to_string(),
+        1 => format!("owner pid {}", list[0]),
+        _ => format!("owner pids {}", list.join(", ")),
+    };
+    match created {
+        Some(ms) => format!("{who}, created {}", crate::timefmt::utc(ms)),
+        None => who,
+    }
 }
