@@ -177,14 +177,23 @@ pub fn collect_with(
     progress: bool,
     opts: &pipeline::Options,
 ) -> Result<(Vec<Candidate>, Vec<FileVerdict>), Failure> {
+    // Drawn only once the read has taken 200 ms: a spinner that flashes
+    // for a four-file inventory is noise.
     let bar = progress.then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        let b =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        b.set_style(indicatif::ProgressStyle::default_spinner());
         b.set_message("reading descriptors");
         b
     });
+    let started = std::time::Instant::now();
+    let mut shown = false;
     let mut tick = || {
         if let Some(b) = &bar {
+            if !shown && started.elapsed() >= std::time::Duration::from_millis(200) {
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                shown = true;
+            }
             b.inc(1);
         }
     };

@@ -166,10 +166,12 @@ fn layout(out: &mut dyn Write, p: &Printer, header: &[&str], rows: &[Row]) -> io
     Ok(())
 }
 
-/// The value every non-missing row shares in a column, if they all do.
+/// The value every rank with a known value ("-" is unknown) shares in a
+/// column, if they all do.
 fn constant<'a>(rows: &'a [&'a RankVerdict], f: impl Fn(&RankVerdict) -> String) -> Option<String> {
-    let first = f(rows.first()?);
-    rows.iter().all(|r| f(r) == first).then_some(first)
+    let mut known = rows.iter().map(|r| f(r)).filter(|v| v != "-");
+    let first = known.next()?;
+    known.all(|v| v == first).then_some(first)
 }
 
 fn age_of(r: &RankVerdict, now_ms: u64) -> String {
