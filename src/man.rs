@@ -63,7 +63,7 @@ fn render(cmd: &clap::Command, sub: Option<&str>, top: &clap::Command) -> Page {
     let w = &mut buf;
     man.render_title(w).unwrap();
     man.render_name_section(w).unwrap();
-    man.render_synopsis_section(w).unwrap();
+    synopsis(cmd, sub).to_writer(w).unwrap();
     man.render_description_section(w).unwrap();
     if cmd.get_arguments().any(|a| !a.is_hide_set()) {
         man.render_options_section(w).unwrap();
@@ -85,6 +85,69 @@ fn render(cmd: &clap::Command, sub: Option<&str>, top: &clap::Command) -> Page {
         file_name: man.get_filename(),
         text: String::from_utf8(buf).expect("roff is UTF-8"),
     }
+}
+
+/// SYNOPSIS with each option's value name (`[--profile FILE]`), which
+/// clap_mangen's own synopsis leaves out.
+fn synopsis(cmd: &clap::Command, sub: Option<&str>) -> Roff {
+    let mut line: Vec<Inline> = vec![bold(match sub {
+        Some(s) => format!("kvcr {s}"),
+        None => "kvcr".to_string(),
+    })];
+    let mut positionals = Vec::new();
+    for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let values: Vec<String> = a
+            .get_value_names()
+            .map(|v| v.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_default();
+        if a.is_positional() {
+            let name = values
+                .first()
+                .cloned()
+                .unwrap_or_else(|| a.get_id().to_string());
+            let many = matches!(a.get_action(), clap::ArgAction::Append);
+            let dots = if many { "..." } else { "" };
+            positionals.push(if a.is_required_set() {
+                vec![italic(format!("{name}{dots}"))]
+            } else {
+                vec![roman("["), italic(format!("{name}{dots}")), roman("]")]
+            });
+            continue;
+        }
+        let mut names = Vec::new();
+        if let Some(c) = a.get_short() {
+            names.push(format!("-{c}"));
+        }
+        if let Some(l) = a.get_long() {
+            names.push(format!("--{l}"));
+        }
+        line.push(roman(" ["));
+        for (i, n) in names.iter().enumerate() {
+            if i > 0 {
+                line.push(roman("|"));
+            }
+            line.push(bold(n.clone()));
+        }
+        let takes_value = a.get_num_args().is_some_and(|n| n.takes_values());
+        if takes_value {
+            let v = values.first().cloned().unwrap_or_else(|| "VALUE".into());
+            line.push(roman(" "));
+            line.push(italic(v));
+        }
+        line.push(roman("]"));
+    }
+    for p in positionals {
+        line.push(roman(" "));
+        line.extend(p);
+    }
+    if cmd.has_subcommands() {
+        line.push(roman(" "));
+        line.push(italic("COMMAND"));
+    }
+    let mut r = Roff::new();
+    r.control("SH", ["SYNOPSIS"]);
+    r.text(line);
+    r
 }
 
 /// A tagged paragraph: `.TP` with a bold tag, then the body.

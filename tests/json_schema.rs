@@ -42,6 +42,8 @@ fn kvcr_schema_prints_the_committed_files() {
         ("report", "report.schema.json"),
         ("descriptor", "descriptor.schema.json"),
         ("profile", "profile.schema.json"),
+        ("import-report", "import-report.schema.json"),
+        ("ready", "ready.schema.json"),
     ] {
         let out = kvcr().args(["schema", arg]).output().unwrap();
         assert_eq!(out.status.code(), Some(0));
