@@ -277,7 +277,8 @@ fn machines(names: &[&str]) -> Option<Machines> {
         let dir = base.join("nodes").join(name);
         let ranks = (i as u64 * 8)..(i as u64 * 8 + 8);
         for rank in ranks.clone() {
-            let mut d = Desc::new("llama3-405b-fleet", rank, 8, 2);
+            // tp 8 per node, one pipeline stage per node.
+            let mut d = Desc::new("llama3-405b-fleet", rank, 8, names.len() as u64);
             d.handle_kind = "posix_fd";
             d.group = (i % 2) as u32;
             let mut v = d.value();
@@ -430,6 +431,10 @@ fn readme_slurm_recipe_runs_verbatim() {
         };
         let (code, text, reports) = run_recipe(&m, "slurm", &cluster.env(&m));
         assert_merged("slurm", code, &text, &reports, 1);
+        // Named by slurmd's SLURMD_NODENAME: the task ran under slurmd.
+        assert!(reports
+            .join(format!("report.{}.json", cluster.node))
+            .exists());
         return;
     }
     let Some(m) = machines(&["node-0", "node-1"]) else {
@@ -443,16 +448,169 @@ fn readme_slurm_recipe_runs_verbatim() {
 
 mod slurm {
     //! A one-node Slurm cluster from Debian's slurmctld, slurmd and munge,
-    //! started for one test and stopped when dropped.
+    //! started for one test in a scratch directory (own munge socket and
+    //! key, free ports, own state) and stopped when dropped. `None`, with a
+    //! note on stderr, where the binaries are missing, kvcr does not run as
+    //! root (the daemons run as root here), or the node does not come up
+    //! within 15 s.
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
     pub struct Cluster {
         pub node: String,
+        dir: tempfile::TempDir,
     }
+
+    fn skip(why: &str) -> Option<Cluster> {
+        eprintln!("SKIP real Slurm: {why}; the Slurm recipe runs with an srun stand-in");
+        None
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn pid_in(path: &Path) -> Option<i32> {
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    }
+
     impl Cluster {
         pub fn start() -> Option<Cluster> {
-            None
+            let bins = [
+                "/usr/sbin/munged",
+                "/usr/sbin/slurmctld",
+                "/usr/sbin/slurmd",
+                "/usr/bin/srun",
+                "/usr/bin/sinfo",
+            ];
+            if let Some(b) = bins.iter().find(|b| !Path::new(b).exists()) {
+                return skip(&format!(
+                    "{b} not installed (apt-get install munge slurmctld slurmd slurm-client)"
+                ));
+            }
+            if !super::is_root() {
+                return skip("not root");
+            }
+            let node = kvcr::app::hostname();
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            for sub in ["state", "spool", "log"] {
+                std::fs::create_dir_all(d.join(sub)).unwrap();
+            }
+            let key = d.join("munge.key");
+            std::fs::write(
+                &key,
+                (0..1024).map(|i| (i * 7 + 13) as u8).collect::<Vec<u8>>(),
+            )
+            .unwrap();
+            std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            let base = d.to_path_buf();
+            let p = |n: &str| base.join(n).display().to_string();
+            let st = Command::new("/usr/sbin/munged")
+                .args([
+                    "--force",
+                    &format!("--key-file={}", p("munge.key")),
+                    &format!("--socket={}", p("munge.sock")),
+                    &format!("--pid-file={}", p("munged.pid")),
+                    &format!("--log-file={}", p("log/munged.log")),
+                    &format!("--seed-file={}", p("munge.seed")),
+                ])
+                .status();
+            if !st.is_ok_and(|s| s.success()) {
+                return skip("munged did not start");
+            }
+            let cluster = Cluster {
+                node: node.clone(),
+                dir,
+            };
+            let d = cluster.dir.path();
+            let conf = format!(
+                "ClusterName=kvcrtest\nSlurmctldHost={node}(127.0.0.1)\nSlurmUser=root\nSlurmdUser=root\n\
+                 SlurmctldPort={}\nSlurmdPort={}\nAuthType=auth/munge\nAuthInfo=socket={}\nCredType=cred/munge\n\
+                 StateSaveLocation={}\nSlurmdSpoolDir={}\nSlurmctldPidFile={}\nSlurmdPidFile={}\n\
+                 SlurmctldLogFile={}\nSlurmdLogFile={}\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
+                 SelectType=select/linear\nMpiDefault=none\nReturnToService=2\nSwitchType=switch/none\n\
+                 JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
+                 NodeName={node} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN\n\
+                 PartitionName=kvcr Nodes={node} Default=YES MaxTime=5 State=UP\n",
+                free_port(), free_port(), p("munge.sock"), p("state"), p("spool"), p("slurmctld.pid"),
+                p("slurmd.pid"), p("log/slurmctld.log"), p("log/slurmd.log"),
+            );
+            std::fs::write(d.join("slurm.conf"), conf).unwrap();
+            let conf = d.join("slurm.conf");
+            for (daemon, extra) in [
+                ("/usr/sbin/slurmctld", vec![]),
+                ("/usr/sbin/slurmd", vec!["-N", node.as_str()]),
+            ] {
+                let ok = Command::new(daemon)
+                    .arg("-f")
+                    .arg(&conf)
+                    .args(extra)
+                    .env("SLURM_CONF", &conf)
+                    .status();
+                if !ok.is_ok_and(|s| s.success()) {
+                    return skip(&format!("{daemon} did not start"));
+                }
+            }
+            let until = Instant::now() + Duration::from_secs(15);
+            loop {
+                let out = Command::new("/usr/bin/sinfo")
+                    .args(["-h", "-o", "%t"])
+                    .env("SLURM_CONF", &conf)
+                    .output();
+                if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "idle") {
+                    return Some(cluster);
+                }
+                if Instant::now() > until {
+                    return skip("the node did not become idle within 15 s");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
-        pub fn env(&self, _m: &super::Machines) -> Vec<(&'static str, String)> {
-            Vec::new()
+
+        /// What the recipe needs: the cluster's configuration, and ROOT on
+        /// the one node (no mount namespace: srun's task runs on this host).
+        pub fn env(&self, m: &super::Machines) -> Vec<(&'static str, String)> {
+            vec![
+                (
+                    "SLURM_CONF",
+                    self.dir.path().join("slurm.conf").display().to_string(),
+                ),
+                (
+                    "ROOT",
+                    m.base
+                        .join("nodes")
+                        .join(&self.node)
+                        .join("inventory")
+                        .display()
+                        .to_string(),
+                ),
+            ]
+        }
+
+        fn pidfile(&self, name: &str) -> PathBuf {
+            self.dir.path().join(name)
+        }
+    }
+
+    impl Drop for Cluster {
+        fn drop(&mut self) {
+            // Stop exactly the daemons this test started, by their pid files.
+            for f in ["slurmd.pid", "slurmctld.pid", "munged.pid"] {
+                if let Some(pid) = pid_in(&self.pidfile(f)) {
+                    unsafe { libc::kill(pid, libc::SIGTERM) };
+                    let until = Instant::now() + Duration::from_secs(5);
+                    while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                }
+            }
         }
     }
 }
