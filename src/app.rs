@@ -538,6 +538,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Import(a) => crate::import::cli::run(a),
         Command::Explain(a) => cmd_explain(a),
         Command::Merge(a) => cmd_merge(a),
+        Command::Examine(a) => crate::examine::run(a),
         Command::Completions(a) => cmd_completions(a),
         Command::Schema(a) => cmd_schema(a),
     };

@@ -32,6 +32,13 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Merge per-node audit reports (--format json) into verdicts for groups spanning nodes.
     Merge(MergeArgs),
+    /// Decode and check one descriptor file on its own (like mdadm --examine).
+    ///
+    /// Prints its fields, the digest status, the bytes the geometry needs
+    /// against the bytes allocated and the handle kinds, with every finding
+    /// the file earns by itself. Exit 0 when it passes its own checks, 1
+    /// when not, 2 when it cannot be read as a regular file.
+    Examine(ExamineArgs),
     /// Print a shell completion script: source <(kvcr completions bash).
     ///
     /// The script completes subcommands, flags and their values (formats,
@@ -177,6 +184,16 @@ pub struct ImportArgs {
     pub ready_file: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ExamineArgs {
+    /// A descriptor file (rank-<R>.json).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 #[derive(Args, Debug, Clone)]

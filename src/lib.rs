@@ -6,6 +6,7 @@
 pub mod app;
 pub mod cli;
 pub mod descriptor;
+pub mod examine;
 pub mod exit;
 pub mod finding;
 pub mod import;

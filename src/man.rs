@@ -160,6 +160,7 @@ fn item(r: &mut Roff, tag: impl Into<Inline>, body: &str) {
 fn exit_status(r: &mut Roff, sub: Option<&str>) {
     let ok = match sub {
         Some("audit") | Some("merge") => "Every group in scope was accepted.",
+        Some("examine") => "The descriptor passes every check it can pass on its own.",
         Some("import") => {
             "The import was done: a trial imported every rank and released it, or --hold held \
              the group until SIGINT or SIGTERM and released it; --dry-run printed the plan."
@@ -177,6 +178,10 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "Usage error, or the run could not happen: a report cannot be read or is not a \
              kvcr audit report."
         }
+        Some("examine") => {
+            "Usage error, or the file cannot be read as a regular file (missing, a symlink, a \
+             directory or a device)."
+        }
         _ => {
             "Usage error, or the run could not happen: the root is missing, the profile is bad, \
              no CUDA driver for an import that is not a dry run, or the report could not be \
@@ -187,8 +192,13 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         (exit::OK, ok),
         (
             exit::REJECTED,
-            "At least one group was rejected, a file-level finding rejects (a symlink, a torn \
-             write, a malformed descriptor), or no descriptor was found. Nothing was imported.",
+            if sub == Some("examine") {
+                "The descriptor fails a check of its own (malformed, not v1, digest, rank, \
+                 sizes, a repeated handle)."
+            } else {
+                "At least one group was rejected, a file-level finding rejects (a symlink, a torn \
+                 write, a malformed descriptor), or no descriptor was found. Nothing was imported."
+            },
         ),
         (exit::USAGE, usage),
         (
@@ -206,7 +216,7 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         ),
     ];
     let wanted: &[i32] = match sub {
-        Some("audit") | Some("merge") => &[exit::OK, exit::REJECTED, exit::USAGE],
+        Some("audit") | Some("merge") | Some("examine") => &[exit::OK, exit::REJECTED, exit::USAGE],
         Some("explain") | Some("completions") | Some("schema") => &[exit::OK, exit::USAGE],
         _ => &[
             exit::OK,
@@ -403,6 +413,16 @@ fn examples(r: &mut Roff, sub: Option<&str>) {
             "Merge the reports of a group that spans two nodes:",
             "kvcr merge node-a.json node-b.json",
         )],
+        Some("examine") => &[
+            (
+                "One descriptor's fields, digest, sizes and own findings:",
+                "kvcr examine /var/lib/kvcr/inventory/rank-3.json",
+            ),
+            (
+                "The same as JSON, for a script:",
+                "kvcr examine --format json /var/lib/kvcr/inventory/rank-3.json",
+            ),
+        ],
         Some("completions") => &[
             ("Bash, for this shell:", "source <(kvcr completions bash)"),
             ("Zsh:", "kvcr completions zsh > ~/.zfunc/_kvcr"),
