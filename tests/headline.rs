@@ -407,3 +407,35 @@ fn merge_headlines() {
     assert_eq!(code, 1);
     assert_eq!(v["groups"][0]["cause_code"], "KV103", "{v:#}");
 }
+
+#[test]
+fn suggested_commands_quote_the_root_for_a_shell_and_escape_it_for_a_terminal() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("it's my\u{1b}[31m inv");
+    for rank in 0..2 {
+        let d = kvcr::testkit::Desc::new("quote-a", rank, 2, 1);
+        kvcr::testkit::put(&root, &format!("rank-{rank}.json"), &d.bytes());
+    }
+    let (code, v) = audit_json(&root, &[]);
+    assert_eq!(code, 0, "{v:#}");
+    let act = v["groups"][0]["action"].as_str().unwrap();
+    let resolved = std::fs::canonicalize(&root).unwrap();
+    let quoted = format!(
+        "'{}'",
+        resolved.display().to_string().replace('\'', r"'\''")
+    );
+    assert!(
+        act.contains(&format!("kvcr audit --live {quoted} --engine quote-a")),
+        "{act}"
+    );
+    // The table never passes the escape byte to the terminal.
+    let out = kvcr()
+        .env("COLUMNS", "300")
+        .arg("audit")
+        .arg(&root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(text.contains("kvcr audit --live '"), "{text}");
+}
