@@ -436,6 +436,11 @@ fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
     let live = reports.iter().all(|(_, r)| r.live);
     let names: Vec<String> = reports.iter().map(|(n, _)| n.clone()).collect();
     let mut judgement = crate::merge::merge(&reports);
+    // Ages against the merge's clock (the core is pure; it has none).
+    let now_ms = now_unix_ms();
+    for r in judgement.groups.iter_mut().flat_map(|g| g.ranks.iter_mut()) {
+        r.age_ms = r.created_unix_ms.and_then(|c| now_ms.checked_sub(c));
+    }
     report::headline::fill(
         &mut judgement,
         &report::headline::Invocation {
@@ -454,7 +459,6 @@ fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
             ),
         },
     );
-    let now_ms = now_unix_ms();
     let oldest = reports
         .iter()
         .map(|(_, r)| r.generated_unix_ms.map(|g| now_ms.saturating_sub(g)))

@@ -406,7 +406,7 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                 incarnation: r.incarnation.or(g.incarnation),
                 epoch: r.epoch.or(g.epoch),
                 created_unix_ms: r.created_unix_ms,
-                // Ages are the printer's to recompute against the merge's clock.
+                // Set by the caller against the merge's clock.
                 age_ms: None,
                 owner_pid: r.owner_pid,
                 checks: Vec::new(),

@@ -374,6 +374,11 @@ fn merge_headlines() {
     assert!(g["cause_code"].is_null());
     assert_eq!(v["all_inputs_live"], false);
     assert!(v["oldest_input_age_ms"].is_u64(), "{v:#}");
+    assert!(
+        g["ranks"][0]["age_ms"].is_u64(),
+        "merged ranks carry ages: {v:#}"
+    );
+    assert!(g["ranks"][0]["created_unix_ms"].is_u64());
     assert!(g["cause"]
         .as_str()
         .unwrap()
