@@ -173,7 +173,11 @@ fn the_issue_13_cases_are_not_sent_the_wrong_way() {
         "{tie}"
     );
     assert!(!tie.lines().any(|l| l.contains(" accept ")), "{tie}");
-    assert!(tie.contains("TIED"), "{tie}");
+    assert!(
+        tie.contains("KV107 tied with incarnation 9a7e6d5c…"),
+        "{tie}"
+    );
+    assert_eq!(tie.matches("REJECT ").count(), 4, "{tie}");
     // --local-ranks beyond world_size: a flag to fix, not files to rename.
     let (code, lr) = head("accept-tp4", &["--local-ranks", "0-7"]);
     assert_eq!(code, 1);

@@ -238,11 +238,6 @@ fn group(
         header.push("age");
     }
     header.extend(["verdict", "reason"]);
-    // A group rejected for an incarnation tie: no rank is usable alone.
-    let tie = g
-        .findings
-        .iter()
-        .find(|f| f.is_reject() && f.code == Code::KV107);
     let cells = |rank: String, gpu: String, inc: String, epoch: String, age: String| {
         let mut c = vec![rank, gpu];
         if show_inc {
@@ -262,17 +257,10 @@ fn group(
         .ranks
         .iter()
         .map(|r| {
-            let mut reason = reason(p, r, live);
-            let verdict = match (r.verdict, tie) {
-                (Verdict::Accept, Some(_)) => {
-                    reason = vec![format!(
-                        "KV107 not usable while incarnation {} ties with another (see below)",
-                        inc_of(r)
-                    )];
-                    ("TIED".to_string(), "1;31")
-                }
-                (Verdict::Accept, None) => ("accept".to_string(), "1;32"),
-                (Verdict::Reject, _) => ("REJECT".to_string(), "1;31"),
+            let reason = reason(p, r, live);
+            let verdict = match r.verdict {
+                Verdict::Accept => ("accept".to_string(), "1;32"),
+                Verdict::Reject => ("REJECT".to_string(), "1;31"),
             };
             (
                 r.rank,

@@ -22,6 +22,31 @@ pub(crate) struct Selection {
 }
 
 impl Selection {
+    /// On a tie, the finding every descriptor of a tied lifetime carries:
+    /// none is usable alone until one lifetime is pinned.
+    pub fn tie_finding(&self, c: &Candidate) -> Option<Finding> {
+        let inc = c.incarnation()?;
+        if self.tied.len() < 2 || !self.tied.contains(&inc) {
+            return None;
+        }
+        let others: Vec<String> = self
+            .tied
+            .iter()
+            .filter(|u| **u != inc)
+            .map(|u| format!("{}…", &u.to_string()[..8]))
+            .collect();
+        Some(
+            Finding::reject(
+                Code::KV107,
+                format!(
+                    "tied with incarnation {}: usable only once one lifetime is pinned",
+                    others.join(", ")
+                ),
+            )
+            .values("one current incarnation", inc),
+        )
+    }
+
     /// Decided from the candidate's own incarnation and epoch, never from
     /// its path: two files whose paths print alike are still judged apart.
     pub fn is_current(&self, c: &Candidate) -> bool {

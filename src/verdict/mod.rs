@@ -420,6 +420,11 @@ fn judge_group(
         .or(reference.as_ref().map(|r| r.world_size));
 
     // 3. Rule families.
+    for row in &mut rows {
+        if let Some(f) = inc.tie_finding(&row.cand) {
+            row.reject(f);
+        }
+    }
     consistency::check(&mut rows, reference.as_ref(), profile);
     handles::check(&mut rows);
     staleness::check(&mut rows, profile, ctx);
