@@ -305,7 +305,10 @@ fn files(r: &mut Roff, sub: Option<&str>) {
 }
 
 fn environment(r: &mut Roff, sub: Option<&str>) {
-    if matches!(sub, Some("explain") | Some("completions") | Some("schema")) {
+    if matches!(
+        sub,
+        Some("explain") | Some("completions") | Some("schema") | Some("examine")
+    ) {
         return;
     }
     r.control("SH", ["ENVIRONMENT"]);
@@ -326,7 +329,14 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
         bold("TERM"),
         "TERM=dumb: no colour and no progress bar. Colour and progress also need a terminal; \
          JSON output is never coloured. Tables wrap to the terminal's width, and do not wrap \
-         on a pipe or in a file.",
+         on a pipe or in a file unless COLUMNS is set. The progress spinner appears only when \
+         reading takes longer than 200 ms.",
+    );
+    item(
+        r,
+        bold("COLUMNS"),
+        "The table width for output that is not a terminal (COLUMNS=80 kvcr audit ... | less); \
+         ignored on a terminal, which reports its own width.",
     );
     if sub != Some("merge") {
         item(
