@@ -338,6 +338,16 @@ i=0; rc=0; for n in $KVCR_SRUN_NODES; do SLURM_NODEID=$i SLURMD_NODENAME=$n kvcr
 
 /// Runs a README recipe with `bin` first on PATH; returns (status, stdout+stderr, reports dir).
 fn run_recipe(m: &Machines, name: &str, env: &[(&str, String)]) -> (i32, String, PathBuf) {
+    run_recipe_in(m, name, env, &[])
+}
+
+/// [`run_recipe`] under `launcher` (`salloc -N2`: the recipe runs inside an allocation).
+fn run_recipe_in(
+    m: &Machines,
+    name: &str,
+    env: &[(&str, String)],
+    launcher: &[&str],
+) -> (i32, String, PathBuf) {
     let run = m.base.join(format!("run-{name}"));
     std::fs::create_dir_all(&run).unwrap();
     let path = format!(
@@ -345,7 +355,14 @@ fn run_recipe(m: &Machines, name: &str, env: &[(&str, String)]) -> (i32, String,
         m.bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let mut c = std::process::Command::new("sh");
+    let mut c = match launcher.split_first() {
+        Some((first, rest)) => {
+            let mut c = std::process::Command::new(first);
+            c.args(rest).arg("sh");
+            c
+        }
+        None => std::process::Command::new("sh"),
+    };
     c.args(["-c", &readme_recipe(name)])
         .current_dir(&run)
         .env("PATH", path)
@@ -424,42 +441,45 @@ fn readme_kubectl_recipe_runs_verbatim_with_a_kubectl_stand_in() {
 
 #[test]
 fn readme_slurm_recipe_runs_verbatim() {
-    if let Some(cluster) = slurm::Cluster::start() {
-        // A real one-node cluster: srun from slurm-client, the node is this machine.
-        let Some(m) = machines(&[cluster.node.as_str()]) else {
-            return;
-        };
-        let (code, text, reports) = run_recipe(&m, "slurm", &cluster.env(&m));
-        assert_merged("slurm", code, &text, &reports, 1);
-        // Named by slurmd's SLURMD_NODENAME: the task ran under slurmd.
-        assert!(reports
-            .join(format!("report.{}.json", cluster.node))
-            .exists());
+    let nodes = ["node-0", "node-1"];
+    let Some(m) = machines(&nodes) else { return };
+    if let Some(cluster) = slurm::Cluster::start(&m, &nodes) {
+        // A real two-node cluster: srun from slurm-client; each slurmd runs
+        // in its node's UTS and mount namespace, and so do the tasks it starts.
+        let (code, text, reports) = run_recipe_in(
+            &m,
+            "slurm",
+            &cluster.env(),
+            &["salloc", "-N2", "--time=2", "--quiet"],
+        );
+        assert_merged("slurm", code, &text, &reports, 2);
+        // Named by slurmd's SLURMD_NODENAME: the tasks ran under slurmd.
+        for n in nodes {
+            assert!(reports.join(format!("report.{n}.json")).exists(), "{text}");
+        }
         return;
     }
-    let Some(m) = machines(&["node-0", "node-1"]) else {
-        return;
-    };
     std::fs::rename(m.bin.join("srun-standin"), m.bin.join("srun")).unwrap();
-    let (code, text, reports) =
-        run_recipe(&m, "slurm", &[("KVCR_SRUN_NODES", "node-0 node-1".into())]);
+    let (code, text, reports) = run_recipe(&m, "slurm", &[("KVCR_SRUN_NODES", nodes.join(" "))]);
     assert_merged("slurm (stand-in)", code, &text, &reports, 2);
 }
 
 mod slurm {
-    //! A one-node Slurm cluster from Debian's slurmctld, slurmd and munge,
-    //! started for one test in a scratch directory (own munge socket and
-    //! key, free ports, own state) and stopped when dropped. `None`, with a
-    //! note on stderr, where the binaries are missing, kvcr does not run as
-    //! root (the daemons run as root here), or the node does not come up
+    //! A Slurm cluster from Debian's slurmctld, slurmd and munge, started for
+    //! one test in a scratch directory (own munge socket and key, free
+    //! ports, own state) and stopped when dropped: slurmctld on this host,
+    //! one slurmd per node, each in that node's UTS and mount namespace
+    //! (hostname NODE, `nodes/NODE` bound over `node/`). `None`, with a
+    //! note on stderr, where the binaries are missing, the test does not run
+    //! as root (the daemons run as root here), or the nodes do not come up
     //! within 15 s.
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::process::Command;
     use std::time::{Duration, Instant};
 
     pub struct Cluster {
-        pub node: String,
         dir: tempfile::TempDir,
+        nodes: Vec<String>,
     }
 
     fn skip(why: &str) -> Option<Cluster> {
@@ -480,7 +500,7 @@ mod slurm {
     }
 
     impl Cluster {
-        pub fn start() -> Option<Cluster> {
+        pub fn start(m: &super::Machines, nodes: &[&str]) -> Option<Cluster> {
             let bins = [
                 "/usr/sbin/munged",
                 "/usr/sbin/slurmctld",
@@ -496,11 +516,13 @@ mod slurm {
             if !super::is_root() {
                 return skip("not root");
             }
-            let node = kvcr::app::hostname();
             let dir = tempfile::tempdir().unwrap();
-            let d = dir.path();
-            for sub in ["state", "spool", "log"] {
-                std::fs::create_dir_all(d.join(sub)).unwrap();
+            let d = dir.path().to_path_buf();
+            let p = |n: &str| d.join(n).display().to_string();
+            std::fs::create_dir_all(d.join("state")).unwrap();
+            std::fs::create_dir_all(d.join("log")).unwrap();
+            for n in nodes {
+                std::fs::create_dir_all(d.join(format!("spool-{n}"))).unwrap();
             }
             let key = d.join("munge.key");
             std::fs::write(
@@ -510,8 +532,10 @@ mod slurm {
             .unwrap();
             std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
                 .unwrap();
-            let base = d.to_path_buf();
-            let p = |n: &str| base.join(n).display().to_string();
+            let cluster = Cluster {
+                dir,
+                nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            };
             let st = Command::new("/usr/sbin/munged")
                 .args([
                     "--force",
@@ -525,85 +549,86 @@ mod slurm {
             if !st.is_ok_and(|s| s.success()) {
                 return skip("munged did not start");
             }
-            let cluster = Cluster {
-                node: node.clone(),
-                dir,
-            };
-            let d = cluster.dir.path();
-            let conf = format!(
-                "ClusterName=kvcrtest\nSlurmctldHost={node}(127.0.0.1)\nSlurmUser=root\nSlurmdUser=root\n\
-                 SlurmctldPort={}\nSlurmdPort={}\nAuthType=auth/munge\nAuthInfo=socket={}\nCredType=cred/munge\n\
+            let host = kvcr::app::hostname();
+            let mut conf = format!(
+                "ClusterName=kvcrtest\nSlurmctldHost={host}(127.0.0.1)\nSlurmUser=root\nSlurmdUser=root\n\
+                 SlurmctldPort={}\nAuthType=auth/munge\nAuthInfo=socket={}\nCredType=cred/munge\n\
                  StateSaveLocation={}\nSlurmdSpoolDir={}\nSlurmctldPidFile={}\nSlurmdPidFile={}\n\
                  SlurmctldLogFile={}\nSlurmdLogFile={}\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
                  SelectType=select/linear\nMpiDefault=none\nReturnToService=2\nSwitchType=switch/none\n\
-                 JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
-                 NodeName={node} NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN\n\
-                 PartitionName=kvcr Nodes={node} Default=YES MaxTime=5 State=UP\n",
-                free_port(), free_port(), p("munge.sock"), p("state"), p("spool"), p("slurmctld.pid"),
-                p("slurmd.pid"), p("log/slurmctld.log"), p("log/slurmd.log"),
+                 JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n",
+                free_port(), p("munge.sock"), p("state"), p("spool-%n"), p("slurmctld.pid"),
+                p("slurmd-%n.pid"), p("log/slurmctld.log"), p("log/slurmd-%n.log"),
             );
-            std::fs::write(d.join("slurm.conf"), conf).unwrap();
-            let conf = d.join("slurm.conf");
-            for (daemon, extra) in [
-                ("/usr/sbin/slurmctld", vec![]),
-                ("/usr/sbin/slurmd", vec!["-N", node.as_str()]),
-            ] {
-                let ok = Command::new(daemon)
-                    .arg("-f")
-                    .arg(&conf)
-                    .args(extra)
-                    .env("SLURM_CONF", &conf)
+            for n in nodes {
+                conf.push_str(&format!(
+                    "NodeName={n} NodeAddr=127.0.0.1 Port={} CPUs=1 State=UNKNOWN\n",
+                    free_port()
+                ));
+            }
+            conf.push_str(&format!(
+                "PartitionName=kvcr Nodes={} Default=YES MaxTime=5 State=UP\n",
+                nodes.join(",")
+            ));
+            let conf_path = d.join("slurm.conf");
+            std::fs::write(&conf_path, conf).unwrap();
+            let ok = Command::new("/usr/sbin/slurmctld")
+                .arg("-f")
+                .arg(&conf_path)
+                .status();
+            if !ok.is_ok_and(|s| s.success()) {
+                return skip("slurmctld did not start");
+            }
+            let fleet = m.base.display().to_string();
+            for n in nodes {
+                // slurmd forks into the background inside the node's namespaces.
+                let ok = Command::new("unshare")
+                    .args(["-u", "-m", "--propagation", "private", "sh", "-c",
+                           r#"mount --bind "$1/nodes/$2" "$1/node" && hostname "$2" && exec /usr/sbin/slurmd -f "$3" -N "$2""#,
+                           "sh", &fleet, n, &conf_path.display().to_string()])
                     .status();
                 if !ok.is_ok_and(|s| s.success()) {
-                    return skip(&format!("{daemon} did not start"));
+                    return skip(&format!("slurmd for {n} did not start"));
                 }
             }
             let until = Instant::now() + Duration::from_secs(15);
             loop {
                 let out = Command::new("/usr/bin/sinfo")
-                    .args(["-h", "-o", "%t"])
-                    .env("SLURM_CONF", &conf)
+                    .args(["-h", "-o", "%t %D"])
+                    .env("SLURM_CONF", &conf_path)
                     .output();
-                if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "idle") {
+                if out.is_ok_and(|o| {
+                    String::from_utf8_lossy(&o.stdout).trim() == format!("idle {}", nodes.len())
+                }) {
                     return Some(cluster);
                 }
                 if Instant::now() > until {
-                    return skip("the node did not become idle within 15 s");
+                    return skip("the nodes did not become idle within 15 s");
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
 
-        /// What the recipe needs: the cluster's configuration, and ROOT on
-        /// the one node (no mount namespace: srun's task runs on this host).
-        pub fn env(&self, m: &super::Machines) -> Vec<(&'static str, String)> {
-            vec![
-                (
-                    "SLURM_CONF",
-                    self.dir.path().join("slurm.conf").display().to_string(),
-                ),
-                (
-                    "ROOT",
-                    m.base
-                        .join("nodes")
-                        .join(&self.node)
-                        .join("inventory")
-                        .display()
-                        .to_string(),
-                ),
-            ]
-        }
-
-        fn pidfile(&self, name: &str) -> PathBuf {
-            self.dir.path().join(name)
+        /// What the recipe needs besides PATH: the cluster's configuration.
+        pub fn env(&self) -> Vec<(&'static str, String)> {
+            vec![(
+                "SLURM_CONF",
+                self.dir.path().join("slurm.conf").display().to_string(),
+            )]
         }
     }
 
     impl Drop for Cluster {
         fn drop(&mut self) {
             // Stop exactly the daemons this test started, by their pid files.
-            for f in ["slurmd.pid", "slurmctld.pid", "munged.pid"] {
-                if let Some(pid) = pid_in(&self.pidfile(f)) {
+            let mut files: Vec<String> = self
+                .nodes
+                .iter()
+                .map(|n| format!("slurmd-{n}.pid"))
+                .collect();
+            files.extend(["slurmctld.pid".to_string(), "munged.pid".to_string()]);
+            for f in files {
+                if let Some(pid) = pid_in(&self.dir.path().join(f)) {
                     unsafe { libc::kill(pid, libc::SIGTERM) };
                     let until = Instant::now() + Duration::from_secs(5);
                     while unsafe { libc::kill(pid, 0) } == 0 && Instant::now() < until {
