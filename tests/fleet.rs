@@ -450,7 +450,7 @@ fn readme_slurm_recipe_runs_verbatim() {
             &m,
             "slurm",
             &cluster.env(),
-            &["salloc", "-N2", "--time=2", "--quiet"],
+            &["timeout", "60", "salloc", "-N2", "--time=2", "--quiet"],
         );
         assert_merged("slurm", code, &text, &reports, 2);
         // Named by slurmd's SLURMD_NODENAME: the tasks ran under slurmd.
