@@ -539,3 +539,14 @@ fn report_schema_rejects_drift() {
         );
     }
 }
+
+#[test]
+fn the_example_in_docs_json_md_validates() {
+    let doc = std::fs::read_to_string(repo().join("docs/json.md")).unwrap();
+    let after = doc.split_once("## An example").unwrap().1;
+    let block = after.split_once("```json\n").unwrap().1;
+    let block = block.split_once("\n```").unwrap().0;
+    let v: Value = serde_json::from_str(block).unwrap();
+    let errs = errors(&validator(Kind::Report), &v);
+    assert!(errs.is_empty(), "{errs:?}");
+}
