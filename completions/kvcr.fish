@@ -30,8 +30,9 @@ complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "audit" -d 'Read-only audi
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of the audit report, a descriptor or a profile'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile or the ready file'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -40,6 +41,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l engine -d 'Limit the
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l min-epoch -d 'Reject current descriptors whose epoch is below N (overrides the profile)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l max-age -d 'Reject descriptors sealed more than this long ago (overrides the profile): plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l local-ranks -d 'The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11 (overrides the profile); other ranks are expected elsewhere' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation (overrides the profile\'s incarnation); its other incarnations are notices' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l textfile -d 'Also write the Prometheus metrics (docs/format.md §9.5) to PATH, atomically, for node-exporter\'s textfile collector; PATH may not lie inside the inventory' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
@@ -56,6 +58,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l engine -d 'Limit th
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l min-epoch -d 'Reject current descriptors whose epoch is below N (overrides the profile)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-age -d 'Reject descriptors sealed more than this long ago (overrides the profile): plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l local-ranks -d 'The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11 (overrides the profile); other ranks are expected elsewhere' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation (overrides the profile\'s incarnation); its other incarnations are notices' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l ready-file -d 'With --hold: write this file atomically once every rank is imported; removed on release' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
@@ -79,17 +82,22 @@ never\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s q -l quiet -d 'Print nothing; the exit status still tells'
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s v -l verbose -d 'Show every check per rank, including facts not checked'
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -l format -d 'Output format' -r -f -a "table\t''
+json\t''
+prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand schema" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s q -l quiet -d 'Print nothing on success; refusals still go to stderr'
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand digest" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of the audit report, a descriptor or a profile'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile or the ready file'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -453,6 +453,7 @@ fn check(inv: &Path, expect: &Path) -> R<()> {
         min_epoch: None,
         max_age: None,
         local_ranks: None,
+        incarnation: None,
     };
     let probe = kvcr::node::real_probe()?;
     let audited = import::plan::audit_live(&args, probe.as_ref(), false).map_err(|f| f.message)?;

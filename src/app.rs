@@ -39,10 +39,10 @@ impl Failure {
 /// The result of auditing an inventory, before printing.
 pub struct AuditRun {
     pub root: String,
-    /// This node's hostname, when it could be read (uname, not /proc).
-    pub host: Option<String>,
+    /// Report metadata (docs/format.md §9.4): host, boot id, options...
+    pub meta: report::json::Meta,
     /// Set by `kvcr merge`: the reports merged.
-    pub reports: Option<Vec<String>>,
+    pub merge: Option<report::json::MergeMeta>,
     pub live: bool,
     pub now_ms: u64,
     pub judgement: Judgement,
@@ -105,6 +105,7 @@ pub fn expectations(args: &InventoryArgs) -> Result<Expectations, Failure> {
         min_epoch: args.min_epoch,
         max_age_s: args.max_age,
         local_ranks: args.local_ranks.clone(),
+        incarnation: args.incarnation,
     })
 }
 
@@ -197,14 +198,23 @@ pub fn collect_with(
     progress: bool,
     opts: &pipeline::Options,
 ) -> Result<(Vec<Candidate>, Vec<FileVerdict>), Failure> {
+    // Drawn only once the read has taken 200 ms: a spinner that flashes
+    // for a four-file inventory is noise.
     let bar = progress.then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        let b =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        b.set_style(indicatif::ProgressStyle::default_spinner());
         b.set_message("reading descriptors");
         b
     });
+    let started = std::time::Instant::now();
+    let mut shown = false;
     let mut tick = || {
         if let Some(b) = &bar {
+            if !shown && started.elapsed() >= std::time::Duration::from_millis(200) {
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                shown = true;
+            }
             b.inc(1);
         }
     };
@@ -242,6 +252,7 @@ pub fn audit_keeping(
         progress,
         &pipeline::Options::from_env(keep_allocations),
     )?;
+    check_names(args, &cands)?;
     // Keyed by raw path bytes: two paths that print alike stay two entries.
     let kept: BTreeMap<Vec<u8>, Descriptor> = if keep_allocations {
         cands
@@ -264,16 +275,122 @@ pub fn audit_keeping(
         node: facts.as_ref(),
         expect: &expect,
     };
-    let judgement = verdict::judge(cands, files, &ctx);
+    let mut judgement = verdict::judge(cands, files, &ctx);
+    report::headline::fill(
+        &mut judgement,
+        &report::headline::Invocation {
+            root: Some(root.display().to_string()),
+            live: probe.is_some(),
+            flags: repeat_flags(args),
+            merged: None,
+        },
+    );
+    let mut meta = report::json::Meta::new(probe.is_some(), now_ms);
+    meta.host = Some(hostname());
+    meta.boot_id = facts.as_ref().and_then(|f| f.boot_id.known().copied());
+    meta.node_facts_source = probe.map(|_| node::facts_source());
+    meta.options = report::json::Options {
+        engine: args.engine.clone(),
+        profile: args.profile.as_ref().map(|p| p.display().to_string()),
+        min_epoch: expect
+            .min_epoch
+            .or(expect.profile.as_ref().and_then(|p| p.min_epoch)),
+        max_age_s: expect
+            .max_age_s
+            .or(expect.profile.as_ref().and_then(|p| p.max_age_s)),
+        local_ranks: expect
+            .local_ranks
+            .as_ref()
+            .map(|l| l.to_string())
+            .or(expect.profile.as_ref().and_then(|p| p.local_ranks.clone())),
+        incarnation: expect
+            .incarnation
+            .or(expect.profile.as_ref().and_then(|p| p.incarnation)),
+    };
+    meta.exit_status = judgement.exit_status();
     let run = AuditRun {
         root: root.display().to_string(),
-        host: Some(hostname()),
-        reports: None,
+        meta,
+        merge: None,
         live: probe.is_some(),
         now_ms,
         judgement,
     };
     Ok((run, kept))
+}
+
+/// The flags a suggested command repeats after `ROOT --engine ID`.
+fn repeat_flags(args: &InventoryArgs) -> Vec<String> {
+    let mut f = Vec::new();
+    if let Some(p) = &args.profile {
+        f.extend(["--profile".to_string(), p.display().to_string()]);
+    }
+    if let Some(n) = args.min_epoch {
+        f.extend(["--min-epoch".to_string(), n.to_string()]);
+    }
+    if let Some(s) = args.max_age {
+        f.extend(["--max-age".to_string(), s.to_string()]);
+    }
+    if let Some(l) = &args.local_ranks {
+        f.extend(["--local-ranks".to_string(), l.to_string()]);
+    }
+    if let Some(i) = args.incarnation {
+        f.extend(["--incarnation".to_string(), i.to_string()]);
+    }
+    f
+}
+
+/// `--engine` and `--incarnation` must name something the inventory has:
+/// a typo is a usage error listing what is there, not a missing group.
+fn check_names(args: &InventoryArgs, cands: &[Candidate]) -> Result<(), Failure> {
+    let engines: std::collections::BTreeSet<&str> = cands
+        .iter()
+        .filter_map(|c| {
+            c.descriptor
+                .as_ref()
+                .map(|d| d.engine_id.as_str())
+                .or(c.ident.engine_id.as_deref())
+        })
+        .collect();
+    let list = |names: Vec<String>| {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    if let Some(e) = &args.engine {
+        // A profile's group must exist: its absence is a rejection (KV103).
+        if args.profile.is_none() && !engines.contains(e.as_str()) {
+            return Err(Failure::usage(
+                format!("--engine {e}: no descriptor of that group in the inventory"),
+                Some(format!(
+                    "groups present: {}",
+                    list(engines.iter().map(|s| s.to_string()).collect())
+                )),
+            ));
+        }
+    }
+    if let Some(i) = args.incarnation {
+        let incs: std::collections::BTreeSet<uuid::Uuid> = cands
+            .iter()
+            .filter(|c| {
+                args.engine.is_none()
+                    || c.descriptor.as_ref().map(|d| d.engine_id.as_str()) == args.engine.as_deref()
+            })
+            .filter_map(|c| c.descriptor.as_ref().map(|d| d.incarnation))
+            .collect();
+        if !incs.contains(&i) {
+            return Err(Failure::usage(
+                format!("--incarnation {i}: no descriptor has that incarnation"),
+                Some(format!(
+                    "incarnations present: {}",
+                    list(incs.iter().map(|u| u.to_string()).collect())
+                )),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Prints an audit run in the chosen format.
@@ -283,14 +400,19 @@ pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Resu
     }
     match p.format {
         report::Format::Json => {
-            let mut doc = report::json::AuditReport::new(&run.root, run.live, &run.judgement);
-            doc.host = run.host.as_deref();
-            doc.reports = run.reports.as_deref();
+            let mut doc = report::json::AuditReport::new(&run.root, &run.meta, &run.judgement);
+            doc.merge = run.merge.as_ref();
             report::json::write(out, &doc)
         }
-        report::Format::Table => {
-            report::table::write(out, p, &run.root, run.live, &run.judgement, run.now_ms)
-        }
+        report::Format::Table => report::table::write(
+            out,
+            p,
+            &run.root,
+            run.live,
+            run.merge.is_some(),
+            &run.judgement,
+            run.now_ms,
+        ),
         report::Format::Prometheus => out.write_all(prometheus_text(run, None).as_bytes()),
     }
 }
@@ -407,13 +529,51 @@ fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
     }
     let live = reports.iter().all(|(_, r)| r.live);
     let names: Vec<String> = reports.iter().map(|(n, _)| n.clone()).collect();
-    let judgement = crate::merge::merge(&reports);
+    let mut judgement = crate::merge::merge(&reports);
+    // Ages against the merge's clock (the core is pure; it has none).
+    let now_ms = now_unix_ms();
+    for r in judgement.groups.iter_mut().flat_map(|g| g.ranks.iter_mut()) {
+        r.age_ms = r.created_unix_ms.and_then(|c| now_ms.checked_sub(c));
+    }
+    report::headline::fill(
+        &mut judgement,
+        &report::headline::Invocation {
+            root: None,
+            live,
+            flags: Vec::new(),
+            merged: Some(
+                reports
+                    .iter()
+                    .map(|(n, r)| report::headline::MergeInput {
+                        report: n.clone(),
+                        host: r.host.clone(),
+                        root: r.root.clone(),
+                    })
+                    .collect(),
+            ),
+        },
+    );
+    let oldest = reports
+        .iter()
+        .map(|(_, r)| r.generated_unix_ms.map(|g| now_ms.saturating_sub(g)))
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|ages| ages.into_iter().max());
+    let mut meta = report::json::Meta::new(live, now_ms);
+    meta.exit_status = judgement.exit_status();
     let run = AuditRun {
-        root: format!("merged from {} reports", names.len()),
-        host: None,
-        reports: Some(names),
+        meta,
+        merge: Some(report::json::MergeMeta {
+            reports: names.clone(),
+            all_inputs_live: live,
+            oldest_input_age_ms: oldest,
+        }),
+        root: format!(
+            "merged from {} report{}",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" }
+        ),
         live,
-        now_ms: now_unix_ms(),
+        now_ms,
         judgement,
     };
     let status = run.judgement.exit_status();
@@ -537,6 +697,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Import(a) => crate::import::cli::run(a),
         Command::Explain(a) => cmd_explain(a),
         Command::Merge(a) => cmd_merge(a),
+        Command::Examine(a) => crate::examine::run(a),
         Command::Completions(a) => cmd_completions(a),
         Command::Schema(a) => cmd_schema(a),
         Command::Seal(a) => cmd_seal(a),

@@ -33,17 +33,25 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Merge per-node audit reports (--format json) into verdicts for groups spanning nodes.
     Merge(MergeArgs),
+    /// Decode and check one descriptor file on its own (like mdadm --examine).
+    ///
+    /// Prints its fields, the digest status, the bytes the geometry needs
+    /// against the bytes allocated and the handle kinds, with every finding
+    /// the file earns by itself. Exit 0 when it passes its own checks, 1
+    /// when not, 2 when it cannot be read as a regular file.
+    Examine(ExamineArgs),
     /// Print a shell completion script: source <(kvcr completions bash).
     ///
     /// The script completes subcommands, flags and their values (formats,
     /// colour choices, shells, schema names); it is generated from the same
     /// definitions as the help, so it never lags behind the binary.
     Completions(CompletionsArgs),
-    /// Print the JSON Schema (draft 2020-12) of the audit report, a descriptor or a profile.
+    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile or the ready file.
     ///
     /// "report" is what kvcr audit --format json writes (docs/json.md,
     /// field by field), "descriptor" what an owner writes as rank-<R>.json,
-    /// "profile" what --profile reads. kvcr checks more than a schema can
+    /// "profile" what --profile reads, "import-report" what kvcr import
+    /// --format json writes, "ready" what --ready-file receives. kvcr checks more than a schema can
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(SchemaArgs),
@@ -116,6 +124,10 @@ pub struct InventoryArgs {
     /// (overrides the profile); other ranks are expected elsewhere.
     #[arg(long, value_name = "RANKS", value_parser = parse_ranks)]
     pub local_ranks: Option<crate::rankset::RankSet>,
+    /// Pin the current owner lifetime of the group that has this incarnation
+    /// (overrides the profile's incarnation); its other incarnations are notices.
+    #[arg(long, value_name = "UUID")]
+    pub incarnation: Option<uuid::Uuid>,
 }
 
 /// The docs/format.md §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
@@ -218,6 +230,16 @@ pub struct ImportArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct ExamineArgs {
+    /// A descriptor file (rank-<R>.json).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
     /// A finding code (KV104) or name (geometry).
     #[arg(value_name = "CODE")]
@@ -233,7 +255,7 @@ pub struct CompletionsArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct SchemaArgs {
-    /// Which document: the audit report, a rank-<R>.json descriptor, or a deployment profile.
+    /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report or the ready file.
     #[arg(value_enum, value_name = "WHICH")]
     pub which: crate::schema::Kind,
 }

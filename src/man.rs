@@ -99,7 +99,7 @@ fn render(cmd: &clap::Command, sub: Option<&str>, top: &clap::Command) -> Page {
     let w = &mut buf;
     man.render_title(w).unwrap();
     man.render_name_section(w).unwrap();
-    man.render_synopsis_section(w).unwrap();
+    synopsis(cmd, sub).to_writer(w).unwrap();
     man.render_description_section(w).unwrap();
     if cmd.get_arguments().any(|a| !a.is_hide_set()) {
         man.render_options_section(w).unwrap();
@@ -123,6 +123,69 @@ fn render(cmd: &clap::Command, sub: Option<&str>, top: &clap::Command) -> Page {
     }
 }
 
+/// SYNOPSIS with each option's value name (`[--profile FILE]`), which
+/// clap_mangen's own synopsis leaves out.
+fn synopsis(cmd: &clap::Command, sub: Option<&str>) -> Roff {
+    let mut line: Vec<Inline> = vec![bold(match sub {
+        Some(s) => format!("kvcr {s}"),
+        None => "kvcr".to_string(),
+    })];
+    let mut positionals = Vec::new();
+    for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let values: Vec<String> = a
+            .get_value_names()
+            .map(|v| v.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_default();
+        if a.is_positional() {
+            let name = values
+                .first()
+                .cloned()
+                .unwrap_or_else(|| a.get_id().to_string());
+            let many = matches!(a.get_action(), clap::ArgAction::Append);
+            let dots = if many { "..." } else { "" };
+            positionals.push(if a.is_required_set() {
+                vec![italic(format!("{name}{dots}"))]
+            } else {
+                vec![roman("["), italic(format!("{name}{dots}")), roman("]")]
+            });
+            continue;
+        }
+        let mut names = Vec::new();
+        if let Some(c) = a.get_short() {
+            names.push(format!("-{c}"));
+        }
+        if let Some(l) = a.get_long() {
+            names.push(format!("--{l}"));
+        }
+        line.push(roman(" ["));
+        for (i, n) in names.iter().enumerate() {
+            if i > 0 {
+                line.push(roman("|"));
+            }
+            line.push(bold(n.clone()));
+        }
+        let takes_value = a.get_num_args().is_some_and(|n| n.takes_values());
+        if takes_value {
+            let v = values.first().cloned().unwrap_or_else(|| "VALUE".into());
+            line.push(roman(" "));
+            line.push(italic(v));
+        }
+        line.push(roman("]"));
+    }
+    for p in positionals {
+        line.push(roman(" "));
+        line.extend(p);
+    }
+    if cmd.has_subcommands() {
+        line.push(roman(" "));
+        line.push(italic("COMMAND"));
+    }
+    let mut r = Roff::new();
+    r.control("SH", ["SYNOPSIS"]);
+    r.text(line);
+    r
+}
+
 /// A tagged paragraph: `.TP` with a bold tag, then the body.
 fn item(r: &mut Roff, tag: impl Into<Inline>, body: &str) {
     r.control("TP", []);
@@ -133,6 +196,7 @@ fn item(r: &mut Roff, tag: impl Into<Inline>, body: &str) {
 fn exit_status(r: &mut Roff, sub: Option<&str>) {
     let ok = match sub {
         Some("audit") | Some("merge") => "Every group in scope was accepted.",
+        Some("examine") => "The descriptor passes every check it can pass on its own.",
         Some("import") => {
             "The import was done: a trial imported every rank and released it, or --hold held \
              the group until SIGINT or SIGTERM and released it; --dry-run printed the plan."
@@ -157,6 +221,10 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
              read, or writing failed (a read-only directory, a full disk); nothing was left \
              half-written."
         }
+        Some("examine") => {
+            "Usage error, or the file cannot be read as a regular file (missing, a symlink, a \
+             directory or a device)."
+        }
         _ => {
             "Usage error, or the run could not happen: the root is missing, the profile is bad, \
              no CUDA driver (or only the CUDA toolkit's stub libcuda) for an import that is not \
@@ -164,6 +232,10 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         }
     };
     let rejected = match sub {
+        Some("examine") => {
+            "The descriptor fails a check of its own (malformed, not v1, digest, rank, \
+             sizes, a repeated handle)."
+        }
         Some("seal") | Some("digest") => {
             "A file was refused: a symlink, not a regular file, over 1 MiB, not strict JSON, \
              or (seal) not a valid descriptor apart from its digest. No file was written."
@@ -192,7 +264,7 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         ),
     ];
     let wanted: &[i32] = match sub {
-        Some("audit") | Some("merge") | Some("seal") | Some("digest") => {
+        Some("audit") | Some("merge") | Some("seal") | Some("digest") | Some("examine") => {
             &[exit::OK, exit::REJECTED, exit::USAGE]
         }
         Some("explain") | Some("completions") | Some("schema") => &[exit::OK, exit::USAGE],
@@ -285,7 +357,12 @@ fn files(r: &mut Roff, sub: Option<&str>) {
 fn environment(r: &mut Roff, sub: Option<&str>) {
     if matches!(
         sub,
-        Some("explain") | Some("completions") | Some("schema") | Some("seal") | Some("digest")
+        Some("explain")
+            | Some("completions")
+            | Some("schema")
+            | Some("seal")
+            | Some("digest")
+            | Some("examine")
     ) {
         return;
     }
@@ -307,7 +384,14 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
         bold("TERM"),
         "TERM=dumb: no colour and no progress bar. Colour and progress also need a terminal; \
          JSON output is never coloured. Tables wrap to the terminal's width, and do not wrap \
-         on a pipe or in a file.",
+         on a pipe or in a file unless COLUMNS is set. The progress spinner appears only when \
+         reading takes longer than 200 ms.",
+    );
+    item(
+        r,
+        bold("COLUMNS"),
+        "The table width for output that is not a terminal (COLUMNS=80 kvcr audit ... | less); \
+         ignored on a terminal, which reports its own width.",
     );
     if sub != Some("merge") {
         item(
@@ -394,6 +478,16 @@ fn examples(r: &mut Roff, sub: Option<&str>) {
             "Merge the reports of a group that spans two nodes:",
             "kvcr merge node-a.json node-b.json",
         )],
+        Some("examine") => &[
+            (
+                "One descriptor's fields, digest, sizes and own findings:",
+                "kvcr examine /var/lib/kvcr/inventory/rank-3.json",
+            ),
+            (
+                "The same as JSON, for a script:",
+                "kvcr examine --format json /var/lib/kvcr/inventory/rank-3.json",
+            ),
+        ],
         Some("completions") => &[
             ("Bash, for this shell:", "source <(kvcr completions bash)"),
             ("Zsh:", "kvcr completions zsh > ~/.zfunc/_kvcr"),

@@ -25,6 +25,10 @@ pub struct NodeReport {
     pub host: Option<String>,
     #[serde(default)]
     pub live: bool,
+    /// When the node's report was written (docs/format.md §9.4); absent in
+    /// older reports.
+    #[serde(default)]
+    pub generated_unix_ms: Option<u64>,
     pub groups: Vec<NodeGroup>,
     #[serde(default)]
     pub files: Vec<NodeFile>,
@@ -61,6 +65,15 @@ pub struct NodeRank {
     pub findings: Vec<NodeFinding>,
     #[serde(default)]
     pub not_checked: Vec<String>,
+    /// Rank metadata (docs/format.md §9.4); absent in older reports.
+    #[serde(default)]
+    pub incarnation: Option<Uuid>,
+    #[serde(default)]
+    pub epoch: Option<u64>,
+    #[serde(default)]
+    pub created_unix_ms: Option<u64>,
+    #[serde(default)]
+    pub owner_pid: Option<i32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -619,9 +632,12 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                 findings: rank_findings,
                 not_checked: r.not_checked.clone(),
                 report: Some(name.to_string()),
-                incarnation: g.incarnation,
-                epoch: g.epoch,
-                created_unix_ms: None,
+                incarnation: r.incarnation.or(g.incarnation),
+                epoch: r.epoch.or(g.epoch),
+                created_unix_ms: r.created_unix_ms,
+                // Set by the caller against the merge's clock.
+                age_ms: None,
+                owner_pid: r.owner_pid,
                 checks: Vec::new(),
             });
         }
@@ -724,35 +740,6 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
     } else {
         Verdict::Reject
     };
-    let (cause, action) = if accepted {
-        (
-            format!(
-                "all {} ranks present once across {} reports, accepted and consistent",
-                world_size.unwrap_or(0),
-                parts.len()
-            ),
-            "none needed: import on each node with kvcr import --engine ID".to_string(),
-        )
-    } else {
-        let first = findings
-            .iter()
-            .chain(ranks.iter().flat_map(|r| &r.findings))
-            .find(|f| f.is_reject());
-        match first {
-            Some(f) => (
-                format!("{} ({})", f.message, f.code),
-                format!(
-                    "{}; see `kvcr explain {}`",
-                    crate::report::explain::action(f.code),
-                    f.code
-                ),
-            ),
-            None => (
-                "the group's shape could not be established from the reports".to_string(),
-                "audit every node again with kvcr audit --live --format json".to_string(),
-            ),
-        }
-    };
     let g0 = parts[0].1;
     GroupVerdict {
         engine_id: engine.to_string(),
@@ -769,8 +756,9 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         },
         local_ranks: None,
         verdict,
-        cause,
-        action,
+        cause: String::new(),
+        action: String::new(),
+        cause_code: None,
         findings,
         ranks,
         missing,

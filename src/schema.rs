@@ -14,10 +14,20 @@ pub enum Kind {
     Descriptor,
     /// A deployment profile (--profile FILE), kvcr.profile/v1.
     Profile,
+    /// The import report (`kvcr import --format json`), kvcr.import-report/v1.
+    ImportReport,
+    /// The ready file (`kvcr import --hold --ready-file PATH`), kvcr.import-ready/v1.
+    Ready,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Report, Kind::Descriptor, Kind::Profile];
+    pub const ALL: [Kind; 5] = [
+        Kind::Report,
+        Kind::Descriptor,
+        Kind::Profile,
+        Kind::ImportReport,
+        Kind::Ready,
+    ];
 
     /// The schema document, as committed under `schemas/`.
     pub fn text(self) -> &'static str {
@@ -25,6 +35,8 @@ impl Kind {
             Kind::Report => include_str!("../schemas/report.schema.json"),
             Kind::Descriptor => include_str!("../schemas/descriptor.schema.json"),
             Kind::Profile => include_str!("../schemas/profile.schema.json"),
+            Kind::ImportReport => include_str!("../schemas/import-report.schema.json"),
+            Kind::Ready => include_str!("../schemas/ready.schema.json"),
         }
     }
 
@@ -34,6 +46,8 @@ impl Kind {
             Kind::Report => REPORT_SCHEMA,
             Kind::Descriptor => crate::descriptor::SCHEMA,
             Kind::Profile => crate::profile::PROFILE_SCHEMA,
+            Kind::ImportReport => crate::import::cli::REPORT_SCHEMA,
+            Kind::Ready => crate::import::cli::READY_SCHEMA,
         }
     }
 }

@@ -184,3 +184,37 @@ pub fn snapshot(root: &Path) -> Vec<(String, u32, u64, Vec<u8>)> {
     }
     out
 }
+
+/// A JSON report with its clock-dependent fields set to fixed values
+/// (`generated_unix_ms` to 0; ranks' `age_ms` and a merge's
+/// `oldest_input_age_ms` to null), so two runs of the same audit compare
+/// equal and the result still validates.
+pub fn without_clock(mut v: Value) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                if let Some(x) = o.get_mut("generated_unix_ms") {
+                    *x = Value::from(0);
+                }
+                for k in ["age_ms", "oldest_input_age_ms"] {
+                    if let Some(x) = o.get_mut(k) {
+                        *x = Value::Null;
+                    }
+                }
+                o.values_mut().for_each(walk);
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut v);
+    v
+}
+
+/// [`without_clock`] on a report's bytes, back to pretty bytes.
+pub fn without_clock_bytes(b: &[u8]) -> Vec<u8> {
+    match serde_json::from_slice::<Value>(b) {
+        Ok(v) => serde_json::to_vec_pretty(&without_clock(v)).unwrap_or_default(),
+        Err(_) => b.to_vec(),
+    }
+}

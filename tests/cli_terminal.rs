@@ -160,3 +160,14 @@ fn tables_fit_the_terminal_width() {
         assert!(joined.contains("geometry needs"), "{out}");
     }
 }
+
+#[test]
+fn no_spinner_for_a_small_inventory() {
+    // stderr on the terminal too: a 4-file audit ends long before 200 ms.
+    let cmd = kvcr_cmd(&format!("audit {} >/dev/null", inv("kv104-geometry")));
+    let Some((code, out)) = on_terminal(&cmd, 80, &[("NO_COLOR", "1")]) else {
+        return;
+    };
+    assert_eq!(code, 1);
+    assert!(!out.contains("reading descriptors"), "{out:?}");
+}

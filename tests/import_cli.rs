@@ -20,6 +20,22 @@ struct Case {
     dir: tempfile::TempDir,
 }
 
+/// Validates `doc` against `kvcr schema WHICH` and checks the §9.4
+/// metadata: `exit_status` is the process's own.
+fn valid(kind: kvcr::schema::Kind, doc: &Value, code: Option<i32>) {
+    let schema: Value = serde_json::from_str(kind.text()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let errs: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errs.is_empty(), "{kind:?}: {errs:?}\n{doc:#}");
+    if let Some(code) = code {
+        assert_eq!(doc["exit_status"], code, "{doc:#}");
+        assert_eq!(doc["kvcr_version"], env!("CARGO_PKG_VERSION"));
+    }
+}
+
 impl Case {
     /// A 4-rank × 3-allocation group, private modes, and node facts that
     /// match it (owner alive, GPUs present).
@@ -71,6 +87,7 @@ impl Case {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let v: Value = serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}\nstderr: {stderr}"));
+        valid(kvcr::schema::Kind::ImportReport, &v, out.status.code());
         (out.status.code().unwrap_or(-1), v, stderr)
     }
     /// The sim log: (op, resource) per line.
@@ -231,6 +248,7 @@ fn finish(child: Child) -> (i32, Value, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let v: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}\nstderr: {stderr}"));
+    valid(kvcr::schema::Kind::ImportReport, &v, out.status.code());
     (out.status.code().unwrap_or(-1), v, stderr)
 }
 
@@ -250,6 +268,7 @@ fn hold_writes_ready_file_after_the_last_rank_and_releases_on_sigterm() {
     assert!(ev.iter().all(|e| e.0 != "release"));
     let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     assert_eq!(doc["schema"], "kvcr.import-ready/v1");
+    valid(kvcr::schema::Kind::Ready, &doc, None);
     assert_eq!(doc["pid"], child.id());
     assert_eq!(doc["ranks"].as_array().unwrap().len(), 4);
     signal(&child, libc::SIGTERM);

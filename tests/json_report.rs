@@ -16,14 +16,58 @@ use serde_json::Value;
 #[serde(deny_unknown_fields)]
 struct Report {
     schema: Schema,
-    root: String,
+    kvcr_version: String,
+    generated_unix_ms: u64,
     host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    boot_id: Option<uuid::Uuid>,
     live: bool,
+    strict: bool,
+    node_facts_source: Option<String>,
+    options: Options,
+    exit_status: i32,
+    root: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reports: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    all_inputs_live: Option<bool>,
+    /// Present (possibly null) exactly when `reports` is.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "serde_with_null"
+    )]
+    oldest_input_age_ms: Option<Option<u64>>,
     groups: Vec<Group>,
     files: Vec<File>,
     summary: Summary,
+}
+
+/// `Option<Option<T>>` that tells a missing member from a null one.
+mod serde_with_null {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    pub fn serialize<S: Serializer, T: Serialize>(
+        v: &Option<Option<T>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        v.as_ref().unwrap().serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
+        Option::<T>::deserialize(d).map(Some)
+    }
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    engine: Option<String>,
+    profile: Option<String>,
+    min_epoch: Option<u64>,
+    max_age_s: Option<u64>,
+    local_ranks: Option<String>,
+    incarnation: Option<uuid::Uuid>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -61,6 +105,7 @@ struct Group {
     verdict: Verdict,
     cause: String,
     action: String,
+    cause_code: Option<String>,
     findings: Vec<Finding>,
     ranks: Vec<Rank>,
 }
@@ -109,6 +154,11 @@ struct Rank {
     not_checked: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     report: Option<String>,
+    incarnation: Option<uuid::Uuid>,
+    epoch: Option<u64>,
+    created_unix_ms: Option<u64>,
+    age_ms: Option<u64>,
+    owner_pid: Option<i32>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -142,6 +192,7 @@ struct Summary {
     descriptors: u64,
     files_rejected: u64,
     notices: u64,
+    not_checked: u64,
 }
 
 /// Deserialises strictly, checks the invariants a reader may rely on, and
@@ -173,7 +224,27 @@ fn check(name: &str, doc: &Value) -> Result<(), String> {
             return Err(format!("{name}: {} named {}", f.code, f.name));
         }
     }
+    let all_accept = !r.groups.is_empty() && s.accepted == s.groups && s.files_rejected == 0;
+    if (r.exit_status == 0) != all_accept {
+        return Err(format!(
+            "{name}: exit_status {} disagrees with the verdicts",
+            r.exit_status
+        ));
+    }
+    if r.reports.is_some() != r.all_inputs_live.is_some()
+        || r.reports.is_some() != r.oldest_input_age_ms.is_some()
+    {
+        return Err(format!("{name}: merge members come together"));
+    }
     for g in &r.groups {
+        if (g.verdict == Verdict::Reject) != g.cause_code.is_some() {
+            return Err(format!(
+                "{name}: cause_code is set exactly on rejected groups"
+            ));
+        }
+        if g.action.replace("<ROOT>", "").contains("ROOT") {
+            return Err(format!("{name}: a suggested command says ROOT"));
+        }
         if g.verdict == Verdict::Accept && g.ranks.iter().any(|x| x.verdict == Verdict::Reject) {
             return Err(format!(
                 "{name}: accepted group {} with a rejected rank",

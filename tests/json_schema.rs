@@ -42,6 +42,8 @@ fn kvcr_schema_prints_the_committed_files() {
         ("report", "report.schema.json"),
         ("descriptor", "descriptor.schema.json"),
         ("profile", "profile.schema.json"),
+        ("import-report", "import-report.schema.json"),
+        ("ready", "ready.schema.json"),
     ] {
         let out = kvcr().args(["schema", arg]).output().unwrap();
         assert_eq!(out.status.code(), Some(0));
@@ -480,7 +482,13 @@ fn every_fresh_report_validates() {
     check_reports(&reports);
     // The samples reach what fixtures alone do not.
     let has = |f: &dyn Fn(&Value) -> bool| reports.iter().any(|(_, r)| f(r));
-    assert!(has(&|r| r["reports"].is_array()));
+    assert!(has(
+        &|r| r["reports"].is_array() && r["all_inputs_live"].is_boolean()
+    ));
+    assert!(has(
+        &|r| r["boot_id"].is_string() && r["node_facts_source"].is_string()
+    ));
+    assert!(has(&|r| r["groups"][0]["ranks"][0]["age_ms"].is_u64()));
     assert!(has(&|r| r["live"] == true));
     assert!(has(&|r| r["groups"][0]["ranks"][0]["not_checked"]
         .as_array()
@@ -509,6 +517,18 @@ fn report_schema_rejects_drift() {
         ("groups.0.ranks.0.gpu_uuid", Some(json!("GPU-x"))),
         ("groups.0.ranks.0.extra", Some(json!([]))),
         ("summary.notices", Some(json!(-1))),
+        ("kvcr_version", None),
+        ("generated_unix_ms", Some(json!("now"))),
+        ("options.engine", Some(json!(7))),
+        ("options.colour", Some(json!("red"))),
+        ("exit_status", None),
+        ("strict", None),
+        ("node_facts_source", Some(json!(1))),
+        ("groups.0.cause_code", Some(json!("KV1"))),
+        ("groups.0.ranks.0.owner_pid", Some(json!("4242"))),
+        ("groups.0.ranks.0.age_ms", None),
+        ("summary.not_checked", None),
+        ("reports", Some(json!(["a.json"]))),
     ];
     for (path, to) in drifts {
         let mut doc = good.clone();
@@ -518,4 +538,15 @@ fn report_schema_rejects_drift() {
             "{path} = {to:?} passes the report schema"
         );
     }
+}
+
+#[test]
+fn the_example_in_docs_json_md_validates() {
+    let doc = std::fs::read_to_string(repo().join("docs/json.md")).unwrap();
+    let after = doc.split_once("## An example").unwrap().1;
+    let block = after.split_once("```json\n").unwrap().1;
+    let block = block.split_once("\n```").unwrap().0;
+    let v: Value = serde_json::from_str(block).unwrap();
+    let errs = errors(&validator(Kind::Report), &v);
+    assert!(errs.is_empty(), "{errs:?}");
 }

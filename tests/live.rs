@@ -84,7 +84,16 @@ fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
         node: Some(&facts),
         expect: &expect,
     };
-    verdict::judge(cands, files, &ctx)
+    let mut j = verdict::judge(cands, files, &ctx);
+    kvcr::report::headline::fill(
+        &mut j,
+        &kvcr::report::headline::Invocation {
+            root: Some(root.display().to_string()),
+            live: true,
+            ..Default::default()
+        },
+    );
+    j
 }
 
 /// Every (rank, code, message) of the only group.
@@ -573,9 +582,12 @@ fn cli_not_checked_in_json_and_verbose_table() {
     assert_eq!(code, 0);
     assert!(table.contains("gpu-present: not checked"), "{table}");
     assert!(table.contains("owner: not checked"), "{table}");
-    // Without -v the table stays short.
+    // Without -v the table stays short, but the header and the summary
+    // line say how many facts were not checked.
     let (_, table, _) = audit_with_facts(inv.path(), &facts, &["--live", "--format", "table"]);
-    assert!(!table.contains("not checked"), "{table}");
+    assert!(!table.contains("gpu-present: not checked"), "{table}");
+    assert!(table.contains("; live, 8 facts not checked"), "{table}");
+    assert!(table.contains("· 8 facts not checked ·"), "{table}");
 }
 
 #[test]

@@ -141,3 +141,23 @@ fn committed_completions_match_the_cli() {
         }
     }
 }
+
+#[test]
+fn synopsis_names_every_option_value() {
+    let page = kvcr::man::pages()
+        .into_iter()
+        .find(|p| p.file_name == "kvcr-import.1")
+        .unwrap();
+    let syn = page.text.split(".SH SYNOPSIS").nth(1).unwrap();
+    let syn = syn.split(".SH").next().unwrap();
+    for want in [
+        r"[\fB\-\-profile\fR \fIFILE\fR]",
+        r"[\fB\-\-min\-epoch\fR \fIN\fR]",
+        r"[\fB\-\-max\-age\fR \fIAGE\fR]",
+        r"[\fB\-\-incarnation\fR \fIUUID\fR]",
+        r"[\fB\-q\fR|\fB\-\-quiet\fR]",
+    ] {
+        assert!(syn.contains(want), "synopsis lacks {want}: {syn}");
+    }
+    assert!(!syn.contains(r"[\fB\-\-profile\fR]"), "{syn}");
+}

@@ -125,6 +125,9 @@ pub struct RemainingRow {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub schema: &'static str,
+    /// Report metadata (docs/format.md §9.4); `exit_status` is the import's.
+    #[serde(flatten)]
+    pub meta: report::json::Meta,
     pub root: String,
     pub engine_id: Option<String>,
     pub mode: Mode,
@@ -346,6 +349,7 @@ pub fn import(
     };
     let mut report = Report {
         schema: REPORT_SCHEMA,
+        meta: run.meta.clone(),
         root: run.root.clone(),
         engine_id: None,
         mode: req.mode,
@@ -634,7 +638,11 @@ pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
     let status = done.report.status();
     if p.verbosity != Verbosity::Quiet {
         match p.format {
-            Format::Json => app::emit(|out| report::json::write(out, &done.report))?,
+            Format::Json => {
+                let mut r = done.report.clone();
+                r.meta.exit_status = r.status();
+                app::emit(|out| report::json::write(out, &r))?
+            }
             Format::Prometheus => unreachable!("refused at the start of run"),
             Format::Table => {
                 if let Some(run) = &done.audit {

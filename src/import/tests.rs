@@ -445,6 +445,7 @@ fn args(root: &Path, engine: Option<&str>) -> InventoryArgs {
         min_epoch: None,
         max_age: None,
         local_ranks: None,
+        incarnation: None,
     }
 }
 
@@ -614,17 +615,20 @@ fn selection_needs_engine_when_several_groups() {
     assert_eq!(done.report.status(), 0);
     assert_eq!(done.report.engine_id.as_deref(), Some("mixtral-b"));
 
-    // An --engine that names no group: rejected, nothing imported.
+    // An --engine that names no group: a usage error listing the groups
+    // present, nothing imported.
     let mut sim = SimBackend::new();
-    let done = core(
+    let Err(f) = core(
         &args(dir.path(), Some("nope")),
         Mode::Trial,
         None,
         Some(&mut sim),
         &never,
-    )
-    .unwrap();
-    assert_eq!(done.report.status(), 1);
+    ) else {
+        panic!("an unknown --engine must be a usage error");
+    };
+    assert_eq!(f.status, crate::exit::USAGE);
+    assert!(f.hint.unwrap_or_default().contains("mixtral-b"));
     assert!(sim.log.is_empty());
 }
 

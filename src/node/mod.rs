@@ -154,6 +154,15 @@ impl NodeProbe for LinuxProbe {
     }
 }
 
+/// Where [`real_probe`]'s facts come from, for the report: "proc", or the
+/// facts file's path.
+pub fn facts_source() -> String {
+    match std::env::var_os(facts_file::ENV) {
+        Some(path) if !path.is_empty() => path.to_string_lossy().into_owned(),
+        _ => "proc".to_string(),
+    }
+}
+
 /// The probe live mode uses: this machine, or, when the environment
 /// variable `KVCR_NODE_FACTS` names a file, the node that file describes (a
 /// test and demo hook; a note on stderr says so). A file that cannot be read

@@ -134,7 +134,7 @@ pub fn explain(code: Code) -> Explanation {
             Severity::Reject,
             "Incarnation trouble: a descriptor is not the profile's pinned incarnation (a notice: it is not counted), two incarnations tie on the highest epoch, or ranks of one incarnation disagree on its epoch.",
             "The incarnation and epoch of every descriptor of the group.",
-            "pin the right incarnation in the profile, or remove the descriptors of the dead owner lifetime",
+            "pin the live owner lifetime with --incarnation UUID (or the profile's incarnation), or remove the descriptors of the dead owner lifetime",
             "",
         ),
         KV108 => (

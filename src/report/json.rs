@@ -1,7 +1,9 @@
 //! The JSON report (docs/format.md §9): exactly one document on stdout.
 //!
-//! Shape: `{"schema": "kvcr.audit-report/v1", "root", "live", "groups": [...],
-//! "files": [...], "summary": {...}}`. Strings are escaped beyond what JSON
+//! Shape: `{"schema": "kvcr.audit-report/v1", <metadata>, "root",
+//! "groups": [...], "files": [...], "summary": {...}}`, where the metadata
+//! ([`Meta`], docs/format.md §9.4) says who wrote the report, when, from
+//! which facts, with which options and with which exit status. Strings are escaped beyond what JSON
 //! requires (DEL, C1 controls and bidi overrides as `\uXXXX`), so the document
 //! is safe to print on a terminal and means the same to any JSON reader.
 
@@ -12,29 +14,88 @@ use std::io::{self, Write};
 
 pub const REPORT_SCHEMA: &str = "kvcr.audit-report/v1";
 
+/// The options a run was judged under (flags, else the profile's).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Options {
+    pub engine: Option<String>,
+    pub profile: Option<String>,
+    pub min_epoch: Option<u64>,
+    pub max_age_s: Option<u64>,
+    pub local_ranks: Option<String>,
+    pub incarnation: Option<uuid::Uuid>,
+}
+
+/// Report metadata (docs/format.md §9.4), shared by the audit, merge and
+/// import reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Meta {
+    pub kvcr_version: &'static str,
+    pub generated_unix_ms: u64,
+    /// This node's hostname (lets `kvcr merge` tell nodes apart); `null` in
+    /// a merged report.
+    pub host: Option<String>,
+    /// The node's boot id, when live and readable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<uuid::Uuid>,
+    pub live: bool,
+    /// Facts that could not be checked reject (`audit --strict`); false until
+    /// that flag exists.
+    pub strict: bool,
+    /// Where node facts came from: "proc", or the facts file
+    /// (`KVCR_NODE_FACTS=PATH`); `null` offline.
+    pub node_facts_source: Option<String>,
+    pub options: Options,
+    pub exit_status: i32,
+}
+
+impl Meta {
+    pub fn new(live: bool, now_ms: u64) -> Meta {
+        Meta {
+            kvcr_version: env!("CARGO_PKG_VERSION"),
+            generated_unix_ms: now_ms,
+            host: None,
+            boot_id: None,
+            live,
+            strict: false,
+            node_facts_source: None,
+            options: Options::default(),
+            exit_status: 0,
+        }
+    }
+}
+
+/// `kvcr merge` only: what the inputs were.
+#[derive(Clone, Debug, Serialize)]
+pub struct MergeMeta {
+    /// The per-node reports merged, in argument order.
+    pub reports: Vec<String>,
+    /// Every input report was written by `kvcr audit --live`.
+    pub all_inputs_live: bool,
+    /// Age of the oldest input at merge time (from its `generated_unix_ms`);
+    /// `null` when an input does not say when it was written.
+    pub oldest_input_age_ms: Option<u64>,
+}
+
 #[derive(Serialize)]
 pub struct AuditReport<'a> {
     pub schema: &'static str,
+    #[serde(flatten)]
+    pub meta: &'a Meta,
     pub root: &'a str,
-    /// This node's hostname (lets `kvcr merge` tell nodes apart).
-    pub host: Option<&'a str>,
-    pub live: bool,
-    /// `kvcr merge` only: the per-node reports merged, in argument order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reports: Option<&'a [String]>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<&'a MergeMeta>,
     pub groups: &'a [GroupVerdict],
     pub files: &'a [FileVerdict],
     pub summary: &'a Summary,
 }
 
 impl<'a> AuditReport<'a> {
-    pub fn new(root: &'a str, live: bool, j: &'a Judgement) -> Self {
+    pub fn new(root: &'a str, meta: &'a Meta, j: &'a Judgement) -> Self {
         AuditReport {
             schema: REPORT_SCHEMA,
+            meta,
             root,
-            host: None,
-            live,
-            reports: None,
+            merge: None,
             groups: &j.groups,
             files: &j.files,
             summary: &j.summary,

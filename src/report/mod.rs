@@ -2,6 +2,7 @@
 //! sanitising. The verdict core never formats text; this module never judges.
 
 pub mod explain;
+pub mod headline;
 pub mod json;
 pub mod prometheus;
 pub mod sanitize;
@@ -97,8 +98,19 @@ impl Printer {
             stdout_tty,
             std::io::stderr().is_terminal(),
         )
-        .with_width(if stdout_tty { terminal_width() } else { None })
+        .with_width(if stdout_tty {
+            terminal_width()
+        } else {
+            columns_env(std::env::var("COLUMNS").ok().as_deref())
+        })
     }
+}
+
+/// `COLUMNS` for output that is not a terminal: a table written to a pipe
+/// or a file wraps only when asked to (COLUMNS=80 kvcr audit ... | less).
+fn columns_env(v: Option<&str>) -> Option<u16> {
+    v.and_then(|s| s.trim().parse::<u16>().ok())
+        .filter(|&c| c >= 20)
 }
 
 /// Columns of the terminal on stdout; `None` when it cannot be told.

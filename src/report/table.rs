@@ -3,12 +3,8 @@
 
 use super::sanitize::terminal;
 use super::{human_duration_ms, Printer, Verbosity};
-use crate::finding::Finding;
+use crate::finding::{Code, Finding};
 use crate::verdict::{GroupVerdict, Judgement, RankVerdict, Verdict};
-use comfy_table::{
-    presets, Attribute, Cell, Color, ColumnConstraint, ContentArrangement, LineStyle, Table,
-    TableStyle,
-};
 use std::io::{self, Write};
 
 fn paint(p: &Printer, s: &str, code: &str) -> String {
@@ -19,66 +15,25 @@ fn paint(p: &Printer, s: &str, code: &str) -> String {
     }
 }
 
-fn verdict_cell(p: &Printer, v: Verdict, missing: bool) -> Cell {
-    let (text, color) = match (v, missing) {
-        (_, true) => ("MISSING", Color::Red),
-        (Verdict::Accept, _) => ("accept", Color::Green),
-        (Verdict::Reject, _) => ("REJECT", Color::Red),
-    };
-    let c = Cell::new(text);
-    if p.color {
-        c.fg(color).add_attribute(Attribute::Bold)
-    } else {
-        c
-    }
-}
-
-/// Rules above and below the table and under the header; none between rows.
-const STYLE: TableStyle = presets::UTF8_HORIZONTAL_ONLY.row_separator(LineStyle::none());
-
-/// A table in kvcr's style; only the columns in `wrap` wrap to fit the
-/// printer's width, the short ones (rank, codes, verdicts) never do.
-fn new_table(p: &Printer, header: &[&str], wrap: &[usize]) -> Table {
-    let mut t = Table::new();
-    t.load_style(STYLE)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(
-            header
-                .iter()
-                .map(|h| Cell::new(h).add_attribute(Attribute::Bold)),
-        );
-    // comfy-table never asks the terminal itself: the Printer decided
-    // colour and width once at start-up.
-    t.force_no_tty();
-    if p.color {
-        t.enforce_styling();
-    }
-    if let Some(w) = p.width {
-        t.set_width(w);
-    }
-    for (i, c) in t.column_iter_mut().enumerate() {
-        if !wrap.contains(&i) {
-            c.set_constraint(ColumnConstraint::ContentWidth);
-        }
-    }
-    t
-}
-
 fn finding_line(f: &Finding) -> String {
     terminal(&format!("{} {}", f.code, f.message)).into_owned()
 }
 
 /// The reason cell: the first rejecting finding, or with `-v` every
 /// finding, every check with its status and the facts not checked.
-fn reason(p: &Printer, r: &RankVerdict, live: bool) -> String {
+fn reason(p: &Printer, r: &RankVerdict, live: bool) -> Vec<String> {
     let rejects: Vec<&Finding> = r.findings.iter().filter(|f| f.is_reject()).collect();
     let mut lines: Vec<String> = match p.verbosity {
         Verbosity::Verbose => r.findings.iter().map(finding_line).collect(),
-        _ => match rejects.split_first() {
-            Some((first, rest)) if !rest.is_empty() => {
-                vec![format!("{} (+{} more)", finding_line(first), rest.len())]
+        _ => match super::headline::row_cause(&rejects) {
+            Some(first) if rejects.len() > 1 => {
+                vec![format!(
+                    "{} (+{} more)",
+                    finding_line(first),
+                    rejects.len() - 1
+                )]
             }
-            Some((first, _)) => vec![finding_line(first)],
+            Some(first) => vec![finding_line(first)],
             None => Vec::new(),
         },
     };
@@ -93,7 +48,7 @@ fn reason(p: &Printer, r: &RankVerdict, live: bool) -> String {
     if lines.is_empty() {
         lines.push("ok".to_string());
     }
-    lines.join("\n")
+    lines
 }
 
 /// Characters a terminal shows: escape sequences (`\x1b[...m`) take none.
@@ -156,6 +111,79 @@ fn short(s: &str, n: usize) -> String {
     }
 }
 
+/// One rank-table row before layout: the short cells, then the reason lines.
+struct Row {
+    cells: Vec<String>,
+    /// Colour of the verdict cell (index 1 of `cells` after the rank).
+    verdict: (String, &'static str),
+    reason: Vec<String>,
+}
+
+/// Lays rows out in columns two spaces apart, no trailing spaces. The
+/// reason goes on the row when it fits the width, else on its own lines
+/// below, indented, wrapped at spaces (a word is never cut).
+fn layout(out: &mut dyn Write, p: &Printer, header: &[&str], rows: &[Row]) -> io::Result<()> {
+    let n = header.len() - 1; // the reason column is not padded
+    let mut widths: Vec<usize> = header[..n].iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.cells.iter().enumerate() {
+            widths[i] = widths[i].max(visible_len(c));
+        }
+        widths[n - 1] = widths[n - 1].max(r.verdict.0.chars().count());
+    }
+    let lead = "  ";
+    let prefix_len = lead.len() + widths.iter().map(|w| w + 2).sum::<usize>();
+    let line = |cells: Vec<String>, last: &str| {
+        let mut s = lead.to_string();
+        for (i, c) in cells.iter().enumerate() {
+            s.push_str(c);
+            s.push_str(&" ".repeat(widths[i] - visible_len(c) + 2));
+        }
+        s.push_str(last);
+        s.trim_end().to_string()
+    };
+    let head: Vec<String> = header[..n].iter().map(|h| h.to_string()).collect();
+    writeln!(out, "{}", paint(p, &line(head, header[n]), "1"))?;
+    for r in rows {
+        let mut cells = r.cells.clone();
+        let v = &r.verdict;
+        let pad = widths[n - 1] - v.0.chars().count();
+        cells.push(format!("{}{}", paint(p, &v.0, v.1), " ".repeat(pad)));
+        // The verdict cell is padded by hand (colour codes take no columns).
+        let fits = |l: &String| {
+            p.width
+                .is_none_or(|w| prefix_len + visible_len(l) <= w.into())
+        };
+        if r.reason.len() == 1 && fits(&r.reason[0]) {
+            writeln!(out, "{}", line(cells, &r.reason[0]))?;
+        } else {
+            writeln!(out, "{}", line(cells, ""))?;
+            for l in &r.reason {
+                wrapped(out, p, "      ", l, " ", 8)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value every rank with a known value ("-" is unknown) shares in a
+/// column, if they all do.
+fn constant<'a>(rows: &'a [&'a RankVerdict], f: impl Fn(&RankVerdict) -> String) -> Option<String> {
+    let mut known = rows.iter().map(|r| f(r)).filter(|v| v != "-");
+    let first = known.next()?;
+    known.all(|v| v == first).then_some(first)
+}
+
+fn age_of(r: &RankVerdict, now_ms: u64) -> String {
+    r.created_unix_ms.map_or("-".into(), |c| {
+        if c > now_ms {
+            "future".to_string()
+        } else {
+            human_duration_ms(now_ms - c)
+        }
+    })
+}
+
 fn group(
     out: &mut dyn Write,
     p: &Printer,
@@ -167,105 +195,121 @@ fn group(
         Verdict::Accept => paint(p, "ACCEPTED", "1;32"),
         Verdict::Reject => paint(p, "REJECTED", "1;31"),
     };
+    let ranks: Vec<&RankVerdict> = g.ranks.iter().collect();
+    let inc_of = |r: &RankVerdict| {
+        r.incarnation
+            .map_or("-".into(), |i| short(&i.to_string(), 8))
+    };
+    let epoch_of = |r: &RankVerdict| r.epoch.map_or("-".into(), |e| e.to_string());
+    // Columns that are the same on every rank move to the header.
+    let group_inc = g.incarnation.map(|i| short(&i.to_string(), 8));
+    let same_inc =
+        constant(&ranks, inc_of).filter(|i| Some(i) == group_inc.as_ref() || group_inc.is_none());
+    let same_epoch = constant(&ranks, epoch_of);
+    let same_age = constant(&ranks, |r| age_of(r, now_ms)).filter(|a| a != "-");
     let mut head = format!("group {}  {verdict}", terminal(&g.engine_id));
-    if let Some(i) = g.incarnation {
-        head.push_str(&format!("  incarnation {}", short(&i.to_string(), 8)));
+    if let Some(i) = group_inc.clone().or(same_inc.clone()) {
+        head.push_str(&format!("  incarnation {i}"));
     }
-    if let Some(e) = g.epoch {
+    if let Some(e) = g.epoch.map(|e| e.to_string()).or(same_epoch.clone()) {
         head.push_str(&format!("  epoch {e}"));
     }
     if let Some(w) = g.world_size {
         head.push_str(&format!("  world_size {w}"));
     }
+    if let Some(a) = &same_age {
+        head.push_str(&format!("  age {a}"));
+    }
     wrapped(out, p, "", &head, "  ", 2)?;
     wrapped(out, p, "  cause:  ", &terminal(&g.cause), " ", 10)?;
     wrapped(out, p, "  action: ", &terminal(&g.action), " ", 10)?;
 
-    let mut t = new_table(
-        p,
-        &[
-            "rank",
-            "gpu",
-            "incarnation",
-            "epoch",
-            "age",
-            "verdict",
-            "reason",
-        ],
-        &[6],
-    );
+    let show_inc = same_inc.is_none() && !ranks.is_empty();
+    let show_epoch = same_epoch.is_none() && !ranks.is_empty();
+    let show_age = same_age.is_none() && ranks.iter().any(|r| r.created_unix_ms.is_some());
+    let mut header = vec!["rank", "gpu"];
+    if show_inc {
+        header.push("incarnation");
+    }
+    if show_epoch {
+        header.push("epoch");
+    }
+    if show_age {
+        header.push("age");
+    }
+    header.extend(["verdict", "reason"]);
+    let cells = |rank: String, gpu: String, inc: String, epoch: String, age: String| {
+        let mut c = vec![rank, gpu];
+        if show_inc {
+            c.push(inc);
+        }
+        if show_epoch {
+            c.push(epoch);
+        }
+        if show_age {
+            c.push(age);
+        }
+        c
+    };
     // Runs of missing ranks are one row each (docs/format.md §9.3): a
     // table never grows with world_size alone.
-    enum Line<'a> {
-        Rank(&'a RankVerdict),
-        Missing(u64, u64),
-    }
-    let mut rows: Vec<(Option<u64>, Line)> =
-        g.ranks.iter().map(|r| (r.rank, Line::Rank(r))).collect();
-    rows.extend(
-        g.missing
-            .iter()
-            .map(|&(start, end)| (Some(start), Line::Missing(start, end))),
-    );
-    rows.sort_by_key(|(rank, _)| *rank);
-    for (_, line) in rows {
-        match line {
-            Line::Rank(r) => {
-                let rank_s = r.rank.map_or("?".to_string(), |n| n.to_string());
-                t.add_row(vec![
-                    Cell::new(rank_s),
-                    // Untrusted: a merged report's gpu_uuid is whatever the file said.
-                    Cell::new(
+    let mut rows: Vec<(Option<u64>, Row)> = g
+        .ranks
+        .iter()
+        .map(|r| {
+            let reason = reason(p, r, live);
+            let verdict = match r.verdict {
+                Verdict::Accept => ("accept".to_string(), "1;32"),
+                Verdict::Reject => ("REJECT".to_string(), "1;31"),
+            };
+            (
+                r.rank,
+                Row {
+                    cells: cells(
+                        r.rank.map_or("?".to_string(), |n| n.to_string()),
+                        // Untrusted: a merged report's gpu_uuid is whatever the file said.
                         r.gpu_uuid
                             .as_deref()
                             .map_or("-".into(), |g| terminal(&short(g, 12)).into_owned()),
+                        inc_of(r),
+                        epoch_of(r),
+                        age_of(r, now_ms),
                     ),
-                    Cell::new(
-                        r.incarnation
-                            .map_or("-".into(), |i| short(&i.to_string(), 8)),
-                    ),
-                    Cell::new(r.epoch.map_or("-".into(), |e| e.to_string())),
-                    Cell::new(r.created_unix_ms.map_or("-".into(), |c| {
-                        if c > now_ms {
-                            "future".to_string()
-                        } else {
-                            human_duration_ms(now_ms - c)
-                        }
-                    })),
-                    verdict_cell(p, r.verdict, false),
-                    Cell::new(reason(p, r, live)),
-                ]);
-            }
-            Line::Missing(start, end) => {
-                let (label, why) = if start == end {
-                    (
-                        start.to_string(),
-                        "KV103 no current descriptor for this rank".to_string(),
-                    )
-                } else {
-                    (
-                        format!("{start}-{end}"),
-                        format!(
-                            "KV103 no current descriptor for these {} ranks",
-                            end - start + 1
-                        ),
-                    )
-                };
-                t.add_row(vec![
-                    Cell::new(label),
-                    Cell::new("-"),
-                    Cell::new("-"),
-                    Cell::new("-"),
-                    Cell::new("-"),
-                    verdict_cell(p, Verdict::Reject, true),
-                    Cell::new(why),
-                ]);
-            }
-        }
+                    verdict,
+                    reason,
+                },
+            )
+        })
+        .collect();
+    for &(start, end) in &g.missing {
+        let (label, why) = if start == end {
+            (
+                start.to_string(),
+                "KV103 no current descriptor for this rank".to_string(),
+            )
+        } else {
+            (
+                format!("{start}-{end}"),
+                format!(
+                    "KV103 no current descriptor for these {} ranks",
+                    end - start + 1
+                ),
+            )
+        };
+        rows.push((
+            Some(start),
+            Row {
+                cells: cells(label, "-".into(), "-".into(), "-".into(), "-".into()),
+                verdict: ("MISSING".to_string(), "1;31"),
+                reason: vec![why],
+            },
+        ));
     }
-    writeln!(out, "{t}")?;
+    rows.sort_by_key(|(rank, _)| *rank);
+    let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+    layout(out, p, &header, &rows)?;
     for f in &g.findings {
-        if f.code == crate::finding::Code::KV103 {
+        if f.code == Code::KV103 {
             continue; // shown as MISSING rows
         }
         let kind = if f.is_reject() { "reject" } else { "notice" };
@@ -298,19 +342,40 @@ pub fn write(
     p: &Printer,
     root: &str,
     live: bool,
+    merged: bool,
     j: &Judgement,
     now_ms: u64,
 ) -> io::Result<()> {
-    writeln!(
+    let s = &j.summary;
+    let checked = match (merged, live) {
+        (true, true) => "  (every input live)".to_string(),
+        (true, false) => "  (not every input was live)".to_string(),
+        (false, false) => "  (offline: node not checked; add --live)".to_string(),
+        (false, true) if s.not_checked > 0 => format!(
+            "  (live: checked against this node; {} not checked, -v lists them)",
+            if s.not_checked == 1 {
+                "1 fact".to_string()
+            } else {
+                format!("{} facts", s.not_checked)
+            }
+        ),
+        (false, true) => "  (live: checked against this node)".to_string(),
+    };
+    wrapped(
         out,
-        "inventory {}{}",
-        terminal(root),
-        if live {
-            "  (live: checked against this node)"
-        } else {
-            ""
-        }
+        p,
+        "",
+        &format!("inventory {}{checked}", terminal(root)),
+        "  ",
+        2,
     )?;
+    if s.groups == 0 {
+        writeln!(
+            out,
+            "no descriptors found: nothing to audit or import (exit {})",
+            j.exit_status()
+        )?;
+    }
     writeln!(out)?;
     for g in &j.groups {
         group(out, p, g, live, now_ms)?;
@@ -326,24 +391,38 @@ pub fn write(
         .collect();
     if !shown.is_empty() {
         writeln!(out, "files")?;
-        let mut t = new_table(p, &["path", "code", "severity", "finding"], &[0, 3]);
+        let mut rows = Vec::new();
         for f in shown {
             for x in &f.findings {
-                t.add_row(vec![
-                    Cell::new(terminal(&f.path)),
-                    Cell::new(x.code),
-                    Cell::new(if x.is_reject() { "reject" } else { "notice" }),
-                    Cell::new(terminal(&x.message)),
-                ]);
+                rows.push(Row {
+                    cells: vec![terminal(&f.path).into_owned(), x.code.to_string()],
+                    verdict: if x.is_reject() {
+                        ("reject".to_string(), "1;31")
+                    } else {
+                        ("notice".to_string(), "0")
+                    },
+                    reason: vec![terminal(&x.message).into_owned()],
+                });
             }
         }
-        writeln!(out, "{t}")?;
+        layout(out, p, &["path", "code", "severity", "finding"], &rows)?;
         writeln!(out)?;
     }
-    let s = &j.summary;
     let status = j.exit_status();
+    let facts = match (merged, live) {
+        (false, false) => " · offline".to_string(),
+        (false, true) => format!(
+            " · {} not checked",
+            if s.not_checked == 1 {
+                "1 fact".to_string()
+            } else {
+                format!("{} facts", s.not_checked)
+            }
+        ),
+        _ => String::new(),
+    };
     let line = format!(
-        "{} group{}: {} accepted, {} rejected · {} descriptor{} · {} file{} rejected · {} notice{} · exit {status}",
+        "{} group{}: {} accepted, {} rejected · {} descriptor{} · {} file{} rejected · {} notice{}{facts} · exit {status}",
         s.groups,
         if s.groups == 1 { "" } else { "s" },
         s.accepted,
@@ -356,9 +435,7 @@ pub fn write(
         if s.notices == 1 { "" } else { "s" },
     );
     wrapped(out, p, "", &line, " · ", 2)?;
-    if s.groups == 0 {
-        writeln!(out, "no descriptor found: nothing to import")?;
-    }
+
     Ok(())
 }
 

@@ -40,7 +40,7 @@ pub(crate) fn check(
             .profile
             .as_ref()
             .filter(|p| &p.engine_id == engine);
-        let sel = incarnation::select(cands, profile, &mut Vec::new());
+        let sel = incarnation::select(cands, super::pinned(cands, ctx, profile), &mut Vec::new());
         let mut lowest: Option<(u64, &Candidate)> = None;
         for (ci, c) in cands.iter().enumerate() {
             let Some(d) = c.descriptor.as_ref().filter(|_| sel.is_current(c)) else {

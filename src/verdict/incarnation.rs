@@ -6,7 +6,6 @@
 
 use super::Candidate;
 use crate::finding::{Code, Finding};
-use crate::profile::Profile;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -23,6 +22,31 @@ pub(crate) struct Selection {
 }
 
 impl Selection {
+    /// On a tie, the finding every descriptor of a tied lifetime carries:
+    /// none is usable alone until one lifetime is pinned.
+    pub fn tie_finding(&self, c: &Candidate) -> Option<Finding> {
+        let inc = c.incarnation()?;
+        if self.tied.len() < 2 || !self.tied.contains(&inc) {
+            return None;
+        }
+        let others: Vec<String> = self
+            .tied
+            .iter()
+            .filter(|u| **u != inc)
+            .map(|u| format!("{}…", &u.to_string()[..8]))
+            .collect();
+        Some(
+            Finding::reject(
+                Code::KV107,
+                format!(
+                    "tied with incarnation {}: usable only once one lifetime is pinned",
+                    others.join(", ")
+                ),
+            )
+            .values("one current incarnation", inc),
+        )
+    }
+
     /// Decided from the candidate's own incarnation and epoch, never from
     /// its path: two files whose paths print alike are still judged apart.
     pub fn is_current(&self, c: &Candidate) -> bool {
@@ -39,7 +63,7 @@ impl Selection {
 
 pub(crate) fn select(
     cands: &[Candidate],
-    profile: Option<&Profile>,
+    pin: Option<Uuid>,
     group_findings: &mut Vec<Finding>,
 ) -> Selection {
     // Highest epoch seen per incarnation.
@@ -57,7 +81,7 @@ pub(crate) fn select(
         pinned: false,
         notices: Vec::new(),
     };
-    if let Some(pinned) = profile.and_then(|p| p.incarnation) {
+    if let Some(pinned) = pin {
         sel.current = Some(pinned);
         sel.pinned = true;
         sel.epoch = epochs.get(&pinned).copied();
@@ -71,12 +95,18 @@ pub(crate) fn select(
         sel.epoch = Some(max);
         if tied.len() > 1 {
             let names: Vec<String> = tied.iter().map(|u| u.to_string()).collect();
+            // Who wrote each lifetime, and when: what the operator needs to
+            // tell the dead owner from the live one.
+            let described: Vec<String> = tied
+                .iter()
+                .map(|u| format!("{u} ({})", lifetime(cands, *u)))
+                .collect();
             group_findings.push(
                 Finding::reject(
                     Code::KV107,
                     format!(
                         "incarnations {} tie on the highest epoch {max}; cannot tell which owner lifetime is current",
-                        names.join(" and ")
+                        described.join(" and ")
                     ),
                 )
                 .values("one incarnation at the highest epoch", names.join(", ")),
@@ -95,10 +125,10 @@ pub(crate) fn select(
         let Some(inc) = c.incarnation() else {
             continue; // unreachable: is_current holds for these
         };
-        let f = match (profile.and_then(|p| p.incarnation), c.epoch(), sel.epoch) {
+        let f = match (pin, c.epoch(), sel.epoch) {
             (Some(pinned), _, _) => Finding::notice(
                 Code::KV107,
-                format!("incarnation {inc} is not the profile's incarnation; not counted"),
+                format!("incarnation {inc} is not the pinned incarnation {pinned}; not counted"),
             )
             .values(pinned, inc),
             (None, Some(e), Some(cur)) => Finding::notice(
@@ -114,4 +144,32 @@ pub(crate) fn select(
     // not depend on the walk (or on a parallel reader).
     sel.notices.sort_by(|a, b| a.path.cmp(&b.path));
     sel
+}
+
+/// "owner pid 4242, created 2025-11-30 07:10:25 UTC" for one incarnation:
+/// its descriptors' owner pids (at most 4) and their earliest seal time.
+fn lifetime(cands: &[Candidate], inc: Uuid) -> String {
+    let mut pids = std::collections::BTreeSet::new();
+    let mut created: Option<u64> = None;
+    for d in cands
+        .iter()
+        .filter(|c| c.incarnation() == Some(inc))
+        .filter_map(|c| c.descriptor.as_ref())
+    {
+        pids.insert(d.owner.pid);
+        created = Some(created.map_or(d.created_unix_ms, |c| c.min(d.created_unix_ms)));
+    }
+    let mut list: Vec<String> = pids.iter().take(4).map(|p| p.to_string()).collect();
+    if pids.len() > 4 {
+        list.push(format!("and {} more", pids.len() - 4));
+    }
+    let who = match list.len() {
+        0 => "owner pid unknown".to_string(),
+        1 => format!("owner pid {}", list[0]),
+        _ => format!("owner pids {}", list.join(", ")),
+    };
+    match created {
+        Some(ms) => format!("{who}, created {}", crate::timefmt::utc(ms)),
+        None => who,
+    }
 }

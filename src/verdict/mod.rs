@@ -85,6 +85,9 @@ pub struct Expectations {
     /// `--local-ranks`, overriding the profile's `local_ranks`: the ranks this
     /// node holds of a group that spans nodes.
     pub local_ranks: Option<RankSet>,
+    /// `--incarnation`, overriding the profile's `incarnation`: pins the
+    /// current owner lifetime of the group that has it.
+    pub incarnation: Option<Uuid>,
 }
 
 /// Facts from outside the core.
@@ -129,12 +132,13 @@ pub struct RankVerdict {
     /// `kvcr merge` only: the per-node report this rank came from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<String>,
-    #[serde(skip)]
     pub incarnation: Option<Uuid>,
-    #[serde(skip)]
     pub epoch: Option<u64>,
-    #[serde(skip)]
+    /// When the owner sealed the descriptor (its own claim).
     pub created_unix_ms: Option<u64>,
+    /// `now - created_unix_ms` at the audit; `None` when dated in the future.
+    pub age_ms: Option<u64>,
+    pub owner_pid: Option<i32>,
     #[serde(skip)]
     pub checks: Vec<Check>,
 }
@@ -156,10 +160,13 @@ pub struct GroupVerdict {
     /// the whole group is expected here.
     pub local_ranks: Option<String>,
     pub verdict: Verdict,
-    /// One line: why the group is (not) usable.
+    /// One line: why the group is (not) usable. Written by the printers'
+    /// headline ([`crate::report::headline`]), not by the core.
     pub cause: String,
-    /// One safe next step.
+    /// One safe next step (from the headline too).
     pub action: String,
+    /// The code the headline names as the root cause; `None` when accepted.
+    pub cause_code: Option<Code>,
     pub findings: Vec<Finding>,
     pub ranks: Vec<RankVerdict>,
     /// Ranks 0..world_size-1 with no current descriptor, as inclusive runs.
@@ -182,6 +189,8 @@ pub struct Summary {
     pub descriptors: usize,
     pub files_rejected: usize,
     pub notices: usize,
+    /// Live facts that could not be read, over every rank (`not_checked`).
+    pub not_checked: usize,
 }
 
 /// Everything the printers need.
@@ -218,6 +227,11 @@ impl Judgement {
                 .chain(groups.iter().flat_map(|g| &g.findings))
                 .filter(|f| !f.is_reject())
                 .count(),
+            not_checked: groups
+                .iter()
+                .flat_map(|g| &g.ranks)
+                .map(|r| r.not_checked.len())
+                .sum(),
         };
         Judgement {
             groups,
@@ -372,6 +386,19 @@ impl Row {
     }
 }
 
+/// The incarnation pinned for a group: `--incarnation` when one of the
+/// group's descriptors has it, else the profile's.
+pub(crate) fn pinned(
+    cands: &[Candidate],
+    ctx: &Context,
+    profile: Option<&Profile>,
+) -> Option<Uuid> {
+    ctx.expect
+        .incarnation
+        .filter(|u| cands.iter().any(|c| c.incarnation() == Some(*u)))
+        .or(profile.and_then(|p| p.incarnation))
+}
+
 fn judge_group(
     engine: String,
     cands: Vec<Candidate>,
@@ -387,7 +414,7 @@ fn judge_group(
     let mut group_findings = inventory_findings;
 
     // 1. Which incarnation is current; the rest become notices.
-    let inc = incarnation::select(&cands, profile, &mut group_findings);
+    let inc = incarnation::select(&cands, pinned(&cands, ctx, profile), &mut group_findings);
     let (current, others): (Vec<Candidate>, Vec<Candidate>) =
         cands.into_iter().partition(|c| inc.is_current(c));
 
@@ -410,6 +437,11 @@ fn judge_group(
         .or(reference.as_ref().map(|r| r.world_size));
 
     // 3. Rule families.
+    for row in &mut rows {
+        if let Some(f) = inc.tie_finding(&row.cand) {
+            row.reject(f);
+        }
+    }
     consistency::check(&mut rows, reference.as_ref(), profile);
     handles::check(&mut rows);
     staleness::check(&mut rows, profile, ctx);
@@ -453,6 +485,8 @@ fn judge_group(
                 incarnation: r.cand.incarnation(),
                 epoch: r.cand.epoch(),
                 created_unix_ms: d.map(|d| d.created_unix_ms),
+                age_ms: d.and_then(|d| ctx.now_unix_ms.checked_sub(d.created_unix_ms)),
+                owner_pid: d.map(|d| d.owner.pid),
                 findings: r.findings,
                 not_checked: r.not_checked,
                 report: None,
@@ -501,14 +535,6 @@ fn judge_group(
     } else {
         Verdict::Reject
     };
-    let (cause, action) = explain_group(
-        &engine,
-        verdict,
-        &group_findings,
-        &ranks_out,
-        world_size,
-        local.as_ref(),
-    );
     let declared = |f: fn(&Profile) -> Option<u64>| profile.and_then(f);
     GroupVerdict {
         engine_id: engine,
@@ -525,76 +551,11 @@ fn judge_group(
             .or(reference.as_ref().map(|r| r.geometry.clone())),
         local_ranks: local.as_ref().map(|l| l.to_string()),
         verdict,
-        cause,
-        action,
+        cause: String::new(),
+        action: String::new(),
+        cause_code: None,
         findings: group_findings,
         ranks: ranks_out,
         missing,
-    }
-}
-
-/// The one-line cause and the one safe step for a group header.
-fn explain_group(
-    engine: &str,
-    verdict: Verdict,
-    group: &[Finding],
-    ranks: &[RankVerdict],
-    world_size: Option<u64>,
-    local: Option<&RankSet>,
-) -> (String, String) {
-    if verdict == Verdict::Accept {
-        if let Some(l) = local {
-            return (
-                format!(
-                    "local part accepted: ranks {l} of {} present, current and consistent; the other ranks are expected on other nodes",
-                    world_size.unwrap_or(0)
-                ),
-                "merge every node's report (kvcr merge REPORT.json...) to judge the whole group".to_string(),
-            );
-        }
-        return (
-            format!(
-                "all {} ranks present, current and consistent",
-                world_size.unwrap_or(0)
-            ),
-            format!("none needed; to reuse the cache: kvcr import ROOT --engine {engine}"),
-        );
-    }
-    // The first rejecting finding decides the headline, group-level first.
-    let first = group
-        .iter()
-        .filter(|f| f.is_reject())
-        .map(|f| (None, f))
-        .chain(ranks.iter().flat_map(|r| {
-            r.findings
-                .iter()
-                .filter(|f| f.is_reject())
-                .map(move |f| (Some(r.rank), f))
-        }))
-        .next();
-    let bad_ranks = ranks
-        .iter()
-        .filter(|r| r.verdict == Verdict::Reject)
-        .count();
-    match first {
-        Some((rank, f)) => {
-            let mut cause = match rank {
-                Some(Some(r)) => format!("rank {r}: {} ({})", f.message, f.code),
-                _ => format!("{} ({})", f.message, f.code),
-            };
-            if bad_ranks > 1 {
-                cause.push_str(&format!("; {bad_ranks} ranks rejected in all"));
-            }
-            let action = format!(
-                "{}; see `kvcr explain {}`",
-                crate::report::explain::action(f.code),
-                f.code
-            );
-            (cause, action)
-        }
-        None => (
-            "no usable descriptor in the current incarnation".to_string(),
-            "start the engine with an empty cache".to_string(),
-        ),
     }
 }

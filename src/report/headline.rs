@@ -1,0 +1,414 @@
+//! The group header's cause and action: the one line an operator reads.
+//!
+//! A rejected group usually carries several findings, and most follow from
+//! one of them: a duplicated file also clashes on its GPU and its handles, a
+//! malformed file leaves its rank missing, an incarnation tie makes every
+//! rank look duplicated. [`explains`] writes those causal edges down; the
+//! headline names a finding that no other finding of the group explains
+//! (first in [`ROOT_ORDER`]), and its action is that finding's safe step,
+//! with the real root path and flags in every command it suggests.
+
+use crate::finding::{Code, Finding};
+use crate::inventory::parse_rank_name;
+use crate::verdict::{compress_ranks, FileVerdict, GroupVerdict, Judgement, Verdict};
+use std::ffi::OsStr;
+
+/// How the run was invoked: what a suggested command must repeat.
+#[derive(Clone, Debug, Default)]
+pub struct Invocation {
+    /// The resolved inventory root; `None` for `kvcr merge`.
+    pub root: Option<String>,
+    pub live: bool,
+    /// Flags to repeat after `--engine ID`, already split into words
+    /// (`--profile`, `p.json`, `--max-age`, `3600`...).
+    pub flags: Vec<String>,
+    /// `kvcr merge`: each input report's name, host and root, in argument order.
+    pub merged: Option<Vec<MergeInput>>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct MergeInput {
+    pub report: String,
+    pub host: Option<String>,
+    pub root: Option<String>,
+}
+
+/// `a` explains `b`: when both are among a group's findings, `b` is a
+/// consequence and never the headline.
+pub fn explains(a: Code, b: Code) -> bool {
+    use Code::*;
+    match a {
+        // Two owner lifetimes counted at once: every rank looks duplicated,
+        // and each pair shares its GPU and handles.
+        KV107 => matches!(b, KV101 | KV102 | KV103 | KV106 | KV111),
+        // A file that is no usable descriptor leaves its rank missing.
+        KV001 | KV002 | KV004 | KV005 | KV006 | KV007 | KV009 => b == KV103,
+        // A descriptor in the wrong slot collides with the rank it names and
+        // leaves its own slot empty.
+        KV101 => matches!(b, KV102 | KV103 | KV106 | KV111),
+        // A second copy of a rank claims the same GPU and the same handles.
+        KV102 => matches!(b, KV106 | KV111),
+        // Another node's descriptor: its GPU and handles mean nothing here.
+        KV110 => matches!(b, KV106 | KV111),
+        // (live) A reboot or a dead owner: the memory and its GPUs are gone.
+        KV108 => matches!(b, KV106 | KV109),
+        _ => false,
+    }
+}
+
+/// Among findings that nothing else explains, the one named first: the
+/// likeliest root cause, and the one whose action is safe to take first.
+pub const ROOT_ORDER: [Code; 21] = {
+    use Code::*;
+    [
+        KV107, KV001, KV002, KV004, KV005, KV006, KV007, KV009, KV008, KV110, KV108, KV003, KV101,
+        KV102, KV109, KV104, KV105, KV111, KV106, KV103, KV010,
+    ]
+};
+
+/// One rejecting finding the headline may name, and where it is.
+struct Candidate<'a> {
+    finding: &'a Finding,
+    /// The rank row it sits on; `None` for a group-level finding.
+    rank: Option<u64>,
+    /// A file-level finding on an unusable `rank-N.json` of a missing rank.
+    file: Option<&'a str>,
+}
+
+/// The rank a file-level finding's file was meant to be: `rank-N.json`, or a
+/// staging leftover `.rank-N.json[.XXXX].tmp`.
+fn intended_rank(path: &str) -> Option<u64> {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let name = match name.strip_prefix('.').filter(|n| n.ends_with(".tmp")) {
+        Some(n) => n.find(".json").map_or(n, |i| &n[..i + 5]),
+        None => name,
+    };
+    parse_rank_name(OsStr::new(name)).flatten()
+}
+
+fn candidates<'a>(g: &'a GroupVerdict, files: &'a [FileVerdict]) -> Vec<Candidate<'a>> {
+    let mut out: Vec<Candidate> = g
+        .findings
+        .iter()
+        .filter(|f| f.is_reject())
+        .map(|f| Candidate {
+            finding: f,
+            rank: None,
+            file: None,
+        })
+        .collect();
+    for r in &g.ranks {
+        out.extend(
+            r.findings
+                .iter()
+                .filter(|f| f.is_reject())
+                .map(|f| Candidate {
+                    finding: f,
+                    rank: r.rank,
+                    file: None,
+                }),
+        );
+    }
+    for f in files {
+        let Some(rank) = intended_rank(&f.path) else {
+            continue;
+        };
+        if !g.missing.iter().any(|&(a, b)| a <= rank && rank <= b) {
+            continue;
+        }
+        out.extend(
+            f.findings
+                .iter()
+                .filter(|x| x.is_reject())
+                .map(|x| Candidate {
+                    finding: x,
+                    rank: Some(rank),
+                    file: Some(f.path.as_str()),
+                }),
+        );
+    }
+    out
+}
+
+fn order(c: Code) -> usize {
+    ROOT_ORDER
+        .iter()
+        .position(|&x| x == c)
+        .unwrap_or(ROOT_ORDER.len())
+}
+
+/// The root-cause code a group's headline names; `None` when accepted or
+/// nothing rejects.
+pub fn root_code(g: &GroupVerdict, files: &[FileVerdict]) -> Option<Code> {
+    pick(&candidates(g, files)).map(|(c, _)| c.finding.code)
+}
+
+/// The headline finding, and the other codes it explains (sorted, unique).
+fn pick<'a, 'b>(cands: &'b [Candidate<'a>]) -> Option<(&'b Candidate<'a>, Vec<Code>)> {
+    let present: Vec<Code> = cands.iter().map(|c| c.finding.code).collect();
+    let root = cands
+        .iter()
+        .filter(|c| {
+            !present
+                .iter()
+                .any(|&p| p != c.finding.code && explains(p, c.finding.code))
+        })
+        // Group-level first, then file-level causes, then by rank.
+        .min_by_key(|c| {
+            (
+                order(c.finding.code),
+                c.rank.is_some() as u8 + c.file.is_none() as u8,
+                c.rank,
+            )
+        })?;
+    let mut explained: Vec<Code> = present
+        .into_iter()
+        .filter(|&p| explains(root.finding.code, p))
+        .collect();
+    explained.sort();
+    explained.dedup();
+    Some((root, explained))
+}
+
+/// Writes every group's cause, action and cause code.
+pub fn fill(j: &mut Judgement, inv: &Invocation) {
+    let files = std::mem::take(&mut j.files);
+    for g in &mut j.groups {
+        let (code, cause, action) = headline(g, &files, inv);
+        g.cause_code = code;
+        g.cause = cause;
+        g.action = action;
+    }
+    j.files = files;
+}
+
+/// A word for a POSIX shell: as is when it is plainly safe, else in single
+/// quotes. (The printer escapes control characters for the terminal.)
+///
+/// ```
+/// use kvcr::report::headline::shell_quote;
+/// assert_eq!(shell_quote("/srv/kv"), "/srv/kv");
+/// assert_eq!(shell_quote("/srv/my kv"), "'/srv/my kv'");
+/// assert_eq!(shell_quote("it's"), r"'it'\''s'");
+/// ```
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:@%+=,-".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn command(verb: &str, live: bool, root: &str, engine: &str, flags: &[String]) -> String {
+    let mut words = vec!["kvcr".to_string(), verb.to_string()];
+    if live {
+        words.push("--live".into());
+    }
+    words.push(shell_quote(root));
+    words.push("--engine".into());
+    words.push(shell_quote(engine));
+    words.extend(flags.iter().map(|f| shell_quote(f)));
+    words.join(" ")
+}
+
+fn not_checked(g: &GroupVerdict) -> usize {
+    g.ranks.iter().map(|r| r.not_checked.len()).sum()
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn headline(
+    g: &GroupVerdict,
+    files: &[FileVerdict],
+    inv: &Invocation,
+) -> (Option<Code>, String, String) {
+    if g.verdict == Verdict::Accept {
+        let (cause, action) = accepted(g, inv);
+        return (None, cause, action);
+    }
+    let cands = candidates(g, files);
+    let Some((root, explained)) = pick(&cands) else {
+        return (
+            None,
+            "no usable descriptor in the current incarnation".to_string(),
+            "start the engine with an empty cache".to_string(),
+        );
+    };
+    let f = root.finding;
+    let mut cause = match (root.rank, root.file) {
+        (Some(r), Some(path)) => format!(
+            "rank {r} has no usable descriptor: {path}: {} ({})",
+            f.message, f.code
+        ),
+        (Some(r), None) => match f.path.as_deref() {
+            Some(p) => format!("rank {r} ({p}): {} ({})", f.message, f.code),
+            None => format!("rank {r}: {} ({})", f.message, f.code),
+        },
+        _ => format!("{} ({})", f.message, f.code),
+    };
+    if !explained.is_empty() {
+        let list: Vec<&str> = explained.iter().map(|c| c.as_str()).collect();
+        cause.push_str(&format!("; this also explains {}", list.join(", ")));
+    }
+    let bad_ranks = g
+        .ranks
+        .iter()
+        .filter(|r| r.verdict == Verdict::Reject)
+        .count();
+    if bad_ranks > 1 {
+        cause.push_str(&format!("; {bad_ranks} ranks rejected in all"));
+    }
+    let action = format!("{}; see `kvcr explain {}`", action_for(f, g, inv), f.code);
+    (Some(f.code), cause, action)
+}
+
+/// The safe step for the headline finding: the code's own, unless the
+/// finding came from the command line or from `kvcr merge`.
+fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
+    let present: Vec<u64> = g.ranks.iter().filter_map(|r| r.rank).collect();
+    match f.code {
+        // The operator's --local-ranks (or the profile's) names ranks the
+        // group does not have: nothing in the files is wrong.
+        Code::KV101 if f.message.starts_with("local ranks ") => format!(
+            "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); this inventory holds ranks {}",
+            g.world_size.unwrap_or(0),
+            if present.is_empty() {
+                "none".to_string()
+            } else {
+                compress_ranks(&present)
+            }
+        ),
+        // Two reports of one node in `kvcr merge`: the inputs are wrong.
+        Code::KV102 if f.expected.as_deref() == Some("one report per node") => format!(
+            "pass one report per node to kvcr merge: keep the newest of {} and drop the others",
+            f.found.as_deref().unwrap_or("them")
+        ),
+        Code::KV107 if inv.root.is_some() => {
+            let root = inv.root.as_deref().unwrap_or_default();
+            let tied: Vec<String> = f
+                .found
+                .as_deref()
+                .unwrap_or_default()
+                .split(", ")
+                .map(str::to_string)
+                .collect();
+            format!(
+                "find the lifetime whose owner pid still runs, then pin it: {} (or {}); or remove the dead lifetime's descriptors",
+                command(
+                    "audit",
+                    true,
+                    root,
+                    &g.engine_id,
+                    &[
+                        inv.flags.clone(),
+                        vec![
+                            "--incarnation".into(),
+                            tied.first().cloned().unwrap_or_default()
+                        ]
+                    ]
+                    .concat()
+                ),
+                tied.get(1..).map(|t| t.join(", ")).unwrap_or_default()
+            )
+        }
+        c => crate::report::explain::action(c).to_string(),
+    }
+}
+
+fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
+    let ws = g.world_size.unwrap_or(0);
+    let unchecked = not_checked(g);
+    let checked = if !inv.live {
+        "; offline: node not checked".to_string()
+    } else if unchecked > 0 {
+        format!("; live, {} not checked", plural(unchecked, "fact", "facts"))
+    } else {
+        "; checked against this node".to_string()
+    };
+    if let Some(inputs) = &inv.merged {
+        let cause = format!(
+            "all {ws} ranks present once across {}, accepted and consistent{}",
+            plural(inputs.len(), "report", "reports"),
+            if inv.live {
+                "; every input live"
+            } else {
+                "; not every input was live"
+            }
+        );
+        // Each node imports its own ranks from its own inventory.
+        let mut steps: Vec<String> = inputs
+            .iter()
+            .take(8)
+            .map(|i| {
+                let ranks: Vec<u64> = g
+                    .ranks
+                    .iter()
+                    .filter(|r| r.report.as_deref() == Some(i.report.as_str()))
+                    .filter_map(|r| r.rank)
+                    .collect();
+                format!(
+                    "on {}: {}",
+                    i.host.as_deref().unwrap_or("its node"),
+                    command(
+                        "import",
+                        false,
+                        i.root.as_deref().unwrap_or("."),
+                        &g.engine_id,
+                        &["--local-ranks".to_string(), compress_ranks(&ranks)]
+                    )
+                )
+            })
+            .collect();
+        if inputs.len() > 8 {
+            steps.push(format!("and {} more nodes", inputs.len() - 8));
+        }
+        return (cause, format!("none needed; {}", steps.join("; ")));
+    }
+    let root = inv.root.as_deref().unwrap_or(".");
+    if let Some(l) = &g.local_ranks {
+        let audit = command("audit", true, root, &g.engine_id, &inv.flags);
+        return (
+            format!(
+                "local part accepted: ranks {l} of {ws} present, current and consistent{checked}; the other ranks are expected on other nodes"
+            ),
+            format!(
+                "write this node's report ({audit} --format json > \"$(hostname).json\") and judge the whole group with kvcr merge over every node's report"
+            ),
+        );
+    }
+    let cause = format!(
+        "all {} present, current and consistent{checked}",
+        plural(ws as usize, "rank", "ranks")
+    );
+    let import = command("import", false, root, &g.engine_id, &inv.flags);
+    let action = if !inv.live {
+        format!(
+            "check this node first: {}; then reuse the cache: {import}",
+            command("audit", true, root, &g.engine_id, &inv.flags)
+        )
+    } else if unchecked > 0 {
+        format!("see which facts with -v (import refuses facts it cannot check); to reuse the cache: {import}")
+    } else {
+        format!("none needed; to reuse the cache: {import}")
+    };
+    (cause, action)
+}
+
+/// The finding a rank row shows first: one no other of the row's findings
+/// explains, first in [`ROOT_ORDER`].
+pub fn row_cause<'a>(findings: &[&'a Finding]) -> Option<&'a Finding> {
+    findings
+        .iter()
+        .filter(|f| {
+            !findings
+                .iter()
+                .any(|g| g.code != f.code && explains(g.code, f.code))
+        })
+        .min_by_key(|f| order(f.code))
+        .copied()
+}

@@ -1,0 +1,37 @@
+//! Unix milliseconds as UTC calendar time, without a clock or a time crate.
+
+/// `2025-11-30 07:10:25 UTC`; a time past year 9999 prints as milliseconds.
+///
+/// ```
+/// assert_eq!(kvcr::timefmt::utc(0), "1970-01-01 00:00:00 UTC");
+/// assert_eq!(kvcr::timefmt::utc(1_764_486_625_000), "2025-11-30 07:10:25 UTC");
+/// ```
+pub fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = secs / 86_400;
+    if days > 2_932_896 {
+        return format!("unix ms {ms}");
+    }
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Howard Hinnant's days-from-civil inverse (proleptic Gregorian).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
