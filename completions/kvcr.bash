@@ -91,7 +91,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__audit)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --live --textfile --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --live --strict --textfile --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -319,7 +319,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__import)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --dry-run --hold --ready-file --map-read-write --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --dry-run --hold --ready-file --map-read-write --fleet-report --max-report-age --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -346,6 +346,14 @@ _kvcr() {
                     return 0
                     ;;
                 --ready-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fleet-report)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-report-age)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -39,13 +39,32 @@ impl Failure {
 /// The result of auditing an inventory, before printing.
 pub struct AuditRun {
     pub root: String,
-    /// This node's hostname, when it could be read (uname, not /proc).
+    /// This node's hostname: in live mode the one the descriptors were
+    /// checked against, else (or when that could not be read) uname's.
     pub host: Option<String>,
     /// Set by `kvcr merge`: the reports merged.
     pub reports: Option<Vec<String>>,
+    /// Set by `kvcr merge`: where each input came from.
+    pub inputs: Option<Vec<report::json::MergeInput>>,
     pub live: bool,
+    /// `--strict`: a fact not checked rejected its rank.
+    pub strict: bool,
+    /// Live mode: the facts the audit was judged on.
+    pub node: Option<node::NodeFacts>,
     pub now_ms: u64,
     pub judgement: Judgement,
+}
+
+impl AuditRun {
+    /// Live facts that could not be read, over every rank in scope.
+    pub fn not_checked(&self) -> usize {
+        self.judgement
+            .groups
+            .iter()
+            .flat_map(|g| &g.ranks)
+            .map(|r| r.not_checked.len())
+            .sum()
+    }
 }
 
 /// This node's name from uname(2).
@@ -105,6 +124,7 @@ pub fn expectations(args: &InventoryArgs) -> Result<Expectations, Failure> {
         min_epoch: args.min_epoch,
         max_age_s: args.max_age,
         local_ranks: args.local_ranks.clone(),
+        strict: false,
     })
 }
 
@@ -196,12 +216,15 @@ pub fn collect_with(
 }
 
 /// Audits an inventory. `probe` is `Some` in live mode.
+/// Audits an inventory. `probe` is `Some` in live mode; `strict` makes a
+/// live fact that could not be read reject its rank.
 pub fn audit(
     args: &InventoryArgs,
     probe: Option<&dyn NodeProbe>,
     progress: bool,
+    strict: bool,
 ) -> Result<AuditRun, Failure> {
-    audit_keeping(args, probe, progress, false).map(|(run, _)| run)
+    audit_keeping(args, probe, progress, false, strict).map(|(run, _)| run)
 }
 
 /// [`audit`] that also returns the parsed descriptors it judged, by raw path bytes.
@@ -213,8 +236,10 @@ pub fn audit_keeping(
     probe: Option<&dyn NodeProbe>,
     progress: bool,
     keep_allocations: bool,
+    strict: bool,
 ) -> Result<(AuditRun, BTreeMap<Vec<u8>, Descriptor>), Failure> {
-    let expect = expectations(args)?;
+    let mut expect = expectations(args)?;
+    expect.strict = strict && probe.is_some();
     let root = root_of(args)?;
     let (cands, files) = collect_with(
         &root,
@@ -244,11 +269,18 @@ pub fn audit_keeping(
         expect: &expect,
     };
     let judgement = verdict::judge(cands, files, &ctx);
+    let host = facts
+        .as_ref()
+        .and_then(|f| f.hostname.known().cloned())
+        .unwrap_or_else(hostname);
     let run = AuditRun {
         root: root.display().to_string(),
-        host: Some(hostname()),
+        host: Some(host),
         reports: None,
+        inputs: None,
         live: probe.is_some(),
+        strict: expect.strict,
+        node: facts,
         now_ms,
         judgement,
     };
@@ -264,12 +296,27 @@ pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Resu
         report::Format::Json => {
             let mut doc = report::json::AuditReport::new(&run.root, run.live, &run.judgement);
             doc.host = run.host.as_deref();
+            doc.generated_unix_ms = (run.live || run.inputs.is_some()).then_some(run.now_ms);
+            doc.strict = run.strict;
+            doc.boot_id = run.node.as_ref().and_then(|n| n.boot_id.known().copied());
             doc.reports = run.reports.as_deref();
+            doc.inputs = run.inputs.as_deref();
+            doc.all_inputs_live = run.inputs.as_ref().map(|_| run.live);
             report::json::write(out, &doc)
         }
-        report::Format::Table => {
-            report::table::write(out, p, &run.root, run.live, &run.judgement, run.now_ms)
-        }
+        report::Format::Table => report::table::write(
+            out,
+            p,
+            &report::table::Header {
+                root: &run.root,
+                live: run.live,
+                strict: run.strict,
+                not_checked: run.not_checked(),
+                merged: run.reports.is_some(),
+            },
+            &run.judgement,
+            run.now_ms,
+        ),
         report::Format::Prometheus => out.write_all(prometheus_text(run, None).as_bytes()),
     }
 }
@@ -292,7 +339,7 @@ fn cmd_audit(a: &AuditArgs) -> Result<i32, Failure> {
         .map(|t| textfile_target(t, &a.inventory))
         .transpose()?;
     let started = std::time::Instant::now();
-    let run = audit(&a.inventory, probe.as_deref(), p.progress)?;
+    let run = audit(&a.inventory, probe.as_deref(), p.progress, a.strict)?;
     let took = started.elapsed();
     let status = run.judgement.exit_status();
     if let Some((dir, name)) = &textfile {
@@ -386,12 +433,25 @@ fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
     }
     let live = reports.iter().all(|(_, r)| r.live);
     let names: Vec<String> = reports.iter().map(|(n, _)| n.clone()).collect();
+    let inputs = reports
+        .iter()
+        .map(|(n, r)| report::json::MergeInput {
+            report: n.clone(),
+            host: r.host.clone(),
+            boot_id: r.boot_id,
+            live: r.live,
+            generated_unix_ms: r.generated_unix_ms,
+        })
+        .collect();
     let judgement = crate::merge::merge(&reports);
     let run = AuditRun {
         root: format!("merged from {} reports", names.len()),
         host: None,
         reports: Some(names),
+        inputs: Some(inputs),
         live,
+        strict: false,
+        node: None,
         now_ms: now_unix_ms(),
         judgement,
     };

@@ -25,6 +25,10 @@ pub struct NodeReport {
     pub host: Option<String>,
     #[serde(default)]
     pub live: bool,
+    #[serde(default)]
+    pub boot_id: Option<Uuid>,
+    #[serde(default)]
+    pub generated_unix_ms: Option<u64>,
     pub groups: Vec<NodeGroup>,
     #[serde(default)]
     pub files: Vec<NodeFile>,

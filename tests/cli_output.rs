@@ -79,7 +79,12 @@ fn verbose_shows_every_check_and_what_was_not_checked() {
     }
     let (_, short, _) = run(&["audit", inv]);
     assert!(!short.contains("geometry: pass"), "{short}");
-    assert!(!short.contains("not checked"), "{short}");
+    assert!(!short.contains("node facts: not checked"), "{short}");
+    // The header says plainly that the node was not checked.
+    assert!(
+        short.contains("node: offline, this node was not checked (add --live)"),
+        "{short}"
+    );
 
     // Live facts that cannot be read show as not checked, per check.
     let facts = repo().join("fixtures/live/node-unknown.json");
@@ -99,6 +104,11 @@ fn verbose_shows_every_check_and_what_was_not_checked() {
         assert!(table.contains(want), "live -v lacks {want:?}:\n{table}");
     }
     assert!(!table.contains("no --live"), "{table}");
+    // ... and the header counts them: 4 ranks × hostname, boot_id, owner, GPU.
+    assert!(
+        table.contains("node: live, checked against this node; 16 facts not checked"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -110,6 +120,7 @@ fn verbose_does_not_change_the_json_document() {
     let strip_host = |s: &str| {
         let mut v: serde_json::Value = serde_json::from_str(s).unwrap();
         v["host"] = serde_json::Value::Null;
+        v["generated_unix_ms"] = serde_json::Value::Null;
         v
     };
     assert_eq!(strip_host(&plain), strip_host(&verbose));

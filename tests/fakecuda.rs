@@ -260,8 +260,17 @@ impl Scenario {
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
         std::fs::set_permissions(&inv, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // Import requires the declared profile (docs/format.md §8.9).
+        let mut profile =
+            kvcr::testkit::profile(&kvcr::testkit::Desc::new("fake-engine", 0, ranks as u64, 1));
+        profile["gpus"] = json!((0..ranks).map(gpu).collect::<Vec<_>>());
+        profile["geometry"] = json!({"num_layers": 1, "kv_heads_per_rank": 1, "head_size": 64,
+            "block_size": 16, "num_blocks": 16, "dtype": "float16", "use_mla": false});
+        let profile_path = dir.path().join("profile.json");
+        std::fs::write(&profile_path, kvcr::testkit::to_bytes(&profile)).unwrap();
         let gpu_list: Vec<String> = (0..gpus).map(gpu).collect();
         let env = vec![
+            ("KVCR_PROFILE".into(), profile_path.display().to_string()),
             ("LD_LIBRARY_PATH".into(), b.lib_dir.display().to_string()),
             ("FAKECUDA_GPUS".into(), gpu_list.join(",")),
             ("FAKECUDA_IPC".into(), ipc.join(",")),

@@ -37,6 +37,9 @@ fn normalise(mut v: Value, root: &str) -> Value {
     if v.get("host").is_some_and(|h| h.is_string()) {
         v["host"] = Value::String("<HOST>".into());
     }
+    if v.get("generated_unix_ms").is_some_and(|t| t.is_u64()) {
+        v["generated_unix_ms"] = Value::String("<NOW>".into());
+    }
     v
 }
 

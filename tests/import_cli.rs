@@ -36,7 +36,12 @@ impl Case {
             "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
         });
         std::fs::write(dir.path().join("facts.json"), facts.to_string()).unwrap();
+        // Import requires the declared profile (docs/format.md §8.9).
+        testkit::put_profile(&dir.path().join("profile.json"), &d);
         Case { dir }
+    }
+    fn profile(&self) -> PathBuf {
+        self.dir.path().join("profile.json")
     }
     fn inv(&self) -> PathBuf {
         self.dir.path().join("inv")
@@ -63,6 +68,7 @@ impl Case {
             .args(["--format", "json"])
             .args(args)
             .env("KVCR_NODE_FACTS", self.facts())
+            .env("KVCR_PROFILE", self.profile())
             .env("KVCR_IMPORT_BACKEND", spec)
             .timeout(Duration::from_secs(60))
             .output()
@@ -147,6 +153,7 @@ fn injected_failure_exits_3_after_releasing_in_reverse() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env("KVCR_IMPORT_BACKEND", "sim:fail=verify@2")
         .output()
         .unwrap();
@@ -198,6 +205,7 @@ fn spawn_import(c: &Case, sim_opts: &str, args: &[&str]) -> Child {
         .env_remove("KVCR_INVENTORY")
         .env("TERM", "dumb")
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env(
             "KVCR_IMPORT_BACKEND",
             format!("sim:{sim_opts}log={}", c.log().display()),
@@ -311,6 +319,7 @@ fn rejected_group_exits_1_before_any_backend_call() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env("KVCR_IMPORT_BACKEND", "sim")
         .output()
         .unwrap();
@@ -331,6 +340,7 @@ fn two_groups_without_engine_is_a_usage_error() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env("KVCR_IMPORT_BACKEND", "sim")
         .output()
         .unwrap();
@@ -432,6 +442,7 @@ fn import_without_a_driver_exits_2_naming_the_driver() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env_remove("KVCR_IMPORT_BACKEND")
         .output()
         .unwrap();
@@ -450,6 +461,7 @@ fn bad_backend_spec_and_ready_file_are_usage_errors() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env("KVCR_IMPORT_BACKEND", "sim:fail=teleport@1")
         .output()
         .unwrap();
@@ -462,6 +474,7 @@ fn bad_backend_spec_and_ready_file_are_usage_errors() {
             .args(["--hold", "--ready-file"])
             .arg(c.ready())
             .env("KVCR_NODE_FACTS", c.facts())
+            .env("KVCR_PROFILE", c.profile())
             .env(
                 "KVCR_IMPORT_BACKEND",
                 format!("sim:log={}", c.log().display()),

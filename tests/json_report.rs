@@ -18,12 +18,32 @@ struct Report {
     schema: Schema,
     root: String,
     host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    boot_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    generated_unix_ms: Option<u64>,
     live: bool,
+    strict: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reports: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    all_inputs_live: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inputs: Option<Vec<Input>>,
     groups: Vec<Group>,
     files: Vec<File>,
     summary: Summary,
+}
+
+/// `kvcr merge` only: one input report.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    report: String,
+    host: Option<String>,
+    boot_id: Option<String>,
+    live: bool,
+    generated_unix_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]

@@ -575,7 +575,12 @@ fn cli_not_checked_in_json_and_verbose_table() {
     assert!(table.contains("owner: not checked"), "{table}");
     // Without -v the table stays short.
     let (_, table, _) = audit_with_facts(inv.path(), &facts, &["--live", "--format", "table"]);
-    assert!(!table.contains("not checked"), "{table}");
+    assert!(!table.contains("owner: not checked"), "{table}");
+    // ... but says plainly how many facts were not checked.
+    assert!(
+        table.contains("node: live, checked against this node; 8 facts not checked"),
+        "{table}"
+    );
 }
 
 #[test]

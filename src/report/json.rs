@@ -12,16 +12,44 @@ use std::io::{self, Write};
 
 pub const REPORT_SCHEMA: &str = "kvcr.audit-report/v1";
 
+/// `kvcr merge` only: one input report, as it describes itself. `kvcr
+/// import --fleet-report` finds this node's share by `host` and `boot_id`.
+#[derive(Clone, Debug, Serialize)]
+pub struct MergeInput {
+    /// The report's name (its path as given to merge).
+    pub report: String,
+    pub host: Option<String>,
+    pub boot_id: Option<uuid::Uuid>,
+    pub live: bool,
+    /// When the input was written; `null` when it does not say.
+    pub generated_unix_ms: Option<u64>,
+}
+
 #[derive(Serialize)]
 pub struct AuditReport<'a> {
     pub schema: &'static str,
     pub root: &'a str,
     /// This node's hostname (lets `kvcr merge` tell nodes apart).
     pub host: Option<&'a str>,
+    /// The node's boot id, when live and readable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<uuid::Uuid>,
+    /// When the report was written (Unix milliseconds): live and merged
+    /// reports, whose facts age (an offline report stays byte-identical).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generated_unix_ms: Option<u64>,
     pub live: bool,
+    /// `audit --strict`: facts not checked rejected their ranks.
+    pub strict: bool,
     /// `kvcr merge` only: the per-node reports merged, in argument order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reports: Option<&'a [String]>,
+    /// `kvcr merge` only: every input was written by a live audit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_inputs_live: Option<bool>,
+    /// `kvcr merge` only: where each input came from, in argument order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<&'a [MergeInput]>,
     pub groups: &'a [GroupVerdict],
     pub files: &'a [FileVerdict],
     pub summary: &'a Summary,
@@ -33,8 +61,13 @@ impl<'a> AuditReport<'a> {
             schema: REPORT_SCHEMA,
             root,
             host: None,
+            boot_id: None,
+            generated_unix_ms: None,
             live,
+            strict: false,
             reports: None,
+            all_inputs_live: None,
+            inputs: None,
             groups: &j.groups,
             files: &j.files,
             summary: &j.summary,

@@ -292,25 +292,47 @@ fn group(
     writeln!(out)
 }
 
+/// What the report's first line says about the run.
+pub struct Header<'a> {
+    pub root: &'a str,
+    pub live: bool,
+    pub strict: bool,
+    /// Live facts not checked, over every rank.
+    pub not_checked: usize,
+    /// `kvcr merge`: the node was never this one.
+    pub merged: bool,
+}
+
 /// Writes the whole table report.
 pub fn write(
     out: &mut dyn Write,
     p: &Printer,
-    root: &str,
-    live: bool,
+    h: &Header,
     j: &Judgement,
     now_ms: u64,
 ) -> io::Result<()> {
-    writeln!(
-        out,
-        "inventory {}{}",
-        terminal(root),
-        if live {
-            "  (live: checked against this node)"
-        } else {
-            ""
-        }
-    )?;
+    let live = h.live;
+    // The second line says plainly whether, and how fully, this node was checked.
+    let node = match (h.merged, h.live, h.not_checked, h.strict) {
+        (true, true, _, _) => "node: merged from live reports".to_string(),
+        (true, false, _, _) => "node: merged; not every input was live".to_string(),
+        (false, false, _, _) => "node: offline, this node was not checked (add --live)".to_string(),
+        (false, true, 0, s) => format!(
+            "node: live, checked against this node{}",
+            if s { " (strict)" } else { "" }
+        ),
+        (false, true, n, s) => format!(
+            "node: live, checked against this node; {n} fact{} not checked{}",
+            if n == 1 { "" } else { "s" },
+            if s {
+                ", each rejects (--strict)"
+            } else {
+                " (-v lists them)"
+            }
+        ),
+    };
+    writeln!(out, "inventory {}", terminal(h.root))?;
+    writeln!(out, "{node}")?;
     writeln!(out)?;
     for g in &j.groups {
         group(out, p, g, live, now_ms)?;

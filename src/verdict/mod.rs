@@ -81,6 +81,9 @@ pub struct Expectations {
     /// `--local-ranks`, overriding the profile's `local_ranks`: the ranks this
     /// node holds of a group that spans nodes.
     pub local_ranks: Option<RankSet>,
+    /// `audit --strict`: in live mode a fact that could not be read rejects
+    /// its rank instead of being listed as not checked.
+    pub strict: bool,
 }
 
 /// Facts from outside the core.
@@ -406,6 +409,9 @@ fn judge_group(
     staleness::check(&mut rows, profile, ctx);
     if let Some(node) = ctx.node {
         live::check(&mut rows, node);
+        if ctx.expect.strict {
+            rows.iter_mut().for_each(live::strict);
+        }
     }
     // The flag wins; the profile's list was validated when it was loaded.
     let local = ctx.expect.local_ranks.clone().or_else(|| {
