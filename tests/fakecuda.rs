@@ -645,6 +645,20 @@ fn stub_library_is_exit_2_naming_the_stub() {
         String::from_utf8_lossy(&out.stdout).contains("stub"),
         "{out:?}"
     );
+    // The audit answers before the driver (docs/format.md §8.9): a rejected
+    // group is exit 1 under the stub too, and the dry run names the stub.
+    let dry = s.import("stub-dry", &[("FAKECUDA_STUB", "1".into())], &["--dry-run"]);
+    assert_eq!(dry.code, 0, "{}", dry.why());
+    let refusals = dry.report()["refusals"].to_string();
+    assert!(
+        refusals.contains("\"driver\"") && refusals.contains("stub"),
+        "{refusals}"
+    );
+    std::fs::remove_file(s.inv().join("rank-1.json")).unwrap();
+    let r = s.import("stub-rejected", &[("FAKECUDA_STUB", "1".into())], &[]);
+    assert_eq!(r.code, 1, "{}", r.why());
+    assert_eq!(r.report()["result"], "rejected");
+    assert!(r.log.acquired.is_empty());
 }
 
 #[test]

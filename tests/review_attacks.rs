@@ -494,15 +494,20 @@ fn ready_file_through_a_bind_mount_alias_is_refused() {
 /// accepts the whole group (exit 1 otherwise), and import without the
 /// declared profile is exit 2. Should be: refused before any GPU call.
 #[test]
-#[ignore = "review: partial group imported with --local-ranks (issue #12 scope)"]
 fn a_local_part_is_not_imported_without_proof_of_the_whole_group() {
     let t = tempfile::tempdir().unwrap();
     let mut d = Desc::new("adv", 0, 4, 1);
     d.handle_kind = "posix_fd";
-    put(t.path(), "rank-0.json", &d.bytes());
+    let inv = t.path().join("inv");
+    put(&inv, "rank-0.json", &d.bytes());
+    // With the declared profile, so the refusal is the missing fleet proof.
+    let profile = t.path().join("profile.json");
+    kvcr::testkit::put_profile(&profile, &d);
     let out = kvcr()
         .args(["import", "--local-ranks", "0", "--format", "json"])
-        .arg(t.path())
+        .arg(&inv)
+        .arg("--profile")
+        .arg(&profile)
         .env("KVCR_NODE_FACTS", fixtures_live("node-match.json"))
         .env("KVCR_IMPORT_BACKEND", "sim")
         .output()
@@ -510,6 +515,8 @@ fn a_local_part_is_not_imported_without_proof_of_the_whole_group() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_ne!(v["result"], json!("imported"), "{v:#}");
     assert_ne!(out.status.code(), Some(0), "{v:#}");
+    assert_eq!(out.status.code(), Some(1), "{v:#}");
+    assert_eq!(v["refusals"][0]["gate"], json!("fleet-report"), "{v:#}");
 }
 
 /// Two nodes audited without `--local-ranks`: each node's report REJECTS
