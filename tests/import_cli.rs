@@ -950,6 +950,21 @@ fn a_fleet_report_that_does_not_prove_this_part_refuses_the_import() {
         &[],
         "rejects group llama3-70b-a: rank 3 missing (KV103)",
     );
+    // The verdict field alone proves nothing: the ranks are looked at.
+    f.refused(
+        Some(&with(&|v| {
+            v["groups"][0]["ranks"].as_array_mut().unwrap().pop();
+        })),
+        &[],
+        "does not hold every rank of group llama3-70b-a exactly once (missing 3",
+    );
+    f.refused(
+        Some(&with(&|v| {
+            v["groups"][0]["ranks"][2]["verdict"] = json!("reject")
+        })),
+        &[],
+        "accepts group llama3-70b-a but rejects its rank 2",
+    );
     // Rank 1 attributed to the other node: not exactly this node's ranks.
     let other = base["inputs"][1]["report"].clone();
     f.refused(

@@ -184,6 +184,40 @@ fn check_fleet(
             shown(&group["cause"])
         ));
     }
+    // Judged from the ranks themselves too, not the verdict field alone:
+    // every rank 0..world_size-1 exactly once, each accepted.
+    let mut seen: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for r in group["ranks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let Some(n) = r["rank"].as_u64() else {
+            return Err(format!(
+                "--fleet-report {name} lists a rank of group {engine} with no number"
+            ));
+        };
+        if r["verdict"] != "accept" {
+            return Err(format!(
+                "--fleet-report {name} accepts group {engine} but rejects its rank {n}"
+            ));
+        }
+        *seen.entry(n).or_default() += 1;
+    }
+    let ws = g.world_size.unwrap_or(0);
+    let missing: Vec<u64> = (0..ws).filter(|r| !seen.contains_key(r)).collect();
+    let odd: Vec<u64> = seen
+        .iter()
+        .filter(|(r, n)| **r >= ws || **n > 1)
+        .map(|(r, _)| *r)
+        .collect();
+    if !missing.is_empty() || !odd.is_empty() {
+        return Err(format!(
+            "--fleet-report {name} does not hold every rank of group {engine} exactly once (missing {}, duplicate or out of range {})",
+            list(&missing),
+            list(&odd)
+        ));
+    }
     let ours = |x: Option<String>| x.unwrap_or_else(|| "none".into());
     for (field, here) in [
         ("incarnation", ours(g.incarnation.map(|u| u.to_string()))),

@@ -659,6 +659,9 @@ fn dry_run_plans_without_a_backend() {
     inventory(dir.path(), "llama3-70b-a", "posix_fd", 0);
     let done = core(&args(dir.path(), None), Mode::DryRun, None, None, &never).unwrap();
     let r = &done.report;
+    // The plan lists what would refuse the real import: here, no driver.
+    let gates: Vec<_> = r.refusals.iter().map(|x| (x.gate, x.status)).collect();
+    assert_eq!(gates, [(super::gate::Gate::Driver, 2)]);
     assert_eq!(
         (r.result, r.status(), r.backend),
         (ResultKind::Planned, 0, "none")
