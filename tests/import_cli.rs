@@ -571,6 +571,10 @@ fn dry_run_without_a_profile_plans_and_says_the_import_would_be_refused() {
         .map(|r| r["gate"].as_str().unwrap())
         .collect();
     assert_eq!(gates, ["profile"], "{v}");
+    assert_eq!(
+        v["strict"], false,
+        "a dry run lists unchecked facts, it does not refuse"
+    );
     // A rejected group: the dry run's exit is the audit's verdict.
     std::fs::remove_file(c.inv().join("rank-1.json")).unwrap();
     assert_eq!(dry(&c.inv()).status.code(), Some(1));
@@ -601,6 +605,7 @@ fn facts_not_checked_refuse_the_import_and_the_strict_audit() {
     assert_eq!(out.status.code(), Some(1), "{v}");
     assert_eq!(v["result"], "rejected");
     assert_eq!(v["refusals"][0]["gate"], "not-checked");
+    assert_eq!(v["strict"], true);
     let msg = v["refusals"][0]["message"].as_str().unwrap();
     for fact in [
         "rank 0: hostname",

@@ -129,6 +129,9 @@ pub struct Report {
     pub root: String,
     pub engine_id: Option<String>,
     pub mode: Mode,
+    /// True for a real import, which refuses facts not checked; false for
+    /// a dry run, which only lists them (docs/format.md §8.9).
+    pub strict: bool,
     /// "cuda", "sim" (test-only) or "none" (dry run, or refused before a backend was used).
     pub backend: &'static str,
     pub result: ResultKind,
@@ -402,6 +405,7 @@ pub fn import(
         root: run.root.clone(),
         engine_id: None,
         mode: req.mode,
+        strict: req.mode != Mode::DryRun,
         backend: "none",
         result: ResultKind::Rejected,
         incarnation: None,
