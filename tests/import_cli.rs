@@ -259,6 +259,8 @@ fn hold_writes_ready_file_after_the_last_rank_and_releases_on_sigterm() {
     let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     assert_eq!(doc["schema"], "kvcr.import-ready/v1");
     assert_eq!(doc["pid"], child.id());
+    // Its start time too, so a stale file's pid, reused, is not taken for the holder.
+    assert!(doc["start_ticks"].as_u64().is_some_and(|t| t > 0), "{doc}");
     assert_eq!(doc["ranks"].as_array().unwrap().len(), 4);
     signal(&child, libc::SIGTERM);
     let (code, v, stderr) = finish(child);
@@ -983,4 +985,12 @@ fn a_fleet_report_that_does_not_prove_this_part_refuses_the_import() {
     let node_a: Value =
         serde_json::from_slice(&std::fs::read(f.dir.path().join("node-a.json")).unwrap()).unwrap();
     f.refused(Some(&node_a), &[], "is not a kvcr merge report");
+    // A fleet report that cannot be read is missing proof too: exit 1.
+    let (code, v) = f.import(None, &["--fleet-report", "/nonexistent/fleet.json"]);
+    assert_eq!(code, 1, "{v:#}");
+    let msg = v["refusals"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("cannot read --fleet-report /nonexistent/fleet.json"),
+        "{msg}"
+    );
 }
