@@ -97,7 +97,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__audit)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --live --textfile --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --live --strict --textfile --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -361,7 +361,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__import)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --dry-run --hold --ready-file --map-read-write --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --dry-run --hold --ready-file --map-read-write --fleet-report --max-report-age --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -392,6 +392,14 @@ _kvcr() {
                     return 0
                     ;;
                 --ready-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --fleet-report)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-report-age)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -36,7 +36,7 @@ complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSO
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l profile -d 'Deployment profile (kvcr.profile/v1) declaring what the group should be' -r -F
+complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l profile -d 'Deployment profile (kvcr.profile/v1) declaring what the group should be (default: $KVCR_PROFILE); import requires one (docs/format.md §8.9)' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l engine -d 'Limit the run to the group with this engine_id' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l min-epoch -d 'Reject current descriptors whose epoch is below N (overrides the profile)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l max-age -d 'Reject descriptors sealed more than this long ago (overrides the profile): plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d)' -r
@@ -50,16 +50,19 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l color -d 'Colour: au
 always\t''
 never\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l live -d 'Also check against this node: boot id, hostname, owner and writer processes, GPUs present'
+complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l strict -d 'With --live: a fact that could not be read (boot id, hostname, owner, writer, GPU) rejects its rank, as it refuses an import (docs/format.md §8.9)'
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -s q -l quiet -d 'Print nothing; the exit status still tells'
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -s v -l verbose -d 'Show every check per rank, including facts not checked'
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l profile -d 'Deployment profile (kvcr.profile/v1) declaring what the group should be' -r -F
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l profile -d 'Deployment profile (kvcr.profile/v1) declaring what the group should be (default: $KVCR_PROFILE); import requires one (docs/format.md §8.9)' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l engine -d 'Limit the run to the group with this engine_id' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l min-epoch -d 'Reject current descriptors whose epoch is below N (overrides the profile)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-age -d 'Reject descriptors sealed more than this long ago (overrides the profile): plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l local-ranks -d 'The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11 (overrides the profile); other ranks are expected elsewhere' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation (overrides the profile\'s incarnation); its other incarnations are notices' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l ready-file -d 'With --hold: write this file atomically once every rank is imported; removed on release' -r -F
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l fleet-report -d 'With --local-ranks: a `kvcr merge --format json` report, built from live reports, that accepts the whole group and names this host and boot id for exactly these ranks (docs/format.md §8.9)' -r -F
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-report-age -d 'The oldest --fleet-report input accepted: plain seconds, or a number with s, m, h or d (default 300 s)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
 prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"

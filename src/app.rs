@@ -44,8 +44,24 @@ pub struct AuditRun {
     /// Set by `kvcr merge`: the reports merged.
     pub merge: Option<report::json::MergeMeta>,
     pub live: bool,
+    /// `--strict`: a fact not checked rejected its rank.
+    pub strict: bool,
+    /// Live mode: the facts the audit was judged on.
+    pub node: Option<node::NodeFacts>,
     pub now_ms: u64,
     pub judgement: Judgement,
+}
+
+impl AuditRun {
+    /// Live facts that could not be read, over every rank in scope.
+    pub fn not_checked(&self) -> usize {
+        self.judgement
+            .groups
+            .iter()
+            .flat_map(|g| &g.ranks)
+            .map(|r| r.not_checked.len())
+            .sum()
+    }
 }
 
 /// This node's name from uname(2).
@@ -106,6 +122,7 @@ pub fn expectations(args: &InventoryArgs) -> Result<Expectations, Failure> {
         max_age_s: args.max_age,
         local_ranks: args.local_ranks.clone(),
         incarnation: args.incarnation,
+        strict: false,
     })
 }
 
@@ -227,12 +244,15 @@ pub fn collect_with(
 }
 
 /// Audits an inventory. `probe` is `Some` in live mode.
+/// Audits an inventory. `probe` is `Some` in live mode; `strict` makes a
+/// live fact that could not be read reject its rank.
 pub fn audit(
     args: &InventoryArgs,
     probe: Option<&dyn NodeProbe>,
     progress: bool,
+    strict: bool,
 ) -> Result<AuditRun, Failure> {
-    audit_keeping(args, probe, progress, false).map(|(run, _)| run)
+    audit_keeping(args, probe, progress, false, strict).map(|(run, _)| run)
 }
 
 /// [`audit`] that also returns the parsed descriptors it judged, by raw path bytes.
@@ -244,8 +264,10 @@ pub fn audit_keeping(
     probe: Option<&dyn NodeProbe>,
     progress: bool,
     keep_allocations: bool,
+    strict: bool,
 ) -> Result<(AuditRun, BTreeMap<Vec<u8>, Descriptor>), Failure> {
-    let expect = expectations(args)?;
+    let mut expect = expectations(args)?;
+    expect.strict = strict && probe.is_some();
     let root = root_of(args)?;
     let (cands, files) = collect_with(
         &root,
@@ -286,7 +308,15 @@ pub fn audit_keeping(
         },
     );
     let mut meta = report::json::Meta::new(probe.is_some(), now_ms);
-    meta.host = Some(hostname());
+    // In live mode the hostname the descriptors were checked against (so a
+    // fleet of facts files matches itself), else uname's.
+    meta.host = Some(
+        facts
+            .as_ref()
+            .and_then(|f| f.hostname.known().cloned())
+            .unwrap_or_else(hostname),
+    );
+    meta.strict = expect.strict;
     meta.boot_id = facts.as_ref().and_then(|f| f.boot_id.known().copied());
     meta.node_facts_source = probe.map(|_| node::facts_source());
     meta.options = report::json::Options {
@@ -313,6 +343,8 @@ pub fn audit_keeping(
         meta,
         merge: None,
         live: probe.is_some(),
+        strict: expect.strict,
+        node: facts,
         now_ms,
         judgement,
     };
@@ -407,9 +439,13 @@ pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Resu
         report::Format::Table => report::table::write(
             out,
             p,
-            &run.root,
-            run.live,
-            run.merge.is_some(),
+            &report::table::Header {
+                root: &run.root,
+                live: run.live,
+                strict: run.strict,
+                not_checked: run.not_checked(),
+                merged: run.merge.is_some(),
+            },
             &run.judgement,
             run.now_ms,
         ),
@@ -435,7 +471,7 @@ fn cmd_audit(a: &AuditArgs) -> Result<i32, Failure> {
         .map(|t| textfile_target(t, &a.inventory))
         .transpose()?;
     let started = std::time::Instant::now();
-    let run = audit(&a.inventory, probe.as_deref(), p.progress)?;
+    let run = audit(&a.inventory, probe.as_deref(), p.progress, a.strict)?;
     let took = started.elapsed();
     let status = run.judgement.exit_status();
     if let Some((dir, name)) = &textfile {
@@ -566,6 +602,16 @@ fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
             reports: names.clone(),
             all_inputs_live: live,
             oldest_input_age_ms: oldest,
+            inputs: reports
+                .iter()
+                .map(|(n, r)| report::json::MergeInput {
+                    report: n.clone(),
+                    host: r.host.clone(),
+                    boot_id: r.boot_id,
+                    live: r.live,
+                    generated_unix_ms: r.generated_unix_ms,
+                })
+                .collect(),
         }),
         root: format!(
             "merged from {} report{}",
@@ -573,6 +619,8 @@ fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
             if names.len() == 1 { "" } else { "s" }
         ),
         live,
+        strict: false,
+        node: None,
         now_ms,
         judgement,
     };

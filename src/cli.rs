@@ -107,8 +107,9 @@ pub struct InventoryArgs {
     /// Inventory root directory (default: $KVCR_INVENTORY).
     #[arg(value_name = "ROOT", env = "KVCR_INVENTORY")]
     pub root: Option<PathBuf>,
-    /// Deployment profile (kvcr.profile/v1) declaring what the group should be.
-    #[arg(long, value_name = "FILE")]
+    /// Deployment profile (kvcr.profile/v1) declaring what the group should be
+    /// (default: $KVCR_PROFILE); import requires one (docs/format.md §8.9).
+    #[arg(long, value_name = "FILE", env = "KVCR_PROFILE")]
     pub profile: Option<PathBuf>,
     /// Limit the run to the group with this engine_id.
     #[arg(long, value_name = "ID", value_parser = parse_engine_id)]
@@ -201,6 +202,10 @@ pub struct AuditArgs {
     /// Also check against this node: boot id, hostname, owner and writer processes, GPUs present.
     #[arg(long)]
     pub live: bool,
+    /// With --live: a fact that could not be read (boot id, hostname, owner,
+    /// writer, GPU) rejects its rank, as it refuses an import (docs/format.md §8.9).
+    #[arg(long, requires = "live")]
+    pub strict: bool,
     /// Also write the Prometheus metrics (docs/format.md §9.5) to PATH, atomically, for
     /// node-exporter's textfile collector; PATH may not lie inside the inventory.
     #[arg(long, value_name = "PATH")]
@@ -225,6 +230,15 @@ pub struct ImportArgs {
     /// Map VMM memory (fabric, posix_fd) read-write instead of read-only, for a driver that refuses read-only access. kvcr never writes GPU memory.
     #[arg(long, conflicts_with = "dry_run")]
     pub map_read_write: bool,
+    /// With --local-ranks: a `kvcr merge --format json` report, built from live
+    /// reports, that accepts the whole group and names this host and boot id
+    /// for exactly these ranks (docs/format.md §8.9).
+    #[arg(long, value_name = "FILE")]
+    pub fleet_report: Option<PathBuf>,
+    /// The oldest --fleet-report input accepted: plain seconds, or a number
+    /// with s, m, h or d (default 300 s).
+    #[arg(long, value_name = "AGE", value_parser = parse_age, default_value = "300")]
+    pub max_report_age: u64,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -225,6 +225,12 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "Usage error, or the file cannot be read as a regular file (missing, a symlink, a \
              directory or a device)."
         }
+        Some("import") => {
+            "Usage error, or the run could not happen: the root is missing, no deployment \
+             profile (--profile or $KVCR_PROFILE) or one without world_size, tp, pp, model, \
+             geometry and gpus, a bad or existing --ready-file, or no CUDA driver (or only \
+             the CUDA toolkit's stub libcuda) for an accepted group (not for --dry-run)."
+        }
         _ => {
             "Usage error, or the run could not happen: the root is missing, the profile is bad, \
              no CUDA driver (or only the CUDA toolkit's stub libcuda) for an import that is not \
@@ -235,6 +241,11 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         Some("examine") => {
             "The descriptor fails a check of its own (malformed, not v1, digest, rank, \
              sizes, a repeated handle)."
+        }
+        Some("import") => {
+            "The group was rejected (a rejecting file-level finding, or no descriptor, \
+             counts too), a --local-ranks part lacks a fresh --fleet-report proving the \
+             whole group, or a live fact could not be checked. Nothing was imported."
         }
         Some("seal") | Some("digest") => {
             "A file was refused: a symlink, not a regular file, over 1 MiB, not strict JSON, \

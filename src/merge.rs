@@ -25,6 +25,8 @@ pub struct NodeReport {
     pub host: Option<String>,
     #[serde(default)]
     pub live: bool,
+    #[serde(default)]
+    pub boot_id: Option<Uuid>,
     /// When the node's report was written (docs/format.md §9.4); absent in
     /// older reports.
     #[serde(default)]

@@ -45,6 +45,24 @@ pub struct Profile {
     pub local_ranks: Option<String>,
 }
 
+impl Profile {
+    /// The fields an import requires (docs/format.md §8.9) that this profile
+    /// does not declare, in the order the format lists them.
+    pub fn missing_for_import(&self) -> Vec<&'static str> {
+        [
+            ("world_size", self.world_size.is_none()),
+            ("tp", self.tp.is_none()),
+            ("pp", self.pp.is_none()),
+            ("model", self.model.is_none()),
+            ("geometry", self.geometry.is_none()),
+            ("gpus", self.gpus.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(name, missing)| missing.then_some(name))
+        .collect()
+    }
+}
+
 /// Why a profile was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
@@ -255,6 +273,16 @@ mod tests {
         assert_eq!(p.min_epoch, Some(3));
         assert_eq!(p.max_age_s, Some(86400));
         assert_eq!(p.local_ranks.as_deref(), Some("0-1"));
+    }
+
+    #[test]
+    fn import_needs_the_declared_shape() {
+        assert!(parse(&full()).unwrap().missing_for_import().is_empty());
+        let p = parse(&json!({"schema": "kvcr.profile/v1", "engine_id": "e1", "tp": 2})).unwrap();
+        assert_eq!(
+            p.missing_for_import(),
+            ["world_size", "pp", "model", "geometry", "gpus"]
+        );
     }
 
     #[test]

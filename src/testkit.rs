@@ -117,6 +117,28 @@ impl Desc {
     }
 }
 
+/// The full deployment profile of `d`'s group (docs/format.md §4): everything
+/// an import requires declared, matching what [`Desc::value`] writes.
+pub fn profile(d: &Desc) -> Value {
+    let v = d.value();
+    let ws = d.tp * d.pp;
+    json!({
+        "schema": crate::profile::PROFILE_SCHEMA,
+        "engine_id": d.engine_id,
+        "world_size": ws,
+        "tp": d.tp,
+        "pp": d.pp,
+        "model": v["model"],
+        "geometry": v["geometry"],
+        "gpus": (0..ws).map(|r| gpu(d.group, r)).collect::<Vec<_>>(),
+    })
+}
+
+/// Writes [`profile`] of `d` to `path`.
+pub fn put_profile(path: &Path, d: &Desc) {
+    std::fs::write(path, to_bytes(&profile(d))).unwrap();
+}
+
 /// Pretty JSON bytes with a trailing newline, as an owner would write them.
 pub fn to_bytes(v: &Value) -> Vec<u8> {
     let mut b = serde_json::to_vec_pretty(v).expect("serialise");

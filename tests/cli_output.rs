@@ -103,6 +103,11 @@ fn verbose_shows_every_check_and_what_was_not_checked() {
         assert!(table.contains(want), "live -v lacks {want:?}:\n{table}");
     }
     assert!(!table.contains("no --live"), "{table}");
+    // ... and the header counts them: 4 ranks × hostname, boot_id, owner, GPU.
+    assert!(
+        table.contains("(live: checked against this node; 16 facts not checked"),
+        "{table}"
+    );
 }
 
 #[test]

@@ -260,8 +260,17 @@ impl Scenario {
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
         std::fs::set_permissions(&inv, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // Import requires the declared profile (docs/format.md §8.9).
+        let mut profile =
+            kvcr::testkit::profile(&kvcr::testkit::Desc::new("fake-engine", 0, ranks as u64, 1));
+        profile["gpus"] = json!((0..ranks).map(gpu).collect::<Vec<_>>());
+        profile["geometry"] = json!({"num_layers": 1, "kv_heads_per_rank": 1, "head_size": 64,
+            "block_size": 16, "num_blocks": 16, "dtype": "float16", "use_mla": false});
+        let profile_path = dir.path().join("profile.json");
+        std::fs::write(&profile_path, kvcr::testkit::to_bytes(&profile)).unwrap();
         let gpu_list: Vec<String> = (0..gpus).map(gpu).collect();
         let env = vec![
+            ("KVCR_PROFILE".into(), profile_path.display().to_string()),
             ("LD_LIBRARY_PATH".into(), b.lib_dir.display().to_string()),
             ("FAKECUDA_GPUS".into(), gpu_list.join(",")),
             ("FAKECUDA_IPC".into(), ipc.join(",")),
@@ -636,6 +645,20 @@ fn stub_library_is_exit_2_naming_the_stub() {
         String::from_utf8_lossy(&out.stdout).contains("stub"),
         "{out:?}"
     );
+    // The audit answers before the driver (docs/format.md §8.9): a rejected
+    // group is exit 1 under the stub too, and the dry run names the stub.
+    let dry = s.import("stub-dry", &[("FAKECUDA_STUB", "1".into())], &["--dry-run"]);
+    assert_eq!(dry.code, 0, "{}", dry.why());
+    let refusals = dry.report()["refusals"].to_string();
+    assert!(
+        refusals.contains("\"driver\"") && refusals.contains("stub"),
+        "{refusals}"
+    );
+    std::fs::remove_file(s.inv().join("rank-1.json")).unwrap();
+    let r = s.import("stub-rejected", &[("FAKECUDA_STUB", "1".into())], &[]);
+    assert_eq!(r.code, 1, "{}", r.why());
+    assert_eq!(r.report()["result"], "rejected");
+    assert!(r.log.acquired.is_empty());
 }
 
 #[test]

@@ -52,7 +52,12 @@ impl Case {
             "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
         });
         std::fs::write(dir.path().join("facts.json"), facts.to_string()).unwrap();
+        // Import requires the declared profile (docs/format.md §8.9).
+        testkit::put_profile(&dir.path().join("profile.json"), &d);
         Case { dir }
+    }
+    fn profile(&self) -> PathBuf {
+        self.dir.path().join("profile.json")
     }
     fn inv(&self) -> PathBuf {
         self.dir.path().join("inv")
@@ -79,6 +84,7 @@ impl Case {
             .args(["--format", "json"])
             .args(args)
             .env("KVCR_NODE_FACTS", self.facts())
+            .env("KVCR_PROFILE", self.profile())
             .env("KVCR_IMPORT_BACKEND", spec)
             .timeout(Duration::from_secs(60))
             .output()
@@ -164,6 +170,7 @@ fn injected_failure_exits_3_after_releasing_in_reverse() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env("KVCR_IMPORT_BACKEND", "sim:fail=verify@2")
         .output()
         .unwrap();
@@ -215,6 +222,7 @@ fn spawn_import(c: &Case, sim_opts: &str, args: &[&str]) -> Child {
         .env_remove("KVCR_INVENTORY")
         .env("TERM", "dumb")
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env(
             "KVCR_IMPORT_BACKEND",
             format!("sim:{sim_opts}log={}", c.log().display()),
@@ -270,6 +278,8 @@ fn hold_writes_ready_file_after_the_last_rank_and_releases_on_sigterm() {
     assert_eq!(doc["schema"], "kvcr.import-ready/v1");
     valid(kvcr::schema::Kind::Ready, &doc, None);
     assert_eq!(doc["pid"], child.id());
+    // Its start time too, so a stale file's pid, reused, is not taken for the holder.
+    assert!(doc["start_ticks"].as_u64().is_some_and(|t| t > 0), "{doc}");
     assert_eq!(doc["ranks"].as_array().unwrap().len(), 4);
     signal(&child, libc::SIGTERM);
     let (code, v, stderr) = finish(child);
@@ -330,6 +340,7 @@ fn rejected_group_exits_1_before_any_backend_call() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env("KVCR_IMPORT_BACKEND", "sim")
         .output()
         .unwrap();
@@ -350,6 +361,7 @@ fn two_groups_without_engine_is_a_usage_error() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env("KVCR_IMPORT_BACKEND", "sim")
         .output()
         .unwrap();
@@ -451,6 +463,7 @@ fn import_without_a_driver_exits_2_naming_the_driver() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env_remove("KVCR_IMPORT_BACKEND")
         .output()
         .unwrap();
@@ -469,6 +482,7 @@ fn bad_backend_spec_and_ready_file_are_usage_errors() {
         .arg("import")
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_PROFILE", c.profile())
         .env("KVCR_IMPORT_BACKEND", "sim:fail=teleport@1")
         .output()
         .unwrap();
@@ -481,6 +495,7 @@ fn bad_backend_spec_and_ready_file_are_usage_errors() {
             .args(["--hold", "--ready-file"])
             .arg(c.ready())
             .env("KVCR_NODE_FACTS", c.facts())
+            .env("KVCR_PROFILE", c.profile())
             .env(
                 "KVCR_IMPORT_BACKEND",
                 format!("sim:log={}", c.log().display()),
@@ -492,4 +507,509 @@ fn bad_backend_spec_and_ready_file_are_usage_errors() {
     assert_eq!(code, Some(2));
     assert!(c.events().is_empty());
     assert_eq!(std::fs::read(c.ready()).unwrap(), b"stale");
+}
+
+// ---- The gate (docs/format.md §8.9) ----
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn no_profile_or_an_incomplete_one_is_exit_2_naming_what_is_missing() {
+    let c = Case::new();
+    let out = kvcr()
+        .arg("import")
+        .arg(c.inv())
+        .env("KVCR_NODE_FACTS", c.facts())
+        .env(
+            "KVCR_IMPORT_BACKEND",
+            format!("sim:log={}", c.log().display()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(out.stdout.is_empty());
+    let err = stderr_of(&out);
+    assert!(err.contains("no deployment profile"), "{err}");
+    assert!(err.contains("--profile FILE or $KVCR_PROFILE"), "{err}");
+    // A profile that leaves out gpus (and pp) names exactly those.
+    let mut p: Value = serde_json::from_slice(&std::fs::read(c.profile()).unwrap()).unwrap();
+    p.as_object_mut().unwrap().remove("gpus");
+    p.as_object_mut().unwrap().remove("pp");
+    let partial = c.dir.path().join("partial.json");
+    std::fs::write(&partial, p.to_string()).unwrap();
+    let out = kvcr()
+        .arg("import")
+        .arg(c.inv())
+        .arg("--profile")
+        .arg(&partial)
+        .env("KVCR_NODE_FACTS", c.facts())
+        .env(
+            "KVCR_IMPORT_BACKEND",
+            format!("sim:log={}", c.log().display()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert!(err.contains("does not declare pp, gpus"), "{err}");
+    assert!(c.events().is_empty(), "the backend was opened");
+}
+
+#[test]
+fn dry_run_without_a_profile_plans_and_says_the_import_would_be_refused() {
+    let c = Case::new();
+    let dry = |inv: &Path| {
+        kvcr()
+            .args(["import", "--dry-run"])
+            .arg(inv)
+            .env("KVCR_NODE_FACTS", c.facts())
+            .env("KVCR_IMPORT_BACKEND", "sim")
+            .output()
+            .unwrap()
+    };
+    let out = dry(&c.inv());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("nothing imported (dry run)"), "{text}");
+    assert!(text.contains("the real import would be refused:"), "{text}");
+    assert!(text.contains("(exit 2) no deployment profile"), "{text}");
+    // JSON: the refusal is listed; the sim backend counts as a driver.
+    let out = kvcr()
+        .args(["import", "--dry-run", "--format", "json"])
+        .arg(c.inv())
+        .env("KVCR_NODE_FACTS", c.facts())
+        .env("KVCR_IMPORT_BACKEND", "sim")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["result"], "planned");
+    let gates: Vec<&str> = v["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["gate"].as_str().unwrap())
+        .collect();
+    assert_eq!(gates, ["profile"], "{v}");
+    assert_eq!(
+        v["strict"], false,
+        "a dry run lists unchecked facts, it does not refuse"
+    );
+    // A rejected group: the dry run's exit is the audit's verdict.
+    std::fs::remove_file(c.inv().join("rank-1.json")).unwrap();
+    assert_eq!(dry(&c.inv()).status.code(), Some(1));
+}
+
+/// Node facts that could not be read: the audit lists them (exit 0), the
+/// strict audit rejects on them, and the import refuses naming them.
+#[test]
+fn facts_not_checked_refuse_the_import_and_the_strict_audit() {
+    let c = Case::new();
+    let unknown = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/live/node-unknown.json"
+    );
+    let out = kvcr()
+        .arg("import")
+        .arg(c.inv())
+        .args(["--format", "json"])
+        .env("KVCR_NODE_FACTS", unknown)
+        .env("KVCR_PROFILE", c.profile())
+        .env(
+            "KVCR_IMPORT_BACKEND",
+            format!("sim:log={}", c.log().display()),
+        )
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert_eq!(v["result"], "rejected");
+    assert_eq!(v["refusals"][0]["gate"], "not-checked");
+    assert_eq!(v["strict"], true);
+    let msg = v["refusals"][0]["message"].as_str().unwrap();
+    for fact in [
+        "rank 0: hostname",
+        "rank 0: boot_id",
+        "rank 0: owner",
+        "gpu-present",
+    ] {
+        assert!(msg.contains(fact), "{fact}: {msg}");
+    }
+    assert!(msg.contains("and 8 more"), "bounded: {msg}");
+    assert!(
+        c.events().iter().all(|e| e.0 != "acquire"),
+        "a GPU call was made"
+    );
+
+    let audit = |extra: &[&str]| {
+        let out = kvcr()
+            .arg("audit")
+            .arg(c.inv())
+            .args(["--live", "--format", "json"])
+            .args(extra)
+            .env("KVCR_NODE_FACTS", unknown)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code().unwrap(), v)
+    };
+    let (code, v) = audit(&[]);
+    assert_eq!(code, 0, "not strict: listed, not rejected");
+    assert_eq!(v["strict"], false);
+    assert_eq!(v["live"], true);
+    assert_eq!(
+        v["groups"][0]["ranks"][0]["not_checked"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    let (code, v) = audit(&["--strict"]);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["strict"], true);
+    let f = &v["groups"][0]["ranks"][0]["findings"];
+    let codes: Vec<(&str, &str)> = f
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["code"].as_str().unwrap(), f["message"].as_str().unwrap()))
+        .collect();
+    assert!(
+        codes.iter().any(|(c, m)| *c == "KV110"
+            && m.starts_with("not checked: hostname")
+            && m.ends_with("(--strict)")),
+        "{codes:?}"
+    );
+    assert!(codes
+        .iter()
+        .any(|(c, m)| *c == "KV106" && m.starts_with("not checked: gpu-present")));
+    // --strict only means something against this node.
+    let out = kvcr()
+        .args(["audit", "--strict"])
+        .arg(c.inv())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The order of answers: the audit before the driver, the driver before
+/// facts not checked.
+#[test]
+fn without_a_driver_a_rejected_group_is_1_and_unchecked_facts_are_2() {
+    if kvcr::import::cuda::driver_present() {
+        eprintln!("skipped: libcuda is present on this machine");
+        return;
+    }
+    let c = Case::new();
+    let real = |facts: &Path| {
+        kvcr()
+            .arg("import")
+            .arg(c.inv())
+            .env("KVCR_NODE_FACTS", facts)
+            .env("KVCR_PROFILE", c.profile())
+            .env_remove("KVCR_IMPORT_BACKEND")
+            .output()
+            .unwrap()
+    };
+    // Facts not checked come after the driver: exit 2, the driver named.
+    let unknown = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/live/node-unknown.json"
+    ));
+    let out = real(unknown);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr_of(&out).contains("no NVIDIA driver"),
+        "{}",
+        stderr_of(&out)
+    );
+    // A rejected group is exit 1 even without a driver.
+    std::fs::remove_file(c.inv().join("rank-2.json")).unwrap();
+    let out = real(&c.facts());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("import refused, nothing imported"), "{text}");
+    // The dry run lists the missing driver among what would refuse.
+    let c = Case::new();
+    let out = kvcr()
+        .args(["import", "--dry-run", "--format", "json"])
+        .arg(c.inv())
+        .env("KVCR_NODE_FACTS", c.facts())
+        .env_remove("KVCR_IMPORT_BACKEND")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gates: Vec<&str> = v["refusals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["gate"].as_str().unwrap())
+        .collect();
+    assert_eq!(gates, ["profile", "driver"], "{v}");
+}
+
+#[test]
+fn a_stale_ready_file_names_its_holder_and_whether_it_runs() {
+    let c = Case::new();
+    let hold = || {
+        let out = kvcr()
+            .arg("import")
+            .arg(c.inv())
+            .args(["--hold", "--ready-file"])
+            .arg(c.ready())
+            .env("KVCR_NODE_FACTS", c.facts())
+            .env("KVCR_PROFILE", c.profile())
+            .env(
+                "KVCR_IMPORT_BACKEND",
+                format!("sim:log={}", c.log().display()),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        stderr_of(&out)
+    };
+    // Left by a process that is gone (above every default pid_max).
+    std::fs::write(
+        c.ready(),
+        r#"{"schema": "kvcr.import-ready/v1", "pid": 4194305}"#,
+    )
+    .unwrap();
+    let err = hold();
+    assert!(
+        err.contains("left by pid 4194305, which is gone: remove the file after checking nothing holds the group"),
+        "{err}"
+    );
+    // Held by a process that still runs: this test.
+    let me = std::process::id();
+    std::fs::write(c.ready(), format!(r#"{{"pid": {me}}}"#)).unwrap();
+    let err = hold();
+    assert!(
+        err.contains(&format!("held by pid {me}, still running")),
+        "{err}"
+    );
+    assert!(c.events().is_empty());
+}
+
+/// Two nodes of one TP=4 group: this one (gpu-node-17) holds ranks 0-1,
+/// gpu-node-18 ranks 2-3. Each is audited live, the reports merged: the
+/// fleet report a local import needs.
+struct Fleet {
+    dir: tempfile::TempDir,
+}
+
+const OTHER_BOOT: &str = "0b7f3c2e-1d4a-4e5f-8a9b-7c6d5e4f3a21";
+
+impl Fleet {
+    fn new() -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
+        let mut names = Vec::new();
+        for (node, host, boot, ranks) in [
+            ("a", HOSTNAME, BOOT_ID, 0..2u64),
+            ("b", "gpu-node-18", OTHER_BOOT, 2..4),
+        ] {
+            let inv = dir.path().join(node);
+            for r in ranks.clone() {
+                let mut v = Desc::new("llama3-70b-a", r, 4, 1).value();
+                v["node"] = json!({"hostname": host, "boot_id": boot});
+                testkit::seal(&mut v);
+                testkit::put(&inv, &format!("rank-{r}.json"), &testkit::to_bytes(&v));
+            }
+            private(&inv);
+            let facts = json!({"boot_id": boot, "hostname": host, "processes": {"4242": 123456},
+                "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}});
+            let fpath = dir.path().join(format!("facts-{node}.json"));
+            std::fs::write(&fpath, facts.to_string()).unwrap();
+            let local = format!("{}-{}", ranks.start, ranks.end - 1);
+            let out = kvcr()
+                .arg("audit")
+                .arg(&inv)
+                .args(["--live", "--local-ranks", &local, "--format", "json"])
+                .env("KVCR_NODE_FACTS", &fpath)
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            let name = dir.path().join(format!("node-{node}.json"));
+            std::fs::write(&name, &out.stdout).unwrap();
+            names.push(name);
+        }
+        let out = kvcr()
+            .arg("merge")
+            .args(&names)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        std::fs::write(dir.path().join("fleet.json"), &out.stdout).unwrap();
+        testkit::put_profile(
+            &dir.path().join("profile.json"),
+            &Desc::new("llama3-70b-a", 0, 4, 1),
+        );
+        Fleet { dir }
+    }
+    fn fleet(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.dir.path().join("fleet.json")).unwrap()).unwrap()
+    }
+    /// `kvcr import A --local-ranks 0-1 [--fleet-report F] ARGS` with the sim backend.
+    fn import(&self, fleet: Option<&Value>, args: &[&str]) -> (i32, Value) {
+        let mut c = kvcr();
+        c.arg("import")
+            .arg(self.dir.path().join("a"))
+            .args(["--local-ranks", "0-1", "--format", "json"])
+            .args(args)
+            .env("KVCR_NODE_FACTS", self.dir.path().join("facts-a.json"))
+            .env("KVCR_PROFILE", self.dir.path().join("profile.json"))
+            .env("KVCR_IMPORT_BACKEND", "sim");
+        if let Some(f) = fleet {
+            let p = self.dir.path().join("given.json");
+            std::fs::write(&p, f.to_string()).unwrap();
+            c.arg("--fleet-report").arg(p);
+        }
+        let out = c.output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code().unwrap(), v)
+    }
+    /// Refused with exit 1 by the fleet gate, with a message containing `why`.
+    fn refused(&self, fleet: Option<&Value>, args: &[&str], why: &str) {
+        let (code, v) = self.import(fleet, args);
+        assert_eq!(code, 1, "{why}: {v:#}");
+        assert_eq!(v["result"], "rejected", "{why}");
+        assert_eq!(v["refusals"][0]["gate"], "fleet-report", "{why}: {v:#}");
+        let msg = v["refusals"][0]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{why}: {msg}");
+        assert!(v["ranks"].as_array().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn a_local_part_imports_with_a_fresh_fleet_report_of_the_whole_group() {
+    let f = Fleet::new();
+    let fleet = f.fleet();
+    assert_eq!(fleet["all_inputs_live"], true);
+    assert_eq!(fleet["inputs"][0]["host"], HOSTNAME);
+    assert_eq!(fleet["inputs"][0]["boot_id"], BOOT_ID);
+    let (code, v) = f.import(Some(&fleet), &[]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["result"], "imported");
+    let ranks: Vec<u64> = v["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ranks, [0, 1]);
+    // Without one: refused, and the dry run lists it (exit 0: the audit accepts).
+    f.refused(None, &[], "import requires --fleet-report FILE");
+    let (code, v) = f.import(None, &["--dry-run"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["refusals"][0]["gate"], "fleet-report");
+}
+
+#[test]
+fn a_fleet_report_that_does_not_prove_this_part_refuses_the_import() {
+    let f = Fleet::new();
+    let base = f.fleet();
+    let with = |edit: &dyn Fn(&mut Value)| {
+        let mut v = base.clone();
+        edit(&mut v);
+        v
+    };
+    let now = kvcr::app::now_unix_ms();
+    let old = with(&|v| {
+        for i in v["inputs"].as_array_mut().unwrap() {
+            i["generated_unix_ms"] = json!(now - 600_000);
+        }
+    });
+    f.refused(Some(&old), &[], "is too old");
+    // --max-report-age takes the units of --max-age.
+    assert_eq!(f.import(Some(&old), &["--max-report-age", "1h"]).0, 0);
+    f.refused(
+        Some(&old),
+        &["--max-report-age", "5m"],
+        "more than --max-report-age 300 s",
+    );
+    f.refused(
+        Some(&with(&|v| v["inputs"][0]["host"] = json!("gpu-node-99"))),
+        &[],
+        "names no input from this host gpu-node-17",
+    );
+    f.refused(
+        Some(&with(&|v| v["inputs"][0]["boot_id"] = json!(OTHER_BOOT))),
+        &[],
+        "rebooted since?",
+    );
+    f.refused(
+        Some(&with(&|v| v["all_inputs_live"] = json!(false))),
+        &[],
+        "not built only from live reports",
+    );
+    f.refused(
+        Some(&with(&|v| {
+            v["groups"][0]["incarnation"] = json!(testkit::INCARNATION_B)
+        })),
+        &[],
+        "with incarnation 9a7e6d5c",
+    );
+    f.refused(
+        Some(&with(&|v| v["groups"][0]["epoch"] = json!(2))),
+        &[],
+        "with epoch 2, this node holds epoch 1",
+    );
+    f.refused(
+        Some(&with(&|v| {
+            v["groups"][0]["verdict"] = json!("reject");
+            v["groups"][0]["cause"] = json!("rank 3 missing (KV103)");
+        })),
+        &[],
+        "rejects group llama3-70b-a: rank 3 missing (KV103)",
+    );
+    // The verdict field alone proves nothing: the ranks are looked at.
+    f.refused(
+        Some(&with(&|v| {
+            v["groups"][0]["ranks"].as_array_mut().unwrap().pop();
+        })),
+        &[],
+        "does not hold every rank of group llama3-70b-a exactly once (missing 3",
+    );
+    f.refused(
+        Some(&with(&|v| {
+            v["groups"][0]["ranks"][2]["verdict"] = json!("reject")
+        })),
+        &[],
+        "accepts group llama3-70b-a but rejects its rank 2",
+    );
+    // Rank 1 attributed to the other node: not exactly this node's ranks.
+    let other = base["inputs"][1]["report"].clone();
+    f.refused(
+        Some(&with(&|v| {
+            v["groups"][0]["ranks"][1]["report"] = other.clone()
+        })),
+        &[],
+        "names ranks 0 from this node",
+    );
+    // An audit report of one node is not a merge report.
+    let node_a: Value =
+        serde_json::from_slice(&std::fs::read(f.dir.path().join("node-a.json")).unwrap()).unwrap();
+    f.refused(Some(&node_a), &[], "is not a kvcr merge report");
+    // A fleet report that cannot be read is missing proof too: exit 1.
+    let (code, v) = f.import(None, &["--fleet-report", "/nonexistent/fleet.json"]);
+    assert_eq!(code, 1, "{v:#}");
+    let msg = v["refusals"][0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("cannot read --fleet-report /nonexistent/fleet.json"),
+        "{msg}"
+    );
 }

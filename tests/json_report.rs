@@ -38,6 +38,8 @@ struct Report {
         with = "serde_with_null"
     )]
     oldest_input_age_ms: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inputs: Option<Vec<Input>>,
     groups: Vec<Group>,
     files: Vec<File>,
     summary: Summary,
@@ -68,6 +70,17 @@ struct Options {
     max_age_s: Option<u64>,
     local_ranks: Option<String>,
     incarnation: Option<uuid::Uuid>,
+}
+
+/// `kvcr merge` only: one input report.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    report: String,
+    host: Option<String>,
+    boot_id: Option<String>,
+    live: bool,
+    generated_unix_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]

@@ -1,10 +1,8 @@
 //! Second attacker review of the issue #11 fix: cases NOT already in
 //! tests/adversarial.rs. Every test here failed on the reviewed commit
-//! (2b268cd) and is marked `#[ignore = "review: <class>"]` so the suite stays
-//! green until the product is fixed; run them with
-//! `cargo test --test review_attacks -- --ignored`.
+//! (2b268cd) and passes since the fixes that followed it.
 //!
-//! Each test states, in one line, what kvcr does and what it should do.
+//! Each test states what kvcr did and what it must do.
 
 mod common;
 
@@ -492,15 +490,20 @@ fn ready_file_through_a_bind_mount_alias_is_refused() {
 /// accepts the whole group (exit 1 otherwise), and import without the
 /// declared profile is exit 2. Should be: refused before any GPU call.
 #[test]
-#[ignore = "review: partial group imported with --local-ranks (issue #12 scope)"]
 fn a_local_part_is_not_imported_without_proof_of_the_whole_group() {
     let t = tempfile::tempdir().unwrap();
     let mut d = Desc::new("adv", 0, 4, 1);
     d.handle_kind = "posix_fd";
-    put(t.path(), "rank-0.json", &d.bytes());
+    let inv = t.path().join("inv");
+    put(&inv, "rank-0.json", &d.bytes());
+    // With the declared profile, so the refusal is the missing fleet proof.
+    let profile = t.path().join("profile.json");
+    kvcr::testkit::put_profile(&profile, &d);
     let out = kvcr()
         .args(["import", "--local-ranks", "0", "--format", "json"])
-        .arg(t.path())
+        .arg(&inv)
+        .arg("--profile")
+        .arg(&profile)
         .env("KVCR_NODE_FACTS", fixtures_live("node-match.json"))
         .env("KVCR_IMPORT_BACKEND", "sim")
         .output()
@@ -508,6 +511,8 @@ fn a_local_part_is_not_imported_without_proof_of_the_whole_group() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_ne!(v["result"], json!("imported"), "{v:#}");
     assert_ne!(out.status.code(), Some(0), "{v:#}");
+    assert_eq!(out.status.code(), Some(1), "{v:#}");
+    assert_eq!(v["refusals"][0]["gate"], json!("fleet-report"), "{v:#}");
 }
 
 /// Two nodes audited without `--local-ranks`: each node's report REJECTS

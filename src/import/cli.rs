@@ -8,6 +8,7 @@
 //! `KVCR_IMPORT_BACKEND`), SIGINT/SIGTERM and the printers.
 
 use super::cuda::{CudaBackend, DriverError};
+use super::gate::{self, Gate, Refusal};
 use super::plan::{self, Audited, PlannedAllocation};
 use super::ready::ReadyFile;
 use super::sim::{BackendSpec, Injected};
@@ -156,6 +157,10 @@ pub struct Report {
     /// Rejecting file-level findings that refused the import.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileVerdict>,
+    /// What refused the import (exit 1: the fleet report, facts not
+    /// checked); in a dry run, everything that would refuse the real import.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<Refusal>,
     /// Things that went wrong without changing the result (e.g. the ready
     /// file could not be removed).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -168,11 +173,26 @@ impl Report {
     }
 }
 
+/// Where the GPU side comes from. The driver is the third answer of the
+/// import (docs/format.md §8.9): it is looked at only once the audit has
+/// accepted the group, so a rejected group is exit 1 on a node without one.
+pub enum Gpu<'a> {
+    /// A backend already open (the library's own tests).
+    Open(&'a mut dyn Backend),
+    /// Opened when the import gets that far.
+    Connect {
+        /// Why no usable driver is present, if so (the dry run lists it);
+        /// imports nothing.
+        check: &'a dyn Fn() -> Option<String>,
+        /// Opens the backend; an error is exit 2 (no driver, the stub).
+        open: &'a dyn Fn() -> Result<Box<dyn Backend>, Failure>,
+    },
+}
+
 /// What one `kvcr import` needs besides its arguments.
 pub struct Deps<'a> {
     pub probe: &'a dyn NodeProbe,
-    /// `None` for a dry run.
-    pub backend: Option<&'a mut dyn Backend>,
+    pub gpu: Gpu<'a>,
     /// Asked before every step and while holding.
     pub interrupted: &'a dyn Fn() -> bool,
     /// Show a progress bar on stderr.
@@ -188,11 +208,28 @@ pub struct Done {
     pub audit: Option<AuditRun>,
 }
 
-/// The import arguments that matter to [`import`].
+/// The import settings, resolved once from the arguments and the
+/// environment before any work starts.
 pub struct Request<'a> {
     pub inventory: &'a InventoryArgs,
     pub mode: Mode,
     pub ready_file: Option<&'a Path>,
+    /// `--fleet-report`: proof of the whole group for a local part.
+    pub fleet_report: Option<&'a Path>,
+    /// `--max-report-age`, seconds.
+    pub max_report_age_s: u64,
+}
+
+impl<'a> Request<'a> {
+    pub fn of(a: &'a ImportArgs) -> Request<'a> {
+        Request {
+            inventory: &a.inventory,
+            mode: Mode::of(a),
+            ready_file: a.ready_file.as_deref(),
+            fleet_report: a.fleet_report.as_deref(),
+            max_report_age_s: a.max_report_age,
+        }
+    }
 }
 
 /// Rows for every planned rank (`done` is `None`: a dry run), or for the
@@ -265,6 +302,10 @@ struct ReadyDoc<'a> {
     epoch: Option<u64>,
     /// The holding kvcr process: signal it to release.
     pid: u32,
+    /// Its start time (field 22 of /proc/PID/stat), so a reused pid is not
+    /// taken for the holder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_ticks: Option<u64>,
     ranks: Vec<ReadyRank<'a>>,
 }
 
@@ -284,6 +325,10 @@ fn ready_content(plan: &Plan, ranks: &[RankResult]) -> Vec<u8> {
         incarnation: plan.incarnation,
         epoch: plan.epoch,
         pid: std::process::id(),
+        start_ticks: crate::node::proc::start_ticks(std::process::id() as i32)
+            .known()
+            .copied()
+            .flatten(),
         ranks: ranks
             .iter()
             .map(|r| ReadyRank {
@@ -323,6 +368,7 @@ pub fn import(
     deps: Deps,
     on_ready: &mut dyn FnMut(&Report),
 ) -> Result<Done, Failure> {
+    // 1. Usage errors (exit 2): a bad ready file, then the declared profile.
     // A hold's ready file is prepared before anything else, so a bad path is
     // a usage error and not a failed import.
     if let Some(p) = req.ready_file {
@@ -340,16 +386,28 @@ pub fn import(
         })?),
         _ => None,
     };
+    let expect = app::expectations(req.inventory)?;
+    let mut refusals = Vec::new();
+    if let Some(r) = gate::profile(expect.profile.as_ref()) {
+        if req.mode != Mode::DryRun {
+            return Err(Failure::usage(
+                r.message,
+                Some("write the profile the group was deployed with (docs/format.md §4; `kvcr schema profile`), or plan without one: kvcr import --dry-run".into()),
+            ));
+        }
+        refusals.push(r);
+    }
 
-    // 1. Audit in live mode, select one group.
+    // 2. The live audit, one group: a rejection on facts that were checked is exit 1.
     let Audited { run, descriptors } = plan::audit_live(req.inventory, deps.probe, deps.progress)?;
-    let backend_name = match (&deps.backend, req.mode) {
-        (Some(b), m) if m != Mode::DryRun => b.name(),
-        _ => "none",
-    };
+    // `strict` (in the metadata) is true for a real import, which refuses
+    // facts not checked; false for a dry run, which only lists them
+    // (docs/format.md §8.9).
+    let mut meta = run.meta.clone();
+    meta.strict = req.mode != Mode::DryRun;
     let mut report = Report {
         schema: REPORT_SCHEMA,
-        meta: run.meta.clone(),
+        meta,
         root: run.root.clone(),
         engine_id: None,
         mode: req.mode,
@@ -363,6 +421,7 @@ pub fn import(
         remaining: Vec::new(),
         audit: None,
         files: Vec::new(),
+        refusals: Vec::new(),
         warnings: Vec::new(),
     };
     let judgement = &run.judgement;
@@ -386,14 +445,41 @@ pub fn import(
             audit: Some(run),
         });
     }
+    // A local part needs proof of the whole group (exit 1).
+    let fleet = gate::Fleet {
+        report: req.fleet_report,
+        max_age_s: req.max_report_age_s,
+        now_ms: run.now_ms,
+    };
+    if let Some(r) = gate::fleet(&fleet, group, run.node.as_ref()) {
+        if req.mode != Mode::DryRun {
+            report.refusals.push(r);
+            return Ok(Done {
+                report,
+                audit: None,
+            });
+        }
+        refusals.push(r);
+    }
 
-    // 2. Plan from the very descriptors the audit judged.
+    // Plan from the very descriptors the audit judged.
     let plan = Plan::from_group(group, &descriptors).map_err(|e| Failure {
         status: exit::USAGE,
         message: format!("internal error while planning: {e}"),
         hint: Some("nothing was imported; please report this".into()),
     })?;
+    let not_checked = gate::not_checked(group);
     if req.mode == Mode::DryRun {
+        // The audit's verdict is the exit status; the plan lists what
+        // would still refuse the real import, in the order it would.
+        if let Gpu::Connect { check, .. } = &deps.gpu {
+            if let Some(why) = check() {
+                refusals.push(Refusal::new(Gate::Driver, why));
+            }
+        }
+        refusals.extend(not_checked);
+        refusals.sort_by_key(|r| r.gate);
+        report.refusals = refusals;
         report.result = ResultKind::Planned;
         report.ranks = rank_rows(&plan, None);
         return Ok(Done {
@@ -401,12 +487,27 @@ pub fn import(
             audit: None,
         });
     }
-    let backend = deps.backend.ok_or_else(|| Failure {
-        status: exit::USAGE,
-        message: "internal error: no backend for a non-dry-run import".into(),
-        hint: None,
-    })?;
-    report.backend = backend_name;
+
+    // 3. The driver (exit 2), only now: a rejected group never needed one.
+    let mut opened;
+    let backend: &mut dyn Backend = match deps.gpu {
+        Gpu::Open(b) => b,
+        Gpu::Connect { open, .. } => {
+            opened = open()?;
+            opened.as_mut()
+        }
+    };
+
+    // 4. Facts that could not be checked (exit 1), before any GPU call.
+    if let Some(r) = not_checked {
+        report.audit = Some(group.clone());
+        report.refusals.push(r);
+        return Ok(Done {
+            report,
+            audit: None,
+        });
+    }
+    report.backend = backend.name();
 
     // 3–5. Import everything, all or nothing.
     let mut ledger = Ledger::new();
@@ -587,18 +688,8 @@ pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
         })?,
         _ => BackendSpec::default(),
     };
-    let mode = Mode::of(a);
-    // No driver is a usage-level failure, found before any audit or GPU call.
-    let mut backend = match mode {
-        Mode::DryRun => None,
-        _ => Some(make_backend(&spec, a.map_read_write)?),
-    };
-    if backend.is_some() && spec.sim && p.verbosity != Verbosity::Quiet {
-        eprintln!(
-            "kvcr: warning: {} selects the simulated backend: no GPU memory is imported",
-            BackendSpec::ENV
-        );
-    }
+    let req = Request::of(a);
+    let mode = req.mode;
     let probe = node::real_probe().map_err(|e| Failure::usage(e, None))?;
     let flag = spec.flag();
     let interrupted = move || signals::interrupted() || flag.load(Ordering::SeqCst);
@@ -608,14 +699,29 @@ pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
             Failure::usage(format!("cannot install SIGINT/SIGTERM handlers: {e}"), None)
         })?),
     };
-    let req = Request {
-        inventory: &a.inventory,
-        mode,
-        ready_file: a.ready_file.as_deref(),
+    let quiet = p.verbosity == Verbosity::Quiet;
+    let check = || {
+        if spec.sim {
+            return None;
+        }
+        CudaBackend::new().err().map(|e| e.to_string())
+    };
+    let open = || {
+        let b = make_backend(&spec, a.map_read_write)?;
+        if spec.sim && !quiet {
+            eprintln!(
+                "kvcr: warning: {} selects the simulated backend: no GPU memory is imported",
+                BackendSpec::ENV
+            );
+        }
+        Ok(b)
     };
     let deps = Deps {
         probe: probe.as_ref(),
-        backend: backend.as_deref_mut().map(|b| b as &mut dyn Backend),
+        gpu: Gpu::Connect {
+            check: &check,
+            open: &open,
+        },
         interrupted: &interrupted,
         progress: p.progress,
         poll: Duration::from_millis(50),
@@ -758,23 +864,32 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
     let bytes: u128 = r.ranks.iter().map(|x| x.bytes).sum();
     let released = r.released.unwrap_or(0);
     match r.result {
-        ResultKind::Planned => writeln!(
-            out,
-            "planned: {} ranks, {allocs} allocations, {}; nothing imported (dry run)",
-            r.ranks.len(),
-            human_bytes(bytes)
-        )?,
+        ResultKind::Planned => {
+            writeln!(
+                out,
+                "planned: {} ranks, {allocs} allocations, {}; nothing imported (dry run)",
+                r.ranks.len(),
+                human_bytes(bytes)
+            )?;
+            if !r.refusals.is_empty() {
+                writeln!(out, "the real import would be refused:")?;
+                for x in &r.refusals {
+                    writeln!(out, "  - (exit {}) {}", x.status, terminal(&x.message))?;
+                }
+            }
+        }
         ResultKind::Rejected => {
-            let why = match &r.audit {
-                Some(g) => format!("group {} rejected: {}", terminal(&g.engine_id), terminal(&g.cause)),
-                None if !r.files.is_empty() => format!(
+            let why = match (&r.audit, r.refusals.first()) {
+                (_, Some(x)) => terminal(&x.message).into_owned(),
+                (Some(g), None) => format!("group {} rejected: {}", terminal(&g.engine_id), terminal(&g.cause)),
+                (None, None) if !r.files.is_empty() => format!(
                     "{} file(s) in the inventory carry rejecting findings",
                     r.files.len()
                 ),
-                None => "no descriptor found".into(),
+                (None, None) => "no descriptor found".into(),
             };
             writeln!(out, "import refused, nothing imported: {why}")?;
-            if r.audit.is_some() && !r.files.is_empty() {
+            if r.refusals.is_empty() && r.audit.is_some() && !r.files.is_empty() {
                 writeln!(
                     out,
                     "  also: {} file(s) in the inventory carry rejecting findings",

@@ -19,6 +19,7 @@
 
 pub mod cli;
 pub mod cuda;
+pub mod gate;
 pub mod ledger;
 pub mod pidfd;
 pub mod plan;

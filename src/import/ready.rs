@@ -46,6 +46,39 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
+/// Who an existing ready file says holds the group, and whether that
+/// process still runs (the file carries the holder's `pid` and, from this
+/// version on, its `start_ticks`, so a reused pid is told apart).
+fn holder(path: &Path) -> String {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read = File::open(path).and_then(|f| f.take(64 << 10).read_to_end(&mut bytes));
+    let doc: Option<serde_json::Value> =
+        read.ok().and_then(|_| serde_json::from_slice(&bytes).ok());
+    let pid = doc
+        .as_ref()
+        .and_then(|d| d["pid"].as_i64())
+        .and_then(|p| i32::try_from(p).ok());
+    let Some(pid) = pid else {
+        return "and names no holder pid: remove it after checking nothing holds the group".into();
+    };
+    let ticks = doc.as_ref().and_then(|d| d["start_ticks"].as_u64());
+    match crate::node::proc::start_ticks(pid) {
+        crate::node::Fact::Known(Some(t)) if ticks.is_none_or(|want| want == t) => {
+            format!("held by pid {pid}, still running: release that hold first (kill -TERM {pid}), or choose another path")
+        }
+        crate::node::Fact::Known(Some(_)) => format!(
+            "left by pid {pid}, which is gone (its pid now belongs to another process): remove the file after checking nothing holds the group"
+        ),
+        crate::node::Fact::Known(None) => format!(
+            "left by pid {pid}, which is gone: remove the file after checking nothing holds the group"
+        ),
+        crate::node::Fact::NotChecked(why) => format!(
+            "held by pid {pid}, which may still run ({why}): check that process before removing the file"
+        ),
+    }
+}
+
 impl ReadyFile {
     /// Prepares PATH: refuses an existing PATH (another hold may own it, or a
     /// killed one left it behind) and creates the staging file beside it.
@@ -54,8 +87,9 @@ impl ReadyFile {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!(
-                    "ready file {} already exists (another `kvcr import --hold` may own it, or a killed one left it)",
-                    path.display()
+                    "ready file {} already exists, {}",
+                    path.display(),
+                    holder(path)
                 ),
             ));
         }
@@ -182,6 +216,29 @@ mod tests {
             io::ErrorKind::AlreadyExists
         );
         assert!(ReadyFile::prepare(&dir.path().join("no/such/dir/ready")).is_err());
+        // The message names the holder and whether it still runs.
+        let msg = |content: String| {
+            fs::write(&p, content).unwrap();
+            ReadyFile::prepare(&p).err().unwrap().to_string()
+        };
+        let me = std::process::id();
+        assert!(
+            msg(format!("{{\"pid\": {me}}}")).contains(&format!("held by pid {me}, still running")),
+            "live holder"
+        );
+        // Pid 2^22+1 is above every default pid_max: no such process.
+        let m = msg("{\"pid\": 4194305}".into());
+        assert!(
+            m.contains("left by pid 4194305, which is gone: remove the file after checking nothing holds the group"),
+            "{m}"
+        );
+        let m = msg(format!("{{\"pid\": {me}, \"start_ticks\": 1}}"));
+        assert!(
+            m.contains(&format!("left by pid {me}, which is gone")),
+            "{m}"
+        );
+        assert!(msg("old".into()).contains("names no holder pid"));
+        fs::write(&p, "old").unwrap();
         let q = dir.path().join("ready2");
         {
             let mut r = ReadyFile::prepare(&q).unwrap();

@@ -3,7 +3,7 @@
 //! (refusal, selection, dry run, trial, hold) on inventories built in temp
 //! directories and judged against a described node.
 
-use super::cli::{self, Deps, Mode, Request, ResultKind};
+use super::cli::{self, Deps, Gpu, Mode, Request, ResultKind};
 use super::sim::{Faults, SimBackend, SimEvent};
 use super::*;
 use crate::cli::InventoryArgs;
@@ -437,10 +437,18 @@ fn node() -> FakeProbe {
     }
 }
 
+/// The inventory arguments, with the declared profile an import requires
+/// (docs/format.md §8.9) of the group imported, written beside the
+/// descriptors (a stray file: a notice only).
 fn args(root: &Path, engine: Option<&str>) -> InventoryArgs {
+    let e = engine.unwrap_or("llama3-70b-a");
+    let mut d = Desc::new(e, 0, RANKS, 1);
+    d.group = u32::from(e == "mixtral-b");
+    let profile = root.join(format!("profile-{e}.json"));
+    testkit::put_profile(&profile, &d);
     InventoryArgs {
         root: Some(root.to_path_buf()),
-        profile: None,
+        profile: Some(profile),
         engine: engine.map(str::to_string),
         min_epoch: None,
         max_age: None,
@@ -461,10 +469,25 @@ fn core(
         inventory: inv,
         mode,
         ready_file: ready,
+        fleet_report: None,
+        max_report_age_s: 300,
+    };
+    let none = || Some("no driver in the library's tests".to_string());
+    let open = || -> Result<Box<dyn Backend>, crate::app::Failure> {
+        Err(crate::app::Failure::usage(
+            "no driver in the library's tests",
+            None,
+        ))
     };
     let deps = Deps {
         probe: &probe,
-        backend: sim.map(|s| s as &mut dyn Backend),
+        gpu: match sim {
+            Some(s) => Gpu::Open(s),
+            None => Gpu::Connect {
+                check: &none,
+                open: &open,
+            },
+        },
         interrupted,
         progress: false,
         poll: Duration::from_millis(1),
@@ -539,10 +562,12 @@ fn a_rejected_group_never_reaches_the_backend() {
         inventory: &inv,
         mode: Mode::Trial,
         ready_file: None,
+        fleet_report: None,
+        max_report_age_s: 300,
     };
     let deps = Deps {
         probe: &probe,
-        backend: Some(&mut sim),
+        gpu: Gpu::Open(&mut sim),
         interrupted: &never,
         progress: false,
         poll: Duration::from_millis(1),
@@ -615,20 +640,20 @@ fn selection_needs_engine_when_several_groups() {
     assert_eq!(done.report.status(), 0);
     assert_eq!(done.report.engine_id.as_deref(), Some("mixtral-b"));
 
-    // An --engine that names no group: a usage error listing the groups
-    // present, nothing imported.
+    // An --engine that names no group, with a profile declaring that group:
+    // the declared group is missing (rejected, exit 1), nothing imported.
+    // (Without a profile it is a usage error listing the groups present:
+    // tests/headline.rs.)
     let mut sim = SimBackend::new();
-    let Err(f) = core(
+    let done = core(
         &args(dir.path(), Some("nope")),
         Mode::Trial,
         None,
         Some(&mut sim),
         &never,
-    ) else {
-        panic!("an unknown --engine must be a usage error");
-    };
-    assert_eq!(f.status, crate::exit::USAGE);
-    assert!(f.hint.unwrap_or_default().contains("mixtral-b"));
+    )
+    .unwrap();
+    assert_eq!(done.report.status(), crate::exit::REJECTED);
     assert!(sim.log.is_empty());
 }
 
@@ -638,6 +663,9 @@ fn dry_run_plans_without_a_backend() {
     inventory(dir.path(), "llama3-70b-a", "posix_fd", 0);
     let done = core(&args(dir.path(), None), Mode::DryRun, None, None, &never).unwrap();
     let r = &done.report;
+    // The plan lists what would refuse the real import: here, no driver.
+    let gates: Vec<_> = r.refusals.iter().map(|x| (x.gate, x.status)).collect();
+    assert_eq!(gates, [(super::gate::Gate::Driver, 2)]);
     assert_eq!(
         (r.result, r.status(), r.backend),
         (ResultKind::Planned, 0, "none")

@@ -74,6 +74,21 @@ pub struct MergeMeta {
     /// Age of the oldest input at merge time (from its `generated_unix_ms`);
     /// `null` when an input does not say when it was written.
     pub oldest_input_age_ms: Option<u64>,
+    /// Where each input came from, in argument order.
+    pub inputs: Vec<MergeInput>,
+}
+
+/// `kvcr merge` only: one input report, as it describes itself. `kvcr
+/// import --fleet-report` finds this node's share by `host` and `boot_id`.
+#[derive(Clone, Debug, Serialize)]
+pub struct MergeInput {
+    /// The report's name (its path as given to merge).
+    pub report: String,
+    pub host: Option<String>,
+    pub boot_id: Option<uuid::Uuid>,
+    pub live: bool,
+    /// When the input was written; `null` when it does not say.
+    pub generated_unix_ms: Option<u64>,
 }
 
 #[derive(Serialize)]

@@ -336,36 +336,53 @@ fn group(
     writeln!(out)
 }
 
+/// What the report's first line says about the run.
+pub struct Header<'a> {
+    pub root: &'a str,
+    pub live: bool,
+    pub strict: bool,
+    /// Live facts not checked, over every rank.
+    pub not_checked: usize,
+    /// `kvcr merge`: the node was never this one.
+    pub merged: bool,
+}
+
 /// Writes the whole table report.
 pub fn write(
     out: &mut dyn Write,
     p: &Printer,
-    root: &str,
-    live: bool,
-    merged: bool,
+    h: &Header,
     j: &Judgement,
     now_ms: u64,
 ) -> io::Result<()> {
-    let s = &j.summary;
+    let (live, merged, s) = (h.live, h.merged, &j.summary);
+    let not_checked = s.not_checked.max(h.not_checked);
+    // The first line says plainly whether, and how fully, this node was checked.
+    let strict = if h.strict { " (strict)" } else { "" };
     let checked = match (merged, live) {
         (true, true) => "  (every input live)".to_string(),
         (true, false) => "  (not every input was live)".to_string(),
         (false, false) => "  (offline: node not checked; add --live)".to_string(),
-        (false, true) if s.not_checked > 0 => format!(
-            "  (live: checked against this node; {} not checked, -v lists them)",
-            if s.not_checked == 1 {
+        (false, true) if not_checked > 0 => format!(
+            "  (live: checked against this node{strict}; {} not checked, {})",
+            if not_checked == 1 {
                 "1 fact".to_string()
             } else {
-                format!("{} facts", s.not_checked)
+                format!("{not_checked} facts")
+            },
+            if h.strict {
+                "each rejects"
+            } else {
+                "-v lists them"
             }
         ),
-        (false, true) => "  (live: checked against this node)".to_string(),
+        (false, true) => format!("  (live: checked against this node{strict})"),
     };
     wrapped(
         out,
         p,
         "",
-        &format!("inventory {}{checked}", terminal(root)),
+        &format!("inventory {}{checked}", terminal(h.root)),
         "  ",
         2,
     )?;

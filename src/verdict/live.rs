@@ -176,6 +176,25 @@ fn gpu_present(row: &mut Row, d: &Descriptor, gpus: &Fact<Gpus>) {
     row.reject(Finding::reject(Code::KV106, msg).values(want, list(&g.visible)));
 }
 
+/// `--strict` (docs/format.md §8.9): every fact that could not be read rejects
+/// the rank, with the code of the rule it would have decided.
+pub(crate) fn strict(row: &mut Row) {
+    let facts = row.not_checked.clone();
+    for entry in facts {
+        let name = entry.split(':').next().unwrap_or(&entry);
+        let code = match name {
+            "boot_id" | "owner" => Code::KV108,
+            "writer" => Code::KV109,
+            "hostname" => Code::KV110,
+            _ => Code::KV106,
+        };
+        row.reject(
+            Finding::reject(code, format!("not checked: {entry} (--strict)"))
+                .values(format!("{name} checked against this node"), "not checked"),
+        );
+    }
+}
+
 /// KV003 (live part): cuda_ipc and fabric handle bytes grant access to the
 /// memory, so a descriptor carrying them must not be readable by group or
 /// others.
@@ -272,6 +291,49 @@ mod tests {
             .find(|c| c.name == name)
             .unwrap()
             .status
+    }
+
+    #[test]
+    fn strict_turns_every_fact_not_checked_into_a_rejection() {
+        let unknown = NodeFacts::unknown("unreadable (test)");
+        let j = run(group(0o600, |_| {}), &unknown);
+        assert_eq!(
+            j.groups[0].verdict,
+            Verdict::Accept,
+            "not strict: listed only"
+        );
+        assert!(!j.groups[0].ranks[0].not_checked.is_empty());
+        let expect = Expectations {
+            strict: true,
+            ..Expectations::default()
+        };
+        let ctx = Context {
+            now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
+            node: Some(&unknown),
+            expect: &expect,
+        };
+        let j = judge(group(0o600, |_| {}), Vec::new(), &ctx);
+        assert_eq!(j.groups[0].verdict, Verdict::Reject);
+        let r0: Vec<(&str, &str)> = j.groups[0].ranks[0]
+            .findings
+            .iter()
+            .map(|f| (f.code.as_str(), f.message.as_str()))
+            .collect();
+        // hostname, boot_id, owner (process 4242 was never probed); the writer is quiesced.
+        assert_eq!(r0.len(), 4, "{r0:?}");
+        for (code, fact) in [
+            ("KV110", "hostname"),
+            ("KV108", "boot_id"),
+            ("KV108", "owner"),
+            ("KV106", "gpu-present"),
+        ] {
+            assert!(
+                r0.iter().any(|(c, m)| *c == code
+                    && m.starts_with(&format!("not checked: {fact}"))
+                    && m.ends_with("(--strict)")),
+                "{fact}: {r0:?}"
+            );
+        }
     }
 
     #[test]

@@ -88,6 +88,9 @@ pub struct Expectations {
     /// `--incarnation`, overriding the profile's `incarnation`: pins the
     /// current owner lifetime of the group that has it.
     pub incarnation: Option<Uuid>,
+    /// `audit --strict`: in live mode a fact that could not be read rejects
+    /// its rank instead of being listed as not checked.
+    pub strict: bool,
 }
 
 /// Facts from outside the core.
@@ -447,6 +450,9 @@ fn judge_group(
     staleness::check(&mut rows, profile, ctx);
     if let Some(node) = ctx.node {
         live::check(&mut rows, node);
+        if ctx.expect.strict {
+            rows.iter_mut().for_each(live::strict);
+        }
     }
     // The flag wins; the profile's list was validated when it was loaded.
     let local = ctx.expect.local_ranks.clone().or_else(|| {

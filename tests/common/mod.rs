@@ -9,6 +9,7 @@ use std::path::Path;
 pub fn kvcr() -> Command {
     let mut c = Command::cargo_bin("kvcr").unwrap();
     c.env_remove("KVCR_INVENTORY")
+        .env_remove("KVCR_PROFILE")
         .env_remove("NO_COLOR")
         .env_remove("CUDA_VISIBLE_DEVICES")
         .env("TERM", "dumb");

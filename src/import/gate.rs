@@ -1,0 +1,380 @@
+//! The import gate (docs/format.md §8.9): what must hold, besides the audit's
+//! verdict, before kvcr makes a GPU call. Each check returns the reason it
+//! refuses, or nothing; [`super::cli::import`] asks them in the documented
+//! order and a dry run lists every one that would refuse.
+//!
+//! - the declared profile (exit 2),
+//! - for a local part (`--local-ranks`), a fresh fleet report proving the
+//!   whole group (exit 1),
+//! - every live fact checked (exit 1).
+
+use crate::node::{Fact, NodeFacts};
+use crate::profile::Profile;
+use crate::rankset::RankSet;
+use crate::report::sanitize::terminal;
+use crate::verdict::GroupVerdict;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::Path;
+
+/// How far in the future a fleet report's input may be dated (clock skew
+/// between nodes) before its age counts as unproven.
+const FUTURE_SLACK_MS: u64 = 300_000;
+/// A merge report is small; anything larger is not one.
+const MAX_FLEET_REPORT: u64 = 64 << 20;
+
+/// Which gate refused, in the order an import asks them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Gate {
+    /// No declared profile, or one that leaves out what import needs.
+    Profile,
+    /// `--local-ranks` without proof of the whole group.
+    FleetReport,
+    /// No usable CUDA driver.
+    Driver,
+    /// A live fact could not be read.
+    NotChecked,
+}
+
+/// One reason the import is (or, in a dry run, would be) refused.
+#[derive(Clone, Debug, Serialize)]
+pub struct Refusal {
+    pub gate: Gate,
+    /// The exit status this refusal gives a real import.
+    pub status: i32,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(gate: Gate, message: impl Into<String>) -> Refusal {
+        let status = match gate {
+            Gate::Profile | Gate::Driver => crate::exit::USAGE,
+            Gate::FleetReport | Gate::NotChecked => crate::exit::REJECTED,
+        };
+        Refusal {
+            gate,
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+/// The declared profile an import requires, or why there is none.
+pub fn profile(p: Option<&Profile>) -> Option<Refusal> {
+    let msg = match p {
+        None => "no deployment profile: import requires the declared profile (--profile FILE or $KVCR_PROFILE) with engine_id, world_size, tp, pp, model, geometry and gpus".to_string(),
+        Some(p) => {
+            let missing = p.missing_for_import();
+            if missing.is_empty() {
+                return None;
+            }
+            format!(
+                "the deployment profile for {} does not declare {}: import requires engine_id, world_size, tp, pp, model, geometry and gpus",
+                terminal(&p.engine_id),
+                missing.join(", ")
+            )
+        }
+    };
+    Some(Refusal::new(Gate::Profile, msg))
+}
+
+/// Every live fact the group was judged on that could not be read, one
+/// entry per rank and fact ("rank 0: boot_id: why").
+pub fn not_checked(g: &GroupVerdict) -> Option<Refusal> {
+    let facts: Vec<String> = g
+        .ranks
+        .iter()
+        .flat_map(|r| {
+            let rank = r.rank.map_or("?".to_string(), |n| n.to_string());
+            r.not_checked
+                .iter()
+                .map(move |f| format!("rank {rank}: {f}"))
+        })
+        .collect();
+    if facts.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 8;
+    let mut list = facts
+        .iter()
+        .take(SHOWN)
+        .map(|s| terminal(s).into_owned())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if facts.len() > SHOWN {
+        list.push_str(&format!("; and {} more", facts.len() - SHOWN));
+    }
+    Some(Refusal::new(
+        Gate::NotChecked,
+        format!(
+            "{} live fact{} could not be checked, and import checks every one: not checked: {list}",
+            facts.len(),
+            if facts.len() == 1 { "" } else { "s" }
+        ),
+    ))
+}
+
+/// What the fleet check needs to know about this run.
+pub struct Fleet<'a> {
+    /// `--fleet-report`.
+    pub report: Option<&'a Path>,
+    /// `--max-report-age`, seconds.
+    pub max_age_s: u64,
+    pub now_ms: u64,
+}
+
+/// A local part (`--local-ranks`) is imported only with proof of the whole
+/// group: a `kvcr merge` report that accepts it, built only from live
+/// reports, with this group's engine_id, incarnation and epoch, naming this
+/// host and boot id as the source of exactly these ranks, no older than
+/// `--max-report-age`. `None` when the group is not a local part or the
+/// proof holds.
+pub fn fleet(f: &Fleet, g: &GroupVerdict, node: Option<&NodeFacts>) -> Option<Refusal> {
+    let local = g.local_ranks.as_deref()?;
+    check_fleet(f, g, local, node)
+        .err()
+        .map(|m| Refusal::new(Gate::FleetReport, m))
+}
+
+fn check_fleet(
+    f: &Fleet,
+    g: &GroupVerdict,
+    local: &str,
+    node: Option<&NodeFacts>,
+) -> Result<(), String> {
+    let engine = terminal(&g.engine_id);
+    let Some(path) = f.report else {
+        return Err(format!(
+            "--local-ranks {local}: this node holds only part of group {engine}; import requires --fleet-report FILE, a `kvcr merge --format json` report of every node's live audit that accepts the whole group"
+        ));
+    };
+    let name = terminal(&path.display().to_string()).into_owned();
+    let bytes =
+        read_bounded(path).map_err(|e| format!("cannot read --fleet-report {name}: {e}"))?;
+    let v: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("--fleet-report {name} is not JSON: {e}"))?;
+    if v["schema"] != crate::report::json::REPORT_SCHEMA || v.get("reports").is_none() {
+        return Err(format!(
+            "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it with kvcr merge --format json"
+        ));
+    }
+    if v["all_inputs_live"] != Value::Bool(true) {
+        return Err(format!(
+            "--fleet-report {name} was not built only from live reports (all_inputs_live is {}); audit every node with kvcr audit --live",
+            v.get("all_inputs_live").map_or("missing".into(), Value::to_string)
+        ));
+    }
+    let inputs = v["inputs"]
+        .as_array()
+        .ok_or_else(|| format!("--fleet-report {name} lists no inputs (no \"inputs\" member); write it with this kvcr's merge"))?;
+    if let Some(i) = inputs.iter().find(|i| i["live"] != Value::Bool(true)) {
+        return Err(format!(
+            "--fleet-report {name}: input {} is not a live report",
+            shown(&i["report"])
+        ));
+    }
+    let group = v["groups"]
+        .as_array()
+        .and_then(|gs| gs.iter().find(|x| x["engine_id"] == g.engine_id.as_str()))
+        .ok_or_else(|| format!("--fleet-report {name} has no group {engine}"))?;
+    if group["verdict"] != "accept" {
+        return Err(format!(
+            "--fleet-report {name} rejects group {engine}: {}",
+            shown(&group["cause"])
+        ));
+    }
+    // Judged from the ranks themselves too, not the verdict field alone:
+    // every rank 0..world_size-1 exactly once, each accepted.
+    let mut seen: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for r in group["ranks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let Some(n) = r["rank"].as_u64() else {
+            return Err(format!(
+                "--fleet-report {name} lists a rank of group {engine} with no number"
+            ));
+        };
+        if r["verdict"] != "accept" {
+            return Err(format!(
+                "--fleet-report {name} accepts group {engine} but rejects its rank {n}"
+            ));
+        }
+        *seen.entry(n).or_default() += 1;
+    }
+    let ws = g.world_size.unwrap_or(0);
+    let missing: Vec<u64> = (0..ws).filter(|r| !seen.contains_key(r)).collect();
+    let odd: Vec<u64> = seen
+        .iter()
+        .filter(|(r, n)| **r >= ws || **n > 1)
+        .map(|(r, _)| *r)
+        .collect();
+    if !missing.is_empty() || !odd.is_empty() {
+        return Err(format!(
+            "--fleet-report {name} does not hold every rank of group {engine} exactly once (missing {}, duplicate or out of range {})",
+            list(&missing),
+            list(&odd)
+        ));
+    }
+    let ours = |x: Option<String>| x.unwrap_or_else(|| "none".into());
+    for (field, here) in [
+        ("incarnation", ours(g.incarnation.map(|u| u.to_string()))),
+        ("epoch", ours(g.epoch.map(|e| e.to_string()))),
+        ("world_size", ours(g.world_size.map(|e| e.to_string()))),
+    ] {
+        let there = match &group[field] {
+            Value::String(s) => s.clone(),
+            Value::Number(n) => n.to_string(),
+            _ => "none".into(),
+        };
+        if there != here {
+            return Err(format!(
+                "--fleet-report {name} accepted group {engine} with {field} {}, this node holds {field} {here}",
+                terminal(&there)
+            ));
+        }
+    }
+
+    // This node's share: the input from this host and this boot.
+    let (host, boot) = match node {
+        Some(n) => (&n.hostname, &n.boot_id),
+        None => return Err("this node's hostname and boot id were not read".into()),
+    };
+    let host = match host {
+        Fact::Known(h) => h,
+        Fact::NotChecked(why) => {
+            return Err(format!(
+                "--fleet-report {name} cannot be matched to this node: hostname not checked: {}",
+                terminal(why)
+            ))
+        }
+    };
+    let boot = match boot {
+        Fact::Known(b) => b,
+        Fact::NotChecked(why) => {
+            return Err(format!(
+                "--fleet-report {name} cannot be matched to this node: boot_id not checked: {}",
+                terminal(why)
+            ))
+        }
+    };
+    let mine: Vec<&Value> = inputs
+        .iter()
+        .filter(|i| {
+            i["host"]
+                .as_str()
+                .is_some_and(|h| h.eq_ignore_ascii_case(host))
+        })
+        .collect();
+    let input = match mine.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(format!(
+                "--fleet-report {name} names no input from this host {}",
+                terminal(host)
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "--fleet-report {name} names {} inputs from this host {}",
+                mine.len(),
+                terminal(host)
+            ))
+        }
+    };
+    let input_name = input["report"].as_str().unwrap_or_default();
+    if input["boot_id"].as_str() != Some(boot.to_string().as_str()) {
+        return Err(format!(
+            "--fleet-report {name}: input {} from host {} was audited in boot {}, this node is in boot {boot} (rebooted since?)",
+            shown(&input["report"]),
+            terminal(host),
+            shown(&input["boot_id"])
+        ));
+    }
+    let want = RankSet::parse(local).map_err(|e| format!("--local-ranks {local}: {e}"))?;
+    let want: Vec<u64> = match g.world_size {
+        Some(ws) => want.iter().take_while(|r| *r < ws).collect(),
+        None => want.iter().collect(),
+    };
+    let mut named: Vec<u64> = group["ranks"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .filter(|r| r["report"] == input_name)
+                .filter_map(|r| r["rank"].as_u64())
+                .collect()
+        })
+        .unwrap_or_default();
+    named.sort_unstable();
+    if named != want {
+        return Err(format!(
+            "--fleet-report {name} names ranks {} from this node (input {}), this import holds ranks {}",
+            list(&named),
+            shown(&input["report"]),
+            list(&want)
+        ));
+    }
+
+    // Fresh: its oldest input is no older than --max-report-age.
+    let mut oldest: Option<(u64, &Value)> = None;
+    for i in inputs {
+        let Some(t) = i["generated_unix_ms"].as_u64() else {
+            return Err(format!(
+                "--fleet-report {name}: input {} does not say when it was written, so its age cannot be proven",
+                shown(&i["report"])
+            ));
+        };
+        if t > f.now_ms.saturating_add(FUTURE_SLACK_MS) {
+            return Err(format!(
+                "--fleet-report {name}: input {} is dated {} s in the future, so its age cannot be proven",
+                shown(&i["report"]),
+                (t - f.now_ms) / 1000
+            ));
+        }
+        if oldest.is_none_or(|(o, _)| t < o) {
+            oldest = Some((t, &i["report"]));
+        }
+    }
+    let (t, which) = oldest.ok_or_else(|| format!("--fleet-report {name} lists no inputs"))?;
+    let age_ms = f.now_ms.saturating_sub(t);
+    if age_ms > f.max_age_s.saturating_mul(1000) {
+        return Err(format!(
+            "--fleet-report {name} is too old: its input {} was written {} s ago, more than --max-report-age {} s; audit every node again and merge",
+            shown(which),
+            age_ms / 1000,
+            f.max_age_s
+        ));
+    }
+    Ok(())
+}
+
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FLEET_REPORT + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FLEET_REPORT {
+        return Err(std::io::Error::other("larger than 64 MiB"));
+    }
+    Ok(bytes)
+}
+
+/// A JSON value from an untrusted report, escaped for a message.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => terminal(s).into_owned(),
+        Value::Null => "none".into(),
+        other => terminal(&other.to_string()).into_owned(),
+    }
+}
+
+fn list(ranks: &[u64]) -> String {
+    if ranks.is_empty() {
+        "none".into()
+    } else {
+        crate::verdict::compress_ranks(ranks)
+    }
+}
