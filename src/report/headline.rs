@@ -214,6 +214,28 @@ fn command(verb: &str, live: bool, root: &str, engine: &str, flags: &[String]) -
     words.join(" ")
 }
 
+/// `kvcr import …` as an operator can run it: import requires the group's
+/// declared deployment profile (docs/format.md §8.9), so a run without one
+/// names where it goes; `extra` adds flags such as --local-ranks.
+fn import_command(root: &str, engine: &str, flags: &[String], extra: &[String]) -> String {
+    let mut all: Vec<String> = flags.to_vec();
+    all.extend(extra.iter().cloned());
+    let mut c = command("import", false, root, engine, &all);
+    if !flags.iter().any(|f| f == "--profile") {
+        c.push_str(" --profile PROFILE.json");
+    }
+    c
+}
+
+/// What to say after a suggested import without a profile.
+fn profile_note(flags: &[String]) -> &'static str {
+    if flags.iter().any(|f| f == "--profile") {
+        ""
+    } else {
+        " (PROFILE.json: the group's declared deployment profile, which import requires; `kvcr schema profile`)"
+    }
+}
+
 fn not_checked(g: &GroupVerdict) -> usize {
     g.ranks.iter().map(|r| r.not_checked.len()).sum()
 }
@@ -354,12 +376,16 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
                 format!(
                     "on {}: {}",
                     i.host.as_deref().unwrap_or("its node"),
-                    command(
-                        "import",
-                        false,
+                    import_command(
                         i.root.as_deref().unwrap_or("."),
                         &g.engine_id,
-                        &["--local-ranks".to_string(), compress_ranks(&ranks)]
+                        &[],
+                        &[
+                            "--local-ranks".to_string(),
+                            compress_ranks(&ranks),
+                            "--fleet-report".to_string(),
+                            "fleet.json".to_string(),
+                        ]
                     )
                 )
             })
@@ -367,7 +393,14 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         if inputs.len() > 8 {
             steps.push(format!("and {} more nodes", inputs.len() - 8));
         }
-        return (cause, format!("none needed; {}", steps.join("; ")));
+        return (
+            cause,
+            format!(
+                "none needed; to reuse the cache, save this report as fleet.json (kvcr merge … --format json > fleet.json) and copy it to each node, then {}{}",
+                steps.join("; "),
+                profile_note(&[])
+            ),
+        );
     }
     let root = inv.root.as_deref().unwrap_or(".");
     if let Some(l) = &g.local_ranks {
@@ -385,7 +418,11 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         "all {} present, current and consistent{checked}",
         plural(ws as usize, "rank", "ranks")
     );
-    let import = command("import", false, root, &g.engine_id, &inv.flags);
+    let import = format!(
+        "{}{}",
+        import_command(root, &g.engine_id, &inv.flags, &[]),
+        profile_note(&inv.flags)
+    );
     let action = if !inv.live {
         format!(
             "check this node first: {}; then reuse the cache: {import}",
