@@ -12,9 +12,10 @@ pub const GIT_COMMIT: &str = env!("KVCR_GIT_COMMIT");
 /// The build date, YYYY-MM-DD UTC (`SOURCE_DATE_EPOCH` when set).
 pub const BUILD_DATE: &str = env!("KVCR_BUILD_DATE");
 
-/// The CUDA header version the driver bindings (cudarc) were generated
-/// from, such as `CUDA 12.8 headers`; the driver itself is loaded at run
-/// time and may be newer.
+/// The CUDA header version the driver declarations of `src/cuda_ffi.rs`
+/// follow (the same `cuda-NNNNN` version the cudarc dev-dependency is built
+/// with, for the GPU proof's owner), such as `CUDA 12.8 headers`; the driver
+/// itself is loaded at run time and may be newer.
 pub const CUDA_HEADERS: &str = env!("KVCR_CUDA_HEADERS");
 
 /// What `kvcr --version` prints after `kvcr `.
@@ -26,5 +27,5 @@ pub const LONG_VERSION: &str = concat!(
     env!("KVCR_BUILD_DATE"),
     "\ncuda: ",
     env!("KVCR_CUDA_HEADERS"),
-    " (cudarc, libcuda loaded at run time)"
+    " (driver API as declared in src/cuda_ffi.rs; libcuda loaded at run time, unknown codes reported by number)"
 );
