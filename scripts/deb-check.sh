@@ -41,7 +41,7 @@ set +e
 "$kvcr" audit -q fixtures/kv104-geometry/inventory; st=$?
 set -e
 [ "$st" = 1 ] || fail "audit of a rejected fixture exited $st, not 1"
-echo "deb-check: installed kvcr audits (0 accepted, 1 rejected)"
+echo "deb-check: installed kvcr audits (accepted fixture: exit 0; rejected fixture: exit 1)"
 
 page=$(MANPATH="$root/usr/share/man" man -w kvcr) || fail "man -w kvcr"
 case "$page" in "$root"/*) ;; *) fail "man -w kvcr found $page, not the installed page" ;; esac
