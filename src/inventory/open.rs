@@ -9,7 +9,7 @@
 use super::display_path;
 use crate::descriptor::MAX_FILE_BYTES;
 use crate::finding::{Code, Finding};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 use std::fs::{File, Metadata};
 use std::io::Read;
@@ -293,7 +293,7 @@ pub fn open_listed(
     root: BorrowedFd<'_>,
     rel: &Path,
     listed: FileId,
-) -> Result<(File, Metadata), Box<Finding>> {
+) -> Result<(File, Stat), Box<Finding>> {
     open_listed_with(root, rel, listed, Strategy::Auto)
 }
 
@@ -303,7 +303,7 @@ pub fn open_listed_with(
     rel: &Path,
     listed: FileId,
     strategy: Strategy,
-) -> Result<(File, Metadata), Box<Finding>> {
+) -> Result<(File, Stat), Box<Finding>> {
     let (file, md) = open_regular(root, rel, strategy)?;
     check_same(&display_path(rel), listed, &md)?;
     Ok((file, md))
@@ -316,7 +316,7 @@ pub fn open_regular(
     root: BorrowedFd<'_>,
     rel: &Path,
     strategy: Strategy,
-) -> Result<(File, Metadata), Box<Finding>> {
+) -> Result<(File, Stat), Box<Finding>> {
     let at = display_path(rel);
     let kv005 = |what: &str, e: std::io::Error| {
         Box::new(Finding::reject(Code::KV005, format!("{what}: {e}")).at(&at))
@@ -371,21 +371,10 @@ pub fn open_regular(
         ));
     }
     // 2. Open for reading exactly the inode just classified, through the
-    // fd's magic link: a rename racing this step cannot swap in a device.
+    // fd's magic link: a rename racing this step cannot swap in a device,
+    // and the O_PATH fd's stat describes the file opened (no second fstat).
     let file = reopen_for_reading(&path_fd).map_err(|e| kv005("cannot open", e))?;
-    let md = file
-        .metadata()
-        .map_err(|e| kv005("cannot stat the open file", e))?;
-    if !md.file_type().is_file() || md.ino() != st.st_ino as u64 || md.dev() != st.st_dev as u64 {
-        return Err(Box::new(
-            Finding::reject(
-                Code::KV005,
-                "changed while auditing (replaced while being opened)",
-            )
-            .at(&at),
-        ));
-    }
-    Ok((file, md))
+    Ok((file, st))
 }
 
 /// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
@@ -421,8 +410,11 @@ fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
 }
 
 /// KV005 when the opened file (`md`) is not the one `listed`.
-pub fn check_same(at: &str, listed: FileId, md: &Metadata) -> Result<(), Box<Finding>> {
-    let now = FileId::of(md);
+pub fn check_same(at: &str, listed: FileId, st: &Stat) -> Result<(), Box<Finding>> {
+    let now = FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    };
     if now != listed {
         return Err(Box::new(
             Finding::reject(

@@ -14,6 +14,7 @@ use super::{
 };
 use crate::descriptor::MAX_FILE_BYTES;
 use crate::finding::{Code, Finding};
+use rustix::fs::Stat;
 use std::fs::{File, Metadata};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
@@ -683,13 +684,13 @@ impl Reader<'_> {
     /// listing's inode number is enough when it matches on the root's
     /// device; otherwise (another mount below the root, a swap) the
     /// identity is taken from an lstat, as a listing with metadata would.
-    fn open(&self, rel: &Path, listed_ino: u64) -> Result<(File, Metadata), Box<Finding>> {
+    fn open(&self, rel: &Path, listed_ino: u64) -> Result<(File, Stat), Box<Finding>> {
         let (file, md) = open::open_regular(self.root_fd, rel, open::Strategy::Auto)?;
-        if md.ino() == listed_ino && md.dev() == self.root_dev {
+        if md.st_ino == listed_ino && md.st_dev == self.root_dev {
             return Ok((file, md));
         }
         let at = display_path(rel);
-        if md.dev() != self.root_dev {
+        if md.st_dev != self.root_dev {
             // openat2 refuses mounts (RESOLVE_NO_XDEV); this catches the
             // per-component fallback.
             return Err(Box::new(
@@ -732,30 +733,28 @@ impl Reader<'_> {
             Ok(x) => x,
             Err(f) => return (entry(rel, kind, vec![*f], 0), false),
         };
-        let mode = md.mode();
+        let mode = md.st_mode;
+        let size = md.st_size as u64;
         let mut findings: Vec<Finding> = findings_of(&permission_issues(
             mode,
-            md.uid(),
+            md.st_uid,
             self.euid,
             "descriptor",
             at,
         ))
         .collect();
-        if md.len() > MAX_FILE_BYTES {
+        if size > MAX_FILE_BYTES {
             findings.push(
                 Finding::reject(
                     Code::KV004,
                     format!("larger than {MAX_FILE_BYTES} bytes; rejected unread"),
                 )
                 .at(at)
-                .values(
-                    format!("≤ {MAX_FILE_BYTES} bytes"),
-                    format!("{} bytes", md.len()),
-                ),
+                .values(format!("≤ {MAX_FILE_BYTES} bytes"), format!("{size} bytes")),
             );
             return (entry(rel, kind, findings, mode), false);
         }
-        if let Err(e) = open::read_sized(&mut file, &mut self.buf, md.len()) {
+        if let Err(e) = open::read_sized(&mut file, &mut self.buf, size) {
             findings.push(Finding::reject(Code::KV005, format!("cannot read: {e}")).at(at));
             return (entry(rel, kind, findings, mode), false);
         }

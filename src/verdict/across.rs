@@ -31,7 +31,11 @@ pub(crate) fn check(
     ctx: &Context,
 ) -> BTreeMap<String, Vec<Finding>> {
     let engines: Vec<String> = by_engine.keys().cloned().collect();
-    let mut claims: Vec<(HandleKey, usize, usize, usize)> = Vec::new();
+    // Pass 1: a 16-byte (fingerprint, group) pair per current handle; one
+    // sort finds the fingerprints seen in two or more groups. Most
+    // inventories have none, and nothing larger is ever held for them.
+    let mut current: Vec<Vec<usize>> = Vec::with_capacity(by_engine.len());
+    let mut prints: Vec<(u64, u32)> = Vec::new();
     // Each group's node: that of its lowest current parsed rank.
     let mut nodes: Vec<Option<(String, Uuid)>> = Vec::new();
     for (gi, (engine, cands)) in by_engine.iter().enumerate() {
@@ -42,25 +46,50 @@ pub(crate) fn check(
             .filter(|p| &p.engine_id == engine);
         let sel = incarnation::select(cands, super::pinned(cands, ctx, profile), &mut Vec::new());
         let mut lowest: Option<(u64, &Candidate)> = None;
+        let mut mine = Vec::new();
         for (ci, c) in cands.iter().enumerate() {
             let Some(d) = c.descriptor.as_ref().filter(|_| sel.is_current(c)) else {
                 continue;
             };
-            for (ai, k) in keys(d).into_iter().enumerate() {
-                claims.push((k, gi, ci, ai));
-            }
+            mine.push(ci);
+            prints.extend(keys(d).iter().map(|k| (k.fingerprint(), gi as u32)));
             if lowest.is_none_or(|(r, _)| d.rank < r) {
                 lowest = Some((d.rank, c));
             }
         }
+        current.push(mine);
         nodes.push(lowest.and_then(|(_, c)| {
             c.descriptor
                 .as_ref()
                 .map(|d| (d.node.hostname.to_ascii_lowercase(), d.node.boot_id))
         }));
     }
+    prints.sort_unstable();
+    prints.dedup();
+    let mut suspects: Vec<u64> = prints
+        .windows(2)
+        .filter(|w| w[0].0 == w[1].0)
+        .map(|w| w[0].0)
+        .collect();
+    drop(prints);
+    suspects.dedup();
 
-    // KV111 across groups: one sort, then runs of one key in 2+ groups.
+    // Pass 2: the exact keys of the suspect fingerprints only.
+    let mut claims: Vec<(HandleKey, usize, usize, usize)> = Vec::new();
+    if !suspects.is_empty() {
+        for (gi, cands) in by_engine.values().enumerate() {
+            for &ci in &current[gi] {
+                let Some(d) = cands[ci].descriptor.as_ref() else {
+                    continue;
+                };
+                for (ai, k) in keys(d).into_iter().enumerate() {
+                    if suspects.binary_search(&k.fingerprint()).is_ok() {
+                        claims.push((k, gi, ci, ai));
+                    }
+                }
+            }
+        }
+    }
     claims.sort_unstable_by(|a, b| a.0.cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
     let mut found: BTreeMap<(usize, usize), Shared> = BTreeMap::new();
     let mut i = 0;
@@ -71,12 +100,18 @@ pub(crate) fn check(
         }
         let run = &claims[i..j];
         if run.iter().any(|c| c.1 != run[0].1) {
+            // Claims per group in this run, so each member's count of
+            // others is one lookup, not a scan.
+            let mut per_group: BTreeMap<usize, usize> = BTreeMap::new();
+            for c in run {
+                *per_group.entry(c.1).or_default() += 1;
+            }
             for &(_, gi, ci, ai) in run {
-                let others: Vec<&(HandleKey, usize, usize, usize)> =
-                    run.iter().filter(|o| o.1 != gi).collect();
+                let total = run.len() - per_group[&gi];
                 let entry = found.entry((gi, ci)).or_insert_with(|| {
-                    let named = others
+                    let named = run
                         .iter()
+                        .filter(|o| o.1 != gi)
                         .take(MAX_NAMED)
                         .map(|o| {
                             let p = &by_engine[&engines[o.1]][o.2].path;
@@ -86,7 +121,7 @@ pub(crate) fn check(
                     Shared {
                         first_alloc: ai,
                         named,
-                        total: others.len(),
+                        total,
                         handles: 0,
                     }
                 });

@@ -10,6 +10,7 @@ use super::claims::{name_bounded, Claims};
 use super::Row;
 use crate::descriptor::{Descriptor, HandleId};
 use crate::finding::{Code, Finding};
+use std::collections::BTreeMap;
 
 /// The identity of one handle: its [`HandleId`], and for `posix_fd` the
 /// owner pid (fd 7 of two processes is two handles).
@@ -20,6 +21,13 @@ pub(crate) struct HandleKey {
 }
 
 impl HandleKey {
+    /// 64 bits of the key, for a first sort: equal keys always share one.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let lo = u64::from_le_bytes(self.id.id[..8].try_into().unwrap_or([0; 8]));
+        (lo ^ (self.owner_pid as u32 as u64).rotate_left(32) ^ u64::from(self.id.kind) << 61)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
     fn of(h: &HandleId, d: &Descriptor) -> HandleKey {
         HandleKey {
             owner_pid: if h.fd().is_some() { d.owner.pid } else { 0 },
@@ -46,40 +54,72 @@ pub(crate) fn keys(d: &Descriptor) -> Vec<HandleKey> {
 }
 
 pub(crate) fn check(rows: &mut [Row]) {
-    let per_row: Vec<Vec<HandleKey>> = rows
-        .iter()
-        .map(|r| r.desc().map(keys).unwrap_or_default())
-        .collect();
-    let claims = Claims::new(
-        rows,
-        per_row
-            .iter()
-            .enumerate()
-            .flat_map(|(i, ks)| ks.iter().map(move |k| (*k, i))),
-    );
+    // One sort of every (key, row, allocation) of the group: equal keys are
+    // neighbours. The same row twice in a run is a repeat within the
+    // descriptor; two rows in a run share a handle. Most groups have
+    // neither, and then nothing else is built.
+    let mut pairs: Vec<(HandleKey, u32, u32)> = Vec::new();
+    for (ri, r) in rows.iter().enumerate() {
+        if let Some(d) = r.desc() {
+            pairs.extend(
+                keys(d)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(ai, k)| (k, ri as u32, ai as u32)),
+            );
+        }
+    }
+    pairs.sort_unstable();
+    // Per row: its repeats (allocation pairs) and its shared handles (first
+    // allocation of each shared key).
+    let mut repeats: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    let mut shared: BTreeMap<usize, Vec<(usize, HandleKey)>> = BTreeMap::new();
+    let mut shared_claims: Vec<(HandleKey, usize)> = Vec::new();
+    let mut i = 0;
+    while i < pairs.len() {
+        let mut j = i + 1;
+        while j < pairs.len() && pairs[j].0 == pairs[i].0 {
+            j += 1;
+        }
+        let run = &pairs[i..j];
+        for w in run.windows(2) {
+            if w[0].1 == w[1].1 {
+                repeats
+                    .entry(w[0].1 as usize)
+                    .or_default()
+                    .push((w[0].2 as usize, w[1].2 as usize));
+            }
+        }
+        if run.iter().any(|p| p.1 != run[0].1) {
+            let mut last = None;
+            for &(k, r, a) in run {
+                if last != Some(r) {
+                    shared.entry(r as usize).or_default().push((a as usize, k));
+                    shared_claims.push((k, r as usize));
+                    last = Some(r);
+                }
+            }
+        }
+        i = j;
+    }
+    let claims = Claims::new(rows, shared_claims);
     let mut out: Vec<Vec<Finding>> = Vec::with_capacity(rows.len());
-    for (me, ks) in per_row.iter().enumerate() {
+    for me in 0..rows.len() {
         let mut findings = Vec::new();
-        // Within the descriptor: sort positions by key, equal neighbours repeat.
-        let mut pos: Vec<usize> = (0..ks.len()).collect();
-        pos.sort_by(|&a, &b| ks[a].cmp(&ks[b]).then(a.cmp(&b)));
-        let repeats: Vec<(usize, usize)> = pos
-            .windows(2)
-            .filter(|w| ks[w[0]] == ks[w[1]])
-            .map(|w| (w[0], w[1]))
-            .collect();
-        if let Some(&(a, b)) = repeats.iter().min() {
-            let more = if repeats.len() > 1 {
-                format!("; {} repeats in all", repeats.len())
+        if let Some(reps) = repeats.get(&me) {
+            let &(a, b) = reps.iter().min().expect("non-empty");
+            let more = if reps.len() > 1 {
+                format!("; {} repeats in all", reps.len())
             } else {
                 String::new()
             };
+            let k = rows[me].desc().map(keys).unwrap_or_default()[a];
             findings.push(
                 Finding::reject(
                     Code::KV111,
                     format!(
                         "allocations[{a}] and allocations[{b}] carry the same {}: the memory would be counted twice{more}",
-                        ks[a].describe()
+                        k.describe()
                     ),
                 )
                 .values(
@@ -88,17 +128,14 @@ pub(crate) fn check(rows: &mut [Row]) {
                 ),
             );
         }
-        // Across ranks: the first shared handle is named, the rest counted
-        // (each distinct handle once: `pos` is sorted by key).
-        let mut first: Option<(usize, String)> = None;
-        let mut shared = 0usize;
-        let mut distinct: Vec<usize> = pos.clone();
-        distinct.dedup_by(|b, a| ks[*a] == ks[*b]);
-        distinct.sort_unstable();
-        for ai in distinct {
-            let k = &ks[ai];
-            if let Some(rv) = claims.rivals(rows, k, me) {
-                shared += 1;
+        // Across ranks: the first shared handle is named, the rest counted.
+        let mut first: Option<(usize, HandleKey, String)> = None;
+        let mut count = 0usize;
+        let mut mine = shared.get(&me).cloned().unwrap_or_default();
+        mine.sort_unstable_by_key(|(a, _)| *a);
+        for (ai, k) in mine {
+            if let Some(rv) = claims.rivals(rows, &k, me) {
+                count += 1;
                 if first.is_none() {
                     let named: Vec<String> = rv
                         .named
@@ -108,13 +145,13 @@ pub(crate) fn check(rows: &mut [Row]) {
                             None => rows[j].path().to_string(),
                         })
                         .collect();
-                    first = Some((ai, name_bounded(&named, rv.total)));
+                    first = Some((ai, k, name_bounded(&named, rv.total)));
                 }
             }
         }
-        if let Some((ai, who)) = first {
-            let more = if shared > 1 {
-                format!("; {shared} of this descriptor's handles are shared")
+        if let Some((ai, k, who)) = first {
+            let more = if count > 1 {
+                format!("; {count} of this descriptor's handles are shared")
             } else {
                 String::new()
             };
@@ -123,7 +160,7 @@ pub(crate) fn check(rows: &mut [Row]) {
                     Code::KV111,
                     format!(
                         "the {} in allocations[{ai}] is also used by {who}: the same memory would be imported twice{more}",
-                        ks[ai].describe()
+                        k.describe()
                     ),
                 )
                 .values("a handle used by one rank only", format!("also used by {who}")),
