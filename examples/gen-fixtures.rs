@@ -58,6 +58,10 @@ fn cases() -> Vec<Case> {
                 let mut g = tp(2);
                 g.handle_kind = "posix_fd";
                 put_group(d, "", &g);
+                // The deployment profile `kvcr import` requires (README).
+                let v = g.value();
+                write_profile(d, json!({"world_size": 2, "tp": 2, "pp": 1, "model": v["model"], "geometry": v["geometry"],
+                    "gpus": [testkit::gpu(0, 0), testkit::gpu(0, 1)]}));
             } },
         Case { name: "accept-nested", about: "ranks spread over nested directories", args: vec![], exit: 0, codes: vec![],
             build: |d| {

@@ -1013,3 +1013,28 @@ fn a_fleet_report_that_does_not_prove_this_part_refuses_the_import() {
         "{msg}"
     );
 }
+
+/// The plan table, like the audit's, has no trailing spaces (piped into
+/// files and diffs), and the README's dry-run command runs as written.
+#[test]
+fn the_plan_table_has_no_trailing_spaces() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/accept-posix-fd");
+    let out = kvcr()
+        .arg("import")
+        .arg("--dry-run")
+        .arg("--profile")
+        .arg(root.join("profile.json"))
+        .arg(root.join("inventory"))
+        .env(
+            "KVCR_NODE_FACTS",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/live/node-match.json"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("planned: 2 ranks"), "{text}");
+    for line in text.lines() {
+        assert_eq!(line, line.trim_end(), "trailing spaces: {line:?}");
+    }
+}

@@ -855,7 +855,11 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
         });
         t.add_row(cells);
     }
-    writeln!(out, "{t}")
+    // comfy-table pads the last column; no line ends in spaces.
+    for line in t.to_string().lines() {
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
 }
 
 /// The closing lines: what happened and what is left.
