@@ -19,7 +19,6 @@
 use crate::descriptor::parse_descriptor_with;
 use crate::inventory::{
     display_path, Entry, EntryKind, InventoryError, InventoryRoot, Listed, ReadJob, Reader,
-    ScanOptions,
 };
 use crate::verdict::{Candidate, FileVerdict};
 use std::collections::VecDeque;
@@ -89,7 +88,7 @@ pub fn collect(
     let mut cands = Vec::new();
     let mut files = Vec::new();
     let mut reader = inv.reader();
-    inv.walk(&ScanOptions::default(), |listed| {
+    inv.walk(|listed| {
         tick();
         let out = match listed {
             Listed::Entry(entry) => outcome(entry, None, keep),
@@ -277,7 +276,7 @@ fn parallel(
         let mut listed: Files = Vec::new();
         let mut batch: Batch = Vec::with_capacity(BATCH);
         let (mut seq, mut descriptors) = (0usize, 0usize);
-        let walked = inv.walk(&ScanOptions::default(), |l| {
+        let walked = inv.walk(|l| {
             tick();
             match l {
                 Listed::Entry(entry) => {

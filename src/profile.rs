@@ -41,7 +41,8 @@ pub struct Profile {
     pub incarnation: Option<Uuid>,
     pub min_epoch: Option<u64>,
     pub max_age_s: Option<u64>,
-    /// Rank list such as `0-7,12`, kept as written for a later feature.
+    /// The ranks this node holds of a group spanning nodes, such as `0-7,12`
+    /// (`--local-ranks` overrides it); checked when the profile is loaded.
     pub local_ranks: Option<String>,
 }
 

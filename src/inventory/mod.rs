@@ -48,10 +48,6 @@ pub struct Entry {
     pub mode: u32,
 }
 
-/// Knobs for [`scan`]; none yet.
-#[derive(Clone, Debug, Default)]
-pub struct ScanOptions {}
-
 /// Counts from one [`scan`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScanStats {

@@ -17,7 +17,7 @@ struct Seen {
 fn scan_all(root: &Path) -> (Vec<Seen>, ScanStats) {
     let resolved = resolve_root(root).expect("resolve");
     let mut seen = Vec::new();
-    let stats = scan(&resolved, &ScanOptions::default(), |entry, bytes| {
+    let stats = scan(&resolved, |entry, bytes| {
         seen.push(Seen {
             entry,
             bytes: bytes.map(<[u8]>::to_vec),

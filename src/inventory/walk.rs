@@ -9,8 +9,8 @@
 use super::beneath::{mode_type_name, Beneath, Now};
 use super::open::{self, FileId, OpenError};
 use super::{
-    classify_name, display_path, parse_rank_name, Entry, EntryKind, InventoryError, ScanOptions,
-    ScanStats, MAX_DESCRIPTOR_DEPTH,
+    classify_name, display_path, parse_rank_name, Entry, EntryKind, InventoryError, ScanStats,
+    MAX_DESCRIPTOR_DEPTH,
 };
 use crate::descriptor::MAX_FILE_BYTES;
 use crate::finding::{Code, Finding};
@@ -124,12 +124,11 @@ struct Scanner<'a> {
 /// files). Directories are reported only when they carry findings.
 pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
     root: &Path,
-    opts: &ScanOptions,
     mut visit: F,
 ) -> Result<ScanStats, InventoryError> {
     let inv = InventoryRoot::open(root)?;
     let mut reader = inv.reader();
-    inv.walk(opts, |listed| match listed {
+    inv.walk(|listed| match listed {
         Listed::Entry(entry) => visit(entry, None),
         Listed::Read(job) => {
             let (entry, bytes) = reader.read(job);
@@ -205,12 +204,7 @@ impl InventoryRoot {
     /// descriptor to read, in walk order (sorted by file name, pre-order).
     /// Directories are reported only when they carry findings. Nothing is
     /// opened here but directories.
-    pub fn walk<F: FnMut(Listed)>(
-        &self,
-        opts: &ScanOptions,
-        mut visit: F,
-    ) -> Result<ScanStats, InventoryError> {
-        let _ = opts;
+    pub fn walk<F: FnMut(Listed)>(&self, mut visit: F) -> Result<ScanStats, InventoryError> {
         walk(self, &mut visit)
     }
 }

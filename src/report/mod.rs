@@ -1,5 +1,7 @@
-//! Printers: the table, the JSON document, `explain` texts and terminal
-//! sanitising. The verdict core never formats text; this module never judges.
+//! Printers: the table, the JSON document, Prometheus text, the group
+//! headline (cause and action, picked by causal order in `headline.rs`),
+//! `explain` texts and terminal sanitising. The verdict core judges and
+//! words each finding; this module never judges.
 
 pub mod explain;
 pub mod headline;
