@@ -109,7 +109,7 @@ fuzz_target!(|data: &[u8]| {
             Some(l) => {
                 let want = l.iter().filter(|&r| r < ws).count();
                 assert_eq!(named.ranks.len(), want);
-                assert!(named.ranks.iter().all(|r| l.contains(r.rank)));
+                assert!(named.ranks.iter().all(|r| r.rank.is_some_and(|n| l.contains(n))));
             }
         }
     }
