@@ -5,7 +5,7 @@
 //!
 //! Usage: cargo run --example gen-fixtures [-- OUT_DIR]   (default: fixtures)
 
-use kvcr::testkit::{self, put, put_group, seal, to_bytes, Desc, INCARNATION_B};
+use kvcr::testkit::{self, put, put_group, to_bytes, Desc, INCARNATION_B};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -19,10 +19,7 @@ struct Case {
 }
 
 fn with(d: &Desc, f: impl FnOnce(&mut Value)) -> Vec<u8> {
-    let mut v = d.value();
-    f(&mut v);
-    seal(&mut v);
-    to_bytes(&v)
+    d.bytes_with(f)
 }
 
 fn tp(n: u64) -> Desc {

@@ -109,6 +109,14 @@ impl Desc {
         })
     }
 
+    /// Sealed descriptor bytes after `edit` changed the JSON value.
+    pub fn bytes_with(&self, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+        let mut v = self.value();
+        edit(&mut v);
+        seal(&mut v);
+        to_bytes(&v)
+    }
+
     /// Sealed descriptor bytes.
     pub fn bytes(&self) -> Vec<u8> {
         let mut v = self.value();

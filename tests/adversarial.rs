@@ -6,17 +6,14 @@
 mod common;
 
 use common::{audit_json, findings, has, is_root, kvcr};
-use kvcr::testkit::{self, put, put_group, seal, to_bytes, Desc, INCARNATION_B};
+use kvcr::testkit::{self, put, put_group, Desc, INCARNATION_B};
 use serde_json::{json, Value};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 fn with(d: &Desc, f: impl FnOnce(&mut Value)) -> Vec<u8> {
-    let mut v = d.value();
-    f(&mut v);
-    seal(&mut v);
-    to_bytes(&v)
+    d.bytes_with(f)
 }
 
 fn tp(n: u64) -> Desc {

@@ -7,15 +7,12 @@
 mod common;
 
 use common::{audit_json, findings, kvcr};
-use kvcr::testkit::{put, put_group, seal, to_bytes, Desc};
+use kvcr::testkit::{put, put_group, Desc};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 fn with(d: &Desc, f: impl FnOnce(&mut Value)) -> Vec<u8> {
-    let mut v = d.value();
-    f(&mut v);
-    seal(&mut v);
-    to_bytes(&v)
+    d.bytes_with(f)
 }
 
 fn fixtures_live(name: &str) -> PathBuf {
