@@ -533,13 +533,9 @@ fn textfile_target(
     let dir = dir
         .canonicalize()
         .map_err(|e| bad(format!("its directory cannot be used: {e}")))?;
-    let root = root_of(inv)?;
-    if dir.starts_with(&root) {
-        return Err(bad(format!(
-            "lies inside the inventory {}; kvcr never writes there",
-            root.display()
-        )));
-    }
+    // The same check as --ready-file: by resolved path and by the (device,
+    // inode) of the directory and its ancestors (a bind-mount alias too).
+    refuse_inside_inventory(inv, path, "--textfile")?;
     Ok((dir, name))
 }
 
