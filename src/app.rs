@@ -80,7 +80,8 @@ pub fn now_unix_ms() -> u64 {
 }
 
 fn load_profile(path: &Path) -> Result<Profile, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| {
+    // A profile is small; 1 MiB like a descriptor.
+    let bytes = crate::input::read_regular(path, 1 << 20).map_err(|e| {
         Failure::usage(format!("cannot read profile {}: {e}", path.display()), None)
     })?;
     parse_profile(&bytes).map_err(|e| {
@@ -526,6 +527,16 @@ fn textfile_target(
         .file_name()
         .ok_or_else(|| bad("names no file".to_string()))?
         .to_os_string();
+    // The write renames over PATH: only ever over a regular file, never over
+    // a symlink (such as /dev/stdout) or a device.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_file() {
+            return Err(bad(
+                "exists and is not a regular file (a symlink, a directory or a device); kvcr replaces only a regular file"
+                    .to_string(),
+            ));
+        }
+    }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -549,7 +560,8 @@ fn cmd_merge(a: &crate::cli::MergeArgs) -> Result<i32, Failure> {
     let mut reports = Vec::new();
     for path in &a.reports {
         let name = path.display().to_string();
-        let bytes = std::fs::read(path)
+        // A merge input is an audit report: bounded like a fleet report.
+        let bytes = crate::input::read_regular(path, 64 << 20)
             .map_err(|e| Failure::usage(format!("cannot read {name}: {e}"), None))?;
         let r = crate::merge::read_report(&name, &bytes).map_err(|e| {
             Failure::usage(

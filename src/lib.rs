@@ -11,6 +11,7 @@ pub mod examine;
 pub mod exit;
 pub mod finding;
 pub mod import;
+pub(crate) mod input;
 pub mod inventory;
 pub mod man;
 pub mod merge;

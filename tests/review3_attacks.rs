@@ -140,20 +140,16 @@ const REJECT_FINDING: &str =
     r#"{"code":"KV106","name":"gpu-uuid","severity":"reject","message":"GPU claimed twice"}"#;
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: rank verdict without its findings)"]
 fn fleet_gate_accepts_a_rank_marked_accept_that_carries_a_reject_finding() {
     // kvcr merge rejects such an input (§10.6); the gate reads only `verdict`.
     let f = Fleet::new();
     f.must_refuse("rank 2 accept with a KV106 reject finding", |v| {
-        v["groups"][0]["ranks"][2]["findings"] = json!([serde_json::from_str::<Value>(
-            REJECT_FINDING
-        )
-        .unwrap()]);
+        v["groups"][0]["ranks"][2]["findings"] =
+            json!([serde_json::from_str::<Value>(REJECT_FINDING).unwrap()]);
     });
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: group verdict without its findings)"]
 fn fleet_gate_accepts_a_group_marked_accept_that_carries_a_reject_finding() {
     let f = Fleet::new();
     f.must_refuse("group accept with a KV104 reject finding", |v| {
@@ -163,7 +159,6 @@ fn fleet_gate_accepts_a_group_marked_accept_that_carries_a_reject_finding() {
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: ranks from no listed input)"]
 fn fleet_gate_accepts_ranks_whose_source_is_not_among_the_inputs() {
     // Ranks 2-3 name a report that is not in `inputs`: nothing says it was
     // live, from which host/boot, or how old. "Built only from live reports"
@@ -181,7 +176,6 @@ fn fleet_gate_accepts_ranks_whose_source_is_not_among_the_inputs() {
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: one node listed twice)"]
 fn fleet_gate_accepts_one_other_node_listed_twice_by_case() {
     // §10.6: hosts equal ignoring ASCII case are one node; merge refuses two
     // reports from it. The gate only counts inputs from *this* host.
@@ -196,7 +190,6 @@ fn fleet_gate_accepts_one_other_node_listed_twice_by_case() {
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: input without host)"]
 fn fleet_gate_accepts_an_input_with_no_host() {
     // §10.6: a missing or empty host rejects or refuses.
     let f = Fleet::new();
@@ -205,7 +198,6 @@ fn fleet_gate_accepts_an_input_with_no_host() {
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: one GPU on two ranks)"]
 fn fleet_gate_accepts_one_gpu_claimed_by_ranks_on_two_nodes() {
     // kvcr merge rejects the same reports with KV106 (one GPU, two ranks);
     // a report saying "accept" for it is forged, and the gate takes it.
@@ -222,14 +214,16 @@ fn fleet_gate_accepts_one_gpu_claimed_by_ranks_on_two_nodes() {
         .output()
         .unwrap();
     let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(merged["groups"][0]["verdict"], "reject", "merge itself rejects");
+    assert_eq!(
+        merged["groups"][0]["verdict"], "reject",
+        "merge itself rejects"
+    );
     f.must_refuse("rank 2 claims rank 0's GPU", |v| {
         v["groups"][0]["ranks"][2]["gpu_uuid"] = json!(testkit::gpu(0, 0));
     });
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: two entries for one group)"]
 fn fleet_gate_takes_the_first_of_two_entries_for_one_group() {
     // A merge report never holds one engine_id twice; the gate reads the
     // first and ignores a second entry that rejects the group.
@@ -243,7 +237,6 @@ fn fleet_gate_takes_the_first_of_two_entries_for_one_group() {
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: another group's shape)"]
 fn fleet_gate_accepts_a_report_for_another_shape_of_the_group() {
     // The fleet report is proof of *this* group only if it is the same
     // group: same tp/pp, model and geometry as the local descriptors. The
@@ -262,7 +255,6 @@ fn fleet_gate_accepts_a_report_for_another_shape_of_the_group() {
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: ranks of another incarnation)"]
 fn fleet_gate_accepts_ranks_of_another_incarnation_or_epoch() {
     // Ranks carry their own incarnation and epoch (§10.7); the gate checks
     // only the group-level fields, so a rank from another incarnation (or an
@@ -277,7 +269,6 @@ fn fleet_gate_accepts_ranks_of_another_incarnation_or_epoch() {
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet gate: report dated in the future)"]
 fn fleet_gate_accepts_a_merge_report_dated_millennia_ahead() {
     // Inputs dated > 300 s ahead are refused; the merge report's own
     // generated_unix_ms (year 5138 here) is never looked at, nor that it
@@ -296,14 +287,18 @@ fn fleet_gate_accepts_a_merge_report_dated_millennia_ahead() {
 // ---------------------------------------------------------------------------
 
 #[test]
-#[ignore = "review3: textfile inside the inventory (bind mount)"]
 fn textfile_through_a_bind_mount_of_the_inventory_lands_inside_it() {
     // --ready-file compares (device, inode) with the inventory's directories
     // (app::refuse_inside_inventory); --textfile (app::textfile_target) only
     // compares canonical path prefixes, so the inventory seen through a bind
     // mount is written into. docs/format.md §9.5 / --help: PATH may not lie
     // inside the inventory; kvcr never writes inside the inventory.
-    if !is_root() || std::process::Command::new("unshare").arg("--help").output().is_err() {
+    if !is_root()
+        || std::process::Command::new("unshare")
+            .arg("--help")
+            .output()
+            .is_err()
+    {
         eprintln!("skipped: needs root and unshare(1)");
         return;
     }
@@ -324,8 +319,8 @@ fn textfile_through_a_bind_mount_of_the_inventory_lands_inside_it() {
         .args(["-m", "--propagation", "private", "sh", "-c", &script])
         .output()
         .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     if said.contains("mount:") {
         eprintln!("skipped: bind mount not permitted here: {said}");
         return;
@@ -408,7 +403,10 @@ fn an_edited_unsealed_rank_is_headlined_as_an_incarnation_problem_not_kv008() {
     // then pin it", i.e. told to pin the corrupt file's incarnation.
     for (what, edit) in [
         ("epoch", json!({"epoch": 5})),
-        ("incarnation", json!({"incarnation": testkit::INCARNATION_B})),
+        (
+            "incarnation",
+            json!({"incarnation": testkit::INCARNATION_B}),
+        ),
     ] {
         let d = two_ranks(
             |v| {
@@ -420,7 +418,10 @@ fn an_edited_unsealed_rank_is_headlined_as_an_incarnation_problem_not_kv008() {
         );
         let (code, v) = common::audit_json(d.path(), &[]);
         assert_eq!(code, 1);
-        assert!(common::has(&v, "KV008", "rank-1.json"), "{what}: KV008 is found");
+        assert!(
+            common::has(&v, "KV008", "rank-1.json"),
+            "{what}: KV008 is found"
+        );
         assert_eq!(
             v["groups"][0]["cause_code"], "KV008",
             "{what} edited after sealing: headline {} / action {}",
@@ -447,7 +448,6 @@ fn epoch_mismatch_action_suggests_an_incarnation_pin_that_cannot_run() {
 }
 
 #[test]
-#[ignore = "review3: operator truth (ACCEPTED suggests an import that exits 2)"]
 fn the_suggested_import_command_runs_as_printed() {
     // An accepted live audit's action says
     //   "none needed; to reuse the cache: kvcr import ROOT --engine ID"
@@ -457,8 +457,10 @@ fn the_suggested_import_command_runs_as_printed() {
     // ends on the same suggestion. The suggested command must name
     // --profile (or say one is needed), as it names the root and flags.
     let d = tempfile::tempdir().unwrap();
-    testkit::put_group(d.path(), "", &Desc::new("sugg", 0, 2, 1));
+    let desc = Desc::new("sugg", 0, 2, 1);
+    testkit::put_group(d.path(), "", &desc);
     private(d.path());
+    // Without a profile the suggestion must say that import needs one.
     let out = kvcr()
         .arg("audit")
         .arg(d.path())
@@ -467,6 +469,29 @@ fn the_suggested_import_command_runs_as_printed() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "set-up: accepted live");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let action = v["groups"][0]["action"].as_str().unwrap();
+    assert!(
+        action.contains("--profile") && action.contains("deployment profile"),
+        "{action}"
+    );
+    // With the audit's own profile the suggested command runs as printed.
+    let pdir = tempfile::tempdir().unwrap();
+    let profile = pdir.path().join("sugg-profile.json");
+    testkit::put_profile(&profile, &desc);
+    let out = kvcr()
+        .arg("audit")
+        .arg(d.path())
+        .args(["--live", "--format", "json", "--profile"])
+        .arg(&profile)
+        .env("KVCR_NODE_FACTS", FACTS)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "set-up: accepted live with a profile"
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let action = v["groups"][0]["action"].as_str().unwrap();
     let cmd = action
@@ -498,7 +523,8 @@ fn the_files_table_overflows_80_columns_on_a_long_path() {
     // docs/format.md / README "The table at 80 columns": nothing wider than
     // the terminal, no word broken, no trailing space.
     let d = tempfile::tempdir().unwrap();
-    let sub = "a-very-long-directory-name-for-the-retained-kv-cache-of-this-engine-instance-number-0001";
+    let sub =
+        "a-very-long-directory-name-for-the-retained-kv-cache-of-this-engine-instance-number-0001";
     testkit::put_group(d.path(), "", &Desc::new("w80", 0, 2, 1));
     testkit::put(d.path(), &format!("{sub}/rank-7.json"), b"x");
     private(d.path());
@@ -518,7 +544,6 @@ fn the_files_table_overflows_80_columns_on_a_long_path() {
 }
 
 #[test]
-#[ignore = "review3: textfile replaces a symlink (e.g. /dev/stdout)"]
 fn textfile_replaces_a_symlink_such_as_dev_stdout_with_a_regular_file() {
     // `kvcr audit ROOT --textfile /dev/stdout` (a common way to say "print
     // it") run as root renames a regular file over /dev/stdout: the
@@ -558,7 +583,11 @@ fn textfile_replaces_a_symlink_such_as_dev_stdout_with_a_regular_file() {
 
 /// Runs kvcr with `args`/`envs`, waits `secs`; returns whether it ended by
 /// itself, and whether it then ended on SIGTERM within 3 s. Always reaped.
-fn ends_by_itself(args: &[&std::ffi::OsStr], envs: &[(&str, &std::ffi::OsStr)], secs: u64) -> (bool, bool) {
+fn ends_by_itself(
+    args: &[&std::ffi::OsStr],
+    envs: &[(&str, &std::ffi::OsStr)],
+    secs: u64,
+) -> (bool, bool) {
     let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("kvcr"));
     c.args(args)
         .env_remove("KVCR_PROFILE")
@@ -598,7 +627,6 @@ fn fifo(dir: &Path, name: &str) -> std::path::PathBuf {
 }
 
 #[test]
-#[ignore = "review3: hang (import --fleet-report/--profile FIFO blocks, ignores SIGTERM)"]
 fn import_with_a_fifo_as_fleet_report_or_profile_hangs_and_ignores_sigterm() {
     // gate::read_bounded and the profile loader open(2) the path without
     // O_NONBLOCK or a file-type check: a FIFO with no writer blocks forever.
@@ -623,7 +651,10 @@ fn import_with_a_fifo_as_fleet_report_or_profile_hangs_and_ignores_sigterm() {
             "--fleet-report".as_ref(),
             p.as_os_str(),
         ],
-        &[("KVCR_NODE_FACTS", facts.as_os_str()), ("KVCR_IMPORT_BACKEND", sim)],
+        &[
+            ("KVCR_NODE_FACTS", facts.as_os_str()),
+            ("KVCR_IMPORT_BACKEND", sim),
+        ],
         5,
     );
     let pf = fifo(f.dir.path(), "profile.fifo");
@@ -634,7 +665,10 @@ fn import_with_a_fifo_as_fleet_report_or_profile_hangs_and_ignores_sigterm() {
             "--profile".as_ref(),
             pf.as_os_str(),
         ],
-        &[("KVCR_NODE_FACTS", facts.as_os_str()), ("KVCR_IMPORT_BACKEND", sim)],
+        &[
+            ("KVCR_NODE_FACTS", facts.as_os_str()),
+            ("KVCR_IMPORT_BACKEND", sim),
+        ],
         5,
     );
     assert!(
@@ -644,7 +678,6 @@ fn import_with_a_fifo_as_fleet_report_or_profile_hangs_and_ignores_sigterm() {
 }
 
 #[test]
-#[ignore = "review3: hang (merge / audit --profile / KVCR_NODE_FACTS on a FIFO)"]
 fn merge_and_audit_inputs_that_are_fifos_hang() {
     // The same for `kvcr merge REPORT…` (reports gathered from many nodes
     // into one directory), `audit --profile` and the KVCR_NODE_FACTS file.
@@ -656,7 +689,12 @@ fn merge_and_audit_inputs_that_are_fifos_hang() {
     let none: [(&str, &std::ffi::OsStr); 0] = [];
     let merge = ends_by_itself(&["merge".as_ref(), p.as_os_str()], &none, 5).0;
     let profile = ends_by_itself(
-        &["audit".as_ref(), inv.as_os_str(), "--profile".as_ref(), p.as_os_str()],
+        &[
+            "audit".as_ref(),
+            inv.as_os_str(),
+            "--profile".as_ref(),
+            p.as_os_str(),
+        ],
         &none,
         5,
     )
@@ -696,7 +734,6 @@ fn local_ranks_covering_the_whole_group_claim_other_nodes_hold_ranks() {
 }
 
 #[test]
-#[ignore = "review3: unsafe acceptance (fleet proof with the other node's facts not checked)"]
 fn a_genuine_fleet_report_whose_other_node_checked_nothing_proves_the_group() {
     // No forgery: node b ran `kvcr audit --live` without --strict on a node
     // whose GPUs and processes could not be read (driver missing, hidepid).

@@ -174,16 +174,29 @@ fn check_fleet(
             shown(&i["report"])
         ));
     }
-    let group = v["groups"]
+    let entries: Vec<&Value> = v["groups"]
         .as_array()
-        .and_then(|gs| gs.iter().find(|x| x["engine_id"] == g.engine_id.as_str()))
-        .ok_or_else(|| format!("--fleet-report {name} has no group {engine}"))?;
+        .map(|gs| {
+            gs.iter()
+                .filter(|x| x["engine_id"] == g.engine_id.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let group = match entries.as_slice() {
+        [one] => *one,
+        [] => return Err(format!("--fleet-report {name} has no group {engine}")),
+        many => return Err(format!(
+            "--fleet-report {name} lists group {engine} {} times; a merge lists each group once",
+            many.len()
+        )),
+    };
     if group["verdict"] != "accept" {
         return Err(format!(
             "--fleet-report {name} rejects group {engine}: {}",
             shown(&group["cause"])
         ));
     }
+    judge_report_data(&name, &engine, &v, group, inputs, g, f.now_ms)?;
     // Judged from the ranks themselves too, not the verdict field alone:
     // every rank 0..world_size-1 exactly once, each accepted.
     let mut seen: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
@@ -350,16 +363,171 @@ fn check_fleet(
     Ok(())
 }
 
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FLEET_REPORT + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FLEET_REPORT {
-        return Err(std::io::Error::other("larger than 64 MiB"));
+/// The fleet report is untrusted data: its verdict fields alone prove
+/// nothing (docs/format.md §10). Everything the merge would have refused is
+/// refused here again, from the report's own ranks, findings and inputs.
+fn judge_report_data(
+    name: &str,
+    engine: &str,
+    v: &Value,
+    group: &Value,
+    inputs: &[Value],
+    g: &GroupVerdict,
+    now_ms: u64,
+) -> Result<(), String> {
+    let empty = Vec::new();
+    let arr = |x: &Value| x.as_array().unwrap_or(&empty).clone();
+    // Files: a rejecting file-level finding in the merge means a node was
+    // not clean.
+    if arr(&v["files"])
+        .iter()
+        .flat_map(|f| arr(&f["findings"]))
+        .any(|x| x["severity"] != "notice" || x["code"] != "KV010")
+    {
+        return Err(format!(
+            "--fleet-report {name} lists rejecting file-level findings: a node's inventory was not clean"
+        ));
     }
-    Ok(bytes)
+    // Group findings: only notices about descriptors outside the current
+    // incarnation (KV107/KV108, or a problem marked not counted) may stand.
+    for x in arr(&group["findings"]) {
+        let code = x["code"].as_str().unwrap_or("");
+        let notice_ok = x["severity"] == "notice"
+            && x["path"].is_string()
+            && (matches!(code, "KV107" | "KV108")
+                || x["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(crate::verdict::NOT_COUNTED)));
+        if !notice_ok {
+            return Err(format!(
+                "--fleet-report {name} accepts group {engine} although it carries finding {} ({})",
+                terminal(code),
+                shown(&x["message"])
+            ));
+        }
+    }
+    // The shape this node audited.
+    let same = |field: &str, here: Value| group[field] == here;
+    let shape = [
+        ("tp", serde_json::to_value(g.tp).unwrap_or(Value::Null)),
+        ("pp", serde_json::to_value(g.pp).unwrap_or(Value::Null)),
+        (
+            "model",
+            serde_json::to_value(&g.model).unwrap_or(Value::Null),
+        ),
+        (
+            "geometry",
+            serde_json::to_value(&g.geometry).unwrap_or(Value::Null),
+        ),
+    ];
+    for (field, here) in shape {
+        if here.is_null() || !same(field, here.clone()) {
+            return Err(format!(
+                "--fleet-report {name} describes group {engine} with {field} {}, this node audited {field} {}",
+                shown(&group[field]),
+                shown(&here)
+            ));
+        }
+    }
+    // Inputs: each names a host, no two the same host (ASCII case-insensitive).
+    let mut hosts: Vec<String> = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    let mut newest_input = 0u64;
+    for i in inputs {
+        let host = i["host"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "--fleet-report {name}: input {} names no host",
+                    shown(&i["report"])
+                )
+            })?;
+        let lower = host.to_ascii_lowercase();
+        if hosts.contains(&lower) {
+            return Err(format!(
+                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring ASCII case)",
+                terminal(host)
+            ));
+        }
+        hosts.push(lower);
+        if i["boot_id"].as_str().is_none() {
+            return Err(format!(
+                "--fleet-report {name}: input {} names no boot id",
+                shown(&i["report"])
+            ));
+        }
+        names.push(i["report"].as_str().unwrap_or(""));
+        newest_input = newest_input.max(i["generated_unix_ms"].as_u64().unwrap_or(0));
+    }
+    // The report itself: written after its inputs, not from the future.
+    match v["generated_unix_ms"].as_u64() {
+        Some(t) if t > now_ms.saturating_add(FUTURE_SLACK_MS) || t < newest_input => {
+            return Err(format!(
+                "--fleet-report {name} is dated {t}, which is in the future or before its own inputs"
+            ))
+        }
+        None => {
+            return Err(format!(
+                "--fleet-report {name} does not say when it was written"
+            ))
+        }
+        _ => {}
+    }
+    // Ranks: no finding, every fact checked, from a listed input, of this
+    // lifetime, each on its own GPU.
+    let mut gpus: Vec<(crate::descriptor::GpuUuid, u64)> = Vec::new();
+    for r in arr(&group["ranks"]) {
+        let n = r["rank"].as_u64().unwrap_or(u64::MAX);
+        if let Some(x) = arr(&r["findings"]).first() {
+            return Err(format!(
+                "--fleet-report {name} accepts rank {n} of group {engine} although it carries finding {} ({})",
+                shown(&x["code"]),
+                shown(&x["message"])
+            ));
+        }
+        if let Some(x) = arr(&r["not_checked"]).first() {
+            return Err(format!(
+                "--fleet-report {name}: rank {n} of group {engine} was accepted with facts not checked ({}); import needs every node's facts checked: audit that node with kvcr audit --live --strict",
+                shown(x)
+            ));
+        }
+        if !r["report"].as_str().is_some_and(|x| names.contains(&x)) {
+            return Err(format!(
+                "--fleet-report {name}: rank {n} of group {engine} comes from {}, which is not one of its inputs",
+                shown(&r["report"])
+            ));
+        }
+        for field in ["incarnation", "epoch"] {
+            if r[field] != group[field] {
+                return Err(format!(
+                    "--fleet-report {name}: rank {n} of group {engine} has {field} {}, the group {}",
+                    shown(&r[field]),
+                    shown(&group[field])
+                ));
+            }
+        }
+        let gpu = r["gpu_uuid"]
+            .as_str()
+            .and_then(crate::descriptor::GpuUuid::parse)
+            .ok_or_else(|| {
+                format!(
+                    "--fleet-report {name}: rank {n} of group {engine} has no valid GPU UUID ({})",
+                    shown(&r["gpu_uuid"])
+                )
+            })?;
+        if let Some((_, other)) = gpus.iter().find(|(x, _)| *x == gpu) {
+            return Err(format!(
+                "--fleet-report {name}: GPU {gpu} is claimed by ranks {other} and {n} of group {engine}"
+            ));
+        }
+        gpus.push((gpu, n));
+    }
+    Ok(())
+}
+
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    crate::input::read_regular(path, MAX_FLEET_REPORT)
 }
 
 /// A JSON value from an untrusted report, escaped for a message.

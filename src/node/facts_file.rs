@@ -102,7 +102,8 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
 /// Reads the file `KVCR_NODE_FACTS` names.
 pub fn load(path: &Path) -> Result<FakeProbe, String> {
     let origin = format!("{ENV}={}", path.display());
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {origin}: {e}"))?;
+    let bytes = crate::input::read_regular(path, 1 << 20)
+        .map_err(|e| format!("cannot read {origin}: {e}"))?;
     parse(&bytes, &origin).map_err(|e| format!("bad node facts in {origin}: {e}"))
 }
 
