@@ -1,7 +1,7 @@
 //! Third review (attacker / cold-start SRE). Each test is one confirmed
 //! problem on main at eecc9c6, marked `#[ignore = "review3: <class>"]` so the
 //! suite stays green; run them with `cargo test --test review3_attacks -- --ignored`.
-//! Every test asserts what the contract (docs/format.md, SPEC §10) promises,
+//! Every test asserts what the contract (docs/format.md, docs/format.md §10) promises,
 //! so it fails today and passes once the problem is fixed.
 
 mod common;
@@ -26,8 +26,8 @@ fn private(dir: &Path) {
 // ---------------------------------------------------------------------------
 // Class 1: the import's fleet gate (src/import/gate.rs) accepts forged merge
 // reports that `kvcr merge` itself would never produce, or would reject.
-// docs/format.md / SPEC §10.5: a local part is imported only with proof of
-// the whole group; §10.6: merge judges from the ranks' own data, never from a
+// docs/format.md / docs/format.md §8.9: a local part is imported only with proof of
+// the whole group; §10: merge judges from the ranks' own data, never from a
 // report's verdict fields alone. The gate says it judges "from the ranks
 // themselves too", yet it reads only each rank's `verdict` and `report`.
 // ---------------------------------------------------------------------------
@@ -141,7 +141,7 @@ const REJECT_FINDING: &str =
 
 #[test]
 fn fleet_gate_accepts_a_rank_marked_accept_that_carries_a_reject_finding() {
-    // kvcr merge rejects such an input (§10.6); the gate reads only `verdict`.
+    // kvcr merge rejects such an input (§10); the gate reads only `verdict`.
     let f = Fleet::new();
     f.must_refuse("rank 2 accept with a KV106 reject finding", |v| {
         v["groups"][0]["ranks"][2]["findings"] =
@@ -162,7 +162,7 @@ fn fleet_gate_accepts_a_group_marked_accept_that_carries_a_reject_finding() {
 fn fleet_gate_accepts_ranks_whose_source_is_not_among_the_inputs() {
     // Ranks 2-3 name a report that is not in `inputs`: nothing says it was
     // live, from which host/boot, or how old. "Built only from live reports"
-    // (§10.5) is unproven for half the group.
+    // (§8.9) is unproven for half the group.
     let f = Fleet::new();
     f.must_refuse("ranks 2-3 from ghost.json, other input dropped", |v| {
         v["inputs"].as_array_mut().unwrap().truncate(1);
@@ -177,7 +177,7 @@ fn fleet_gate_accepts_ranks_whose_source_is_not_among_the_inputs() {
 
 #[test]
 fn fleet_gate_accepts_one_other_node_listed_twice_by_case() {
-    // §10.6: hosts equal ignoring ASCII case are one node; merge refuses two
+    // §10: hosts equal ignoring ASCII case are one node; merge refuses two
     // reports from it. The gate only counts inputs from *this* host.
     let f = Fleet::new();
     f.must_refuse("gpu-node-18 and GPU-node-18 as two inputs", |v| {
@@ -191,7 +191,7 @@ fn fleet_gate_accepts_one_other_node_listed_twice_by_case() {
 
 #[test]
 fn fleet_gate_accepts_an_input_with_no_host() {
-    // §10.6: a missing or empty host rejects or refuses.
+    // §10: a missing or empty host rejects or refuses.
     let f = Fleet::new();
     f.must_refuse("input host null", |v| v["inputs"][1]["host"] = Value::Null);
     f.must_refuse("input host empty", |v| v["inputs"][1]["host"] = json!(""));
@@ -256,7 +256,7 @@ fn fleet_gate_accepts_a_report_for_another_shape_of_the_group() {
 
 #[test]
 fn fleet_gate_accepts_ranks_of_another_incarnation_or_epoch() {
-    // Ranks carry their own incarnation and epoch (§10.7); the gate checks
+    // Ranks carry their own incarnation and epoch (§9.4); the gate checks
     // only the group-level fields, so a rank from another incarnation (or an
     // older epoch) passes as proof.
     let f = Fleet::new();
@@ -452,7 +452,7 @@ fn the_suggested_import_command_runs_as_printed() {
     // An accepted live audit's action says
     //   "none needed; to reuse the cache: kvcr import ROOT --engine ID"
     // but import now requires the declared profile (docs/format.md §8.9,
-    // SPEC §10.5): run as printed it exits 2 "no deployment profile". The
+    // docs/format.md §8.9): run as printed it exits 2 "no deployment profile". The
     // README's first command (audit fixtures/accept-superseded/inventory)
     // ends on the same suggestion. The suggested command must name
     // --profile (or say one is needed), as it names the root and flags.
@@ -740,7 +740,7 @@ fn a_genuine_fleet_report_whose_other_node_checked_nothing_proves_the_group() {
     // Its report accepts with 4 facts "not checked" (summary.not_checked 4,
     // ranks' not_checked lists owner and gpu-present), kvcr merge accepts,
     // and this node's `import --local-ranks 0-1` takes it as proof of the
-    // whole group. Import is strict (docs/format.md §8.9, SPEC §10.5: every
+    // whole group. Import is strict (docs/format.md §8.9, docs/format.md §8.9: every
     // live fact checked, a fact not read refuses): a proof whose other half
     // was never checked against its node is a doubt, so a refusal.
     let f = Fleet::with_facts_b(|facts| {

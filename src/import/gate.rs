@@ -185,10 +185,12 @@ fn check_fleet(
     let group = match entries.as_slice() {
         [one] => *one,
         [] => return Err(format!("--fleet-report {name} has no group {engine}")),
-        many => return Err(format!(
+        many => {
+            return Err(format!(
             "--fleet-report {name} lists group {engine} {} times; a merge lists each group once",
             many.len()
-        )),
+        ))
+        }
     };
     if group["verdict"] != "accept" {
         return Err(format!(
@@ -196,7 +198,6 @@ fn check_fleet(
             shown(&group["cause"])
         ));
     }
-    judge_report_data(&name, &engine, &v, group, inputs, g, f.now_ms)?;
     // Judged from the ranks themselves too, not the verdict field alone:
     // every rank 0..world_size-1 exactly once, each accepted.
     let mut seen: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
@@ -249,6 +250,9 @@ fn check_fleet(
             ));
         }
     }
+
+    // Then everything merge would have refused, from the data itself.
+    judge_report_data(&name, &engine, &v, group, inputs, g, f.now_ms)?;
 
     // This node's share: the input from this host and this boot.
     let (host, boot) = match node {
