@@ -392,7 +392,6 @@ fn two_ranks(edit: impl FnOnce(&mut Value), reseal: bool) -> tempfile::TempDir {
 }
 
 #[test]
-#[ignore = "review3: operator truth (headline: KV107 outranks the KV008 that explains it)"]
 fn an_edited_unsealed_rank_is_headlined_as_an_incarnation_problem_not_kv008() {
     // rank-1.json was edited after sealing (epoch, or incarnation): its
     // digest fails (KV008), so none of its fields can be believed, and the
@@ -431,7 +430,6 @@ fn an_edited_unsealed_rank_is_headlined_as_an_incarnation_problem_not_kv008() {
 }
 
 #[test]
-#[ignore = "review3: operator truth (KV107 epoch action: `--incarnation 5 (or )`)"]
 fn epoch_mismatch_action_suggests_an_incarnation_pin_that_cannot_run() {
     // Two ranks of one incarnation, epochs 1 and 5, both sealed. The action
     // reads "... kvcr audit --live ROOT --engine hl --incarnation 5 (or ); ..."

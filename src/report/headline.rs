@@ -41,6 +41,9 @@ pub fn explains(a: Code, b: Code) -> bool {
         // Two owner lifetimes counted at once: every rank looks duplicated,
         // and each pair shares its GPU and handles.
         KV107 => matches!(b, KV101 | KV102 | KV103 | KV106 | KV111),
+        // A descriptor edited after sealing: its incarnation or epoch is no
+        // longer the owner's, so a tie or an epoch disagreement follows.
+        KV008 => b == KV107,
         // A file that is no usable descriptor leaves its rank missing.
         KV001 | KV002 | KV004 | KV005 | KV006 | KV007 | KV009 => b == KV103,
         // A descriptor in the wrong slot collides with the rank it names and
@@ -61,7 +64,7 @@ pub fn explains(a: Code, b: Code) -> bool {
 pub const ROOT_ORDER: [Code; 21] = {
     use Code::*;
     [
-        KV107, KV001, KV002, KV004, KV005, KV006, KV007, KV009, KV008, KV110, KV108, KV003, KV101,
+        KV008, KV107, KV001, KV002, KV004, KV005, KV006, KV007, KV009, KV110, KV108, KV003, KV101,
         KV102, KV109, KV104, KV105, KV111, KV106, KV103, KV010,
     ]
 };
@@ -310,6 +313,10 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
             "pass one report per node to kvcr merge: keep the newest of {} and drop the others",
             f.found.as_deref().unwrap_or("them")
         ),
+        // Ranks of one lifetime disagree on its epoch: not a tie to pin.
+        Code::KV107 if f.expected.as_deref().is_some_and(|e| e.parse::<u64>().is_ok()) => {
+            "the ranks of one owner lifetime disagree on its epoch: a descriptor was edited or written by another owner; do not import, have the owner rewrite the group's descriptors, then audit again".to_string()
+        }
         Code::KV107 if inv.root.is_some() => {
             let root = inv.root.as_deref().unwrap_or_default();
             let tied: Vec<String> = f
