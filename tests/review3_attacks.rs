@@ -710,7 +710,6 @@ fn merge_and_audit_inputs_that_are_fifos_hang() {
 }
 
 #[test]
-#[ignore = "review3: operator truth (--local-ranks naming the whole group)"]
 fn local_ranks_covering_the_whole_group_claim_other_nodes_hold_ranks() {
     // `--local-ranks 0-1` on a 2-rank group: "local part accepted: ranks 0-1
     // of 2 present ...; the other ranks are expected on other nodes" — there

@@ -455,11 +455,21 @@ fn judge_group(
         }
     }
     // The flag wins; the profile's list was validated when it was loaded.
-    let local = ctx.expect.local_ranks.clone().or_else(|| {
-        profile
-            .and_then(|p| p.local_ranks.as_deref())
-            .and_then(|s| RankSet::parse(s).ok())
-    });
+    let local = ctx
+        .expect
+        .local_ranks
+        .clone()
+        .or_else(|| {
+            profile
+                .and_then(|p| p.local_ranks.as_deref())
+                .and_then(|s| RankSet::parse(s).ok())
+        })
+        // Local ranks that are exactly 0..world_size-1 are the whole group:
+        // nothing is expected elsewhere, and no fleet proof is needed.
+        .filter(|l| match world_size {
+            Some(ws) => l.len() as u64 != ws || l.iter().any(|r| r >= ws),
+            None => true,
+        });
     let missing = ranks::slots(
         &mut rows,
         world_size,
