@@ -674,7 +674,15 @@ fn cmd_seal(a: &crate::cli::SealArgs) -> Result<i32, Failure> {
     use crate::writer;
     let mut plans = Vec::new();
     let mut worst = exit::OK;
+    // One file named twice (or under two names) is sealed once.
+    let mut seen = std::collections::HashSet::new();
     for path in &a.files {
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            use std::os::unix::fs::MetadataExt;
+            if !seen.insert((m.dev(), m.ino())) {
+                continue;
+            }
+        }
         match writer::check_file(path) {
             Ok(p) => plans.push(p),
             Err(e) => {
@@ -695,14 +703,29 @@ fn cmd_seal(a: &crate::cli::SealArgs) -> Result<i32, Failure> {
     }
     let mut lines = String::new();
     for p in &plans {
-        let wrote = writer::apply(p).map_err(|e| Failure {
-            status: e.exit_status(),
-            message: format!(
-                "{:#}",
-                anyhow::Error::new(e).context(format!("sealing {}", p.path.display()))
-            ),
-            hint: None,
-        })?;
+        let wrote = match writer::apply(p) {
+            Ok(w) => w,
+            Err(e) => {
+                // Say what was already written before this failure.
+                if !a.quiet && !lines.is_empty() {
+                    emit(|out| out.write_all(lines.as_bytes()))?;
+                }
+                let done = lines.lines().count();
+                return Err(Failure {
+                    status: e.exit_status(),
+                    message: format!(
+                        "{:#}; {}",
+                        anyhow::Error::new(e).context(format!("sealing {}", p.path.display())),
+                        if done == 0 {
+                            "no file was written".to_string()
+                        } else {
+                            format!("{done} file(s) listed above were already sealed")
+                        }
+                    ),
+                    hint: None,
+                });
+            }
+        };
         let verb = if wrote { "sealed" } else { "already sealed" };
         lines.push_str(&format!(
             "{verb} {}\n",

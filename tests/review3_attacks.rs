@@ -341,7 +341,6 @@ fn textfile_through_a_bind_mount_of_the_inventory_lands_inside_it() {
 // ---------------------------------------------------------------------------
 
 #[test]
-#[ignore = "review3: seal operator truth (partial write reported as nothing written)"]
 fn seal_of_one_file_named_twice_seals_it_then_reports_failure() {
     // `kvcr seal f f` (a glob that matches one file twice, a CI job passing a
     // list with repeats): the first apply rewrites f, the second finds f
@@ -514,7 +513,6 @@ fn the_suggested_import_command_runs_as_printed() {
 }
 
 #[test]
-#[ignore = "review3: operator truth (80-column files table overflows)"]
 fn the_files_table_overflows_80_columns_on_a_long_path() {
     // The group table wraps at COLUMNS=80, the files table does not: its
     // path column is as wide as the longest path (117-128 columns here).

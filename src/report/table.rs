@@ -103,6 +103,45 @@ fn wrapped(
     writeln!(out, "{line}")
 }
 
+/// A path on lines no wider than the printer's width, broken only after a
+/// `/` or a `-` (never inside a name's word); `first` spaces before the
+/// first line, `indent` before the others.
+fn path_lines(
+    out: &mut dyn Write,
+    p: &Printer,
+    path: &str,
+    first: usize,
+    indent: usize,
+) -> io::Result<()> {
+    let width = p.width.map_or(usize::MAX, usize::from);
+    let mut parts: Vec<&str> = Vec::new();
+    let mut start = 0;
+    for (i, c) in path.char_indices() {
+        if c == '/' || c == '-' {
+            parts.push(&path[start..i + c.len_utf8()]);
+            start = i + c.len_utf8();
+        }
+    }
+    if start < path.len() {
+        parts.push(&path[start..]);
+    }
+    let mut line = " ".repeat(first);
+    let mut len = first;
+    let mut empty = true;
+    for part in parts {
+        let n = visible_len(part);
+        if !empty && len + n > width {
+            writeln!(out, "{}", line.trim_end())?;
+            line = " ".repeat(indent);
+            len = indent;
+        }
+        line.push_str(part);
+        len += n;
+        empty = false;
+    }
+    writeln!(out, "{}", line.trim_end())
+}
+
 fn short(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
@@ -422,7 +461,36 @@ pub fn write(
                 });
             }
         }
-        layout(out, p, &["path", "code", "severity", "finding"], &rows)?;
+        // A path too long for the columns: one block per file instead, the
+        // path broken only after a '/' or '-', the findings below it.
+        let longest = j
+            .files
+            .iter()
+            .map(|f| visible_len(&terminal(&f.path)))
+            .max();
+        let too_wide = p
+            .width
+            .map(usize::from)
+            .zip(longest)
+            .is_some_and(|(w, l)| 2 + l + 2 + 5 + 2 + 8 + 2 + 16 > w);
+        if too_wide {
+            for f in j.files.iter().filter(|f| !f.findings.is_empty()) {
+                path_lines(out, p, &terminal(&f.path), 2, 4)?;
+                for x in &f.findings {
+                    let sev = if x.is_reject() { "reject" } else { "notice" };
+                    wrapped(
+                        out,
+                        p,
+                        "      ",
+                        &format!("{} {sev}: {}", x.code, terminal(&x.message)),
+                        " ",
+                        8,
+                    )?;
+                }
+            }
+        } else {
+            layout(out, p, &["path", "code", "severity", "finding"], &rows)?;
+        }
         writeln!(out)?;
     }
     let status = j.exit_status();
