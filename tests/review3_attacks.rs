@@ -1,8 +1,6 @@
-//! Third review (attacker / cold-start SRE). Each test is one confirmed
-//! problem on main at eecc9c6, marked `#[ignore = "review3: <class>"]` so the
-//! suite stays green; run them with `cargo test --test review3_attacks -- --ignored`.
-//! Every test asserts what the contract (docs/format.md, docs/format.md §10) promises,
-//! so it fails today and passes once the problem is fixed.
+//! Third review (attacker / cold-start SRE). Each test is one problem
+//! confirmed on main at eecc9c6 (where it failed) and fixed since. Every
+//! test asserts what docs/format.md promises.
 
 mod common;
 
