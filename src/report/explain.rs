@@ -160,8 +160,8 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV111 => (
             Severity::Reject,
-            "One memory handle appears twice among a group's current descriptors: twice in one descriptor (its size sum counts the memory twice) or in two ranks (two ranks would share one cache). A handle's identity is its kind and bytes: the 64 bytes of a cuda_ipc or fabric handle, the owner pid and fd of a posix_fd.",
-            "Every allocation's handle of every current descriptor of the group, compared byte for byte (posix_fd: owner pid and fd).",
+            "One memory handle appears twice among current descriptors: twice in one descriptor (its size sum counts the memory twice), in two ranks of a group (two ranks would share one cache), or in two groups of one inventory (one memory would back two engines' caches). A handle's identity is its kind and bytes: the 64 bytes of a cuda_ipc or fabric handle, the owner pid and fd of a posix_fd.",
+            "Every allocation's handle of every current descriptor, within the group and across the inventory's groups (also under --engine), by an identity derived from the kind and all 64 bytes (posix_fd: owner pid and fd): equal handles always match.",
             "do not import: have the owner re-export one handle per allocation and rewrite the descriptors, then audit again",
             "",
         ),
