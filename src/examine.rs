@@ -19,7 +19,6 @@ use crate::verdict::{self, Candidate, Context, Expectations};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 pub const EXAMINE_SCHEMA: &str = "kvcr.examine/v1";
@@ -58,27 +57,18 @@ pub struct Examined {
 
 fn read(path: &Path) -> Result<Vec<u8>, Failure> {
     let shown = crate::inventory::display_path(path);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| {
-            Failure::usage(
-                format!("cannot open {shown}: {e}"),
-                Some(
-                    "examine reads one regular descriptor file (symlinks are not followed)".into(),
-                ),
-            )
-        })?;
-    let md = f
-        .metadata()
-        .map_err(|e| Failure::usage(format!("cannot stat {shown}: {e}"), None))?;
-    if !md.file_type().is_file() {
-        return Err(Failure::usage(
-            format!("{shown} is not a regular file"),
-            None,
-        ));
-    }
+    // Classified through O_PATH, then exactly that inode is reopened: no
+    // FIFO blocks, no device is opened, no symlink is followed.
+    let (f, _) = crate::input::open_no_follow(path).map_err(|e| match e {
+        crate::input::NotOpened::Io(e) => Failure::usage(
+            format!("cannot open {shown}: {e}"),
+            Some("examine reads one regular descriptor file (symlinks are not followed)".into()),
+        ),
+        crate::input::NotOpened::NotRegular(what) => Failure::usage(
+            format!("{shown} is not a regular file ({what})"),
+            Some("examine reads one regular descriptor file (symlinks are not followed)".into()),
+        ),
+    })?;
     let mut bytes = Vec::new();
     f.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)

@@ -4,7 +4,6 @@
 //! and never past a size bound.
 
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Reads `path` when it is a regular file of at most `max` bytes. A FIFO,
@@ -12,37 +11,28 @@ use std::path::Path;
 /// non-blocking, so one swapped in cannot hang the run); the open file is
 /// checked again.
 pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let what = |ft: std::fs::FileType| {
-        if ft.is_dir() {
-            "a directory"
-        } else if ft.is_fifo() {
-            "a FIFO"
-        } else if ft.is_socket() {
-            "a socket"
-        } else if ft.is_char_device() || ft.is_block_device() {
-            "a device"
-        } else {
-            "not a regular file"
-        }
+    use rustix::fs::{FileType, Mode, OFlags};
+    let what = |ft: FileType| match ft {
+        FileType::Directory => "a directory",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device",
+        _ => "not a regular file",
     };
-    let md = std::fs::metadata(path)?;
-    if !md.is_file() {
+    // Classified through an O_PATH fd (which opens nothing), then exactly
+    // that inode is reopened for reading: a device or FIFO swapped in at
+    // any moment is never opened. (Symlinks the operator names are followed:
+    // the path is theirs.)
+    let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
+    let st = rustix::fs::fstat(&fd)?;
+    let ft = FileType::from_raw_mode(st.st_mode);
+    if ft != FileType::RegularFile {
         return Err(std::io::Error::other(format!(
             "{}, not a regular file",
-            what(md.file_type())
+            what(ft)
         )));
     }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    let md = file.metadata()?;
-    if !md.is_file() {
-        return Err(std::io::Error::other(format!(
-            "{}, not a regular file (replaced while opening)",
-            what(md.file_type())
-        )));
-    }
+    let file = crate::inventory::open::reopen_for_reading(&fd)?;
     let mut bytes = Vec::new();
     file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
@@ -79,4 +69,38 @@ mod tests {
             11
         );
     }
+}
+
+/// Why [`open_no_follow`] did not open a file.
+#[derive(Debug)]
+pub(crate) enum NotOpened {
+    /// The path could not be looked up or reopened.
+    Io(std::io::Error),
+    /// It is not a regular file (a symlink is not followed): what it is.
+    NotRegular(&'static str),
+}
+
+/// Opens `path` for reading only if it is a regular file, without following
+/// a symlink at its last component: classified through an `O_PATH |
+/// O_NOFOLLOW` fd, then exactly that inode is reopened (nothing else is
+/// ever opened, whatever is swapped in). For `seal`, `digest`, `examine`.
+pub(crate) fn open_no_follow(path: &Path) -> Result<(std::fs::File, rustix::fs::Stat), NotOpened> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| NotOpened::Io(e.into()))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| NotOpened::Io(e.into()))?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Symlink => return Err(NotOpened::NotRegular("a symlink")),
+        FileType::Directory => return Err(NotOpened::NotRegular("a directory")),
+        FileType::Fifo => return Err(NotOpened::NotRegular("a FIFO")),
+        FileType::Socket => return Err(NotOpened::NotRegular("a socket")),
+        _ => return Err(NotOpened::NotRegular("a device")),
+    }
+    let file = crate::inventory::open::reopen_for_reading(&fd).map_err(NotOpened::Io)?;
+    Ok((file, st))
 }

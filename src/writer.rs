@@ -222,25 +222,22 @@ fn read_regular(path: &Path) -> Result<Read1, Error> {
             lmeta.len()
         )));
     }
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                Error::Refused(format!("{shown} is a symlink"))
-            } else {
-                Error::io(format!("cannot open {shown}"))(e)
-            }
-        })?;
-    let meta = f
-        .metadata()
-        .map_err(Error::io(format!("cannot stat {shown}")))?;
-    if !meta.file_type().is_file() || meta.dev() != lmeta.dev() || meta.ino() != lmeta.ino() {
+    // Classified through O_PATH|O_NOFOLLOW and reopened as that inode: a
+    // FIFO, device or symlink swapped in since the lstat is never opened.
+    let (f, st) = crate::input::open_no_follow(path).map_err(|e| match e {
+        crate::input::NotOpened::NotRegular(what) => {
+            Error::Refused(format!("{shown} is {what}, not a regular file"))
+        }
+        crate::input::NotOpened::Io(e) => Error::io(format!("cannot open {shown}"))(e),
+    })?;
+    if st.st_dev != lmeta.dev() || st.st_ino != lmeta.ino() {
         return Err(Error::Refused(format!(
             "{shown} changed while being opened"
         )));
     }
+    let meta = f
+        .metadata()
+        .map_err(Error::io(format!("cannot stat {shown}")))?;
     let mut bytes = Vec::new();
     f.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)

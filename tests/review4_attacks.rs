@@ -180,7 +180,6 @@ fn ends_by_itself(
 }
 
 #[test]
-#[ignore = "review4: hang on a non-regular operator-named file (--ready-file FIFO)"]
 fn import_hold_with_an_existing_fifo_as_ready_file_hangs_and_ignores_sigterm() {
     let d = tempfile::tempdir().unwrap();
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/accept-posix-fd");
@@ -357,12 +356,11 @@ fn a_foreign_rank_1_of_another_group_does_not_make_the_inventory_two_nodes() {
 // open succeeded on the non-regular file: it is the proof. On e8b1a58 a
 // character device (mknod c 1 3) swapped with `--profile`'s file was opened
 // in 75 of 300 audits. README Decisions and docs/format.md say such a file
-// "is refused before it could block or be opened"; SPEC §10.2 (issue 11,
+// "is refused before it could block or be opened"; docs/format.md §2.3 (issue 11,
 // item 7) asks for classification through an O_PATH descriptor.
 // ---------------------------------------------------------------------------
 
 #[test]
-#[ignore = "review4: device opened (stat-then-open race in input::read_regular)"]
 fn a_device_swapped_in_for_the_profile_is_opened() {
     let d = tempfile::tempdir().unwrap();
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/accept-posix-fd");

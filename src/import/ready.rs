@@ -50,11 +50,15 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
 /// process still runs (the file carries the holder's `pid` and, from this
 /// version on, its `start_ticks`, so a reused pid is told apart).
 fn holder(path: &Path) -> String {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let read = File::open(path).and_then(|f| f.take(64 << 10).read_to_end(&mut bytes));
-    let doc: Option<serde_json::Value> =
-        read.ok().and_then(|_| serde_json::from_slice(&bytes).ok());
+    // Never blocks on a FIFO, never opens a device left at PATH.
+    if let Ok(m) = fs::symlink_metadata(path) {
+        if !m.file_type().is_file() {
+            return "and is not a regular file (a FIFO, a device, a symlink or a directory): remove it or choose another path".into();
+        }
+    }
+    let doc: Option<serde_json::Value> = crate::input::read_regular(path, 64 << 10)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
     let pid = doc
         .as_ref()
         .and_then(|d| d["pid"].as_i64())

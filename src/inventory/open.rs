@@ -380,7 +380,7 @@ pub fn open_regular(
 /// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
 /// (the only way Linux offers to upgrade an `O_PATH` fd). Without /proc the
 /// file cannot be opened race-free, and it is not read (KV005).
-fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
+pub(crate) fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
     use std::os::fd::AsRawFd;
     // `/proc/self/fd`, opened once: each reopen is then one path component
     // (the fd number) instead of four.
