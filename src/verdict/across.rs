@@ -36,8 +36,8 @@ pub(crate) fn check(
     // inventories have none, and nothing larger is ever held for them.
     let mut current: Vec<Vec<usize>> = Vec::with_capacity(by_engine.len());
     let mut prints: Vec<(u64, u32)> = Vec::new();
-    // Each group's node: that of its lowest current parsed rank.
-    let mut nodes: Vec<Option<(String, Uuid)>> = Vec::new();
+    // Each group's nodes: those its current descriptors name.
+    let mut nodes: Vec<std::collections::BTreeSet<(String, Uuid)>> = Vec::new();
     for (gi, (engine, cands)) in by_engine.iter().enumerate() {
         let profile = ctx
             .expect
@@ -45,7 +45,7 @@ pub(crate) fn check(
             .as_ref()
             .filter(|p| &p.engine_id == engine);
         let sel = incarnation::select(cands, super::pinned(cands, ctx, profile), &mut Vec::new());
-        let mut lowest: Option<(u64, &Candidate)> = None;
+        let mut named = std::collections::BTreeSet::new();
         let mut mine = Vec::new();
         for (ci, c) in cands.iter().enumerate() {
             let Some(d) = c.descriptor.as_ref().filter(|_| sel.is_current(c)) else {
@@ -53,16 +53,10 @@ pub(crate) fn check(
             };
             mine.push(ci);
             prints.extend(keys(d).iter().map(|k| (k.fingerprint(), gi as u32)));
-            if lowest.is_none_or(|(r, _)| d.rank < r) {
-                lowest = Some((d.rank, c));
-            }
+            named.insert((d.node.hostname.to_ascii_lowercase(), d.node.boot_id));
         }
         current.push(mine);
-        nodes.push(lowest.and_then(|(_, c)| {
-            c.descriptor
-                .as_ref()
-                .map(|d| (d.node.hostname.to_ascii_lowercase(), d.node.boot_id))
-        }));
+        nodes.push(named);
     }
     prints.sort_unstable();
     prints.dedup();
@@ -155,15 +149,18 @@ pub(crate) fn check(
         c.findings.push(f);
     }
 
-    // KV110 across groups: group nodes that disagree reject every group.
+    // KV110 across groups: when the current descriptors of two or more
+    // groups name more than one node between them, every such group is
+    // rejected (one group alone is judged rank by rank in consistency.rs).
     let mut by_node: BTreeMap<&(String, Uuid), Vec<&str>> = BTreeMap::new();
-    for (gi, n) in nodes.iter().enumerate() {
-        if let Some(n) = n {
+    for (gi, ns) in nodes.iter().enumerate() {
+        for n in ns {
             by_node.entry(n).or_default().push(&engines[gi]);
         }
     }
+    let groups_with_nodes = nodes.iter().filter(|n| !n.is_empty()).count();
     let mut out: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
-    if by_node.len() > 1 {
+    if by_node.len() > 1 && groups_with_nodes > 1 {
         let described: Vec<String> = by_node
             .iter()
             .take(MAX_NAMED)
@@ -174,7 +171,7 @@ pub(crate) fn check(
             .collect();
         let list = name_bounded(&described, by_node.len());
         for (gi, n) in nodes.iter().enumerate() {
-            if n.is_none() {
+            if n.is_empty() {
                 continue;
             }
             out.entry(engines[gi].clone()).or_default().push(
