@@ -111,23 +111,6 @@ impl Fleet {
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
         (out.status.code().unwrap(), v)
     }
-    /// A forged fleet report must be refused by the fleet gate (exit 1,
-    /// nothing imported). The unforged one imports (checked first, so a
-    /// failure here is about the forgery, not the set-up).
-    fn must_refuse(&self, what: &str, edit: impl FnOnce(&mut Value)) {
-        let base = self.fleet();
-        let (code, v) = self.import(&base);
-        assert_eq!(code, 0, "set-up: the genuine fleet report imports: {v:#}");
-        let mut forged = base;
-        edit(&mut forged);
-        let (code, v) = self.import(&forged);
-        assert_eq!(
-            (code, v["result"].as_str()),
-            (1, Some("rejected")),
-            "{what}: the fleet gate accepted a forged report and the import proceeded: {v:#}"
-        );
-        assert_eq!(v["refusals"][0]["gate"], "fleet-report", "{what}: {v:#}");
-    }
 }
 
 // ---------------------------------------------------------------------------
