@@ -229,7 +229,6 @@ fn odd_rank_0(edit: impl Fn(&mut Value)) -> (i32, Value) {
 }
 
 #[test]
-#[ignore = "review4: wrong headline (odd rank 0 taken as the reference)"]
 fn an_odd_rank_0_is_shown_accepted_while_the_three_agreeing_ranks_are_blamed() {
     for (what, edit) in [
         (

@@ -12,6 +12,8 @@ use std::fmt::Display;
 
 /// The values every rank is compared with.
 pub(crate) struct Reference {
+    /// The reference's own row.
+    pub row: usize,
     /// "profile" or "rank N".
     pub source_rank: Option<u64>,
     pub world_size: u64,
@@ -39,8 +41,14 @@ pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
                 da.cmp(&db).then_with(|| a.raw_path().cmp(b.raw_path()))
             })
     };
-    let best = lowest(true).or_else(|| lowest(false))?.desc()?;
+    let best_row = lowest(true).or_else(|| lowest(false))?;
+    let row = rows
+        .iter()
+        .position(|r| std::ptr::eq(r, best_row))
+        .unwrap_or(0);
+    let best = best_row.desc()?;
     Some(Reference {
+        row,
         source_rank: Some(best.rank),
         world_size: best.world_size,
         tp: best.tp,
@@ -122,6 +130,112 @@ pub(crate) fn check(rows: &mut [Row], reference: Option<&Reference>, profile: Op
         }
     }
     gpus(rows, profile);
+    if let Some(r) = refr {
+        odd_reference(rows, r, profile);
+    }
+}
+
+/// The reference rank is compared with the others, not with itself, so when
+/// it alone disagrees (rank 0 with another hostname than the three ranks
+/// that agree), the others would carry the findings and it would read
+/// "accept". A field on which more than half of the other parsed ranks
+/// agree on a value that differs from the reference's rejects the
+/// reference too, naming it as the odd one. Fields the profile declares are
+/// judged against the profile instead (the reference does not decide them).
+fn odd_reference(rows: &mut [Row], r: &Reference, p: Option<&Profile>) {
+    type Get = fn(&Descriptor) -> String;
+    let geo = p.and_then(|p| p.geometry.as_ref()).is_some();
+    let model = p.and_then(|p| p.model.as_ref()).is_some();
+    let fields: Vec<(&str, Code, Get, bool)> = vec![
+        (
+            "node.hostname",
+            Code::KV110,
+            |d| d.node.hostname.to_ascii_lowercase(),
+            false,
+        ),
+        (
+            "node.boot_id",
+            Code::KV110,
+            |d| d.node.boot_id.to_string(),
+            false,
+        ),
+        (
+            "model.name",
+            Code::KV105,
+            |d| format!("{:?}", d.model.name),
+            model,
+        ),
+        (
+            "model.revision",
+            Code::KV105,
+            |d| format!("{:?}", d.model.revision),
+            model,
+        ),
+        (
+            "model.quantization",
+            Code::KV105,
+            |d| format!("{:?}", d.model.quantization),
+            model,
+        ),
+        (
+            "world_size",
+            Code::KV104,
+            |d| d.world_size.to_string(),
+            p.and_then(|p| p.world_size).is_some(),
+        ),
+        (
+            "tp",
+            Code::KV104,
+            |d| d.tp.to_string(),
+            p.and_then(|p| p.tp).is_some(),
+        ),
+        (
+            "pp",
+            Code::KV104,
+            |d| d.pp.to_string(),
+            p.and_then(|p| p.pp).is_some(),
+        ),
+        (
+            "geometry",
+            Code::KV104,
+            |d| format!("{:?}", d.geometry),
+            geo,
+        ),
+    ];
+    let Some(me) = rows.get(r.row).and_then(|x| x.desc()).cloned() else {
+        return;
+    };
+    for (field, code, get, declared) in fields {
+        if declared {
+            continue;
+        }
+        let mine = get(&me);
+        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+        let mut others = 0usize;
+        for (i, row) in rows.iter().enumerate() {
+            if i == r.row {
+                continue;
+            }
+            if let Some(d) = row.desc() {
+                others += 1;
+                *counts.entry(get(d)).or_default() += 1;
+            }
+        }
+        let Some((value, n)) = counts.into_iter().max_by_key(|(_, n)| *n) else {
+            continue;
+        };
+        if others >= 2 && n * 2 > others && value != mine {
+            rows[r.row].reject(
+                Finding::reject(
+                    code,
+                    format!(
+                        "{field} is {mine} here but {n} of the {others} other ranks have {value}: this rank is the odd one"
+                    ),
+                )
+                .values(value, mine),
+            );
+        }
+    }
 }
 
 fn geometry(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Profile>) {
