@@ -202,6 +202,16 @@ fn odd_reference(rows: &mut [Row], r: &Reference, p: Option<&Profile>) {
             geo,
         ),
     ];
+    // Only a group where some rank already disagrees can have an odd
+    // reference: the common case costs one scan of the findings.
+    let disagrees = rows.iter().any(|x| {
+        x.findings
+            .iter()
+            .any(|f| matches!(f.code, Code::KV104 | Code::KV105 | Code::KV110))
+    });
+    if !disagrees {
+        return;
+    }
     let Some(me) = rows.get(r.row).and_then(|x| x.desc()).cloned() else {
         return;
     };
