@@ -325,24 +325,10 @@ pub fn open_regular(
     let path_fd = match open_path_beneath(root, rel, strategy) {
         Ok(fd) => fd,
         Err(OpenError::Symlink) => {
-            return Err(Box::new(
-                Finding::reject(
-                    Code::KV001,
-                    "replaced by a symlink while auditing; not followed",
-                )
-                .at(&at)
-                .values("regular file", symlink_description(root, rel)),
-            ));
+            return Err(swapped_symlink(root, rel, &at));
         }
         Err(OpenError::Os(Errno::XDEV)) => {
-            return Err(Box::new(
-                Finding::reject(
-                    Code::KV003,
-                    "on another mount than the inventory root (a bind mount?); not read",
-                )
-                .at(&at)
-                .values("the inventory root's mount", "another mount"),
-            ));
+            return Err(other_mount(&at));
         }
         Err(OpenError::Os(e)) => return Err(kv005("cannot open", e.into())),
     };
@@ -350,14 +336,7 @@ pub fn open_regular(
     let ft = FileType::from_raw_mode(st.st_mode);
     if ft == FileType::Symlink {
         // O_PATH|O_NOFOLLOW names a symlink leaf itself: never followed.
-        return Err(Box::new(
-            Finding::reject(
-                Code::KV001,
-                "replaced by a symlink while auditing; not followed",
-            )
-            .at(&at)
-            .values("regular file", symlink_description(root, rel)),
-        ));
+        return Err(swapped_symlink(root, rel, &at));
     }
     if ft != FileType::RegularFile {
         let what = super::beneath::mode_type_name(st.st_mode);
@@ -407,6 +386,30 @@ pub(crate) fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// KV001 for a descriptor found to be a symlink at open time.
+fn swapped_symlink(root: BorrowedFd<'_>, rel: &Path, at: &str) -> Box<Finding> {
+    Box::new(
+        Finding::reject(
+            Code::KV001,
+            "replaced by a symlink while auditing; not followed",
+        )
+        .at(at)
+        .values("regular file", symlink_description(root, rel)),
+    )
+}
+
+/// KV003 for a descriptor on another mount than the root's (never read).
+pub(crate) fn other_mount(at: &str) -> Box<Finding> {
+    Box::new(
+        Finding::reject(
+            Code::KV003,
+            "on another mount than the inventory root (a bind mount?); not read",
+        )
+        .at(at)
+        .values("the inventory root's mount", "another mount"),
+    )
 }
 
 /// KV005 when the opened file (`md`) is not the one `listed`.

@@ -687,14 +687,7 @@ impl Reader<'_> {
         if md.st_dev != self.root_dev {
             // openat2 refuses mounts (RESOLVE_NO_XDEV); this catches the
             // per-component fallback.
-            return Err(Box::new(
-                Finding::reject(
-                    Code::KV003,
-                    "on another mount than the inventory root (a bind mount?); not read",
-                )
-                .at(&at)
-                .values("the inventory root's mount", "another mount"),
-            ));
+            return Err(open::other_mount(&at));
         }
         let st = rustix::fs::statat(self.root_fd, rel, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| {
