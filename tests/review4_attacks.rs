@@ -4,114 +4,12 @@
 
 mod common;
 
+use common::fleet::{private, Fleet, FACTS};
+
 use common::{is_root, kvcr};
-use kvcr::testkit::{self, Desc, BOOT_ID, HOSTNAME};
+use kvcr::testkit::{self, Desc, BOOT_ID};
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-const FACTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/live/node-match.json");
-const OTHER_BOOT: &str = "0b7f3c2e-1d4a-4e5f-8a9b-7c6d5e4f3a21";
-
-fn private(dir: &Path) {
-    for e in walkdir::WalkDir::new(dir) {
-        let e = e.unwrap();
-        let mode = if e.file_type().is_dir() { 0o700 } else { 0o600 };
-        std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Class 1: the import's fleet gate (src/import/gate.rs) accepts forged merge
-// reports that `kvcr merge` itself would never produce, or would reject.
-// docs/format.md / docs/format.md §8.9: a local part is imported only with proof of
-// the whole group; §10: merge judges from the ranks' own data, never from a
-// report's verdict fields alone. The gate says it judges "from the ranks
-// themselves too", yet it reads only each rank's `verdict` and `report`.
-// ---------------------------------------------------------------------------
-
-/// Two nodes of one TP=4 group: this one (gpu-node-17) holds ranks 0-1,
-/// gpu-node-18 ranks 2-3. Each audited live, the reports merged by kvcr.
-struct Fleet {
-    dir: tempfile::TempDir,
-}
-
-impl Fleet {
-    fn new() -> Fleet {
-        Fleet::with_facts_b(|_| {})
-    }
-    /// As [`Fleet::new`], with node b's facts edited before its audit.
-    fn with_facts_b(edit_b: impl Fn(&mut Value)) -> Fleet {
-        let dir = tempfile::tempdir().unwrap();
-        let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
-        let mut names = Vec::new();
-        for (node, host, boot, ranks) in [
-            ("a", HOSTNAME, BOOT_ID, 0..2u64),
-            ("b", "gpu-node-18", OTHER_BOOT, 2..4),
-        ] {
-            let inv = dir.path().join(node);
-            for r in ranks.clone() {
-                let mut v = Desc::new("llama3-70b-a", r, 4, 1).value();
-                v["node"] = json!({"hostname": host, "boot_id": boot});
-                testkit::seal(&mut v);
-                testkit::put(&inv, &format!("rank-{r}.json"), &testkit::to_bytes(&v));
-            }
-            private(&inv);
-            let mut facts = json!({"boot_id": boot, "hostname": host, "processes": {"4242": 123456},
-                "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}});
-            if node == "b" {
-                edit_b(&mut facts);
-            }
-            let fpath = dir.path().join(format!("facts-{node}.json"));
-            std::fs::write(&fpath, facts.to_string()).unwrap();
-            let local = format!("{}-{}", ranks.start, ranks.end - 1);
-            let out = kvcr()
-                .arg("audit")
-                .arg(&inv)
-                .args(["--live", "--local-ranks", &local, "--format", "json"])
-                .env("KVCR_NODE_FACTS", &fpath)
-                .output()
-                .unwrap();
-            assert_eq!(out.status.code(), Some(0));
-            let name = dir.path().join(format!("node-{node}.json"));
-            std::fs::write(&name, &out.stdout).unwrap();
-            names.push(name);
-        }
-        let out = kvcr()
-            .arg("merge")
-            .args(&names)
-            .args(["--format", "json"])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0));
-        std::fs::write(dir.path().join("fleet.json"), &out.stdout).unwrap();
-        testkit::put_profile(
-            &dir.path().join("profile.json"),
-            &Desc::new("llama3-70b-a", 0, 4, 1),
-        );
-        Fleet { dir }
-    }
-    fn fleet(&self) -> Value {
-        serde_json::from_slice(&std::fs::read(self.dir.path().join("fleet.json")).unwrap()).unwrap()
-    }
-    fn import(&self, fleet: &Value) -> (i32, Value) {
-        let p = self.dir.path().join("given.json");
-        std::fs::write(&p, fleet.to_string()).unwrap();
-        let out = kvcr()
-            .arg("import")
-            .arg(self.dir.path().join("a"))
-            .args(["--local-ranks", "0-1", "--format", "json", "--fleet-report"])
-            .arg(&p)
-            .env("KVCR_NODE_FACTS", self.dir.path().join("facts-a.json"))
-            .env("KVCR_PROFILE", self.dir.path().join("profile.json"))
-            .env("KVCR_IMPORT_BACKEND", "sim")
-            .output()
-            .unwrap();
-        let v: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-        (out.status.code().unwrap(), v)
-    }
-}
 
 // ---------------------------------------------------------------------------
 // Class 1 (hang): an existing --ready-file that is a FIFO. ReadyFile::prepare

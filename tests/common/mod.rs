@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod fleet;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
