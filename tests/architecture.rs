@@ -1,0 +1,506 @@
+//! The module graph of `src/` has no import cycle.
+//!
+//! This is the project's own cycle check (std only, so CI needs nothing but
+//! the toolchain). Every file under `src/` is one module (`a/b.rs` and
+//! `a/b/mod.rs` are `a::b`; `lib.rs` is the crate root). An edge A → B is
+//! recorded for every path A names that starts with `crate::`, `super::` or
+//! (in a `use`) `self::`, resolved to the longest module prefix, including
+//! every leaf of a braced `use` tree. Two kinds of edge are left out:
+//!
+//! - a module naming its own descendants (a parent composes its children;
+//!   `mod.rs` re-exporting a child is its interface, not a dependency);
+//! - test code: `#[cfg(test)]` items and modules named `tests`.
+//!
+//! Any strongly connected component of more than one module is a cycle and
+//! fails the test with the edges that close it (file and line).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// module path ("" for the crate root) → file
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().and_then(|x| x.to_str()) != Some("rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(src).unwrap();
+            let mut segs: Vec<String> = rel
+                .iter()
+                .map(|s| s.to_str().unwrap().to_string())
+                .collect();
+            let last = segs.pop().unwrap();
+            let stem = last.trim_end_matches(".rs").to_string();
+            if segs.is_empty() && (stem == "main" || stem == "build") {
+                continue;
+            }
+            if !(segs.is_empty() && stem == "lib") && stem != "mod" {
+                segs.push(stem);
+            }
+            if segs.last().map(String::as_str) == Some("tests") {
+                continue;
+            }
+            out.insert(segs.join("::"), p);
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Colons,
+    Open,
+    Close,
+    Comma,
+    Semi,
+    Hash,
+    Other,
+}
+
+/// Tokens with their line numbers; comments, strings and char literals gone.
+fn tokens(text: &str) -> Vec<(Tok, usize)> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    let mut line = 1;
+    let mut out = Vec::new();
+    while i < b.len() {
+        let c = b[i];
+        if c == b'\n' {
+            line += 1;
+            i += 1;
+        } else if c.is_ascii_whitespace() {
+            i += 1;
+        } else if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if b[i] == b'\n' {
+                        line += 1;
+                    }
+                    i += 1;
+                }
+            }
+        } else if c == b'r' && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#')) && {
+            let mut j = i + 1;
+            while b.get(j) == Some(&b'#') {
+                j += 1;
+            }
+            b.get(j) == Some(&b'"')
+        } {
+            // raw string r#"..."#
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b[j] == b'#' {
+                hashes += 1;
+                j += 1;
+            }
+            j += 1;
+            loop {
+                if b[j] == b'\n' {
+                    line += 1;
+                }
+                if b[j] == b'"' && b[j + 1..].iter().take(hashes).all(|&h| h == b'#') {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            i = j;
+            out.push((Tok::Other, line));
+        } else if c == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                if b[i] == b'\n' {
+                    line += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push((Tok::Other, line));
+        } else if c == b'\'' {
+            // char literal or lifetime
+            if b.get(i + 2) == Some(&b'\'') || b.get(i + 1) == Some(&b'\\') {
+                i += 1;
+                while i < b.len() && b[i] != b'\'' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            } else {
+                i += 1;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+            }
+            out.push((Tok::Other, line));
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            out.push((Tok::Ident(text[s..i].to_string()), line));
+        } else if b[i..].starts_with(b"::") {
+            out.push((Tok::Colons, line));
+            i += 2;
+        } else {
+            out.push((
+                match c {
+                    b'{' => Tok::Open,
+                    b'}' => Tok::Close,
+                    b',' => Tok::Comma,
+                    b';' => Tok::Semi,
+                    b'#' => Tok::Hash,
+                    _ => Tok::Other,
+                },
+                line,
+            ));
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Drops `#[cfg(test)]` items: the attribute, then everything up to the end
+/// of the item (a `;` at depth 0 or a balanced `{ … }`).
+fn strip_test_items(toks: Vec<(Tok, usize)>) -> Vec<(Tok, usize)> {
+    let mut out = Vec::with_capacity(toks.len());
+    let mut i = 0;
+    while i < toks.len() {
+        let is_cfg_test = toks[i].0 == Tok::Hash
+            && matches!(toks.get(i + 2), Some((Tok::Ident(s), _)) if s == "cfg")
+            && matches!(toks.get(i + 4), Some((Tok::Ident(s), _)) if s == "test");
+        if !is_cfg_test {
+            out.push(toks[i].clone());
+            i += 1;
+            continue;
+        }
+        // skip the attribute `#[cfg(test)]` (7 tokens: # [ cfg ( test ) ])
+        i += 7;
+        let mut depth = 0;
+        while i < toks.len() {
+            match toks[i].0 {
+                Tok::Open => depth += 1,
+                Tok::Close => {
+                    depth -= 1;
+                    if depth == 0 {
+                        i += 1;
+                        break;
+                    }
+                }
+                Tok::Semi if depth == 0 => {
+                    i += 1;
+                    break;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Expands a path starting at `toks[i]` (which is `crate`, `super` or
+/// `self`) into every full path it names (braced `use` trees included).
+fn paths_at(toks: &[(Tok, usize)], i: usize) -> Vec<Vec<String>> {
+    fn walk(
+        toks: &[(Tok, usize)],
+        mut i: usize,
+        prefix: Vec<String>,
+        out: &mut Vec<Vec<String>>,
+    ) -> usize {
+        let mut cur = prefix;
+        loop {
+            match toks.get(i).map(|t| &t.0) {
+                Some(Tok::Ident(s)) => {
+                    cur.push(s.clone());
+                    i += 1;
+                    if toks.get(i).map(|t| &t.0) == Some(&Tok::Colons) {
+                        i += 1;
+                        continue;
+                    }
+                    out.push(cur);
+                    return i;
+                }
+                Some(Tok::Open) => {
+                    i += 1;
+                    loop {
+                        match toks.get(i).map(|t| &t.0) {
+                            Some(Tok::Close) => {
+                                i += 1;
+                                break;
+                            }
+                            Some(Tok::Comma) => i += 1,
+                            None => return i,
+                            _ => {
+                                let before = i;
+                                i = walk(toks, i, cur.clone(), out);
+                                // skip `as name` and anything else up to , or }
+                                while !matches!(
+                                    toks.get(i).map(|t| &t.0),
+                                    Some(Tok::Comma) | Some(Tok::Close) | None
+                                ) {
+                                    i += 1;
+                                }
+                                if i == before {
+                                    i += 1;
+                                }
+                            }
+                        }
+                    }
+                    if !cur.is_empty() {
+                        out.push(cur);
+                    }
+                    return i;
+                }
+                _ => {
+                    out.push(cur);
+                    return i;
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(toks, i, Vec::new(), &mut out);
+    out
+}
+
+/// Resolves `path` (as written in module `from`) to the longest known module.
+fn resolve(from: &str, path: &[String], mods: &BTreeMap<String, PathBuf>) -> Option<String> {
+    let mut base: Vec<String> = if from.is_empty() {
+        Vec::new()
+    } else {
+        from.split("::").map(String::from).collect()
+    };
+    let mut rest = path;
+    match rest.first().map(String::as_str) {
+        Some("crate") => {
+            base.clear();
+            rest = &rest[1..];
+        }
+        Some("self") => rest = &rest[1..],
+        Some("super") => {
+            while rest.first().map(String::as_str) == Some("super") {
+                base.pop()?;
+                rest = &rest[1..];
+            }
+        }
+        _ => return None,
+    }
+    let mut best = base.join("::");
+    let mut cur = base;
+    for seg in rest {
+        cur.push(seg.clone());
+        let key = cur.join("::");
+        if mods.contains_key(&key) {
+            best = key;
+        } else {
+            break;
+        }
+    }
+    Some(best)
+}
+
+fn is_descendant(child: &str, parent: &str) -> bool {
+    parent.is_empty() || child == parent || child.starts_with(&format!("{parent}::"))
+}
+
+type Edges = BTreeMap<String, BTreeMap<String, (PathBuf, usize)>>;
+
+fn graph(src: &Path) -> (BTreeMap<String, PathBuf>, Edges) {
+    let mods = modules(src);
+    let mut edges: Edges = BTreeMap::new();
+    for (m, file) in &mods {
+        let text = std::fs::read_to_string(file).unwrap();
+        let toks = strip_test_items(tokens(&text));
+        for i in 0..toks.len() {
+            let Tok::Ident(s) = &toks[i].0 else { continue };
+            if !matches!(s.as_str(), "crate" | "super" | "self") {
+                continue;
+            }
+            // only the start of a path: not preceded by `::`
+            if i > 0 && toks[i - 1].0 == Tok::Colons {
+                continue;
+            }
+            if toks.get(i + 1).map(|t| &t.0) != Some(&Tok::Colons) {
+                continue;
+            }
+            // `self::` outside `use` is a local path (methods use `self.`,
+            // so `self::` is always a module path anyway)
+            for p in paths_at(&toks, i) {
+                if let Some(to) = resolve(m, &p, &mods) {
+                    if to == *m || is_descendant(&to, m) {
+                        continue;
+                    }
+                    edges
+                        .entry(m.clone())
+                        .or_default()
+                        .entry(to)
+                        .or_insert((file.clone(), toks[i].1));
+                }
+            }
+        }
+    }
+    (mods, edges)
+}
+
+/// Tarjan's strongly connected components.
+fn sccs(nodes: &BTreeMap<String, PathBuf>, edges: &Edges) -> Vec<Vec<String>> {
+    struct St<'a> {
+        edges: &'a Edges,
+        index: BTreeMap<String, usize>,
+        low: BTreeMap<String, usize>,
+        on: BTreeSet<String>,
+        stack: Vec<String>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit(st: &mut St<'_>, v: &str) {
+        st.index.insert(v.to_string(), st.next);
+        st.low.insert(v.to_string(), st.next);
+        st.next += 1;
+        st.stack.push(v.to_string());
+        st.on.insert(v.to_string());
+        let succ: Vec<String> = st
+            .edges
+            .get(v)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        for w in succ {
+            if !st.index.contains_key(&w) {
+                visit(st, &w);
+                let lw = st.low[&w];
+                let lv = st.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if st.on.contains(&w) {
+                let iw = st.index[&w];
+                let lv = st.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if st.low[v] == st.index[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = st.stack.pop().unwrap();
+                st.on.remove(&w);
+                let done = w == v;
+                comp.push(w);
+                if done {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                st.out.push(comp);
+            }
+        }
+    }
+    let mut st = St {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        on: BTreeSet::new(),
+        stack: Vec::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for n in nodes.keys() {
+        if !st.index.contains_key(n) {
+            visit(&mut st, n);
+        }
+    }
+    st.out
+}
+
+fn name(m: &str) -> &str {
+    if m.is_empty() {
+        "crate"
+    } else {
+        m
+    }
+}
+
+#[test]
+#[ignore = "issue #15: three cycles remain (run with --ignored to list them); un-ignored when the restructure lands"]
+fn the_module_graph_has_no_import_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (mods, edges) = graph(&src);
+    assert!(
+        mods.len() > 20,
+        "found only {} modules under src/",
+        mods.len()
+    );
+    let comps = sccs(&mods, &edges);
+    let mut msg = String::new();
+    for comp in &comps {
+        msg.push_str(&format!(
+            "cycle among {}:\n",
+            comp.iter().map(|m| name(m)).collect::<Vec<_>>().join(", ")
+        ));
+        for a in comp {
+            for (b, (file, line)) in edges.get(a).into_iter().flatten() {
+                if comp.contains(b) {
+                    msg.push_str(&format!(
+                        "  {} -> {}  ({}:{})\n",
+                        name(a),
+                        name(b),
+                        file.strip_prefix(&src).unwrap().display(),
+                        line
+                    ));
+                }
+            }
+        }
+    }
+    assert!(comps.is_empty(), "import cycles in src/:\n{msg}");
+}
+
+#[test]
+fn the_checker_sees_a_cycle_it_is_shown() {
+    // A two-module cycle written out: the checker must find it, so a
+    // tokenizer bug cannot make the real test pass vacuously.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\npub mod c;\n").unwrap();
+    std::fs::write(
+        src.join("a.rs"),
+        "use crate::{b::{self, X as Y}, c};\n// use crate::zzz;\nlet s = \"crate::b\";",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("b.rs"),
+        "pub fn f() { super::a::g() }\n#[cfg(test)]\nmod tests { use crate::c; }\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("c.rs"), "#[cfg(test)]\nuse crate::a;\n").unwrap();
+    let (mods, edges) = graph(src);
+    assert_eq!(mods.len(), 4);
+    let comps = sccs(&mods, &edges);
+    assert_eq!(comps, vec![vec!["a".to_string(), "b".to_string()]]);
+    assert!(edges["a"].contains_key("c"), "{edges:?}");
+    assert!(!edges.contains_key("c"), "cfg(test) use counted: {edges:?}");
+}
