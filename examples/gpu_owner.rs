@@ -23,7 +23,6 @@
 //!   Exit 0 when every byte matches and everything was released.
 
 use cudarc::driver::sys;
-use kvcr::cli::InventoryArgs;
 use kvcr::import::{self, cuda::CudaBackend, Ledger, Outcome, Plan, Resource};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -210,7 +209,7 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(|e| e.to_string())?;
     let boot_id =
         std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map_err(|e| e.to_string())?;
-    let now_ms = kvcr::app::now_unix_ms();
+    let now_ms = kvcr::node::now_unix_ms();
     let incarnation = uuid::Uuid::new_v4().to_string();
     std::fs::create_dir_all(inv).map_err(|e| e.to_string())?;
     std::fs::set_permissions(inv, std::fs::Permissions::from_mode(0o700))
@@ -446,21 +445,14 @@ fn check(inv: &Path, expect: &Path) -> R<()> {
     let expected: BTreeMap<String, BTreeMap<String, u8>> =
         serde_json::from_slice(&std::fs::read(expect).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
-    let args = InventoryArgs {
-        root: Some(inv.to_path_buf()),
-        profile: None,
-        engine: None,
-        min_epoch: None,
-        max_age: None,
-        local_ranks: None,
-        incarnation: None,
-    };
+    let inventory = kvcr::settings::Inventory::at(inv);
     let probe = kvcr::node::real_probe()?;
-    let audited = import::plan::audit_live(&args, probe.as_ref(), false).map_err(|f| f.message)?;
+    let audited = kvcr::audit::audit(&inventory, Some(probe.as_ref()), false, true, false)
+        .map_err(|f| f.message)?;
     let group = import::plan::select(&audited.run.judgement.groups, None)
         .map_err(|f| f.message)?
         .ok_or("no group")?;
-    let plan = Plan::from_group(group, &audited.descriptors)?;
+    let plan = Plan::from_group(group, &audited.descriptors).map_err(|e| e.to_string())?;
     let mut backend = CudaBackend::new().map_err(|e| e.to_string())?;
     // Our own context references keep each context alive across kvcr's
     // release, so the post-release lookups happen where the mappings were.

@@ -9,12 +9,12 @@
 //! Exit 0 when the file passes its own checks, 1 when it does not, 2 when
 //! it cannot be read as a regular file.
 
-use crate::app::{emit, Failure};
 use crate::descriptor::{parse_descriptor, Descriptor, MAX_FILE_BYTES};
+use crate::error::Failure;
 use crate::exit;
 use crate::finding::{Code, Finding};
 use crate::report::sanitize::terminal;
-use crate::report::{self, Format};
+use crate::report::{self, emit, Format};
 use crate::verdict::{self, Candidate, Context, Expectations};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -265,16 +265,17 @@ fn write_table(out: &mut dyn Write, e: &Examined) -> std::io::Result<()> {
     writeln!(out, "exit {}", e.exit_status)
 }
 
-pub fn run(a: &crate::cli::ExamineArgs) -> Result<i32, Failure> {
-    if a.format == Format::Prometheus {
+/// `kvcr examine FILE`.
+pub fn run(file: &Path, format: Format) -> Result<i32, Failure> {
+    if format == Format::Prometheus {
         return Err(Failure::usage(
             "kvcr examine writes a table or JSON; --format prometheus is for kvcr audit",
             None,
         ));
     }
-    let e = examine(&a.file, crate::app::now_unix_ms())?;
+    let e = examine(file, crate::node::now_unix_ms())?;
     let status = e.exit_status;
-    emit(|out| match a.format {
+    emit(|out| match format {
         Format::Json => report::json::write(out, &e),
         Format::Table | Format::Prometheus => write_table(out, &e),
     })?;

@@ -4,9 +4,11 @@
 //! [`verdict`] → [`report`]; [`import`] consumes an accepted verdict.
 
 pub mod app;
+pub mod audit;
 pub mod cli;
 pub mod cuda_ffi;
 pub mod descriptor;
+pub mod error;
 pub mod examine;
 pub mod exit;
 pub mod finding;
@@ -21,6 +23,8 @@ pub mod profile;
 pub mod rankset;
 pub mod report;
 pub mod schema;
+pub mod seal;
+pub mod settings;
 pub mod testkit;
 pub mod timefmt;
 pub mod verdict;

@@ -49,16 +49,6 @@ pub struct Options {
     pub keep_allocations: bool,
 }
 
-impl Options {
-    /// [`threads_from_env`] threads.
-    pub fn from_env(keep_allocations: bool) -> Options {
-        Options {
-            threads: threads_from_env(),
-            keep_allocations,
-        }
-    }
-}
-
 /// `KVCR_THREADS` when it is a positive integer, else the number of CPUs
 /// this process may run on; at most [`MAX_THREADS`].
 pub fn threads_from_env() -> usize {

@@ -7,6 +7,7 @@
 use crate::descriptor::json::{self, JsonError};
 use crate::descriptor::parse::{geometry, model, Checker, Field, FieldError, I63_MAX};
 use crate::descriptor::{Geometry, GpuUuid, Model, MAX_WORLD_SIZE};
+use crate::rankset::RankSet;
 use std::fmt;
 use uuid::Uuid;
 
@@ -42,8 +43,8 @@ pub struct Profile {
     pub min_epoch: Option<u64>,
     pub max_age_s: Option<u64>,
     /// The ranks this node holds of a group spanning nodes, such as `0-7,12`
-    /// (`--local-ranks` overrides it); checked when the profile is loaded.
-    pub local_ranks: Option<String>,
+    /// (`--local-ranks` overrides it).
+    pub local_ranks: Option<RankSet>,
 }
 
 impl Profile {
@@ -75,13 +76,16 @@ pub enum ProfileError {
         errors: Vec<FieldError>,
         total: usize,
     },
+    /// Every field is well formed but `local_ranks` is not a rank list.
+    #[error("local_ranks: {0}")]
+    LocalRanks(String),
 }
 
 impl ProfileError {
     /// The field problems (empty for malformed JSON).
     pub fn field_errors(&self) -> &[FieldError] {
         match self {
-            ProfileError::Malformed(_) => &[],
+            ProfileError::Malformed(_) | ProfileError::LocalRanks(_) => &[],
             ProfileError::Invalid { errors, .. } => errors,
         }
     }
@@ -108,7 +112,8 @@ pub fn parse_profile(bytes: &[u8]) -> Result<Profile, ProfileError> {
     let mut c = Checker::new();
     let p = extract(&mut c, Field::root(&value));
     match p {
-        Some(p) if c.is_clean() => Ok(p),
+        Some((_, Err(e))) if c.is_clean() => Err(ProfileError::LocalRanks(e)),
+        Some((p, Ok(local_ranks))) if c.is_clean() => Ok(Profile { local_ranks, ..p }),
         _ => {
             debug_assert!(!c.is_clean(), "every failed field records an error");
             Err(ProfileError::Invalid {
@@ -119,7 +124,10 @@ pub fn parse_profile(bytes: &[u8]) -> Result<Profile, ProfileError> {
     }
 }
 
-fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Profile> {
+/// The profile (its `local_ranks` unset) and its `local_ranks` parsed.
+type Extracted = (Profile, Result<Option<RankSet>, String>);
+
+fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
     let o = c.object(root, PROFILE_FIELDS)?;
     c.exact(o.at("schema"), PROFILE_SCHEMA);
     let engine_id = c.engine_id(o.at("engine_id"));
@@ -159,19 +167,23 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Profile> {
         }
     }
 
-    Some(Profile {
-        engine_id: engine_id?,
-        world_size: world_size?,
-        tp: tp?,
-        pp: pp?,
-        model: model?,
-        geometry: geometry?,
-        gpus: gpus?,
-        incarnation: incarnation?,
-        min_epoch: min_epoch?,
-        max_age_s: max_age_s?,
-        local_ranks: local_ranks?,
-    })
+    let local_ranks = local_ranks?.map(|s| RankSet::parse(&s)).transpose();
+    Some((
+        Profile {
+            engine_id: engine_id?,
+            world_size: world_size?,
+            tp: tp?,
+            pp: pp?,
+            model: model?,
+            geometry: geometry?,
+            gpus: gpus?,
+            incarnation: incarnation?,
+            min_epoch: min_epoch?,
+            max_age_s: max_age_s?,
+            local_ranks: None,
+        },
+        local_ranks,
+    ))
 }
 
 /// An optional field: `Some(None)` when absent or null, `Some(Some(x))` when
@@ -273,7 +285,7 @@ mod tests {
         assert!(p.incarnation.is_some());
         assert_eq!(p.min_epoch, Some(3));
         assert_eq!(p.max_age_s, Some(86400));
-        assert_eq!(p.local_ranks.as_deref(), Some("0-1"));
+        assert_eq!(p.local_ranks.unwrap().to_string(), "0-1");
     }
 
     #[test]

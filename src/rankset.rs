@@ -112,6 +112,13 @@ impl fmt::Display for RankSet {
     }
 }
 
+/// Written as its text (`"0-3,8-11"`), as reports always carried it.
+impl serde::Serialize for RankSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl std::str::FromStr for RankSet {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

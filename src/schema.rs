@@ -46,8 +46,8 @@ impl Kind {
             Kind::Report => REPORT_SCHEMA,
             Kind::Descriptor => crate::descriptor::SCHEMA,
             Kind::Profile => crate::profile::PROFILE_SCHEMA,
-            Kind::ImportReport => crate::import::cli::REPORT_SCHEMA,
-            Kind::Ready => crate::import::cli::READY_SCHEMA,
+            Kind::ImportReport => crate::import::report::REPORT_SCHEMA,
+            Kind::Ready => crate::import::ready::READY_SCHEMA,
         }
     }
 }

@@ -927,7 +927,7 @@ fn a_fleet_report_that_does_not_prove_this_part_refuses_the_import() {
         edit(&mut v);
         v
     };
-    let now = kvcr::app::now_unix_ms();
+    let now = kvcr::node::now_unix_ms();
     let old = with(&|v| {
         for i in v["inputs"].as_array_mut().unwrap() {
             i["generated_unix_ms"] = json!(now - 600_000);

@@ -71,7 +71,11 @@ fn inventory(edit: impl Fn(&mut Value)) -> tempfile::TempDir {
 
 /// collect → gather → judge, as `kvcr audit --live` does, with `probe`.
 fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
-    let (cands, files) = kvcr::app::collect(root, false).unwrap();
+    let opts = kvcr::pipeline::Options {
+        threads: kvcr::pipeline::threads_from_env(),
+        keep_allocations: true,
+    };
+    let (cands, files) = kvcr::audit::collect(root, false, &opts).unwrap();
     let pids: Vec<i32> = cands
         .iter()
         .filter_map(|c| c.descriptor.as_ref())
@@ -80,7 +84,7 @@ fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
     let facts = node::gather(probe, pids);
     let expect = Expectations::default();
     let ctx = Context {
-        now_unix_ms: kvcr::app::now_unix_ms(),
+        now_unix_ms: kvcr::node::now_unix_ms(),
         node: Some(&facts),
         expect: &expect,
     };

@@ -11,7 +11,6 @@
 
 use kvcr::descriptor::parse_descriptor;
 use kvcr::profile::{parse_profile, ProfileError};
-use kvcr::rankset::RankSet;
 use kvcr::testkit::{Desc, INCARNATION_B};
 use kvcr::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
 use libfuzzer_sys::fuzz_target;
@@ -79,10 +78,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(ws, tp * pp, "a self-contradicting profile was accepted");
     }
     let engine = profile.engine_id.clone();
-    let local = profile
-        .local_ranks
-        .as_deref()
-        .and_then(|s| RankSet::parse(s).ok());
+    let local = profile.local_ranks.clone();
     let expect = Expectations {
         profile: Some(profile),
         ..Expectations::default()

@@ -1,6 +1,6 @@
 //! The import gate (docs/format.md §8.9): what must hold, besides the audit's
 //! verdict, before kvcr makes a GPU call. Each check returns the reason it
-//! refuses, or nothing; [`super::cli::import`] asks them in the documented
+//! refuses, or nothing; [`super::command::import`] asks them in the documented
 //! order and a dry run lists every one that would refuse.
 //!
 //! - the declared profile (exit 2),
@@ -131,7 +131,7 @@ pub struct Fleet<'a> {
 /// `--max-report-age`. `None` when the group is not a local part or the
 /// proof holds.
 pub fn fleet(f: &Fleet, g: &GroupVerdict, node: Option<&NodeFacts>) -> Option<Refusal> {
-    let local = g.local_ranks.as_deref()?;
+    let local = g.local_ranks.as_ref()?;
     check_fleet(f, g, local, node)
         .err()
         .map(|m| Refusal::new(Gate::FleetReport, m))
@@ -140,7 +140,7 @@ pub fn fleet(f: &Fleet, g: &GroupVerdict, node: Option<&NodeFacts>) -> Option<Re
 fn check_fleet(
     f: &Fleet,
     g: &GroupVerdict,
-    local: &str,
+    local: &RankSet,
     node: Option<&NodeFacts>,
 ) -> Result<(), String> {
     let engine = terminal(&g.engine_id);
@@ -310,10 +310,9 @@ fn check_fleet(
             shown(&input["boot_id"])
         ));
     }
-    let want = RankSet::parse(local).map_err(|e| format!("--local-ranks {local}: {e}"))?;
     let want: Vec<u64> = match g.world_size {
-        Some(ws) => want.iter().take_while(|r| *r < ws).collect(),
-        None => want.iter().collect(),
+        Some(ws) => local.iter().take_while(|r| *r < ws).collect(),
+        None => local.iter().collect(),
     };
     let mut named: Vec<u64> = group["ranks"]
         .as_array()
@@ -480,9 +479,11 @@ fn judge_report_data(
     }
     // Ranks: no finding, every fact checked, from a listed input, of this
     // lifetime, each on its own GPU.
-    let mut gpus: Vec<(crate::descriptor::GpuUuid, u64)> = Vec::new();
+    let mut gpus: Vec<(crate::descriptor::GpuUuid, String)> = Vec::new();
     for r in arr(&group["ranks"]) {
-        let n = r["rank"].as_u64().unwrap_or(u64::MAX);
+        // Numbered: `check_fleet` refused a rank without a number already.
+        let n = r["rank"].as_u64();
+        let n = n.map_or("?".to_string(), |n| n.to_string());
         if let Some(x) = arr(&r["findings"]).first() {
             return Err(format!(
                 "--fleet-report {name} accepts rank {n} of group {engine} although it carries finding {} ({})",

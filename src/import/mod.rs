@@ -15,15 +15,22 @@
 //!   injector usable around either backend.
 //! - [`pidfd`]: taking a duplicate of the owner's POSIX fd.
 //! - [`signals`]: SIGINT/SIGTERM → a flag.
-//! - [`cli`]: the `kvcr import` command.
+//! - [`gate`]: what must hold besides the verdict before a GPU call.
+//! - [`ready`]: the `--hold --ready-file` file a supervisor waits for.
+//! - The command: [`command`] (audit → gate → plan → execute → [`report`]),
+//!   [`print`] (its table and closing lines), [`setup`] (the probe, the
+//!   backend, the signal handlers).
 
-pub mod cli;
+pub mod command;
 pub mod cuda;
 pub mod gate;
 pub mod ledger;
 pub mod pidfd;
 pub mod plan;
+pub mod print;
 pub mod ready;
+pub mod report;
+pub mod setup;
 pub mod signals;
 pub mod sim;
 

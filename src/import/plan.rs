@@ -1,13 +1,12 @@
-//! docs/format.md §8.1–8.2: audit in live mode, select one group, plan it.
+//! docs/format.md §8.1–8.2: select one audited group and plan it.
 //!
 //! The plan is built from the very descriptors the audit judged (the same
-//! bytes, parsed once), never from a second read of the inventory, so a file
-//! swapped between audit and import cannot slip in.
+//! bytes, parsed once; [`crate::audit::audit`] keeps them), never from a
+//! second read of the inventory, so a file swapped between audit and import
+//! cannot slip in.
 
-use crate::app::{self, AuditRun, Failure};
-use crate::cli::InventoryArgs;
 use crate::descriptor::{Allocation, Descriptor, GpuUuid, Owner};
-use crate::node::NodeProbe;
+use crate::error::Failure;
 use crate::report::sanitize::terminal;
 use crate::verdict::{GroupVerdict, Verdict};
 use serde::Serialize;
@@ -33,6 +32,33 @@ impl PlannedRank {
     }
 }
 
+/// Why an accepted group could not be planned: the audit and the plan
+/// disagree, which is kvcr's bug (an accepted group has exactly one
+/// current, parsed descriptor per rank).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("group {0:?} was not accepted")]
+    NotAccepted(String),
+    #[error("group {0:?} has no world size")]
+    NoWorldSize(String),
+    #[error("no parsed descriptor for {0}")]
+    NotKept(String),
+    #[error("descriptor {0} was parsed without its allocations")]
+    NoAllocations(String),
+    #[error("descriptor {path} does not hold rank {rank:?} of {engine:?}")]
+    WrongRank {
+        path: String,
+        rank: Option<u64>,
+        engine: String,
+    },
+    #[error("group {engine:?}: planned ranks {planned:?}, expected {expected:?}")]
+    Ranks {
+        engine: String,
+        planned: Vec<u64>,
+        expected: Vec<u64>,
+    },
+}
+
 /// An accepted group, rank by rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -46,43 +72,36 @@ pub struct Plan {
 
 impl Plan {
     /// Plans an accepted group from the descriptors the audit judged
-    /// (keyed by path). Anything inconsistent is an internal error: an
-    /// accepted group has exactly one current, parsed descriptor per rank.
+    /// (keyed by raw path bytes).
     pub fn from_group(
         g: &GroupVerdict,
         descriptors: &BTreeMap<Vec<u8>, Descriptor>,
-    ) -> Result<Plan, String> {
+    ) -> Result<Plan, PlanError> {
         if g.verdict != Verdict::Accept {
-            return Err(format!("group {:?} was not accepted", g.engine_id));
+            return Err(PlanError::NotAccepted(g.engine_id.clone()));
         }
         let world = g
             .world_size
-            .ok_or_else(|| format!("group {:?} has no world size", g.engine_id))?;
+            .ok_or_else(|| PlanError::NoWorldSize(g.engine_id.clone()))?;
         // The ranks this node must hold: all of them, or `--local-ranks`.
         let expected: Vec<u64> = match &g.local_ranks {
-            Some(s) => crate::rankset::RankSet::parse(s)
-                .map_err(|e| format!("local ranks {s:?}: {e}"))?
-                .iter()
-                .filter(|r| *r < world)
-                .collect(),
+            Some(l) => l.iter().filter(|r| *r < world).collect(),
             None => (0..world).collect(),
         };
         let mut ranks = Vec::with_capacity(g.ranks.len());
         for rv in &g.ranks {
             let d = descriptors
                 .get(&rv.raw_path)
-                .ok_or_else(|| format!("no parsed descriptor for {}", rv.path))?;
+                .ok_or_else(|| PlanError::NotKept(rv.path.clone()))?;
             if d.allocations.is_empty() || d.allocations.len() != d.alloc_summary.count {
-                return Err(format!(
-                    "descriptor {} was parsed without its allocations",
-                    rv.path
-                ));
+                return Err(PlanError::NoAllocations(rv.path.clone()));
             }
             if Some(d.rank) != rv.rank || d.engine_id != g.engine_id {
-                return Err(format!(
-                    "descriptor {} does not hold rank {:?} of {:?}",
-                    rv.path, rv.rank, g.engine_id
-                ));
+                return Err(PlanError::WrongRank {
+                    path: rv.path.clone(),
+                    rank: rv.rank,
+                    engine: g.engine_id.clone(),
+                });
             }
             ranks.push(PlannedRank {
                 rank: d.rank,
@@ -94,10 +113,11 @@ impl Plan {
         }
         let planned: Vec<u64> = ranks.iter().map(|r| r.rank).collect();
         if planned != expected {
-            return Err(format!(
-                "group {:?}: planned ranks {planned:?}, expected {expected:?}",
-                g.engine_id
-            ));
+            return Err(PlanError::Ranks {
+                engine: g.engine_id.clone(),
+                planned,
+                expected,
+            });
         }
         Ok(Plan {
             engine_id: g.engine_id.clone(),
@@ -114,24 +134,6 @@ impl Plan {
     pub fn bytes(&self) -> u128 {
         self.ranks.iter().map(PlannedRank::bytes).sum()
     }
-}
-
-/// A live audit that kept the parsed descriptors it judged, by raw path bytes.
-pub struct Audited {
-    pub run: AuditRun,
-    pub descriptors: BTreeMap<Vec<u8>, Descriptor>,
-}
-
-/// `kvcr audit --live` for import: the same reading, the same verdict core,
-/// and the descriptors kept (with their allocations) for planning.
-pub fn audit_live(
-    args: &InventoryArgs,
-    probe: &dyn NodeProbe,
-    progress: bool,
-) -> Result<Audited, Failure> {
-    // Not strict here: facts not checked are the gate's fourth answer, after the driver.
-    let (run, descriptors) = app::audit_keeping(args, Some(probe), progress, true, false)?;
-    Ok(Audited { run, descriptors })
 }
 
 /// The group to import: `--engine`, or the only group. More than one group
@@ -190,18 +192,5 @@ impl PlannedRank {
                 offset_bytes: a.offset_bytes,
             })
             .collect()
-    }
-
-    /// `fabric×3`, `cuda_ipc×1, posix_fd×2`.
-    pub fn kinds_summary(&self) -> String {
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for a in &self.allocations {
-            *counts.entry(a.handle.kind()).or_default() += 1;
-        }
-        counts
-            .iter()
-            .map(|(k, n)| format!("{k}×{n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }

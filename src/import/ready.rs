@@ -11,10 +11,67 @@
 //! while PATH is still the file this process published, so it never claims a
 //! group kvcr no longer holds and never deletes another holder's file.
 
+use super::{Plan, RankResult};
+use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use uuid::Uuid;
+
+pub const READY_SCHEMA: &str = "kvcr.import-ready/v1";
+
+/// The content of the ready file.
+#[derive(Serialize)]
+struct ReadyDoc<'a> {
+    schema: &'static str,
+    engine_id: &'a str,
+    incarnation: Option<Uuid>,
+    epoch: Option<u64>,
+    /// The holding kvcr process: signal it to release.
+    pid: u32,
+    /// Its start time (field 22 of /proc/PID/stat), so a reused pid is not
+    /// taken for the holder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_ticks: Option<u64>,
+    ranks: Vec<ReadyRank<'a>>,
+}
+
+#[derive(Serialize)]
+struct ReadyRank<'a> {
+    rank: u64,
+    gpu_uuid: &'a str,
+    device: i32,
+    allocations: usize,
+    bytes: u128,
+}
+
+pub(crate) fn ready_content(plan: &Plan, ranks: &[RankResult]) -> Vec<u8> {
+    let doc = ReadyDoc {
+        schema: READY_SCHEMA,
+        engine_id: &plan.engine_id,
+        incarnation: plan.incarnation,
+        epoch: plan.epoch,
+        pid: std::process::id(),
+        start_ticks: crate::node::proc::start_ticks(std::process::id() as i32)
+            .known()
+            .copied()
+            .flatten(),
+        ranks: ranks
+            .iter()
+            .map(|r| ReadyRank {
+                rank: r.rank,
+                gpu_uuid: &r.gpu_uuid,
+                device: r.device,
+                allocations: r.allocations,
+                bytes: r.bytes,
+            })
+            .collect(),
+    };
+    let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
 
 pub struct ReadyFile {
     path: PathBuf,

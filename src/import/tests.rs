@@ -3,12 +3,16 @@
 //! (refusal, selection, dry run, trial, hold) on inventories built in temp
 //! directories and judged against a described node.
 
-use super::cli::{self, Deps, Gpu, Mode, Request, ResultKind};
+use super::command::{self, Done, Gpu, Request, Run};
+use super::print;
+use super::report::{Mode, Report, ResultKind};
 use super::sim::{Faults, SimBackend, SimEvent};
 use super::*;
 use crate::cli::InventoryArgs;
 use crate::descriptor::{Allocation, GpuUuid, Handle, Owner};
+use crate::error::Failure;
 use crate::node::{Fact, FakeProbe, Gpus};
+use crate::settings::Inventory;
 use crate::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -440,13 +444,13 @@ fn node() -> FakeProbe {
 /// The inventory arguments, with the declared profile an import requires
 /// (docs/format.md §8.9) of the group imported, written beside the
 /// descriptors (a stray file: a notice only).
-fn args(root: &Path, engine: Option<&str>) -> InventoryArgs {
+fn args(root: &Path, engine: Option<&str>) -> Inventory {
     let e = engine.unwrap_or("llama3-70b-a");
     let mut d = Desc::new(e, 0, RANKS, 1);
     d.group = u32::from(e == "mixtral-b");
     let profile = root.join(format!("profile-{e}.json"));
     testkit::put_profile(&profile, &d);
-    InventoryArgs {
+    Inventory::resolve(&InventoryArgs {
         root: Some(root.to_path_buf()),
         profile: Some(profile),
         engine: engine.map(str::to_string),
@@ -454,45 +458,46 @@ fn args(root: &Path, engine: Option<&str>) -> InventoryArgs {
         max_age: None,
         local_ranks: None,
         incarnation: None,
-    }
+    })
+    .unwrap()
 }
 
 fn core(
-    inv: &InventoryArgs,
+    inv: &Inventory,
     mode: Mode,
     ready: Option<&Path>,
     sim: Option<&mut SimBackend>,
     interrupted: &dyn Fn() -> bool,
-) -> Result<cli::Done, crate::app::Failure> {
+) -> Result<Done, Failure> {
     let probe = node();
     let req = Request {
         inventory: inv,
-        mode,
-        ready_file: ready,
         fleet_report: None,
         max_report_age_s: 300,
-    };
-    let none = || Some("no driver in the library's tests".to_string());
-    let open = || -> Result<Box<dyn Backend>, crate::app::Failure> {
-        Err(crate::app::Failure::usage(
-            "no driver in the library's tests",
-            None,
-        ))
-    };
-    let deps = Deps {
         probe: &probe,
-        gpu: match sim {
-            Some(s) => Gpu::Open(s),
-            None => Gpu::Connect {
-                check: &none,
-                open: &open,
-            },
-        },
         interrupted,
         progress: false,
-        poll: Duration::from_millis(1),
     };
-    cli::import(&req, deps, &mut |_| {})
+    let none = || Some("no driver in the library's tests".to_string());
+    let open = || -> Result<Box<dyn Backend>, Failure> {
+        Err(Failure::usage("no driver in the library's tests", None))
+    };
+    let gpu = match sim {
+        Some(s) => Gpu::Open(s),
+        None => Gpu::Connect(&open),
+    };
+    let mut on_ready = |_: &Report| {};
+    let run = match mode {
+        Mode::DryRun => Run::DryRun { driver: &none },
+        Mode::Trial => Run::Trial { gpu },
+        Mode::Hold => Run::Hold {
+            gpu,
+            ready_file: ready,
+            poll: Duration::from_millis(1),
+            on_ready: &mut on_ready,
+        },
+    };
+    command::import(&req, run)
 }
 
 #[test]
@@ -560,19 +565,16 @@ fn a_rejected_group_never_reaches_the_backend() {
     let inv = args(dir.path(), None);
     let req = Request {
         inventory: &inv,
-        mode: Mode::Trial,
-        ready_file: None,
         fleet_report: None,
         max_report_age_s: 300,
-    };
-    let deps = Deps {
         probe: &probe,
-        gpu: Gpu::Open(&mut sim),
         interrupted: &never,
         progress: false,
-        poll: Duration::from_millis(1),
     };
-    let done = cli::import(&req, deps, &mut |_| {}).unwrap();
+    let run = Run::Trial {
+        gpu: Gpu::Open(&mut sim),
+    };
+    let done = command::import(&req, run).unwrap();
     assert_eq!(done.report.status(), 1);
     assert!(sim.log.is_empty());
 
@@ -685,8 +687,8 @@ fn dry_run_plans_without_a_backend() {
         false,
         false,
     );
-    cli::write_table(&mut out, &p, r).unwrap();
-    cli::write_result(&mut out, r).unwrap();
+    print::write_table(&mut out, &p, r).unwrap();
+    print::write_result(&mut out, r).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("plan for llama3-70b-a"), "{text}");
     assert!(text.contains(&testkit::gpu(0, 3)), "{text}");
@@ -845,7 +847,7 @@ fn a_failed_trial_release_exits_4_with_what_remains() {
     assert_eq!(json["remaining"][1]["resource"]["kind"], "imported-handle");
     assert_eq!(json["remaining"][1]["release_call"], "cuMemRelease");
     let mut text = Vec::new();
-    cli::write_result(&mut text, r).unwrap();
+    print::write_result(&mut text, r).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("2 remain held"), "{text}");
 }
@@ -873,7 +875,7 @@ fn a_failed_import_through_the_command_core_exits_3() {
     assert_eq!(r.ranks.len(), 1, "rank 0 completed before the failure");
     assert!(r.remaining.is_empty());
     let mut text = Vec::new();
-    cli::write_result(&mut text, r).unwrap();
+    print::write_result(&mut text, r).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(
         text.contains("FAILED: rank 1, allocation \"kv-1\", step map"),

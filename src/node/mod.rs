@@ -181,3 +181,19 @@ pub fn real_probe() -> Result<Box<dyn NodeProbe>, String> {
         _ => Ok(Box::new(LinuxProbe)),
     }
 }
+
+/// This node's name from uname(2) (the report's `host`).
+pub fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The wall clock, in Unix milliseconds (0 before 1970).
+pub fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -21,7 +21,7 @@ pub struct Options {
     pub profile: Option<String>,
     pub min_epoch: Option<u64>,
     pub max_age_s: Option<u64>,
-    pub local_ranks: Option<String>,
+    pub local_ranks: Option<crate::rankset::RankSet>,
     pub incarnation: Option<uuid::Uuid>,
 }
 

@@ -10,7 +10,8 @@ pub mod prometheus;
 pub mod sanitize;
 pub mod table;
 
-use std::io::IsTerminal;
+use crate::error::Failure;
+use std::io::{self, IsTerminal, Write};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -105,6 +106,18 @@ impl Printer {
         } else {
             columns_env(std::env::var("COLUMNS").ok().as_deref())
         })
+    }
+}
+
+/// Writes to stdout; a closed pipe (`kvcr audit | head -1`) ends quietly.
+pub fn emit(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Failure> {
+    let mut lock = io::BufWriter::new(io::stdout().lock());
+    match f(&mut lock).and_then(|_| lock.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Failure::new(
+            crate::exit::USAGE,
+            format!("cannot write the report: {e}"),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -161,7 +161,7 @@ pub struct GroupVerdict {
     pub geometry: Option<Geometry>,
     /// The ranks this node was asked to hold (`--local-ranks`); `null` when
     /// the whole group is expected here.
-    pub local_ranks: Option<String>,
+    pub local_ranks: Option<RankSet>,
     pub verdict: Verdict,
     /// One line: why the group is (not) usable. Written by the printers'
     /// headline ([`crate::report::headline`]), not by the core.
@@ -454,16 +454,12 @@ fn judge_group(
             rows.iter_mut().for_each(live::strict);
         }
     }
-    // The flag wins; the profile's list was validated when it was loaded.
+    // The flag wins over the profile's list.
     let local = ctx
         .expect
         .local_ranks
         .clone()
-        .or_else(|| {
-            profile
-                .and_then(|p| p.local_ranks.as_deref())
-                .and_then(|s| RankSet::parse(s).ok())
-        })
+        .or_else(|| profile.and_then(|p| p.local_ranks.clone()))
         // Local ranks that are exactly 0..world_size-1 are the whole group:
         // nothing is expected elsewhere, and no fleet proof is needed.
         .filter(|l| match world_size {
@@ -565,7 +561,7 @@ fn judge_group(
         geometry: profile
             .and_then(|p| p.geometry.clone())
             .or(reference.as_ref().map(|r| r.geometry.clone())),
-        local_ranks: local.as_ref().map(|l| l.to_string()),
+        local_ranks: local,
         verdict,
         cause: String::new(),
         action: String::new(),

@@ -1,0 +1,512 @@
+//! The audit service (`kvcr audit`, `kvcr merge`): reads the inventory,
+//! asks the node probe (live), calls the verdict core, and hands the result
+//! to a printer. `kvcr import` runs the same audit ([`audit`]) and keeps
+//! the descriptors it judged.
+
+use crate::descriptor::Descriptor;
+use crate::error::Failure;
+use crate::exit;
+use crate::node::{self, now_unix_ms, NodeProbe};
+use crate::pipeline;
+use crate::report::{self, emit, Printer, Verbosity};
+use crate::settings::{self, Inventory};
+use crate::verdict::{self, Candidate, Context, FileVerdict, Judgement};
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The result of auditing an inventory, before printing.
+pub struct AuditRun {
+    pub root: String,
+    /// Report metadata (docs/format.md §9.4): host, boot id, options...
+    pub meta: report::json::Meta,
+    /// Set by `kvcr merge`: the reports merged.
+    pub merge: Option<report::json::MergeMeta>,
+    pub live: bool,
+    /// `--strict`: a fact not checked rejected its rank.
+    pub strict: bool,
+    /// Live mode: the facts the audit was judged on.
+    pub node: Option<node::NodeFacts>,
+    pub now_ms: u64,
+    pub judgement: Judgement,
+}
+
+impl AuditRun {
+    /// Live facts that could not be read, over every rank in scope.
+    pub fn not_checked(&self) -> usize {
+        self.judgement
+            .groups
+            .iter()
+            .flat_map(|g| &g.ranks)
+            .map(|r| r.not_checked.len())
+            .sum()
+    }
+}
+
+/// An audit and the parsed descriptors it judged, by raw path bytes.
+pub struct Audited {
+    pub run: AuditRun,
+    pub descriptors: BTreeMap<Vec<u8>, Descriptor>,
+}
+
+/// Refuses an output path (a ready file, a metrics file) inside the
+/// inventory: kvcr never writes there, and its own staging file would be
+/// read back as a torn write. `what` names the flag. The path's directory is
+/// resolved (symlinks followed) and compared with the resolved root
+/// component by component, on raw bytes.
+pub fn refuse_inside_inventory(inv: &Inventory, path: &Path, what: &str) -> Result<(), Failure> {
+    let root = inv.root()?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    // A directory that does not exist yet cannot be inside the inventory
+    // unless an ancestor is: resolve the deepest existing ancestor.
+    let mut probe = dir.as_path();
+    let resolved = loop {
+        match std::fs::canonicalize(probe) {
+            Ok(p) => break Some(p),
+            Err(_) => match probe.parent() {
+                Some(up) if !up.as_os_str().is_empty() => probe = up,
+                _ => break std::env::current_dir().ok(),
+            },
+        }
+    };
+    // By identity too: the directory (or an ancestor of it) may be one of
+    // the inventory's directories seen through another path, such as a
+    // bind mount of the inventory elsewhere. Compared as (device, inode).
+    let inside_by_identity = resolved.as_deref().is_some_and(|d| {
+        use std::os::unix::fs::MetadataExt;
+        let mut ids = std::collections::HashSet::new();
+        for a in d.ancestors() {
+            if let Ok(m) = std::fs::metadata(a) {
+                ids.insert((m.dev(), m.ino()));
+            }
+        }
+        walkdir::WalkDir::new(&root)
+            .follow_links(false)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_dir())
+            .any(|e| {
+                e.metadata()
+                    .is_ok_and(|m| ids.contains(&(m.dev(), m.ino())))
+            })
+    });
+    if inside_by_identity || resolved.is_some_and(|d| d.starts_with(&root)) {
+        return Err(Failure::usage(
+            format!(
+                "{what} {} is inside the inventory {}; kvcr never writes inside the inventory",
+                crate::inventory::display_path(path),
+                crate::inventory::display_path(&root)
+            ),
+            Some(format!(
+                "choose a {what} path outside {}",
+                crate::inventory::display_path(&root)
+            )),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads and parses every entry. Descriptors become candidates, with their
+/// allocations and handles when `opts` keeps them (what import needs);
+/// everything else becomes a file-level verdict. Both lists are in walk
+/// order, however many threads read ([`crate::pipeline`]).
+pub fn collect(
+    root: &Path,
+    progress: bool,
+    opts: &pipeline::Options,
+) -> Result<(Vec<Candidate>, Vec<FileVerdict>), Failure> {
+    // Drawn only once the read has taken 200 ms: a spinner that flashes
+    // for a four-file inventory is noise.
+    let bar = progress.then(|| {
+        let b =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::hidden());
+        b.set_style(indicatif::ProgressStyle::default_spinner());
+        b.set_message("reading descriptors");
+        b
+    });
+    let started = std::time::Instant::now();
+    let mut shown = false;
+    let mut tick = || {
+        if let Some(b) = &bar {
+            if !shown && started.elapsed() >= std::time::Duration::from_millis(200) {
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                shown = true;
+            }
+            b.inc(1);
+        }
+    };
+    let collected =
+        pipeline::collect(root, opts, &mut tick).map_err(|e| Failure::usage(e.to_string(), None));
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    collected
+}
+
+/// Audits an inventory. `probe` is `Some` in live mode; `strict` makes a
+/// live fact that could not be read reject its rank. With
+/// `keep_allocations` the descriptors judged come back with every
+/// allocation and handle (import plans from these very bytes, never from a
+/// second read); without, that map is empty and only the verdict's summary
+/// was kept.
+pub fn audit(
+    inv: &Inventory,
+    probe: Option<&dyn NodeProbe>,
+    progress: bool,
+    keep_allocations: bool,
+    strict: bool,
+) -> Result<Audited, Failure> {
+    let mut expect = inv.expect.clone();
+    expect.strict = strict && probe.is_some();
+    let root = inv.root()?;
+    let opts = pipeline::Options {
+        threads: inv.threads,
+        keep_allocations,
+    };
+    let (cands, files) = collect(&root, progress, &opts)?;
+    check_names(inv, &cands)?;
+    // Keyed by raw path bytes: two paths that print alike stay two entries.
+    let descriptors: BTreeMap<Vec<u8>, Descriptor> = if keep_allocations {
+        cands
+            .iter()
+            .filter_map(|c| c.descriptor.clone().map(|d| (c.raw_path.clone(), d)))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
+    let now_ms = now_unix_ms();
+    let facts = probe.map(|p| {
+        let pids = cands
+            .iter()
+            .filter_map(|c| c.descriptor.as_ref())
+            .flat_map(|d| [d.owner.pid, d.writer.pid]);
+        node::gather(p, pids)
+    });
+    let ctx = Context {
+        now_unix_ms: now_ms,
+        node: facts.as_ref(),
+        expect: &expect,
+    };
+    let mut judgement = verdict::judge(cands, files, &ctx);
+    report::headline::fill(
+        &mut judgement,
+        &report::headline::Invocation {
+            root: Some(root.display().to_string()),
+            live: probe.is_some(),
+            flags: repeat_flags(inv),
+            merged: None,
+        },
+    );
+    let mut meta = report::json::Meta::new(probe.is_some(), now_ms);
+    // In live mode the hostname the descriptors were checked against (so a
+    // fleet of facts files matches itself), else uname's.
+    meta.host = Some(
+        facts
+            .as_ref()
+            .and_then(|f| f.hostname.known().cloned())
+            .unwrap_or_else(node::hostname),
+    );
+    meta.strict = expect.strict;
+    meta.boot_id = facts.as_ref().and_then(|f| f.boot_id.known().copied());
+    meta.node_facts_source = probe.map(|_| node::facts_source());
+    let profile = expect.profile.as_ref();
+    meta.options = report::json::Options {
+        engine: expect.engine.clone(),
+        profile: inv.profile_path.as_ref().map(|p| p.display().to_string()),
+        min_epoch: expect.min_epoch.or(profile.and_then(|p| p.min_epoch)),
+        max_age_s: expect.max_age_s.or(profile.and_then(|p| p.max_age_s)),
+        local_ranks: expect
+            .local_ranks
+            .clone()
+            .or(profile.and_then(|p| p.local_ranks.clone())),
+        incarnation: expect.incarnation.or(profile.and_then(|p| p.incarnation)),
+    };
+    meta.exit_status = judgement.exit_status();
+    let run = AuditRun {
+        root: root.display().to_string(),
+        meta,
+        merge: None,
+        live: probe.is_some(),
+        strict: expect.strict,
+        node: facts,
+        now_ms,
+        judgement,
+    };
+    Ok(Audited { run, descriptors })
+}
+
+/// The flags a suggested command repeats after `ROOT --engine ID`.
+fn repeat_flags(inv: &Inventory) -> Vec<String> {
+    let e = &inv.expect;
+    let mut f = Vec::new();
+    if let Some(p) = &inv.profile_path {
+        f.extend(["--profile".to_string(), p.display().to_string()]);
+    }
+    if let Some(n) = e.min_epoch {
+        f.extend(["--min-epoch".to_string(), n.to_string()]);
+    }
+    if let Some(s) = e.max_age_s {
+        f.extend(["--max-age".to_string(), s.to_string()]);
+    }
+    if let Some(l) = &e.local_ranks {
+        f.extend(["--local-ranks".to_string(), l.to_string()]);
+    }
+    if let Some(i) = e.incarnation {
+        f.extend(["--incarnation".to_string(), i.to_string()]);
+    }
+    f
+}
+
+/// `--engine` and `--incarnation` must name something the inventory has:
+/// a typo is a usage error listing what is there, not a missing group.
+fn check_names(inv: &Inventory, cands: &[Candidate]) -> Result<(), Failure> {
+    let engines: std::collections::BTreeSet<&str> = cands
+        .iter()
+        .filter_map(|c| {
+            c.descriptor
+                .as_ref()
+                .map(|d| d.engine_id.as_str())
+                .or(c.ident.engine_id.as_deref())
+        })
+        .collect();
+    let list = |names: Vec<String>| {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let engine = inv.expect.engine.as_deref();
+    if let Some(e) = engine {
+        // A profile's group must exist: its absence is a rejection (KV103).
+        if inv.profile_path.is_none() && !engines.contains(e) {
+            return Err(Failure::usage(
+                format!("--engine {e}: no descriptor of that group in the inventory"),
+                Some(format!(
+                    "groups present: {}",
+                    list(engines.iter().map(|s| s.to_string()).collect())
+                )),
+            ));
+        }
+    }
+    if let Some(i) = inv.expect.incarnation {
+        let incs: std::collections::BTreeSet<uuid::Uuid> = cands
+            .iter()
+            .filter(|c| {
+                engine.is_none() || c.descriptor.as_ref().map(|d| d.engine_id.as_str()) == engine
+            })
+            .filter_map(|c| c.descriptor.as_ref().map(|d| d.incarnation))
+            .collect();
+        if !incs.contains(&i) {
+            return Err(Failure::usage(
+                format!("--incarnation {i}: no descriptor has that incarnation"),
+                Some(format!(
+                    "incarnations present: {}",
+                    list(incs.iter().map(|u| u.to_string()).collect())
+                )),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Prints an audit run in the chosen format.
+pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Result<()> {
+    if p.verbosity == Verbosity::Quiet {
+        return Ok(());
+    }
+    match p.format {
+        report::Format::Json => {
+            let mut doc = report::json::AuditReport::new(&run.root, &run.meta, &run.judgement);
+            doc.merge = run.merge.as_ref();
+            report::json::write(out, &doc)
+        }
+        report::Format::Table => report::table::write(
+            out,
+            p,
+            &report::table::Header {
+                root: &run.root,
+                live: run.live,
+                strict: run.strict,
+                not_checked: run.not_checked(),
+                merged: run.merge.is_some(),
+            },
+            &run.judgement,
+            run.now_ms,
+        ),
+        report::Format::Prometheus => out.write_all(prometheus_text(run, None).as_bytes()),
+    }
+}
+
+/// `kvcr audit`.
+pub fn run(a: &settings::Audit) -> Result<i32, Failure> {
+    let p = &a.printer;
+    let probe = a
+        .live
+        .then(node::real_probe)
+        .transpose()
+        .map_err(|e| Failure::usage(e, None))?;
+    let textfile = a
+        .textfile
+        .as_deref()
+        .map(|t| textfile_target(t, &a.inventory))
+        .transpose()?;
+    let started = std::time::Instant::now();
+    let run = audit(&a.inventory, probe.as_deref(), p.progress, false, a.strict)?.run;
+    let took = started.elapsed();
+    let status = run.judgement.exit_status();
+    if let Some((dir, name)) = &textfile {
+        let text = prometheus_text(&run, Some(took));
+        crate::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None).map_err(|e| {
+            Failure::new(
+                exit::USAGE,
+                format!(
+                    "{:#}",
+                    anyhow::Error::new(e).context("cannot write the --textfile metrics")
+                ),
+            )
+        })?;
+    }
+    if p.format == report::Format::Prometheus {
+        if p.verbosity != Verbosity::Quiet {
+            emit(|out| out.write_all(prometheus_text(&run, Some(took)).as_bytes()))?;
+        }
+    } else {
+        emit(|out| print_audit(out, p, &run))?;
+    }
+    Ok(status)
+}
+
+/// The Prometheus exposition of an audit run (docs/format.md §9.5).
+fn prometheus_text(run: &AuditRun, took: Option<std::time::Duration>) -> String {
+    report::prometheus::render(
+        &run.judgement,
+        &report::prometheus::Meta {
+            now_unix_ms: run.now_ms,
+            live: run.live,
+            duration: took,
+            exit_status: run.judgement.exit_status(),
+        },
+    )
+}
+
+/// `--textfile PATH`: its directory and file name, refusing a PATH inside
+/// the inventory (kvcr never writes there) or one without a file name.
+fn textfile_target(path: &Path, inv: &Inventory) -> Result<(PathBuf, std::ffi::OsString), Failure> {
+    let bad = |why: String| {
+        Failure::usage(
+            format!("--textfile {}: {why}", path.display()),
+            Some("name a file in node-exporter's textfile directory, such as /var/lib/prometheus/node-exporter/kvcr.prom".to_string()),
+        )
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| bad("names no file".to_string()))?
+        .to_os_string();
+    // The write renames over PATH: only ever over a regular file, never over
+    // a symlink (such as /dev/stdout) or a device.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_file() {
+            return Err(bad(
+                "exists and is not a regular file (a symlink, a directory or a device); kvcr replaces only a regular file"
+                    .to_string(),
+            ));
+        }
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| bad(format!("its directory cannot be used: {e}")))?;
+    // The same check as --ready-file: by resolved path and by the (device,
+    // inode) of the directory and its ancestors (a bind-mount alias too).
+    refuse_inside_inventory(inv, path, "--textfile")?;
+    Ok((dir, name))
+}
+
+/// `kvcr merge REPORT.json…`: per-node reports judged as one fleet.
+pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
+    let mut reports = Vec::new();
+    for path in paths {
+        let name = path.display().to_string();
+        // A merge input is an audit report: bounded like a fleet report.
+        let bytes = crate::input::read_regular(path, 64 << 20)
+            .map_err(|e| Failure::usage(format!("cannot read {name}: {e}"), None))?;
+        let r = crate::merge::read_report(&name, &bytes).map_err(|e| {
+            Failure::usage(
+                e,
+                Some("merge takes reports written by `kvcr audit --format json`".to_string()),
+            )
+        })?;
+        reports.push((name, r));
+    }
+    let live = reports.iter().all(|(_, r)| r.live);
+    let names: Vec<String> = reports.iter().map(|(n, _)| n.clone()).collect();
+    let mut judgement = crate::merge::merge(&reports);
+    // Ages against the merge's clock (the core is pure; it has none).
+    let now_ms = now_unix_ms();
+    for r in judgement.groups.iter_mut().flat_map(|g| g.ranks.iter_mut()) {
+        r.age_ms = r.created_unix_ms.and_then(|c| now_ms.checked_sub(c));
+    }
+    report::headline::fill(
+        &mut judgement,
+        &report::headline::Invocation {
+            root: None,
+            live,
+            flags: Vec::new(),
+            merged: Some(
+                reports
+                    .iter()
+                    .map(|(n, r)| report::headline::MergeInput {
+                        report: n.clone(),
+                        host: r.host.clone(),
+                        root: r.root.clone(),
+                    })
+                    .collect(),
+            ),
+        },
+    );
+    let oldest = reports
+        .iter()
+        .map(|(_, r)| r.generated_unix_ms.map(|g| now_ms.saturating_sub(g)))
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|ages| ages.into_iter().max());
+    let mut meta = report::json::Meta::new(live, now_ms);
+    meta.exit_status = judgement.exit_status();
+    let run = AuditRun {
+        meta,
+        merge: Some(report::json::MergeMeta {
+            reports: names.clone(),
+            all_inputs_live: live,
+            oldest_input_age_ms: oldest,
+            inputs: reports
+                .iter()
+                .map(|(n, r)| report::json::MergeInput {
+                    report: n.clone(),
+                    host: r.host.clone(),
+                    boot_id: r.boot_id,
+                    live: r.live,
+                    generated_unix_ms: r.generated_unix_ms,
+                })
+                .collect(),
+        }),
+        root: format!(
+            "merged from {} report{}",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" }
+        ),
+        live,
+        strict: false,
+        node: None,
+        now_ms,
+        judgement,
+    };
+    let status = run.judgement.exit_status();
+    emit(|out| print_audit(out, p, &run))?;
+    Ok(status)
+}

@@ -1,0 +1,372 @@
+//! The `kvcr import` flow (docs/format.md §8): live audit → select → gate →
+//! plan → dry run, trial or hold → the report and its exit status.
+//!
+//! Nothing process-wide happens here (the environment, signal handlers and
+//! stdout are [`super::setup`]'s): tests drive [`import`] with a described
+//! node, a simulated backend and an interrupt closure.
+
+use super::gate::{self, Gate, Refusal};
+use super::plan::{self, Plan};
+use super::ready::{ready_content, ReadyFile};
+use super::report::{
+    first_release_failure, rank_rows, rejecting_files, remaining_rows, Mode, Report, ResultKind,
+    REPORT_SCHEMA,
+};
+use super::{execute, Backend, Event, Ledger, Outcome, Step, StepFailure};
+use crate::audit::{self, AuditRun, Audited};
+use crate::error::Failure;
+use crate::exit;
+use crate::node::NodeProbe;
+use crate::settings::Inventory;
+use crate::verdict::Verdict;
+use std::path::Path;
+use std::time::Duration;
+
+/// One import: what to audit and prove, and the process-wide facts.
+pub struct Request<'a> {
+    pub inventory: &'a Inventory,
+    /// `--fleet-report`: proof of the whole group for a local part.
+    pub fleet_report: Option<&'a Path>,
+    /// `--max-report-age`, seconds.
+    pub max_report_age_s: u64,
+    pub probe: &'a dyn NodeProbe,
+    /// Asked before every step and while holding.
+    pub interrupted: &'a dyn Fn() -> bool,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+/// Where the GPU side comes from. The driver is the third answer of the
+/// import (docs/format.md §8.9): it is opened only once the audit has
+/// accepted the group, so a rejected group is exit 1 on a node without one.
+pub enum Gpu<'a> {
+    /// A backend already open (the library's own tests).
+    Open(&'a mut dyn Backend),
+    /// Opened when the import gets that far; an error is exit 2 (no
+    /// driver, the stub).
+    Connect(&'a dyn Fn() -> Result<Box<dyn Backend>, Failure>),
+}
+
+/// What to do with an accepted group, each mode with what it needs.
+pub enum Run<'a> {
+    /// Audit and plan; no CUDA call. `driver` says why no usable driver is
+    /// present, if so (the plan lists it).
+    DryRun {
+        driver: &'a dyn Fn() -> Option<String>,
+    },
+    /// Import, verify, release in reverse.
+    Trial { gpu: Gpu<'a> },
+    /// Import, verify, publish the ready file, wait for the interrupt
+    /// (asked every `poll`), release. `on_ready` is called once every rank
+    /// is imported and the ready file published.
+    Hold {
+        gpu: Gpu<'a>,
+        ready_file: Option<&'a Path>,
+        poll: Duration,
+        on_ready: &'a mut dyn FnMut(&Report),
+    },
+}
+
+impl Run<'_> {
+    pub fn mode(&self) -> Mode {
+        match self {
+            Run::DryRun { .. } => Mode::DryRun,
+            Run::Trial { .. } => Mode::Trial,
+            Run::Hold { .. } => Mode::Hold,
+        }
+    }
+}
+
+/// What [`import`] hands back for printing.
+pub struct Done {
+    pub report: Report,
+    /// The live audit, when the import was refused (the table prints it).
+    pub audit: Option<AuditRun>,
+}
+
+/// The whole `kvcr import` for one request.
+pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
+    let mode = run.mode();
+    // 1. Usage errors (exit 2): a bad ready file, then the declared profile.
+    // A hold's ready file is prepared before anything else, so a bad path is
+    // a usage error and not a failed import.
+    let mut ready = match &run {
+        Run::Hold {
+            ready_file: Some(p),
+            ..
+        } => {
+            audit::refuse_inside_inventory(req.inventory, p, "--ready-file")?;
+            Some(ReadyFile::prepare(p).map_err(|e| {
+                Failure::usage(
+                    format!("cannot prepare --ready-file {}: {e}", p.display()),
+                    Some(
+                        "choose a path in an existing, writable directory that does not exist yet"
+                            .into(),
+                    ),
+                )
+            })?)
+        }
+        _ => None,
+    };
+    let mut refusals = Vec::new();
+    if let Some(r) = gate::profile(req.inventory.expect.profile.as_ref()) {
+        if mode != Mode::DryRun {
+            return Err(Failure::usage(
+                r.message,
+                Some("write the profile the group was deployed with (docs/format.md §4; `kvcr schema profile`), or plan without one: kvcr import --dry-run".into()),
+            ));
+        }
+        refusals.push(r);
+    }
+
+    // 2. The live audit, one group: a rejection on facts that were checked is exit 1.
+    // Not strict here: facts not checked are the gate's fourth answer, after the driver.
+    let Audited {
+        run: audited,
+        descriptors,
+    } = audit::audit(req.inventory, Some(req.probe), req.progress, true, false)?;
+    // `strict` (in the metadata) is true for a real import, which refuses
+    // facts not checked; false for a dry run, which only lists them
+    // (docs/format.md §8.9).
+    let mut meta = audited.meta.clone();
+    meta.strict = mode != Mode::DryRun;
+    let mut report = Report {
+        schema: REPORT_SCHEMA,
+        meta,
+        root: audited.root.clone(),
+        engine_id: None,
+        mode,
+        backend: "none",
+        result: ResultKind::Rejected,
+        incarnation: None,
+        epoch: None,
+        ranks: Vec::new(),
+        failure: None,
+        released: None,
+        remaining: Vec::new(),
+        audit: None,
+        files: Vec::new(),
+        refusals: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let judgement = &audited.judgement;
+    let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
+    else {
+        report.files = rejecting_files(&judgement.files);
+        return Ok(Done {
+            report,
+            audit: Some(audited),
+        });
+    };
+    report.engine_id = Some(group.engine_id.clone());
+    report.incarnation = group.incarnation;
+    report.epoch = group.epoch;
+    let files = rejecting_files(&judgement.files);
+    if group.verdict == Verdict::Reject || !files.is_empty() {
+        // Refused before any GPU call.
+        report.audit = Some(group.clone());
+        report.files = files;
+        return Ok(Done {
+            report,
+            audit: Some(audited),
+        });
+    }
+    // A local part needs proof of the whole group (exit 1).
+    let fleet = gate::Fleet {
+        report: req.fleet_report,
+        max_age_s: req.max_report_age_s,
+        now_ms: audited.now_ms,
+    };
+    if let Some(r) = gate::fleet(&fleet, group, audited.node.as_ref()) {
+        if mode != Mode::DryRun {
+            report.refusals.push(r);
+            return Ok(Done {
+                report,
+                audit: None,
+            });
+        }
+        refusals.push(r);
+    }
+
+    // Plan from the very descriptors the audit judged.
+    let plan = Plan::from_group(group, &descriptors).map_err(|e| Failure {
+        status: exit::USAGE,
+        message: format!("internal error while planning: {e}"),
+        hint: Some("nothing was imported; please report this".into()),
+    })?;
+    let not_checked = gate::not_checked(group);
+    let (gpu, mut hold) = match run {
+        Run::DryRun { driver } => {
+            // The audit's verdict is the exit status; the plan lists what
+            // would still refuse the real import, in the order it would.
+            refusals.extend(driver().map(|why| Refusal::new(Gate::Driver, why)));
+            refusals.extend(not_checked);
+            refusals.sort_by_key(|r| r.gate);
+            report.refusals = refusals;
+            report.result = ResultKind::Planned;
+            report.ranks = rank_rows(&plan, None);
+            return Ok(Done {
+                report,
+                audit: None,
+            });
+        }
+        Run::Trial { gpu } => (gpu, None),
+        Run::Hold {
+            gpu,
+            poll,
+            on_ready,
+            ..
+        } => (gpu, Some((poll, on_ready))),
+    };
+
+    // 3. The driver (exit 2), only now: a rejected group never needed one.
+    let mut opened;
+    let backend: &mut dyn Backend = match gpu {
+        Gpu::Open(b) => b,
+        Gpu::Connect(open) => {
+            opened = open()?;
+            opened.as_mut()
+        }
+    };
+
+    // 4. Facts that could not be checked (exit 1), before any GPU call.
+    if let Some(r) = not_checked {
+        report.audit = Some(group.clone());
+        report.refusals.push(r);
+        return Ok(Done {
+            report,
+            audit: None,
+        });
+    }
+    report.backend = backend.name();
+
+    // 3–5. Import everything, all or nothing.
+    let mut ledger = Ledger::new();
+    let bar = progress_bar(req.progress, plan.allocations());
+    let mut on_event = |e: Event| {
+        if let Some(b) = &bar {
+            match e {
+                Event::RankStarted { rank, gpu, .. } => {
+                    b.set_message(format!("rank {rank} → {gpu}"))
+                }
+                Event::AllocationDone { .. } => b.inc(1),
+                Event::RankDone { .. } => {}
+            }
+        }
+    };
+    let outcome = execute(&plan, backend, &mut ledger, req.interrupted, &mut on_event);
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+
+    match outcome {
+        Outcome::Imported { ranks } => {
+            report.ranks = rank_rows(&plan, Some(&ranks));
+            let last = ranks.last().map(|r| r.rank).unwrap_or(0);
+            // A signal that arrived during the last step still interrupts.
+            let mut stop: Option<StepFailure> = (req.interrupted)().then(|| StepFailure {
+                rank: last,
+                allocation: None,
+                step: if mode == Mode::Hold {
+                    Step::ReadyFile
+                } else {
+                    Step::Release
+                },
+                message: "interrupted by a signal after every rank was imported".into(),
+                driver: None,
+            });
+            let mut failed = None;
+            if let (None, Some((poll, on_ready))) = (&stop, hold.as_mut()) {
+                if let Some(rf) = ready.as_mut() {
+                    if let Err(e) = rf.publish(&ready_content(&plan, &ranks)) {
+                        failed = Some(StepFailure {
+                            rank: last,
+                            allocation: None,
+                            step: Step::ReadyFile,
+                            message: format!("cannot publish {}: {e}", rf.path().display()),
+                            driver: None,
+                        });
+                    }
+                }
+                // A signal from here on (the supervisor reacting to the
+                // file, say) is the normal end of a hold: exit 0.
+                if failed.is_none() {
+                    report.result = ResultKind::Imported;
+                    on_ready(&report);
+                    while !(req.interrupted)() {
+                        std::thread::sleep(*poll);
+                    }
+                }
+            }
+            // The ready file goes before the memory does.
+            if let Some(mut rf) = ready.take() {
+                if let Err(e) = rf.remove() {
+                    report.warnings.push(format!(
+                        "cannot remove ready file {}: {e}",
+                        rf.path().display()
+                    ));
+                }
+            }
+            let rel = ledger.release_all(backend);
+            report.released = Some(rel.released.len());
+            report.remaining = remaining_rows(&rel);
+            report.result = if !rel.is_clean() {
+                ResultKind::ReleaseFailed
+            } else if failed.is_some() {
+                ResultKind::Failed
+            } else if stop.is_some() {
+                ResultKind::Interrupted
+            } else {
+                ResultKind::Imported
+            };
+            report.failure = failed
+                .or(stop.take())
+                .or_else(|| first_release_failure(&rel));
+        }
+        Outcome::Failed {
+            failure,
+            ranks,
+            release,
+        } => {
+            report.ranks = rank_rows(&plan, Some(&ranks));
+            report.result = if release.is_clean() {
+                ResultKind::Failed
+            } else {
+                ResultKind::ReleaseFailed
+            };
+            report.failure = Some(failure);
+            report.released = Some(release.released.len());
+            report.remaining = remaining_rows(&release);
+        }
+        Outcome::Interrupted { at, ranks, release } => {
+            report.ranks = rank_rows(&plan, Some(&ranks));
+            report.result = if release.is_clean() {
+                ResultKind::Interrupted
+            } else {
+                ResultKind::ReleaseFailed
+            };
+            report.failure = Some(at);
+            report.released = Some(release.released.len());
+            report.remaining = remaining_rows(&release);
+        }
+    }
+    Ok(Done {
+        report,
+        audit: None,
+    })
+}
+
+fn progress_bar(enabled: bool, total: usize) -> Option<indicatif::ProgressBar> {
+    enabled.then(|| {
+        let b = indicatif::ProgressBar::with_draw_target(
+            Some(total as u64),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} importing [{bar:30}] {pos}/{len} allocations  {msg}",
+        ) {
+            b.set_style(style.progress_chars("=> "));
+        }
+        b
+    })
+}

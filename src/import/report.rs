@@ -1,0 +1,212 @@
+//! The `kvcr import` report (docs/format.md §8, `kvcr schema import-report`):
+//! what the import planned, took, failed at and left held. `--format json`
+//! prints it as one document; [`super::print`] prints it as a table.
+
+use super::gate::Refusal;
+use super::plan::PlannedAllocation;
+use super::{Plan, RankResult, ReleaseReport, Resource, Step, StepFailure};
+use crate::exit;
+use crate::finding::Finding;
+use crate::report;
+use crate::verdict::{FileVerdict, GroupVerdict};
+use serde::Serialize;
+use uuid::Uuid;
+
+pub const REPORT_SCHEMA: &str = "kvcr.import-report/v1";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Audit and plan; no CUDA call.
+    DryRun,
+    /// Import, verify, release in reverse (the default).
+    Trial,
+    /// Import, verify, publish the ready file, wait for SIGINT/SIGTERM, release.
+    Hold,
+}
+
+/// The `result` of an import report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResultKind {
+    /// Dry run: the plan was printed (exit 0).
+    Planned,
+    /// The audit refused the group, or no descriptor was found (exit 1).
+    Rejected,
+    /// Every rank imported and verified, then released: right away (trial)
+    /// or on SIGINT/SIGTERM (hold) (exit 0).
+    Imported,
+    /// A step failed; everything taken was released (exit 3).
+    Failed,
+    /// SIGINT/SIGTERM during the import; everything taken was released (exit 130).
+    Interrupted,
+    /// Releasing failed; `remaining` lists what is still held (exit 4).
+    ReleaseFailed,
+}
+
+impl ResultKind {
+    pub fn status(self) -> i32 {
+        match self {
+            ResultKind::Planned | ResultKind::Imported => exit::OK,
+            ResultKind::Rejected => exit::REJECTED,
+            ResultKind::Failed => exit::IMPORT_FAILED,
+            ResultKind::Interrupted => exit::INTERRUPTED,
+            ResultKind::ReleaseFailed => exit::RELEASE_FAILED,
+        }
+    }
+}
+
+/// One rank in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct RankRow {
+    pub rank: u64,
+    pub gpu_uuid: String,
+    pub path: String,
+    /// The device ordinal the backend found by UUID (not in a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<i32>,
+    pub allocations: usize,
+    pub bytes: u128,
+    /// Time to import the rank (not in a dry run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
+    /// The planned allocations (id, handle kind, size).
+    pub items: Vec<PlannedAllocation>,
+}
+
+/// A resource still held after a failed release.
+#[derive(Clone, Debug, Serialize)]
+pub struct RemainingRow {
+    pub rank: u64,
+    pub allocation: Option<String>,
+    pub resource: Resource,
+    /// The call that should have released it.
+    pub release_call: &'static str,
+    /// The driver's answer, when the release was attempted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The driver call and its status, when a driver call refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<super::DriverCall>,
+}
+
+/// The `kvcr import` report (`--format json` prints it as one document).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    /// Report metadata (docs/format.md §9.4); `exit_status` is the import's.
+    #[serde(flatten)]
+    pub meta: report::json::Meta,
+    pub root: String,
+    pub engine_id: Option<String>,
+    pub mode: Mode,
+    /// "cuda", "sim" (test-only) or "none" (dry run, or refused before a backend was used).
+    pub backend: &'static str,
+    pub result: ResultKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// Dry run: every planned rank. Otherwise: the ranks fully imported
+    /// (before a failure, only those that completed).
+    pub ranks: Vec<RankRow>,
+    /// Which rank, allocation and step failed or was interrupted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<StepFailure>,
+    /// How many ledger entries were released (reverse order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub released: Option<usize>,
+    /// What is still held after a failed release (exit 4).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remaining: Vec<RemainingRow>,
+    /// The group's audit verdict when the import was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<GroupVerdict>,
+    /// Rejecting file-level findings that refused the import.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileVerdict>,
+    /// What refused the import (exit 1: the fleet report, facts not
+    /// checked); in a dry run, everything that would refuse the real import.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<Refusal>,
+    /// Things that went wrong without changing the result (e.g. the ready
+    /// file could not be removed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    pub fn status(&self) -> i32 {
+        self.result.status()
+    }
+}
+
+/// Rows for every planned rank (`done` is `None`: a dry run), or for the
+/// ranks in `done` only.
+pub(crate) fn rank_rows(plan: &Plan, done: Option<&[RankResult]>) -> Vec<RankRow> {
+    plan.ranks
+        .iter()
+        .filter_map(|pr| {
+            let r = done.and_then(|d| d.iter().find(|r| r.rank == pr.rank));
+            if r.is_none() && done.is_some() {
+                return None;
+            }
+            Some(RankRow {
+                rank: pr.rank,
+                gpu_uuid: pr.gpu.to_string(),
+                path: pr.path.clone(),
+                device: r.map(|r| r.device),
+                allocations: pr.allocations.len(),
+                bytes: pr.bytes(),
+                ms: r.map(|r| r.ms),
+                items: pr.planned_allocations(),
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn remaining_rows(rel: &ReleaseReport) -> Vec<RemainingRow> {
+    rel.remaining
+        .iter()
+        .map(|e| RemainingRow {
+            rank: e.rank,
+            allocation: e.allocation.clone(),
+            resource: e.resource,
+            release_call: e.resource.release_call(),
+            error: rel
+                .failed
+                .iter()
+                .find(|f| f.entry.seq == e.seq)
+                .map(|f| f.message.clone()),
+            driver: rel
+                .failed
+                .iter()
+                .find(|f| f.entry.seq == e.seq)
+                .and_then(|f| f.driver),
+        })
+        .collect()
+}
+
+pub(crate) fn first_release_failure(rel: &ReleaseReport) -> Option<StepFailure> {
+    rel.failed.first().map(|f| StepFailure {
+        rank: f.entry.rank,
+        allocation: f.entry.allocation.clone(),
+        step: Step::Release,
+        message: format!(
+            "{} of {}: {}",
+            f.entry.resource.release_call(),
+            f.entry.resource,
+            f.message
+        ),
+        driver: f.driver,
+    })
+}
+
+/// The rejecting file-level verdicts, which refuse an import.
+pub(crate) fn rejecting_files(files: &[FileVerdict]) -> Vec<FileVerdict> {
+    files
+        .iter()
+        .filter(|f| f.findings.iter().any(Finding::is_reject))
+        .cloned()
+        .collect()
+}

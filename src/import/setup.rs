@@ -1,0 +1,101 @@
+//! `kvcr import` wired to the process: the node probe, the CUDA backend
+//! (or the test-only one `KVCR_IMPORT_BACKEND` names, resolved in
+//! [`crate::settings::Import`]), SIGINT/SIGTERM, and the printers.
+
+use super::command::{import, Gpu, Request, Run};
+use super::cuda::{CudaBackend, DriverError};
+use super::report::Mode;
+use super::sim::{BackendSpec, Injected};
+use super::{print, signals, Backend};
+use crate::error::Failure;
+use crate::node;
+use crate::report::Verbosity;
+use crate::settings;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// `kvcr import`.
+pub fn run(s: &settings::Import) -> Result<i32, Failure> {
+    let p = &s.printer;
+    let spec = &s.backend;
+    let probe = node::real_probe().map_err(|e| Failure::usage(e, None))?;
+    let flag = spec.flag();
+    let interrupted = move || signals::interrupted() || flag.load(Ordering::SeqCst);
+    let _signals = match s.mode {
+        Mode::DryRun => None,
+        _ => Some(signals::install().map_err(|e| {
+            Failure::usage(format!("cannot install SIGINT/SIGTERM handlers: {e}"), None)
+        })?),
+    };
+    let driver = || {
+        if spec.sim {
+            return None;
+        }
+        CudaBackend::new().err().map(|e| e.to_string())
+    };
+    let open = || {
+        let b = make_backend(spec, s.map_read_write)?;
+        if spec.sim && p.verbosity != Verbosity::Quiet {
+            eprintln!(
+                "kvcr: warning: {} selects the simulated backend: no GPU memory is imported",
+                BackendSpec::ENV
+            );
+        }
+        Ok(b)
+    };
+    let mut on_ready = |r: &_| print::holding(p, r);
+    let run = match s.mode {
+        Mode::DryRun => Run::DryRun { driver: &driver },
+        Mode::Trial => Run::Trial {
+            gpu: Gpu::Connect(&open),
+        },
+        Mode::Hold => Run::Hold {
+            gpu: Gpu::Connect(&open),
+            ready_file: s.ready_file.as_deref(),
+            poll: Duration::from_millis(50),
+            on_ready: &mut on_ready,
+        },
+    };
+    let req = Request {
+        inventory: &s.inventory,
+        fleet_report: s.fleet_report.as_deref(),
+        max_report_age_s: s.max_report_age_s,
+        probe: probe.as_ref(),
+        interrupted: &interrupted,
+        progress: p.progress,
+    };
+    let done = import(&req, run)?;
+    print::done(p, &done)?;
+    Ok(done.report.status())
+}
+
+/// Builds the backend `KVCR_IMPORT_BACKEND` asks for (CUDA by default;
+/// VMM mappings read-only unless `read_write`).
+fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>, Failure> {
+    if spec.sim {
+        let b = spec.build_sim().map_err(|e| {
+            Failure::usage(
+                format!("{}: cannot open the sim log: {e}", BackendSpec::ENV),
+                None,
+            )
+        })?;
+        return Ok(Box::new(b));
+    }
+    let cuda = CudaBackend::new().map_err(|e| {
+        let hint = match e {
+            DriverError::NotFound => "install the NVIDIA driver (libcuda.so.1) on this node, or run `kvcr import --dry-run` to audit and plan without one",
+            DriverError::TooOld { .. } => "upgrade the NVIDIA driver, or run `kvcr import --dry-run` to audit and plan without one",
+            DriverError::Stub(_) => "remove the CUDA toolkit's stubs directory (…/lib64/stubs) from LD_LIBRARY_PATH, or install the NVIDIA driver; `kvcr import --dry-run` audits and plans without one",
+        };
+        Failure::usage(e.to_string(), Some(hint.to_string()))
+    })?
+    .read_write(read_write);
+    if spec.is_plain_cuda() {
+        Ok(Box::new(cuda))
+    } else {
+        Ok(Box::new(Injected {
+            inner: cuda,
+            faults: spec.faults.clone(),
+        }))
+    }
+}

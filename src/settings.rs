@@ -1,0 +1,178 @@
+//! Parse → resolve → run. The command line (clap's types, [`crate::cli`]),
+//! the environment and the deployment profile become one settings value
+//! per command here, before any work starts; commands and the library below
+//! them see only these values (uv's `GlobalSettings::resolve`).
+
+use crate::cli::{AuditArgs, ImportArgs, InventoryArgs, OutputArgs};
+use crate::error::Failure;
+use crate::import::report::Mode;
+use crate::import::sim::BackendSpec;
+use crate::profile::{parse_profile, Profile, ProfileError};
+use crate::report::{Format, Printer};
+use crate::verdict::Expectations;
+use std::path::{Path, PathBuf};
+
+/// What every command that reads an inventory was asked to judge.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    /// ROOT or `$KVCR_INVENTORY`, as given ([`Inventory::root`] resolves it).
+    pub root: Option<PathBuf>,
+    /// `--profile` or `$KVCR_PROFILE`, as given (the report names it).
+    pub profile_path: Option<PathBuf>,
+    /// The loaded profile and the flags that override it.
+    pub expect: Expectations,
+    /// `KVCR_THREADS` (see [`crate::pipeline`]).
+    pub threads: usize,
+}
+
+impl Inventory {
+    /// Loads the profile and checks it against `--engine`.
+    pub fn resolve(a: &InventoryArgs) -> Result<Inventory, Failure> {
+        let profile = a.profile.as_deref().map(load_profile).transpose()?;
+        if let (Some(p), Some(e)) = (&profile, &a.engine) {
+            if p.engine_id != *e {
+                return Err(Failure::usage(
+                    format!(
+                        "--engine {e:?} differs from the profile's engine_id {:?}",
+                        p.engine_id
+                    ),
+                    Some("drop --engine, or use the profile written for that group".to_string()),
+                ));
+            }
+        }
+        Ok(Inventory {
+            root: a.root.clone(),
+            profile_path: a.profile.clone(),
+            expect: Expectations {
+                engine: a.engine.clone(),
+                profile,
+                min_epoch: a.min_epoch,
+                max_age_s: a.max_age,
+                local_ranks: a.local_ranks.clone(),
+                incarnation: a.incarnation,
+                strict: false,
+            },
+            threads: crate::pipeline::threads_from_env(),
+        })
+    }
+
+    /// The inventory at `root` with no profile and no flags.
+    pub fn at(root: &Path) -> Inventory {
+        Inventory {
+            root: Some(root.to_path_buf()),
+            threads: crate::pipeline::threads_from_env(),
+            ..Inventory::default()
+        }
+    }
+
+    /// The resolved root (exit 2 when none is given or it cannot be used).
+    pub fn root(&self) -> Result<PathBuf, Failure> {
+        let root = self.root.as_deref().ok_or_else(|| {
+            Failure::usage(
+                "no inventory root given",
+                Some("pass ROOT or set KVCR_INVENTORY".to_string()),
+            )
+        })?;
+        crate::inventory::resolve_root(root).map_err(|e| Failure::usage(e.to_string(), None))
+    }
+}
+
+fn load_profile(path: &Path) -> Result<Profile, Failure> {
+    // A profile is small; 1 MiB like a descriptor.
+    let bytes = crate::input::read_regular(path, 1 << 20).map_err(|e| {
+        Failure::usage(format!("cannot read profile {}: {e}", path.display()), None)
+    })?;
+    parse_profile(&bytes).map_err(|e| match e {
+        ProfileError::LocalRanks(e) => Failure::usage(
+            format!("bad profile: local_ranks: {e}"),
+            Some("write ranks as 0-7 or 0-3,8-11".to_string()),
+        ),
+        e => Failure::usage(
+            format!("bad profile {}: {e}", path.display()),
+            Some("see docs/format.md §4 / README 'Deployment profile' for the format".to_string()),
+        ),
+    })
+}
+
+/// Every output decision, from the flags and the terminal/environment.
+pub fn printer(o: &OutputArgs) -> Printer {
+    Printer::from_env(o.format, o.color, o.quiet, o.verbose)
+}
+
+/// `kvcr audit`.
+pub struct Audit {
+    pub inventory: Inventory,
+    pub printer: Printer,
+    /// `--live`: judge against this node.
+    pub live: bool,
+    /// `--strict`: a live fact not checked rejects its rank.
+    pub strict: bool,
+    /// `--textfile PATH`: also write the Prometheus metrics there.
+    pub textfile: Option<PathBuf>,
+}
+
+impl Audit {
+    pub fn resolve(a: &AuditArgs) -> Result<Audit, Failure> {
+        Ok(Audit {
+            printer: printer(&a.output),
+            inventory: Inventory::resolve(&a.inventory)?,
+            live: a.live,
+            strict: a.strict,
+            textfile: a.textfile.clone(),
+        })
+    }
+}
+
+/// `kvcr import`.
+pub struct Import {
+    pub inventory: Inventory,
+    pub printer: Printer,
+    pub mode: Mode,
+    /// `--hold --ready-file PATH`.
+    pub ready_file: Option<PathBuf>,
+    /// `--fleet-report`: proof of the whole group for a local part.
+    pub fleet_report: Option<PathBuf>,
+    /// `--max-report-age`, seconds.
+    pub max_report_age_s: u64,
+    /// `--map-read-write`.
+    pub map_read_write: bool,
+    /// `KVCR_IMPORT_BACKEND` (test-only; CUDA by default).
+    pub backend: BackendSpec,
+}
+
+impl Import {
+    pub fn resolve(a: &ImportArgs) -> Result<Import, Failure> {
+        if a.output.format == Format::Prometheus {
+            return Err(Failure::usage(
+                "--format prometheus is for kvcr audit",
+                Some("use --format table or --format json with kvcr import".to_string()),
+            ));
+        }
+        let printer = printer(&a.output);
+        let backend = match std::env::var(BackendSpec::ENV) {
+            Ok(s) if !s.is_empty() => BackendSpec::parse(&s).map_err(|e| {
+                Failure::usage(
+                    format!("{}={s:?}: {e}", BackendSpec::ENV),
+                    Some("unset it: it exists for kvcr's own tests".into()),
+                )
+            })?,
+            _ => BackendSpec::default(),
+        };
+        Ok(Import {
+            inventory: Inventory::resolve(&a.inventory)?,
+            printer,
+            mode: if a.dry_run {
+                Mode::DryRun
+            } else if a.hold {
+                Mode::Hold
+            } else {
+                Mode::Trial
+            },
+            ready_file: a.ready_file.clone(),
+            fleet_report: a.fleet_report.clone(),
+            max_report_age_s: a.max_report_age,
+            map_read_write: a.map_read_write,
+            backend,
+        })
+    }
+}
