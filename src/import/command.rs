@@ -12,7 +12,7 @@ use super::report::{
     first_release_failure, rank_rows, rejecting_files, remaining_rows, Mode, Report, ResultKind,
     REPORT_SCHEMA,
 };
-use super::{execute, Backend, Event, Ledger, Outcome, Step, StepFailure};
+use super::{execute, Backend, Cause, Event, Ledger, Outcome, Step, StepFailure};
 use crate::audit::{self, AuditRun, Audited};
 use crate::error::Failure;
 use crate::exit;
@@ -272,6 +272,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
                 } else {
                     Step::Release
                 },
+                cause: Cause::Interrupted,
                 message: "interrupted by a signal after every rank was imported".into(),
                 driver: None,
             });
@@ -283,6 +284,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
                             rank: last,
                             allocation: None,
                             step: Step::ReadyFile,
+                            cause: Cause::Failed,
                             message: format!("cannot publish {}: {e}", rf.path().display()),
                             driver: None,
                         });

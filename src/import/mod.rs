@@ -217,8 +217,8 @@ pub struct Mapped {
 }
 
 /// A GPU memory backend, one method per step so the engine can record each
-/// resource the moment it exists. Errors are one-line messages naming the
-/// call that failed.
+/// resource the moment it exists. Errors are [`BackendError`]s: one line
+/// naming the call that failed, and its status when the driver answered.
 pub trait Backend {
     /// "cuda" or "sim", for the report.
     fn name(&self) -> &'static str;
@@ -314,6 +314,15 @@ impl From<crate::cuda_ffi::CallError> for BackendError {
     }
 }
 
+/// Why the import stopped at a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The step (or publishing the ready file, or a release) failed.
+    Failed,
+    /// SIGINT/SIGTERM arrived before the step.
+    Interrupted,
+}
+
 /// Which rank, allocation and step failed (or was about to run when the
 /// import was interrupted).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -321,6 +330,10 @@ pub struct StepFailure {
     pub rank: u64,
     pub allocation: Option<String>,
     pub step: Step,
+    /// Failed or interrupted (the report's `result` says it too, except
+    /// when a release failed afterwards).
+    #[serde(skip)]
+    pub cause: Cause,
     pub message: String,
     /// The driver call and status, when a driver call failed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -367,24 +380,6 @@ pub enum Outcome {
         ranks: Vec<RankResult>,
         release: ReleaseReport,
     },
-}
-
-impl Outcome {
-    /// docs/format.md §6 for an outcome whose ledger has been dealt with: 0 imported,
-    /// 3 failed and released, 130 interrupted and released, 4 whenever a
-    /// release failed.
-    pub fn exit_status(&self) -> i32 {
-        match self {
-            Outcome::Imported { .. } => crate::exit::OK,
-            Outcome::Failed { release, .. } | Outcome::Interrupted { release, .. }
-                if !release.is_clean() =>
-            {
-                crate::exit::RELEASE_FAILED
-            }
-            Outcome::Failed { .. } => crate::exit::IMPORT_FAILED,
-            Outcome::Interrupted { .. } => crate::exit::INTERRUPTED,
-        }
-    }
 }
 
 /// Progress, for the bar.
@@ -455,11 +450,12 @@ struct Stepper<'a> {
 }
 
 impl Stepper<'_> {
-    fn at(&self, step: Step, e: BackendError) -> StepFailure {
+    fn at(&self, step: Step, cause: Cause, e: BackendError) -> StepFailure {
         StepFailure {
             rank: self.rank,
             allocation: self.allocation.map(str::to_string),
             step,
+            cause,
             message: e.message,
             driver: e.driver,
         }
@@ -467,11 +463,13 @@ impl Stepper<'_> {
 
     fn run<T>(&self, step: Step, f: impl FnOnce() -> Result<T, BackendError>) -> Result<T, Stop> {
         if (self.interrupted)() {
-            return Err(Stop::Interrupted(
-                self.at(step, "interrupted by a signal before this step".into()),
-            ));
+            return Err(Stop::Interrupted(self.at(
+                step,
+                Cause::Interrupted,
+                "interrupted by a signal before this step".into(),
+            )));
         }
-        f().map_err(|e| Stop::Failed(self.at(step, e)))
+        f().map_err(|e| Stop::Failed(self.at(step, Cause::Failed, e)))
     }
 }
 
@@ -546,13 +544,17 @@ fn import_one(
             })?;
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
-                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes).map_err(Into::into)
+                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
             })
         }
         Handle::Fabric(_) | Handle::PosixFd(_) => {
             // The parser refuses an overflowing offset + size (KV007).
             let extent = a.offset_bytes.checked_add(a.size_bytes).ok_or_else(|| {
-                Stop::Failed(s.at(Step::Reserve, "offset_bytes + size_bytes overflows".into()))
+                Stop::Failed(s.at(
+                    Step::Reserve,
+                    Cause::Failed,
+                    "offset_bytes + size_bytes overflows".into(),
+                ))
             })?;
             let imported = s.run(Step::Import, || {
                 let r = backend.import_shareable(dev, &a.handle, &pr.owner)?;
@@ -572,7 +574,7 @@ fn import_one(
             s.run(Step::SetAccess, || backend.set_access(dev, &mapping))?;
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
-                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes).map_err(Into::into)
+                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
             })
         }
     }
@@ -587,10 +589,10 @@ pub fn check_mapping(
     dev: Device,
     offset_bytes: u64,
     size_bytes: u64,
-) -> Result<(), String> {
+) -> Result<(), BackendError> {
     let ptr = match *mapping {
         Resource::IpcMapping { ptr, .. } | Resource::Mapping { ptr, .. } => ptr,
-        other => return Err(format!("internal: cannot verify {other}")),
+        other => return Err(format!("internal: cannot verify {other}").into()),
     };
     let need = u128::from(offset_bytes) + u128::from(size_bytes);
     let end = u128::from(m.base) + u128::from(m.size);
@@ -603,14 +605,16 @@ pub fn check_mapping(
         return Err(format!(
             "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor needs {need} (offset_bytes {offset_bytes} + size_bytes {size_bytes})",
             m.base, m.size
-        ));
+        )
+        .into());
     }
     for (which, d) in [("first", m.device), ("last", m.end_device)] {
         if d != dev.0 {
             return Err(format!(
                 "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
                 dev.0
-            ));
+            )
+            .into());
         }
     }
     Ok(())

@@ -5,7 +5,7 @@
 use super::command::Done;
 use super::human_bytes;
 use super::report::{Mode, Report, ResultKind};
-use super::Step;
+use super::{Cause, Step};
 use crate::error::Failure;
 use crate::report::sanitize::terminal;
 use crate::report::{self, emit, Format, Printer, Verbosity};
@@ -196,9 +196,7 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
         )?,
         ResultKind::Failed | ResultKind::Interrupted | ResultKind::ReleaseFailed => {
             if let Some(f) = &r.failure {
-                let verb = if r.result == ResultKind::Interrupted
-                    || f.message.starts_with("interrupted")
-                {
+                let verb = if r.result == ResultKind::Interrupted || f.cause == Cause::Interrupted {
                     "INTERRUPTED"
                 } else if f.step == Step::Release {
                     "RELEASE FAILED"

@@ -4,7 +4,7 @@
 
 use super::gate::Refusal;
 use super::plan::PlannedAllocation;
-use super::{Plan, RankResult, ReleaseReport, Resource, Step, StepFailure};
+use super::{Cause, Plan, RankResult, ReleaseReport, Resource, Step, StepFailure};
 use crate::exit;
 use crate::finding::Finding;
 use crate::report;
@@ -192,6 +192,7 @@ pub(crate) fn first_release_failure(rel: &ReleaseReport) -> Option<StepFailure> 
         rank: f.entry.rank,
         allocation: f.entry.allocation.clone(),
         step: Step::Release,
+        cause: Cause::Failed,
         message: format!(
             "{} of {}: {}",
             f.entry.resource.release_call(),

@@ -6,30 +6,17 @@
 //! flag again; they never cut a release short.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-static LAST_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(sig: libc::c_int) {
+extern "C" fn on_signal(_sig: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
-    LAST_SIGNAL.store(sig, Ordering::SeqCst);
 }
 
-/// True once SIGINT or SIGTERM arrived (or [`raise`] was called) since
-/// [`install`].
+/// True once SIGINT or SIGTERM arrived since [`install`].
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// The signal that set the flag (0 when none, or set by [`raise`]).
-pub fn last_signal() -> i32 {
-    LAST_SIGNAL.load(Ordering::SeqCst)
-}
-
-/// Sets the flag as a signal would.
-pub fn raise() {
-    INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
 /// The installed handlers; dropping it restores the previous dispositions.
@@ -45,7 +32,6 @@ const SIGNALS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, li
 /// own system calls are not cut short by EINTR).
 pub fn install() -> io::Result<Guard> {
     INTERRUPTED.store(false, Ordering::SeqCst);
-    LAST_SIGNAL.store(0, Ordering::SeqCst);
     let mut guard = Guard { old: Vec::new() };
     for sig in SIGNALS {
         // SAFETY: a zeroed sigaction is a valid "no handler, empty mask" value.
@@ -89,7 +75,6 @@ mod tests {
         // SAFETY: raise() delivers SIGTERM to this thread; our handler is installed.
         assert_eq!(unsafe { libc::raise(libc::SIGTERM) }, 0);
         assert!(interrupted());
-        assert_eq!(last_signal(), libc::SIGTERM);
         drop(guard);
         // SAFETY: querying the current disposition only.
         let mut now: libc::sigaction = unsafe { std::mem::zeroed() };

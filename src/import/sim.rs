@@ -80,7 +80,7 @@ impl Faults {
     }
 
     /// Call before a step: the injected error, if this call is the one.
-    pub fn before(&mut self, step: Step) -> Result<(), String> {
+    pub fn before(&mut self, step: Step) -> Result<(), BackendError> {
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
         }
@@ -93,7 +93,7 @@ impl Faults {
             None => false,
         };
         if hit {
-            Err(format!("injected failure at {step} (call {})", self.calls))
+            Err(format!("injected failure at {step} (call {})", self.calls).into())
         } else {
             Ok(())
         }
@@ -108,16 +108,13 @@ impl Faults {
     }
 
     /// Call before a release: the injected error, if this call is the one.
-    pub fn before_release(&mut self) -> Result<(), String> {
+    pub fn before_release(&mut self) -> Result<(), BackendError> {
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
         }
         self.releases += 1;
         if self.fail_release == Some(self.releases) {
-            Err(format!(
-                "injected release failure (release {})",
-                self.releases
-            ))
+            Err(format!("injected release failure (release {})", self.releases).into())
         } else {
             Ok(())
         }
@@ -238,11 +235,11 @@ impl SimBackend {
         self.log.push(e);
     }
 
-    fn step(&mut self, step: Step) -> Result<(), String> {
-        self.faults.before(step).inspect_err(|m| {
+    fn step(&mut self, step: Step) -> Result<(), BackendError> {
+        self.faults.before(step).inspect_err(|e| {
             self.event(SimEvent::Fail {
                 step,
-                message: m.clone(),
+                message: e.message.clone(),
             })
         })
     }
@@ -259,11 +256,11 @@ impl SimBackend {
         self.next
     }
 
-    fn check_held(&self, r: &Resource, what: &str) -> Result<(), String> {
+    fn check_held(&self, r: &Resource, what: &str) -> Result<(), BackendError> {
         if self.held.contains_key(r) {
             Ok(())
         } else {
-            Err(format!("sim: {what} {r}, which is not held"))
+            Err(format!("sim: {what} {r}, which is not held").into())
         }
     }
 }
@@ -383,12 +380,12 @@ impl Backend for SimBackend {
     }
 
     fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
-        if let Err(message) = self.faults.before_release() {
+        if let Err(e) = self.faults.before_release() {
             self.event(SimEvent::ReleaseFail {
                 resource: *r,
-                message: message.clone(),
+                message: e.message.clone(),
             });
-            return Err(message.into());
+            return Err(e);
         }
         self.check_held(r, "release of")?;
         if let Some(n) = self.held.get_mut(r) {
