@@ -313,8 +313,14 @@ fn check_names(inv: &Inventory, cands: &[Candidate]) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Prints an audit run in the chosen format.
-pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Result<()> {
+/// Prints an audit run in the chosen format (`took`: how long the audit
+/// took, for the Prometheus text).
+pub fn print_audit(
+    out: &mut dyn Write,
+    p: &Printer,
+    run: &AuditRun,
+    took: Option<std::time::Duration>,
+) -> io::Result<()> {
     if p.verbosity == Verbosity::Quiet {
         return Ok(());
     }
@@ -337,7 +343,7 @@ pub fn print_audit(out: &mut dyn Write, p: &Printer, run: &AuditRun) -> io::Resu
             &run.judgement,
             run.now_ms,
         ),
-        report::Format::Prometheus => out.write_all(prometheus_text(run, None).as_bytes()),
+        report::Format::Prometheus => out.write_all(prometheus_text(run, took).as_bytes()),
     }
 }
 
@@ -370,13 +376,7 @@ pub fn run(a: &settings::Audit) -> Result<i32, Failure> {
             )
         })?;
     }
-    if p.format == report::Format::Prometheus {
-        if p.verbosity != Verbosity::Quiet {
-            emit(|out| out.write_all(prometheus_text(&run, Some(took)).as_bytes()))?;
-        }
-    } else {
-        emit(|out| print_audit(out, p, &run))?;
-    }
+    emit(|out| print_audit(out, p, &run, Some(took)))?;
     Ok(status)
 }
 
@@ -507,6 +507,6 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
         judgement,
     };
     let status = run.judgement.exit_status();
-    emit(|out| print_audit(out, p, &run))?;
+    emit(|out| print_audit(out, p, &run, None))?;
     Ok(status)
 }

@@ -84,6 +84,12 @@ pub struct Done {
     pub audit: Option<AuditRun>,
 }
 
+impl Done {
+    fn of(report: Report, audit: Option<AuditRun>) -> Done {
+        Done { report, audit }
+    }
+}
+
 /// The whole `kvcr import` for one request.
 pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
     let mode = run.mode();
@@ -153,10 +159,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
     let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
     else {
         report.files = rejecting_files(&judgement.files);
-        return Ok(Done {
-            report,
-            audit: Some(audited),
-        });
+        return Ok(Done::of(report, Some(audited)));
     };
     report.engine_id = Some(group.engine_id.clone());
     report.incarnation = group.incarnation;
@@ -166,10 +169,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
         // Refused before any GPU call.
         report.audit = Some(group.clone());
         report.files = files;
-        return Ok(Done {
-            report,
-            audit: Some(audited),
-        });
+        return Ok(Done::of(report, Some(audited)));
     }
     // A local part needs proof of the whole group (exit 1).
     let fleet = gate::Fleet {
@@ -180,10 +180,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
     if let Some(r) = gate::fleet(&fleet, group, audited.node.as_ref()) {
         if mode != Mode::DryRun {
             report.refusals.push(r);
-            return Ok(Done {
-                report,
-                audit: None,
-            });
+            return Ok(Done::of(report, None));
         }
         refusals.push(r);
     }
@@ -205,10 +202,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
             report.refusals = refusals;
             report.result = ResultKind::Planned;
             report.ranks = rank_rows(&plan, None);
-            return Ok(Done {
-                report,
-                audit: None,
-            });
+            return Ok(Done::of(report, None));
         }
         Run::Trial { gpu } => (gpu, None),
         Run::Hold {
@@ -233,10 +227,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
     if let Some(r) = not_checked {
         report.audit = Some(group.clone());
         report.refusals.push(r);
-        return Ok(Done {
-            report,
-            audit: None,
-        });
+        return Ok(Done::of(report, None));
     }
     report.backend = backend.name();
 
@@ -326,36 +317,23 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
                 .or_else(|| first_release_failure(&rel));
         }
         Outcome::Failed {
-            failure,
+            failure: at,
             ranks,
             release,
-        } => {
-            report.ranks = rank_rows(&plan, Some(&ranks));
-            report.result = if release.is_clean() {
-                ResultKind::Failed
-            } else {
-                ResultKind::ReleaseFailed
-            };
-            report.failure = Some(failure);
-            report.released = Some(release.released.len());
-            report.remaining = remaining_rows(&release);
         }
-        Outcome::Interrupted { at, ranks, release } => {
+        | Outcome::Interrupted { at, ranks, release } => {
             report.ranks = rank_rows(&plan, Some(&ranks));
-            report.result = if release.is_clean() {
-                ResultKind::Interrupted
-            } else {
-                ResultKind::ReleaseFailed
+            report.result = match at.cause {
+                _ if !release.is_clean() => ResultKind::ReleaseFailed,
+                Cause::Failed => ResultKind::Failed,
+                Cause::Interrupted => ResultKind::Interrupted,
             };
             report.failure = Some(at);
             report.released = Some(release.released.len());
             report.remaining = remaining_rows(&release);
         }
     }
-    Ok(Done {
-        report,
-        audit: None,
-    })
+    Ok(Done::of(report, None))
 }
 
 fn progress_bar(enabled: bool, total: usize) -> Option<indicatif::ProgressBar> {

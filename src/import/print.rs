@@ -41,7 +41,7 @@ pub fn done(p: &Printer, done: &Done) -> Result<(), Failure> {
         return emit(|out| report::json::write(out, &r));
     }
     if let Some(run) = &done.audit {
-        emit(|out| crate::audit::print_audit(out, p, run))?;
+        emit(|out| crate::audit::print_audit(out, p, run, None))?;
     }
     // A hold printed its table when it was ready.
     let held_already = r.mode == Mode::Hold && r.result == ResultKind::Imported;
@@ -55,7 +55,6 @@ pub fn done(p: &Printer, done: &Done) -> Result<(), Failure> {
 
 /// The per-rank table: the plan (dry run) or what was imported.
 pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<()> {
-    use comfy_table::{presets, Attribute, Cell, ContentArrangement, Table};
     let engine = r.engine_id.as_deref().unwrap_or("-");
     let mut head = format!(
         "{} {}  [{}",
@@ -85,26 +84,13 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
         return Ok(());
     }
     let dry = r.mode == Mode::DryRun;
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING)
-        .set_content_arrangement(ContentArrangement::Dynamic);
     let mut header = vec!["rank", "gpu"];
     if !dry {
         header.push("device");
     }
     header.extend(["allocations", "bytes"]);
     header.push(if dry { "descriptor" } else { "time" });
-    t.set_header(header.iter().map(|h| {
-        let c = Cell::new(h);
-        if p.color {
-            c.add_attribute(Attribute::Bold)
-        } else {
-            c
-        }
-    }));
-    if !p.color {
-        t.force_no_tty();
-    }
+    let mut rows = Vec::new();
     for row in &r.ranks {
         let kinds = {
             let mut counts = std::collections::BTreeMap::<&str, usize>::new();
@@ -139,13 +125,9 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
         } else {
             row.ms.map(report::human_duration_ms).unwrap_or_default()
         });
-        t.add_row(cells);
+        rows.push(cells);
     }
-    // comfy-table pads the last column; no line ends in spaces.
-    for line in t.to_string().lines() {
-        writeln!(out, "{}", line.trim_end())?;
-    }
-    Ok(())
+    report::table::columns(out, p, " ", &header, &rows)
 }
 
 /// The closing lines: what happened and what is left.

@@ -168,21 +168,16 @@ pub(crate) fn rank_rows(plan: &Plan, done: Option<&[RankResult]>) -> Vec<RankRow
 pub(crate) fn remaining_rows(rel: &ReleaseReport) -> Vec<RemainingRow> {
     rel.remaining
         .iter()
-        .map(|e| RemainingRow {
-            rank: e.rank,
-            allocation: e.allocation.clone(),
-            resource: e.resource,
-            release_call: e.resource.release_call(),
-            error: rel
-                .failed
-                .iter()
-                .find(|f| f.entry.seq == e.seq)
-                .map(|f| f.message.clone()),
-            driver: rel
-                .failed
-                .iter()
-                .find(|f| f.entry.seq == e.seq)
-                .and_then(|f| f.driver),
+        .map(|e| {
+            let failed = rel.failed.iter().find(|f| f.entry.seq == e.seq);
+            RemainingRow {
+                rank: e.rank,
+                allocation: e.allocation.clone(),
+                resource: e.resource,
+                release_call: e.resource.release_call(),
+                error: failed.map(|f| f.message.clone()),
+                driver: failed.and_then(|f| f.driver),
+            }
         })
         .collect()
 }

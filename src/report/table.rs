@@ -205,6 +205,44 @@ fn layout(out: &mut dyn Write, p: &Printer, header: &[&str], rows: &[Row]) -> io
     Ok(())
 }
 
+/// Plain columns two spaces apart after `lead`, each as wide as its widest
+/// line; a cell of several lines goes on below in its own column. No line
+/// ends in spaces (the import's rank table).
+pub fn columns(
+    out: &mut dyn Write,
+    p: &Printer,
+    lead: &str,
+    header: &[&str],
+    rows: &[Vec<String>],
+) -> io::Result<()> {
+    let mut widths: Vec<usize> = header.iter().map(|h| visible_len(h)).collect();
+    for cell in rows.iter().flat_map(|r| r.iter().enumerate()) {
+        for l in cell.1.lines() {
+            widths[cell.0] = widths[cell.0].max(visible_len(l));
+        }
+    }
+    let line = |cells: &[&str]| {
+        let mut s = lead.to_string();
+        for (c, w) in cells.iter().zip(&widths) {
+            s.push_str(c);
+            s.push_str(&" ".repeat(w - visible_len(c) + 2));
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", paint(p, &line(header), "1"))?;
+    for r in rows {
+        let lines: Vec<Vec<&str>> = r.iter().map(|c| c.lines().collect()).collect();
+        for k in 0..lines.iter().map(Vec::len).max().unwrap_or(0).max(1) {
+            let cells: Vec<&str> = lines
+                .iter()
+                .map(|l| l.get(k).copied().unwrap_or(""))
+                .collect();
+            writeln!(out, "{}", line(&cells))?;
+        }
+    }
+    Ok(())
+}
+
 /// The value every rank with a known value ("-" is unknown) shares in a
 /// column, if they all do.
 fn constant<'a>(rows: &'a [&'a RankVerdict], f: impl Fn(&RankVerdict) -> String) -> Option<String> {
