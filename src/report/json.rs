@@ -38,8 +38,7 @@ pub struct Meta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<uuid::Uuid>,
     pub live: bool,
-    /// Facts that could not be checked reject (`audit --strict`); false until
-    /// that flag exists.
+    /// Facts that could not be checked reject (`audit --strict`, every real import).
     pub strict: bool,
     /// Where node facts came from: "proc", or the facts file
     /// (`KVCR_NODE_FACTS=PATH`); `null` offline.
