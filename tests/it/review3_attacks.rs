@@ -2,11 +2,9 @@
 //! confirmed on main at eecc9c6 (where it failed) and fixed since. Every
 //! test asserts what docs/format.md promises.
 
-mod common;
+use crate::util::fleet::{private, Fleet, FACTS};
 
-use common::fleet::{private, Fleet, FACTS};
-
-use common::{is_root, kvcr};
+use crate::util::{is_root, kvcr};
 use kvcr::testkit::{self, Desc};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -289,10 +287,10 @@ fn an_edited_unsealed_rank_is_headlined_as_an_incarnation_problem_not_kv008() {
             },
             false,
         );
-        let (code, v) = common::audit_json(d.path(), &[]);
+        let (code, v) = crate::util::audit_json(d.path(), &[]);
         assert_eq!(code, 1);
         assert!(
-            common::has(&v, "KV008", "rank-1.json"),
+            crate::util::has(&v, "KV008", "rank-1.json"),
             "{what}: KV008 is found"
         );
         assert_eq!(
@@ -311,7 +309,7 @@ fn epoch_mismatch_action_suggests_an_incarnation_pin_that_cannot_run() {
     // printed it is a usage error. docs/format.md: any command the action
     // suggests carries the real root and this run's flags, and runs.
     let d = two_ranks(|v| v["epoch"] = json!(5), true);
-    let (_, v) = common::audit_json(d.path(), &[]);
+    let (_, v) = crate::util::audit_json(d.path(), &[]);
     let action = v["groups"][0]["action"].as_str().unwrap().to_string();
     assert!(
         !action.contains("(or )") && !action.contains("--incarnation 5"),
@@ -593,7 +591,7 @@ fn local_ranks_covering_the_whole_group_claim_other_nodes_hold_ranks() {
     let d = tempfile::tempdir().unwrap();
     testkit::put_group(d.path(), "", &Desc::new("whole", 0, 2, 1));
     private(d.path());
-    let (code, v) = common::audit_json(d.path(), &["--local-ranks", "0-1"]);
+    let (code, v) = crate::util::audit_json(d.path(), &["--local-ranks", "0-1"]);
     assert_eq!(code, 0);
     let cause = v["groups"][0]["cause"].as_str().unwrap();
     assert!(

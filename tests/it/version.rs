@@ -1,9 +1,7 @@
 //! `kvcr -V` is the bare version; `kvcr --version` names the commit, the
 //! build date and the CUDA headers (build.rs).
 
-mod common;
-
-use common::kvcr;
+use crate::util::kvcr;
 
 #[test]
 fn short_and_long_version() {

@@ -1,6 +1,6 @@
 //! A two-node fleet of one TP=4 group, audited live on each "node" (facts
 //! files) and merged by kvcr, for the attack suites that forge fleet reports
-//! (tests/review3_attacks.rs, tests/review4_attacks.rs).
+//! (tests/it/review3_attacks.rs, tests/it/review4_attacks.rs).
 
 use super::kvcr;
 use kvcr::testkit::{self, Desc, BOOT_ID, HOSTNAME};

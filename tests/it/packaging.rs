@@ -4,8 +4,6 @@
 //! /etc/default/kvcr. `.ci/run` builds the package and scripts/deb-check.sh
 //! installs it into a scratch root.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -99,7 +97,7 @@ fn the_service_command_writes_the_textfile() {
         }
     }
     assert_eq!(words[0], "/usr/bin/kvcr");
-    let out = common::kvcr()
+    let out = crate::util::kvcr()
         .args(&words[1..])
         .env("KVCR_INVENTORY", repo("fixtures/accept-tp4/inventory"))
         .output()

@@ -7,8 +7,6 @@
 //! `-v`, live mode, `--local-ranks`, `kvcr merge`) must deserialise, and
 //! serialising back must give the same document: nothing is dropped.
 
-mod samples;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -278,17 +276,17 @@ fn check_all(reports: &[(String, Value)]) {
 
 #[test]
 fn every_committed_expected_report_matches_the_declared_format() {
-    check_all(&samples::expected_reports());
+    check_all(&crate::util::samples::expected_reports());
 }
 
 #[test]
 fn fresh_reports_match_the_declared_format() {
-    check_all(&samples::fresh_reports());
+    check_all(&crate::util::samples::fresh_reports());
 }
 
 #[test]
 fn an_unknown_member_anywhere_is_refused() {
-    let (name, good) = samples::expected_reports().swap_remove(0);
+    let (name, good) = crate::util::samples::expected_reports().swap_remove(0);
     check(&name, &good).unwrap();
     let mut doc = good.clone();
     doc["summary"]["new"] = Value::from(1);

@@ -136,7 +136,7 @@ fn every_reference_names_an_existing_section_and_nothing_cites_spec() {
     ] {
         files_under(&root.join(d), &mut files);
     }
-    let this = root.join("tests/format_refs.rs");
+    let this = root.join(file!());
     let mut all = Vec::new();
     let mut scanned = 0;
     for f in files.iter().filter(|f| **f != this) {

@@ -2,11 +2,9 @@
 //! confirmed on main at eecc9c6 (where it failed) and fixed since. Every
 //! test asserts what docs/format.md promises.
 
-mod common;
+use crate::util::fleet::{private, Fleet, FACTS};
 
-use common::fleet::{private, Fleet, FACTS};
-
-use common::{is_root, kvcr};
+use crate::util::{is_root, kvcr};
 use kvcr::testkit::{self, Desc, BOOT_ID};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -123,7 +121,7 @@ fn odd_rank_0(edit: impl Fn(&mut Value)) -> (i32, Value) {
         testkit::put(d.path(), &format!("rank-{r}.json"), &bytes);
     }
     private(d.path());
-    common::audit_json(d.path(), &["--max-age", "100000d"])
+    crate::util::audit_json(d.path(), &["--max-age", "100000d"])
 }
 
 #[test]
@@ -216,7 +214,7 @@ fn two_groups_with_b_rank_on_node_99(foreign_rank: u64) -> (i32, Value) {
         testkit::put(d.path(), &format!("b/rank-{r}.json"), &bytes);
     }
     private(d.path());
-    common::audit_json(d.path(), &["--max-age", "100000d", "--engine", "grp-a"])
+    crate::util::audit_json(d.path(), &["--max-age", "100000d", "--engine", "grp-a"])
 }
 
 #[test]

@@ -1,9 +1,7 @@
 //! Output behaviour through the binary: -q and -v, a closed pipe, colour off
-//! a terminal, completions. Terminal behaviour is in tests/cli_terminal.rs.
+//! a terminal, completions. Terminal behaviour is in tests/it/cli_terminal.rs.
 
-mod samples;
-
-use samples::{kvcr, repo};
+use crate::util::samples::{kvcr, repo};
 use std::process::{Command, Stdio};
 
 fn inventory(case: &str) -> std::path::PathBuf {

@@ -7,8 +7,7 @@
 //! 7 s there, most of it creating the files); `KVCR_EDGE_ENTRIES=100000`
 //! runs the full size.
 
-mod common;
-use common::*;
+use crate::util::*;
 use kvcr::testkit::{put, seal, to_bytes, Desc};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;

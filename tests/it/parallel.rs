@@ -3,8 +3,7 @@
 //! same bytes with one thread and with several (`KVCR_THREADS`), and the
 //! library gives the same candidates in the same order.
 
-mod common;
-use common::*;
+use crate::util::*;
 use kvcr::pipeline::{self, Options};
 use kvcr::testkit::{seal, to_bytes, Desc, INCARNATION_B};
 use std::os::unix::fs::PermissionsExt;

@@ -3,9 +3,7 @@
 //! not. One test (or more) per class of docs/format.md §10; each asserts the
 //! code, the verdict, the exit status and, where it matters, the headline.
 
-mod common;
-
-use common::{audit_json, findings, has, is_root, kvcr};
+use crate::util::{audit_json, findings, has, is_root, kvcr};
 use kvcr::testkit::{self, put, put_group, Desc, INCARNATION_B};
 use serde_json::{json, Value};
 use std::ffi::OsStr;

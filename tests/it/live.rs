@@ -6,8 +6,7 @@
 //! level; a few go through the CLI with `KVCR_NODE_FACTS`; the last ones use
 //! the real probe on this machine with child processes.
 
-mod common;
-use common::*;
+use crate::util::*;
 use kvcr::node::{self, Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};
 use kvcr::testkit::{self, seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
 use kvcr::verdict::{self, Context, Expectations, Judgement, Verdict};

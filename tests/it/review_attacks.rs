@@ -1,12 +1,10 @@
 //! Second attacker review of the issue #11 fix: cases NOT already in
-//! tests/adversarial.rs. Every test here failed on the reviewed commit
+//! tests/it/adversarial.rs. Every test here failed on the reviewed commit
 //! (2b268cd) and passes since the fixes that followed it.
 //!
 //! Each test states what kvcr did and what it must do.
 
-mod common;
-
-use common::{audit_json, findings, kvcr};
+use crate::util::{audit_json, findings, kvcr};
 use kvcr::testkit::{put, put_group, Desc};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -143,7 +141,7 @@ fn one_handle_in_two_groups_is_rejected() {
     }
 }
 
-// ---- (f) Merge: hand-edited reports beyond tests/adversarial.rs ----------
+// ---- (f) Merge: hand-edited reports beyond tests/it/adversarial.rs ----------
 
 fn node_report(dir: &Path, host: &str, ranks: std::ops::Range<u64>, local: &str) -> Value {
     let inv = dir.join(host);
@@ -423,7 +421,7 @@ fn merge_local_ranks_cost_is_linear_in_its_text() {
 // ---- (b) The ready file lands inside the inventory through an alias ------
 
 fn can_unshare_mounts() -> bool {
-    common::is_root()
+    crate::util::is_root()
         && std::process::Command::new("unshare")
             .args(["-m", "true"])
             .status()

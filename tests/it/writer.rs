@@ -2,9 +2,7 @@
 //! Rust API and the Python recipe of the format document, each checked by
 //! auditing what it wrote.
 
-mod common;
-
-use common::{audit_json, kvcr};
+use crate::util::{audit_json, kvcr};
 use kvcr::testkit::{to_bytes, Desc};
 use serde_json::Value;
 use std::fs;

@@ -4,8 +4,7 @@
 //! log shows every acquire and release. Also: dry run on a shipped fixture,
 //! no driver → exit 2, and real SIGINT/SIGTERM.
 
-mod common;
-use common::kvcr;
+use crate::util::kvcr;
 use kvcr::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;

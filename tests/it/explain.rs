@@ -1,8 +1,7 @@
 //! `kvcr explain`: every code documented, lookups by code or name, unknown
 //! codes are usage errors.
 
-mod common;
-use common::kvcr;
+use crate::util::kvcr;
 use kvcr::finding::Code;
 
 #[test]

@@ -1,7 +1,6 @@
 //! `kvcr examine FILE`: one descriptor decoded and checked on its own.
 
-mod common;
-use common::kvcr;
+use crate::util::kvcr;
 use serde_json::Value;
 
 const FIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");

@@ -3,8 +3,7 @@
 //! header in the table at 80 and 120 columns (no line wider, no trailing
 //! space, no word cut); and the merge and command-line cases.
 
-mod common;
-use common::*;
+use crate::util::*;
 use kvcr::report::explain::action;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

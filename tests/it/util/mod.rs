@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod samples;
 
 use assert_cmd::Command;
 use serde_json::Value;

@@ -3,8 +3,7 @@
 //! each report is what tells nodes apart, so tests set it per "node" (the
 //! launcher test uses real UTS namespaces where the kernel allows).
 
-mod common;
-use common::*;
+use crate::util::*;
 use kvcr::testkit::{put, Desc, INCARNATION_B};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,7 @@
 //! Hostile inventories that git cannot hold, built at run time: every one
 //! gives findings, never a panic, a hang or a change to the inventory.
 
-mod common;
-use common::*;
+use crate::util::*;
 use kvcr::testkit::{put, put_group, snapshot, Desc};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -154,7 +154,7 @@ fn every_fixture_matches_its_expected_report() {
 
 #[test]
 fn every_non_live_code_has_a_fixture_or_runtime_case() {
-    // Codes that git cannot hold are built at run time in tests/hostile.rs.
+    // Codes that git cannot hold are built at run time in tests/it/hostile.rs.
     let runtime = ["KV003", "KV004", "KV005"];
     let mut covered: Vec<String> = runtime.iter().map(|s| s.to_string()).collect();
     for e in std::fs::read_dir(fixtures_dir()).unwrap() {

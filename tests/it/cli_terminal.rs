@@ -3,9 +3,7 @@
 //! and --color; JSON carries no escape bytes; tables fit the terminal's
 //! width; -q stays silent. Skipped (with a note) where `script` is missing.
 
-mod samples;
-
-use samples::repo;
+use crate::util::samples::repo;
 use std::process::{Command, Stdio};
 
 fn which(name: &str) -> Option<std::path::PathBuf> {

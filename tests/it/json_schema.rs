@@ -4,13 +4,11 @@
 //! and profile mutations kvcr rejects as schema errors must fail the schema
 //! too, and variants kvcr accepts must pass it.
 
-mod samples;
-
+use crate::util::samples::{kvcr, repo};
 use kvcr::descriptor::parse_descriptor;
 use kvcr::finding::Code;
 use kvcr::schema::Kind;
 use kvcr::testkit::{seal, to_bytes, Desc};
-use samples::{kvcr, repo};
 use serde_json::{json, Value};
 
 fn schema(k: Kind) -> Value {
@@ -362,7 +360,7 @@ fn descriptor_schema_accepts_what_kvcr_accepts() {
 }
 
 fn profiles() -> Vec<std::path::PathBuf> {
-    let mut out: Vec<_> = samples::cases()
+    let mut out: Vec<_> = crate::util::samples::cases()
         .into_iter()
         .map(|d| d.join("profile.json"))
         .filter(|p| p.exists())
@@ -473,12 +471,12 @@ fn check_reports(reports: &[(String, Value)]) {
 
 #[test]
 fn every_committed_expected_report_validates() {
-    check_reports(&samples::expected_reports());
+    check_reports(&crate::util::samples::expected_reports());
 }
 
 #[test]
 fn every_fresh_report_validates() {
-    let reports = samples::fresh_reports();
+    let reports = crate::util::samples::fresh_reports();
     check_reports(&reports);
     // The samples reach what fixtures alone do not.
     let has = |f: &dyn Fn(&Value) -> bool| reports.iter().any(|(_, r)| f(r));
@@ -499,7 +497,7 @@ fn every_fresh_report_validates() {
 #[test]
 fn report_schema_rejects_drift() {
     let v = validator(Kind::Report);
-    let good = samples::expected_reports()
+    let good = crate::util::samples::expected_reports()
         .into_iter()
         .find(|(n, _)| n.contains("kv103-missing-rank"))
         .unwrap()

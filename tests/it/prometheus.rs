@@ -2,9 +2,7 @@
 //! with a real exposition-format parser (prometheus-parse) and every value
 //! is checked against the JSON report of the same fixture.
 
-mod common;
-
-use common::{audit_json, findings, kvcr};
+use crate::util::{audit_json, findings, kvcr};
 use prometheus_parse::{Sample, Scrape, Value as PValue};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
