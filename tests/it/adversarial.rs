@@ -3,12 +3,12 @@
 //! not. One test (or more) per class of docs/format.md §10; each asserts the
 //! code, the verdict, the exit status and, where it matters, the headline.
 
-use crate::util::{audit_json, findings, has, is_root, kvcr};
+use crate::util::{audit_json, can_unshare_mounts, codes, findings, fixtures_live, has, kvcr};
 use kvcr::testkit::{self, put, put_group, Desc, INCARNATION_B};
 use serde_json::{json, Value};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn with(d: &Desc, f: impl FnOnce(&mut Value)) -> Vec<u8> {
     d.bytes_with(f)
@@ -30,10 +30,6 @@ fn put_raw(dir: &Path, rel: &[u8], bytes: &[u8]) {
     std::fs::write(p, bytes).unwrap();
 }
 
-fn codes_of(v: &Value) -> Vec<String> {
-    findings(v).into_iter().map(|(c, _, _)| c).collect()
-}
-
 fn verdict(v: &Value) -> &str {
     v["groups"][0]["verdict"].as_str().unwrap_or("?")
 }
@@ -48,12 +44,6 @@ fn dry_run(root: &Path) -> i32 {
         .status
         .code()
         .unwrap_or(-1)
-}
-
-fn fixtures_live(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/live")
-        .join(name)
 }
 
 // ---- 1. Identity is raw path bytes, never the display string -------------
@@ -226,7 +216,7 @@ fn posix_fd_identity_includes_the_owner() {
         }),
     );
     let (exit, v) = audit_json(t.path(), &["--max-age", "100000d"]);
-    assert!(!codes_of(&v).contains(&"KV111".to_string()), "{v:#}");
+    assert!(!codes(&v).contains(&"KV111".to_string()), "{v:#}");
     assert_eq!(exit, 0, "{v:#}");
 }
 
@@ -363,21 +353,13 @@ fn unsafe_entries_below_the_depth_limit_are_still_rejected() {
 
 // ---- 8. Other mounts are not entered -------------------------------------
 
-fn can_unshare_mounts() -> bool {
-    is_root()
-        && std::process::Command::new("unshare")
-            .args(["-m", "true"])
-            .status()
-            .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn a_bind_mount_or_other_fs_below_the_root_is_kv003_and_not_entered() {
     if !can_unshare_mounts() {
         eprintln!("skipped: needs root and unshare -m (mount namespaces)");
         return;
     }
-    let bin = assert_cmd::cargo::cargo_bin("kvcr");
+    let bin = crate::util::bin();
     for how in ["bind", "tmpfs"] {
         let t = tempfile::tempdir().unwrap();
         let root = t.path().join("inv");
@@ -398,7 +380,7 @@ fn a_bind_mount_or_other_fs_below_the_root_is_kv003_and_not_entered() {
                 e = elsewhere.display()
             ),
         };
-        let out = std::process::Command::new("unshare")
+        let out = crate::util::test_env(&mut std::process::Command::new("unshare"))
             .arg("-m")
             .arg("sh")
             .arg("-c")

@@ -1,7 +1,7 @@
 //! Output behaviour through the binary: -q and -v, a closed pipe, colour off
 //! a terminal, completions. Terminal behaviour is in tests/it/cli_terminal.rs.
 
-use crate::util::samples::{kvcr, repo};
+use crate::util::{bin, kvcr, kvcr_std, repo, test_env};
 use std::process::{Command, Stdio};
 
 fn inventory(case: &str) -> std::path::PathBuf {
@@ -125,12 +125,12 @@ fn verbose_does_not_change_the_json_document() {
 /// Runs kvcr with stdout on a pipe whose reader is already gone, so every
 /// write fails with EPIPE.
 fn closed_pipe(args: &[&str]) -> (i32, String) {
-    let (reader, writer) = rustix::pipe::pipe().unwrap();
+    // CLOEXEC: a child another test forks meanwhile must not inherit the
+    // reader (it would keep the pipe open); kvcr gets the writer as stdout.
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
     drop(reader);
-    let out = Command::new(env!("CARGO_BIN_EXE_kvcr"))
+    let out = kvcr_std()
         .args(args)
-        .env_remove("NO_COLOR")
-        .env("TERM", "dumb")
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::piped())
@@ -170,12 +170,11 @@ fn audit_piped_into_head_exits_quietly() {
     let Ok(sh) = which("sh") else { return };
     let script = format!(
         "'{}' audit -v '{}' | head -1",
-        env!("CARGO_BIN_EXE_kvcr"),
+        bin().display(),
         inventory("accept-tp4").display()
     );
-    let out = Command::new(sh)
+    let out = test_env(&mut Command::new(sh))
         .args(["-c", &script])
-        .env_remove("NO_COLOR")
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -231,12 +230,12 @@ fn bash_completion_loads() {
         eprintln!("bash not installed: completion loading not checked");
         return;
     };
-    let out = Command::new(bash)
+    let out = test_env(&mut Command::new(bash))
         .args([
             "-c",
             &format!(
                 "source <('{}' completions bash) && complete -p kvcr",
-                env!("CARGO_BIN_EXE_kvcr")
+                bin().display()
             ),
         ])
         .output()

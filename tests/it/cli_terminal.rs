@@ -3,7 +3,7 @@
 //! and --color; JSON carries no escape bytes; tables fit the terminal's
 //! width; -q stays silent. Skipped (with a note) where `script` is missing.
 
-use crate::util::samples::repo;
+use crate::util::{bin, repo, test_env};
 use std::process::{Command, Stdio};
 
 fn which(name: &str) -> Option<std::path::PathBuf> {
@@ -14,7 +14,7 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
 }
 
 /// Runs `sh_cmd` on a pseudo-terminal of `cols` columns with `env`
-/// (NO_COLOR and KVCR_* cleared first); returns the exit status and what
+/// on top of the test environment; returns the exit status and what
 /// the terminal received, with the terminal's \r\n turned into \n.
 fn on_terminal(sh_cmd: &str, cols: u16, env: &[(&str, &str)]) -> Option<(i32, String)> {
     let Some(script) = which("script") else {
@@ -23,12 +23,9 @@ fn on_terminal(sh_cmd: &str, cols: u16, env: &[(&str, &str)]) -> Option<(i32, St
     };
     let full = format!("stty cols {cols} rows 50 2>/dev/null; {sh_cmd}");
     let mut c = Command::new(script);
-    c.args(["-qec", &full, "/dev/null"])
+    test_env(&mut c)
+        .args(["-qec", &full, "/dev/null"])
         .stdin(Stdio::null())
-        .env_remove("NO_COLOR")
-        .env_remove("KVCR_INVENTORY")
-        .env_remove("KVCR_NODE_FACTS")
-        .env_remove("CUDA_VISIBLE_DEVICES")
         .env("TERM", "xterm-256color");
     for (k, v) in env {
         c.env(k, v);
@@ -39,7 +36,7 @@ fn on_terminal(sh_cmd: &str, cols: u16, env: &[(&str, &str)]) -> Option<(i32, St
 }
 
 fn kvcr_cmd(args: &str) -> String {
-    format!("'{}' {args}", env!("CARGO_BIN_EXE_kvcr"))
+    format!("'{}' {args}", bin().display())
 }
 
 fn inv(case: &str) -> String {

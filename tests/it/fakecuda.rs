@@ -13,6 +13,7 @@
 //! Skipped, with a message, where no C compiler exists (`$CC`, default `cc`),
 //! unless `KVCR_FAKECUDA_REQUIRED` is set (`.ci/run` sets it).
 
+use crate::util::{signal, wait_for};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -20,9 +21,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-const KVCR: &str = env!("CARGO_BIN_EXE_kvcr");
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakecuda");
 const MIB: u64 = 1 << 20;
 
@@ -304,11 +304,13 @@ impl Scenario {
     }
 
     fn command(&self, log: &Path, extra_env: &[(&str, String)], args: &[&str]) -> Command {
-        let mut c = Command::new(KVCR);
-        c.args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("TERM", "dumb")
+        // Nothing inherited but PATH (no LD_LIBRARY_PATH to a real
+        // libcuda), then the test environment and the fake's variables.
+        let mut c = Command::new(crate::util::bin());
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
+        crate::util::test_env(&mut c)
+            .args(args)
             .env("FAKECUDA_LOG", log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -930,22 +932,6 @@ fn a_failed_release_during_rollback_is_exit_4_with_the_rest_released() {
             .to_string()
             .contains("CUDA error 36 (unknown to this build)"));
     }
-}
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
 }
 
 #[test]

@@ -1,14 +1,14 @@
 //! Runs `kvcr audit --format json` on every fixture and compares the report
 //! with the committed `expected.json` (root path and clock-dependent ages
 //! normalised), then checks the exit status and the codes the case names.
-//! `KVCR_BLESS=1 cargo test --test fixtures` rewrites the expected reports.
+//! `KVCR_BLESS=1 cargo test --test it fixtures::` rewrites the expected reports.
 
-use assert_cmd::Command;
+use crate::util::{codes, kvcr, repo};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    repo().join("fixtures")
 }
 
 /// Replaces the resolved root and clock-dependent ages with stable tokens.
@@ -45,21 +45,6 @@ fn normalise(mut v: Value, root: &str) -> Value {
     v
 }
 
-fn codes_in(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::Object(o) => {
-            if let (Some(Value::String(c)), Some(Value::String(_))) =
-                (o.get("code"), o.get("severity"))
-            {
-                out.push(c.clone());
-            }
-            o.values().for_each(|x| codes_in(x, out));
-        }
-        Value::Array(a) => a.iter().for_each(|x| codes_in(x, out)),
-        _ => {}
-    }
-}
-
 fn run_case(dir: &Path) -> Result<(), String> {
     let case: Value =
         serde_json::from_slice(&std::fs::read(dir.join("case.json")).unwrap()).unwrap();
@@ -70,11 +55,8 @@ fn run_case(dir: &Path) -> Result<(), String> {
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
     let before = kvcr::testkit::snapshot(&dir.join("inventory"));
-    let out = Command::cargo_bin("kvcr")
-        .unwrap()
+    let out = kvcr()
         .current_dir(dir)
-        .env_remove("KVCR_INVENTORY")
-        .env_remove("NO_COLOR")
         .args(["audit", "inventory", "--format", "json"])
         .args(&args)
         .output()
@@ -94,8 +76,7 @@ fn run_case(dir: &Path) -> Result<(), String> {
     if got_exit != want_exit {
         return Err(format!("exit {got_exit}, expected {want_exit}\n{stdout}"));
     }
-    let mut codes = Vec::new();
-    codes_in(&report, &mut codes);
+    let codes = codes(&report);
     for c in case["codes"].as_array().unwrap() {
         let c = c.as_str().unwrap();
         if !codes.iter().any(|x| x == c) {

@@ -298,7 +298,7 @@ fn machines(names: &[&str]) -> Option<Machines> {
     std::fs::create_dir_all(base.join("node")).unwrap();
     let bin = base.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("kvcr"), bin.join("kvcr")).unwrap();
+    std::os::unix::fs::symlink(crate::util::bin(), bin.join("kvcr")).unwrap();
     let script = |name: &str, body: &str| {
         let p = bin.join(name);
         std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -362,16 +362,15 @@ fn run_recipe_in(
         }
         None => std::process::Command::new("sh"),
     };
-    c.args(["-c", &readme_recipe(name)])
+    test_env(&mut c)
+        .args(["-c", &readme_recipe(name)])
         .current_dir(&run)
         .env("PATH", path)
         .env("KVCR_FLEET", &m.base)
         .env("ROOT", m.base.join("node/inventory"))
         .env("PROFILE", m.base.join("node/profile.json"))
         .env("REPORTS", run.join("reports"))
-        .env("COLUMNS", "200")
-        .env_remove("KVCR_INVENTORY")
-        .env_remove("KVCR_NODE_FACTS");
+        .env("COLUMNS", "200");
     for (k, v) in env {
         c.env(k, v);
     }

@@ -82,10 +82,9 @@ fn run_in(dir: &Path, args: &[String], extra: &[&str], columns: Option<u16>) -> 
         .arg("inventory")
         .args(args)
         .args(extra);
-    match columns {
-        Some(w) => c.env("COLUMNS", w.to_string()),
-        None => c.env_remove("COLUMNS"),
-    };
+    if let Some(w) = columns {
+        c.env("COLUMNS", w.to_string());
+    }
     let out = c.output().unwrap();
     (
         out.status.code().unwrap_or(-1),

@@ -186,16 +186,28 @@ fn unreadable_descriptor_is_kv005() {
         let bin_dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let bin = bin_dir.path().join("kvcr");
-        std::fs::copy(assert_cmd::cargo::cargo_bin("kvcr"), &bin).unwrap();
+        std::fs::copy(crate::util::bin(), &bin).unwrap();
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut std_cmd = std::process::Command::new(&bin);
-        std_cmd.uid(65534).gid(65534);
-        let out = match std_cmd
+        crate::util::test_env(&mut std_cmd)
+            .uid(65534)
+            .gid(65534)
             .arg("audit")
             .arg(t.path())
-            .args(["--format", "json"])
-            .output()
-        {
+            .args(["--format", "json"]);
+        // Another test's child, forked while the copy was open for writing,
+        // holds that fd until it execs: exec fails with ETXTBSY meanwhile.
+        let mut tries = 0;
+        let run = loop {
+            match std_cmd.output() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => break r,
+            }
+        };
+        let out = match run {
             Ok(out) => out,
             Err(e) => {
                 eprintln!("SKIP unreadable_descriptor_is_kv005: cannot run kvcr as nobody ({e})");

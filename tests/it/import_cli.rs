@@ -4,13 +4,13 @@
 //! log shows every acquire and release. Also: dry run on a shipped fixture,
 //! no driver → exit 2, and real SIGINT/SIGTERM.
 
-use crate::util::kvcr;
+use crate::util::{kvcr, kvcr_std, signal, wait_for};
 use kvcr::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/accept-tp4/inventory");
 const FIXTURE_FACTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/live/node-match.json");
@@ -213,13 +213,11 @@ fn simulated_interrupt_exits_130_after_releasing() {
 }
 
 fn spawn_import(c: &Case, sim_opts: &str, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_kvcr"))
+    kvcr_std()
         .arg("import")
         .arg(c.inv())
         .args(["--format", "json"])
         .args(args)
-        .env_remove("KVCR_INVENTORY")
-        .env("TERM", "dumb")
         .env("KVCR_NODE_FACTS", c.facts())
         .env("KVCR_PROFILE", c.profile())
         .env(
@@ -230,23 +228,6 @@ fn spawn_import(c: &Case, sim_opts: &str, args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on our own child's pid; no memory is involved.
-    let rc = unsafe { libc::kill(child.id() as i32, sig) };
-    assert_eq!(rc, 0);
 }
 
 fn finish(child: Child) -> (i32, Value, String) {
@@ -387,7 +368,6 @@ fn dry_run_prints_the_plan_without_cuda() {
         .args(["import", "--dry-run", "--format", "json"])
         .arg(&inv)
         .env("KVCR_NODE_FACTS", FIXTURE_FACTS)
-        .env_remove("KVCR_IMPORT_BACKEND")
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -425,7 +405,6 @@ fn dry_run_on_the_shipped_fixture_as_checked_out() {
     let out = kvcr()
         .args(["import", "--dry-run", "--format", "json", FIXTURE])
         .env("KVCR_NODE_FACTS", FIXTURE_FACTS)
-        .env_remove("KVCR_IMPORT_BACKEND")
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -440,7 +419,6 @@ fn dry_run_on_the_shipped_fixture_as_checked_out() {
     // And on this machine's own facts (a different node): refused, exit 1.
     let out = kvcr()
         .args(["import", "--dry-run", FIXTURE])
-        .env_remove("KVCR_NODE_FACTS")
         .output()
         .unwrap();
     assert_eq!(
@@ -463,7 +441,6 @@ fn import_without_a_driver_exits_2_naming_the_driver() {
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
         .env("KVCR_PROFILE", c.profile())
-        .env_remove("KVCR_IMPORT_BACKEND")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -707,7 +684,6 @@ fn without_a_driver_a_rejected_group_is_1_and_unchecked_facts_are_2() {
             .arg(c.inv())
             .env("KVCR_NODE_FACTS", facts)
             .env("KVCR_PROFILE", c.profile())
-            .env_remove("KVCR_IMPORT_BACKEND")
             .output()
             .unwrap()
     };
@@ -735,7 +711,6 @@ fn without_a_driver_a_rejected_group_is_1_and_unchecked_facts_are_2() {
         .args(["import", "--dry-run", "--format", "json"])
         .arg(c.inv())
         .env("KVCR_NODE_FACTS", c.facts())
-        .env_remove("KVCR_IMPORT_BACKEND")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));

@@ -7,6 +7,7 @@ use kvcr::import::pidfd::{proc_start_ticks, take_fd, PidfdError};
 use rustix::fs::{memfd_create, MemfdFlags};
 use rustix::io::{pread, write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 
 const CONTENT: &[u8] = b"kv-cache bytes held by the owner \x00\x01\x02\xff";
@@ -15,15 +16,25 @@ const CONTENT: &[u8] = b"kv-cache bytes held by the owner \x00\x01\x02\xff";
 /// number it has there. Our own copy is closed before returning, so the
 /// only open file is the child's.
 fn owner_with_memfd() -> (Child, i32) {
-    // No CLOEXEC: the child inherits it at the same number.
-    let fd: OwnedFd = memfd_create("kvcr-test", MemfdFlags::empty()).unwrap();
+    // CLOEXEC here, so that no child another test forks meanwhile inherits
+    // it; this child clears the flag after fork and so inherits it at the
+    // same number.
+    let fd: OwnedFd = memfd_create("kvcr-test", MemfdFlags::CLOEXEC).unwrap();
     assert_eq!(write(&fd, CONTENT).unwrap(), CONTENT.len());
     let n = fd.as_raw_fd();
-    let child = Command::new("sleep")
-        .arg("60")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn sleep");
+    let mut cmd = Command::new("sleep");
+    cmd.arg("60").stdin(Stdio::null());
+    // SAFETY: between fork and exec the closure only calls fcntl(2), which
+    // is async-signal-safe, on a descriptor this process owns.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(n, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("spawn sleep");
     drop(fd);
     (child, n)
 }

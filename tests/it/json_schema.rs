@@ -4,7 +4,7 @@
 //! and profile mutations kvcr rejects as schema errors must fail the schema
 //! too, and variants kvcr accepts must pass it.
 
-use crate::util::samples::{kvcr, repo};
+use crate::util::{kvcr, repo};
 use kvcr::descriptor::parse_descriptor;
 use kvcr::finding::Code;
 use kvcr::schema::Kind;

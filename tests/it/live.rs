@@ -700,7 +700,6 @@ fn this_node() -> (String, String) {
 
 fn real_audit(root: &Path) -> (i32, Value) {
     let out = kvcr()
-        .env_remove(node::facts_file::ENV)
         .arg("audit")
         .arg(root)
         .args(["--live", "--format", "json"])

@@ -1,6 +1,6 @@
 //! The committed man pages (man/*.1) must be what the CLI generates now.
 //! Regenerate with `cargo run --example gen-man` (or
-//! `KVCR_BLESS=1 cargo test --test man`) and commit the result.
+//! `KVCR_BLESS=1 cargo test --test it man::`) and commit the result.
 
 use std::path::{Path, PathBuf};
 

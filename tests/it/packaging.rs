@@ -148,7 +148,7 @@ fn systemd_units_pass_systemd_analyze_verify() {
     for u in ["kvcr-audit-textfile.service", "kvcr-audit-textfile.timer"] {
         let text = std::fs::read_to_string(repo(&format!("packaging/systemd/{u}")))
             .unwrap()
-            .replace("/usr/bin/kvcr", env!("CARGO_BIN_EXE_kvcr"));
+            .replace("/usr/bin/kvcr", crate::util::bin().to_str().unwrap());
         let p = dir.path().join(u);
         std::fs::write(&p, text).unwrap();
         units.push(p);

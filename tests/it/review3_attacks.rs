@@ -4,7 +4,7 @@
 
 use crate::util::fleet::{private, Fleet, FACTS};
 
-use crate::util::{is_root, kvcr};
+use crate::util::{ends_by_itself, is_root, kvcr};
 use kvcr::testkit::{self, Desc};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -181,14 +181,14 @@ fn textfile_through_a_bind_mount_of_the_inventory_lands_inside_it() {
     private(&inv);
     let mnt = d.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let bin = assert_cmd::cargo::cargo_bin("kvcr");
+    let bin = crate::util::bin();
     let script = format!(
         "mount --bind {inv} {mnt} && {bin} audit {inv} -q --textfile {mnt}/kvcr.prom; echo rc=$?",
         inv = inv.display(),
         mnt = mnt.display(),
         bin = bin.display()
     );
-    let out = std::process::Command::new("unshare")
+    let out = crate::util::test_env(&mut std::process::Command::new("unshare"))
         .args(["-m", "--propagation", "private", "sh", "-c", &script])
         .output()
         .unwrap();
@@ -449,44 +449,6 @@ fn textfile_replaces_a_symlink_such_as_dev_stdout_with_a_regular_file() {
 // ---------------------------------------------------------------------------
 // Class 4: hangs on hostile input — a FIFO named as an input file.
 // ---------------------------------------------------------------------------
-
-/// Runs kvcr with `args`/`envs`, waits `secs`; returns whether it ended by
-/// itself, and whether it then ended on SIGTERM within 3 s. Always reaped.
-fn ends_by_itself(
-    args: &[&std::ffi::OsStr],
-    envs: &[(&str, &std::ffi::OsStr)],
-    secs: u64,
-) -> (bool, bool) {
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("kvcr"));
-    c.args(args)
-        .env_remove("KVCR_PROFILE")
-        .env_remove("KVCR_INVENTORY")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().unwrap();
-    let wait = |child: &mut std::process::Child, secs: u64| {
-        let t = std::time::Instant::now();
-        while t.elapsed() < std::time::Duration::from_secs(secs) {
-            if child.try_wait().unwrap().is_some() {
-                return true;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        false
-    };
-    if wait(&mut child, secs) {
-        return (true, true);
-    }
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let on_term = wait(&mut child, 3);
-    let _ = child.kill();
-    let _ = child.wait();
-    (false, on_term)
-}
 
 fn fifo(dir: &Path, name: &str) -> std::path::PathBuf {
     let p = dir.join(name);

@@ -4,7 +4,7 @@
 
 use crate::util::fleet::{private, Fleet, FACTS};
 
-use crate::util::{is_root, kvcr};
+use crate::util::{ends_by_itself, is_root, kvcr};
 use kvcr::testkit::{self, Desc, BOOT_ID};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -19,44 +19,6 @@ use std::path::Path;
 // --profile, merge inputs and KVCR_NODE_FACTS (src/input.rs), not here.
 // Expected: refused at once (exit 2, "already exists ... not a regular file").
 // ---------------------------------------------------------------------------
-
-/// Runs kvcr with `args`/`envs`, waits `secs`; returns whether it ended by
-/// itself, and whether it then ended on SIGTERM within 3 s. Always reaped.
-fn ends_by_itself(
-    args: &[&std::ffi::OsStr],
-    envs: &[(&str, &std::ffi::OsStr)],
-    secs: u64,
-) -> (bool, bool) {
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("kvcr"));
-    c.args(args)
-        .env_remove("KVCR_PROFILE")
-        .env_remove("KVCR_INVENTORY")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    for (k, v) in envs {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().unwrap();
-    let wait = |child: &mut std::process::Child, secs: u64| {
-        let t = std::time::Instant::now();
-        while t.elapsed() < std::time::Duration::from_secs(secs) {
-            if child.try_wait().unwrap().is_some() {
-                return true;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        false
-    };
-    if wait(&mut child, secs) {
-        return (true, true);
-    }
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let on_term = wait(&mut child, 3);
-    let _ = child.kill();
-    let _ = child.wait();
-    (false, on_term)
-}
 
 #[test]
 fn import_hold_with_an_existing_fifo_as_ready_file_hangs_and_ignores_sigterm() {

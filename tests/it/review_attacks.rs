@@ -4,19 +4,13 @@
 //!
 //! Each test states what kvcr did and what it must do.
 
-use crate::util::{audit_json, findings, kvcr};
+use crate::util::{audit_json, can_unshare_mounts, findings, fixtures_live, kvcr};
 use kvcr::testkit::{put, put_group, Desc};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 fn with(d: &Desc, f: impl FnOnce(&mut Value)) -> Vec<u8> {
     d.bytes_with(f)
-}
-
-fn fixtures_live(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/live")
-        .join(name)
 }
 
 fn verdict_of<'a>(v: &'a Value, engine: &str) -> &'a str {
@@ -420,14 +414,6 @@ fn merge_local_ranks_cost_is_linear_in_its_text() {
 
 // ---- (b) The ready file lands inside the inventory through an alias ------
 
-fn can_unshare_mounts() -> bool {
-    crate::util::is_root()
-        && std::process::Command::new("unshare")
-            .args(["-m", "true"])
-            .status()
-            .is_ok_and(|s| s.success())
-}
-
 /// `refuse_inside_inventory` compares canonical path strings, so a bind
 /// mount of (a directory of) the inventory at another path is not seen:
 /// `import --hold --ready-file ALIAS/ready.json` holds (exit 0 after
@@ -443,7 +429,7 @@ fn ready_file_through_a_bind_mount_alias_is_refused() {
         eprintln!("skipped: needs root and unshare -m");
         return;
     }
-    let bin = assert_cmd::cargo::cargo_bin("kvcr");
+    let bin = crate::util::bin();
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("inv");
     let mut d = Desc::new("adv", 0, 1, 1);
@@ -454,7 +440,7 @@ fn ready_file_through_a_bind_mount_alias_is_refused() {
     let alias = t.path().join("alias");
     std::fs::create_dir(&alias).unwrap();
     for (target, what) in [(&deep, "deep"), (&root, "root")] {
-        let out = std::process::Command::new("unshare")
+        let out = crate::util::test_env(&mut std::process::Command::new("unshare"))
             .arg("-m")
             .arg("sh")
             .arg("-c")

@@ -3,25 +3,9 @@
 //! with facts not checked, `kvcr merge`, -v).
 #![allow(dead_code)]
 
-use assert_cmd::Command;
+use super::{kvcr, repo};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-pub fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A kvcr command with a deterministic environment.
-pub fn kvcr() -> Command {
-    let mut c = Command::cargo_bin("kvcr").unwrap();
-    c.env_remove("KVCR_INVENTORY")
-        .env_remove("KVCR_NODE_FACTS")
-        .env_remove("NO_COLOR")
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env("TERM", "dumb")
-        .timeout(std::time::Duration::from_secs(60));
-    c
-}
 
 /// Fixture case directories (those with a case.json), sorted.
 pub fn cases() -> Vec<PathBuf> {
