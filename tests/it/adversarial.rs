@@ -3,6 +3,7 @@
 //! not. One test (or more) per class of docs/format.md §10; each asserts the
 //! code, the verdict, the exit status and, where it matters, the headline.
 
+use crate::util::fleet::{merge_reports, node_report, write_reports};
 use crate::util::{audit_json, can_unshare_mounts, codes, findings, fixtures_live, has, kvcr};
 use kvcr::testkit::{self, put, put_group, Desc, INCARNATION_B};
 use serde_json::{json, Value};
@@ -524,58 +525,12 @@ fn missing_rank_hints_are_bounded() {
 
 // ---- 12/13. Merge judges from the data and escapes what it prints -------
 
-fn node_report(dir: &Path, host: &str, ranks: std::ops::Range<u64>, local: &str) -> Value {
-    let inv = dir.join(host);
-    for r in ranks {
-        let mut d = Desc::new("fleet", r, 4, 1);
-        d.handle_kind = "posix_fd"; // no handle bytes in 0644 files (live KV003)
-        put(&inv, &format!("rank-{r}.json"), &d.bytes());
-    }
-    let facts = dir.join(format!("{host}-facts.json"));
-    let mut f: Value =
-        serde_json::from_slice(&std::fs::read(fixtures_live("node-match.json")).unwrap()).unwrap();
-    f["hostname"] = json!(testkit::HOSTNAME);
-    std::fs::write(&facts, serde_json::to_vec(&f).unwrap()).unwrap();
-    let out = kvcr()
-        .arg("audit")
-        .arg(&inv)
-        .args(["--live", "--format", "json", "--local-ranks", local])
-        .env("KVCR_NODE_FACTS", &facts)
-        .output()
-        .unwrap();
-    let mut v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["host"] = json!(host);
-    v
-}
-
-fn merge(dir: &Path, reports: &[Value]) -> (i32, Value, String) {
-    let mut paths = Vec::new();
-    for (i, r) in reports.iter().enumerate() {
-        let p = dir.join(format!("report-{i}.json"));
-        std::fs::write(&p, serde_json::to_vec(r).unwrap()).unwrap();
-        paths.push(p);
-    }
-    let out = kvcr()
-        .arg("merge")
-        .args(&paths)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let table = kvcr().arg("merge").args(&paths).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        v,
-        String::from_utf8_lossy(&table.stdout).into_owned(),
-    )
-}
-
 #[test]
 fn merge_refuses_hand_edited_reports() {
     let t = tempfile::tempdir().unwrap();
     let a = node_report(t.path(), "node-a", 0..2, "0-1");
     let b = node_report(t.path(), "node-b", 2..4, "2-3");
-    let (exit, v, _) = merge(t.path(), &[a.clone(), b.clone()]);
+    let (exit, v, _) = merge_reports(t.path(), &[a.clone(), b.clone()]);
     assert_eq!(exit, 0, "the honest pair merges: {v:#}");
 
     type Edit = fn(&mut Value, &mut Value);
@@ -628,7 +583,7 @@ fn merge_refuses_hand_edited_reports() {
     for (what, edit) in edits {
         let (mut a2, mut b2) = (a.clone(), b.clone());
         edit(&mut a2, &mut b2);
-        let (exit, v, _) = merge(t.path(), &[a2, b2]);
+        let (exit, v, _) = merge_reports(t.path(), &[a2, b2]);
         assert!(exit != 0, "{what}: merged as accepted: {v:#}");
         if exit == 1 {
             assert_eq!(verdict(&v), "reject", "{what}");
@@ -643,7 +598,9 @@ fn merge_escapes_text_from_reports() {
     let b = node_report(t.path(), "node-b", 2..4, "2-3");
     a["groups"][0]["ranks"][0]["gpu_uuid"] = json!("\u{1b}]0;pwned\u{7}\u{1b}[2J");
     a["groups"][0]["ranks"][0]["path"] = json!("\u{1b}[31mred");
-    let (_, _, table) = merge(t.path(), &[a, b]);
+    let paths = write_reports(t.path(), &[a, b]);
+    let out = kvcr().arg("merge").args(&paths).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         !table.contains('\u{1b}'),
         "raw ESC reached the terminal: {table:?}"

@@ -4,6 +4,7 @@
 //!
 //! Each test states what kvcr did and what it must do.
 
+use crate::util::fleet::{merge_reports, node_report};
 use crate::util::{audit_json, can_unshare_mounts, findings, fixtures_live, kvcr};
 use kvcr::testkit::{put, put_group, Desc};
 use serde_json::{json, Value};
@@ -137,43 +138,6 @@ fn one_handle_in_two_groups_is_rejected() {
 
 // ---- (f) Merge: hand-edited reports beyond tests/it/adversarial.rs ----------
 
-fn node_report(dir: &Path, host: &str, ranks: std::ops::Range<u64>, local: &str) -> Value {
-    let inv = dir.join(host);
-    for r in ranks {
-        let mut d = Desc::new("fleet", r, 4, 1);
-        d.handle_kind = "posix_fd";
-        put(&inv, &format!("rank-{r}.json"), &d.bytes());
-    }
-    let out = kvcr()
-        .arg("audit")
-        .arg(&inv)
-        .args(["--live", "--format", "json", "--local-ranks", local])
-        .env("KVCR_NODE_FACTS", fixtures_live("node-match.json"))
-        .output()
-        .unwrap();
-    let mut v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["host"] = json!(host);
-    v
-}
-
-fn merge_json(dir: &Path, reports: &[Value]) -> (i32, Value, usize) {
-    let mut paths = Vec::new();
-    for (i, r) in reports.iter().enumerate() {
-        let p = dir.join(format!("report-{i}.json"));
-        std::fs::write(&p, serde_json::to_vec(r).unwrap()).unwrap();
-        paths.push(p);
-    }
-    let out = kvcr()
-        .arg("merge")
-        .args(&paths)
-        .args(["--format", "json"])
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (out.status.code().unwrap_or(-1), v, out.stdout.len())
-}
-
 fn honest_pair(dir: &Path) -> (Value, Value) {
     (
         node_report(dir, "node-a", 0..2, "0-1"),
@@ -184,13 +148,13 @@ fn honest_pair(dir: &Path) -> (Value, Value) {
 type Edit = fn(&mut Value, &mut Value);
 
 fn assert_all_refused(dir: &Path, a: &Value, b: &Value, edits: Vec<(&str, Edit)>) {
-    let (exit, v, _) = merge_json(dir, &[a.clone(), b.clone()]);
+    let (exit, v, _) = merge_reports(dir, &[a.clone(), b.clone()]);
     assert_eq!(exit, 0, "the honest pair merges: {v:#}");
     let mut accepted = Vec::new();
     for (what, edit) in edits {
         let (mut a2, mut b2) = (a.clone(), b.clone());
         edit(&mut a2, &mut b2);
-        let (exit, v, _) = merge_json(dir, &[a2, b2]);
+        let (exit, v, _) = merge_reports(dir, &[a2, b2]);
         if exit == 0 || verdict_of(&v, "fleet") == "accept" {
             accepted.push(what);
         }
@@ -317,14 +281,14 @@ fn merge_refuses_one_engine_twice_in_a_report() {
         second["ranks"][i]["gpu_uuid"] = a["groups"][0]["ranks"][i]["gpu_uuid"].clone();
     }
     a2["groups"].as_array_mut().unwrap().push(second);
-    let (exit, v, _) = merge_json(t.path(), &[a2.clone()]);
+    let (exit, v, _) = merge_reports(t.path(), &[a2.clone()]);
     assert!(
         exit != 0 && verdict_of(&v, "fleet") != "accept",
         "one report, one host, two group entries merged: {v:#}"
     );
     let mut b2 = b.clone();
     b2["groups"] = json!([]);
-    let (exit, v, _) = merge_json(t.path(), &[a2, b2]);
+    let (exit, v, _) = merge_reports(t.path(), &[a2, b2]);
     assert!(exit != 0 && verdict_of(&v, "fleet") != "accept", "{v:#}");
 }
 
@@ -355,7 +319,7 @@ fn merge_output_is_linear_in_the_number_of_reports() {
                         r
                     })
                     .collect();
-                let (exit, v, len) = merge_json(t.path(), &reports);
+                let (exit, v, len) = merge_reports(t.path(), &reports);
                 assert_eq!(exit, 1);
                 for g in v["groups"].as_array().unwrap() {
                     for f in g["findings"].as_array().unwrap().iter().chain(
@@ -527,7 +491,7 @@ fn merge_refuses_node_reports_that_rejected_the_group() {
     };
     let a = whole("node-a", 0..2);
     let b = whole("node-b", 2..4);
-    let (exit, v, _) = merge_json(t.path(), &[a, b]);
+    let (exit, v, _) = merge_reports(t.path(), &[a, b]);
     assert!(
         exit != 0 && verdict_of(&v, "fleet") != "accept",
         "both nodes rejected the group, the merge accepts it: {v:#}"

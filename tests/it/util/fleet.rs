@@ -1,15 +1,63 @@
-//! A two-node fleet of one TP=4 group, audited live on each "node" (facts
-//! files) and merged by kvcr, for the attack suites that forge fleet reports
-//! (tests/it/review3_attacks.rs, tests/it/review4_attacks.rs).
+//! Fleet helpers: per-node live reports and their merge (adversarial,
+//! review_attacks), and a two-node fleet of one TP=4 group, audited live on
+//! each "node" (facts files) and merged by kvcr, for the attack suites that
+//! forge fleet reports (review3_attacks, review4_attacks).
 
-use super::kvcr;
-use kvcr::testkit::{self, Desc, BOOT_ID, HOSTNAME};
+use super::{fixtures_live, kvcr};
+use kvcr::testkit::{self, put, Desc, BOOT_ID, HOSTNAME};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const FACTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/live/node-match.json");
 pub const OTHER_BOOT: &str = "0b7f3c2e-1d4a-4e5f-8a9b-7c6d5e4f3a21";
+
+/// One node's live report (`--local-ranks LOCAL`) of ranks RANKS of a TP=4
+/// group "fleet" (posix_fd: no handle bytes, so 0644 files are not KV003),
+/// audited under fixtures/live/node-match.json and marked as from HOST.
+pub fn node_report(dir: &Path, host: &str, ranks: std::ops::Range<u64>, local: &str) -> Value {
+    let inv = dir.join(host);
+    for r in ranks {
+        let mut d = Desc::new("fleet", r, 4, 1);
+        d.handle_kind = "posix_fd";
+        put(&inv, &format!("rank-{r}.json"), &d.bytes());
+    }
+    let out = kvcr()
+        .arg("audit")
+        .arg(&inv)
+        .args(["--live", "--format", "json", "--local-ranks", local])
+        .env("KVCR_NODE_FACTS", fixtures_live("node-match.json"))
+        .output()
+        .unwrap();
+    let mut v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["host"] = json!(host);
+    v
+}
+
+/// REPORTS written into DIR as report-N.json; their paths.
+pub fn write_reports(dir: &Path, reports: &[Value]) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for (i, r) in reports.iter().enumerate() {
+        let p = dir.join(format!("report-{i}.json"));
+        std::fs::write(&p, serde_json::to_vec(r).unwrap()).unwrap();
+        paths.push(p);
+    }
+    paths
+}
+
+/// `kvcr merge --format json` of REPORTS (written into DIR): (exit, merged
+/// report or null, stdout length).
+pub fn merge_reports(dir: &Path, reports: &[Value]) -> (i32, Value, usize) {
+    let paths = write_reports(dir, reports);
+    let out = kvcr()
+        .arg("merge")
+        .args(&paths)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), v, out.stdout.len())
+}
 
 /// Owner-private modes (0700 dirs, 0600 files), as an owner writes them.
 pub fn private(dir: &Path) {
