@@ -1,6 +1,6 @@
 //! Regenerates the committed man pages and shell completions from the clap
 //! definitions: `cargo run --example gen-man` (writes man/*.1 and
-//! completions/*; `tests/man.rs` checks both). With a DIR argument, writes
+//! completions/*; `tests/it/man.rs` checks both). With a DIR argument, writes
 //! the pages to DIR and the completions to DIR/completions.
 
 fn main() {

@@ -10,7 +10,7 @@
 # progress goes to stderr. It is NOT run in CI (no GPU there), and it has not
 # been run by its author, who had no GPU: treat its first run as the real test.
 # (CI runs the CUDA path against an ABI-level fake driver instead:
-# tests/fakecuda.rs; docs/import.md says what each one proves.)
+# tests/it/fakecuda.rs; docs/import.md says what each one proves.)
 #
 # What it does, on every visible GPU (one rank per GPU, or --ranks N):
 #   1. starts examples/gpu_owner.rs as the KV owner: a cuMemAlloc buffer

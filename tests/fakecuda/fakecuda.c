@@ -1,6 +1,6 @@
 /*
  * fakecuda: an ABI-level fake of the CUDA driver (libcuda.so.1) for kvcr's
- * tests (tests/fakecuda.rs). It implements the driver entry points kvcr
+ * tests (tests/it/fakecuda.rs). It implements the driver entry points kvcr
  * calls with the C signatures and struct layouts of cuda.h (CUDA 12.x),
  * keeps real state (initialisation, primary contexts, the current context,
  * IPC mappings, imported handles, reservations, mappings and their access

@@ -1,0 +1,266 @@
+//! Output behaviour through the binary: -q and -v, a closed pipe, colour off
+//! a terminal, completions. Terminal behaviour is in tests/it/cli_terminal.rs.
+
+use crate::util::{bin, kvcr, kvcr_std, repo, test_env};
+use std::process::{Command, Stdio};
+
+fn inventory(case: &str) -> std::path::PathBuf {
+    repo().join("fixtures").join(case).join("inventory")
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = kvcr().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn quiet_prints_nothing_and_keeps_the_status() {
+    for (case, want) in [
+        ("accept-tp4", 0),
+        ("kv103-missing-rank", 1),
+        ("kv001-symlink", 1),
+    ] {
+        let inv = inventory(case);
+        let inv = inv.to_str().unwrap();
+        for extra in [
+            &[][..],
+            &["--format", "json"][..],
+            &["--format", "table", "--color", "always"][..],
+        ] {
+            let mut args = vec!["audit", inv, "-q"];
+            args.extend_from_slice(extra);
+            let (code, out, err) = run(&args);
+            assert_eq!(code, want, "{case} {extra:?}");
+            assert!(out.is_empty(), "{case} {extra:?}: stdout {out:?}");
+            assert!(err.is_empty(), "{case} {extra:?}: stderr {err:?}");
+        }
+        let (code, out, _) = run(&["audit", "--quiet", inv]);
+        assert_eq!((code, out.as_str()), (want, ""), "--quiet");
+    }
+}
+
+#[test]
+fn quiet_still_reports_errors_on_stderr() {
+    // Exit 2 says the audit could not run; a silent 2 would leave an
+    // operator guessing, so the one error line stays (2>/dev/null hides it).
+    let (code, out, err) = run(&["audit", "-q", "/nonexistent/kvcr-inventory"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.starts_with("kvcr: error: "), "{err}");
+    let (code, out, _) = run(&["audit", "-q", "-v", "x"]);
+    assert_eq!((code, out.as_str()), (2, ""), "-q and -v conflict");
+}
+
+#[test]
+fn verbose_shows_every_check_and_what_was_not_checked() {
+    let inv = inventory("kv104-geometry");
+    let inv = inv.to_str().unwrap();
+    let (code, table, _) = run(&["audit", inv, "-v"]);
+    assert_eq!(code, 1);
+    for want in [
+        "rank: pass",
+        "geometry: pass",
+        "geometry: fail",
+        "model: pass",
+        "gpu-uuid: pass",
+        "staleness: pass",
+        "node facts: not checked (no --live)",
+        // -v lists every finding of a rank, not only the first.
+        "KV104",
+        "rank 0 file: rank-0.json",
+    ] {
+        assert!(table.contains(want), "-v lacks {want:?}:\n{table}");
+    }
+    let (_, short, _) = run(&["audit", inv]);
+    assert!(!short.contains("geometry: pass"), "{short}");
+    assert!(!short.contains("node facts: not checked"), "{short}");
+    assert!(
+        short.contains("(offline: node not checked; add --live)"),
+        "{short}"
+    );
+
+    // Live facts that cannot be read show as not checked, per check.
+    let facts = repo().join("fixtures/live/node-unknown.json");
+    let out = kvcr()
+        .args(["audit", "--live", "-v"])
+        .arg(inventory("accept-tp4"))
+        .env("KVCR_NODE_FACTS", &facts)
+        .output()
+        .unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "boot_id: not checked",
+        "owner: not checked",
+        "hostname: not checked",
+        "gpu-present: not checked",
+    ] {
+        assert!(table.contains(want), "live -v lacks {want:?}:\n{table}");
+    }
+    assert!(!table.contains("no --live"), "{table}");
+    // ... and the header counts them: 4 ranks × hostname, boot_id, owner, GPU.
+    assert!(
+        table.contains("(live: checked against this node; 16 facts not checked"),
+        "{table}"
+    );
+}
+
+#[test]
+fn verbose_does_not_change_the_json_document() {
+    let inv = inventory("kv104-geometry");
+    let inv = inv.to_str().unwrap();
+    let (_, plain, _) = run(&["audit", inv, "--format", "json"]);
+    let (_, verbose, _) = run(&["audit", inv, "--format", "json", "-v"]);
+    let strip_host = |s: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(s).unwrap();
+        v["host"] = serde_json::Value::Null;
+        kvcr::testkit::without_clock(v)
+    };
+    assert_eq!(strip_host(&plain), strip_host(&verbose));
+}
+
+/// Runs kvcr with stdout on a pipe whose reader is already gone, so every
+/// write fails with EPIPE.
+fn closed_pipe(args: &[&str]) -> (i32, String) {
+    // CLOEXEC: a child another test forks meanwhile must not inherit the
+    // reader (it would keep the pipe open); kvcr gets the writer as stdout.
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    drop(reader);
+    let out = kvcr_std()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let tp4 = inventory("accept-tp4");
+    let tp4 = tp4.to_str().unwrap();
+    let kv103 = inventory("kv103-missing-rank");
+    let kv103 = kv103.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["audit", tp4], 0),
+        (vec!["audit", tp4, "-v"], 0),
+        (vec!["audit", tp4, "--format", "json"], 0),
+        (vec!["audit", kv103], 1),
+        (vec!["explain"], 0),
+        (vec!["explain", "KV104"], 0),
+        (vec!["schema", "report"], 0),
+        (vec!["completions", "bash"], 0),
+    ];
+    for (args, want) in cases {
+        let (code, err) = closed_pipe(&args);
+        assert_eq!(code, want, "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: stderr {err:?}");
+    }
+}
+
+#[test]
+fn audit_piped_into_head_exits_quietly() {
+    let Ok(sh) = which("sh") else { return };
+    let script = format!(
+        "'{}' audit -v '{}' | head -1",
+        bin().display(),
+        inventory("accept-tp4").display()
+    );
+    let out = test_env(&mut Command::new(sh))
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stdout.starts_with("inventory "), "{stdout}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+fn which(name: &str) -> Result<std::path::PathBuf, ()> {
+    let path = std::env::var_os("PATH").ok_or(())?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
+#[test]
+fn no_colour_off_a_terminal_unless_always() {
+    let inv = inventory("kv103-missing-rank");
+    let inv = inv.to_str().unwrap();
+    let (_, auto, _) = run(&["audit", inv]);
+    assert!(!auto.contains('\x1b'), "{auto}");
+    let (_, always, _) = run(&["audit", inv, "--color", "always"]);
+    assert!(always.contains("\x1b["), "{always}");
+    let out = kvcr()
+        .args(["audit", inv, "--color", "always"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8(out.stdout).unwrap().contains("\x1b["),
+        "always beats NO_COLOR"
+    );
+    let (_, json, _) = run(&["audit", inv, "--format", "json", "--color", "always"]);
+    assert!(!json.contains('\x1b'), "JSON is never coloured: {json}");
+}
+
+#[test]
+fn tables_do_not_wrap_on_a_pipe() {
+    let (_, table, _) = run(&["audit", inventory("kv104-geometry").to_str().unwrap()]);
+    // The full reason stays on one line: nothing to wrap to.
+    assert!(
+        table.lines().any(
+            |l| l.contains("KV104 allocations total") && l.contains("bytes the geometry needs")
+        ),
+        "{table}"
+    );
+}
+
+#[test]
+fn bash_completion_loads() {
+    let Ok(bash) = which("bash") else {
+        eprintln!("bash not installed: completion loading not checked");
+        return;
+    };
+    let out = test_env(&mut Command::new(bash))
+        .args([
+            "-c",
+            &format!(
+                "source <('{}' completions bash) && complete -p kvcr",
+                bin().display()
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        line.contains("complete") && line.trim_end().ends_with("kvcr"),
+        "{line}"
+    );
+}
+
+#[test]
+fn completions_for_every_shell_name_the_subcommands() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let (code, script, err) = run(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}: {err}");
+        for sub in ["audit", "import", "explain", "schema", "completions"] {
+            assert!(script.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+    let (code, _, _) = run(&["completions", "tcsh"]);
+    assert_eq!(code, 2);
+}

@@ -1,0 +1,159 @@
+//! Runs `kvcr audit --format json` on every fixture and compares the report
+//! with the committed `expected.json` (root path and clock-dependent ages
+//! normalised), then checks the exit status and the codes the case names.
+//! `KVCR_BLESS=1 cargo test --test it fixtures::` rewrites the expected reports.
+
+use crate::util::{codes, kvcr, repo};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fixtures_dir() -> PathBuf {
+    repo().join("fixtures")
+}
+
+/// Replaces the resolved root and clock-dependent ages with stable tokens.
+fn normalise(mut v: Value, root: &str) -> Value {
+    fn walk(v: &mut Value, root: &str) {
+        match v {
+            Value::String(s) => {
+                if s.contains(root) {
+                    *s = s.replace(root, "<ROOT>");
+                }
+                if let Some(i) = s.find("sealed ") {
+                    if let Some(j) = s[i..].find(" ago") {
+                        s.replace_range(i..i + j + 4, "sealed <AGE> ago");
+                    }
+                }
+                if s.starts_with("age ") && s.ends_with(" s") {
+                    *s = "age <AGE> s".into();
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, root)),
+            Value::Object(o) => o.values_mut().for_each(|x| walk(x, root)),
+            _ => {}
+        }
+    }
+    walk(&mut v, root);
+    if v.get("host").is_some_and(|h| h.is_string()) {
+        v["host"] = Value::String("<HOST>".into());
+    }
+    // The clock (generated_unix_ms, age_ms) and the version move on their own.
+    let mut v = kvcr::testkit::without_clock(v);
+    if v.get("kvcr_version").is_some_and(|h| h.is_string()) {
+        v["kvcr_version"] = Value::String("<VERSION>".into());
+    }
+    v
+}
+
+fn run_case(dir: &Path) -> Result<(), String> {
+    let case: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("case.json")).unwrap()).unwrap();
+    let args: Vec<String> = case["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let before = kvcr::testkit::snapshot(&dir.join("inventory"));
+    let out = kvcr()
+        .current_dir(dir)
+        .args(["audit", "inventory", "--format", "json"])
+        .args(&args)
+        .output()
+        .unwrap();
+    let after = kvcr::testkit::snapshot(&dir.join("inventory"));
+    if before != after {
+        return Err("the inventory changed during the audit".into());
+    }
+    let stdout = String::from_utf8(out.stdout).map_err(|e| e.to_string())?;
+    let report: Value = serde_json::from_str(&stdout)
+        .map_err(|e| format!("not one JSON document: {e}\n{stdout}"))?;
+    let root = std::fs::canonicalize(dir.join("inventory")).unwrap();
+    let report = normalise(report, &root.display().to_string());
+
+    let want_exit = case["exit"].as_i64().unwrap() as i32;
+    let got_exit = out.status.code().unwrap_or(-1);
+    if got_exit != want_exit {
+        return Err(format!("exit {got_exit}, expected {want_exit}\n{stdout}"));
+    }
+    let codes = codes(&report);
+    for c in case["codes"].as_array().unwrap() {
+        let c = c.as_str().unwrap();
+        if !codes.iter().any(|x| x == c) {
+            return Err(format!("code {c} missing from the report; found {codes:?}"));
+        }
+    }
+    // Exit 0 exactly when every group is accepted.
+    let all_accept = report["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|g| g["verdict"] == "accept");
+    if (got_exit == 0) != (all_accept && !report["groups"].as_array().unwrap().is_empty()) {
+        return Err("exit status disagrees with the group verdicts".into());
+    }
+
+    let expected_path = dir.join("expected.json");
+    if std::env::var_os("KVCR_BLESS").is_some() {
+        let mut text = serde_json::to_string_pretty(&report).unwrap();
+        text.push('\n');
+        std::fs::write(&expected_path, text).unwrap();
+        return Ok(());
+    }
+    let expected: Value = serde_json::from_slice(
+        &std::fs::read(&expected_path).map_err(|e| format!("{}: {e}", expected_path.display()))?,
+    )
+    .unwrap();
+    if expected != report {
+        return Err(format!(
+            "report differs from expected.json\n--- got ---\n{}",
+            serde_json::to_string_pretty(&report).unwrap()
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_fixture_matches_its_expected_report() {
+    let mut failures = Vec::new();
+    let mut n = 0;
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("case.json").exists())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        n += 1;
+        if let Err(e) = run_case(&dir) {
+            failures.push(format!("{}: {e}", dir.display()));
+        }
+    }
+    assert!(n >= 20, "expected the fixture set, found {n} cases");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn every_non_live_code_has_a_fixture_or_runtime_case() {
+    // Codes that git cannot hold are built at run time in tests/it/hostile.rs.
+    let runtime = ["KV003", "KV004", "KV005"];
+    let mut covered: Vec<String> = runtime.iter().map(|s| s.to_string()).collect();
+    for e in std::fs::read_dir(fixtures_dir()).unwrap() {
+        let p = e.unwrap().path().join("case.json");
+        if let Ok(b) = std::fs::read(&p) {
+            let v: Value = serde_json::from_slice(&b).unwrap();
+            for c in v["codes"].as_array().unwrap() {
+                covered.push(c.as_str().unwrap().to_string());
+            }
+        }
+    }
+    for code in kvcr::finding::Code::ALL {
+        let live_only = matches!(code.as_str(), "KV109" | "KV110");
+        if !live_only {
+            assert!(
+                covered.iter().any(|c| c == code.as_str()),
+                "no fixture produces {code}"
+            );
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! kvcr's integration tests: one test binary (linking the crate once, not
+//! once per file), one module per former `tests/NAME.rs`, so a test keeps
+//! its old name as `NAME::test` (`cargo test --test it fleet::`).
+//! Shared helpers, and the one environment every kvcr command starts from,
+//! are in [`util`]. The tests run as threads of one process: a test must not
+//! change process-wide state (environment, current directory, signal
+//! dispositions, inheritable file descriptors); see `util`.
+
+mod util;
+
+mod adversarial;
+mod architecture;
+mod cli_output;
+mod cli_terminal;
+mod edges;
+mod examine;
+mod explain;
+mod fakecuda;
+mod fixtures;
+mod fleet;
+mod format_refs;
+mod headline;
+mod hostile;
+mod import_cli;
+mod import_pidfd;
+mod json_report;
+mod json_schema;
+mod live;
+mod man;
+mod packaging;
+mod parallel;
+mod prometheus;
+mod props;
+mod race;
+mod review3_attacks;
+mod review4_attacks;
+mod review_attacks;
+mod version;
+mod writer;

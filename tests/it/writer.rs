@@ -1,0 +1,243 @@
+//! The writer side (docs/format.md §3.5): `kvcr seal`, `kvcr digest`, the
+//! Rust API and the Python recipe of the format document, each checked by
+//! auditing what it wrote.
+
+use crate::util::{audit_json, kvcr};
+use kvcr::testkit::{to_bytes, Desc};
+use serde_json::Value;
+use std::fs;
+use std::path::Path;
+
+fn copy_fixture(name: &str, to: &Path) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("inventory");
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_hand_edited_descriptor_sealed_audits_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_fixture("accept-tp4", dir.path());
+    assert_eq!(audit_json(dir.path(), &[]).0, 0);
+    // Edit rank 1 by hand: a new model revision in every rank, one of them
+    // rewritten compactly with the members in another order.
+    for r in 0..4 {
+        let p = dir.path().join(format!("rank-{r}.json"));
+        let mut v: Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+        v["model"]["revision"] = Value::from("abcdef12");
+        let text = if r == 1 {
+            let mut o = v.as_object().unwrap().clone();
+            let d = o.shift_remove("digest").unwrap();
+            let mut sorted: serde_json::Map<String, Value> = serde_json::Map::new();
+            sorted.insert("digest".into(), d);
+            sorted.extend(o);
+            serde_json::to_vec(&Value::Object(sorted)).unwrap()
+        } else {
+            to_bytes(&v)
+        };
+        fs::write(&p, text).unwrap();
+    }
+    let (code, report) = audit_json(dir.path(), &[]);
+    assert_eq!(code, 1);
+    assert!(report.to_string().contains("KV008"));
+    let files: Vec<_> = (0..4)
+        .map(|r| dir.path().join(format!("rank-{r}.json")))
+        .collect();
+    let out = kvcr().arg("seal").args(&files).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.matches("sealed ").count(), 4, "{stdout}");
+    let (code, report) = audit_json(dir.path(), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(names(dir.path()).len(), 4, "no staging file left behind");
+    // The member order of the compact file is kept; the digest stays first.
+    let v: Value = serde_json::from_slice(&fs::read(&files[1]).unwrap()).unwrap();
+    assert_eq!(v.as_object().unwrap().keys().next().unwrap(), "digest");
+    // Sealing again changes nothing.
+    let before = fs::read(&files[2]).unwrap();
+    let out = kvcr().arg("seal").arg(&files[2]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("already sealed"));
+    assert_eq!(fs::read(&files[2]).unwrap(), before);
+    // kvcr digest prints what the file now carries.
+    let out = kvcr().arg("digest").arg(&files[1]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        v["digest"].as_str().unwrap()
+    );
+}
+
+#[test]
+fn refused_files_are_left_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = d.join("rank-0.json");
+    let mut v = Desc::new("e", 0, 2, 1).value();
+    v["digest"] = Value::from("sha256:stale");
+    fs::write(&good, to_bytes(&v)).unwrap();
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("not-json.json", b"{\"schema\": ".to_vec()),
+        ("dup-key.json", br#"{"rank": 0, "rank": 1}"#.to_vec()),
+        ("too-large.json", vec![b' '; 2 * 1024 * 1024]),
+    ];
+    let mut schema_bad = Desc::new("e", 1, 2, 1).value();
+    schema_bad["epoch"] = Value::from(0);
+    cases.push(("schema.json", to_bytes(&schema_bad)));
+    for (name, bytes) in &cases {
+        fs::write(d.join(name), bytes).unwrap();
+    }
+    std::os::unix::fs::symlink("rank-0.json", d.join("link.json")).unwrap();
+    // Replacing one name of a hard-linked file would leave the other stale.
+    let mut linked = Desc::new("e", 1, 2, 1).value();
+    linked["digest"] = Value::from("sha256:stale");
+    fs::write(d.join("linked.json"), to_bytes(&linked)).unwrap();
+    fs::hard_link(d.join("linked.json"), d.join("linked-too.json")).unwrap();
+    let before = kvcr::testkit::snapshot(d);
+    let mut refused: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    refused.push("link.json");
+    refused.push("linked.json");
+    for name in &refused {
+        // Alone, and beside a file that could be sealed: nothing is written.
+        for with_good in [false, true] {
+            let mut cmd = kvcr();
+            cmd.arg("seal");
+            if with_good {
+                cmd.arg(&good);
+            }
+            let out = cmd.arg(d.join(name)).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+            assert!(stderr.contains(name), "{name}: {stderr}");
+            assert!(stderr.contains("no file was written"), "{stderr}");
+            assert_eq!(kvcr::testkit::snapshot(d), before, "{name} touched");
+        }
+        let out = kvcr().arg("digest").arg(d.join(name)).output().unwrap();
+        // digest reads any JSON object: only the schema and hard-link cases print one.
+        let expect = if ["schema.json", "linked.json"].contains(name) {
+            0
+        } else {
+            1
+        };
+        assert_eq!(out.status.code(), Some(expect), "digest {name}");
+    }
+    assert!(fs::symlink_metadata(d.join("link.json"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A file that does not exist is "could not run", exit 2.
+    let out = kvcr()
+        .arg("seal")
+        .arg(d.join("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = kvcr()
+        .arg("digest")
+        .arg(d.join("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(kvcr::testkit::snapshot(d), before);
+}
+
+#[test]
+fn the_rust_api_writes_an_inventory_that_audits_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    for rank in 0..4 {
+        let v = Desc::new("api-group", rank, 2, 2).value();
+        let p = kvcr::writer::write_rank(dir.path(), &v).unwrap();
+        assert_eq!(p.file_name().unwrap(), format!("rank-{rank}.json").as_str());
+    }
+    assert_eq!(
+        names(dir.path()),
+        ["rank-0.json", "rank-1.json", "rank-2.json", "rank-3.json"]
+    );
+    let (code, report) = audit_json(dir.path(), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["groups"][0]["engine_id"], "api-group");
+}
+
+/// The Python block of docs/format.md §3.5, verbatim.
+fn python_recipe() -> String {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/format.md")).unwrap();
+    let start = doc
+        .find("```python\n")
+        .expect("a python block in docs/format.md")
+        + 10;
+    let len = doc[start..].find("```").unwrap();
+    doc[start..start + len].to_string()
+}
+
+#[test]
+fn the_python_recipe_writes_an_inventory_that_audits_clean() {
+    let recipe = python_recipe();
+    assert!(recipe.contains("def write_rank"), "{recipe}");
+    let have_python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_python {
+        eprintln!("skipped: python3 is not installed, so the Python recipe cannot run");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inventory");
+    fs::create_dir(&inv).unwrap();
+    let values: Vec<Value> = (0..2)
+        .map(|r| {
+            let mut v = Desc::new("py-group", r, 2, 1).value();
+            // Text the canonical form must escape, and non-ASCII it must not.
+            v["model"]["name"] = Value::from("modèle \"q\"\\/\u{1}");
+            v
+        })
+        .collect();
+    let input = dir.path().join("values.json");
+    fs::write(&input, serde_json::to_vec(&values).unwrap()).unwrap();
+    let script = format!(
+        "{recipe}\nimport sys\nfor obj in json.load(open(sys.argv[1])):\n    write_rank(sys.argv[2], obj)\n"
+    );
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&script)
+        .arg(&input)
+        .arg(&inv)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(names(&inv), ["rank-0.json", "rank-1.json"]);
+    let (code, report) = audit_json(&inv, &[]);
+    assert_eq!(code, 0, "{report:#}");
+    // Python and kvcr agree on the digest.
+    let out = kvcr()
+        .arg("digest")
+        .arg(inv.join("rank-1.json"))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&fs::read(inv.join("rank-1.json")).unwrap()).unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), v["digest"]);
+}
