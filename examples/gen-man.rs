@@ -3,6 +3,9 @@
 //! completions/*; `tests/it/man.rs` checks both). With a DIR argument, writes
 //! the pages to DIR and the completions to DIR/completions.
 
+#[path = "../tests/it/util/man.rs"]
+mod man;
+
 fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let arg = std::env::args_os().nth(1).map(std::path::PathBuf::from);
@@ -10,10 +13,10 @@ fn main() {
     let completions = arg
         .map(|d| d.join("completions"))
         .unwrap_or_else(|| root.join("completions"));
-    let written = kvcr::man::write_all(&man)
+    let written = man::write_all(&man)
         .map_err(|e| (man.clone(), e))
         .and_then(|mut p| {
-            kvcr::man::write_completions(&completions)
+            man::write_completions(&completions)
                 .map(|c| {
                     p.extend(c);
                     p

@@ -15,7 +15,6 @@ pub mod finding;
 pub mod import;
 pub(crate) mod input;
 pub mod inventory;
-pub mod man;
 pub mod merge;
 pub mod node;
 pub mod pipeline;

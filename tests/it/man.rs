@@ -11,9 +11,9 @@ fn man_dir() -> PathBuf {
 #[test]
 fn committed_pages_match_the_cli() {
     if std::env::var_os("KVCR_BLESS").is_some() {
-        kvcr::man::write_all(&man_dir()).unwrap();
+        crate::util::man::write_all(&man_dir()).unwrap();
     }
-    let pages = kvcr::man::pages();
+    let pages = crate::util::man::pages();
     let mut failures = Vec::new();
     for p in &pages {
         let path = man_dir().join(&p.file_name);
@@ -40,7 +40,7 @@ fn committed_pages_match_the_cli() {
 #[test]
 fn one_page_per_visible_subcommand() {
     use clap::CommandFactory;
-    let names: Vec<String> = kvcr::man::pages()
+    let names: Vec<String> = crate::util::man::pages()
         .into_iter()
         .map(|p| p.file_name)
         .collect();
@@ -56,7 +56,7 @@ fn one_page_per_visible_subcommand() {
 
 #[test]
 fn hand_written_sections_are_there() {
-    for p in kvcr::man::pages() {
+    for p in crate::util::man::pages() {
         let t = &p.text;
         for s in [
             ".SH NAME",
@@ -68,7 +68,7 @@ fn hand_written_sections_are_there() {
         }
         assert!(t.contains(".SH EXAMPLES"), "{}: no EXAMPLES", p.file_name);
     }
-    let top = &kvcr::man::pages()[0];
+    let top = &crate::util::man::pages()[0];
     assert_eq!(top.file_name, "kvcr.1");
     for s in [".SH FILES", ".SH ENVIRONMENT"] {
         assert!(top.text.contains(s), "kvcr.1: no {s}");
@@ -124,9 +124,9 @@ fn man_renders_the_top_page() {
 fn committed_completions_match_the_cli() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("completions");
     if std::env::var_os("KVCR_BLESS").is_some() {
-        kvcr::man::write_completions(&dir).unwrap();
+        crate::util::man::write_completions(&dir).unwrap();
     }
-    let scripts = kvcr::man::completions();
+    let scripts = crate::util::man::completions();
     assert_eq!(scripts.len(), 3);
     for (name, script) in scripts {
         let committed = std::fs::read(dir.join(name)).unwrap_or_default();
@@ -144,7 +144,7 @@ fn committed_completions_match_the_cli() {
 
 #[test]
 fn synopsis_names_every_option_value() {
-    let page = kvcr::man::pages()
+    let page = crate::util::man::pages()
         .into_iter()
         .find(|p| p.file_name == "kvcr-import.1")
         .unwrap();

@@ -11,6 +11,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod man;
 pub mod samples;
 
 use assert_cmd::Command;

@@ -2,14 +2,16 @@
 //! clap definitions (clap_mangen) with hand-written EXIT STATUS, FILES,
 //! ENVIRONMENT, EXAMPLES and SEE ALSO sections.
 //!
-//! The pages are committed; `tests/man.rs` fails when they drift from what
-//! the CLI generates. Regenerate with `cargo run --example gen-man`.
+//! The pages are committed; `tests/it/man.rs` fails when they drift from
+//! what the CLI generates. Regenerate with `cargo run --example gen-man`
+//! (which includes this file). It lives with the tests, not in the library,
+//! so clap_mangen is a dev-dependency: the shipped binary never renders roff.
 
-use crate::cli::Cli;
-use crate::exit;
 use clap::CommandFactory;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
+use kvcr::cli::Cli;
+use kvcr::exit;
 use std::io;
 use std::path::{Path, PathBuf};
 
