@@ -10,10 +10,13 @@
 //! counts that no other load disturbs:
 //! KVCR_BENCH_ITERS=100 valgrind --tool=callgrind target/release/deps/parse-*
 
+#[path = "../tests/it/util/testkit.rs"]
+mod testkit;
+
 use kvcr::descriptor::parse::parse_general;
 use kvcr::descriptor::{canon, json, parse_descriptor_with};
-use kvcr::testkit::Desc;
 use std::hint::black_box;
+use testkit::Desc;
 
 /// This thread's CPU time in ns.
 fn cpu_ns() -> u128 {

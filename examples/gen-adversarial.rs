@@ -8,8 +8,11 @@
 //!
 //! Usage: cargo run --release --example gen-adversarial -- copies|wide DIR N
 
-use kvcr::testkit::{put, Desc};
+#[path = "../tests/it/util/testkit.rs"]
+mod testkit;
+
 use std::path::PathBuf;
+use testkit::{put, Desc};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -8,8 +8,11 @@
 //! sees what a node with many engines would hold. Groups differ in
 //! engine_id and GPU UUIDs; every group is accepted by `kvcr audit`.
 
-use kvcr::testkit::{seal, to_bytes, Desc};
+#[path = "../tests/it/util/testkit.rs"]
+mod testkit;
+
 use std::path::PathBuf;
+use testkit::{seal, to_bytes, Desc};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

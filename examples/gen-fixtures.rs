@@ -5,9 +5,12 @@
 //!
 //! Usage: cargo run --example gen-fixtures [-- OUT_DIR]   (default: fixtures)
 
-use kvcr::testkit::{self, put, put_group, to_bytes, Desc, INCARNATION_B};
+#[path = "../tests/it/util/testkit.rs"]
+mod testkit;
+
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use testkit::{put, put_group, to_bytes, Desc, INCARNATION_B};
 
 struct Case {
     name: &'static str,

@@ -22,6 +22,9 @@
 //!   is gone (`cuMemGetAddressRange` fails in the still-live context).
 //!   Exit 0 when every byte matches and everything was released.
 
+#[path = "../tests/it/util/testkit.rs"]
+mod testkit;
+
 use cudarc::driver::sys;
 use kvcr::import::{self, cuda::CudaBackend, Ledger, Outcome, Plan, Resource};
 use serde_json::json;
@@ -388,10 +391,10 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
                 "geometry": d["geometry"],
             });
         }
-        kvcr::testkit::seal(&mut d);
+        testkit::seal(&mut d);
         write_private(
             &inv.join(format!("rank-{rank}.json")),
-            &kvcr::testkit::to_bytes(&d),
+            &testkit::to_bytes(&d),
         )?;
         expected.insert(rank.to_string(), bytes);
     }

@@ -24,10 +24,17 @@ pub mod report;
 pub mod schema;
 pub mod seal;
 pub mod settings;
-pub mod testkit;
 pub mod timefmt;
 pub mod verdict;
 pub mod version;
 pub mod writer;
 
 pub use version::VERSION;
+
+// The test builders are dev-only (tests/it/util/testkit.rs); the unit tests
+// include the same file, which names this crate `kvcr`.
+#[cfg(test)]
+extern crate self as kvcr;
+#[cfg(test)]
+#[path = "../tests/it/util/testkit.rs"]
+mod testkit;

@@ -9,9 +9,12 @@
 //! order of the files.
 #![no_main]
 
+#[path = "../../tests/it/util/testkit.rs"]
+mod testkit;
+
 use kvcr::descriptor::parse_descriptor;
 use kvcr::profile::{parse_profile, ProfileError};
-use kvcr::testkit::{Desc, INCARNATION_B};
+use testkit::{Desc, INCARNATION_B};
 use kvcr::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;

@@ -4,8 +4,8 @@
 //! code, the verdict, the exit status and, where it matters, the headline.
 
 use crate::util::fleet::{merge_reports, node_report, write_reports};
+use crate::util::testkit::{self, put, put_group, Desc, INCARNATION_B};
 use crate::util::{audit_json, can_unshare_mounts, codes, findings, fixtures_live, has, kvcr};
-use kvcr::testkit::{self, put, put_group, Desc, INCARNATION_B};
 use serde_json::{json, Value};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -117,7 +117,7 @@ fn verbose_does_not_change_the_json_document() {
     let strip_host = |s: &str| {
         let mut v: serde_json::Value = serde_json::from_str(s).unwrap();
         v["host"] = serde_json::Value::Null;
-        kvcr::testkit::without_clock(v)
+        crate::util::testkit::without_clock(v)
     };
     assert_eq!(strip_host(&plain), strip_host(&verbose));
 }

@@ -7,8 +7,8 @@
 //! 7 s there, most of it creating the files); `KVCR_EDGE_ENTRIES=100000`
 //! runs the full size.
 
+use crate::util::testkit::{put, seal, to_bytes, Desc};
 use crate::util::*;
-use kvcr::testkit::{put, seal, to_bytes, Desc};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -329,9 +329,9 @@ fn writable_directory_between_root_and_descriptor() {
         assert_eq!(exit, 0, "{r:#}");
         std::fs::set_permissions(t.path().join("a/b"), std::fs::Permissions::from_mode(mode))
             .unwrap();
-        let before = kvcr::testkit::snapshot(t.path());
+        let before = crate::util::testkit::snapshot(t.path());
         let (exit, r) = audit_json(t.path(), &[]);
-        assert_eq!(kvcr::testkit::snapshot(t.path()), before);
+        assert_eq!(crate::util::testkit::snapshot(t.path()), before);
         assert_eq!(exit, 1, "{mode:o}");
         assert_unsafe_between(&r, "a/b", "writable by group/others");
         let own = r["files"]

@@ -225,7 +225,8 @@ impl Scenario {
         let (mut ipc, mut fabric) = (Vec::new(), Vec::new());
         for (rank, list) in plan.iter().enumerate() {
             let mut v =
-                kvcr::testkit::Desc::new("fake-engine", rank as u64, ranks as u64, 1).value();
+                crate::util::testkit::Desc::new("fake-engine", rank as u64, ranks as u64, 1)
+                    .value();
             v["node"] = json!({"hostname": host, "boot_id": boot});
             v["gpu_uuid"] = json!(gpu(rank));
             v["owner"] = json!({"pid": pid, "start_ticks": ticks});
@@ -254,20 +255,24 @@ impl Scenario {
                 })
                 .collect();
             v["allocations"] = Value::Array(items);
-            kvcr::testkit::seal(&mut v);
+            crate::util::testkit::seal(&mut v);
             let p = inv.join(format!("rank-{rank}.json"));
-            std::fs::write(&p, kvcr::testkit::to_bytes(&v)).unwrap();
+            std::fs::write(&p, crate::util::testkit::to_bytes(&v)).unwrap();
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
         std::fs::set_permissions(&inv, std::fs::Permissions::from_mode(0o700)).unwrap();
         // Import requires the declared profile (docs/format.md §8.9).
-        let mut profile =
-            kvcr::testkit::profile(&kvcr::testkit::Desc::new("fake-engine", 0, ranks as u64, 1));
+        let mut profile = crate::util::testkit::profile(&crate::util::testkit::Desc::new(
+            "fake-engine",
+            0,
+            ranks as u64,
+            1,
+        ));
         profile["gpus"] = json!((0..ranks).map(gpu).collect::<Vec<_>>());
         profile["geometry"] = json!({"num_layers": 1, "kv_heads_per_rank": 1, "head_size": 64,
             "block_size": 16, "num_blocks": 16, "dtype": "float16", "use_mla": false});
         let profile_path = dir.path().join("profile.json");
-        std::fs::write(&profile_path, kvcr::testkit::to_bytes(&profile)).unwrap();
+        std::fs::write(&profile_path, crate::util::testkit::to_bytes(&profile)).unwrap();
         let gpu_list: Vec<String> = (0..gpus).map(gpu).collect();
         let env = vec![
             ("KVCR_PROFILE".into(), profile_path.display().to_string()),

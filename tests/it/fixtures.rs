@@ -38,7 +38,7 @@ fn normalise(mut v: Value, root: &str) -> Value {
         v["host"] = Value::String("<HOST>".into());
     }
     // The clock (generated_unix_ms, age_ms) and the version move on their own.
-    let mut v = kvcr::testkit::without_clock(v);
+    let mut v = crate::util::testkit::without_clock(v);
     if v.get("kvcr_version").is_some_and(|h| h.is_string()) {
         v["kvcr_version"] = Value::String("<VERSION>".into());
     }
@@ -54,14 +54,14 @@ fn run_case(dir: &Path) -> Result<(), String> {
         .iter()
         .map(|a| a.as_str().unwrap().to_string())
         .collect();
-    let before = kvcr::testkit::snapshot(&dir.join("inventory"));
+    let before = crate::util::testkit::snapshot(&dir.join("inventory"));
     let out = kvcr()
         .current_dir(dir)
         .args(["audit", "inventory", "--format", "json"])
         .args(&args)
         .output()
         .unwrap();
-    let after = kvcr::testkit::snapshot(&dir.join("inventory"));
+    let after = crate::util::testkit::snapshot(&dir.join("inventory"));
     if before != after {
         return Err("the inventory changed during the audit".into());
     }

@@ -3,8 +3,8 @@
 //! each report is what tells nodes apart, so tests set it per "node" (the
 //! launcher test uses real UTS namespaces where the kernel allows).
 
+use crate::util::testkit::{put, Desc, INCARNATION_B};
 use crate::util::*;
-use kvcr::testkit::{put, Desc, INCARNATION_B};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -284,11 +284,11 @@ fn machines(names: &[&str]) -> Option<Machines> {
             v["node"] = serde_json::json!({"hostname": name, "boot_id": boot_id.trim()});
             v["owner"] = serde_json::json!({"pid": pid, "start_ticks": ticks});
             v["created_unix_ms"] = kvcr::node::now_unix_ms().into();
-            kvcr::testkit::seal(&mut v);
+            crate::util::testkit::seal(&mut v);
             put(
                 &dir.join("inventory"),
                 &format!("rank-{rank}.json"),
-                &kvcr::testkit::to_bytes(&v),
+                &crate::util::testkit::to_bytes(&v),
             );
         }
         let profile = serde_json::json!({"schema": "kvcr.profile/v1", "engine_id": "llama3-405b-fleet",

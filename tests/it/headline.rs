@@ -317,8 +317,8 @@ fn every_fixture_fits_80_and_120_columns() {
 #[test]
 fn missing_ranks_stay_one_row_per_run() {
     let t = tempfile::tempdir().unwrap();
-    let d = kvcr::testkit::Desc::new("big", 0, 4096, 1);
-    kvcr::testkit::put(t.path(), "rank-0.json", &d.bytes());
+    let d = crate::util::testkit::Desc::new("big", 0, 4096, 1);
+    crate::util::testkit::put(t.path(), "rank-0.json", &d.bytes());
     let out = kvcr()
         .env("COLUMNS", "80")
         .arg("audit")
@@ -334,8 +334,8 @@ fn missing_ranks_stay_one_row_per_run() {
 fn write_report(dir: &Path, ranks: std::ops::Range<u64>, local: &str, host: &str) -> PathBuf {
     let inv = dir.join(format!("inv-{host}-{local}"));
     for rank in ranks {
-        let d = kvcr::testkit::Desc::new("fleet-a", rank, 4, 1);
-        kvcr::testkit::put(&inv, &format!("rank-{rank}.json"), &d.bytes());
+        let d = crate::util::testkit::Desc::new("fleet-a", rank, 4, 1);
+        crate::util::testkit::put(&inv, &format!("rank-{rank}.json"), &d.bytes());
     }
     let (_, mut v) = audit_json(&inv, &["--local-ranks", local]);
     v["host"] = Value::String(host.into());
@@ -420,8 +420,8 @@ fn suggested_commands_quote_the_root_for_a_shell_and_escape_it_for_a_terminal() 
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("it's my\u{1b}[31m inv");
     for rank in 0..2 {
-        let d = kvcr::testkit::Desc::new("quote-a", rank, 2, 1);
-        kvcr::testkit::put(&root, &format!("rank-{rank}.json"), &d.bytes());
+        let d = crate::util::testkit::Desc::new("quote-a", rank, 2, 1);
+        crate::util::testkit::put(&root, &format!("rank-{rank}.json"), &d.bytes());
     }
     let (code, v) = audit_json(&root, &[]);
     assert_eq!(code, 0, "{v:#}");

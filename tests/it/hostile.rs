@@ -1,8 +1,8 @@
 //! Hostile inventories that git cannot hold, built at run time: every one
 //! gives findings, never a panic, a hang or a change to the inventory.
 
+use crate::util::testkit::{put, put_group, snapshot, Desc};
 use crate::util::*;
-use kvcr::testkit::{put, put_group, snapshot, Desc};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -321,7 +321,7 @@ fn a_superseded_descriptors_own_problems_are_listed_as_notices() {
     let t = tempfile::tempdir().unwrap();
     put_group(t.path(), "old", &Desc::new("hostile-a", 0, 2, 1));
     let mut new = Desc::new("hostile-a", 0, 2, 1);
-    new.incarnation = kvcr::testkit::INCARNATION_B.into();
+    new.incarnation = crate::util::testkit::INCARNATION_B.into();
     new.epoch = 2;
     put_group(t.path(), "new", &new);
     std::fs::set_permissions(

@@ -4,8 +4,8 @@
 //! log shows every acquire and release. Also: dry run on a shipped fixture,
 //! no driver → exit 2, and real SIGINT/SIGTERM.
 
+use crate::util::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use crate::util::{kvcr, kvcr_std, signal, wait_for};
-use kvcr::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -4,11 +4,11 @@
 //! and profile mutations kvcr rejects as schema errors must fail the schema
 //! too, and variants kvcr accepts must pass it.
 
+use crate::util::testkit::{seal, to_bytes, Desc};
 use crate::util::{kvcr, repo};
 use kvcr::descriptor::parse_descriptor;
 use kvcr::finding::Code;
 use kvcr::schema::Kind;
-use kvcr::testkit::{seal, to_bytes, Desc};
 use serde_json::{json, Value};
 
 fn schema(k: Kind) -> Value {

@@ -6,9 +6,9 @@
 //! level; a few go through the CLI with `KVCR_NODE_FACTS`; the last ones use
 //! the real probe on this machine with child processes.
 
+use crate::util::testkit::{self, seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
 use crate::util::*;
 use kvcr::node::{self, Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};
-use kvcr::testkit::{self, seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
 use kvcr::verdict::{self, Context, Expectations, Judgement, Verdict};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

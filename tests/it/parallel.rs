@@ -3,9 +3,9 @@
 //! same bytes with one thread and with several (`KVCR_THREADS`), and the
 //! library gives the same candidates in the same order.
 
+use crate::util::testkit::{seal, to_bytes, Desc, INCARNATION_B};
 use crate::util::*;
 use kvcr::pipeline::{self, Options};
-use kvcr::testkit::{seal, to_bytes, Desc, INCARNATION_B};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -185,7 +185,7 @@ fn audit_bytes(root: &Path, threads: usize) -> (i32, Vec<u8>) {
         .unwrap();
     (
         out.status.code().unwrap_or(-1),
-        kvcr::testkit::without_clock_bytes(&out.stdout),
+        crate::util::testkit::without_clock_bytes(&out.stdout),
     )
 }
 
@@ -247,7 +247,7 @@ fn same_report_whatever_the_creation_order() {
     // Only the root differs (and the clock).
     let strip = |v: serde_json::Value, root: &Path| {
         let root = std::fs::canonicalize(root).unwrap().display().to_string();
-        let mut v = kvcr::testkit::without_clock(v);
+        let mut v = crate::util::testkit::without_clock(v);
         v.as_object_mut().unwrap().remove("root");
         let text = serde_json::to_string(&v).unwrap().replace(&root, "<ROOT>");
         serde_json::from_str::<serde_json::Value>(&text).unwrap()

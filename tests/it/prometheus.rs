@@ -267,7 +267,7 @@ fn textfile_is_written_atomically_and_never_inside_the_inventory() {
         std::fs::copy(e.path(), inv.path().join(e.file_name())).unwrap();
     }
     std::fs::create_dir(inv.path().join("sub")).unwrap();
-    let before = kvcr::testkit::snapshot(inv.path());
+    let before = crate::util::testkit::snapshot(inv.path());
     for target in ["kvcr.prom", "sub/kvcr.prom"] {
         let out = kvcr()
             .arg("audit")
@@ -280,7 +280,7 @@ fn textfile_is_written_atomically_and_never_inside_the_inventory() {
         assert!(out.stdout.is_empty());
         assert!(String::from_utf8_lossy(&out.stderr).contains("inside the inventory"));
     }
-    assert_eq!(kvcr::testkit::snapshot(inv.path()), before);
+    assert_eq!(crate::util::testkit::snapshot(inv.path()), before);
 }
 
 #[test]

@@ -10,8 +10,8 @@
 //! Bounded: by default at most 200 audits or 5 seconds per test.
 //! `KVCR_RACE_ITERS=N` and `KVCR_RACE_SECS=S` run longer.
 
+use crate::util::testkit::{put_group, Desc};
 use crate::util::*;
-use kvcr::testkit::{put_group, Desc};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -4,8 +4,8 @@
 
 use crate::util::fleet::{private, Fleet, FACTS};
 
+use crate::util::testkit::{self, Desc, BOOT_ID};
 use crate::util::{ends_by_itself, is_root, kvcr};
-use kvcr::testkit::{self, Desc, BOOT_ID};
 use serde_json::{json, Value};
 use std::path::Path;
 

@@ -5,8 +5,8 @@
 //! Each test states what kvcr did and what it must do.
 
 use crate::util::fleet::{merge_reports, node_report};
+use crate::util::testkit::{put, put_group, Desc};
 use crate::util::{audit_json, can_unshare_mounts, findings, fixtures_live, kvcr};
-use kvcr::testkit::{put, put_group, Desc};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -443,7 +443,7 @@ fn a_local_part_is_not_imported_without_proof_of_the_whole_group() {
     put(&inv, "rank-0.json", &d.bytes());
     // With the declared profile, so the refusal is the missing fleet proof.
     let profile = t.path().join("profile.json");
-    kvcr::testkit::put_profile(&profile, &d);
+    crate::util::testkit::put_profile(&profile, &d);
     let out = kvcr()
         .args(["import", "--local-ranks", "0", "--format", "json"])
         .arg(&inv)

@@ -2,8 +2,8 @@
 //! Rust API and the Python recipe of the format document, each checked by
 //! auditing what it wrote.
 
+use crate::util::testkit::{to_bytes, Desc};
 use crate::util::{audit_json, kvcr};
-use kvcr::testkit::{to_bytes, Desc};
 use serde_json::Value;
 use std::fs;
 use std::path::Path;
@@ -112,7 +112,7 @@ fn refused_files_are_left_byte_identical() {
     linked["digest"] = Value::from("sha256:stale");
     fs::write(d.join("linked.json"), to_bytes(&linked)).unwrap();
     fs::hard_link(d.join("linked.json"), d.join("linked-too.json")).unwrap();
-    let before = kvcr::testkit::snapshot(d);
+    let before = crate::util::testkit::snapshot(d);
     let mut refused: Vec<&str> = cases.iter().map(|c| c.0).collect();
     refused.push("link.json");
     refused.push("linked.json");
@@ -129,7 +129,7 @@ fn refused_files_are_left_byte_identical() {
             assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
             assert!(stderr.contains(name), "{name}: {stderr}");
             assert!(stderr.contains("no file was written"), "{stderr}");
-            assert_eq!(kvcr::testkit::snapshot(d), before, "{name} touched");
+            assert_eq!(crate::util::testkit::snapshot(d), before, "{name} touched");
         }
         let out = kvcr().arg("digest").arg(d.join(name)).output().unwrap();
         // digest reads any JSON object: only the schema and hard-link cases print one.
@@ -157,7 +157,7 @@ fn refused_files_are_left_byte_identical() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(kvcr::testkit::snapshot(d), before);
+    assert_eq!(crate::util::testkit::snapshot(d), before);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! forge fleet reports (review3_attacks, review4_attacks).
 
 use super::{fixtures_live, kvcr};
-use kvcr::testkit::{self, put, Desc, BOOT_ID, HOSTNAME};
+use crate::util::testkit::{self, put, Desc, BOOT_ID, HOSTNAME};
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,13 @@
 //! Builders for valid, sealed descriptors and inventories. Used by the
-//! fixture generator (`cargo run --example gen-fixtures`), the tests and the
-//! benchmark, so fixtures can be regenerated whenever the format changes.
-#![doc(hidden)]
+//! fixture generator (`cargo run --example gen-fixtures`), the tests, the
+//! library's unit tests, the benchmarks and a fuzz target, so fixtures can be
+//! regenerated whenever the format changes.
+//!
+//! Dev-only: it is not part of the library. Every user includes this one
+//! file (`#[path = ".../tests/it/util/testkit.rs"] mod testkit;`), and it
+//! names the library as `kvcr::` (the library's own tests see itself under
+//! that name through `extern crate self as kvcr` in `src/lib.rs`).
+#![allow(dead_code)]
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -89,7 +95,7 @@ impl Desc {
             })
             .collect();
         json!({
-            "schema": crate::descriptor::SCHEMA,
+            "schema": kvcr::descriptor::SCHEMA,
             "engine_id": self.engine_id,
             "incarnation": self.incarnation,
             "epoch": self.epoch,
@@ -131,7 +137,7 @@ pub fn profile(d: &Desc) -> Value {
     let v = d.value();
     let ws = d.tp * d.pp;
     json!({
-        "schema": crate::profile::PROFILE_SCHEMA,
+        "schema": kvcr::profile::PROFILE_SCHEMA,
         "engine_id": d.engine_id,
         "world_size": ws,
         "tp": d.tp,
@@ -160,7 +166,7 @@ pub fn seal(v: &mut Value) {
         o.remove("digest");
     }
     let bytes = serde_json::to_vec(v).expect("serialise");
-    let d = crate::descriptor::parse::compute_digest(&bytes).expect("valid json");
+    let d = kvcr::descriptor::parse::compute_digest(&bytes).expect("valid json");
     let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
     v.as_object_mut()
         .expect("object")
