@@ -66,6 +66,40 @@ pub struct CudaBackend {
     contexts: BTreeMap<i32, (cuda_ffi::CuDevice, cuda_ffi::Context, usize)>,
     /// The handle type of each imported handle (for the granularity query).
     handle_types: BTreeMap<u64, c_int>,
+    /// What this backend minted and has not released.
+    held: Held,
+}
+
+/// The resources a backend returned and has not released. The backend maps,
+/// inspects, frees and releases only these: a [`Resource`] is a plain value
+/// any code can write, so without this check safe code could hand
+/// `release` an address it never mapped and have the driver unmap it. The
+/// `SAFETY` comments below rely on it.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    live: std::collections::BTreeSet<Resource>,
+}
+
+impl Held {
+    /// Records a resource the driver just handed out and returns it.
+    pub(crate) fn mint(&mut self, r: Resource) -> Resource {
+        self.live.insert(r);
+        r
+    }
+
+    /// `Ok` when `r` was minted here and not forgotten since.
+    pub(crate) fn check(&self, r: &Resource) -> Result<(), BackendError> {
+        if self.live.contains(r) {
+            Ok(())
+        } else {
+            Err(format!("internal: {r} is not a resource this backend holds").into())
+        }
+    }
+
+    /// Drops `r` after it was released.
+    pub(crate) fn forget(&mut self, r: &Resource) {
+        self.live.remove(r);
+    }
 }
 
 fn call(e: CallError) -> BackendError {
@@ -92,6 +126,7 @@ impl CudaBackend {
             read_write: false,
             contexts: BTreeMap::new(),
             handle_types: BTreeMap::new(),
+            held: Held::default(),
         })
     }
 
@@ -161,13 +196,15 @@ impl Backend for CudaBackend {
         // every later step makes the context current itself (`enter`), so a
         // failure there is a recorded step failure and the ledger releases
         // the retain (a failed release is then reported, exit 4).
-        Ok((Device(v.ordinal), Resource::Context { device: v.ordinal }))
+        let r = Resource::Context { device: v.ordinal };
+        self.held.mint(r);
+        Ok((Device(v.ordinal), r))
     }
 
     fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError> {
         self.enter(dev.0)?;
         let ptr = self.drv.ipc_open(handle).map_err(call)?;
-        Ok(Resource::IpcMapping { device: dev.0, ptr })
+        Ok(self.held.mint(Resource::IpcMapping { device: dev.0, ptr }))
     }
 
     fn import_shareable(
@@ -196,10 +233,10 @@ impl Backend for CudaBackend {
             Handle::CudaIpc(_) => return Err("internal: cuda_ipc is not a shareable handle".into()),
         };
         self.handle_types.insert(h, ty);
-        Ok(Resource::Imported {
+        Ok(self.held.mint(Resource::Imported {
             device: dev.0,
             handle: h,
-        })
+        }))
     }
 
     fn reserve(
@@ -208,6 +245,7 @@ impl Backend for CudaBackend {
         imported: &Resource,
         size: u64,
     ) -> Result<Resource, BackendError> {
+        self.held.check(imported)?;
         self.enter(dev.0)?;
         let h = Self::handle_of(imported)?;
         let ty = self.handle_types.get(&h).copied().unwrap_or(0);
@@ -217,11 +255,11 @@ impl Backend for CudaBackend {
         let size = round_up(size, gran)
             .ok_or_else(|| format!("size {size} cannot be rounded to granularity {gran}"))?;
         let ptr = self.drv.address_reserve(size, gran).map_err(call)?;
-        Ok(Resource::Reservation {
+        Ok(self.held.mint(Resource::Reservation {
             device: dev.0,
             ptr,
             size,
-        })
+        }))
     }
 
     fn map(
@@ -230,6 +268,8 @@ impl Backend for CudaBackend {
         reservation: &Resource,
         imported: &Resource,
     ) -> Result<Resource, BackendError> {
+        self.held.check(reservation)?;
+        self.held.check(imported)?;
         self.enter(dev.0)?;
         let Resource::Reservation { ptr, size, .. } = *reservation else {
             return Err(format!("internal: cannot map into {reservation}").into());
@@ -238,14 +278,15 @@ impl Backend for CudaBackend {
         // SAFETY: the reservation and the handle are ledger entries this
         // backend made and has not released; the range is not mapped yet.
         unsafe { self.drv.map(ptr, size, h) }.map_err(call)?;
-        Ok(Resource::Mapping {
+        Ok(self.held.mint(Resource::Mapping {
             device: dev.0,
             ptr,
             size,
-        })
+        }))
     }
 
     fn set_access(&mut self, dev: Device, mapping: &Resource) -> Result<(), BackendError> {
+        self.held.check(mapping)?;
         self.enter(dev.0)?;
         let Resource::Mapping { ptr, size, .. } = *mapping else {
             return Err(format!("internal: cannot set access on {mapping}").into());
@@ -269,6 +310,7 @@ impl Backend for CudaBackend {
         offset: u64,
         size: u64,
     ) -> Result<Mapped, BackendError> {
+        self.held.check(mapping)?;
         self.enter(dev.0)?;
         let ptr = match *mapping {
             Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
@@ -296,6 +338,22 @@ impl Backend for CudaBackend {
     }
 
     fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
+        self.held.check(r)?;
+        let done = self.release_held(r);
+        // A context is minted once per retain (the same value each time):
+        // it stays held while a retain of ours is left on its device.
+        if done.is_ok()
+            && !matches!(*r, Resource::Context { device } if self.contexts.contains_key(&device))
+        {
+            self.held.forget(r);
+        }
+        done
+    }
+}
+
+impl CudaBackend {
+    /// Releases `r`, which [`Held::check`] found this backend holds.
+    fn release_held(&mut self, r: &Resource) -> Result<(), BackendError> {
         match *r {
             Resource::Context { device } => {
                 let (dev, _, count) = *self
@@ -343,6 +401,53 @@ impl Backend for CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_minted_resources_are_acted_on() {
+        let mut h = Held::default();
+        let m = Resource::Mapping {
+            device: 0,
+            ptr: 0x7f00_0000_0000,
+            size: 2 << 20,
+        };
+        // Made up by the caller, never handed out: refused.
+        let e = h.check(&m).unwrap_err();
+        assert!(
+            e.message.contains("is not a resource this backend holds"),
+            "{}",
+            e.message
+        );
+        assert_eq!(h.mint(m), m);
+        assert!(h.check(&m).is_ok());
+        // Same kind and device, another address or size: still refused.
+        for other in [
+            Resource::Mapping {
+                device: 0,
+                ptr: 0x7f00_0000_0000,
+                size: 4 << 20,
+            },
+            Resource::Mapping {
+                device: 0,
+                ptr: 0x7f00_0020_0000,
+                size: 2 << 20,
+            },
+            Resource::Mapping {
+                device: 1,
+                ptr: 0x7f00_0000_0000,
+                size: 2 << 20,
+            },
+            Resource::Reservation {
+                device: 0,
+                ptr: 0x7f00_0000_0000,
+                size: 2 << 20,
+            },
+        ] {
+            assert!(h.check(&other).is_err(), "{other}");
+        }
+        // Released once: a second release is refused, not passed to the driver.
+        h.forget(&m);
+        assert!(h.check(&m).is_err());
+    }
 
     #[test]
     fn granularity_rounding() {
