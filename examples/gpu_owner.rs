@@ -26,7 +26,7 @@
 mod testkit;
 
 use cudarc::driver::sys;
-use kvcr::import::{self, cuda::CudaBackend, Ledger, Outcome, Plan, Resource};
+use kvcr::internals::import::{self, cuda::CudaBackend, Ledger, Outcome, Plan, Resource};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -77,7 +77,7 @@ fn main() -> ExitCode {
 }
 
 fn init() -> R<i32> {
-    if !kvcr::import::cuda::driver_present() {
+    if !kvcr::internals::import::cuda::driver_present() {
         return Err("no NVIDIA driver (libcuda) on this machine".into());
     }
     // SAFETY: flags must be 0; libcuda is loaded by cudarc on first use
@@ -160,7 +160,7 @@ fn vmm_alloc(
         },
         "cuMemGetAllocationGranularity",
     )?;
-    let size = kvcr::import::cuda::round_up(size, gran as u64).ok_or("size overflow")?;
+    let size = kvcr::internals::import::cuda::round_up(size, gran as u64).ok_or("size overflow")?;
     let mut h = 0;
     // SAFETY: creates a physical allocation we own.
     ck(
@@ -205,14 +205,14 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
     }
     let ranks = want_ranks.unwrap_or(n).min(n).max(1);
     let pid = std::process::id() as i32;
-    let ticks = kvcr::import::pidfd::proc_start_ticks(pid)
+    let ticks = kvcr::internals::import::pidfd::proc_start_ticks(pid)
         .map_err(|e| e.to_string())?
         .ok_or("no /proc/self/stat")?;
     let hostname =
         std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(|e| e.to_string())?;
     let boot_id =
         std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map_err(|e| e.to_string())?;
-    let now_ms = kvcr::node::now_unix_ms();
+    let now_ms = kvcr::internals::node::now_unix_ms();
     let incarnation = uuid::Uuid::new_v4().to_string();
     std::fs::create_dir_all(inv).map_err(|e| e.to_string())?;
     std::fs::set_permissions(inv, std::fs::Permissions::from_mode(0o700))
@@ -448,10 +448,11 @@ fn check(inv: &Path, expect: &Path) -> R<()> {
     let expected: BTreeMap<String, BTreeMap<String, u8>> =
         serde_json::from_slice(&std::fs::read(expect).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
-    let inventory = kvcr::settings::Inventory::at(inv);
-    let probe = kvcr::node::real_probe()?;
-    let audited = kvcr::audit::audit(&inventory, Some(probe.as_ref()), false, true, false)
-        .map_err(|f| f.message)?;
+    let inventory = kvcr::internals::settings::Inventory::at(inv);
+    let probe = kvcr::internals::node::real_probe()?;
+    let audited =
+        kvcr::internals::audit::audit(&inventory, Some(probe.as_ref()), false, true, false)
+            .map_err(|f| f.message)?;
     let group = import::plan::select(&audited.run.judgement.groups, None)
         .map_err(|f| f.message)?
         .ok_or("no group")?;

@@ -112,7 +112,7 @@ pub fn refuse_inside_inventory(inv: &Inventory, path: &Path, what: &str) -> Resu
 /// Reads and parses every entry. Descriptors become candidates, with their
 /// allocations and handles when `opts` keeps them (what import needs);
 /// everything else becomes a file-level verdict. Both lists are in walk
-/// order, however many threads read ([`crate::pipeline`]).
+/// order, however many threads read (`crate::pipeline`).
 pub fn collect(
     root: &Path,
     progress: bool,

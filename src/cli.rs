@@ -144,16 +144,6 @@ fn parse_engine_id(s: &str) -> Result<String, String> {
 }
 
 /// `--max-age`: plain seconds or a number with the unit s, m, h or d, in seconds.
-///
-/// ```
-/// # use kvcr::cli::parse_age;
-/// assert_eq!(parse_age("90"), Ok(90));
-/// assert_eq!(parse_age("15m"), Ok(900));
-/// assert_eq!(parse_age("2h"), Ok(7200));
-/// assert_eq!(parse_age("1d"), Ok(86400));
-/// assert!(parse_age("1.5h").is_err());
-/// assert!(parse_age("-1").is_err());
-/// ```
 pub fn parse_age(s: &str) -> Result<u64, String> {
     let bad = || {
         format!("{s:?} is not an age: use seconds (300) or a number with s, m, h or d (5m, 2h, 1d)")
@@ -272,4 +262,19 @@ pub struct SchemaArgs {
     /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report or the ready file.
     #[arg(value_enum, value_name = "WHICH")]
     pub which: crate::schema::Kind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_take_units() {
+        assert_eq!(parse_age("90"), Ok(90));
+        assert_eq!(parse_age("15m"), Ok(900));
+        assert_eq!(parse_age("2h"), Ok(7200));
+        assert_eq!(parse_age("1d"), Ok(86400));
+        assert!(parse_age("1.5h").is_err());
+        assert!(parse_age("-1").is_err());
+    }
 }

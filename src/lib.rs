@@ -1,32 +1,53 @@
 //! kvcr: audit and all-or-nothing import of retained KV-cache inventories.
 //!
-//! Data flows one way: [`inventory`] → [`descriptor`] → ([`node`] facts) →
-//! [`verdict`] → [`report`]; [`import`] consumes an accepted verdict.
+//! Data flows one way: `inventory` (walk, open beneath the root) →
+//! [`descriptor`] (read and parse) → `node` facts → `verdict` (pure: facts
+//! in, verdicts out) → `report` (table, JSON, Prometheus); `import` plans an
+//! accepted group and runs it through its ledger and a backend. README.md's
+//! "Architecture" section maps every module.
+//!
+//! # Public surface
+//!
+//! The library is the `kvcr` binary's engine; what it exports on purpose:
+//!
+//! - [`descriptor`]: the strict descriptor reader ([`descriptor::parse_descriptor`]),
+//!   its types and the canonical digest;
+//! - [`profile`]: the deployment-profile reader;
+//! - [`writer`]: seal, digest and write descriptors (for sidecars in Rust);
+//! - [`finding`]: finding codes and findings; [`exit`]: exit statuses;
+//!   [`schema`]: the JSON Schemas of kvcr's documents; [`VERSION`];
+//! - [`run`] and [`command`]: the command line itself (src/main.rs, man
+//!   pages and completions).
+//!
+//! Everything else is `pub(crate)`, so the compiler reports what nothing
+//! uses. [`internals`] re-exports, item by item, the engine entry points the
+//! integration tests, fuzz targets, benchmarks and the GPU proof drive
+//! directly; it is not API and may change with any release.
 
-pub mod app;
-pub mod audit;
-pub mod cli;
-pub mod cuda_ffi;
+pub(crate) mod app;
+pub(crate) mod audit;
+pub(crate) mod cli;
+pub(crate) mod cuda_ffi;
 pub mod descriptor;
-pub mod error;
-pub mod examine;
+pub(crate) mod error;
+pub(crate) mod examine;
 pub mod exit;
 pub mod finding;
-pub mod import;
+pub(crate) mod import;
 pub(crate) mod input;
-pub mod inventory;
-pub mod merge;
-pub mod node;
-pub mod pipeline;
+pub(crate) mod inventory;
+pub(crate) mod merge;
+pub(crate) mod node;
+pub(crate) mod pipeline;
 pub mod profile;
-pub mod rankset;
-pub mod report;
+pub(crate) mod rankset;
+pub(crate) mod report;
 pub mod schema;
-pub mod seal;
-pub mod settings;
-pub mod timefmt;
-pub mod verdict;
-pub mod version;
+pub(crate) mod seal;
+pub(crate) mod settings;
+pub(crate) mod timefmt;
+pub(crate) mod verdict;
+pub(crate) mod version;
 pub mod writer;
 
 pub use version::VERSION;
@@ -38,3 +59,71 @@ extern crate self as kvcr;
 #[cfg(test)]
 #[path = "../tests/it/util/testkit.rs"]
 mod testkit;
+
+/// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
+/// returns its exit status (src/main.rs exits with it).
+pub fn run() -> i32 {
+    use clap::Parser;
+    app::run(cli::Cli::parse())
+}
+
+/// The command-line definition, for rendering man pages and completions.
+pub fn command() -> clap::Command {
+    <cli::Cli as clap::CommandFactory>::command()
+}
+
+/// Not API: engine entry points for `tests/it`, `fuzz/`, `benches/` and
+/// `examples/gpu_owner.rs` (the GPU proof). Listed item by item so that
+/// everything not named here stays crate-private and dead-code checked.
+#[doc(hidden)]
+pub mod internals {
+    pub mod audit {
+        pub use crate::audit::{audit, collect};
+    }
+    pub mod import {
+        pub use crate::import::{execute, Ledger, Outcome, Plan, Resource};
+        pub mod cuda {
+            pub use crate::import::cuda::{driver_present, round_up, CudaBackend};
+        }
+        pub mod pidfd {
+            pub use crate::import::pidfd::{proc_start_ticks, take_fd, PidfdError};
+        }
+        pub mod plan {
+            pub use crate::import::plan::select;
+        }
+    }
+    pub mod inventory {
+        pub use crate::inventory::resolve_root;
+    }
+    pub mod node {
+        pub use crate::node::{
+            gather, hostname, now_unix_ms, real_probe, Fact, FakeProbe, Gpus, LinuxProbe,
+            NodeFacts, NodeProbe,
+        };
+        pub mod facts_file {
+            pub use crate::node::facts_file::ENV;
+        }
+        pub mod proc {
+            pub use crate::node::proc::parse_stat;
+        }
+    }
+    pub mod pipeline {
+        pub use crate::pipeline::{collect, threads_from_env, Options};
+    }
+    pub mod report {
+        pub mod explain {
+            pub use crate::report::explain::{action, explain};
+        }
+        pub mod headline {
+            pub use crate::report::headline::{fill, Invocation};
+        }
+    }
+    pub mod settings {
+        pub use crate::settings::Inventory;
+    }
+    pub mod verdict {
+        pub use crate::verdict::{
+            judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict,
+        };
+    }
+}

@@ -18,7 +18,6 @@ use uuid::Uuid;
 /// One per-node report as read back (the subset merge needs).
 #[derive(Debug, Deserialize)]
 pub struct NodeReport {
-    pub schema: String,
     #[serde(default)]
     pub root: Option<String>,
     #[serde(default)]

@@ -50,7 +50,7 @@ pub struct Options {
 }
 
 /// `KVCR_THREADS` when it is a positive integer, else the number of CPUs
-/// this process may run on; at most [`MAX_THREADS`].
+/// this process may run on; at most `MAX_THREADS`.
 pub fn threads_from_env() -> usize {
     let asked = std::env::var(THREADS_ENV)
         .ok()

@@ -25,14 +25,6 @@ impl fmt::Debug for RankSet {
 
 impl RankSet {
     /// Parses `0-7`, `0-3,8-11`, `5`; spaces around items are allowed.
-    ///
-    /// ```
-    /// use kvcr::rankset::RankSet;
-    /// let r = RankSet::parse("0-3, 8-11").unwrap();
-    /// assert!(r.contains(9) && !r.contains(4));
-    /// assert_eq!(r.to_string(), "0-3,8-11");
-    /// assert!(RankSet::parse("7-0").is_err());
-    /// ```
     pub fn parse(s: &str) -> Result<RankSet, String> {
         let max = crate::descriptor::MAX_WORLD_SIZE;
         let num = |t: &str| -> Result<u64, String> {
@@ -155,11 +147,6 @@ pub fn format_runs(runs: &[(u64, u64)]) -> String {
 }
 
 /// `[0,1,2,5,7,8]` → `0-2,5,7-8`.
-///
-/// ```
-/// assert_eq!(kvcr::rankset::compress_ranks(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
-/// assert_eq!(kvcr::rankset::compress_ranks(&[]), "");
-/// ```
 pub fn compress_ranks(ranks: &[u64]) -> String {
     format_runs(&runs(ranks.iter().copied()))
 }
@@ -167,6 +154,21 @@ pub fn compress_ranks(ranks: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::RankSet;
+    use super::*;
+
+    #[test]
+    fn parse_examples() {
+        let r = RankSet::parse("0-3, 8-11").unwrap();
+        assert!(r.contains(9) && !r.contains(4));
+        assert_eq!(r.to_string(), "0-3,8-11");
+        assert!(RankSet::parse("7-0").is_err());
+    }
+
+    #[test]
+    fn compress_examples() {
+        assert_eq!(compress_ranks(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(compress_ranks(&[]), "");
+    }
 
     #[test]
     fn ranges_are_set_word_by_word() {

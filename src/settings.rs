@@ -21,7 +21,7 @@ pub struct Inventory {
     pub profile_path: Option<PathBuf>,
     /// The loaded profile and the flags that override it.
     pub expect: Expectations,
-    /// `KVCR_THREADS` (see [`crate::pipeline`]).
+    /// `KVCR_THREADS` (see `crate::pipeline`).
     pub threads: usize,
 }
 

@@ -1,11 +1,6 @@
 //! Unix milliseconds as UTC calendar time, without a clock or a time crate.
 
 /// `2025-11-30 07:10:25 UTC`; a time past year 9999 prints as milliseconds.
-///
-/// ```
-/// assert_eq!(kvcr::timefmt::utc(0), "1970-01-01 00:00:00 UTC");
-/// assert_eq!(kvcr::timefmt::utc(1_764_486_625_000), "2025-11-30 07:10:25 UTC");
-/// ```
 pub fn utc(ms: u64) -> String {
     let secs = ms / 1000;
     let days = secs / 86_400;
@@ -34,4 +29,15 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_examples() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_764_486_625_000), "2025-11-30 07:10:25 UTC");
+    }
 }

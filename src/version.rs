@@ -5,20 +5,12 @@
 /// (docs/format.md §9.4).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The git commit this binary was built from (12 hex digits), or `unknown`
-/// when it was not built from a git checkout.
-pub const GIT_COMMIT: &str = env!("KVCR_GIT_COMMIT");
-
-/// The build date, YYYY-MM-DD UTC (`SOURCE_DATE_EPOCH` when set).
-pub const BUILD_DATE: &str = env!("KVCR_BUILD_DATE");
-
-/// The CUDA header version the driver declarations of `src/cuda_ffi.rs`
-/// follow (the same `cuda-NNNNN` version the cudarc dev-dependency is built
-/// with, for the GPU proof's owner), such as `CUDA 12.8 headers`; the driver
-/// itself is loaded at run time and may be newer.
-pub const CUDA_HEADERS: &str = env!("KVCR_CUDA_HEADERS");
-
-/// What `kvcr --version` prints after `kvcr `.
+/// What `kvcr --version` prints after `kvcr `: the git commit this binary
+/// was built from (12 hex digits, or `unknown` outside a git checkout), the
+/// build date (YYYY-MM-DD UTC, `SOURCE_DATE_EPOCH` when set) and the CUDA
+/// header version the declarations of `src/cuda_ffi.rs` follow (the same
+/// `cuda-NNNNN` the cudarc dev-dependency is built with, for the GPU proof's
+/// owner); the driver itself is loaded at run time and may be newer.
 pub const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     "\ncommit: ",

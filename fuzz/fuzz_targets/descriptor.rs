@@ -25,8 +25,8 @@
 use kvcr::descriptor::parse::{compute_digest, parse_general, MAX_FINDINGS};
 use kvcr::descriptor::{parse_descriptor, parse_descriptor_with};
 use kvcr::finding::Code;
-use kvcr::node::NodeFacts;
-use kvcr::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
+use kvcr::internals::node::NodeFacts;
+use kvcr::internals::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
 use libfuzzer_sys::fuzz_target;
 
 /// At most this many files per input, to keep one execution cheap.

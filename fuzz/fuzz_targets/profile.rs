@@ -15,7 +15,7 @@ mod testkit;
 use kvcr::descriptor::parse_descriptor;
 use kvcr::profile::{parse_profile, ProfileError};
 use testkit::{Desc, INCARNATION_B};
-use kvcr::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
+use kvcr::internals::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 

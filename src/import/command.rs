@@ -41,6 +41,7 @@ pub struct Request<'a> {
 /// accepted the group, so a rejected group is exit 1 on a node without one.
 pub enum Gpu<'a> {
     /// A backend already open (the library's own tests).
+    #[cfg(test)]
     Open(&'a mut dyn Backend),
     /// Opened when the import gets that far; an error is exit 2 (no
     /// driver, the stub).
@@ -48,7 +49,7 @@ pub enum Gpu<'a> {
 }
 
 /// What to do with an accepted group, each mode with what it needs.
-pub enum Run<'a> {
+pub enum Action<'a> {
     /// Audit and plan; no CUDA call. `driver` says why no usable driver is
     /// present, if so (the plan lists it).
     DryRun {
@@ -67,12 +68,12 @@ pub enum Run<'a> {
     },
 }
 
-impl Run<'_> {
+impl Action<'_> {
     pub fn mode(&self) -> Mode {
         match self {
-            Run::DryRun { .. } => Mode::DryRun,
-            Run::Trial { .. } => Mode::Trial,
-            Run::Hold { .. } => Mode::Hold,
+            Action::DryRun { .. } => Mode::DryRun,
+            Action::Trial { .. } => Mode::Trial,
+            Action::Hold { .. } => Mode::Hold,
         }
     }
 }
@@ -91,13 +92,13 @@ impl Done {
 }
 
 /// The whole `kvcr import` for one request.
-pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
+pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     let mode = run.mode();
     // 1. Usage errors (exit 2): a bad ready file, then the declared profile.
     // A hold's ready file is prepared before anything else, so a bad path is
     // a usage error and not a failed import.
     let mut ready = match &run {
-        Run::Hold {
+        Action::Hold {
             ready_file: Some(p),
             ..
         } => {
@@ -193,7 +194,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
     })?;
     let not_checked = gate::not_checked(group);
     let (gpu, mut hold) = match run {
-        Run::DryRun { driver } => {
+        Action::DryRun { driver } => {
             // The audit's verdict is the exit status; the plan lists what
             // would still refuse the real import, in the order it would.
             refusals.extend(driver().map(|why| Refusal::new(Gate::Driver, why)));
@@ -204,8 +205,8 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
             report.ranks = rank_rows(&plan, None);
             return Ok(Done::of(report, None));
         }
-        Run::Trial { gpu } => (gpu, None),
-        Run::Hold {
+        Action::Trial { gpu } => (gpu, None),
+        Action::Hold {
             gpu,
             poll,
             on_ready,
@@ -216,6 +217,7 @@ pub fn import(req: &Request, run: Run) -> Result<Done, Failure> {
     // 3. The driver (exit 2), only now: a rejected group never needed one.
     let mut opened;
     let backend: &mut dyn Backend = match gpu {
+        #[cfg(test)]
         Gpu::Open(b) => b,
         Gpu::Connect(open) => {
             opened = open()?;

@@ -39,7 +39,7 @@ use serde::Serialize;
 use std::fmt;
 use std::time::Instant;
 
-pub use ledger::{Entry, Ledger, ReleaseFailure, ReleaseReport};
+pub use ledger::{Ledger, ReleaseReport};
 pub use plan::{Plan, PlannedRank};
 
 /// One step of the import, as reported when it fails.

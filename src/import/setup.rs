@@ -2,7 +2,7 @@
 //! (or the test-only one `KVCR_IMPORT_BACKEND` names, resolved in
 //! [`crate::settings::Import`]), SIGINT/SIGTERM, and the printers.
 
-use super::command::{import, Gpu, Request, Run};
+use super::command::{import, Action, Gpu, Request};
 use super::cuda::{CudaBackend, DriverError};
 use super::report::Mode;
 use super::sim::{BackendSpec, Injected};
@@ -45,11 +45,11 @@ pub fn run(s: &settings::Import) -> Result<i32, Failure> {
     };
     let mut on_ready = |r: &_| print::holding(p, r);
     let run = match s.mode {
-        Mode::DryRun => Run::DryRun { driver: &driver },
-        Mode::Trial => Run::Trial {
+        Mode::DryRun => Action::DryRun { driver: &driver },
+        Mode::Trial => Action::Trial {
             gpu: Gpu::Connect(&open),
         },
-        Mode::Hold => Run::Hold {
+        Mode::Hold => Action::Hold {
             gpu: Gpu::Connect(&open),
             ready_file: s.ready_file.as_deref(),
             poll: Duration::from_millis(50),

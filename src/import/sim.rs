@@ -16,7 +16,7 @@
 use super::{Backend, BackendError, Device, Mapped, Resource, Step};
 use crate::descriptor::{GpuUuid, Handle, Owner};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,6 +46,7 @@ pub struct Faults {
 }
 
 impl Faults {
+    #[cfg(test)]
     pub fn fail_at(step: Step, nth: usize) -> Faults {
         Faults {
             fail: Some((Some(step), nth)),
@@ -53,6 +54,7 @@ impl Faults {
         }
     }
 
+    #[cfg(test)]
     pub fn fail_nth_step(nth: usize) -> Faults {
         Faults {
             fail: Some((None, nth)),
@@ -60,6 +62,7 @@ impl Faults {
         }
     }
 
+    #[cfg(test)]
     pub fn fail_release(nth: usize) -> Faults {
         Faults {
             fail_release: Some(nth),
@@ -67,16 +70,12 @@ impl Faults {
         }
     }
 
+    #[cfg(test)]
     pub fn interrupt_after(n: usize) -> Faults {
         Faults {
             interrupt_after: Some(n),
             ..Faults::default()
         }
-    }
-
-    /// True when `interrupt_after` fired.
-    pub fn interrupted(&self) -> bool {
-        self.flag.load(Ordering::SeqCst)
     }
 
     /// Call before a step: the injected error, if this call is the one.
@@ -169,6 +168,7 @@ pub struct SimBackend {
 }
 
 impl SimBackend {
+    #[cfg(test)]
     pub fn new() -> SimBackend {
         SimBackend::default()
     }
@@ -191,16 +191,19 @@ impl SimBackend {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Calls `f` on every event as it happens.
     pub fn on_event(&mut self, f: impl FnMut(&SimEvent) + 'static) {
         self.hook = Some(Box::new(f));
     }
 
+    #[cfg(test)]
     /// Resources handed out and not released.
-    pub fn held(&self) -> BTreeSet<Resource> {
+    pub fn held(&self) -> std::collections::BTreeSet<Resource> {
         self.held.keys().copied().collect()
     }
 
+    #[cfg(test)]
     /// The acquired resources, in order.
     pub fn acquired(&self) -> Vec<Resource> {
         self.log
@@ -212,6 +215,7 @@ impl SimBackend {
             .collect()
     }
 
+    #[cfg(test)]
     /// The released resources, in order.
     pub fn released(&self) -> Vec<Resource> {
         self.log

@@ -3,7 +3,7 @@
 //! (refusal, selection, dry run, trial, hold) on inventories built in temp
 //! directories and judged against a described node.
 
-use super::command::{self, Done, Gpu, Request, Run};
+use super::command::{self, Action, Done, Gpu, Request};
 use super::print;
 use super::report::{Mode, Report, ResultKind};
 use super::sim::{Faults, SimBackend, SimEvent};
@@ -504,9 +504,9 @@ fn core(
     };
     let mut on_ready = |_: &Report| {};
     let run = match mode {
-        Mode::DryRun => Run::DryRun { driver: &none },
-        Mode::Trial => Run::Trial { gpu },
-        Mode::Hold => Run::Hold {
+        Mode::DryRun => Action::DryRun { driver: &none },
+        Mode::Trial => Action::Trial { gpu },
+        Mode::Hold => Action::Hold {
             gpu,
             ready_file: ready,
             poll: Duration::from_millis(1),
@@ -587,7 +587,7 @@ fn a_rejected_group_never_reaches_the_backend() {
         interrupted: &never,
         progress: false,
     };
-    let run = Run::Trial {
+    let run = Action::Trial {
         gpu: Gpu::Open(&mut sim),
     };
     let done = command::import(&req, run).unwrap();

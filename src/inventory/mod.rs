@@ -19,7 +19,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-pub use walk::{resolve_root, scan, InventoryRoot, Listed, ReadJob, Reader};
+pub use walk::{resolve_root, InventoryRoot, Listed, ReadJob, Reader};
 
 /// Deepest level at which descriptors are read (depth 1 = directly in the root).
 pub const MAX_DESCRIPTOR_DEPTH: usize = 8;

@@ -23,9 +23,11 @@ use std::sync::atomic::{AtomicU8, Ordering};
 pub enum Strategy {
     /// `openat2` when the kernel allows it, else the per-component walk.
     Auto,
-    /// Only `openat2` (errors as the kernel reports them).
+    /// Only `openat2` (errors as the kernel reports them; tests).
+    #[cfg(test)]
     Openat2,
-    /// Only the per-component `openat` walk.
+    /// Only the per-component `openat` walk (tests of the fallback).
+    #[cfg(test)]
     PerComponent,
 }
 
@@ -36,15 +38,6 @@ pub enum OpenError {
     Symlink,
     /// Any other OS error.
     Os(Errno),
-}
-
-impl OpenError {
-    pub fn to_io(self) -> std::io::Error {
-        match self {
-            OpenError::Symlink => std::io::Error::from(Errno::LOOP),
-            OpenError::Os(e) => std::io::Error::from(e),
-        }
-    }
 }
 
 /// The identity of a listed file.
@@ -136,7 +129,9 @@ fn open_beneath_flags(
         return Err(OpenError::Os(Errno::INVAL));
     }
     let use_openat2 = match strategy {
+        #[cfg(test)]
         Strategy::Openat2 => true,
+        #[cfg(test)]
         Strategy::PerComponent => false,
         Strategy::Auto => OPENAT2.load(Ordering::Relaxed) != OPENAT2_UNAVAILABLE,
     };
@@ -287,17 +282,10 @@ pub fn type_name(ft: std::fs::FileType) -> &'static str {
 }
 
 /// Opens the descriptor listed at `rel` (with identity `listed`) beneath the
-/// root fd and checks, on the open fd, that it is still that regular file.
-/// Every failure comes back as the finding to report (KV001, KV002, KV005).
-pub fn open_listed(
-    root: BorrowedFd<'_>,
-    rel: &Path,
-    listed: FileId,
-) -> Result<(File, Stat), Box<Finding>> {
-    open_listed_with(root, rel, listed, Strategy::Auto)
-}
-
-/// [`open_listed`] with an explicit resolution strategy (for tests).
+/// root fd with an explicit resolution strategy and checks, on the open fd,
+/// that it is still that regular file: [`open_regular`] then
+/// [`check_same`], as the reader does (tests drive each strategy).
+#[cfg(test)]
 pub fn open_listed_with(
     root: BorrowedFd<'_>,
     rel: &Path,
@@ -432,7 +420,9 @@ pub fn check_same(at: &str, listed: FileId, st: &Stat) -> Result<(), Box<Finding
 }
 
 /// Reads at most `MAX_FILE_BYTES + 1` bytes of `file` into `buf` (cleared
-/// first). The caller checks `buf.len() > MAX_FILE_BYTES`.
+/// first). The caller checks `buf.len() > MAX_FILE_BYTES`. The reference
+/// [`read_sized`] is tested against.
+#[cfg(test)]
 pub fn read_capped(file: &mut File, buf: &mut Vec<u8>) -> std::io::Result<()> {
     buf.clear();
     file.take(MAX_FILE_BYTES + 1).read_to_end(buf)?;

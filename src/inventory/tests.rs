@@ -9,6 +9,25 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// Walks the resolved `root` and calls `visit` once per reported entry, in
+/// walk order (sorted by file name, pre-order). For a descriptor that opened
+/// and read fine the second argument is its bytes (a buffer reused across
+/// files). Directories are reported only when they carry findings.
+fn scan<F: FnMut(Entry, Option<&[u8]>)>(
+    root: &Path,
+    mut visit: F,
+) -> Result<ScanStats, InventoryError> {
+    let inv = InventoryRoot::open(root)?;
+    let mut reader = inv.reader();
+    inv.walk(|listed| match listed {
+        Listed::Entry(entry) => visit(entry, None),
+        Listed::Read(job) => {
+            let (entry, bytes) = reader.read(job);
+            visit(entry, bytes);
+        }
+    })
+}
+
 struct Seen {
     entry: Entry,
     bytes: Option<Vec<u8>>,
@@ -658,12 +677,24 @@ fn swap_race_other_regular_file_or_fifo() {
     let listed = id_of(&p);
     let root = open::open_root(&fs::canonicalize(d.path()).unwrap()).unwrap();
     // Same file: opens.
-    assert!(open::open_listed(root.as_fd(), Path::new("rank-0.json"), listed).is_ok());
+    assert!(open::open_listed_with(
+        root.as_fd(),
+        Path::new("rank-0.json"),
+        listed,
+        Strategy::Auto
+    )
+    .is_ok());
     // Another regular file renamed over it: KV005 changed while auditing.
     let other = d.path().join("other");
     write(&other, b"{}");
     fs::rename(&other, &p).unwrap();
-    let f = open::open_listed(root.as_fd(), Path::new("rank-0.json"), listed).unwrap_err();
+    let f = open::open_listed_with(
+        root.as_fd(),
+        Path::new("rank-0.json"),
+        listed,
+        Strategy::Auto,
+    )
+    .unwrap_err();
     assert_eq!(f.code, Code::KV005);
     assert!(f.message.contains("changed while auditing"));
     // A FIFO swapped in: opened non-blocking (no hang), then KV002.
@@ -676,11 +707,23 @@ fn swap_race_other_regular_file_or_fifo() {
         0,
     )
     .unwrap();
-    let f = open::open_listed(root.as_fd(), Path::new("rank-0.json"), listed).unwrap_err();
+    let f = open::open_listed_with(
+        root.as_fd(),
+        Path::new("rank-0.json"),
+        listed,
+        Strategy::Auto,
+    )
+    .unwrap_err();
     assert_eq!(f.code, Code::KV002);
     // Vanished: KV005 with the OS error.
     fs::remove_file(&p).unwrap();
-    let f = open::open_listed(root.as_fd(), Path::new("rank-0.json"), listed).unwrap_err();
+    let f = open::open_listed_with(
+        root.as_fd(),
+        Path::new("rank-0.json"),
+        listed,
+        Strategy::Auto,
+    )
+    .unwrap_err();
     assert_eq!(f.code, Code::KV005);
     assert!(f.message.contains("No such file"), "{}", f.message);
 }

@@ -118,25 +118,6 @@ struct Scanner<'a> {
     failed_dir: Option<PathBuf>,
 }
 
-/// Walks the resolved `root` and calls `visit` once per reported entry, in
-/// walk order (sorted by file name, pre-order). For a descriptor that opened
-/// and read fine the second argument is its bytes (a buffer reused across
-/// files). Directories are reported only when they carry findings.
-pub fn scan<F: FnMut(Entry, Option<&[u8]>)>(
-    root: &Path,
-    mut visit: F,
-) -> Result<ScanStats, InventoryError> {
-    let inv = InventoryRoot::open(root)?;
-    let mut reader = inv.reader();
-    inv.walk(|listed| match listed {
-        Listed::Entry(entry) => visit(entry, None),
-        Listed::Read(job) => {
-            let (entry, bytes) = reader.read(job);
-            visit(entry, bytes);
-        }
-    })
-}
-
 /// The resolved root, held open for one run: [`InventoryRoot::walk`] lists
 /// beneath it and every [`Reader`] opens through its fd.
 pub struct InventoryRoot {

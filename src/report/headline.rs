@@ -140,12 +140,6 @@ fn order(c: Code) -> usize {
         .unwrap_or(ROOT_ORDER.len())
 }
 
-/// The root-cause code a group's headline names; `None` when accepted or
-/// nothing rejects.
-pub fn root_code(g: &GroupVerdict, files: &[FileVerdict]) -> Option<Code> {
-    pick(&candidates(g, files)).map(|(c, _)| c.finding.code)
-}
-
 /// The headline finding, and the other codes it explains (sorted, unique).
 fn pick<'a, 'b>(cands: &'b [Candidate<'a>]) -> Option<(&'b Candidate<'a>, Vec<Code>)> {
     let present: Vec<Code> = cands.iter().map(|c| c.finding.code).collect();
@@ -187,13 +181,6 @@ pub fn fill(j: &mut Judgement, inv: &Invocation) {
 
 /// A word for a POSIX shell: as is when it is plainly safe, else in single
 /// quotes. (The printer escapes control characters for the terminal.)
-///
-/// ```
-/// use kvcr::report::headline::shell_quote;
-/// assert_eq!(shell_quote("/srv/kv"), "/srv/kv");
-/// assert_eq!(shell_quote("/srv/my kv"), "'/srv/my kv'");
-/// assert_eq!(shell_quote("it's"), r"'it'\''s'");
-/// ```
 pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.bytes()
@@ -455,4 +442,16 @@ pub fn row_cause<'a>(findings: &[&'a Finding]) -> Option<&'a Finding> {
         })
         .min_by_key(|f| order(f.code))
         .copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quote_examples() {
+        assert_eq!(shell_quote("/srv/kv"), "/srv/kv");
+        assert_eq!(shell_quote("/srv/my kv"), "'/srv/my kv'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
 }

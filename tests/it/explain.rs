@@ -17,7 +17,7 @@ fn every_code_explains_meaning_check_and_action() {
         for part in ["meaning:", "checked:", "action:"] {
             assert!(text.contains(part), "{code} lacks {part}");
         }
-        let e = kvcr::report::explain::explain(code);
+        let e = kvcr::internals::report::explain::explain(code);
         assert!(
             e.meaning.len() > 40 && e.checked.len() > 20 && e.action.len() > 15,
             "{code}"
@@ -60,6 +60,8 @@ fn unknown_code_is_a_usage_error() {
 #[test]
 fn live_codes_say_so() {
     for code in [Code::KV109, Code::KV110] {
-        assert!(!kvcr::report::explain::explain(code).live.is_empty());
+        assert!(!kvcr::internals::report::explain::explain(code)
+            .live
+            .is_empty());
     }
 }

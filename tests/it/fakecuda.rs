@@ -111,9 +111,15 @@ fn pidfd_works(b: &Built) -> bool {
             .unwrap();
         let fd: i32 = line.trim().parse().unwrap();
         let pid = owner.id() as i32;
-        let ticks = kvcr::import::pidfd::proc_start_ticks(pid).unwrap().unwrap();
-        let r =
-            kvcr::import::pidfd::take_fd(pid, fd, ticks, &kvcr::import::pidfd::proc_start_ticks);
+        let ticks = kvcr::internals::import::pidfd::proc_start_ticks(pid)
+            .unwrap()
+            .unwrap();
+        let r = kvcr::internals::import::pidfd::take_fd(
+            pid,
+            fd,
+            ticks,
+            &kvcr::internals::import::pidfd::proc_start_ticks,
+        );
         let _ = owner.kill();
         let _ = owner.wait();
         match r {
@@ -217,7 +223,9 @@ impl Scenario {
             .unwrap();
         let mut fds = line.split_whitespace().map(|s| s.parse::<u64>().unwrap());
         let pid = owner.id() as i32;
-        let ticks = kvcr::import::pidfd::proc_start_ticks(pid).unwrap().unwrap();
+        let ticks = kvcr::internals::import::pidfd::proc_start_ticks(pid)
+            .unwrap()
+            .unwrap();
         let host = read_trim("/proc/sys/kernel/hostname");
         let boot = read_trim("/proc/sys/kernel/random/boot_id");
         let inv = dir.path().join("inv");

@@ -283,7 +283,7 @@ fn machines(names: &[&str]) -> Option<Machines> {
             let mut v = d.value();
             v["node"] = serde_json::json!({"hostname": name, "boot_id": boot_id.trim()});
             v["owner"] = serde_json::json!({"pid": pid, "start_ticks": ticks});
-            v["created_unix_ms"] = kvcr::node::now_unix_ms().into();
+            v["created_unix_ms"] = kvcr::internals::node::now_unix_ms().into();
             crate::util::testkit::seal(&mut v);
             put(
                 &dir.join("inventory"),
@@ -547,7 +547,7 @@ mod slurm {
             if !st.is_ok_and(|s| s.success()) {
                 return skip("munged did not start");
             }
-            let host = kvcr::node::hostname();
+            let host = kvcr::internals::node::hostname();
             let mut conf = format!(
                 "ClusterName=kvcrtest\nSlurmctldHost={host}(127.0.0.1)\nSlurmUser=root\nSlurmdUser=root\n\
                  SlurmctldPort={}\nAuthType=auth/munge\nAuthInfo=socket={}\nCredType=cred/munge\n\

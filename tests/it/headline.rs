@@ -4,7 +4,7 @@
 //! space, no word cut); and the merge and command-line cases.
 
 use crate::util::*;
-use kvcr::report::explain::action;
+use kvcr::internals::report::explain::action;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

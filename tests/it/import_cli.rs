@@ -431,7 +431,7 @@ fn dry_run_on_the_shipped_fixture_as_checked_out() {
 
 #[test]
 fn import_without_a_driver_exits_2_naming_the_driver() {
-    if kvcr::import::cuda::driver_present() {
+    if kvcr::internals::import::cuda::driver_present() {
         eprintln!("skipped: libcuda is present on this machine");
         return;
     }
@@ -673,7 +673,7 @@ fn facts_not_checked_refuse_the_import_and_the_strict_audit() {
 /// facts not checked.
 #[test]
 fn without_a_driver_a_rejected_group_is_1_and_unchecked_facts_are_2() {
-    if kvcr::import::cuda::driver_present() {
+    if kvcr::internals::import::cuda::driver_present() {
         eprintln!("skipped: libcuda is present on this machine");
         return;
     }
@@ -901,7 +901,7 @@ fn a_fleet_report_that_does_not_prove_this_part_refuses_the_import() {
         edit(&mut v);
         v
     };
-    let now = kvcr::node::now_unix_ms();
+    let now = kvcr::internals::node::now_unix_ms();
     let old = with(&|v| {
         for i in v["inputs"].as_array_mut().unwrap() {
             i["generated_unix_ms"] = json!(now - 600_000);

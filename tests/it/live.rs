@@ -8,8 +8,8 @@
 
 use crate::util::testkit::{self, seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
 use crate::util::*;
-use kvcr::node::{self, Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};
-use kvcr::verdict::{self, Context, Expectations, Judgement, Verdict};
+use kvcr::internals::node::{self, Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};
+use kvcr::internals::verdict::{self, Context, Expectations, Judgement, Verdict};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -70,11 +70,11 @@ fn inventory(edit: impl Fn(&mut Value)) -> tempfile::TempDir {
 
 /// collect → gather → judge, as `kvcr audit --live` does, with `probe`.
 fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
-    let opts = kvcr::pipeline::Options {
-        threads: kvcr::pipeline::threads_from_env(),
+    let opts = kvcr::internals::pipeline::Options {
+        threads: kvcr::internals::pipeline::threads_from_env(),
         keep_allocations: true,
     };
-    let (cands, files) = kvcr::audit::collect(root, false, &opts).unwrap();
+    let (cands, files) = kvcr::internals::audit::collect(root, false, &opts).unwrap();
     let pids: Vec<i32> = cands
         .iter()
         .filter_map(|c| c.descriptor.as_ref())
@@ -83,14 +83,14 @@ fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
     let facts = node::gather(probe, pids);
     let expect = Expectations::default();
     let ctx = Context {
-        now_unix_ms: kvcr::node::now_unix_ms(),
+        now_unix_ms: kvcr::internals::node::now_unix_ms(),
         node: Some(&facts),
         expect: &expect,
     };
     let mut j = verdict::judge(cands, files, &ctx);
-    kvcr::report::headline::fill(
+    kvcr::internals::report::headline::fill(
         &mut j,
-        &kvcr::report::headline::Invocation {
+        &kvcr::internals::report::headline::Invocation {
             root: Some(root.display().to_string()),
             live: true,
             ..Default::default()
@@ -741,7 +741,12 @@ fn real_probe_reads_a_child_start_time() {
     let child = Child::sleep();
     let t = start_ticks(child.pid());
     let stat = std::fs::read(format!("/proc/{}/stat", child.pid())).unwrap();
-    assert_eq!(kvcr::node::proc::parse_stat(&stat).unwrap().start_ticks, t);
+    assert_eq!(
+        kvcr::internals::node::proc::parse_stat(&stat)
+            .unwrap()
+            .start_ticks,
+        t
+    );
     // Our own process is older than the child.
     assert!(start_ticks(std::process::id() as i32) <= t);
 }

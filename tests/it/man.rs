@@ -39,12 +39,11 @@ fn committed_pages_match_the_cli() {
 
 #[test]
 fn one_page_per_visible_subcommand() {
-    use clap::CommandFactory;
     let names: Vec<String> = crate::util::man::pages()
         .into_iter()
         .map(|p| p.file_name)
         .collect();
-    let cli = kvcr::cli::Cli::command();
+    let cli = kvcr::command();
     let mut want = vec!["kvcr.1".to_string()];
     want.extend(
         cli.get_subcommands()

@@ -5,7 +5,7 @@
 
 use crate::util::testkit::{seal, to_bytes, Desc, INCARNATION_B};
 use crate::util::*;
-use kvcr::pipeline::{self, Options};
+use kvcr::internals::pipeline::{self, Options};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -216,7 +216,7 @@ fn parallel_audit_equals_sequential_byte_for_byte() {
 fn collect_is_the_same_on_any_number_of_threads() {
     let t = tempfile::tempdir().unwrap();
     build(t.path(), 11);
-    let root = kvcr::inventory::resolve_root(t.path()).unwrap();
+    let root = kvcr::internals::inventory::resolve_root(t.path()).unwrap();
     let run = |threads: usize, keep_allocations: bool| {
         let opts = Options {
             threads,

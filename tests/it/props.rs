@@ -17,8 +17,10 @@ use kvcr::descriptor::json;
 use kvcr::descriptor::parse::{compute_digest, MAX_FINDINGS};
 use kvcr::descriptor::{canon, parse_descriptor};
 use kvcr::finding::Code;
+use kvcr::internals::verdict::{
+    judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict,
+};
 use kvcr::profile::parse_profile;
-use kvcr::verdict::{judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{json, Value};

@@ -297,13 +297,13 @@ fn a_device_swapped_in_is_never_opened() {
     };
     let iters = env_u64("KVCR_RACE_ITERS", 300);
     let deadline = Instant::now() + Duration::from_secs(env_u64("KVCR_RACE_SECS", 5));
-    let opts = kvcr::pipeline::Options {
+    let opts = kvcr::internals::pipeline::Options {
         threads: 1,
         keep_allocations: false,
     };
     let (mut runs, mut swapped_seen) = (0u64, 0u64);
     while runs < iters && Instant::now() < deadline {
-        let (_, files) = kvcr::pipeline::collect(&root, &opts, &mut || {}).unwrap();
+        let (_, files) = kvcr::internals::pipeline::collect(&root, &opts, &mut || {}).unwrap();
         // The device showed up under the descriptor's name at least once.
         if files.iter().any(|f| {
             f.path == "rank-0.json"

@@ -7,10 +7,8 @@
 //! (which includes this file). It lives with the tests, not in the library,
 //! so clap_mangen is a dev-dependency: the shipped binary never renders roff.
 
-use clap::CommandFactory;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
-use kvcr::cli::Cli;
 use kvcr::exit;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,7 +22,7 @@ pub struct Page {
 /// Every page, the top-level one first, then the visible subcommands in
 /// declaration order.
 pub fn pages() -> Vec<Page> {
-    let mut cmd = Cli::command().disable_help_subcommand(true);
+    let mut cmd = kvcr::command().disable_help_subcommand(true);
     cmd.build();
     let mut out = vec![render(&cmd, None, &cmd)];
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
@@ -71,7 +69,7 @@ pub fn completions() -> Vec<(&'static str, Vec<u8>)> {
     .into_iter()
     .map(|(shell, name)| {
         let mut script = Vec::new();
-        clap_complete::generate(shell, &mut Cli::command(), "kvcr", &mut script);
+        clap_complete::generate(shell, &mut kvcr::command(), "kvcr", &mut script);
         (name, script)
     })
     .collect()
