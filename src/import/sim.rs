@@ -1,4 +1,6 @@
-//! The simulated backend and the fault injector (tests only).
+//! The simulated backend and the fault injector, selected only by
+//! `KVCR_IMPORT_BACKEND=sim` (tests, demos, and the GPU proof's injected
+//! failures; the binary warns when it is used).
 //!
 //! [`SimBackend`] touches no GPU: it hands out deterministic fake pointers
 //! and handles, records every acquire and release in an event log (and, when
