@@ -211,7 +211,7 @@ pub fn audit(
     );
     meta.strict = expect.strict;
     meta.boot_id = facts.as_ref().and_then(|f| f.boot_id.known().copied());
-    meta.node_facts_source = probe.map(|_| node::facts_source());
+    meta.node_facts_source = probe.map(|_| node::facts_source(inv.node_facts.as_deref()));
     let profile = expect.profile.as_ref();
     meta.options = report::json::Options {
         engine: expect.engine.clone(),
@@ -350,9 +350,10 @@ pub fn print_audit(
 /// `kvcr audit`.
 pub fn run(a: &settings::Audit) -> Result<i32, Failure> {
     let p = &a.printer;
+    let facts = a.inventory.node_facts.as_deref();
     let probe = a
         .live
-        .then(node::real_probe)
+        .then(|| node::probe(facts))
         .transpose()
         .map_err(|e| Failure::usage(e, None))?;
     let textfile = a

@@ -97,8 +97,8 @@ pub mod internals {
     }
     pub mod node {
         pub use crate::node::{
-            gather, hostname, now_unix_ms, real_probe, Fact, FakeProbe, Gpus, LinuxProbe,
-            NodeFacts, NodeProbe,
+            gather, hostname, now_unix_ms, probe, Fact, FakeProbe, Gpus, LinuxProbe, NodeFacts,
+            NodeProbe,
         };
         pub mod facts_file {
             pub use crate::node::facts_file::ENV;

@@ -12,6 +12,13 @@ use crate::report::{Format, Printer};
 use crate::verdict::Expectations;
 use std::path::{Path, PathBuf};
 
+/// `KVCR_NODE_FACTS` when set and not empty.
+fn node_facts_from_env() -> Option<PathBuf> {
+    std::env::var_os(crate::node::facts_file::ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
 /// What every command that reads an inventory was asked to judge.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
@@ -23,6 +30,9 @@ pub struct Inventory {
     pub expect: Expectations,
     /// `KVCR_THREADS` (see `crate::pipeline`).
     pub threads: usize,
+    /// `KVCR_NODE_FACTS`: a file describing the node, in place of this one
+    /// (the test and demo hook of `crate::node::facts_file`).
+    pub node_facts: Option<PathBuf>,
 }
 
 impl Inventory {
@@ -53,6 +63,7 @@ impl Inventory {
                 strict: false,
             },
             threads: crate::pipeline::threads_from_env(),
+            node_facts: node_facts_from_env(),
         })
     }
 
@@ -61,6 +72,7 @@ impl Inventory {
         Inventory {
             root: Some(root.to_path_buf()),
             threads: crate::pipeline::threads_from_env(),
+            node_facts: node_facts_from_env(),
             ..Inventory::default()
         }
     }

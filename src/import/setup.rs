@@ -18,7 +18,8 @@ use std::time::Duration;
 pub fn run(s: &settings::Import) -> Result<i32, Failure> {
     let p = &s.printer;
     let spec = &s.backend;
-    let probe = node::real_probe().map_err(|e| Failure::usage(e, None))?;
+    let probe =
+        node::probe(s.inventory.node_facts.as_deref()).map_err(|e| Failure::usage(e, None))?;
     let flag = spec.flag();
     let interrupted = move || signals::interrupted() || flag.load(Ordering::SeqCst);
     let _signals = match s.mode {

@@ -13,6 +13,7 @@ pub mod proc;
 
 use crate::descriptor::GpuUuid;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use uuid::Uuid;
 
 /// A fact about the node that was either read, or could not be read.
@@ -154,32 +155,27 @@ impl NodeProbe for LinuxProbe {
     }
 }
 
-/// Where [`real_probe`]'s facts come from, for the report: "proc", or the
-/// facts file's path.
-pub fn facts_source() -> String {
-    match std::env::var_os(facts_file::ENV) {
-        Some(path) if !path.is_empty() => path.to_string_lossy().into_owned(),
-        _ => "proc".to_string(),
-    }
+/// Where [`probe`]'s facts come from, for the report: "proc", or the
+/// facts file.
+pub fn facts_source(facts: Option<&Path>) -> String {
+    facts.map_or_else(|| "proc".to_string(), |p| p.to_string_lossy().into_owned())
 }
 
-/// The probe live mode uses: this machine, or, when the environment
-/// variable `KVCR_NODE_FACTS` names a file, the node that file describes (a
-/// test and demo hook; a note on stderr says so). A file that cannot be read
-/// or parsed is an error: the run cannot happen.
-pub fn real_probe() -> Result<Box<dyn NodeProbe>, String> {
-    match std::env::var_os(facts_file::ENV) {
-        Some(path) if !path.is_empty() => {
-            let probe = facts_file::load(std::path::Path::new(&path))?;
-            eprintln!(
-                "kvcr: note: node facts come from {}={}, not from this node",
-                facts_file::ENV,
-                crate::report::sanitize::terminal(&path.to_string_lossy())
-            );
-            Ok(Box::new(probe))
-        }
-        _ => Ok(Box::new(LinuxProbe)),
-    }
+/// The probe live mode and the import use: this machine, or, with
+/// `KVCR_NODE_FACTS` (resolved into the settings), the node that file
+/// describes (a test and demo hook; a note on stderr says so). A file that
+/// cannot be read or parsed is an error: the run cannot happen.
+pub fn probe(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
+    let Some(path) = facts else {
+        return Ok(Box::new(LinuxProbe));
+    };
+    let probe = facts_file::load(path)?;
+    eprintln!(
+        "kvcr: note: node facts come from {}={}, not from this node",
+        facts_file::ENV,
+        crate::report::sanitize::terminal(&path.to_string_lossy())
+    );
+    Ok(Box::new(probe))
 }
 
 /// This node's name from uname(2) (the report's `host`).
