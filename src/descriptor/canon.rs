@@ -12,98 +12,41 @@
 //! a schema-valid descriptor; should one be hashed (to check the digest of a
 //! schema-invalid file) its literal is written unchanged.
 //!
-//! [`digest_without`] streams the canonical bytes straight into SHA-256
-//! through a small buffer; nothing is materialised.
+//! A string written without escapes holds none of the bytes the canonical
+//! form escapes (the reader refuses raw `"`, `\` and control characters),
+//! so it is copied with its quotes straight from the input; only strings
+//! that had escapes are re-encoded. [`digest_without`] writes the canonical
+//! form into a buffer kept per thread (never longer than the input: escapes
+//! only get shorter, whitespace goes) and hashes it in one call.
 
-use super::json::{find_special, Value};
+use super::json::{find_special, Doc, Tag};
 use sha2::{Digest, Sha256};
+use std::cell::RefCell;
 
-/// Where canonical bytes go.
-pub(crate) trait Sink {
-    fn put(&mut self, bytes: &[u8]);
-    fn byte(&mut self, b: u8);
+thread_local! {
+    static CANON: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Sink for Vec<u8> {
-    #[inline]
-    fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
-    }
-    #[inline]
-    fn byte(&mut self, b: u8) {
-        self.push(b);
-    }
+/// SHA-256 of the canonical form of `doc`, leaving out the top-level
+/// member named `skip_top_key` (only at the top level, only if the
+/// document is an object).
+pub fn digest_without(doc: &Doc<'_>, skip_top_key: &str) -> [u8; 32] {
+    let hash = |buf: &mut Vec<u8>| {
+        buf.clear();
+        buf.reserve(doc.src.len());
+        write_value(buf, doc, 0, Some(skip_top_key));
+        Sha256::digest(&buf[..]).into()
+    };
+    CANON.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => hash(&mut buf),
+        Err(_) => hash(&mut Vec::new()),
+    })
 }
 
-/// Large enough to amortise hasher calls, small enough to live on the stack.
-const HASH_BUF: usize = 1024;
-
-/// Batches the many small writes of serialisation into large hasher
-/// updates, through a buffer on the stack (no allocation).
-pub(crate) struct HashSink {
-    hasher: Sha256,
-    buf: [u8; HASH_BUF],
-    len: usize,
-}
-
-impl HashSink {
-    #[inline]
-    pub(crate) fn new() -> Self {
-        HashSink {
-            hasher: Sha256::new(),
-            buf: [0; HASH_BUF],
-            len: 0,
-        }
-    }
-
-    pub(crate) fn finish(&mut self) -> [u8; 32] {
-        self.hasher.update(&self.buf[..self.len]);
-        self.len = 0;
-        self.hasher.finalize_reset().into()
-    }
-
-    fn flush(&mut self) {
-        self.hasher.update(&self.buf[..self.len]);
-        self.len = 0;
-    }
-}
-
-impl Sink for HashSink {
-    #[inline]
-    fn put(&mut self, bytes: &[u8]) {
-        if self.len + bytes.len() > HASH_BUF {
-            self.flush();
-            if bytes.len() >= HASH_BUF {
-                self.hasher.update(bytes);
-                return;
-            }
-        }
-        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
-        self.len += bytes.len();
-    }
-    #[inline]
-    fn byte(&mut self, b: u8) {
-        if self.len == HASH_BUF {
-            self.flush();
-        }
-        self.buf[self.len] = b;
-        self.len += 1;
-    }
-}
-
-/// SHA-256 of the canonical form of `value`, leaving out the top-level
-/// member named `skip_top_key` (only at the top level, only if `value` is an
-/// object).
-pub fn digest_without(value: &Value<'_>, skip_top_key: &str) -> [u8; 32] {
-    let mut sink = HashSink::new();
-    write_value(&mut sink, value, Some(skip_top_key));
-    sink.finish()
-}
-
-/// The canonical bytes of `value`, optionally leaving out one top-level member.
-pub fn canonical_bytes(value: &Value<'_>, skip_top_key: Option<&str>) -> Vec<u8> {
-    let mut out = Vec::new();
-    write_value(&mut out, value, skip_top_key);
+/// The canonical bytes of `doc`, optionally leaving out one top-level member.
+pub fn canonical_bytes(doc: &Doc<'_>, skip_top_key: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(doc.src.len());
+    write_value(&mut out, doc, 0, skip_top_key);
     out
 }
 
@@ -126,110 +69,142 @@ pub fn hex_lower(bytes: &[u8]) -> String {
     s
 }
 
-/// Objects up to this size are key-sorted through an index array on the stack.
+/// Objects up to this size are key-sorted on the stack (insertion sort).
 const STACK_SORT: usize = 32;
 
-/// Byte-wise order of two keys. Keys mostly differ in their first byte, so
-/// that is compared inline before the general (memcmp) comparison.
+/// The first eight bytes of a key, zero-padded, as a number: when two
+/// prefixes differ they order like the whole keys (a tie needs the keys).
 #[inline]
-pub(crate) fn key_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    match (a.first(), b.first()) {
-        (Some(x), Some(y)) if x != y => x.cmp(y),
-        _ => a.cmp(b),
+fn key_prefix(k: &[u8]) -> u64 {
+    if let Some(w) = k.first_chunk::<8>() {
+        return u64::from_be_bytes(*w);
+    }
+    let mut w = [0u8; 8];
+    w[..k.len()].copy_from_slice(k);
+    u64::from_be_bytes(w)
+}
+
+/// Node `i` of `doc`. Recursion is bounded by the reader's depth limit
+/// (docs/format.md §3: 32).
+fn write_value(out: &mut Vec<u8>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
+    let n = &doc.nodes[i];
+    match n.tag {
+        Tag::Null => out.extend_from_slice(b"null"),
+        Tag::True => out.extend_from_slice(b"true"),
+        Tag::False => out.extend_from_slice(b"false"),
+        Tag::Int | Tag::Float => {
+            let text = doc.text(n.text, false);
+            if text == "-0" {
+                out.push(b'0');
+            } else {
+                out.extend_from_slice(text.as_bytes());
+            }
+        }
+        Tag::Str => write_text(out, doc, n.text, n.text_esc),
+        Tag::Arr => {
+            out.push(b'[');
+            let mut c = i + 1;
+            for k in 0..n.len {
+                if k > 0 {
+                    out.push(b',');
+                }
+                write_value(out, doc, c, None);
+                c = doc.nodes[c].end as usize;
+            }
+            out.push(b']');
+        }
+        Tag::Obj => {
+            let len = n.len as usize;
+            if len <= STACK_SORT {
+                let mut idx = [(0u64, 0usize); STACK_SORT];
+                let idx = &mut idx[..len];
+                let mut c = i + 1;
+                for slot in idx.iter_mut() {
+                    *slot = (key_prefix(doc.key_of(c).as_bytes()), c);
+                    c = doc.nodes[c].end as usize;
+                }
+                let less = |a: &(u64, usize), b: &(u64, usize)| {
+                    a.0 < b.0 || (a.0 == b.0 && doc.key_of(a.1) < doc.key_of(b.1))
+                };
+                // Writers mostly keep one order: insertion sort is linear
+                // on sorted input and cheap on objects this small.
+                for j in 1..idx.len() {
+                    let mut k = j;
+                    while k > 0 && less(&idx[k], &idx[k - 1]) {
+                        idx.swap(k, k - 1);
+                        k -= 1;
+                    }
+                }
+                write_members(out, doc, idx.iter().map(|&(_, c)| c), skip);
+            } else {
+                let mut idx: Vec<usize> = Vec::with_capacity(len);
+                let mut c = i + 1;
+                for _ in 0..len {
+                    idx.push(c);
+                    c = doc.nodes[c].end as usize;
+                }
+                idx.sort_unstable_by(|&a, &b| doc.key_of(a).cmp(doc.key_of(b)));
+                write_members(out, doc, idx.into_iter(), skip);
+            }
+        }
     }
 }
 
-/// Recursion is bounded by the parser's depth limit (docs/format.md §3: 32).
-fn write_value<S: Sink>(out: &mut S, v: &Value<'_>, skip: Option<&str>) {
-    match v {
-        Value::Null => out.put(b"null"),
-        Value::Bool(true) => out.put(b"true"),
-        Value::Bool(false) => out.put(b"false"),
-        Value::Number(n) => {
-            if n.text == "-0" {
-                out.byte(b'0');
-            } else {
-                out.put(n.text.as_bytes());
-            }
+/// The members `order` (node indices, keys sorted) of one object.
+fn write_members(
+    out: &mut Vec<u8>,
+    doc: &Doc<'_>,
+    order: impl Iterator<Item = usize>,
+    skip: Option<&str>,
+) {
+    out.push(b'{');
+    let mut first = true;
+    for c in order {
+        let n = &doc.nodes[c];
+        if skip.is_some_and(|s| s == doc.text(n.key, n.key_esc)) {
+            continue;
         }
-        Value::String(s) => write_string(out, s),
-        Value::Array(items) => {
-            out.byte(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.byte(b',');
-                }
-                write_value(out, item, None);
-            }
-            out.byte(b']');
+        if !first {
+            out.push(b',');
         }
-        Value::Object(members) => {
-            out.byte(b'{');
-            let mut first = true;
-            let mut member = |out: &mut S, k: &str, item: &Value<'_>| {
-                if skip == Some(k) {
-                    return;
-                }
-                if !first {
-                    out.byte(b',');
-                }
-                first = false;
-                write_string(out, k);
-                out.byte(b':');
-                write_value(out, item, None);
-            };
-            // Keys are unique, so "sorted" means strictly increasing.
-            let sorted = members
-                .windows(2)
-                .all(|w| key_cmp(&w[0].0, &w[1].0).is_lt());
-            if sorted {
-                for (k, item) in members {
-                    member(out, k, item);
-                }
-            } else if members.len() <= STACK_SORT {
-                let mut idx = [0usize; STACK_SORT];
-                let idx = &mut idx[..members.len()];
-                for (i, slot) in idx.iter_mut().enumerate() {
-                    *slot = i;
-                }
-                idx.sort_unstable_by(|&a, &b| key_cmp(&members[a].0, &members[b].0));
-                for &i in idx.iter() {
-                    member(out, &members[i].0, &members[i].1);
-                }
-            } else {
-                let mut idx: Vec<usize> = (0..members.len()).collect();
-                idx.sort_unstable_by(|&a, &b| key_cmp(&members[a].0, &members[b].0));
-                for i in idx {
-                    member(out, &members[i].0, &members[i].1);
-                }
-            }
-            out.byte(b'}');
-        }
+        first = false;
+        write_text(out, doc, n.key, n.key_esc);
+        out.push(b':');
+        write_value(out, doc, c, None);
+    }
+    out.push(b'}');
+}
+
+/// A string or key: copied with its quotes from the input when it was
+/// written without escapes, else re-encoded from its decoded form.
+#[inline]
+fn write_text(out: &mut Vec<u8>, doc: &Doc<'_>, span: (u32, u32), esc: bool) {
+    if esc {
+        write_string(out, doc.text(span, true));
+    } else {
+        out.extend_from_slice(&doc.src.as_bytes()[span.0 as usize - 1..span.1 as usize + 1]);
     }
 }
 
-fn write_string<S: Sink>(out: &mut S, s: &str) {
+fn write_string(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let b = s.as_bytes();
-    out.byte(b'"');
+    out.push(b'"');
     let mut run = 0;
     loop {
         let i = find_special(b, run);
-        if run < i {
-            out.put(&b[run..i]);
-        }
+        out.extend_from_slice(&b[run..i]);
         let Some(&c) = b.get(i) else { break };
         run = i + 1;
         match c {
-            b'"' => out.put(b"\\\""),
-            b'\\' => out.put(b"\\\\"),
-            0x08 => out.put(b"\\b"),
-            0x0c => out.put(b"\\f"),
-            b'\n' => out.put(b"\\n"),
-            b'\r' => out.put(b"\\r"),
-            b'\t' => out.put(b"\\t"),
-            c => out.put(&[
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            c => out.extend_from_slice(&[
                 b'\\',
                 b'u',
                 b'0',
@@ -239,7 +214,7 @@ fn write_string<S: Sink>(out: &mut S, s: &str) {
             ]),
         }
     }
-    out.byte(b'"');
+    out.push(b'"');
 }
 
 #[cfg(test)]
