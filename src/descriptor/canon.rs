@@ -17,7 +17,8 @@
 //! so it is copied with its quotes straight from the input; only strings
 //! that had escapes are re-encoded. [`digest_without`] writes the canonical
 //! form into a buffer kept per thread (never longer than the input: escapes
-//! only get shorter, whitespace goes) and hashes it in one call.
+//! only get shorter, whitespace goes) and hashes it in one call; short runs
+//! are copied as fixed 16-byte moves rather than through memcpy.
 
 use super::json::{find_special, Doc, Tag};
 use sha2::{Digest, Sha256};
@@ -32,10 +33,8 @@ thread_local! {
 /// document is an object).
 pub fn digest_without(doc: &Doc<'_>, skip_top_key: &str) -> [u8; 32] {
     let hash = |buf: &mut Vec<u8>| {
-        buf.clear();
-        buf.reserve(doc.src.len());
-        write_value(buf, doc, 0, Some(skip_top_key));
-        Sha256::digest(&buf[..]).into()
+        let n = write(buf, doc, Some(skip_top_key));
+        Sha256::digest(&buf[..n]).into()
     };
     CANON.with(|cell| match cell.try_borrow_mut() {
         Ok(mut buf) => hash(&mut buf),
@@ -45,9 +44,62 @@ pub fn digest_without(doc: &Doc<'_>, skip_top_key: &str) -> [u8; 32] {
 
 /// The canonical bytes of `doc`, optionally leaving out one top-level member.
 pub fn canonical_bytes(doc: &Doc<'_>, skip_top_key: Option<&str>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(doc.src.len());
-    write_value(&mut out, doc, 0, skip_top_key);
+    let mut out = Vec::new();
+    let n = write(&mut out, doc, skip_top_key);
+    out.truncate(n);
     out
+}
+
+/// Slack after the canonical bytes, so short copies can move a fixed 16 bytes.
+const SLACK: usize = 16;
+
+/// Writes the canonical form of `doc` at the start of `buf` (grown as
+/// needed); returns its length. The canonical form is never longer than the
+/// input: whitespace goes, every escape becomes at most as long as it was
+/// written, `-0` becomes `0`, and everything else is copied.
+fn write(buf: &mut Vec<u8>, doc: &Doc<'_>, skip: Option<&str>) -> usize {
+    let need = doc.src.len() + SLACK;
+    if buf.len() < need {
+        buf.resize(need, 0);
+    }
+    let mut out = Out {
+        buf: &mut buf[..need],
+        pos: 0,
+    };
+    write_value(&mut out, doc, 0, skip);
+    out.pos
+}
+
+/// A cursor into a buffer with room for the whole canonical form.
+struct Out<'b> {
+    buf: &'b mut [u8],
+    pos: usize,
+}
+
+impl Out<'_> {
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.pos] = b;
+        self.pos += 1;
+    }
+
+    #[inline]
+    fn put(&mut self, s: &[u8]) {
+        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
+        self.pos += s.len();
+    }
+
+    /// `src[a..b]`; a short run as one fixed 16-byte move (the bytes after
+    /// the run are overwritten later or lie in the slack), not a memcpy call.
+    #[inline]
+    fn put_run(&mut self, src: &[u8], a: usize, b: usize) {
+        let (n, at) = (b - a, self.pos);
+        match (src.get(a..a + SLACK), self.buf.get_mut(at..at + SLACK)) {
+            (Some(from), Some(to)) if n <= SLACK => to.copy_from_slice(from),
+            _ => self.buf[at..at + n].copy_from_slice(&src[a..b]),
+        }
+        self.pos += n;
+    }
 }
 
 /// `sha256:` followed by the 64 lowercase hex digits of `digest`.
@@ -69,7 +121,7 @@ pub fn hex_lower(bytes: &[u8]) -> String {
     s
 }
 
-/// Objects up to this size are key-sorted on the stack (insertion sort).
+/// Objects up to this size are key-sorted on the stack ([`write_object`]).
 const STACK_SORT: usize = 32;
 
 /// The first eight bytes of a key, zero-padded, as a number: when two
@@ -86,78 +138,81 @@ fn key_prefix(k: &[u8]) -> u64 {
 
 /// Node `i` of `doc`. Recursion is bounded by the reader's depth limit
 /// (docs/format.md §3: 32).
-fn write_value(out: &mut Vec<u8>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
+fn write_value(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
     let n = &doc.nodes[i];
     match n.tag {
-        Tag::Null => out.extend_from_slice(b"null"),
-        Tag::True => out.extend_from_slice(b"true"),
-        Tag::False => out.extend_from_slice(b"false"),
+        Tag::Null => out.put(b"null"),
+        Tag::True => out.put(b"true"),
+        Tag::False => out.put(b"false"),
         Tag::Int | Tag::Float => {
-            let text = doc.text(n.text, false);
-            if text == "-0" {
-                out.push(b'0');
+            let (a, b) = (n.text.0 as usize, n.text.1 as usize);
+            let src = doc.src.as_bytes();
+            if &src[a..b] == b"-0" {
+                out.byte(b'0');
             } else {
-                out.extend_from_slice(text.as_bytes());
+                out.put_run(src, a, b);
             }
         }
         Tag::Str => write_text(out, doc, n.text, n.text_esc),
         Tag::Arr => {
-            out.push(b'[');
+            out.byte(b'[');
             let mut c = i + 1;
             for k in 0..n.len {
                 if k > 0 {
-                    out.push(b',');
+                    out.byte(b',');
                 }
                 write_value(out, doc, c, None);
                 c = doc.nodes[c].end as usize;
             }
-            out.push(b']');
+            out.byte(b']');
         }
+        Tag::Obj if n.len <= 4 => write_object::<4>(out, doc, i, skip),
+        Tag::Obj if n.len as usize <= STACK_SORT => write_object::<STACK_SORT>(out, doc, i, skip),
         Tag::Obj => {
-            let len = n.len as usize;
-            if len <= STACK_SORT {
-                let mut idx = [(0u64, 0usize); STACK_SORT];
-                let idx = &mut idx[..len];
-                let mut c = i + 1;
-                for slot in idx.iter_mut() {
-                    *slot = (key_prefix(doc.key_of(c).as_bytes()), c);
-                    c = doc.nodes[c].end as usize;
-                }
-                let less = |a: &(u64, usize), b: &(u64, usize)| {
-                    a.0 < b.0 || (a.0 == b.0 && doc.key_of(a.1) < doc.key_of(b.1))
-                };
-                // Writers mostly keep one order: insertion sort is linear
-                // on sorted input and cheap on objects this small.
-                for j in 1..idx.len() {
-                    let mut k = j;
-                    while k > 0 && less(&idx[k], &idx[k - 1]) {
-                        idx.swap(k, k - 1);
-                        k -= 1;
-                    }
-                }
-                write_members(out, doc, idx.iter().map(|&(_, c)| c), skip);
-            } else {
-                let mut idx: Vec<usize> = Vec::with_capacity(len);
-                let mut c = i + 1;
-                for _ in 0..len {
-                    idx.push(c);
-                    c = doc.nodes[c].end as usize;
-                }
-                idx.sort_unstable_by(|&a, &b| doc.key_of(a).cmp(doc.key_of(b)));
-                write_members(out, doc, idx.into_iter(), skip);
+            let mut idx: Vec<usize> = Vec::with_capacity(n.len as usize);
+            let mut c = i + 1;
+            for _ in 0..n.len {
+                idx.push(c);
+                c = doc.nodes[c].end as usize;
             }
+            idx.sort_unstable_by(|&a, &b| doc.key_of(a).cmp(doc.key_of(b)));
+            write_members(out, doc, idx.into_iter(), skip);
         }
     }
 }
 
+/// Object `i` (at most `M` members), its keys sorted on the stack: by their
+/// first eight bytes, whole keys only where those tie. Writers mostly keep
+/// one order, so insertion sort is linear there and cheap on objects this small.
+fn write_object<const M: usize>(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
+    let mut idx = [(0u64, 0usize); M];
+    let idx = &mut idx[..(doc.nodes[i].len as usize).min(M)];
+    let mut c = i + 1;
+    for slot in idx.iter_mut() {
+        *slot = (key_prefix(doc.key_of(c).as_bytes()), c);
+        c = doc.nodes[c].end as usize;
+    }
+    let less = |a: &(u64, usize), b: &(u64, usize)| {
+        a.0 < b.0 || (a.0 == b.0 && doc.key_of(a.1) < doc.key_of(b.1))
+    };
+    for j in 1..idx.len() {
+        let mut k = j;
+        while k > 0 && less(&idx[k], &idx[k - 1]) {
+            idx.swap(k, k - 1);
+            k -= 1;
+        }
+    }
+    write_members(out, doc, idx.iter().map(|&(_, c)| c), skip);
+}
+
 /// The members `order` (node indices, keys sorted) of one object.
 fn write_members(
-    out: &mut Vec<u8>,
+    out: &mut Out<'_>,
     doc: &Doc<'_>,
     order: impl Iterator<Item = usize>,
     skip: Option<&str>,
 ) {
-    out.push(b'{');
+    out.byte(b'{');
     let mut first = true;
     for c in order {
         let n = &doc.nodes[c];
@@ -165,46 +220,46 @@ fn write_members(
             continue;
         }
         if !first {
-            out.push(b',');
+            out.byte(b',');
         }
         first = false;
         write_text(out, doc, n.key, n.key_esc);
-        out.push(b':');
+        out.byte(b':');
         write_value(out, doc, c, None);
     }
-    out.push(b'}');
+    out.byte(b'}');
 }
 
 /// A string or key: copied with its quotes from the input when it was
 /// written without escapes, else re-encoded from its decoded form.
 #[inline]
-fn write_text(out: &mut Vec<u8>, doc: &Doc<'_>, span: (u32, u32), esc: bool) {
+fn write_text(out: &mut Out<'_>, doc: &Doc<'_>, span: (u32, u32), esc: bool) {
     if esc {
         write_string(out, doc.text(span, true));
     } else {
-        out.extend_from_slice(&doc.src.as_bytes()[span.0 as usize - 1..span.1 as usize + 1]);
+        out.put_run(doc.src.as_bytes(), span.0 as usize - 1, span.1 as usize + 1);
     }
 }
 
-fn write_string(out: &mut Vec<u8>, s: &str) {
+fn write_string(out: &mut Out<'_>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let b = s.as_bytes();
-    out.push(b'"');
+    out.byte(b'"');
     let mut run = 0;
     loop {
         let i = find_special(b, run);
-        out.extend_from_slice(&b[run..i]);
+        out.put(&b[run..i]);
         let Some(&c) = b.get(i) else { break };
         run = i + 1;
         match c {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0c => out.extend_from_slice(b"\\f"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            c => out.extend_from_slice(&[
+            b'"' => out.put(b"\\\""),
+            b'\\' => out.put(b"\\\\"),
+            0x08 => out.put(b"\\b"),
+            0x0c => out.put(b"\\f"),
+            b'\n' => out.put(b"\\n"),
+            b'\r' => out.put(b"\\r"),
+            b'\t' => out.put(b"\\t"),
+            c => out.put(&[
                 b'\\',
                 b'u',
                 b'0',
@@ -214,7 +269,7 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
             ]),
         }
     }
-    out.push(b'"');
+    out.byte(b'"');
 }
 
 #[cfg(test)]

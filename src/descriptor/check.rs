@@ -7,7 +7,7 @@
 //! up costs one key comparison when members are in the expected order (any
 //! order is accepted), and nothing is formatted unless a check fails.
 
-use super::json::{preview, quote_preview, Children, Items, Members, NumKind, Value, View};
+use super::json::{preview, quote_preview, Items, Members, NumKind, Value, View};
 use super::{parse_canonical_uuid, GpuUuid};
 use std::cell::Cell;
 use std::fmt::{self, Write as _};
@@ -108,6 +108,7 @@ impl<'p> Path<'p> {
         seg: None,
     };
 
+    #[inline]
     pub(crate) fn key<'s>(&'s self, key: &'s str) -> Path<'s> {
         Path {
             parent: Some(self),
@@ -178,6 +179,7 @@ impl<'v> Field<'static, 'v> {
 
 impl<'p, 'v> Field<'p, 'v> {
     /// Item `i` of this (array) field.
+    #[inline]
     pub(crate) fn item<'s>(&'s self, i: usize, v: Value<'v>) -> Field<'s, 'v> {
         Field {
             path: self.path.index(i),
@@ -194,44 +196,64 @@ impl<'p, 'v> Field<'p, 'v> {
     }
 }
 
+/// The most fields an object checked against a list of known fields can
+/// have looked up by position (the descriptor's top level has 17).
+const SLOTS: usize = 17;
+/// An empty slot.
+const NONE: u32 = u32::MAX;
+
 /// The members of a JSON object being checked.
 pub(crate) struct Obj<'p, 'v> {
     pub(crate) path: Path<'p>,
     members: Members<'v>,
-    /// The members after the last one found: a lookup tries the first of
-    /// them before scanning (writers keep one order; any order is accepted).
-    next: Cell<Option<Children<'v>>>,
+    /// The known fields (once checked against them) and each one's value,
+    /// by position in that list.
+    known: &'static [&'static str],
+    /// Node index of each known field's value ([`NONE`] when absent).
+    slots: [u32; SLOTS],
+    /// Where in `known` the next lookup looks first: callers look fields up
+    /// in the order of the list.
+    next: Cell<usize>,
+}
+
+/// Two keys are equal; one compared with itself (the same literal) is not read.
+#[inline]
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
 }
 
 impl<'p, 'v> Obj<'p, 'v> {
+    /// An object not (yet) checked against its known fields: lookups scan.
+    #[inline]
     pub(crate) fn new(path: Path<'p>, members: Members<'v>) -> Self {
         Obj {
             path,
             members,
-            next: Cell::new(Some(members.values())),
+            known: &[],
+            slots: [NONE; SLOTS],
+            next: Cell::new(0),
         }
     }
 
+    #[inline]
     pub(crate) fn get(&self, key: &str) -> Option<Value<'v>> {
-        let m = &self.members;
-        if let Some(rest) = self.next.take() {
-            let mut after = rest.clone();
-            if let Some(v) = after.next().filter(|&v| m.key(v) == key) {
-                self.next.set(Some(after));
-                return Some(v);
+        let known = self.known;
+        let j = self.next.get();
+        let at = match known.get(j) {
+            Some(k) if same(k, key) => Some(j),
+            _ => known.iter().position(|k| same(k, key)),
+        };
+        match at {
+            Some(at) => {
+                self.next.set(at + 1);
+                let i = self.slots[at];
+                (i != NONE).then(|| self.members.at(i))
             }
-            self.next.set(Some(rest));
+            None => self.members.get(key),
         }
-        let mut it = m.values();
-        while let Some(v) = it.next() {
-            if m.key(v) == key {
-                self.next.set(Some(it));
-                return Some(v);
-            }
-        }
-        None
     }
 
+    #[inline]
     pub(crate) fn at<'s>(&'s self, key: &'s str) -> Field<'s, 'v> {
         Field {
             path: self.path.key(key),
@@ -279,6 +301,7 @@ impl Checker {
     }
 
     /// The value of a required field; records "missing field" when absent.
+    #[inline]
     fn present<'v>(
         &mut self,
         f: &Field<'_, 'v>,
@@ -299,6 +322,7 @@ impl Checker {
         self.fail(path, problem, expected, preview(v));
     }
 
+    #[inline]
     pub(crate) fn members<'v>(
         &mut self,
         f: &Field<'_, 'v>,
@@ -312,39 +336,55 @@ impl Checker {
         m
     }
 
-    /// Records every member of `o` not named in `known`.
-    pub(crate) fn unknown_fields(&mut self, o: &Obj<'_, '_>, known: &[&str]) {
+    /// `members` checked against the `known` fields: every other member is
+    /// recorded as unknown (in file order), and the known ones are looked
+    /// up by position from then on.
+    pub(crate) fn known_fields<'p, 'v>(
+        &mut self,
+        path: Path<'p>,
+        members: Members<'v>,
+        known: &'static [&'static str],
+    ) -> Obj<'p, 'v> {
+        let mut o = Obj::new(path, members);
+        if known.len() <= SLOTS {
+            o.known = known;
+        }
         // Members mostly come in the order of `known`: try the next one first.
         let mut next = 0;
-        for (k, v) in o.members.iter() {
-            if known.get(next) == Some(&k) {
-                next += 1;
-                continue;
-            }
-            if let Some(at) = known.iter().position(|&want| want == k) {
-                next = at + 1;
-            } else {
-                self.fail(
-                    &o.path.key(k),
+        for v in members.values() {
+            let k = members.key(v);
+            let at = match known.get(next) {
+                Some(want) if *want == k => Some(next),
+                _ => known.iter().position(|&want| want == k),
+            };
+            match at {
+                Some(at) => {
+                    if let Some(slot) = o.slots.get_mut(at) {
+                        *slot = v.index() as u32;
+                    }
+                    next = at + 1;
+                }
+                None => self.fail(
+                    &path.key(k),
                     "unknown field",
                     format!("one of {}", known.join(", ")),
                     preview(v),
-                );
+                ),
             }
         }
+        o
     }
 
     /// A required object with exactly the `known` fields (missing ones are
     /// reported by the field checks that follow).
+    #[inline]
     pub(crate) fn object<'p, 'v>(
         &mut self,
         f: Field<'p, 'v>,
-        known: &[&str],
+        known: &'static [&'static str],
     ) -> Option<Obj<'p, 'v>> {
         let members = self.members(&f, || format!("object with {}", known.join(", ")))?;
-        let o = Obj::new(f.path, members);
-        self.unknown_fields(&o, known);
-        Some(o)
+        Some(self.known_fields(f.path, members, known))
     }
 
     pub(crate) fn array<'v>(
@@ -372,6 +412,7 @@ impl Checker {
         Some(items)
     }
 
+    #[inline]
     pub(crate) fn int(&mut self, f: Field<'_, '_>, lo: i128, hi: i128) -> Option<i128> {
         let expected = || format!("integer {lo}..={hi}");
         let v = self.present(&f, expected)?;
@@ -394,12 +435,20 @@ impl Checker {
         }
     }
 
+    #[inline]
     pub(crate) fn uint(&mut self, f: Field<'_, '_>, lo: u64, hi: u64) -> Option<u64> {
+        // The common case: a non-negative integer literal of at most 19 digits.
+        if let Some(v) = f.value.and_then(|v| v.as_small_uint()) {
+            if (lo..=hi).contains(&v) {
+                return Some(v);
+            }
+        }
         // In range lo..=hi, so the conversion back to u64 is lossless.
         self.int(f, i128::from(lo), i128::from(hi))
             .map(|i| i as u64)
     }
 
+    #[inline]
     pub(crate) fn boolean(&mut self, f: Field<'_, '_>) -> Option<bool> {
         let v = self.present(&f, || "boolean".into())?;
         let b = v.as_bool();
@@ -409,6 +458,7 @@ impl Checker {
         b
     }
 
+    #[inline]
     fn str_value<'v>(
         &mut self,
         f: &Field<'_, 'v>,
@@ -423,6 +473,7 @@ impl Checker {
     }
 
     /// Checks the length (in characters) of an already type-checked string.
+    #[inline]
     fn check_len(
         &mut self,
         path: &Path<'_>,
@@ -457,6 +508,7 @@ impl Checker {
         }
     }
 
+    #[inline]
     pub(crate) fn string<'v>(
         &mut self,
         f: Field<'_, 'v>,

@@ -70,6 +70,7 @@ pub struct Doc<'a> {
 
 impl<'a> Doc<'a> {
     /// The top-level value.
+    #[inline]
     pub fn root(&self) -> Value<'_> {
         Value { doc: self, at: 0 }
     }
@@ -134,6 +135,7 @@ impl Number<'_> {
 }
 
 /// The kind of an integer literal (valid JSON syntax, no fraction or exponent).
+#[inline]
 fn int_kind(text: &str) -> NumKind {
     let (negative, digits) = match text.strip_prefix('-') {
         Some(d) => (true, d),
@@ -157,6 +159,7 @@ impl<'d> Value<'d> {
     }
 
     /// What this value is.
+    #[inline]
     pub fn view(&self) -> View<'d> {
         let n = self.node();
         let (doc, at) = (self.doc, self.at);
@@ -183,6 +186,7 @@ impl<'d> Value<'d> {
 
     /// The JSON type name (`null`, `boolean`, `integer`, `float`, `string`,
     /// `array`, `object`), for error messages.
+    #[inline]
     pub fn type_name(&self) -> &'static str {
         match self.node().tag {
             Tag::Null => "null",
@@ -195,10 +199,12 @@ impl<'d> Value<'d> {
         }
     }
 
+    #[inline]
     pub fn is_null(&self) -> bool {
         self.node().tag == Tag::Null
     }
 
+    #[inline]
     pub fn as_bool(&self) -> Option<bool> {
         match self.node().tag {
             Tag::True => Some(true),
@@ -207,11 +213,33 @@ impl<'d> Value<'d> {
         }
     }
 
+    /// An integer literal without sign of at most 19 digits (always < 10^19,
+    /// so it fits a u64), read without going through [`NumKind`].
+    #[inline]
+    pub fn as_small_uint(&self) -> Option<u64> {
+        let n = self.node();
+        let digits = self
+            .doc
+            .src
+            .as_bytes()
+            .get(n.text.0 as usize..n.text.1 as usize)?;
+        if n.tag != Tag::Int || digits.len() > 19 || digits.first() == Some(&b'-') {
+            return None;
+        }
+        Some(
+            digits
+                .iter()
+                .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0')),
+        )
+    }
+
+    #[inline]
     pub fn as_str(&self) -> Option<&'d str> {
         let n = self.node();
         (n.tag == Tag::Str).then(|| self.doc.text(n.text, n.text_esc))
     }
 
+    #[inline]
     pub fn as_array(&self) -> Option<Items<'d>> {
         (self.node().tag == Tag::Arr).then_some(Items {
             doc: self.doc,
@@ -219,6 +247,7 @@ impl<'d> Value<'d> {
         })
     }
 
+    #[inline]
     pub fn as_object(&self) -> Option<Members<'d>> {
         (self.node().tag == Tag::Obj).then_some(Members {
             doc: self.doc,
@@ -227,11 +256,13 @@ impl<'d> Value<'d> {
     }
 
     /// The member `key` of an object (`None` for non-objects).
+    #[inline]
     pub fn get(&self, key: &str) -> Option<Value<'d>> {
         self.as_object()?.get(key)
     }
 
     /// The index of this value's node in its document.
+    #[inline]
     pub(crate) fn index(&self) -> usize {
         self.at as usize
     }
@@ -270,6 +301,7 @@ impl<'d> Iterator for Children<'d> {
 
 impl ExactSizeIterator for Children<'_> {}
 
+#[inline]
 fn children<'d>(doc: &'d Doc<'d>, at: u32) -> Children<'d> {
     Children {
         doc,
@@ -286,16 +318,20 @@ pub struct Items<'d> {
 }
 
 impl<'d> Items<'d> {
+    #[inline]
     pub fn len(&self) -> usize {
         self.doc.nodes[self.at as usize].len as usize
     }
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    #[inline]
     pub fn iter(&self) -> Children<'d> {
         children(self.doc, self.at)
     }
     /// The array itself.
+    #[inline]
     pub fn value(&self) -> Value<'d> {
         Value {
             doc: self.doc,
@@ -318,34 +354,49 @@ pub struct Members<'d> {
 }
 
 impl<'d> Members<'d> {
+    #[inline]
     pub fn len(&self) -> usize {
         self.doc.nodes[self.at as usize].len as usize
     }
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
     /// `(key, value)` pairs in file order.
+    #[inline]
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'d str, Value<'d>)> + 'd {
         let doc = self.doc;
         children(doc, self.at).map(move |v| (doc.key_of(v.index()), v))
     }
     /// The values, in file order (each knows its key: [`Members::key`]).
+    #[inline]
     pub fn values(&self) -> Children<'d> {
         children(self.doc, self.at)
     }
     /// The key of member `v` (a value from [`Members::values`]).
+    #[inline]
     pub fn key(&self, v: Value<'d>) -> &'d str {
         self.doc.key_of(v.index())
     }
+    #[inline]
     pub fn get(&self, key: &str) -> Option<Value<'d>> {
         let doc = self.doc;
         self.values().find(|v| doc.key_of(v.index()) == key)
     }
     /// The object itself.
+    #[inline]
     pub fn value(&self) -> Value<'d> {
         Value {
             doc: self.doc,
             at: self.at,
+        }
+    }
+    /// The member whose node is `index` (from [`Value::index`]).
+    #[inline]
+    pub(crate) fn at(&self, index: u32) -> Value<'d> {
+        Value {
+            doc: self.doc,
+            at: index,
         }
     }
 }
@@ -474,8 +525,20 @@ pub fn parse(bytes: &[u8]) -> Result<Doc<'_>, JsonError> {
 }
 
 /// A member key (span, escaped), or none.
-type Key = (Span, bool);
-const NO_KEY: Key = ((0, 0), false);
+/// A member key: its span packed into one word (`start | end << 32`: one
+/// store and one load, never two halves) and whether it had escapes.
+type Key = (u64, bool);
+const NO_KEY: Key = (0, false);
+
+#[inline]
+fn pack(start: usize, end: usize) -> u64 {
+    start as u64 | (end as u64) << 32
+}
+
+#[inline]
+fn unpack(k: u64) -> Span {
+    (k as u32, (k >> 32) as u32)
+}
 
 struct Parser<'a> {
     src: &'a str,
@@ -493,12 +556,18 @@ impl<'a> Parser<'a> {
 
     #[inline]
     fn skip_ws(&mut self) {
-        // Indentation first, eight spaces at a time.
-        const SPACES: [u8; 8] = [b' '; 8];
+        // Indentation first, eight bytes at a time.
+        const SPACES: u64 = u64::from_le_bytes([b' '; 8]);
         if self.peek() == Some(b'\n') {
             self.pos += 1;
-            while self.b.get(self.pos..self.pos + 8) == Some(&SPACES[..]) {
-                self.pos += 8;
+            while let Some(w) = self.b.get(self.pos..self.pos + 8) {
+                let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+                // The number of leading spaces of the word.
+                let n = ((w ^ SPACES).trailing_zeros() / 8) as usize;
+                self.pos += n;
+                if n < 8 {
+                    break;
+                }
             }
         }
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
@@ -508,6 +577,7 @@ impl<'a> Parser<'a> {
 
     #[inline]
     fn push(&mut self, tag: Tag, (key, key_esc): Key, text: Span, text_esc: bool) -> usize {
+        let key = unpack(key);
         let at = self.nodes.len();
         self.nodes.push(Node {
             tag,
@@ -529,8 +599,14 @@ impl<'a> Parser<'a> {
         n.end = end;
     }
 
-    fn key_str(&self, (span, esc): Key) -> &str {
-        let (a, b) = (span.0 as usize, span.1 as usize);
+    #[inline]
+    fn key_str(&self, (key, esc): Key) -> &str {
+        self.str_at(unpack(key), esc)
+    }
+
+    #[inline]
+    fn str_at(&self, (a, b): Span, esc: bool) -> &str {
+        let (a, b) = (a as usize, b as usize);
         if esc {
             &self.decoded[a..b]
         } else {
@@ -568,7 +644,7 @@ impl<'a> Parser<'a> {
             }
             Some(b'"') => {
                 let (text, esc) = self.string()?;
-                self.push(Tag::Str, key, text, esc);
+                self.push(Tag::Str, key, unpack(text), esc);
                 Ok(())
             }
             Some(b'-' | b'0'..=b'9') => self.number(key),
@@ -628,11 +704,13 @@ impl<'a> Parser<'a> {
     /// Whether `key` is already the key of a member of object `at` (its
     /// members so far are the nodes after it).
     fn has_key(&self, at: usize, key: Key) -> bool {
-        let want = self.key_str(key);
+        let want = self.key_str(key).as_bytes();
+        let len = want.len() as u32;
         let mut c = at + 1;
         while c < self.nodes.len() {
             let n = &self.nodes[c];
-            if self.key_str((n.key, n.key_esc)) == want {
+            // Keys of another length (most of them) are not read at all.
+            if n.key.1 - n.key.0 == len && self.str_at(n.key, n.key_esc).as_bytes() == want {
                 return true;
             }
             c = n.end as usize;
@@ -640,11 +718,11 @@ impl<'a> Parser<'a> {
         false
     }
 
-    fn key_cow(&self, key: Key) -> Cow<'a, str> {
-        if key.1 {
-            Cow::Owned(self.key_str(key).to_owned())
+    fn key_cow(&self, (a, b): Span, esc: bool) -> Cow<'a, str> {
+        if esc {
+            Cow::Owned(self.str_at((a, b), true).to_owned())
         } else {
-            Cow::Borrowed(&self.src[key.0 .0 as usize..key.0 .1 as usize])
+            Cow::Borrowed(&self.src[a as usize..b as usize])
         }
     }
 
@@ -669,7 +747,7 @@ impl<'a> Parser<'a> {
             let k = self.string()?;
             let dup = match &mut seen {
                 Some(set) => {
-                    let cow = self.key_cow(k);
+                    let cow = self.key_cow(unpack(k.0), k.1);
                     !set.insert(cow)
                 }
                 None => {
@@ -679,10 +757,10 @@ impl<'a> Parser<'a> {
                         let mut c = at + 1;
                         while c < self.nodes.len() {
                             let n = self.nodes[c];
-                            set.insert(self.key_cow((n.key, n.key_esc)));
+                            set.insert(self.key_cow(n.key, n.key_esc));
                             c = n.end as usize;
                         }
-                        set.insert(self.key_cow(k));
+                        set.insert(self.key_cow(unpack(k.0), k.1));
                         seen = Some(set);
                     }
                     dup
@@ -717,21 +795,29 @@ impl<'a> Parser<'a> {
 
     /// Reads a string starting at the opening quote: its content as a span
     /// of the input, or (when it has escapes) of the decoded buffer.
+    #[inline(always)]
     fn string(&mut self) -> Result<Key, JsonError> {
+        let start = self.pos + 1;
+        // Fast path (inlined): no escapes.
+        let i = find_special(self.b, start);
+        if self.b.get(i) == Some(&b'"') {
+            self.pos = i + 1;
+            return Ok((pack(start, i), false));
+        }
+        self.string_slow(i)
+    }
+
+    /// A string whose first special byte, at `i`, is not its closing quote.
+    #[inline(never)]
+    fn string_slow(&mut self, mut i: usize) -> Result<Key, JsonError> {
         let open = self.pos;
         let start = open + 1;
-        // Fast path: no escapes.
-        let mut i = find_special(self.b, start);
         match self.b.get(i) {
             None => {
                 return err(
                     self.b.len(),
                     format!("unterminated string (opened at byte {open})"),
                 )
-            }
-            Some(b'"') => {
-                self.pos = i + 1;
-                return Ok(((start as u32, i as u32), false));
             }
             Some(b'\\') => {}
             Some(&c) => return err(i, control_char_error(c)),
@@ -751,7 +837,7 @@ impl<'a> Parser<'a> {
             match c {
                 b'"' => {
                     self.pos = i + 1;
-                    return Ok(((from as u32, out.len() as u32), true));
+                    return Ok((pack(from, out.len()), true));
                 }
                 b'\\' => {
                     i = escape(self.src, i, out)?;

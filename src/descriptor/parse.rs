@@ -216,7 +216,7 @@ fn extract_descriptor(
         }
     }
 
-    c.unknown_fields(&o, &DESCRIPTOR_FIELDS);
+    let o = c.known_fields(o.path, members, &DESCRIPTOR_FIELDS);
     let d = descriptor_fields(c, &o, ident, keep_allocations);
     debug_assert!(
         d.is_some() || !c.is_clean(),
@@ -499,12 +499,12 @@ fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {
     })?;
     let o = Obj::new(f.path, members);
     let kind = c.one_of(o.at("kind"), HANDLE_KINDS);
-    let known: &[&str] = match kind {
+    let known: &'static [&'static str] = match kind {
         Some("posix_fd") => &["kind", "fd"],
         Some(_) => &["kind", "hex"],
         None => &["kind", "hex", "fd"],
     };
-    c.unknown_fields(&o, known);
+    let o = c.known_fields(o.path, members, known);
     match kind? {
         "cuda_ipc" => c.hex64(o.at("hex")).map(Handle::CudaIpc),
         "fabric" => c.hex64(o.at("hex")).map(Handle::Fabric),
