@@ -175,7 +175,7 @@ fn write_value(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
                 idx.push(c);
                 c = doc.nodes[c].end as usize;
             }
-            idx.sort_unstable_by(|&a, &b| doc.key_of(a).cmp(doc.key_of(b)));
+            idx.sort_unstable_by(|&a, &b| doc.key_bytes(a).cmp(doc.key_bytes(b)));
             write_members(out, doc, idx.into_iter(), skip);
         }
     }
@@ -189,11 +189,11 @@ fn write_object<const M: usize>(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip
     let idx = &mut idx[..(doc.nodes[i].len as usize).min(M)];
     let mut c = i + 1;
     for slot in idx.iter_mut() {
-        *slot = (key_prefix(doc.key_of(c).as_bytes()), c);
+        *slot = (key_prefix(doc.key_bytes(c)), c);
         c = doc.nodes[c].end as usize;
     }
     let less = |a: &(u64, usize), b: &(u64, usize)| {
-        a.0 < b.0 || (a.0 == b.0 && doc.key_of(a.1) < doc.key_of(b.1))
+        a.0 < b.0 || (a.0 == b.0 && doc.key_bytes(a.1) < doc.key_bytes(b.1))
     };
     for j in 1..idx.len() {
         let mut k = j;
@@ -216,7 +216,7 @@ fn write_members(
     let mut first = true;
     for c in order {
         let n = &doc.nodes[c];
-        if skip.is_some_and(|s| s == doc.text(n.key, n.key_esc)) {
+        if skip.is_some_and(|s| s.as_bytes() == doc.key_bytes(c)) {
             continue;
         }
         if !first {

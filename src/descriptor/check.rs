@@ -196,64 +196,57 @@ impl<'p, 'v> Field<'p, 'v> {
     }
 }
 
-/// The most fields an object checked against a list of known fields can
-/// have looked up by position (the descriptor's top level has 17).
-const SLOTS: usize = 17;
-/// An empty slot.
-const NONE: u32 = u32::MAX;
-
 /// The members of a JSON object being checked.
 pub(crate) struct Obj<'p, 'v> {
     pub(crate) path: Path<'p>,
     members: Members<'v>,
-    /// The known fields (once checked against them) and each one's value,
-    /// by position in that list.
-    known: &'static [&'static str],
-    /// Node index of each known field's value ([`NONE`] when absent).
-    slots: [u32; SLOTS],
-    /// Where in `known` the next lookup looks first: callers look fields up
-    /// in the order of the list.
-    next: Cell<usize>,
-}
-
-/// Two keys are equal; one compared with itself (the same literal) is not read.
-#[inline]
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
+    /// The member after the last one found (node index) and how many
+    /// members are left from it: a lookup tries it first, since callers
+    /// look fields up in the spec's order and writers mostly keep it.
+    next: Cell<(u32, u32)>,
 }
 
 impl<'p, 'v> Obj<'p, 'v> {
-    /// An object not (yet) checked against its known fields: lookups scan.
     #[inline]
     pub(crate) fn new(path: Path<'p>, members: Members<'v>) -> Self {
+        let first = members.value().index() as u32 + 1;
         Obj {
             path,
             members,
-            known: &[],
-            slots: [NONE; SLOTS],
-            next: Cell::new(0),
+            next: Cell::new((first, members.len() as u32)),
         }
     }
 
-    #[inline]
+    /// Inlined into each caller, where `key` is a literal: the common case
+    /// is one comparison of known length.
+    #[inline(always)]
     pub(crate) fn get(&self, key: &str) -> Option<Value<'v>> {
-        let known = self.known;
-        let j = self.next.get();
-        let at = match known.get(j) {
-            Some(k) if same(k, key) => Some(j),
-            _ => known.iter().position(|k| same(k, key)),
-        };
-        match at {
-            Some(at) => {
-                self.next.set(at + 1);
-                let i = self.slots[at];
-                (i != NONE).then(|| self.members.at(i))
+        let m = &self.members;
+        let (next, left) = self.next.get();
+        if left > 0 {
+            let v = m.at(next);
+            if m.key(v).as_bytes() == key.as_bytes() {
+                self.next.set((m.next_sibling(v), left - 1));
+                return Some(v);
             }
-            None => self.members.get(key),
         }
+        self.scan(key)
     }
 
-    #[inline]
+    #[inline(never)]
+    fn scan(&self, key: &str) -> Option<Value<'v>> {
+        let m = &self.members;
+        let len = m.len() as u32;
+        for (i, v) in m.values().enumerate() {
+            if m.key(v) == key {
+                self.next.set((m.next_sibling(v), len - i as u32 - 1));
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    #[inline(always)]
     pub(crate) fn at<'s>(&'s self, key: &'s str) -> Field<'s, 'v> {
         Field {
             path: self.path.key(key),
@@ -337,42 +330,30 @@ impl Checker {
     }
 
     /// `members` checked against the `known` fields: every other member is
-    /// recorded as unknown (in file order), and the known ones are looked
-    /// up by position from then on.
+    /// recorded as unknown (in file order).
     pub(crate) fn known_fields<'p, 'v>(
         &mut self,
         path: Path<'p>,
         members: Members<'v>,
-        known: &'static [&'static str],
+        known: &[&str],
     ) -> Obj<'p, 'v> {
-        let mut o = Obj::new(path, members);
-        if known.len() <= SLOTS {
-            o.known = known;
-        }
         // Members mostly come in the order of `known`: try the next one first.
         let mut next = 0;
-        for v in members.values() {
-            let k = members.key(v);
-            let at = match known.get(next) {
-                Some(want) if *want == k => Some(next),
-                _ => known.iter().position(|&want| want == k),
-            };
-            match at {
-                Some(at) => {
-                    if let Some(slot) = o.slots.get_mut(at) {
-                        *slot = v.index() as u32;
-                    }
-                    next = at + 1;
-                }
-                None => self.fail(
+        for (k, v) in members.iter() {
+            if known.get(next) == Some(&k) {
+                next += 1;
+            } else if let Some(at) = known.iter().position(|&want| want == k) {
+                next = at + 1;
+            } else {
+                self.fail(
                     &path.key(k),
                     "unknown field",
                     format!("one of {}", known.join(", ")),
                     preview(v),
-                ),
+                );
             }
         }
-        o
+        Obj::new(path, members)
     }
 
     /// A required object with exactly the `known` fields (missing ones are
@@ -381,7 +362,7 @@ impl Checker {
     pub(crate) fn object<'p, 'v>(
         &mut self,
         f: Field<'p, 'v>,
-        known: &'static [&'static str],
+        known: &[&str],
     ) -> Option<Obj<'p, 'v>> {
         let members = self.members(&f, || format!("object with {}", known.join(", ")))?;
         Some(self.known_fields(f.path, members, known))

@@ -85,6 +85,18 @@ impl<'a> Doc<'a> {
         }
     }
 
+    /// The key of member node `i`, as bytes (no char-boundary checks).
+    #[inline]
+    pub(crate) fn key_bytes(&self, i: usize) -> &[u8] {
+        let n = &self.nodes[i];
+        let (a, b) = (n.key.0 as usize, n.key.1 as usize);
+        if n.key_esc {
+            &self.decoded.as_bytes()[a..b]
+        } else {
+            &self.src.as_bytes()[a..b]
+        }
+    }
+
     #[inline]
     pub(crate) fn key_of(&self, i: usize) -> &str {
         let n = &self.nodes[i];
@@ -398,6 +410,11 @@ impl<'d> Members<'d> {
             doc: self.doc,
             at: index,
         }
+    }
+    /// The node index of the member after `v` (one of these members).
+    #[inline]
+    pub(crate) fn next_sibling(&self, v: Value<'d>) -> u32 {
+        self.doc.nodes[v.index()].end
     }
 }
 
@@ -731,6 +748,7 @@ impl<'a> Parser<'a> {
         self.pos += 1; // '{'
         let mut len = 0u32;
         let mut seen: Option<HashSet<Cow<'a, str>>> = None;
+        let mut bloom = 0u64;
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -751,7 +769,17 @@ impl<'a> Parser<'a> {
                     !set.insert(cow)
                 }
                 None => {
-                    let dup = self.has_key(at, k);
+                    // A key whose (length, first, last byte) no earlier key
+                    // of this object had cannot be a duplicate: most keys
+                    // skip the scan.
+                    let kb = self.key_str(k).as_bytes();
+                    let h = kb.len()
+                        ^ usize::from(kb.first().copied().unwrap_or(0)) << 1
+                        ^ usize::from(kb.last().copied().unwrap_or(0)) << 3;
+                    let bit = 1u64 << (h % 64);
+                    let maybe = bloom & bit != 0;
+                    bloom |= bit;
+                    let dup = maybe && self.has_key(at, k);
                     if !dup && len as usize + 1 >= HASHED_DUP_CHECK {
                         let mut set: HashSet<Cow<'a, str>> = HashSet::new();
                         let mut c = at + 1;

@@ -499,7 +499,7 @@ fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {
     })?;
     let o = Obj::new(f.path, members);
     let kind = c.one_of(o.at("kind"), HANDLE_KINDS);
-    let known: &'static [&'static str] = match kind {
+    let known: &[&str] = match kind {
         Some("posix_fd") => &["kind", "fd"],
         Some(_) => &["kind", "hex"],
         None => &["kind", "hex", "fd"],
