@@ -136,6 +136,23 @@ fn key_prefix(k: &[u8]) -> u64 {
     u64::from_be_bytes(w)
 }
 
+/// [`key_prefix`] of the key of member node `c`. A key written without
+/// escapes is followed in the input by at least its closing quote, so
+/// eight bytes can mostly be read at once and the bytes past the key masked.
+#[inline]
+fn key_prefix_of(doc: &Doc<'_>, c: usize) -> u64 {
+    let n = &doc.nodes[c];
+    let (a, len) = (n.key.0 as usize, (n.key.1 - n.key.0) as usize);
+    match doc.src.as_bytes().get(a..a + 8) {
+        Some(w) if !n.key_esc && len < 8 => {
+            let w = u64::from_be_bytes(w.try_into().unwrap_or([0; 8]));
+            // len < 8: keep the first len bytes (the high ones).
+            w & !(u64::MAX >> (8 * len))
+        }
+        _ => key_prefix(doc.key_bytes(c)),
+    }
+}
+
 /// Node `i` of `doc`. Recursion is bounded by the reader's depth limit
 /// (docs/format.md §3: 32).
 fn write_value(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
@@ -189,7 +206,7 @@ fn write_object<const M: usize>(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip
     let idx = &mut idx[..(doc.nodes[i].len as usize).min(M)];
     let mut c = i + 1;
     for slot in idx.iter_mut() {
-        *slot = (key_prefix(doc.key_bytes(c)), c);
+        *slot = (key_prefix_of(doc, c), c);
         c = doc.nodes[c].end as usize;
     }
     let less = |a: &(u64, usize), b: &(u64, usize)| {
