@@ -329,31 +329,24 @@ impl Checker {
         m
     }
 
-    /// `members` checked against the `known` fields: every other member is
-    /// recorded as unknown (in file order).
-    pub(crate) fn known_fields<'p, 'v>(
-        &mut self,
-        path: Path<'p>,
-        members: Members<'v>,
-        known: &[&str],
-    ) -> Obj<'p, 'v> {
+    /// Records every member of `o` not named in `known` (in file order).
+    pub(crate) fn unknown_fields(&mut self, o: &Obj<'_, '_>, known: &[&str]) {
         // Members mostly come in the order of `known`: try the next one first.
         let mut next = 0;
-        for (k, v) in members.iter() {
+        for (k, v) in o.members.iter() {
             if known.get(next) == Some(&k) {
                 next += 1;
             } else if let Some(at) = known.iter().position(|&want| want == k) {
                 next = at + 1;
             } else {
                 self.fail(
-                    &path.key(k),
+                    &o.path.key(k),
                     "unknown field",
                     format!("one of {}", known.join(", ")),
                     preview(v),
                 );
             }
         }
-        Obj::new(path, members)
     }
 
     /// A required object with exactly the `known` fields (missing ones are
@@ -365,7 +358,9 @@ impl Checker {
         known: &[&str],
     ) -> Option<Obj<'p, 'v>> {
         let members = self.members(&f, || format!("object with {}", known.join(", ")))?;
-        Some(self.known_fields(f.path, members, known))
+        let o = Obj::new(f.path, members);
+        self.unknown_fields(&o, known);
+        Some(o)
     }
 
     pub(crate) fn array<'v>(

@@ -216,7 +216,7 @@ fn extract_descriptor(
         }
     }
 
-    let o = c.known_fields(o.path, members, &DESCRIPTOR_FIELDS);
+    c.unknown_fields(&o, &DESCRIPTOR_FIELDS);
     let d = descriptor_fields(c, &o, ident, keep_allocations);
     debug_assert!(
         d.is_some() || !c.is_clean(),
@@ -504,7 +504,7 @@ fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {
         Some(_) => &["kind", "hex"],
         None => &["kind", "hex", "fd"],
     };
-    let o = c.known_fields(o.path, members, known);
+    c.unknown_fields(&o, known);
     match kind? {
         "cuda_ipc" => c.hex64(o.at("hex")).map(Handle::CudaIpc),
         "fabric" => c.hex64(o.at("hex")).map(Handle::Fabric),
