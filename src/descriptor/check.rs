@@ -604,13 +604,13 @@ impl Checker {
         d
     }
 
-    /// 128 hex digits (either case) → 64 bytes.
-    pub(crate) fn hex64(&mut self, f: Field<'_, '_>) -> Option<[u8; 64]> {
+    /// 128 hex digits (either case) → the 64 bytes of `out` (decoded in
+    /// place: a handle is not copied on its way to the summary).
+    pub(crate) fn hex64(&mut self, f: Field<'_, '_>, out: &mut [u8; 64]) -> Option<()> {
         let expected = || "128 hex chars (64 bytes)".to_owned();
         let s = self.str_value(&f, expected)?;
-        let mut out = [0u8; 64];
-        if decode_hex(s.as_bytes(), &mut out, true) {
-            return Some(out);
+        if decode_hex(s.as_bytes(), out, true) {
+            return Some(());
         }
         let problem = match s.chars().find(|c| !c.is_ascii_hexdigit()) {
             Some(c) if s.len() == 128 => format!("non-hex character {c:?}"),

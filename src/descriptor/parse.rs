@@ -375,10 +375,11 @@ fn allocations(
     let items = c.array(&f, 1, MAX_ALLOCATIONS, "allocations")?;
     let mut b = AllocBuilder::new(items.len(), keep);
     let mut ok = true;
+    let mut handle = Handle::PosixFd(0);
     for (i, item) in items.iter().enumerate() {
-        match allocation(c, f.item(i, item)) {
-            Some((id, size_bytes, offset_bytes, handle)) if ok => {
-                b.push(id, size_bytes, offset_bytes, handle)
+        match allocation(c, f.item(i, item), &mut handle) {
+            Some((id, size_bytes, offset_bytes)) if ok => {
+                b.push(id, size_bytes, offset_bytes, &handle)
             }
             Some(_) => {}
             None => ok = false,
@@ -408,18 +409,18 @@ impl<'v> AllocBuilder<'v> {
         }
     }
 
-    fn push(&mut self, id: &'v str, size_bytes: u64, offset_bytes: u64, handle: Handle) {
+    fn push(&mut self, id: &'v str, size_bytes: u64, offset_bytes: u64, handle: &Handle) {
         self.sum.count += 1;
         self.sum.total_bytes += u128::from(size_bytes);
         self.sum.carries_bytes |= handle.carries_bytes();
         self.ids.push(id);
-        self.sum.handles.push(super::HandleId::of(&handle));
+        self.sum.handles.push(super::HandleId::of(handle));
         if self.keep {
             self.out.push(Allocation {
                 id: id.to_owned(),
                 size_bytes,
                 offset_bytes,
-                handle,
+                handle: handle.clone(),
             });
         }
     }
@@ -469,7 +470,12 @@ fn duplicates(ids: &[&str]) -> Vec<String> {
 
 /// One allocation: id, size_bytes, offset_bytes (optional, docs/format.md §3.3:
 /// absent is 0; `offset_bytes + size_bytes` must not overflow) and handle.
-fn allocation<'v>(c: &mut Checker, f: Field<'_, 'v>) -> Option<(&'v str, u64, u64, Handle)> {
+/// The handle goes to `handle`.
+fn allocation<'v>(
+    c: &mut Checker,
+    f: Field<'_, 'v>,
+    handle: &mut Handle,
+) -> Option<(&'v str, u64, u64)> {
     let o = c.object(f, ALLOCATION_FIELDS)?;
     let id = c.string(o.at("id"), 1, 128);
     let size_bytes = c.uint(o.at("size_bytes"), 1, u64::MAX);
@@ -489,11 +495,12 @@ fn allocation<'v>(c: &mut Checker, f: Field<'_, 'v>) -> Option<(&'v str, u64, u6
             return None;
         }
     }
-    let handle = handle(c, o.at("handle"));
-    Some((id?, size_bytes?, offset_bytes?, handle?))
+    let handle = self::handle(c, o.at("handle"), handle);
+    Some((id?, size_bytes?, offset_bytes?)).filter(|_| handle.is_some())
 }
 
-fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {
+/// A valid handle is written to `out`.
+fn handle(c: &mut Checker, f: Field<'_, '_>, out: &mut Handle) -> Option<()> {
     let members = c.members(&f, || {
         "object {\"kind\": cuda_ipc|fabric, \"hex\": …} or {\"kind\": posix_fd, \"fd\": …}".into()
     })?;
@@ -505,12 +512,14 @@ fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {
         None => &["kind", "hex", "fd"],
     };
     c.unknown_fields(&o, known);
-    match kind? {
-        "cuda_ipc" => c.hex64(o.at("hex")).map(Handle::CudaIpc),
-        "fabric" => c.hex64(o.at("hex")).map(Handle::Fabric),
-        _ => c
-            .uint(o.at("fd"), 0, PID_MAX)
-            .map(|fd| Handle::PosixFd(fd as i32)),
+    *out = match kind? {
+        "cuda_ipc" => Handle::CudaIpc([0; 64]),
+        "fabric" => Handle::Fabric([0; 64]),
+        _ => Handle::PosixFd(c.uint(o.at("fd"), 0, PID_MAX)? as i32),
+    };
+    match out {
+        Handle::CudaIpc(bytes) | Handle::Fabric(bytes) => c.hex64(o.at("hex"), bytes),
+        Handle::PosixFd(_) => Some(()),
     }
 }
 
