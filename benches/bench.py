@@ -102,6 +102,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--scale-groups", type=int, default=10000, help="0: skip the RSS scaling run")
     ap.add_argument("--latency-runs", type=int, default=200)
+    ap.add_argument("--kvcr-baseline", help="another kvcr binary (e.g. before a change) timed in the same run")
     args = ap.parse_args()
     global RUNNER
     RUNNER = args.runner
@@ -120,6 +121,11 @@ def main():
         ("kvcr", [args.kvcr, "audit", root, "--format", "json"], None),
         ("kvcr 1 thread", [args.kvcr, "audit", root, "--format", "json"], env1),
     ]
+    if args.kvcr_baseline:
+        contenders += [
+            ("baseline", [args.kvcr_baseline, "audit", root, "--format", "json"], None),
+            ("baseline 1 thr", [args.kvcr_baseline, "audit", root, "--format", "json"], env1),
+        ]
     for _, argv, env in contenders:  # warm the cache and the binaries
         run(argv, env)
     times = {name: [] for name, _, _ in contenders}
@@ -142,6 +148,9 @@ def main():
     floor, py, kv = (median(times[k]) for k in ("floor", "python", "kvcr"))
     print(f"  kvcr / floor   {kv / floor:6.2f}×   (target ≤ 1.2×, stretch ≤ 1.0×)")
     print(f"  python / kvcr  {py / kv:6.1f}×")
+    if args.kvcr_baseline:
+        base = median(times["baseline"])
+        print(f"  baseline / floor {base / floor:6.2f}×   (kvcr / baseline {kv / base:.3f}×)")
     print(f"  kvcr peak RSS at {args.groups} groups: {max(rss['kvcr']) / 1024:.1f} MiB")
 
     # One 8-rank group, process start to exit.

@@ -1,7 +1,8 @@
 //! Micro-benchmark of the per-descriptor CPU work of an audit, on the
 //! descriptor of the audit benchmark (8 ranks, 16 fabric allocations,
 //! about 5 KB): strict JSON reading, the docs/format.md §3.2 digest, and the whole parse
-//! with and without keeping the allocations.
+//! with and without keeping the allocations (one parser: the last two rows
+//! include the first ones).
 //!
 //! Run: cargo bench --bench parse   (prints ns per descriptor and MB/s)
 //!
@@ -13,7 +14,6 @@
 #[path = "../tests/it/util/testkit.rs"]
 mod testkit;
 
-use kvcr::descriptor::parse::parse_general;
 use kvcr::descriptor::{canon, json, parse_descriptor_with};
 use std::hint::black_box;
 use testkit::Desc;
@@ -71,21 +71,15 @@ fn main() {
             }),
         ),
         (
-            "general: json::parse",
+            "json::parse",
             Box::new(|| {
                 black_box(json::parse(black_box(&bytes)).ok());
             }),
         ),
         (
-            "general: canon::digest_without",
+            "canon::digest_without",
             Box::new(|| {
                 black_box(canon::digest_without(black_box(&v), "digest"));
-            }),
-        ),
-        (
-            "general: whole parse",
-            Box::new(|| {
-                black_box(parse_general(black_box(&bytes), false));
             }),
         ),
         (

@@ -4,8 +4,9 @@
 //!
 //! Optional fields may be absent or `null` (both mean "not declared").
 
+use crate::descriptor::check::{Checker, Field, FieldError};
 use crate::descriptor::json::{self, JsonError};
-use crate::descriptor::parse::{geometry, model, Checker, Field, FieldError, I63_MAX};
+use crate::descriptor::parse::{geometry, model, I63_MAX};
 use crate::descriptor::{Geometry, GpuUuid, Model, MAX_WORLD_SIZE};
 use crate::rankset::RankSet;
 use std::fmt;
@@ -110,7 +111,7 @@ fn invalid_message(errors: &[FieldError], total: usize) -> String {
 pub fn parse_profile(bytes: &[u8]) -> Result<Profile, ProfileError> {
     let value = json::parse(bytes)?;
     let mut c = Checker::new();
-    let p = extract(&mut c, Field::root(&value));
+    let p = extract(&mut c, Field::root(value.root()));
     match p {
         Some((_, Err(e))) if c.is_clean() => Err(ProfileError::LocalRanks(e)),
         Some((p, Ok(local_ranks))) if c.is_clean() => Ok(Profile { local_ranks, ..p }),
@@ -342,7 +343,7 @@ mod tests {
             ]
         );
         assert_eq!(e[1].expected, "\"kvcr.profile/v1\"");
-        assert_eq!(e[2].found, crate::descriptor::parse::MISSING);
+        assert_eq!(e[2].found, crate::descriptor::check::MISSING);
     }
 
     #[test]

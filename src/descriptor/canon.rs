@@ -12,99 +12,94 @@
 //! a schema-valid descriptor; should one be hashed (to check the digest of a
 //! schema-invalid file) its literal is written unchanged.
 //!
-//! [`digest_without`] streams the canonical bytes straight into SHA-256
-//! through a small buffer; nothing is materialised.
+//! A string written without escapes holds none of the bytes the canonical
+//! form escapes (the reader refuses raw `"`, `\` and control characters),
+//! so it is copied with its quotes straight from the input; only strings
+//! that had escapes are re-encoded. [`digest_without`] writes the canonical
+//! form into a buffer kept per thread (never longer than the input: escapes
+//! only get shorter, whitespace goes) and hashes it in one call; short runs
+//! are copied as fixed 16-byte moves rather than through memcpy.
 
-use super::json::{find_special, Value};
+use super::json::{find_special, Doc, Tag};
 use sha2::{Digest, Sha256};
+use std::cell::RefCell;
 
-/// Where canonical bytes go.
-pub(crate) trait Sink {
-    fn put(&mut self, bytes: &[u8]);
-    fn byte(&mut self, b: u8);
+thread_local! {
+    static CANON: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Sink for Vec<u8> {
-    #[inline]
-    fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
-    }
-    #[inline]
-    fn byte(&mut self, b: u8) {
-        self.push(b);
-    }
+/// SHA-256 of the canonical form of `doc`, leaving out the top-level
+/// member named `skip_top_key` (only at the top level, only if the
+/// document is an object).
+pub fn digest_without(doc: &Doc<'_>, skip_top_key: &str) -> [u8; 32] {
+    let hash = |buf: &mut Vec<u8>| {
+        let n = write(buf, doc, Some(skip_top_key));
+        Sha256::digest(&buf[..n]).into()
+    };
+    CANON.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => hash(&mut buf),
+        Err(_) => hash(&mut Vec::new()),
+    })
 }
 
-/// Large enough to amortise hasher calls, small enough to live on the stack.
-const HASH_BUF: usize = 1024;
-
-/// Batches the many small writes of serialisation into large hasher
-/// updates, through a buffer on the stack (no allocation).
-pub(crate) struct HashSink {
-    hasher: Sha256,
-    buf: [u8; HASH_BUF],
-    len: usize,
-}
-
-impl HashSink {
-    #[inline]
-    pub(crate) fn new() -> Self {
-        HashSink {
-            hasher: Sha256::new(),
-            buf: [0; HASH_BUF],
-            len: 0,
-        }
-    }
-
-    pub(crate) fn finish(&mut self) -> [u8; 32] {
-        self.hasher.update(&self.buf[..self.len]);
-        self.len = 0;
-        self.hasher.finalize_reset().into()
-    }
-
-    fn flush(&mut self) {
-        self.hasher.update(&self.buf[..self.len]);
-        self.len = 0;
-    }
-}
-
-impl Sink for HashSink {
-    #[inline]
-    fn put(&mut self, bytes: &[u8]) {
-        if self.len + bytes.len() > HASH_BUF {
-            self.flush();
-            if bytes.len() >= HASH_BUF {
-                self.hasher.update(bytes);
-                return;
-            }
-        }
-        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
-        self.len += bytes.len();
-    }
-    #[inline]
-    fn byte(&mut self, b: u8) {
-        if self.len == HASH_BUF {
-            self.flush();
-        }
-        self.buf[self.len] = b;
-        self.len += 1;
-    }
-}
-
-/// SHA-256 of the canonical form of `value`, leaving out the top-level
-/// member named `skip_top_key` (only at the top level, only if `value` is an
-/// object).
-pub fn digest_without(value: &Value<'_>, skip_top_key: &str) -> [u8; 32] {
-    let mut sink = HashSink::new();
-    write_value(&mut sink, value, Some(skip_top_key));
-    sink.finish()
-}
-
-/// The canonical bytes of `value`, optionally leaving out one top-level member.
-pub fn canonical_bytes(value: &Value<'_>, skip_top_key: Option<&str>) -> Vec<u8> {
+/// The canonical bytes of `doc`, optionally leaving out one top-level member.
+pub fn canonical_bytes(doc: &Doc<'_>, skip_top_key: Option<&str>) -> Vec<u8> {
     let mut out = Vec::new();
-    write_value(&mut out, value, skip_top_key);
+    let n = write(&mut out, doc, skip_top_key);
+    out.truncate(n);
     out
+}
+
+/// Slack after the canonical bytes, so short copies can move a fixed 16 bytes.
+const SLACK: usize = 16;
+
+/// Writes the canonical form of `doc` at the start of `buf` (grown as
+/// needed); returns its length. The canonical form is never longer than the
+/// input: whitespace goes, every escape becomes at most as long as it was
+/// written, `-0` becomes `0`, and everything else is copied.
+fn write(buf: &mut Vec<u8>, doc: &Doc<'_>, skip: Option<&str>) -> usize {
+    let need = doc.src.len() + SLACK;
+    if buf.len() < need {
+        buf.resize(need, 0);
+    }
+    let mut out = Out {
+        buf: &mut buf[..need],
+        pos: 0,
+    };
+    write_value(&mut out, doc, 0, skip);
+    out.pos
+}
+
+/// A cursor into a buffer with room for the whole canonical form.
+struct Out<'b> {
+    buf: &'b mut [u8],
+    pos: usize,
+}
+
+impl Out<'_> {
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        self.buf[self.pos] = b;
+        self.pos += 1;
+    }
+
+    #[inline]
+    fn put(&mut self, s: &[u8]) {
+        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
+        self.pos += s.len();
+    }
+
+    /// `src[a..b]`; a short run as one fixed 16-byte move (the bytes after
+    /// the run are overwritten later or lie in the slack), not a memcpy call.
+    #[inline]
+    fn put_run(&mut self, src: &[u8], a: usize, b: usize) {
+        let (n, at) = (b - a, self.pos);
+        match (src.get(a..a + SLACK), self.buf.get_mut(at..at + SLACK)) {
+            (Some(from), Some(to)) if n <= SLACK => to.copy_from_slice(from),
+            _ => self.buf[at..at + n].copy_from_slice(&src[a..b]),
+        }
+        self.pos += n;
+    }
 }
 
 /// `sha256:` followed by the 64 lowercase hex digits of `digest`.
@@ -126,99 +121,151 @@ pub fn hex_lower(bytes: &[u8]) -> String {
     s
 }
 
-/// Objects up to this size are key-sorted through an index array on the stack.
+/// Objects up to this size are key-sorted on the stack ([`write_object`]).
 const STACK_SORT: usize = 32;
 
-/// Byte-wise order of two keys. Keys mostly differ in their first byte, so
-/// that is compared inline before the general (memcmp) comparison.
+/// The first eight bytes of a key, zero-padded, as a number: when two
+/// prefixes differ they order like the whole keys (a tie needs the keys).
 #[inline]
-pub(crate) fn key_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    match (a.first(), b.first()) {
-        (Some(x), Some(y)) if x != y => x.cmp(y),
-        _ => a.cmp(b),
+fn key_prefix(k: &[u8]) -> u64 {
+    if let Some(w) = k.first_chunk::<8>() {
+        return u64::from_be_bytes(*w);
+    }
+    let mut w = [0u8; 8];
+    w[..k.len()].copy_from_slice(k);
+    u64::from_be_bytes(w)
+}
+
+/// [`key_prefix`] of the key of member node `c`. A key written without
+/// escapes is followed in the input by at least its closing quote, so
+/// eight bytes can mostly be read at once and the bytes past the key masked.
+#[inline]
+fn key_prefix_of(doc: &Doc<'_>, c: usize) -> u64 {
+    let n = &doc.nodes[c];
+    let (a, len) = (n.key.0 as usize, (n.key.1 - n.key.0) as usize);
+    match doc.src.as_bytes().get(a..a + 8) {
+        Some(w) if !n.key_esc && len < 8 => {
+            let w = u64::from_be_bytes(w.try_into().unwrap_or([0; 8]));
+            // len < 8: keep the first len bytes (the high ones).
+            w & !(u64::MAX >> (8 * len))
+        }
+        _ => key_prefix(doc.key_bytes(c)),
     }
 }
 
-/// Recursion is bounded by the parser's depth limit (docs/format.md §3: 32).
-fn write_value<S: Sink>(out: &mut S, v: &Value<'_>, skip: Option<&str>) {
-    match v {
-        Value::Null => out.put(b"null"),
-        Value::Bool(true) => out.put(b"true"),
-        Value::Bool(false) => out.put(b"false"),
-        Value::Number(n) => {
-            if n.text == "-0" {
+/// Node `i` of `doc`. Recursion is bounded by the reader's depth limit
+/// (docs/format.md §3: 32).
+fn write_value(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
+    let n = &doc.nodes[i];
+    match n.tag {
+        Tag::Null => out.put(b"null"),
+        Tag::True => out.put(b"true"),
+        Tag::False => out.put(b"false"),
+        Tag::Int | Tag::Float => {
+            let (a, b) = (n.text.0 as usize, n.text.1 as usize);
+            let src = doc.src.as_bytes();
+            if &src[a..b] == b"-0" {
                 out.byte(b'0');
             } else {
-                out.put(n.text.as_bytes());
+                out.put_run(src, a, b);
             }
         }
-        Value::String(s) => write_string(out, s),
-        Value::Array(items) => {
+        Tag::Str => write_text(out, doc, n.text, n.text_esc),
+        Tag::Arr => {
             out.byte(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
+            let mut c = i + 1;
+            for k in 0..n.len {
+                if k > 0 {
                     out.byte(b',');
                 }
-                write_value(out, item, None);
+                write_value(out, doc, c, None);
+                c = doc.nodes[c].end as usize;
             }
             out.byte(b']');
         }
-        Value::Object(members) => {
-            out.byte(b'{');
-            let mut first = true;
-            let mut member = |out: &mut S, k: &str, item: &Value<'_>| {
-                if skip == Some(k) {
-                    return;
-                }
-                if !first {
-                    out.byte(b',');
-                }
-                first = false;
-                write_string(out, k);
-                out.byte(b':');
-                write_value(out, item, None);
-            };
-            // Keys are unique, so "sorted" means strictly increasing.
-            let sorted = members
-                .windows(2)
-                .all(|w| key_cmp(&w[0].0, &w[1].0).is_lt());
-            if sorted {
-                for (k, item) in members {
-                    member(out, k, item);
-                }
-            } else if members.len() <= STACK_SORT {
-                let mut idx = [0usize; STACK_SORT];
-                let idx = &mut idx[..members.len()];
-                for (i, slot) in idx.iter_mut().enumerate() {
-                    *slot = i;
-                }
-                idx.sort_unstable_by(|&a, &b| key_cmp(&members[a].0, &members[b].0));
-                for &i in idx.iter() {
-                    member(out, &members[i].0, &members[i].1);
-                }
-            } else {
-                let mut idx: Vec<usize> = (0..members.len()).collect();
-                idx.sort_unstable_by(|&a, &b| key_cmp(&members[a].0, &members[b].0));
-                for i in idx {
-                    member(out, &members[i].0, &members[i].1);
-                }
+        Tag::Obj if n.len <= 4 => write_object::<4>(out, doc, i, skip),
+        Tag::Obj if n.len as usize <= STACK_SORT => write_object::<STACK_SORT>(out, doc, i, skip),
+        Tag::Obj => {
+            let mut idx: Vec<usize> = Vec::with_capacity(n.len as usize);
+            let mut c = i + 1;
+            for _ in 0..n.len {
+                idx.push(c);
+                c = doc.nodes[c].end as usize;
             }
-            out.byte(b'}');
+            idx.sort_unstable_by(|&a, &b| doc.key_bytes(a).cmp(doc.key_bytes(b)));
+            write_members(out, doc, idx.into_iter(), skip);
         }
     }
 }
 
-fn write_string<S: Sink>(out: &mut S, s: &str) {
+/// Object `i` (at most `M` members), its keys sorted on the stack: by their
+/// first eight bytes, whole keys only where those tie. Writers mostly keep
+/// one order, so insertion sort is linear there and cheap on objects this small.
+fn write_object<const M: usize>(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
+    let mut idx = [(0u64, 0usize); M];
+    let idx = &mut idx[..(doc.nodes[i].len as usize).min(M)];
+    let mut c = i + 1;
+    for slot in idx.iter_mut() {
+        *slot = (key_prefix_of(doc, c), c);
+        c = doc.nodes[c].end as usize;
+    }
+    let less = |a: &(u64, usize), b: &(u64, usize)| {
+        a.0 < b.0 || (a.0 == b.0 && doc.key_bytes(a.1) < doc.key_bytes(b.1))
+    };
+    for j in 1..idx.len() {
+        let mut k = j;
+        while k > 0 && less(&idx[k], &idx[k - 1]) {
+            idx.swap(k, k - 1);
+            k -= 1;
+        }
+    }
+    write_members(out, doc, idx.iter().map(|&(_, c)| c), skip);
+}
+
+/// The members `order` (node indices, keys sorted) of one object.
+fn write_members(
+    out: &mut Out<'_>,
+    doc: &Doc<'_>,
+    order: impl Iterator<Item = usize>,
+    skip: Option<&str>,
+) {
+    out.byte(b'{');
+    let mut first = true;
+    for c in order {
+        let n = &doc.nodes[c];
+        if skip.is_some_and(|s| s.as_bytes() == doc.key_bytes(c)) {
+            continue;
+        }
+        if !first {
+            out.byte(b',');
+        }
+        first = false;
+        write_text(out, doc, n.key, n.key_esc);
+        out.byte(b':');
+        write_value(out, doc, c, None);
+    }
+    out.byte(b'}');
+}
+
+/// A string or key: copied with its quotes from the input when it was
+/// written without escapes, else re-encoded from its decoded form.
+#[inline]
+fn write_text(out: &mut Out<'_>, doc: &Doc<'_>, span: (u32, u32), esc: bool) {
+    if esc {
+        write_string(out, doc.text(span, true));
+    } else {
+        out.put_run(doc.src.as_bytes(), span.0 as usize - 1, span.1 as usize + 1);
+    }
+}
+
+fn write_string(out: &mut Out<'_>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let b = s.as_bytes();
     out.byte(b'"');
     let mut run = 0;
     loop {
         let i = find_special(b, run);
-        if run < i {
-            out.put(&b[run..i]);
-        }
+        out.put(&b[run..i]);
         let Some(&c) = b.get(i) else { break };
         run = i + 1;
         match c {

@@ -6,9 +6,12 @@
 //! [`MAX_DEPTH`], invalid escapes, lone surrogates and raw control characters
 //! in strings. Every error carries the byte offset where it was detected.
 //!
-//! The tree borrows from the input wherever it can: strings without escapes
-//! and number literals are slices of the input, so reading a typical
-//! descriptor allocates only the object and array vectors.
+//! The result is a [`Doc`]: one flat list of nodes in document order (each
+//! container followed by its descendants, each node knowing where its next
+//! sibling starts), so reading a document allocates that list and nothing
+//! per value. Strings without escapes and number literals are byte ranges
+//! of the input; strings with escapes are decoded once into one side
+//! buffer. A [`Value`] is a cheap, copyable handle on one node.
 //!
 //! Recursion is bounded by [`MAX_DEPTH`] (a container opened at depth 33 is an
 //! error before anything inside it is read), so hostile input such as 200,000
@@ -20,16 +23,103 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
-/// A parsed JSON value, borrowing from the input where possible.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Value<'a> {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tag {
+    Null,
+    True,
+    False,
+    /// A number literal without fraction or exponent.
+    Int,
+    /// A number literal with a fraction or an exponent.
+    Float,
+    Str,
+    Arr,
+    Obj,
+}
+
+/// A byte range, of the input or (when escaped) of [`Doc::decoded`].
+pub(crate) type Span = (u32, u32);
+
+/// One value of the document.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Node {
+    pub(crate) tag: Tag,
+    /// The member key is held decoded (it was written with escapes).
+    pub(crate) key_esc: bool,
+    /// The string is held decoded (it was written with escapes).
+    pub(crate) text_esc: bool,
+    /// Number of children (arrays and objects).
+    pub(crate) len: u32,
+    /// Index one past this node's last descendant: its next sibling.
+    pub(crate) end: u32,
+    /// The member key (objects' children only), without quotes.
+    pub(crate) key: Span,
+    /// String content (without quotes) or number literal.
+    pub(crate) text: Span,
+}
+
+/// A parsed JSON document: its nodes in document order; node 0 is the
+/// top-level value.
+#[derive(Clone, Debug)]
+pub struct Doc<'a> {
+    pub(crate) src: &'a str,
+    pub(crate) nodes: Vec<Node>,
+    /// Decoded contents of the strings and keys that had escapes.
+    pub(crate) decoded: String,
+}
+
+impl<'a> Doc<'a> {
+    /// The top-level value.
+    #[inline]
+    pub fn root(&self) -> Value<'_> {
+        Value { doc: self, at: 0 }
+    }
+
+    /// A string or key: raw input, or decoded when it had escapes.
+    #[inline]
+    pub(crate) fn text(&self, (a, b): Span, esc: bool) -> &str {
+        if esc {
+            &self.decoded[a as usize..b as usize]
+        } else {
+            &self.src[a as usize..b as usize]
+        }
+    }
+
+    /// The key of member node `i`, as bytes (no char-boundary checks).
+    #[inline]
+    pub(crate) fn key_bytes(&self, i: usize) -> &[u8] {
+        let n = &self.nodes[i];
+        let (a, b) = (n.key.0 as usize, n.key.1 as usize);
+        if n.key_esc {
+            &self.decoded.as_bytes()[a..b]
+        } else {
+            &self.src.as_bytes()[a..b]
+        }
+    }
+
+    #[inline]
+    pub(crate) fn key_of(&self, i: usize) -> &str {
+        let n = &self.nodes[i];
+        self.text(n.key, n.key_esc)
+    }
+}
+
+/// One value of a [`Doc`] (a handle: copying it copies two words).
+#[derive(Clone, Copy)]
+pub struct Value<'d> {
+    doc: &'d Doc<'d>,
+    at: u32,
+}
+
+/// What a [`Value`] is, with its contents.
+#[derive(Clone, Copy, Debug)]
+pub enum View<'d> {
     Null,
     Bool(bool),
-    Number(Number<'a>),
-    String(Cow<'a, str>),
-    Array(Vec<Value<'a>>),
-    /// Members in the order they were written; keys are unique.
-    Object(Vec<(Cow<'a, str>, Value<'a>)>),
+    Number(Number<'d>),
+    String(&'d str),
+    Array(Items<'d>),
+    Object(Members<'d>),
 }
 
 /// A number, kept as its literal text plus what kind of number it is.
@@ -56,41 +146,281 @@ impl Number<'_> {
     }
 }
 
-impl<'a> Value<'a> {
+/// The kind of an integer literal (valid JSON syntax, no fraction or exponent).
+#[inline]
+fn int_kind(text: &str) -> NumKind {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, text),
+    };
+    // 38 decimal digits always fit an i128 (max ≈ 1.7e38).
+    if digits.len() > 38 {
+        return NumKind::BigInt;
+    }
+    let mut v: i128 = 0;
+    for d in digits.bytes() {
+        v = v * 10 + i128::from(d - b'0');
+    }
+    NumKind::Int(if negative { -v } else { v })
+}
+
+impl<'d> Value<'d> {
+    #[inline]
+    fn node(&self) -> &'d Node {
+        &self.doc.nodes[self.at as usize]
+    }
+
+    /// What this value is.
+    #[inline]
+    pub fn view(&self) -> View<'d> {
+        let n = self.node();
+        let (doc, at) = (self.doc, self.at);
+        match n.tag {
+            Tag::Null => View::Null,
+            Tag::True => View::Bool(true),
+            Tag::False => View::Bool(false),
+            Tag::Int => {
+                let text = doc.text(n.text, false);
+                View::Number(Number {
+                    text,
+                    kind: int_kind(text),
+                })
+            }
+            Tag::Float => View::Number(Number {
+                text: doc.text(n.text, false),
+                kind: NumKind::Float,
+            }),
+            Tag::Str => View::String(doc.text(n.text, n.text_esc)),
+            Tag::Arr => View::Array(Items { doc, at }),
+            Tag::Obj => View::Object(Members { doc, at }),
+        }
+    }
+
     /// The JSON type name (`null`, `boolean`, `integer`, `float`, `string`,
     /// `array`, `object`), for error messages.
+    #[inline]
     pub fn type_name(&self) -> &'static str {
-        match self {
-            Value::Null => "null",
-            Value::Bool(_) => "boolean",
-            Value::Number(n) if n.is_integer() => "integer",
-            Value::Number(_) => "float",
-            Value::String(_) => "string",
-            Value::Array(_) => "array",
-            Value::Object(_) => "object",
+        match self.node().tag {
+            Tag::Null => "null",
+            Tag::True | Tag::False => "boolean",
+            Tag::Int => "integer",
+            Tag::Float => "float",
+            Tag::Str => "string",
+            Tag::Arr => "array",
+            Tag::Obj => "object",
         }
     }
 
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::String(s) => Some(s),
+    #[inline]
+    pub fn is_null(&self) -> bool {
+        self.node().tag == Tag::Null
+    }
+
+    #[inline]
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.node().tag {
+            Tag::True => Some(true),
+            Tag::False => Some(false),
             _ => None,
         }
     }
 
-    pub fn as_object(&self) -> Option<&[(Cow<'a, str>, Value<'a>)]> {
-        match self {
-            Value::Object(m) => Some(m),
-            _ => None,
+    /// An integer literal without sign of at most 19 digits (always < 10^19,
+    /// so it fits a u64), read without going through [`NumKind`].
+    #[inline]
+    pub fn as_small_uint(&self) -> Option<u64> {
+        let n = self.node();
+        let digits = self
+            .doc
+            .src
+            .as_bytes()
+            .get(n.text.0 as usize..n.text.1 as usize)?;
+        if n.tag != Tag::Int || digits.len() > 19 || digits.first() == Some(&b'-') {
+            return None;
         }
+        Some(
+            digits
+                .iter()
+                .fold(0u64, |v, &d| v * 10 + u64::from(d - b'0')),
+        )
+    }
+
+    #[inline]
+    pub fn as_str(&self) -> Option<&'d str> {
+        let n = self.node();
+        (n.tag == Tag::Str).then(|| self.doc.text(n.text, n.text_esc))
+    }
+
+    #[inline]
+    pub fn as_array(&self) -> Option<Items<'d>> {
+        (self.node().tag == Tag::Arr).then_some(Items {
+            doc: self.doc,
+            at: self.at,
+        })
+    }
+
+    #[inline]
+    pub fn as_object(&self) -> Option<Members<'d>> {
+        (self.node().tag == Tag::Obj).then_some(Members {
+            doc: self.doc,
+            at: self.at,
+        })
     }
 
     /// The member `key` of an object (`None` for non-objects).
-    pub fn get(&self, key: &str) -> Option<&Value<'a>> {
-        self.as_object()?
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v)
+    #[inline]
+    pub fn get(&self, key: &str) -> Option<Value<'d>> {
+        self.as_object()?.get(key)
+    }
+
+    /// The index of this value's node in its document.
+    #[inline]
+    pub(crate) fn index(&self) -> usize {
+        self.at as usize
+    }
+}
+
+impl fmt::Debug for Value<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&preview(*self))
+    }
+}
+
+/// The children of a container, in document order.
+#[derive(Clone)]
+pub struct Children<'d> {
+    doc: &'d Doc<'d>,
+    next: u32,
+    left: u32,
+}
+
+impl<'d> Iterator for Children<'d> {
+    type Item = Value<'d>;
+    #[inline]
+    fn next(&mut self) -> Option<Value<'d>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let at = self.next;
+        self.next = self.doc.nodes[at as usize].end;
+        Some(Value { doc: self.doc, at })
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl ExactSizeIterator for Children<'_> {}
+
+#[inline]
+fn children<'d>(doc: &'d Doc<'d>, at: u32) -> Children<'d> {
+    Children {
+        doc,
+        next: at + 1,
+        left: doc.nodes[at as usize].len,
+    }
+}
+
+/// The items of an array.
+#[derive(Clone, Copy)]
+pub struct Items<'d> {
+    doc: &'d Doc<'d>,
+    at: u32,
+}
+
+impl<'d> Items<'d> {
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.doc.nodes[self.at as usize].len as usize
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    #[inline]
+    pub fn iter(&self) -> Children<'d> {
+        children(self.doc, self.at)
+    }
+    /// The array itself.
+    #[inline]
+    pub fn value(&self) -> Value<'d> {
+        Value {
+            doc: self.doc,
+            at: self.at,
+        }
+    }
+}
+
+impl fmt::Debug for Items<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value().fmt(f)
+    }
+}
+
+/// The members of an object, in the order they were written; keys are unique.
+#[derive(Clone, Copy)]
+pub struct Members<'d> {
+    doc: &'d Doc<'d>,
+    at: u32,
+}
+
+impl<'d> Members<'d> {
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.doc.nodes[self.at as usize].len as usize
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `(key, value)` pairs in file order.
+    #[inline]
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'d str, Value<'d>)> + 'd {
+        let doc = self.doc;
+        children(doc, self.at).map(move |v| (doc.key_of(v.index()), v))
+    }
+    /// The values, in file order (each knows its key: [`Members::key`]).
+    #[inline]
+    pub fn values(&self) -> Children<'d> {
+        children(self.doc, self.at)
+    }
+    /// The key of member `v` (a value from [`Members::values`]).
+    #[inline]
+    pub fn key(&self, v: Value<'d>) -> &'d str {
+        self.doc.key_of(v.index())
+    }
+    #[inline]
+    pub fn get(&self, key: &str) -> Option<Value<'d>> {
+        let doc = self.doc;
+        self.values().find(|v| doc.key_of(v.index()) == key)
+    }
+    /// The object itself.
+    #[inline]
+    pub fn value(&self) -> Value<'d> {
+        Value {
+            doc: self.doc,
+            at: self.at,
+        }
+    }
+    /// The member whose node is `index` (from [`Value::index`]).
+    #[inline]
+    pub(crate) fn at(&self, index: u32) -> Value<'d> {
+        Value {
+            doc: self.doc,
+            at: index,
+        }
+    }
+    /// The node index of the member after `v` (one of these members).
+    #[inline]
+    pub(crate) fn next_sibling(&self, v: Value<'d>) -> u32 {
+        self.doc.nodes[v.index()].end
+    }
+}
+
+impl fmt::Debug for Members<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value().fmt(f)
     }
 }
 
@@ -170,7 +500,7 @@ pub(crate) fn find_special(b: &[u8], mut i: usize) -> usize {
 }
 
 /// Parses `bytes` as exactly one strict JSON value.
-pub fn parse(bytes: &[u8]) -> Result<Value<'_>, JsonError> {
+pub fn parse(bytes: &[u8]) -> Result<Doc<'_>, JsonError> {
     if bytes.is_empty() {
         return err(0, "empty file");
     }
@@ -184,27 +514,55 @@ pub fn parse(bytes: &[u8]) -> Result<Value<'_>, JsonError> {
         Ok(s) => s,
         Err(e) => return err(e.valid_up_to(), "invalid UTF-8"),
     };
+    if u32::try_from(bytes.len()).is_err() {
+        return err(0, "input larger than 4 GiB");
+    }
     let mut p = Parser {
         src,
         b: bytes,
         pos: 0,
+        // About one node per 16 bytes in a pretty-printed descriptor.
+        nodes: Vec::with_capacity(bytes.len() / 16 + 4),
+        decoded: String::new(),
     };
     p.skip_ws();
     if p.pos == bytes.len() {
         return err(p.pos, "no JSON value (only whitespace)");
     }
-    let v = p.value(1)?;
+    p.value(1, NO_KEY)?;
     p.skip_ws();
     if p.pos != bytes.len() {
         return err(p.pos, "trailing data after the top-level value");
     }
-    Ok(v)
+    Ok(Doc {
+        src,
+        nodes: p.nodes,
+        decoded: p.decoded,
+    })
+}
+
+/// A member key (span, escaped), or none.
+/// A member key: its span packed into one word (`start | end << 32`: one
+/// store and one load, never two halves) and whether it had escapes.
+type Key = (u64, bool);
+const NO_KEY: Key = (0, false);
+
+#[inline]
+fn pack(start: usize, end: usize) -> u64 {
+    start as u64 | (end as u64) << 32
+}
+
+#[inline]
+fn unpack(k: u64) -> Span {
+    (k as u32, (k >> 32) as u32)
 }
 
 struct Parser<'a> {
     src: &'a str,
     b: &'a [u8],
     pos: usize,
+    nodes: Vec<Node>,
+    decoded: String,
 }
 
 impl<'a> Parser<'a> {
@@ -215,8 +573,61 @@ impl<'a> Parser<'a> {
 
     #[inline]
     fn skip_ws(&mut self) {
+        // Indentation first, eight bytes at a time.
+        const SPACES: u64 = u64::from_le_bytes([b' '; 8]);
+        if self.peek() == Some(b'\n') {
+            self.pos += 1;
+            while let Some(w) = self.b.get(self.pos..self.pos + 8) {
+                let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+                // The number of leading spaces of the word.
+                let n = ((w ^ SPACES).trailing_zeros() / 8) as usize;
+                self.pos += n;
+                if n < 8 {
+                    break;
+                }
+            }
+        }
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.pos += 1;
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, tag: Tag, (key, key_esc): Key, text: Span, text_esc: bool) -> usize {
+        let key = unpack(key);
+        let at = self.nodes.len();
+        self.nodes.push(Node {
+            tag,
+            key_esc,
+            text_esc,
+            len: 0,
+            end: at as u32 + 1,
+            key,
+            text,
+        });
+        at
+    }
+
+    /// Closes container `at`, which has `len` children.
+    fn close(&mut self, at: usize, len: u32) {
+        let end = self.nodes.len() as u32;
+        let n = &mut self.nodes[at];
+        n.len = len;
+        n.end = end;
+    }
+
+    #[inline]
+    fn key_str(&self, (key, esc): Key) -> &str {
+        self.str_at(unpack(key), esc)
+    }
+
+    #[inline]
+    fn str_at(&self, (a, b): Span, esc: bool) -> &str {
+        let (a, b) = (a as usize, b as usize);
+        if esc {
+            &self.decoded[a..b]
+        } else {
+            &self.src[a..b]
         }
     }
 
@@ -238,21 +649,25 @@ impl<'a> Parser<'a> {
     }
 
     /// `depth` is the depth a container starting here would have.
-    fn value(&mut self, depth: usize) -> Result<Value<'a>, JsonError> {
+    fn value(&mut self, depth: usize, key: Key) -> Result<(), JsonError> {
         match self.peek() {
             Some(b'{') => {
                 self.check_depth(depth)?;
-                self.object(depth)
+                self.object(depth, key)
             }
             Some(b'[') => {
                 self.check_depth(depth)?;
-                self.array(depth)
+                self.array(depth, key)
             }
-            Some(b'"') => Ok(Value::String(self.string()?)),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(b't') => self.literal("true", Value::Bool(true)),
-            Some(b'f') => self.literal("false", Value::Bool(false)),
-            Some(b'n') => self.literal("null", Value::Null),
+            Some(b'"') => {
+                let (text, esc) = self.string()?;
+                self.push(Tag::Str, key, unpack(text), esc);
+                Ok(())
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(key),
+            Some(b't') => self.literal("true", Tag::True, key),
+            Some(b'f') => self.literal("false", Tag::False, key),
+            Some(b'n') => self.literal("null", Tag::Null, key),
             _ => self.unexpected("a JSON value"),
         }
     }
@@ -264,49 +679,80 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn literal(&mut self, word: &'static str, v: Value<'a>) -> Result<Value<'a>, JsonError> {
+    fn literal(&mut self, word: &'static str, tag: Tag, key: Key) -> Result<(), JsonError> {
         if self.b[self.pos..].starts_with(word.as_bytes()) {
             self.pos += word.len();
-            Ok(v)
+            self.push(tag, key, (0, 0), false);
+            Ok(())
         } else {
             self.unexpected("a JSON value")
         }
     }
 
-    fn array(&mut self, depth: usize) -> Result<Value<'a>, JsonError> {
+    fn array(&mut self, depth: usize, key: Key) -> Result<(), JsonError> {
+        let at = self.push(Tag::Arr, key, (0, 0), false);
         self.pos += 1; // '['
-        let mut items = Vec::new();
+        let mut len = 0u32;
         self.skip_ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            return Ok(Value::Array(items));
+            return Ok(());
         }
         loop {
             self.skip_ws();
             if self.peek() == Some(b']') {
                 return err(self.pos, "trailing comma in array");
             }
-            items.push(self.value(depth + 1)?);
+            self.value(depth + 1, NO_KEY)?;
+            len += 1;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
-                    return Ok(Value::Array(items));
+                    self.close(at, len);
+                    return Ok(());
                 }
                 _ => return self.unexpected("',' or ']'"),
             }
         }
     }
 
-    fn object(&mut self, depth: usize) -> Result<Value<'a>, JsonError> {
+    /// Whether `key` is already the key of a member of object `at` (its
+    /// members so far are the nodes after it).
+    fn has_key(&self, at: usize, key: Key) -> bool {
+        let want = self.key_str(key).as_bytes();
+        let len = want.len() as u32;
+        let mut c = at + 1;
+        while c < self.nodes.len() {
+            let n = &self.nodes[c];
+            // Keys of another length (most of them) are not read at all.
+            if n.key.1 - n.key.0 == len && self.str_at(n.key, n.key_esc).as_bytes() == want {
+                return true;
+            }
+            c = n.end as usize;
+        }
+        false
+    }
+
+    fn key_cow(&self, (a, b): Span, esc: bool) -> Cow<'a, str> {
+        if esc {
+            Cow::Owned(self.str_at((a, b), true).to_owned())
+        } else {
+            Cow::Borrowed(&self.src[a as usize..b as usize])
+        }
+    }
+
+    fn object(&mut self, depth: usize, key: Key) -> Result<(), JsonError> {
+        let at = self.push(Tag::Obj, key, (0, 0), false);
         self.pos += 1; // '{'
-        let mut members: Vec<(Cow<'a, str>, Value<'a>)> = Vec::new();
+        let mut len = 0u32;
         let mut seen: Option<HashSet<Cow<'a, str>>> = None;
+        let mut bloom = 0u64;
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(Value::Object(members));
+            return Ok(());
         }
         loop {
             self.skip_ws();
@@ -316,22 +762,43 @@ impl<'a> Parser<'a> {
                 _ => return self.unexpected("a string key"),
             }
             let key_at = self.pos;
-            let key = self.string()?;
+            let k = self.string()?;
             let dup = match &mut seen {
-                Some(set) => !set.insert(key.clone()),
+                Some(set) => {
+                    let cow = self.key_cow(unpack(k.0), k.1);
+                    !set.insert(cow)
+                }
                 None => {
-                    let dup = members.iter().any(|(k, _)| *k == key);
-                    if !dup && members.len() + 1 >= HASHED_DUP_CHECK {
-                        let mut set: HashSet<Cow<'a, str>> =
-                            members.iter().map(|(k, _)| k.clone()).collect();
-                        set.insert(key.clone());
+                    // A key whose (length, first, last byte) no earlier key
+                    // of this object had cannot be a duplicate: most keys
+                    // skip the scan.
+                    let kb = self.key_str(k).as_bytes();
+                    let h = kb.len()
+                        ^ usize::from(kb.first().copied().unwrap_or(0)) << 1
+                        ^ usize::from(kb.last().copied().unwrap_or(0)) << 3;
+                    let bit = 1u64 << (h % 64);
+                    let maybe = bloom & bit != 0;
+                    bloom |= bit;
+                    let dup = maybe && self.has_key(at, k);
+                    if !dup && len as usize + 1 >= HASHED_DUP_CHECK {
+                        let mut set: HashSet<Cow<'a, str>> = HashSet::new();
+                        let mut c = at + 1;
+                        while c < self.nodes.len() {
+                            let n = self.nodes[c];
+                            set.insert(self.key_cow(n.key, n.key_esc));
+                            c = n.end as usize;
+                        }
+                        set.insert(self.key_cow(unpack(k.0), k.1));
                         seen = Some(set);
                     }
                     dup
                 }
             };
             if dup {
-                return err(key_at, format!("duplicate key {}", quote_preview(&key)));
+                return err(
+                    key_at,
+                    format!("duplicate key {}", quote_preview(self.key_str(k))),
+                );
             }
             self.skip_ws();
             if self.peek() != Some(b':') {
@@ -339,26 +806,40 @@ impl<'a> Parser<'a> {
             }
             self.pos += 1;
             self.skip_ws();
-            let v = self.value(depth + 1)?;
-            members.push((key, v));
+            self.value(depth + 1, k)?;
+            len += 1;
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(Value::Object(members));
+                    self.close(at, len);
+                    return Ok(());
                 }
                 _ => return self.unexpected("',' or '}'"),
             }
         }
     }
 
-    /// Reads a string starting at the opening quote.
-    fn string(&mut self) -> Result<Cow<'a, str>, JsonError> {
+    /// Reads a string starting at the opening quote: its content as a span
+    /// of the input, or (when it has escapes) of the decoded buffer.
+    #[inline(always)]
+    fn string(&mut self) -> Result<Key, JsonError> {
+        let start = self.pos + 1;
+        // Fast path (inlined): no escapes.
+        let i = find_special(self.b, start);
+        if self.b.get(i) == Some(&b'"') {
+            self.pos = i + 1;
+            return Ok((pack(start, i), false));
+        }
+        self.string_slow(i)
+    }
+
+    /// A string whose first special byte, at `i`, is not its closing quote.
+    #[inline(never)]
+    fn string_slow(&mut self, mut i: usize) -> Result<Key, JsonError> {
         let open = self.pos;
         let start = open + 1;
-        // Fast path: no escapes.
-        let mut i = find_special(self.b, start);
         match self.b.get(i) {
             None => {
                 return err(
@@ -366,15 +847,12 @@ impl<'a> Parser<'a> {
                     format!("unterminated string (opened at byte {open})"),
                 )
             }
-            Some(b'"') => {
-                self.pos = i + 1;
-                return Ok(Cow::Borrowed(&self.src[start..i]));
-            }
             Some(b'\\') => {}
             Some(&c) => return err(i, control_char_error(c)),
         }
-        // Slow path: decode escapes into an owned string.
-        let mut out = String::with_capacity(i - start + 16);
+        // Slow path: decode escapes into the side buffer.
+        let from = self.decoded.len();
+        let out = &mut self.decoded;
         out.push_str(&self.src[start..i]);
         loop {
             // self.b[i] is '\\' or the start of a raw run.
@@ -387,10 +865,10 @@ impl<'a> Parser<'a> {
             match c {
                 b'"' => {
                     self.pos = i + 1;
-                    return Ok(Cow::Owned(out));
+                    return Ok((pack(from, out.len()), true));
                 }
                 b'\\' => {
-                    i = self.escape(i, &mut out)?;
+                    i = escape(self.src, i, out)?;
                 }
                 c if c < 0x20 => return err(i, control_char_error(c)),
                 _ => {
@@ -402,71 +880,6 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Decodes the escape at `at` (a backslash); returns the offset after it.
-    fn escape(&self, at: usize, out: &mut String) -> Result<usize, JsonError> {
-        let Some(&e) = self.b.get(at + 1) else {
-            return err(at, "unterminated escape");
-        };
-        let ch = match e {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let hi = self.hex4(at)?;
-                if (0xDC00..=0xDFFF).contains(&hi) {
-                    return err(at, format!("lone low surrogate \\u{hi:04x} in string"));
-                }
-                if (0xD800..=0xDBFF).contains(&hi) {
-                    let next = at + 6;
-                    if self.b.get(next) != Some(&b'\\') || self.b.get(next + 1) != Some(&b'u') {
-                        return err(at, format!("lone high surrogate \\u{hi:04x} in string"));
-                    }
-                    let lo = self.hex4(next)?;
-                    if !(0xDC00..=0xDFFF).contains(&lo) {
-                        return err(at, format!("lone high surrogate \\u{hi:04x} in string"));
-                    }
-                    let cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
-                    // Always valid: 0x10000..=0x10FFFF.
-                    out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
-                    return Ok(at + 12);
-                }
-                out.push(char::from_u32(hi).unwrap_or('\u{FFFD}'));
-                return Ok(at + 6);
-            }
-            _ => {
-                let shown = self
-                    .src
-                    .get(at + 1..)
-                    .and_then(|s| s.chars().next())
-                    .map(describe_char)
-                    .unwrap_or_default();
-                return err(at, format!("invalid escape \\{shown} in string"));
-            }
-        };
-        out.push(ch);
-        Ok(at + 2)
-    }
-
-    /// The four hex digits after `\u` at `at`.
-    fn hex4(&self, at: usize) -> Result<u32, JsonError> {
-        let digits = self.b.get(at + 2..at + 6);
-        let mut v = 0u32;
-        match digits {
-            Some(d) if d.iter().all(u8::is_ascii_hexdigit) => {
-                for &c in d {
-                    v = v * 16 + (c as char).to_digit(16).unwrap_or(0);
-                }
-                Ok(v)
-            }
-            _ => err(at, "invalid \\u escape (needs 4 hex digits)"),
-        }
-    }
-
     fn digits(&mut self) -> usize {
         let s = self.pos;
         while let Some(b'0'..=b'9') = self.peek() {
@@ -475,13 +888,11 @@ impl<'a> Parser<'a> {
         self.pos - s
     }
 
-    fn number(&mut self) -> Result<Value<'a>, JsonError> {
+    fn number(&mut self, key: Key) -> Result<(), JsonError> {
         let start = self.pos;
-        let negative = self.peek() == Some(b'-');
-        if negative {
+        if self.peek() == Some(b'-') {
             self.pos += 1;
         }
-        let int_start = self.pos;
         match self.peek() {
             Some(b'0') => {
                 self.pos += 1;
@@ -494,14 +905,13 @@ impl<'a> Parser<'a> {
             }
             _ => return err(start, "invalid number"),
         }
-        let int_end = self.pos;
-        let mut float = false;
+        let mut tag = Tag::Int;
         if self.peek() == Some(b'.') {
             self.pos += 1;
             if self.digits() == 0 {
                 return err(start, "invalid number (no digits after '.')");
             }
-            float = true;
+            tag = Tag::Float;
         }
         if let Some(b'e' | b'E') = self.peek() {
             self.pos += 1;
@@ -511,25 +921,75 @@ impl<'a> Parser<'a> {
             if self.digits() == 0 {
                 return err(start, "invalid number (no digits in exponent)");
             }
-            float = true;
+            tag = Tag::Float;
         }
-        let text = &self.src[start..self.pos];
-        let kind = if float {
-            NumKind::Float
-        } else {
-            let digits = &self.b[int_start..int_end];
-            // 38 decimal digits always fit an i128 (max ≈ 1.7e38).
-            if digits.len() <= 38 {
-                let mut v: i128 = 0;
-                for &d in digits {
-                    v = v * 10 + i128::from(d - b'0');
-                }
-                NumKind::Int(if negative { -v } else { v })
-            } else {
-                NumKind::BigInt
+        self.push(tag, key, (start as u32, self.pos as u32), false);
+        Ok(())
+    }
+}
+
+/// Decodes the escape at `at` (a backslash) of `src`; returns the offset after it.
+fn escape(src: &str, at: usize, out: &mut String) -> Result<usize, JsonError> {
+    let b = src.as_bytes();
+    let Some(&e) = b.get(at + 1) else {
+        return err(at, "unterminated escape");
+    };
+    let ch = match e {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let hi = hex4(b, at)?;
+            if (0xDC00..=0xDFFF).contains(&hi) {
+                return err(at, format!("lone low surrogate \\u{hi:04x} in string"));
             }
-        };
-        Ok(Value::Number(Number { text, kind }))
+            if (0xD800..=0xDBFF).contains(&hi) {
+                let next = at + 6;
+                if b.get(next) != Some(&b'\\') || b.get(next + 1) != Some(&b'u') {
+                    return err(at, format!("lone high surrogate \\u{hi:04x} in string"));
+                }
+                let lo = hex4(b, next)?;
+                if !(0xDC00..=0xDFFF).contains(&lo) {
+                    return err(at, format!("lone high surrogate \\u{hi:04x} in string"));
+                }
+                let cp = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                // Always valid: 0x10000..=0x10FFFF.
+                out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
+                return Ok(at + 12);
+            }
+            out.push(char::from_u32(hi).unwrap_or('\u{FFFD}'));
+            return Ok(at + 6);
+        }
+        _ => {
+            let shown = src
+                .get(at + 1..)
+                .and_then(|s| s.chars().next())
+                .map(describe_char)
+                .unwrap_or_default();
+            return err(at, format!("invalid escape \\{shown} in string"));
+        }
+    };
+    out.push(ch);
+    Ok(at + 2)
+}
+
+/// The four hex digits after `\u` at `at`.
+fn hex4(b: &[u8], at: usize) -> Result<u32, JsonError> {
+    let digits = b.get(at + 2..at + 6);
+    let mut v = 0u32;
+    match digits {
+        Some(d) if d.iter().all(u8::is_ascii_hexdigit) => {
+            for &c in d {
+                v = v * 16 + (c as char).to_digit(16).unwrap_or(0);
+            }
+            Ok(v)
+        }
+        _ => err(at, "invalid \\u escape (needs 4 hex digits)"),
     }
 }
 
@@ -560,7 +1020,7 @@ pub fn quote_preview(s: &str) -> String {
 /// A compact JSON rendering of `v` (members in file order, strings escaped
 /// as in the canonical form), cut to [`PREVIEW_CHARS`] characters with an
 /// ellipsis. Stops early, so previewing a huge value is cheap.
-pub fn preview(v: &Value<'_>) -> String {
+pub fn preview(v: Value<'_>) -> String {
     let mut p = Preview::new(PREVIEW_CHARS);
     p.value(v);
     p.finish()
@@ -626,16 +1086,16 @@ impl Preview {
         self.push('"');
     }
 
-    fn value(&mut self, v: &Value<'_>) {
+    fn value(&mut self, v: Value<'_>) {
         if self.full() {
             return;
         }
-        match v {
-            Value::Null => self.push_str("null"),
-            Value::Bool(b) => self.push_str(if *b { "true" } else { "false" }),
-            Value::Number(n) => self.push_str(n.text),
-            Value::String(s) => self.string(s),
-            Value::Array(items) => {
+        match v.view() {
+            View::Null => self.push_str("null"),
+            View::Bool(b) => self.push_str(if b { "true" } else { "false" }),
+            View::Number(n) => self.push_str(n.text),
+            View::String(s) => self.string(s),
+            View::Array(items) => {
                 self.push('[');
                 for (i, item) in items.iter().enumerate() {
                     if self.full() {
@@ -648,7 +1108,7 @@ impl Preview {
                 }
                 self.push(']');
             }
-            Value::Object(members) => {
+            View::Object(members) => {
                 self.push('{');
                 for (i, (k, item)) in members.iter().enumerate() {
                     if self.full() {
@@ -688,19 +1148,17 @@ mod tests {
 
     #[test]
     fn parses_all_value_kinds_in_order() {
-        let v =
+        let d =
             parse(br#" {"b": [1, -2, 3.5, 1e3, true, false, null], "a": "x\u00e9\n"} "#).unwrap();
-        let m = v.as_object().unwrap();
+        let m: Vec<(&str, Value)> = d.root().as_object().unwrap().iter().collect();
         assert_eq!(m[0].0, "b");
         assert_eq!(m[1].0, "a");
         assert_eq!(m[1].1.as_str(), Some("xé\n"));
-        let Value::Array(items) = &m[0].1 else {
-            panic!()
-        };
+        let items: Vec<Value> = m[0].1.as_array().unwrap().iter().collect();
         let kinds: Vec<NumKind> = items[..4]
             .iter()
-            .map(|v| match v {
-                Value::Number(n) => n.kind,
+            .map(|v| match v.view() {
+                View::Number(n) => n.kind,
                 _ => panic!(),
             })
             .collect();
@@ -713,42 +1171,66 @@ mod tests {
                 NumKind::Float
             ]
         );
-        assert_eq!(items[4], Value::Bool(true));
-        assert_eq!(items[6], Value::Null);
+        assert_eq!(items[4].as_bool(), Some(true));
+        assert_eq!(items[5].as_bool(), Some(false));
+        assert!(items[6].is_null());
+        // One node per value, in document order; nothing else allocated.
+        assert_eq!(d.nodes.len(), 10);
+        assert_eq!(d.decoded, "xé\n");
     }
 
     #[test]
-    fn strings_without_escapes_are_borrowed() {
-        let v = parse(br#"{"key":"plain"}"#).unwrap();
-        let m = v.as_object().unwrap();
-        assert!(matches!(m[0].0, Cow::Borrowed(_)));
-        assert!(matches!(m[0].1, Value::String(Cow::Borrowed(_))));
-        let v = parse(br#""a\tb""#).unwrap();
-        assert!(matches!(v, Value::String(Cow::Owned(_))));
+    fn strings_without_escapes_are_not_copied() {
+        let d = parse(br#"{"key":"plain"}"#).unwrap();
+        assert_eq!(d.root().get("key").unwrap().as_str(), Some("plain"));
+        assert!(d.decoded.is_empty());
+        assert!(!d.nodes[1].key_esc && !d.nodes[1].text_esc);
+        let d = parse(br#""a\tb""#).unwrap();
+        assert!(d.nodes[0].text_esc);
+        assert_eq!(d.root().as_str(), Some("a\tb"));
+        // Escaped keys are decoded too, and found by their decoded form.
+        let d = parse(br#"{"\u0061b":1,"c":{"d\n":[]}}"#).unwrap();
+        assert!(d.root().get("ab").is_some());
+        assert!(d.root().get("c").unwrap().get("d\n").is_some());
     }
 
     #[test]
     fn integers() {
-        fn n(s: &str) -> Number<'_> {
-            match parse(s.as_bytes()).unwrap() {
-                Value::Number(n) => n,
+        fn n(s: &str) -> (String, NumKind) {
+            match parse(s.as_bytes()).unwrap().root().view() {
+                View::Number(n) => (n.text.to_owned(), n.kind),
                 _ => panic!(),
             }
         }
-        assert_eq!(n("0").kind, NumKind::Int(0));
-        assert_eq!(n("-0").kind, NumKind::Int(0));
-        assert_eq!(n("-0").text, "-0");
+        assert_eq!(n("0").1, NumKind::Int(0));
+        assert_eq!(n("-0").1, NumKind::Int(0));
+        assert_eq!(n("-0").0, "-0");
         assert_eq!(
-            n("18446744073709551616").kind,
+            n("18446744073709551616").1,
             NumKind::Int(18446744073709551616)
         );
         let big = "9".repeat(38);
-        assert_eq!(n(&big).kind, NumKind::Int(big.parse().unwrap()));
-        assert_eq!(n(&"9".repeat(39)).kind, NumKind::BigInt);
-        assert_eq!(n(&format!("-{}", "1".repeat(50))).kind, NumKind::BigInt);
-        assert_eq!(n("1.0").kind, NumKind::Float);
-        assert_eq!(n("1E+2").kind, NumKind::Float);
-        assert_eq!(n("-1e-2").kind, NumKind::Float);
+        assert_eq!(n(&big).1, NumKind::Int(big.parse().unwrap()));
+        assert_eq!(n(&"9".repeat(39)).1, NumKind::BigInt);
+        assert_eq!(n(&format!("-{}", "1".repeat(50))).1, NumKind::BigInt);
+        assert_eq!(n("1.0").1, NumKind::Float);
+        assert_eq!(n("1E+2").1, NumKind::Float);
+        assert_eq!(n("-1e-2").1, NumKind::Float);
+    }
+
+    #[test]
+    fn siblings_skip_whole_subtrees() {
+        let d = parse(br#"[{"a":[1,[2,3]],"b":{}},4,[],{"c":null}]"#).unwrap();
+        let top: Vec<Value> = d.root().as_array().unwrap().iter().collect();
+        assert_eq!(top.len(), 4);
+        assert_eq!(top[0].type_name(), "object");
+        assert_eq!(format!("{:?}", top[1]), "4");
+        assert_eq!(top[2].as_array().unwrap().len(), 0);
+        assert!(top[3].get("c").unwrap().is_null());
+        let m = top[0].as_object().unwrap();
+        let keys: Vec<&str> = m.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["a", "b"]);
+        assert_eq!(format!("{:?}", m.get("a").unwrap()), "[1,[2,3]]");
     }
 
     #[test]
@@ -795,7 +1277,12 @@ mod tests {
         assert_eq!(e(s.as_bytes()).what, r#"duplicate key "k50""#);
         let ok = s.replace("\"k50\":0}", "\"k100\":0}");
         assert_eq!(
-            parse(ok.as_bytes()).unwrap().as_object().unwrap().len(),
+            parse(ok.as_bytes())
+                .unwrap()
+                .root()
+                .as_object()
+                .unwrap()
+                .len(),
             101
         );
     }
@@ -857,7 +1344,7 @@ mod tests {
 
     #[test]
     fn escapes() {
-        let s = |j: &str| parse(j.as_bytes()).map(|v| v.as_str().unwrap().to_owned());
+        let s = |j: &str| parse(j.as_bytes()).map(|d| d.root().as_str().unwrap().to_owned());
         assert_eq!(s(r#""\"\\\/\b\f\n\r\t""#).unwrap(), "\"\\/\u{8}\u{c}\n\r\t");
         assert_eq!(s(r#""\u0041\u00E9\u00e9""#).unwrap(), "Aéé");
         assert_eq!(s(r#""\ud83d\ude00""#).unwrap(), "😀");
@@ -978,14 +1465,17 @@ mod tests {
     #[test]
     fn previews_are_cut() {
         let long = format!("\"{}\"", "x".repeat(500));
-        let p = preview(&parse(long.as_bytes()).unwrap());
+        let p = preview(parse(long.as_bytes()).unwrap().root());
         assert_eq!(p.chars().count(), PREVIEW_CHARS + 1);
         assert!(p.ends_with('…'));
-        assert_eq!(preview(&parse(b"\"fp8\"").unwrap()), "\"fp8\"");
+        assert_eq!(preview(parse(b"\"fp8\"").unwrap().root()), "\"fp8\"");
         assert_eq!(
-            preview(&parse(br#"{"b": [1, 2], "a": null}"#).unwrap()),
+            preview(parse(br#"{"b": [1, 2], "a": null}"#).unwrap().root()),
             r#"{"b":[1,2],"a":null}"#
         );
-        assert_eq!(preview(&parse(br#""a\u0001""#).unwrap()), r#""a\u0001""#);
+        assert_eq!(
+            preview(parse(br#""a\u0001""#).unwrap().root()),
+            r#""a\u0001""#
+        );
     }
 }

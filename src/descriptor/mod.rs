@@ -1,14 +1,14 @@
 //! Descriptor v1 (docs/format.md §3): typed model, strict parsing and the canonical digest.
 //!
 //! Parsing is three steps over one buffer: [`json`] (a strict, depth-bounded
-//! JSON reader that refuses duplicate keys, trailing data and BOMs), [`canon`]
-//! (the docs/format.md §3.2 canonical form, hashed while it is serialised) and [`parse`]
-//! (typed extraction naming the field and both values on every error).
-//! A fast path (`fast.rs`) answers for valid descriptors without building
-//! the JSON tree, and hands everything else to those three steps.
+//! JSON reader that refuses duplicate keys, trailing data and BOMs, into a
+//! flat node list), [`canon`] (the docs/format.md §3.2 canonical form and its
+//! digest, from that list) and [`parse`] (typed extraction through the
+//! [`check`] layer, naming the field and both values on every error). There
+//! is one parser: valid and invalid files take the same path.
 
 pub mod canon;
-mod fast;
+pub mod check;
 pub mod json;
 pub mod parse;
 

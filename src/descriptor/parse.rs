@@ -6,16 +6,20 @@
 //! not just the first. The field rules live in shared helpers
 //! ([`Checker`], [`model`], [`geometry`], ...) that the deployment profile
 //! ([`crate::profile`]) uses too, so both files speak the same language.
+//!
+//! This is the only descriptor parser: [`super::json`] reads the file into
+//! a flat node list (one allocation), the checks below walk it (a lookup is
+//! one key comparison when the members come in the spec's order), and the
+//! digest is hashed from the same list ([`super::canon`]).
 
 use super::canon::{self, format_digest};
-use super::json::{self, preview, quote_preview, NumKind, Value};
+use super::check::{parse_digest, Checker, Field, Obj};
+use super::json::{self, quote_preview};
 use super::{
-    parse_canonical_uuid, AllocSummary, Allocation, Descriptor, Dtype, Geometry, GpuUuid, Handle,
-    Model, NodeId, Owner, Writer, MAX_ALLOCATIONS, MAX_WORLD_SIZE, SCHEMA,
+    AllocSummary, Allocation, Descriptor, Dtype, Geometry, Handle, Model, NodeId, Owner, Writer,
+    MAX_ALLOCATIONS, MAX_WORLD_SIZE, SCHEMA,
 };
 use crate::finding::{Code, Finding};
-use std::borrow::Cow;
-use std::fmt::{self, Write as _};
 use uuid::Uuid;
 
 /// Identity fields recovered best-effort, each only if it is individually
@@ -49,7 +53,7 @@ pub(crate) const DIM_MAX: u64 = 1 << 32;
 pub(crate) const PID_MAX: u64 = i32::MAX as u64;
 
 /// The members of a descriptor (docs/format.md §3), in the spec's order.
-pub(crate) const DESCRIPTOR_FIELDS: [&str; 17] = [
+const DESCRIPTOR_FIELDS: [&str; 17] = [
     "schema",
     "engine_id",
     "incarnation",
@@ -82,7 +86,7 @@ const GEOMETRY_FIELDS: &[&str] = &[
 const OWNER_FIELDS: &[&str] = &["pid", "start_ticks"];
 const WRITER_FIELDS: &[&str] = &["pid", "start_ticks", "quiesced"];
 const ALLOCATION_FIELDS: &[&str] = &["id", "size_bytes", "offset_bytes", "handle"];
-pub(super) const HANDLE_KINDS: &[&str] = &["cuda_ipc", "fabric", "posix_fd"];
+const HANDLE_KINDS: &[&str] = &["cuda_ipc", "fabric", "posix_fd"];
 const DTYPE_NAMES: &[&str] = &[
     "float16",
     "bfloat16",
@@ -104,30 +108,8 @@ pub fn parse_descriptor(bytes: &[u8]) -> ParseOutcome {
 /// takes a few hundred bytes instead of a few kilobytes (the audit of a
 /// large inventory keeps one per file).
 pub fn parse_descriptor_with(bytes: &[u8], keep_allocations: bool) -> ParseOutcome {
-    if let Some(out) = super::fast::parse(bytes, keep_allocations) {
-        // The fast path must agree with the general one wherever it answers;
-        // every debug build (tests, fuzzing) checks that it does.
-        #[cfg(debug_assertions)]
-        {
-            let general = parse_general(bytes, keep_allocations);
-            assert_eq!(
-                format!("{out:?}"),
-                format!("{general:?}"),
-                "fast path differs from the general parser"
-            );
-        }
-        return out;
-    }
-    parse_general(bytes, keep_allocations)
-}
-
-/// The general parser: every input, every finding. [`parse_descriptor_with`]
-/// uses it for whatever its fast path does not answer (public for the
-/// benchmark and the tests that compare the two).
-#[doc(hidden)]
-pub fn parse_general(bytes: &[u8], keep_allocations: bool) -> ParseOutcome {
     let mut out = ParseOutcome::default();
-    let value = match json::parse(bytes) {
+    let doc = match json::parse(bytes) {
         Ok(v) => v,
         Err(e) => {
             out.findings
@@ -136,17 +118,22 @@ pub fn parse_general(bytes: &[u8], keep_allocations: bool) -> ParseOutcome {
         }
     };
     let mut c = Checker::new();
-    let (descriptor, check_digest) =
-        extract_descriptor(&mut c, &value, &mut out.ident, keep_allocations);
+    let (descriptor, check_digest) = extract_descriptor(
+        &mut c,
+        Field::root(doc.root()),
+        &mut out.ident,
+        keep_allocations,
+    );
 
     let mut digest_finding = None;
     if check_digest {
-        let file_digest = value
+        let file_digest = doc
+            .root()
             .get("digest")
-            .and_then(Value::as_str)
+            .and_then(|v| v.as_str())
             .and_then(|s| parse_digest(s).map(|d| (s, d)));
         if let Some((text, claimed)) = file_digest {
-            let actual = canon::digest_without(&value, "digest");
+            let actual = canon::digest_without(&doc, "digest");
             digest_finding = digest_mismatch(&actual, &claimed, text);
         }
     }
@@ -176,11 +163,7 @@ pub fn parse_general(bytes: &[u8], keep_allocations: bool) -> ParseOutcome {
 
 /// KV008 when the computed digest differs from the one the file claims
 /// (`text` as written in the file).
-pub(super) fn digest_mismatch(
-    actual: &[u8; 32],
-    claimed: &[u8; 32],
-    text: &str,
-) -> Option<Finding> {
+fn digest_mismatch(actual: &[u8; 32], claimed: &[u8; 32], text: &str) -> Option<Finding> {
     (actual != claimed).then(|| {
         Finding::reject(
             Code::KV008,
@@ -197,67 +180,24 @@ pub fn compute_digest(bytes: &[u8]) -> Result<[u8; 32], String> {
     Ok(canon::digest_without(&v, "digest"))
 }
 
-/// `sha256:` + 64 lowercase hex digits; anything else is `None`.
-pub fn parse_digest(s: &str) -> Option<[u8; 32]> {
-    let hex = s.strip_prefix("sha256:")?;
-    let mut out = [0u8; 32];
-    decode_hex(hex.as_bytes(), &mut out, false).then_some(out)
-}
-
-/// Hex digit values; uppercase letters carry 0x20, anything else is 0xFF.
-static HEX_VALUE: [u8; 256] = {
-    let mut t = [0xFFu8; 256];
-    let mut i = 0;
-    while i < 10 {
-        t[b'0' as usize + i] = i as u8;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 6 {
-        t[b'a' as usize + i] = 10 + i as u8;
-        t[b'A' as usize + i] = 0x20 | (10 + i as u8);
-        i += 1;
-    }
-    t
-};
-
-/// Decodes exactly `2 * out.len()` hex digits into `out`; false when the
-/// length is wrong or a digit is invalid (or uppercase, unless `upper_ok`).
-pub(super) fn decode_hex(hex: &[u8], out: &mut [u8], upper_ok: bool) -> bool {
-    if hex.len() != 2 * out.len() {
-        return false;
-    }
-    let mut seen = 0u8;
-    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
-        let (h, l) = (HEX_VALUE[pair[0] as usize], HEX_VALUE[pair[1] as usize]);
-        seen |= h | l;
-        *o = ((h & 0x0F) << 4) | (l & 0x0F);
-    }
-    seen & 0x80 == 0 && (upper_ok || seen & 0x20 == 0)
-}
-
 /// Returns the descriptor (when schema-valid) and whether the digest should
 /// be checked (not for a file that declares another schema).
 fn extract_descriptor(
     c: &mut Checker,
-    value: &Value<'_>,
+    root: Field<'_, '_>,
     ident: &mut Ident,
     keep_allocations: bool,
 ) -> (Option<Descriptor>, bool) {
-    let root = Field::root(value);
     let Some(members) = c.members(&root, || {
         "object (a kvcr.retained-rank/v1 descriptor)".into()
     }) else {
         return (None, false);
     };
-    let o = Obj {
-        path: root.path,
-        members,
-    };
+    let o = Obj::new(root.path, members);
 
     // A file that declares another schema is judged by that alone: its
     // fields follow other rules, and a flood of v1 errors would hide the cause.
-    if let Some(Value::String(s)) = o.get("schema") {
+    if let Some(s) = o.get("schema").and_then(|v| v.as_str()) {
         if s != SCHEMA {
             c.fail(
                 &o.path.key("schema"),
@@ -435,10 +375,11 @@ fn allocations(
     let items = c.array(&f, 1, MAX_ALLOCATIONS, "allocations")?;
     let mut b = AllocBuilder::new(items.len(), keep);
     let mut ok = true;
+    let mut handle = Handle::PosixFd(0);
     for (i, item) in items.iter().enumerate() {
-        match allocation(c, f.item(i, item)) {
-            Some((id, size_bytes, offset_bytes, handle)) if ok => {
-                b.push(id, size_bytes, offset_bytes, handle)
+        match allocation(c, f.item(i, item), &mut handle) {
+            Some((id, size_bytes, offset_bytes)) if ok => {
+                b.push(id, size_bytes, offset_bytes, &handle)
             }
             Some(_) => {}
             None => ok = false,
@@ -448,7 +389,7 @@ fn allocations(
 }
 
 /// Collects valid allocations (when `keep`) and their [`AllocSummary`].
-pub(super) struct AllocBuilder<'v> {
+struct AllocBuilder<'v> {
     keep: bool,
     out: Vec<Allocation>,
     ids: Vec<&'v str>,
@@ -456,7 +397,7 @@ pub(super) struct AllocBuilder<'v> {
 }
 
 impl<'v> AllocBuilder<'v> {
-    pub(super) fn new(n: usize, keep: bool) -> Self {
+    fn new(n: usize, keep: bool) -> Self {
         AllocBuilder {
             keep,
             out: Vec::with_capacity(if keep { n } else { 0 }),
@@ -468,23 +409,23 @@ impl<'v> AllocBuilder<'v> {
         }
     }
 
-    pub(super) fn push(&mut self, id: &'v str, size_bytes: u64, offset_bytes: u64, handle: Handle) {
+    fn push(&mut self, id: &'v str, size_bytes: u64, offset_bytes: u64, handle: &Handle) {
         self.sum.count += 1;
         self.sum.total_bytes += u128::from(size_bytes);
         self.sum.carries_bytes |= handle.carries_bytes();
         self.ids.push(id);
-        self.sum.handles.push(super::HandleId::of(&handle));
+        self.sum.handles.push(super::HandleId::of(handle));
         if self.keep {
             self.out.push(Allocation {
                 id: id.to_owned(),
                 size_bytes,
                 offset_bytes,
-                handle,
+                handle: handle.clone(),
             });
         }
     }
 
-    pub(super) fn finish(mut self) -> (Vec<Allocation>, AllocSummary) {
+    fn finish(mut self) -> (Vec<Allocation>, AllocSummary) {
         self.sum.duplicate_ids = duplicates(&self.ids);
         (self.out, self.sum)
     }
@@ -529,7 +470,12 @@ fn duplicates(ids: &[&str]) -> Vec<String> {
 
 /// One allocation: id, size_bytes, offset_bytes (optional, docs/format.md §3.3:
 /// absent is 0; `offset_bytes + size_bytes` must not overflow) and handle.
-fn allocation<'v>(c: &mut Checker, f: Field<'_, 'v>) -> Option<(&'v str, u64, u64, Handle)> {
+/// The handle goes to `handle`.
+fn allocation<'v>(
+    c: &mut Checker,
+    f: Field<'_, 'v>,
+    handle: &mut Handle,
+) -> Option<(&'v str, u64, u64)> {
     let o = c.object(f, ALLOCATION_FIELDS)?;
     let id = c.string(o.at("id"), 1, 128);
     let size_bytes = c.uint(o.at("size_bytes"), 1, u64::MAX);
@@ -549,18 +495,16 @@ fn allocation<'v>(c: &mut Checker, f: Field<'_, 'v>) -> Option<(&'v str, u64, u6
             return None;
         }
     }
-    let handle = handle(c, o.at("handle"));
-    Some((id?, size_bytes?, offset_bytes?, handle?))
+    let handle = self::handle(c, o.at("handle"), handle);
+    Some((id?, size_bytes?, offset_bytes?)).filter(|_| handle.is_some())
 }
 
-fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {
+/// A valid handle is written to `out`.
+fn handle(c: &mut Checker, f: Field<'_, '_>, out: &mut Handle) -> Option<()> {
     let members = c.members(&f, || {
         "object {\"kind\": cuda_ipc|fabric, \"hex\": …} or {\"kind\": posix_fd, \"fd\": …}".into()
     })?;
-    let o = Obj {
-        path: f.path,
-        members,
-    };
+    let o = Obj::new(f.path, members);
     let kind = c.one_of(o.at("kind"), HANDLE_KINDS);
     let known: &[&str] = match kind {
         Some("posix_fd") => &["kind", "fd"],
@@ -568,545 +512,21 @@ fn handle(c: &mut Checker, f: Field<'_, '_>) -> Option<Handle> {
         None => &["kind", "hex", "fd"],
     };
     c.unknown_fields(&o, known);
-    match kind? {
-        "cuda_ipc" => c.hex64(o.at("hex")).map(Handle::CudaIpc),
-        "fabric" => c.hex64(o.at("hex")).map(Handle::Fabric),
-        _ => c
-            .uint(o.at("fd"), 0, PID_MAX)
-            .map(|fd| Handle::PosixFd(fd as i32)),
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Shared extraction machinery (also used by `crate::profile`).
-
-/// One schema problem: the field path, what is wrong, and both values.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// Path of the field, e.g. `geometry.num_layers`, `allocations[3].handle.hex`.
-    pub field: String,
-    /// What is wrong, e.g. `out of range`, `missing field`, `unknown field`.
-    pub problem: String,
-    pub expected: String,
-    /// The found value as JSON (cut to about 60 chars), or `(missing)`.
-    pub found: String,
-}
-
-/// The `found` text of a missing field.
-pub const MISSING: &str = "(missing)";
-
-impl FieldError {
-    /// `geometry.num_layers: out of range, found 0`.
-    pub fn message(&self) -> String {
-        if self.found == MISSING {
-            format!("{}: {}", self.field, self.problem)
-        } else {
-            format!("{}: {}, found {}", self.field, self.problem, self.found)
-        }
-    }
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}`: {}: expected {}, found {}",
-            self.field, self.problem, self.expected, self.found
-        )
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Seg<'p> {
-    Key(&'p str),
-    Index(usize),
-}
-
-/// A field path, built on the stack as extraction descends and rendered
-/// only when an error is recorded.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Path<'p> {
-    parent: Option<&'p Path<'p>>,
-    seg: Option<Seg<'p>>,
-}
-
-impl<'p> Path<'p> {
-    pub(crate) const ROOT: Path<'static> = Path {
-        parent: None,
-        seg: None,
+    *out = match kind? {
+        "cuda_ipc" => Handle::CudaIpc([0; 64]),
+        "fabric" => Handle::Fabric([0; 64]),
+        _ => Handle::PosixFd(c.uint(o.at("fd"), 0, PID_MAX)? as i32),
     };
-
-    pub(crate) fn key<'s>(&'s self, key: &'s str) -> Path<'s> {
-        Path {
-            parent: Some(self),
-            seg: Some(Seg::Key(key)),
-        }
-    }
-
-    pub(crate) fn index(&self, i: usize) -> Path<'_> {
-        Path {
-            parent: Some(self),
-            seg: Some(Seg::Index(i)),
-        }
-    }
-
-    pub(crate) fn render(&self) -> String {
-        let mut segs = Vec::new();
-        let mut p = Some(self);
-        while let Some(x) = p {
-            segs.extend(x.seg);
-            p = x.parent;
-        }
-        if segs.is_empty() {
-            return "(top level)".to_owned();
-        }
-        let mut s = String::new();
-        for seg in segs.iter().rev() {
-            match seg {
-                Seg::Key(k) if is_plain_key(k) => {
-                    if !s.is_empty() {
-                        s.push('.');
-                    }
-                    s.push_str(k);
-                }
-                Seg::Key(k) => {
-                    let _ = write!(s, "[{}]", quote_preview(k));
-                }
-                Seg::Index(i) => {
-                    let _ = write!(s, "[{i}]");
-                }
-            }
-        }
-        s
-    }
-}
-
-fn is_plain_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 64
-        && k.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// A field to check: its path and its value (`None` when absent).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Field<'p, 'v> {
-    pub(crate) path: Path<'p>,
-    pub(crate) value: Option<&'v Value<'v>>,
-}
-
-impl<'v> Field<'static, 'v> {
-    pub(crate) fn root(v: &'v Value<'v>) -> Self {
-        Field {
-            path: Path::ROOT,
-            value: Some(v),
-        }
-    }
-}
-
-impl<'p, 'v> Field<'p, 'v> {
-    /// Item `i` of this (array) field.
-    pub(crate) fn item<'s>(&'s self, i: usize, v: &'v Value<'v>) -> Field<'s, 'v> {
-        Field {
-            path: self.path.index(i),
-            value: Some(v),
-        }
-    }
-
-    /// `None` when the field is absent or `null` (optional profile fields).
-    pub(crate) fn optional(self) -> Option<Self> {
-        match self.value {
-            None | Some(Value::Null) => None,
-            Some(_) => Some(self),
-        }
-    }
-}
-
-type Members<'v> = &'v [(Cow<'v, str>, Value<'v>)];
-
-/// The members of a JSON object being checked.
-pub(crate) struct Obj<'p, 'v> {
-    pub(crate) path: Path<'p>,
-    members: Members<'v>,
-}
-
-impl<'p, 'v> Obj<'p, 'v> {
-    pub(crate) fn get(&self, key: &str) -> Option<&'v Value<'v>> {
-        self.members.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
-
-    pub(crate) fn at<'s>(&'s self, key: &'s str) -> Field<'s, 'v> {
-        Field {
-            path: self.path.key(key),
-            value: self.get(key),
-        }
-    }
-}
-
-/// Collects schema problems; every check records an error when it returns `None`.
-#[derive(Debug, Default)]
-pub(crate) struct Checker {
-    /// The first [`Checker::KEEP`] problems.
-    pub(crate) errors: Vec<FieldError>,
-    /// How many problems there were in all.
-    pub(crate) total: usize,
-}
-
-impl Checker {
-    const KEEP: usize = 64;
-
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
-    pub(crate) fn is_clean(&self) -> bool {
-        self.total == 0
-    }
-
-    pub(crate) fn fail(
-        &mut self,
-        path: &Path<'_>,
-        problem: impl Into<String>,
-        expected: impl Into<String>,
-        found: impl Into<String>,
-    ) {
-        self.total += 1;
-        if self.errors.len() < Self::KEEP {
-            self.errors.push(FieldError {
-                field: path.render(),
-                problem: problem.into(),
-                expected: expected.into(),
-                found: found.into(),
-            });
-        }
-    }
-
-    /// The value of a required field; records "missing field" when absent.
-    fn present<'v>(
-        &mut self,
-        f: &Field<'_, 'v>,
-        expected: impl FnOnce() -> String,
-    ) -> Option<&'v Value<'v>> {
-        if f.value.is_none() {
-            self.fail(&f.path, "missing field", expected(), MISSING);
-        }
-        f.value
-    }
-
-    /// Records a type mismatch (a float gets its own wording).
-    fn wrong_type(&mut self, path: &Path<'_>, v: &Value<'_>, expected: String) {
-        let problem = match v {
-            Value::Number(n) if !n.is_integer() => "float not allowed".to_owned(),
-            _ => format!("wrong type ({})", v.type_name()),
-        };
-        self.fail(path, problem, expected, preview(v));
-    }
-
-    pub(crate) fn members<'v>(
-        &mut self,
-        f: &Field<'_, 'v>,
-        expected: impl Fn() -> String,
-    ) -> Option<Members<'v>> {
-        match self.present(f, &expected)? {
-            Value::Object(m) => Some(m),
-            v => {
-                self.wrong_type(&f.path, v, expected());
-                None
-            }
-        }
-    }
-
-    /// Records every member of `o` not named in `known`.
-    pub(crate) fn unknown_fields(&mut self, o: &Obj<'_, '_>, known: &[&str]) {
-        for (k, v) in o.members {
-            if !known.contains(&k.as_ref()) {
-                self.fail(
-                    &o.path.key(k),
-                    "unknown field",
-                    format!("one of {}", known.join(", ")),
-                    preview(v),
-                );
-            }
-        }
-    }
-
-    /// A required object with exactly the `known` fields (missing ones are
-    /// reported by the field checks that follow).
-    pub(crate) fn object<'p, 'v>(
-        &mut self,
-        f: Field<'p, 'v>,
-        known: &[&str],
-    ) -> Option<Obj<'p, 'v>> {
-        let members = self.members(&f, || format!("object with {}", known.join(", ")))?;
-        let o = Obj {
-            path: f.path,
-            members,
-        };
-        self.unknown_fields(&o, known);
-        Some(o)
-    }
-
-    pub(crate) fn array<'v>(
-        &mut self,
-        f: &Field<'_, 'v>,
-        min: usize,
-        max: usize,
-        what: &str,
-    ) -> Option<&'v [Value<'v>]> {
-        let expected = || format!("array of {min}–{max} {what}");
-        let items = match self.present(f, expected)? {
-            Value::Array(items) => items,
-            v => {
-                self.wrong_type(&f.path, v, expected());
-                return None;
-            }
-        };
-        if items.len() < min || items.len() > max {
-            let problem = if items.is_empty() {
-                "empty array".to_owned()
-            } else {
-                format!("wrong number of items ({})", items.len())
-            };
-            self.fail(&f.path, problem, expected(), preview(f.value?));
-            return None;
-        }
-        Some(items)
-    }
-
-    pub(crate) fn int(&mut self, f: Field<'_, '_>, lo: i128, hi: i128) -> Option<i128> {
-        let expected = || format!("integer {lo}..={hi}");
-        let v = self.present(&f, expected)?;
-        match v {
-            Value::Number(n) => match n.kind {
-                NumKind::Int(i) if (lo..=hi).contains(&i) => Some(i),
-                NumKind::Int(_) | NumKind::BigInt => {
-                    self.fail(&f.path, "out of range", expected(), preview(v));
-                    None
-                }
-                NumKind::Float => {
-                    self.wrong_type(&f.path, v, expected());
-                    None
-                }
-            },
-            _ => {
-                self.wrong_type(&f.path, v, expected());
-                None
-            }
-        }
-    }
-
-    pub(crate) fn uint(&mut self, f: Field<'_, '_>, lo: u64, hi: u64) -> Option<u64> {
-        // In range lo..=hi, so the conversion back to u64 is lossless.
-        self.int(f, i128::from(lo), i128::from(hi))
-            .map(|i| i as u64)
-    }
-
-    pub(crate) fn boolean(&mut self, f: Field<'_, '_>) -> Option<bool> {
-        match self.present(&f, || "boolean".into())? {
-            Value::Bool(b) => Some(*b),
-            v => {
-                self.wrong_type(&f.path, v, "boolean".into());
-                None
-            }
-        }
-    }
-
-    fn str_value<'v>(
-        &mut self,
-        f: &Field<'_, 'v>,
-        expected: impl Fn() -> String,
-    ) -> Option<&'v str> {
-        match self.present(f, &expected)? {
-            Value::String(s) => Some(s),
-            v => {
-                self.wrong_type(&f.path, v, expected());
-                None
-            }
-        }
-    }
-
-    /// Checks the length (in characters) of an already type-checked string.
-    fn check_len(
-        &mut self,
-        path: &Path<'_>,
-        s: &str,
-        min: usize,
-        max: usize,
-        expected: impl FnOnce() -> String,
-    ) -> bool {
-        // A string of n bytes has between ceil(n/4) and n characters.
-        if s.len() <= max && s.len() >= min.saturating_mul(4) {
-            return true;
-        }
-        let n = s.chars().count();
-        if n < min {
-            let problem = if n == 0 {
-                "empty string".to_owned()
-            } else {
-                format!("too short ({n} chars)")
-            };
-            self.fail(path, problem, expected(), quote_preview(s));
-            false
-        } else if n > max {
-            self.fail(
-                path,
-                format!("too long ({n} chars)"),
-                expected(),
-                quote_preview(s),
-            );
-            false
-        } else {
-            true
-        }
-    }
-
-    pub(crate) fn string<'v>(
-        &mut self,
-        f: Field<'_, 'v>,
-        min: usize,
-        max: usize,
-    ) -> Option<&'v str> {
-        let expected = || format!("string of {min}–{max} chars");
-        let s = self.str_value(&f, expected)?;
-        self.check_len(&f.path, s, min, max, expected).then_some(s)
-    }
-
-    /// A required string or `null` (`Some(None)`).
-    pub(crate) fn string_or_null<'v>(
-        &mut self,
-        f: Field<'_, 'v>,
-        min: usize,
-        max: usize,
-    ) -> Option<Option<&'v str>> {
-        if let Some(Value::Null) = f.value {
-            return Some(None);
-        }
-        let expected = || format!("null or string of {min}–{max} chars");
-        let s = self.str_value(&f, expected)?;
-        self.check_len(&f.path, s, min, max, expected)
-            .then_some(Some(s))
-    }
-
-    /// A string that must equal `want` exactly.
-    pub(crate) fn exact(&mut self, f: Field<'_, '_>, want: &str) -> Option<()> {
-        let expected = || format!("\"{want}\"");
-        let s = self.str_value(&f, expected)?;
-        if s == want {
-            Some(())
-        } else {
-            self.fail(&f.path, "wrong schema", expected(), quote_preview(s));
-            None
-        }
-    }
-
-    pub(crate) fn one_of<'v>(&mut self, f: Field<'_, 'v>, options: &[&str]) -> Option<&'v str> {
-        let expected = || format!("one of {}", options.join(", "));
-        let s = self.str_value(&f, expected)?;
-        if options.contains(&s) {
-            Some(s)
-        } else {
-            self.fail(&f.path, "unknown value", expected(), quote_preview(s));
-            None
-        }
-    }
-
-    /// `engine_id`: 1–128 chars of `[A-Za-z0-9._:/-]`.
-    pub(crate) fn engine_id(&mut self, f: Field<'_, '_>) -> Option<String> {
-        let expected = || "string of 1–128 chars from [A-Za-z0-9._:/-]".to_owned();
-        let s = self.str_value(&f, expected)?;
-        if !self.check_len(&f.path, s, 1, 128, expected) {
-            return None;
-        }
-        let bad = s.char_indices().find(|&(_, c)| {
-            !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '-'))
-        });
-        if let Some((i, c)) = bad {
-            self.fail(
-                &f.path,
-                format!("invalid character {c:?} at byte {i}"),
-                expected(),
-                quote_preview(s),
-            );
-            return None;
-        }
-        Some(s.to_owned())
-    }
-
-    /// A canonical lowercase hyphenated UUID, not nil.
-    pub(crate) fn uuid(&mut self, f: Field<'_, '_>) -> Option<Uuid> {
-        let expected = || "canonical lowercase hyphenated UUID, not nil".to_owned();
-        let s = self.str_value(&f, expected)?;
-        match parse_canonical_uuid(s) {
-            Some(u) if !u.is_nil() => Some(u),
-            Some(_) => {
-                self.fail(&f.path, "nil UUID", expected(), quote_preview(s));
-                None
-            }
-            None => {
-                let problem = uuid_problem(s);
-                self.fail(&f.path, problem, expected(), quote_preview(s));
-                None
-            }
-        }
-    }
-
-    /// `GPU-<uuid>` or `MIG-<uuid>`.
-    pub(crate) fn gpu_uuid(&mut self, f: Field<'_, '_>) -> Option<GpuUuid> {
-        let expected = || "\"GPU-\" or \"MIG-\" + canonical lowercase UUID, not nil".to_owned();
-        let s = self.str_value(&f, expected)?;
-        if let Some(g) = GpuUuid::parse(s) {
-            return Some(g);
-        }
-        let problem = match s.strip_prefix("GPU-").or_else(|| s.strip_prefix("MIG-")) {
-            None => "missing GPU- or MIG- prefix",
-            Some(rest) => match parse_canonical_uuid(rest) {
-                Some(_) => "nil UUID",
-                None => uuid_problem(rest),
-            },
-        };
-        self.fail(&f.path, problem, expected(), quote_preview(s));
-        None
-    }
-
-    /// `sha256:` + 64 lowercase hex.
-    pub(crate) fn digest(&mut self, f: Field<'_, '_>) -> Option<[u8; 32]> {
-        let expected = || "\"sha256:\" + 64 lowercase hex digits".to_owned();
-        let s = self.str_value(&f, expected)?;
-        let d = parse_digest(s);
-        if d.is_none() {
-            self.fail(&f.path, "malformed digest", expected(), quote_preview(s));
-        }
-        d
-    }
-
-    /// 128 hex digits (either case) → 64 bytes.
-    pub(crate) fn hex64(&mut self, f: Field<'_, '_>) -> Option<[u8; 64]> {
-        let expected = || "128 hex chars (64 bytes)".to_owned();
-        let s = self.str_value(&f, expected)?;
-        let mut out = [0u8; 64];
-        if decode_hex(s.as_bytes(), &mut out, true) {
-            return Some(out);
-        }
-        let problem = match s.chars().find(|c| !c.is_ascii_hexdigit()) {
-            Some(c) if s.len() == 128 => format!("non-hex character {c:?}"),
-            _ => format!("wrong length ({} chars)", s.chars().count()),
-        };
-        self.fail(&f.path, problem, expected(), quote_preview(s));
-        None
-    }
-}
-
-fn uuid_problem(s: &str) -> &'static str {
-    if parse_canonical_uuid(&s.to_ascii_lowercase()).is_some() {
-        "uppercase UUID (must be lowercase)"
-    } else {
-        "not a canonical hyphenated UUID"
+    match out {
+        Handle::CudaIpc(bytes) | Handle::Fabric(bytes) => c.hex64(o.at("hex"), bytes),
+        Handle::PosixFd(_) => Some(()),
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::descriptor::check::MISSING;
     use serde_json::json;
 
     /// A valid descriptor without its digest.
@@ -1766,6 +1186,204 @@ pub(crate) mod tests {
         v["node"]["a.b\n"] = json!(1);
         let f = schema_error(v);
         assert_eq!(f.message, "node[\"a.b\\n\"]: unknown field, found 1");
+    }
+
+    /// Kept from the former fast path's tests: the files it answered for
+    /// (clean, escape-free, plain integers) and the files it handed to the
+    /// general parser now take one path, and give the same outcomes.
+    mod one_path {
+        use super::super::parse_descriptor_with;
+        use crate::finding::Code;
+        use crate::testkit::{seal, to_bytes, Desc};
+        use proptest::prelude::*;
+        use serde_json::{json, Value};
+
+        fn sealed(edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+            let mut d = Desc::new("fast:path/1", 1, 4, 2);
+            d.allocations = 3;
+            let mut v = d.value();
+            edit(&mut v);
+            seal(&mut v);
+            to_bytes(&v)
+        }
+
+        /// Clean, with and without the allocations kept; the summary agrees.
+        fn clean(bytes: &[u8]) -> String {
+            let full = parse_descriptor_with(bytes, true);
+            let lean = parse_descriptor_with(bytes, false);
+            assert!(full.findings.is_empty(), "{:?}", full.findings);
+            assert!(lean.findings.is_empty(), "{:?}", lean.findings);
+            let (f, l) = (full.descriptor.unwrap(), lean.descriptor.unwrap());
+            assert_eq!(f.alloc_summary, l.alloc_summary);
+            assert_eq!(f.allocations.len(), f.alloc_summary.count);
+            assert!(l.allocations.is_empty());
+            assert_eq!(full.ident, lean.ident);
+            format!("{:?}", (full.ident, f))
+        }
+
+        /// Rejected with findings and no descriptor.
+        fn rejected(bytes: &[u8]) {
+            let out = parse_descriptor_with(bytes, false);
+            assert!(
+                !out.findings.is_empty(),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+            assert!(out.descriptor.is_none());
+        }
+
+        #[test]
+        fn valid_shapes() {
+            for kind in ["fabric", "cuda_ipc", "posix_fd"] {
+                let mut d = Desc::new("e", 0, 1, 1);
+                d.handle_kind = kind;
+                d.allocations = 16;
+                clean(&d.bytes());
+            }
+            clean(&sealed(|_| {}));
+            // Compact, keys sorted, digest first: any layout.
+            let mut v = Desc::new("e", 0, 1, 1).value();
+            seal(&mut v);
+            clean(&serde_json::to_vec(&v).unwrap());
+            clean(&sealed(|v| {
+                v["model"]["quantization"] = json!("fp8");
+                v["model"]["name"] = json!("modèle-éè/Ω");
+                v["gpu_uuid"] = json!("MIG-4b0c6f1e-2d3a-4c5b-8e9f-0a1b2c3d4e5f");
+                v["geometry"]["use_mla"] = json!(true);
+                v["writer"]["quiesced"] = json!(false);
+                v["allocations"][1]["id"] = json!("kv-0"); // duplicate id: a verdict matter
+                v["allocations"][2]["handle"]["hex"] = json!("AB".repeat(64));
+            }));
+            // Extreme values in range.
+            clean(&sealed(|v| {
+                v["owner"]["start_ticks"] = json!(u64::MAX);
+                v["allocations"][0]["size_bytes"] = json!(u64::MAX);
+                v["epoch"] = json!(i64::MAX);
+                v["created_unix_ms"] = json!(0);
+            }));
+        }
+
+        #[test]
+        fn representation_does_not_matter() {
+            // What the former fast path read (plain strings, spec order,
+            // pretty) and what only the general parser read (escapes, other
+            // orders, no whitespace) give one and the same outcome.
+            let plain = sealed(|_| {});
+            let text = String::from_utf8(plain.clone()).unwrap();
+            let escaped = text
+                .replacen("gpu-node-17", "gpu-node-\\u0031\\u0037", 1)
+                .replacen("\"schema\"", "\"sch\\u0065ma\"", 1)
+                .replacen("kvcr.retained-rank/v1", "kvcr.retained-rank\\/v1", 1);
+            assert_ne!(escaped, text);
+            let v: Value = serde_json::from_slice(&plain).unwrap();
+            let compact = serde_json::to_vec(&v).unwrap();
+            let mut reversed = String::from("{");
+            for (i, (k, x)) in v.as_object().unwrap().iter().rev().enumerate() {
+                if i > 0 {
+                    reversed.push_str(" ,\r\n\t");
+                }
+                reversed.push_str(&format!("{}:{}", json!(k), x));
+            }
+            reversed.push('}');
+            let want = clean(&plain);
+            assert_eq!(clean(escaped.as_bytes()), want);
+            assert_eq!(clean(&compact), want);
+            assert_eq!(clean(reversed.as_bytes()), want);
+        }
+
+        #[test]
+        fn offset_bytes() {
+            clean(&sealed(|v| {
+                v["allocations"][0]["offset_bytes"] = json!(0);
+                v["allocations"][1]["offset_bytes"] = json!(1u64 << 40);
+            }));
+            // Either key order.
+            let b = String::from_utf8(sealed(|_| {})).unwrap().replacen(
+                "\"id\": \"kv-0\"",
+                "\"offset_bytes\": 7, \"id\": \"kv-0\"",
+                1,
+            );
+            let mut v: Value = serde_json::from_str(&b).unwrap();
+            seal(&mut v);
+            clean(&to_bytes(&v));
+            // Overflow, a negative, a float, null: schema errors.
+            for bad in [json!(u64::MAX), json!(-1), json!(1.0), json!(null)] {
+                rejected(&sealed(|v| {
+                    v["allocations"][2]["offset_bytes"] = bad.clone()
+                }));
+            }
+        }
+
+        #[test]
+        fn digest_mismatch_keeps_the_descriptor() {
+            let b = String::from_utf8(sealed(|_| {}))
+                .unwrap()
+                .replace("\"pid\": 4242", "\"pid\": 4243");
+            for keep in [true, false] {
+                let out = parse_descriptor_with(b.as_bytes(), keep);
+                assert_eq!(out.findings.len(), 1);
+                assert_eq!(out.findings[0].code, Code::KV008);
+                assert!(out.descriptor.is_some());
+            }
+        }
+
+        #[test]
+        fn everything_else_is_reported() {
+            let good = String::from_utf8(sealed(|_| {})).unwrap();
+            let edits: Vec<String> = vec![
+                good.replacen("\"tp\": 4", "\"tp\": 4.0", 1),
+                good.replacen("\"tp\": 4", "\"tp\": 04", 1),
+                good.replacen("\"tp\": 4", "\"tp\": 4e0", 1),
+                good.replacen("\"rank\": 1", "\"rank\": -1", 1),
+                good.replacen("\"rank\": 1", "\"rank\": 99999999999999999999999", 1),
+                good.replacen("{", "{\"rank\": 1,", 1),
+                good.replacen("{", "{\"extra\": 1,", 1),
+                good.replacen("\"kind\": \"fabric\"", "\"kind\": \"fabric\", \"fd\": 3", 1),
+                good.replacen("kvcr.retained-rank/v1", "kvcr.retained-rank/v2", 1),
+                good.replacen("\"quiesced\": true", "\"quiesced\": 1", 1),
+                good.replacen("bfloat16", "bf16", 1),
+                format!("\u{feff}{good}"),
+                format!("{good} x"),
+                format!("[{good}]"),
+                good.replacen("\"tp\": 4,", "\"tp\": 4,,", 1),
+                good.replacen("\"pp\": 2", "\"pp\": 2\u{1}", 1),
+                good[..good.len() / 2].to_string(),
+                String::new(),
+            ];
+            for e in &edits {
+                rejected(e.as_bytes());
+            }
+            // -0 is the integer 0 (a valid rank): only the digest differs.
+            let z = good.replacen("\"rank\": 1", "\"rank\": -0", 1);
+            let out = parse_descriptor_with(z.as_bytes(), false);
+            assert_eq!(out.ident.rank, Some(0));
+            assert_eq!(out.findings.len(), 1);
+            assert_eq!(out.findings[0].code, Code::KV008);
+            // Geometry that overflows u64.
+            rejected(&sealed(|v| v["geometry"]["num_blocks"] = json!(i64::MAX)));
+            // Deep nesting.
+            rejected(format!("{}{}", "[".repeat(100), "]".repeat(100)).as_bytes());
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(300))]
+            // Keeping the allocations or not changes nothing else.
+            #[test]
+            fn keeping_allocations_changes_nothing_else(pos in any::<prop::sample::Index>(), byte in any::<u8>(), cut in any::<bool>()) {
+                let mut b = sealed(|_| {});
+                let i = pos.index(b.len());
+                if cut { b.truncate(i); } else { b[i] = byte; }
+                let full = parse_descriptor_with(&b, true);
+                let mut lean = parse_descriptor_with(&b, false);
+                let mut full_d = full.descriptor.clone();
+                if let Some(d) = full_d.as_mut() {
+                    d.allocations.clear();
+                }
+                prop_assert_eq!(format!("{:?}", full.findings), format!("{:?}", lean.findings));
+                prop_assert_eq!(full_d, lean.descriptor.take());
+                prop_assert_eq!(full.ident, lean.ident);
+            }
+        }
     }
 
     mod props {

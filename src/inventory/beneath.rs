@@ -60,7 +60,7 @@ impl<'a> Beneath<'a> {
                 _ => return None,
             }
         };
-        super::walk::mount_id(dir, Some(name))
+        open::mount_id(dir, Some(name))
     }
 
     /// The entry at `rel` (relative to the root, at least one component).
@@ -102,21 +102,6 @@ impl<'a> Beneath<'a> {
             Err(Errno::NOENT) => Now::Gone,
             Err(e) => Now::Failed(e),
         }
-    }
-}
-
-/// Words for the file type in a raw `st_mode`.
-pub(super) fn mode_type_name(mode: u32) -> &'static str {
-    use rustix::fs::FileType;
-    match FileType::from_raw_mode(mode as _) {
-        FileType::RegularFile => "regular file",
-        FileType::Directory => "directory",
-        FileType::Symlink => "symlink",
-        FileType::Fifo => "FIFO",
-        FileType::Socket => "socket",
-        FileType::CharacterDevice => "character device",
-        FileType::BlockDevice => "block device",
-        FileType::Unknown => "unknown file type",
     }
 }
 
@@ -162,7 +147,7 @@ mod tests {
         ));
         // The link itself is reported as what it is.
         match fresh.stat(Path::new("g")) {
-            Now::Here(st) => assert_eq!(mode_type_name(st.st_mode), "symlink"),
+            Now::Here(st) => assert_eq!(open::mode_type_name(st.st_mode), "symlink"),
             _ => panic!(),
         }
     }

@@ -259,6 +259,33 @@ pub fn symlink_description(dir: BorrowedFd<'_>, rel: &Path) -> String {
     }
 }
 
+/// Words for the file type in a raw `st_mode`.
+pub(super) fn mode_type_name(mode: u32) -> &'static str {
+    use rustix::fs::FileType;
+    match FileType::from_raw_mode(mode as _) {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symlink",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Unknown => "unknown file type",
+    }
+}
+
+/// The mount id of `name` beneath `dir` (or of `dir` itself), where the
+/// kernel reports one (statx `STATX_MNT_ID`, Linux 5.8+).
+pub(super) fn mount_id(dir: BorrowedFd<'_>, name: Option<&std::ffi::OsStr>) -> Option<u64> {
+    use rustix::fs::{AtFlags, StatxFlags};
+    let (path, flags) = match name {
+        Some(n) => (n, AtFlags::SYMLINK_NOFOLLOW),
+        None => (std::ffi::OsStr::new(""), AtFlags::EMPTY_PATH),
+    };
+    let sx = rustix::fs::statx(dir, path, flags, StatxFlags::MNT_ID).ok()?;
+    (sx.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(sx.stx_mnt_id)
+}
+
 /// Words for a file type in findings.
 pub fn type_name(ft: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
@@ -327,7 +354,7 @@ pub fn open_regular(
         return Err(swapped_symlink(root, rel, &at));
     }
     if ft != FileType::RegularFile {
-        let what = super::beneath::mode_type_name(st.st_mode);
+        let what = mode_type_name(st.st_mode);
         return Err(Box::new(
             Finding::reject(
                 Code::KV002,

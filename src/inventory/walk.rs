@@ -6,8 +6,8 @@
 //! buffer) opens and reads it. [`scan`] does both on one thread; the audit
 //! pipeline (`crate::pipeline`) reads on several.
 
-use super::beneath::{mode_type_name, Beneath, Now};
-use super::open::{self, FileId, OpenError};
+use super::beneath::{Beneath, Now};
+use super::open::{self, mode_type_name, mount_id, FileId, OpenError};
 use super::{
     classify_name, display_path, parse_rank_name, Entry, EntryKind, InventoryError, ScanStats,
     MAX_DESCRIPTOR_DEPTH,
@@ -485,18 +485,6 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
         }
     }
     Ok(stats)
-}
-
-/// The mount id of `name` beneath `dir` (or of `dir` itself), where the
-/// kernel reports one (statx `STATX_MNT_ID`, Linux 5.8+).
-pub(super) fn mount_id(dir: BorrowedFd<'_>, name: Option<&std::ffi::OsStr>) -> Option<u64> {
-    use rustix::fs::{AtFlags, StatxFlags};
-    let (path, flags) = match name {
-        Some(n) => (n, AtFlags::SYMLINK_NOFOLLOW),
-        None => (std::ffi::OsStr::new(""), AtFlags::EMPTY_PATH),
-    };
-    let sx = rustix::fs::statx(dir, path, flags, StatxFlags::MNT_ID).ok()?;
-    (sx.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(sx.stx_mnt_id)
 }
 
 fn torn(at: &str) -> Finding {

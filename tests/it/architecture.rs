@@ -446,7 +446,6 @@ fn name(m: &str) -> &str {
 }
 
 #[test]
-#[ignore = "issue #15: three cycles remain (run with --ignored to list them); un-ignored when the restructure lands"]
 fn the_module_graph_has_no_import_cycle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let (mods, edges) = graph(&src);
