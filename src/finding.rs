@@ -142,6 +142,21 @@ pub enum Severity {
     Reject,
 }
 
+/// What a finding is about, when it is not the inventory's files: the
+/// headline's safe next step depends on it, so it is a value, not a prefix
+/// of the message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Subject {
+    /// The inventory's files (every code's own action applies).
+    #[default]
+    Files,
+    /// What the operator asked for (`--local-ranks`, the profile's
+    /// `local_ranks`): nothing in the files is wrong.
+    Request,
+    /// The reports given to `kvcr merge`.
+    MergeInputs,
+}
+
 /// One finding. `path` is relative to the resolved root; `expected`/`found`
 /// are set wherever the finding compares two values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -156,6 +171,9 @@ pub struct Finding {
     pub expected: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub found: Option<String>,
+    /// Not printed: chooses the headline's action ([`Subject`]).
+    #[serde(skip)]
+    pub subject: Subject,
 }
 
 impl Finding {
@@ -169,6 +187,7 @@ impl Finding {
             path: None,
             expected: None,
             found: None,
+            subject: Subject::Files,
         }
     }
 
@@ -188,6 +207,12 @@ impl Finding {
     pub fn values(mut self, expected: impl fmt::Display, found: impl fmt::Display) -> Self {
         self.expected = Some(expected.to_string());
         self.found = Some(found.to_string());
+        self
+    }
+
+    /// Marks what the finding is about ([`Subject`]).
+    pub fn about(mut self, subject: Subject) -> Self {
+        self.subject = subject;
         self
     }
 

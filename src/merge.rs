@@ -8,7 +8,7 @@
 //! geometry and model agree across nodes.
 
 use crate::descriptor::{Geometry, Model};
-use crate::finding::{Code, Finding, Severity};
+use crate::finding::{Code, Finding, Severity, Subject};
 use crate::verdict::{compress_ranks, FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -181,6 +181,8 @@ fn finding(name: &str, f: &NodeFinding, place: Place) -> Finding {
         path: f.path.clone(),
         expected: f.expected.clone(),
         found: f.found.clone(),
+        // A report carries findings about its node's files.
+        subject: Subject::Files,
     }
 }
 
@@ -366,7 +368,8 @@ pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
                         bounded(names)
                     ),
                 )
-                .values("one report per node", bounded(names)),
+                .values("one report per node", bounded(names))
+                .about(Subject::MergeInputs),
             );
         }
     }

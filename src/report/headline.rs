@@ -8,7 +8,7 @@
 //! (first in [`ROOT_ORDER`]), and its action is that finding's safe step,
 //! with the real root path and flags in every command it suggests.
 
-use crate::finding::{Code, Finding};
+use crate::finding::{Code, Finding, Subject};
 use crate::inventory::parse_rank_name;
 use crate::verdict::{compress_ranks, FileVerdict, GroupVerdict, Judgement, Verdict};
 use std::ffi::OsStr;
@@ -286,7 +286,7 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
     match f.code {
         // The operator's --local-ranks (or the profile's) names ranks the
         // group does not have: nothing in the files is wrong.
-        Code::KV101 if f.message.starts_with("local ranks ") => format!(
+        Code::KV101 if f.subject == Subject::Request => format!(
             "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); this inventory holds ranks {}",
             g.world_size.unwrap_or(0),
             if present.is_empty() {
@@ -296,7 +296,7 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
             }
         ),
         // Two reports of one node in `kvcr merge`: the inputs are wrong.
-        Code::KV102 if f.expected.as_deref() == Some("one report per node") => format!(
+        Code::KV102 if f.subject == Subject::MergeInputs => format!(
             "pass one report per node to kvcr merge: keep the newest of {} and drop the others",
             f.found.as_deref().unwrap_or("them")
         ),

@@ -2,7 +2,7 @@
 
 use super::claims::{name_bounded, Claims, MAX_NAMED};
 use super::Row;
-use crate::finding::{Code, Finding};
+use crate::finding::{Code, Finding, Subject};
 use crate::rankset::{compress_ranks, RankSet};
 use std::collections::BTreeMap;
 
@@ -151,7 +151,8 @@ pub(crate) fn slots(
                             compress_ranks(&outside)
                         ),
                     )
-                    .values(format!("ranks below {ws}"), compress_ranks(&outside)),
+                    .values(format!("ranks below {ws}"), compress_ranks(&outside))
+                    .about(Subject::Request),
                 );
             }
         }
