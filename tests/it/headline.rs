@@ -446,3 +446,24 @@ fn suggested_commands_quote_the_root_for_a_shell_and_escape_it_for_a_terminal() 
     assert!(!text.contains('\u{1b}'), "{text:?}");
     assert!(text.contains("kvcr audit --live '"), "{text}");
 }
+
+#[test]
+fn local_ranks_beyond_the_group_point_at_the_request_not_the_files() {
+    // The action is chosen by what the finding is about (the operator's
+    // --local-ranks), whatever its message says.
+    let root = fixtures().join("accept-tp4/inventory");
+    let (code, v) = audit_json(&root, &["--local-ranks", "2-5"]);
+    assert_eq!(code, 1, "{v:#}");
+    let g = &v["groups"][0];
+    assert_eq!(g["cause_code"], "KV101", "{v:#}");
+    let act = g["action"].as_str().unwrap();
+    assert!(
+        act.starts_with("name only ranks below world_size 4 in --local-ranks"),
+        "{act}"
+    );
+    assert!(act.contains("; this inventory holds ranks 0-3"), "{act}");
+    // A KV101 about a file (a rank-name mismatch) keeps the code's own action.
+    let (_, v) = audit_json(&fixtures().join("kv101-wrong-rank/inventory"), &[]);
+    let act = v["groups"][0]["action"].as_str().unwrap_or_default();
+    assert!(!act.contains("--local-ranks"), "{act}");
+}
