@@ -266,8 +266,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
                     Step::Release
                 },
                 cause: Cause::Interrupted,
-                message: "interrupted by a signal after every rank was imported".into(),
-                driver: None,
+                error: "interrupted by a signal after every rank was imported".into(),
             });
             let mut failed = None;
             if let (None, Some((poll, on_ready))) = (&stop, hold.as_mut()) {
@@ -278,8 +277,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
                             allocation: None,
                             step: Step::ReadyFile,
                             cause: Cause::Failed,
-                            message: format!("cannot publish {}: {e}", rf.path().display()),
-                            driver: None,
+                            error: format!("cannot publish {}: {e}", rf.path().display()).into(),
                         });
                     }
                 }

@@ -19,10 +19,9 @@ pub struct Entry {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReleaseFailure {
     pub entry: Entry,
-    pub message: String,
-    /// The driver call and status, when a driver call failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub driver: Option<super::DriverCall>,
+    /// Why (and the driver call and status, when one failed).
+    #[serde(flatten)]
+    pub error: super::BackendError,
 }
 
 /// What [`Ledger::release_all`] did.
@@ -104,8 +103,7 @@ impl Ledger {
                 Err(err) => {
                     report.failed.push(ReleaseFailure {
                         entry: e.clone(),
-                        message: err.message,
-                        driver: err.driver,
+                        error: err,
                     });
                     report.remaining.push(e);
                 }

@@ -275,9 +275,10 @@ pub struct DriverCall {
 
 /// Why a backend step or release failed: a one-line message, and the
 /// driver call and status when a driver call failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BackendError {
     pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverCall>,
 }
 
@@ -334,10 +335,9 @@ pub struct StepFailure {
     /// when a release failed afterwards).
     #[serde(skip)]
     pub cause: Cause,
-    pub message: String,
-    /// The driver call and status, when a driver call failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub driver: Option<DriverCall>,
+    /// What went wrong (and the driver call and status, when one failed).
+    #[serde(flatten)]
+    pub error: BackendError,
 }
 
 impl fmt::Display for StepFailure {
@@ -346,7 +346,7 @@ impl fmt::Display for StepFailure {
         if let Some(a) = &self.allocation {
             write!(f, ", allocation {a:?}")?;
         }
-        write!(f, ", step {}: {}", self.step, self.message)
+        write!(f, ", step {}: {}", self.step, self.error)
     }
 }
 
@@ -456,8 +456,7 @@ impl Stepper<'_> {
             allocation: self.allocation.map(str::to_string),
             step,
             cause,
-            message: e.message,
-            driver: e.driver,
+            error: e,
         }
     }
 

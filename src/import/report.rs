@@ -4,7 +4,7 @@
 
 use super::gate::Refusal;
 use super::plan::PlannedAllocation;
-use super::{Cause, Plan, RankResult, ReleaseReport, Resource, Step, StepFailure};
+use super::{BackendError, Cause, Plan, RankResult, ReleaseReport, Resource, Step, StepFailure};
 use crate::exit;
 use crate::finding::Finding;
 use crate::report;
@@ -175,8 +175,8 @@ pub(crate) fn remaining_rows(rel: &ReleaseReport) -> Vec<RemainingRow> {
                 allocation: e.allocation.clone(),
                 resource: e.resource,
                 release_call: e.resource.release_call(),
-                error: failed.map(|f| f.message.clone()),
-                driver: failed.and_then(|f| f.driver),
+                error: failed.map(|f| f.error.message.clone()),
+                driver: failed.and_then(|f| f.error.driver),
             }
         })
         .collect()
@@ -188,13 +188,15 @@ pub(crate) fn first_release_failure(rel: &ReleaseReport) -> Option<StepFailure> 
         allocation: f.entry.allocation.clone(),
         step: Step::Release,
         cause: Cause::Failed,
-        message: format!(
-            "{} of {}: {}",
-            f.entry.resource.release_call(),
-            f.entry.resource,
-            f.message
-        ),
-        driver: f.driver,
+        error: BackendError {
+            message: format!(
+                "{} of {}: {}",
+                f.entry.resource.release_call(),
+                f.entry.resource,
+                f.error
+            ),
+            driver: f.error.driver,
+        },
     })
 }
 

@@ -179,7 +179,7 @@ fn a_failure_at_every_step_position_releases_exactly_what_was_taken() {
                 })
                 .unwrap();
             assert_eq!(failure.step, failed, "step {n}");
-            assert!(failure.message.contains("injected"), "{failure}");
+            assert!(failure.error.message.contains("injected"), "{failure}");
             if failed == Step::Device {
                 assert_eq!(failure.allocation, None);
             } else {
@@ -248,7 +248,7 @@ fn an_interrupt_at_every_position_releases_and_exits_130() {
             let Outcome::Interrupted { at, release, .. } = &out else {
                 panic!("{out:?}")
             };
-            assert!(at.message.contains("interrupted"));
+            assert!(at.error.message.contains("interrupted"));
             assert_eq!(sim.acquired().len(), k, "nothing taken after the signal");
             assert_eq!(release.released.len(), k);
             assert_released_in_reverse(&sim);
@@ -280,6 +280,7 @@ fn a_failed_release_lists_what_remains_and_exits_4() {
     assert_eq!(failure.step, Step::Map);
     assert_eq!(release.failed.len(), 1);
     assert!(release.failed[0]
+        .error
         .message
         .contains("injected release failure"));
     let remaining: Vec<(&str, Option<&str>)> = release
@@ -345,7 +346,11 @@ fn verify_catches_a_short_mapping_and_a_wrong_device() {
         panic!("{out:?}")
     };
     assert_eq!((failure.step, failure.rank), (Step::Verify, 0));
-    assert!(failure.message.contains("covers"), "{}", failure.message);
+    assert!(
+        failure.error.message.contains("covers"),
+        "{}",
+        failure.error.message
+    );
     assert_released_in_reverse(&sim);
 
     let mut sim = SimBackend::new();
@@ -356,9 +361,9 @@ fn verify_catches_a_short_mapping_and_a_wrong_device() {
     };
     assert_eq!(failure.step, Step::Verify);
     assert!(
-        failure.message.contains("resides on device"),
+        failure.error.message.contains("resides on device"),
         "{}",
-        failure.message
+        failure.error.message
     );
     assert_released_in_reverse(&sim);
 }
@@ -951,9 +956,9 @@ fn offset_bytes_widens_the_reservation_and_the_verified_range() {
     };
     assert_eq!(failure.step, Step::Verify);
     assert!(
-        failure.message.contains("offset_bytes 3145728"),
+        failure.error.message.contains("offset_bytes 3145728"),
         "{}",
-        failure.message
+        failure.error.message
     );
     assert_released_in_reverse(&sim);
 }
