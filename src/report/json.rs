@@ -126,6 +126,10 @@ impl serde_json::ser::Formatter for SafeFormatter {
         w: &mut W,
         frag: &str,
     ) -> io::Result<()> {
+        // Printable ASCII holds no dangerous character: written as is.
+        if frag.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return w.write_all(frag.as_bytes());
+        }
         let mut start = 0;
         for (i, c) in frag.char_indices() {
             if is_dangerous(c) {

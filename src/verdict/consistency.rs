@@ -60,14 +60,37 @@ pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
     })
 }
 
-fn src(p_has: bool, r: Option<&Reference>) -> String {
-    if p_has {
-        "the profile".to_string()
+fn src(p_has: bool, r: Option<&Reference>) -> Src {
+    Src(if p_has {
+        None
     } else {
-        match r.and_then(|r| r.source_rank) {
-            Some(n) => format!("rank {n}"),
-            None => "the reference".to_string(),
+        Some(r.and_then(|r| r.source_rank))
+    })
+}
+
+/// Where an expected value comes from, written only into a finding (not
+/// formatted for every row that agrees): `None` is the profile,
+/// `Some(rank)` the reference rank.
+struct Src(Option<Option<u64>>);
+
+impl Display for Src {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => f.write_str("the profile"),
+            Some(Some(n)) => write!(f, "rank {n}"),
+            Some(None) => f.write_str("the reference"),
         }
+    }
+}
+
+/// A value compared as itself and written as its `Debug` form (which is
+/// one-to-one, so the two agree on what differs).
+#[derive(PartialEq)]
+struct Dbg<'a, T>(&'a T);
+
+impl<T: std::fmt::Debug> Display for Dbg<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0)
     }
 }
 
@@ -80,7 +103,7 @@ fn cmp<T: PartialEq + Display>(
     field: &str,
     expected: &T,
     found: &T,
-    from: &str,
+    from: &Src,
 ) {
     if expected != found {
         *ok = false;
@@ -94,6 +117,7 @@ fn cmp<T: PartialEq + Display>(
     }
 }
 
+#[derive(PartialEq)]
 struct Q<'a>(&'a Option<String>);
 impl Display for Q<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -107,7 +131,9 @@ impl Display for Q<'_> {
 pub(crate) fn check(rows: &mut [Row], reference: Option<&Reference>, profile: Option<&Profile>) {
     let refr = reference;
     for row in rows.iter_mut() {
-        let Some(d) = row.desc().cloned() else {
+        // Taken out while the row's findings grow, put back below (none
+        // of these rules reads the row's descriptor through the row).
+        let Some(d) = row.cand.descriptor.take() else {
             continue;
         };
         geometry(row, &d, refr, profile);
@@ -128,6 +154,7 @@ pub(crate) fn check(rows: &mut [Row], reference: Option<&Reference>, profile: Op
                 );
             }
         }
+        row.cand.descriptor = Some(d);
     }
     gpus(rows, profile);
     if let Some(r) = refr {
@@ -360,8 +387,8 @@ fn model(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Profil
         &mut ok,
         Code::KV105,
         "model.name",
-        &format!("{:?}", exp.name),
-        &format!("{:?}", m.name),
+        &Dbg(&exp.name),
+        &Dbg(&m.name),
         &from,
     );
     cmp(
@@ -369,8 +396,8 @@ fn model(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Profil
         &mut ok,
         Code::KV105,
         "model.revision",
-        &format!("{:?}", exp.revision),
-        &format!("{:?}", m.revision),
+        &Dbg(&exp.revision),
+        &Dbg(&m.revision),
         &from,
     );
     cmp(
@@ -378,8 +405,8 @@ fn model(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Profil
         &mut ok,
         Code::KV105,
         "model.quantization",
-        &Q(&exp.quantization).to_string(),
-        &Q(&m.quantization).to_string(),
+        &Q(&exp.quantization),
+        &Q(&m.quantization),
         &from,
     );
     row.check("model", ok);
@@ -425,31 +452,30 @@ fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
         })
         .collect();
     for (row, who) in rows.iter_mut().zip(names) {
-        let Some(d) = row.desc().cloned() else {
+        let Some(d) = row.desc() else {
             continue;
         };
-        let gpu = d.gpu_uuid.to_string();
+        // Copied out (the row changes below); the GPU is written only into
+        // a finding.
+        let (rank, uuid) = (d.rank, d.gpu_uuid);
         let mut ok = true;
         if let Some(who) = who {
             ok = false;
             row.reject(
-                Finding::reject(Code::KV106, format!("GPU {gpu} is also claimed by {who}"))
-                    .values("one rank per GPU", format!("{gpu} shared")),
+                Finding::reject(Code::KV106, format!("GPU {uuid} is also claimed by {who}"))
+                    .values("one rank per GPU", format!("{uuid} shared")),
             );
         }
         if let Some(list) = profile.and_then(|p| p.gpus.as_ref()) {
-            match usize::try_from(d.rank).ok().and_then(|i| list.get(i)) {
-                Some(want) if *want != d.gpu_uuid => {
+            match usize::try_from(rank).ok().and_then(|i| list.get(i)) {
+                Some(want) if *want != uuid => {
                     ok = false;
                     row.reject(
                         Finding::reject(
                             Code::KV106,
-                            format!(
-                                "rank {} is on {gpu} but the profile puts it on {want}",
-                                d.rank
-                            ),
+                            format!("rank {rank} is on {uuid} but the profile puts it on {want}"),
                         )
-                        .values(want, &gpu),
+                        .values(want, uuid),
                     );
                 }
                 None => {
@@ -457,9 +483,9 @@ fn gpus(rows: &mut [Row], profile: Option<&Profile>) {
                     row.reject(
                         Finding::reject(
                             Code::KV106,
-                            format!("the profile lists no GPU for rank {}", d.rank),
+                            format!("the profile lists no GPU for rank {rank}"),
                         )
-                        .values(format!("a GPU in profile gpus[{}]", d.rank), &gpu),
+                        .values(format!("a GPU in profile gpus[{}]", rank), uuid),
                     );
                 }
                 _ => {}

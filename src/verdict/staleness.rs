@@ -17,7 +17,9 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
     let min_epoch = ctx.expect.min_epoch.or(profile.and_then(|p| p.min_epoch));
     let max_age_s = ctx.expect.max_age_s.or(profile.and_then(|p| p.max_age_s));
     for row in rows.iter_mut() {
-        let Some(d) = row.desc().cloned() else {
+        // Taken out and put back at the end (no clone per row; nothing
+        // below reads it through the row).
+        let Some(d) = row.cand.descriptor.take() else {
             continue;
         };
         let mut ok = true;
@@ -74,6 +76,7 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
         if let Some(node) = ctx.node {
             live(row, &d, node);
         }
+        row.cand.descriptor = Some(d);
     }
 }
 
