@@ -15,6 +15,7 @@
 //! - [`profile`]: the deployment-profile reader;
 //! - [`writer`]: seal, digest and write descriptors (for sidecars in Rust);
 //! - [`finding`]: finding codes and findings; [`exit`]: exit statuses;
+//!   [`rankset`]: rank lists (`0-3,8-11`, a profile's `local_ranks`);
 //!   [`schema`]: the JSON Schemas of kvcr's documents; [`VERSION`];
 //! - [`run`] and [`command`]: the command line itself (src/main.rs, man
 //!   pages and completions).
@@ -40,7 +41,7 @@ pub(crate) mod merge;
 pub(crate) mod node;
 pub(crate) mod pipeline;
 pub mod profile;
-pub(crate) mod rankset;
+pub mod rankset;
 pub(crate) mod report;
 pub mod schema;
 pub(crate) mod seal;

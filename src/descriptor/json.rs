@@ -541,7 +541,6 @@ pub fn parse(bytes: &[u8]) -> Result<Doc<'_>, JsonError> {
     })
 }
 
-/// A member key (span, escaped), or none.
 /// A member key: its span packed into one word (`start | end << 32`: one
 /// store and one load, never two halves) and whether it had escapes.
 type Key = (u64, bool);

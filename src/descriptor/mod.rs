@@ -4,11 +4,11 @@
 //! JSON reader that refuses duplicate keys, trailing data and BOMs, into a
 //! flat node list), [`canon`] (the docs/format.md §3.2 canonical form and its
 //! digest, from that list) and [`parse`] (typed extraction through the
-//! [`check`] layer, naming the field and both values on every error). There
+//! `check` layer, naming the field and both values on every error). There
 //! is one parser: valid and invalid files take the same path.
 
 pub mod canon;
-pub mod check;
+pub(crate) mod check;
 pub mod json;
 pub mod parse;
 

@@ -4,7 +4,7 @@
 //! (`geometry.num_layers`, `allocations[3].handle.hex`), the expected and the
 //! found value; all problems are reported (up to [`MAX_FINDINGS`] per file),
 //! not just the first. The field rules live in shared helpers
-//! ([`Checker`], [`model`], [`geometry`], ...) that the deployment profile
+//! (`check::Checker`, `model`, `geometry`, ...) that the deployment profile
 //! ([`crate::profile`]) uses too, so both files speak the same language.
 //!
 //! This is the only descriptor parser: [`super::json`] reads the file into
