@@ -4,10 +4,10 @@
 //! log shows every acquire and release. Also: dry run on a shipped fixture,
 //! no driver → exit 2, and real SIGINT/SIGTERM.
 
+use crate::util::fleet::{private, Fleet, OTHER_BOOT};
 use crate::util::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use crate::util::{kvcr, kvcr_std, signal, wait_for};
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -122,14 +122,6 @@ impl Case {
         acquired.reverse();
         assert_eq!(released, acquired, "release order");
         acquired.len()
-    }
-}
-
-fn private(dir: &Path) {
-    for e in walkdir::WalkDir::new(dir) {
-        let e = e.unwrap();
-        let mode = if e.file_type().is_dir() { 0o700 } else { 0o600 };
-        std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode)).unwrap();
     }
 }
 
@@ -764,108 +756,6 @@ fn a_stale_ready_file_names_its_holder_and_whether_it_runs() {
         "{err}"
     );
     assert!(c.events().is_empty());
-}
-
-/// Two nodes of one TP=4 group: this one (gpu-node-17) holds ranks 0-1,
-/// gpu-node-18 ranks 2-3. Each is audited live, the reports merged: the
-/// fleet report a local import needs.
-struct Fleet {
-    dir: tempfile::TempDir,
-}
-
-const OTHER_BOOT: &str = "0b7f3c2e-1d4a-4e5f-8a9b-7c6d5e4f3a21";
-
-impl Fleet {
-    fn new() -> Fleet {
-        let dir = tempfile::tempdir().unwrap();
-        let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
-        let mut names = Vec::new();
-        for (node, host, boot, ranks) in [
-            ("a", HOSTNAME, BOOT_ID, 0..2u64),
-            ("b", "gpu-node-18", OTHER_BOOT, 2..4),
-        ] {
-            let inv = dir.path().join(node);
-            for r in ranks.clone() {
-                let mut v = Desc::new("llama3-70b-a", r, 4, 1).value();
-                v["node"] = json!({"hostname": host, "boot_id": boot});
-                testkit::seal(&mut v);
-                testkit::put(&inv, &format!("rank-{r}.json"), &testkit::to_bytes(&v));
-            }
-            private(&inv);
-            let facts = json!({"boot_id": boot, "hostname": host, "processes": {"4242": 123456},
-                "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}});
-            let fpath = dir.path().join(format!("facts-{node}.json"));
-            std::fs::write(&fpath, facts.to_string()).unwrap();
-            let local = format!("{}-{}", ranks.start, ranks.end - 1);
-            let out = kvcr()
-                .arg("audit")
-                .arg(&inv)
-                .args(["--live", "--local-ranks", &local, "--format", "json"])
-                .env("KVCR_NODE_FACTS", &fpath)
-                .output()
-                .unwrap();
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-            let name = dir.path().join(format!("node-{node}.json"));
-            std::fs::write(&name, &out.stdout).unwrap();
-            names.push(name);
-        }
-        let out = kvcr()
-            .arg("merge")
-            .args(&names)
-            .args(["--format", "json"])
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        std::fs::write(dir.path().join("fleet.json"), &out.stdout).unwrap();
-        testkit::put_profile(
-            &dir.path().join("profile.json"),
-            &Desc::new("llama3-70b-a", 0, 4, 1),
-        );
-        Fleet { dir }
-    }
-    fn fleet(&self) -> Value {
-        serde_json::from_slice(&std::fs::read(self.dir.path().join("fleet.json")).unwrap()).unwrap()
-    }
-    /// `kvcr import A --local-ranks 0-1 [--fleet-report F] ARGS` with the sim backend.
-    fn import(&self, fleet: Option<&Value>, args: &[&str]) -> (i32, Value) {
-        let mut c = kvcr();
-        c.arg("import")
-            .arg(self.dir.path().join("a"))
-            .args(["--local-ranks", "0-1", "--format", "json"])
-            .args(args)
-            .env("KVCR_NODE_FACTS", self.dir.path().join("facts-a.json"))
-            .env("KVCR_PROFILE", self.dir.path().join("profile.json"))
-            .env("KVCR_IMPORT_BACKEND", "sim");
-        if let Some(f) = fleet {
-            let p = self.dir.path().join("given.json");
-            std::fs::write(&p, f.to_string()).unwrap();
-            c.arg("--fleet-report").arg(p);
-        }
-        let out = c.output().unwrap();
-        let v: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-        (out.status.code().unwrap(), v)
-    }
-    /// Refused with exit 1 by the fleet gate, with a message containing `why`.
-    fn refused(&self, fleet: Option<&Value>, args: &[&str], why: &str) {
-        let (code, v) = self.import(fleet, args);
-        assert_eq!(code, 1, "{why}: {v:#}");
-        assert_eq!(v["result"], "rejected", "{why}");
-        assert_eq!(v["refusals"][0]["gate"], "fleet-report", "{why}: {v:#}");
-        let msg = v["refusals"][0]["message"].as_str().unwrap();
-        assert!(msg.contains(why), "{why}: {msg}");
-        assert!(v["ranks"].as_array().unwrap().is_empty());
-    }
 }
 
 #[test]

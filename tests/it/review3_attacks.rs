@@ -580,7 +580,7 @@ fn a_genuine_fleet_report_whose_other_node_checked_nothing_proves_the_group() {
     let fleet = f.fleet();
     assert_eq!(fleet["groups"][0]["verdict"], "accept");
     assert!(fleet["summary"]["not_checked"].as_u64().unwrap() > 0);
-    let (code, v) = f.import(&fleet);
+    let (code, v) = f.import(Some(&fleet), &[]);
     assert_eq!(
         (code, v["result"].as_str()),
         (1, Some("rejected")),

@@ -142,7 +142,7 @@ fn two_inputs_may_share_a_boot_id_when_their_hosts_differ() {
     let f = Fleet::new();
     let mut v = f.fleet();
     v["inputs"][1]["boot_id"] = json!(BOOT_ID);
-    let (code, r) = f.import(&v);
+    let (code, r) = f.import(Some(&v), &[]);
     assert_eq!(code, 0, "{r:#}");
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();

@@ -110,7 +110,12 @@ impl Fleet {
                 .env("KVCR_NODE_FACTS", &fpath)
                 .output()
                 .unwrap();
-            assert_eq!(out.status.code(), Some(0));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
             let name = dir.path().join(format!("node-{node}.json"));
             std::fs::write(&name, &out.stdout).unwrap();
             names.push(name);
@@ -121,7 +126,12 @@ impl Fleet {
             .args(["--format", "json"])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         std::fs::write(dir.path().join("fleet.json"), &out.stdout).unwrap();
         testkit::put_profile(
             &dir.path().join("profile.json"),
@@ -136,33 +146,47 @@ impl Fleet {
         let p = self.dir.path().join(format!("node-{node}.json"));
         serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
     }
-    pub fn import(&self, fleet: &Value) -> (i32, Value) {
-        let p = self.dir.path().join("given.json");
-        std::fs::write(&p, fleet.to_string()).unwrap();
-        let out = kvcr()
-            .arg("import")
+    /// `kvcr import A --local-ranks 0-1 [--fleet-report F] ARGS` with the
+    /// sim backend.
+    pub fn import(&self, fleet: Option<&Value>, args: &[&str]) -> (i32, Value) {
+        let mut c = kvcr();
+        c.arg("import")
             .arg(self.dir.path().join("a"))
-            .args(["--local-ranks", "0-1", "--format", "json", "--fleet-report"])
-            .arg(&p)
+            .args(["--local-ranks", "0-1", "--format", "json"])
+            .args(args)
             .env("KVCR_NODE_FACTS", self.dir.path().join("facts-a.json"))
             .env("KVCR_PROFILE", self.dir.path().join("profile.json"))
-            .env("KVCR_IMPORT_BACKEND", "sim")
-            .output()
-            .unwrap();
+            .env("KVCR_IMPORT_BACKEND", "sim");
+        if let Some(f) = fleet {
+            let p = self.dir.path().join("given.json");
+            std::fs::write(&p, f.to_string()).unwrap();
+            c.arg("--fleet-report").arg(p);
+        }
+        let out = c.output().unwrap();
         let v: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
         (out.status.code().unwrap(), v)
+    }
+    /// Refused with exit 1 by the fleet gate, with a message containing `why`.
+    pub fn refused(&self, fleet: Option<&Value>, args: &[&str], why: &str) {
+        let (code, v) = self.import(fleet, args);
+        assert_eq!(code, 1, "{why}: {v:#}");
+        assert_eq!(v["result"], "rejected", "{why}");
+        assert_eq!(v["refusals"][0]["gate"], "fleet-report", "{why}: {v:#}");
+        let msg = v["refusals"][0]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{why}: {msg}");
+        assert!(v["ranks"].as_array().unwrap().is_empty());
     }
     /// A forged fleet report must be refused by the fleet gate (exit 1,
     /// nothing imported). The unforged one imports (checked first, so a
     /// failure here is about the forgery, not the set-up).
     pub fn must_refuse(&self, what: &str, edit: impl FnOnce(&mut Value)) {
         let base = self.fleet();
-        let (code, v) = self.import(&base);
+        let (code, v) = self.import(Some(&base), &[]);
         assert_eq!(code, 0, "set-up: the genuine fleet report imports: {v:#}");
         let mut forged = base;
         edit(&mut forged);
-        let (code, v) = self.import(&forged);
+        let (code, v) = self.import(Some(&forged), &[]);
         assert_eq!(
             (code, v["result"].as_str()),
             (1, Some("rejected")),
