@@ -66,7 +66,8 @@ pub struct CudaBackend {
     contexts: BTreeMap<i32, (cuda_ffi::CuDevice, cuda_ffi::Context, usize)>,
     /// The handle type of each imported handle (for the granularity query).
     handle_types: BTreeMap<u64, c_int>,
-    /// What this backend minted and has not released.
+    /// What this backend minted and has not released, contexts aside
+    /// (`contexts` counts those).
     held: Held,
 }
 
@@ -196,9 +197,7 @@ impl Backend for CudaBackend {
         // every later step makes the context current itself (`enter`), so a
         // failure there is a recorded step failure and the ledger releases
         // the retain (a failed release is then reported, exit 4).
-        let r = Resource::Context { device: v.ordinal };
-        self.held.mint(r);
-        Ok((Device(v.ordinal), r))
+        Ok((Device(v.ordinal), Resource::Context { device: v.ordinal }))
     }
 
     fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError> {
@@ -338,21 +337,23 @@ impl Backend for CudaBackend {
     }
 
     fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
-        self.held.check(r)?;
-        let done = self.release_held(r);
-        // A context is minted once per retain (the same value each time):
-        // it stays held while a retain of ours is left on its device.
-        if done.is_ok()
-            && !matches!(*r, Resource::Context { device } if self.contexts.contains_key(&device))
-        {
-            self.held.forget(r);
+        match *r {
+            // Released through its retain count in `contexts`, which
+            // release_held checks (an unknown device is refused there).
+            Resource::Context { .. } => self.release_held(r),
+            _ => {
+                self.held.check(r)?;
+                self.release_held(r)?;
+                self.held.forget(r);
+                Ok(())
+            }
         }
-        done
     }
 }
 
 impl CudaBackend {
-    /// Releases `r`, which [`Held::check`] found this backend holds.
+    /// Releases `r`: a context through its retain count, anything else
+    /// once [`Held::check`] found this backend holds it.
     fn release_held(&mut self, r: &Resource) -> Result<(), BackendError> {
         match *r {
             Resource::Context { device } => {
