@@ -131,30 +131,26 @@ impl Display for Q<'_> {
 pub(crate) fn check(rows: &mut [Row], reference: Option<&Reference>, profile: Option<&Profile>) {
     let refr = reference;
     for row in rows.iter_mut() {
-        // Taken out while the row's findings grow, put back below (none
-        // of these rules reads the row's descriptor through the row).
-        let Some(d) = row.cand.descriptor.take() else {
-            continue;
-        };
-        geometry(row, &d, refr, profile);
-        model(row, &d, refr, profile);
-        node(row, &d, refr);
-        if let Some(r) = refr {
-            if d.epoch != r.epoch {
-                let from = src(false, refr);
-                row.reject(
-                    Finding::reject(
-                        Code::KV107,
-                        format!(
-                            "epoch {} differs from {from} (epoch {}) within incarnation {}",
-                            d.epoch, r.epoch, d.incarnation
-                        ),
-                    )
-                    .values(r.epoch, d.epoch),
-                );
+        row.with_desc(|row, d| {
+            geometry(row, d, refr, profile);
+            model(row, d, refr, profile);
+            node(row, d, refr);
+            if let Some(r) = refr {
+                if d.epoch != r.epoch {
+                    let from = src(false, refr);
+                    row.reject(
+                        Finding::reject(
+                            Code::KV107,
+                            format!(
+                                "epoch {} differs from {from} (epoch {}) within incarnation {}",
+                                d.epoch, r.epoch, d.incarnation
+                            ),
+                        )
+                        .values(r.epoch, d.epoch),
+                    );
+                }
             }
-        }
-        row.cand.descriptor = Some(d);
+        });
     }
     gpus(rows, profile);
     if let Some(r) = refr {

@@ -356,6 +356,16 @@ impl Row {
     pub fn desc(&self) -> Option<&Descriptor> {
         self.cand.descriptor.as_ref()
     }
+    /// Runs `f` with the row's descriptor lent out of the row, so the rules
+    /// can add findings to the row while they read it, without a clone per
+    /// row; `None` (and `f` not run) when the row has no descriptor. Inside
+    /// `f`, `row.desc()` is `None`: read the descriptor through `d`.
+    pub fn with_desc<R>(&mut self, f: impl FnOnce(&mut Row, &Descriptor) -> R) -> Option<R> {
+        let d = self.cand.descriptor.take()?;
+        let r = f(self, &d);
+        self.cand.descriptor = Some(d);
+        Some(r)
+    }
     pub fn path(&self) -> &str {
         &self.cand.path
     }

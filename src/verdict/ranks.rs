@@ -10,73 +10,69 @@ use std::collections::BTreeMap;
 pub(crate) fn own_rank_rules(rows: &mut [Row]) {
     for row in rows.iter_mut() {
         let name_rank = row.cand.name_rank;
-        // Taken out and put back at the end (no clone per row; nothing
-        // below reads it through the row).
-        let Some(d) = row.cand.descriptor.take() else {
-            if name_rank.is_none() {
-                row.reject(Finding::reject(
-                    Code::KV101,
-                    "the rank in the file name does not fit in 64 bits",
-                ));
+        let judged = row.with_desc(|row, d| {
+            let mut ok = true;
+            match name_rank {
+                Some(n) if n != d.rank => {
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV101,
+                            format!(
+                                "file name says rank {n} but the content says rank {}",
+                                d.rank
+                            ),
+                        )
+                        .values(n, d.rank),
+                    );
+                }
+                None => {
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV101,
+                            "the rank in the file name does not fit in 64 bits",
+                        )
+                        .values(d.rank, "out of range"),
+                    );
+                }
+                _ => {}
             }
-            continue;
-        };
-        let mut ok = true;
-        match name_rank {
-            Some(n) if n != d.rank => {
+            if d.rank >= d.world_size {
                 ok = false;
                 row.reject(
                     Finding::reject(
                         Code::KV101,
-                        format!(
-                            "file name says rank {n} but the content says rank {}",
-                            d.rank
-                        ),
+                        format!("rank {} is not below world_size {}", d.rank, d.world_size),
                     )
-                    .values(n, d.rank),
+                    .values(format!("rank < {}", d.world_size), d.rank),
                 );
             }
-            None => {
-                ok = false;
-                row.reject(
-                    Finding::reject(
-                        Code::KV101,
-                        "the rank in the file name does not fit in 64 bits",
-                    )
-                    .values(d.rank, "out of range"),
-                );
+            match d.tp.checked_mul(d.pp) {
+                Some(p) if p == d.world_size => {}
+                p => {
+                    ok = false;
+                    let prod = p.map_or("overflow".to_string(), |p| p.to_string());
+                    row.reject(
+                        Finding::reject(
+                            Code::KV101,
+                            format!(
+                                "world_size {} is not tp × pp = {} × {} = {prod}",
+                                d.world_size, d.tp, d.pp
+                            ),
+                        )
+                        .values(prod, d.world_size),
+                    );
+                }
             }
-            _ => {}
+            row.check("rank", ok);
+        });
+        if judged.is_none() && name_rank.is_none() {
+            row.reject(Finding::reject(
+                Code::KV101,
+                "the rank in the file name does not fit in 64 bits",
+            ));
         }
-        if d.rank >= d.world_size {
-            ok = false;
-            row.reject(
-                Finding::reject(
-                    Code::KV101,
-                    format!("rank {} is not below world_size {}", d.rank, d.world_size),
-                )
-                .values(format!("rank < {}", d.world_size), d.rank),
-            );
-        }
-        match d.tp.checked_mul(d.pp) {
-            Some(p) if p == d.world_size => {}
-            p => {
-                ok = false;
-                let prod = p.map_or("overflow".to_string(), |p| p.to_string());
-                row.reject(
-                    Finding::reject(
-                        Code::KV101,
-                        format!(
-                            "world_size {} is not tp × pp = {} × {} = {prod}",
-                            d.world_size, d.tp, d.pp
-                        ),
-                    )
-                    .values(prod, d.world_size),
-                );
-            }
-        }
-        row.check("rank", ok);
-        row.cand.descriptor = Some(d);
     }
 }
 

@@ -17,11 +17,7 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
     let min_epoch = ctx.expect.min_epoch.or(profile.and_then(|p| p.min_epoch));
     let max_age_s = ctx.expect.max_age_s.or(profile.and_then(|p| p.max_age_s));
     for row in rows.iter_mut() {
-        // Taken out and put back at the end (no clone per row; nothing
-        // below reads it through the row).
-        let Some(d) = row.cand.descriptor.take() else {
-            continue;
-        };
+        row.with_desc(|row, d| {
         let mut ok = true;
         if let Some(min) = min_epoch {
             if d.epoch < min {
@@ -74,9 +70,9 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
         }
         row.check("staleness", ok);
         if let Some(node) = ctx.node {
-            live(row, &d, node);
+            live(row, d, node);
         }
-        row.cand.descriptor = Some(d);
+        });
     }
 }
 
