@@ -430,15 +430,63 @@ fn textfile_target(path: &Path, inv: &Inventory) -> Result<(PathBuf, std::ffi::O
     Ok((dir, name))
 }
 
-/// `kvcr merge REPORT.json…`: per-node reports judged as one fleet.
+/// The most bytes one merge input may have (docs/format.md §10).
+const MAX_MERGE_INPUT: u64 = 64 << 20;
+
+/// Merge inputs: each path as given, a directory as its `*.json` entries
+/// (regular files, not entered recursively) in byte order of their names.
+fn merge_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let mut out = Vec::new();
+    for path in paths {
+        let shown = report::sanitize::terminal(&path.display().to_string()).into_owned();
+        let Ok(meta) = std::fs::metadata(path) else {
+            out.push(path.clone());
+            continue;
+        };
+        if !meta.is_dir() {
+            out.push(path.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(path)
+            .map_err(|e| Failure::usage(format!("cannot read directory {shown}: {e}"), None))?;
+        let mut found: Vec<PathBuf> = Vec::new();
+        for e in entries {
+            let e =
+                e.map_err(|e| Failure::usage(format!("cannot read directory {shown}: {e}"), None))?;
+            let name = e.file_name();
+            let is_json = name.as_encoded_bytes().ends_with(b".json")
+                && !name.as_encoded_bytes().starts_with(b".");
+            if is_json && e.file_type().is_ok_and(|t| t.is_file()) {
+                found.push(e.path());
+            }
+        }
+        if found.is_empty() {
+            return Err(Failure::usage(
+                format!("directory {shown} holds no report (no regular *.json file)"),
+                Some("merge takes reports written by `kvcr audit --format json`".to_string()),
+            ));
+        }
+        found.sort_by(|a, b| {
+            a.as_os_str()
+                .as_encoded_bytes()
+                .cmp(b.as_os_str().as_encoded_bytes())
+        });
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+/// `kvcr merge REPORT.json…|DIR`: per-node reports judged as one fleet.
 pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
     let mut reports = Vec::new();
-    for path in paths {
+    for path in merge_inputs(paths)? {
         let name = path.display().to_string();
-        // A merge input is an audit report: bounded like a fleet report.
-        let bytes = crate::input::read_regular(path, 64 << 20)
-            .map_err(|e| Failure::usage(format!("cannot read {name}: {e}"), None))?;
-        let r = crate::merge::read_report(&name, &bytes).map_err(|e| {
+        let shown = report::sanitize::terminal(&name).into_owned();
+        // A merge input is an audit report: bounded like a fleet report,
+        // and read straight into the typed wire layer (no JSON value tree).
+        let file = crate::input::open_regular(&path, MAX_MERGE_INPUT)
+            .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}"), None))?;
+        let r = crate::merge::read_report(&name, file).map_err(|e| {
             Failure::usage(
                 e,
                 Some("merge takes reports written by `kvcr audit --format json`".to_string()),
@@ -448,9 +496,9 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
     }
     let live = reports.iter().all(|(_, r)| r.live);
     let names: Vec<String> = reports.iter().map(|(n, _)| n.clone()).collect();
-    let mut judgement = crate::merge::merge(&reports);
-    // Ages against the merge's clock (the core is pure; it has none).
-    let now_ms = now_unix_ms();
+    // Dated no earlier than its newest input (within the clock slack).
+    let now_ms = crate::merge::merged_at(&reports, now_unix_ms());
+    let mut judgement = crate::merge::merge(&reports, now_ms);
     for r in judgement.groups.iter_mut().flat_map(|g| g.ranks.iter_mut()) {
         r.age_ms = r.created_unix_ms.and_then(|c| now_ms.checked_sub(c));
     }
@@ -466,17 +514,13 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
                     .map(|(n, r)| report::headline::MergeInput {
                         report: n.clone(),
                         host: r.host.clone(),
-                        root: r.root.clone(),
+                        root: Some(r.root.clone()),
                     })
                     .collect(),
             ),
         },
     );
-    let oldest = reports
-        .iter()
-        .map(|(_, r)| r.generated_unix_ms.map(|g| now_ms.saturating_sub(g)))
-        .collect::<Option<Vec<u64>>>()
-        .and_then(|ages| ages.into_iter().max());
+    let oldest = crate::merge::oldest_input_age_ms(&reports, now_ms);
     let mut meta = report::json::Meta::new(live, now_ms);
     meta.exit_status = judgement.exit_status();
     let run = AuditRun {
@@ -490,9 +534,9 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
                 .map(|(n, r)| report::json::MergeInput {
                     report: n.clone(),
                     host: r.host.clone(),
-                    boot_id: r.boot_id,
+                    boot_id: report::wire::uuid(r.boot_id.as_deref()),
                     live: r.live,
-                    generated_unix_ms: r.generated_unix_ms,
+                    generated_unix_ms: Some(r.generated_unix_ms),
                 })
                 .collect(),
         }),

@@ -171,9 +171,19 @@ pub struct Finding {
     pub expected: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub found: Option<String>,
+    /// `false` only for a problem of a descriptor outside the group's
+    /// current incarnation (docs/format.md §10.1): listed as a notice, never
+    /// counted against the group. Written as `"counted": false`; absent
+    /// (true) everywhere else.
+    #[serde(skip_serializing_if = "is_true")]
+    pub counted: bool,
     /// Not printed: chooses the headline's action ([`Subject`]).
     #[serde(skip)]
     pub subject: Subject,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl Finding {
@@ -187,6 +197,7 @@ impl Finding {
             path: None,
             expected: None,
             found: None,
+            counted: true,
             subject: Subject::Files,
         }
     }

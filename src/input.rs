@@ -11,6 +11,20 @@ use std::path::Path;
 /// non-blocking, so one swapped in cannot hang the run); the open file is
 /// checked again.
 pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut file = open_regular(path, max)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::other(format!("larger than {max} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// Opens `path` as [`read_regular`] does, for a streaming reader: refused
+/// when it is not a regular file or is already larger than `max` bytes; the
+/// reader ends after `max + 1` bytes, so a file that grows is cut short
+/// (and then fails to parse) instead of being read without bound.
+pub fn open_regular(path: &Path, max: u64) -> std::io::Result<std::io::Take<std::fs::File>> {
     use rustix::fs::{FileType, Mode, OFlags};
     let what = |ft: FileType| match ft {
         FileType::Directory => "a directory",
@@ -33,12 +47,10 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
         )));
     }
     let file = crate::inventory::open::reopen_for_reading(&fd)?;
-    let mut bytes = Vec::new();
-    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
+    if file.metadata()?.len() > max {
         return Err(std::io::Error::other(format!("larger than {max} bytes")));
     }
-    Ok(bytes)
+    Ok(file.take(max.saturating_add(1)))
 }
 
 #[cfg(test)]

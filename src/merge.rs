@@ -8,131 +8,30 @@
 //! geometry and model agree across nodes.
 
 use crate::descriptor::{Geometry, Model};
-use crate::finding::{Code, Finding, Severity, Subject};
+use crate::finding::{Code, Finding, Subject};
+use crate::report::wire::{self, Severity};
 use crate::verdict::{compress_ranks, FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use uuid::Uuid;
 
-/// One per-node report as read back (the subset merge needs).
-#[derive(Debug, Deserialize)]
-pub struct NodeReport {
-    #[serde(default)]
-    pub root: Option<String>,
-    #[serde(default)]
-    pub host: Option<String>,
-    #[serde(default)]
-    pub live: bool,
-    #[serde(default)]
-    pub boot_id: Option<Uuid>,
-    /// When the node's report was written (docs/format.md §9.4); absent in
-    /// older reports.
-    #[serde(default)]
-    pub generated_unix_ms: Option<u64>,
-    pub groups: Vec<NodeGroup>,
-    #[serde(default)]
-    pub files: Vec<NodeFile>,
-}
+/// One per-node report as read back: the typed wire layer.
+pub type NodeReport = wire::Report;
+type NodeGroup = wire::Group;
+type NodeFinding = wire::Finding;
 
-#[derive(Debug, Deserialize)]
-pub struct NodeGroup {
-    pub engine_id: String,
-    pub incarnation: Option<Uuid>,
-    pub epoch: Option<u64>,
-    pub world_size: Option<u64>,
-    #[serde(default)]
-    pub tp: Option<u64>,
-    #[serde(default)]
-    pub pp: Option<u64>,
-    #[serde(default)]
-    pub model: Option<Model>,
-    #[serde(default)]
-    pub geometry: Option<Geometry>,
-    #[serde(default)]
-    pub local_ranks: Option<String>,
-    pub verdict: Verdict,
-    pub findings: Vec<NodeFinding>,
-    pub ranks: Vec<NodeRank>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct NodeRank {
-    /// `null` in a report when the file name's rank did not fit in 64 bits.
-    pub rank: Option<u64>,
-    pub path: String,
-    pub gpu_uuid: Option<String>,
-    pub verdict: Verdict,
-    pub findings: Vec<NodeFinding>,
-    #[serde(default)]
-    pub not_checked: Vec<String>,
-    /// Rank metadata (docs/format.md §9.4); absent in older reports.
-    #[serde(default)]
-    pub incarnation: Option<Uuid>,
-    #[serde(default)]
-    pub epoch: Option<u64>,
-    #[serde(default)]
-    pub created_unix_ms: Option<u64>,
-    #[serde(default)]
-    pub owner_pid: Option<i32>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct NodeFile {
-    pub path: String,
-    pub findings: Vec<NodeFinding>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct NodeFinding {
-    pub code: String,
-    pub severity: Severity,
-    pub message: String,
-    pub path: Option<String>,
-    pub expected: Option<String>,
-    pub found: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for Verdict {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match String::deserialize(d)?.as_str() {
-            "accept" => Ok(Verdict::Accept),
-            "reject" => Ok(Verdict::Reject),
-            other => Err(serde::de::Error::custom(format!(
-                "unknown verdict {other:?}"
-            ))),
-        }
+/// Reads one report through the typed wire layer (strict: docs/format.md
+/// §10.2); anything that is not a per-node kvcr audit report v1 is an error
+/// naming the file and the field.
+pub fn read_report(name: &str, r: impl std::io::Read) -> Result<NodeReport, String> {
+    let name = crate::report::sanitize::terminal(name);
+    let report = wire::read(&name, r)?;
+    if report.is_merged() {
+        return Err(format!(
+            "{name} is a merged report (it lists \"reports\" and \"inputs\"); merge takes the per-node reports of `kvcr audit --format json`, so merge those again"
+        ));
     }
-}
-
-impl<'de> Deserialize<'de> for Severity {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match String::deserialize(d)?.as_str() {
-            "reject" => Ok(Severity::Reject),
-            "notice" => Ok(Severity::Notice),
-            other => Err(serde::de::Error::custom(format!(
-                "unknown severity {other:?}"
-            ))),
-        }
-    }
-}
-
-/// Reads one report; anything that is not a kvcr audit report v1 is an error
-/// naming the file.
-pub fn read_report(name: &str, bytes: &[u8]) -> Result<NodeReport, String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("{name}: not JSON: {e}"))?;
-    match v.get("schema").and_then(|s| s.as_str()) {
-        Some(crate::report::json::REPORT_SCHEMA) => {}
-        Some(other) => {
-            return Err(format!(
-                "{name}: schema {other:?} is not {:?}; merge only reads kvcr audit reports of this version",
-                crate::report::json::REPORT_SCHEMA
-            ))
-        }
-        None => return Err(format!("{name}: not a kvcr audit report (no \"schema\" member)")),
-    }
-    serde_json::from_value(v).map_err(|e| format!("{name}: malformed kvcr audit report: {e}"))
+    Ok(report)
 }
 
 /// Where a finding sits in a report: its severity is judged from its code
@@ -154,19 +53,15 @@ fn finding(name: &str, f: &NodeFinding, place: Place) -> Finding {
     let may_be_notice = known
         && match place {
             Place::File => code == Code::KV010,
-            // Superseded / not-pinned descriptors (KV108 / KV107), and the
-            // problems of descriptors outside the current incarnation.
-            Place::Group => {
-                f.path.is_some()
-                    && (matches!(code, Code::KV107 | Code::KV108)
-                        || f.message.starts_with(crate::verdict::NOT_COUNTED))
-            }
+            // Descriptors outside the current incarnation (superseded,
+            // not pinned) and their problems: marked `"counted": false`.
+            Place::Group => f.path.is_some() && !f.counted,
             Place::Rank => false,
         };
-    let severity = if may_be_notice {
-        f.severity
+    let severity = if may_be_notice && f.severity == Severity::Notice {
+        crate::finding::Severity::Notice
     } else {
-        Severity::Reject
+        crate::finding::Severity::Reject
     };
     let message = if known {
         format!("[{name}] {}", f.message)
@@ -181,84 +76,9 @@ fn finding(name: &str, f: &NodeFinding, place: Place) -> Finding {
         path: f.path.clone(),
         expected: f.expected.clone(),
         found: f.found.clone(),
+        counted: f.counted || severity == crate::finding::Severity::Reject,
         // A report carries findings about its node's files.
         subject: Subject::Files,
-    }
-}
-
-/// The rules of docs/format.md §3 for the fields a report carries about a
-/// group: a report is data to judge, not a verdict to trust.
-fn shape(name: &str, g: &NodeGroup, out: &mut Vec<Finding>) {
-    let mut bad = |code: Code, what: String, expected: String, found: String| {
-        out.push(Finding::reject(code, format!("report {name}: {what}")).values(expected, found));
-    };
-    if let Some(ws) = g.world_size {
-        if !(1..=crate::descriptor::MAX_WORLD_SIZE).contains(&ws) {
-            bad(
-                Code::KV104,
-                format!("world_size {ws} is out of range"),
-                "1-4096".into(),
-                ws.to_string(),
-            );
-        }
-        if let (Some(tp), Some(pp)) = (g.tp, g.pp) {
-            if tp == 0 || pp == 0 || tp.checked_mul(pp) != Some(ws) {
-                bad(
-                    Code::KV101,
-                    format!("world_size {ws} is not tp × pp = {tp} × {pp}"),
-                    format!("{ws}"),
-                    tp.checked_mul(pp)
-                        .map_or("overflow".into(), |p| p.to_string()),
-                );
-            }
-        }
-    }
-    if let Some(e) = g.epoch {
-        if !(1..(1u64 << 63)).contains(&e) {
-            bad(
-                Code::KV107,
-                format!("epoch {e} is out of range"),
-                "1 ≤ epoch < 2^63".into(),
-                e.to_string(),
-            );
-        }
-    }
-    if let Some(geo) = &g.geometry {
-        let dim = 1..=(1u64 << 32);
-        for (field, v) in [
-            ("num_layers", geo.num_layers),
-            ("kv_heads_per_rank", geo.kv_heads_per_rank),
-            ("head_size", geo.head_size),
-            ("block_size", geo.block_size),
-        ] {
-            if !dim.contains(&v) {
-                bad(
-                    Code::KV104,
-                    format!("geometry.{field} {v} is out of range"),
-                    "1-2^32".into(),
-                    v.to_string(),
-                );
-            }
-        }
-        if geo.num_blocks == 0 {
-            bad(
-                Code::KV104,
-                "geometry.num_blocks is 0".into(),
-                "≥ 1".into(),
-                "0".into(),
-            );
-        }
-    }
-    if let Some(m) = &g.model {
-        let (n, r) = (m.name.chars().count(), m.revision.chars().count());
-        if !(1..=256).contains(&n) || !(1..=64).contains(&r) {
-            bad(
-                Code::KV105,
-                "model name or revision is out of range".into(),
-                "name 1-256, revision 1-64 characters".into(),
-                format!("name {n}, revision {r} characters"),
-            );
-        }
     }
 }
 
@@ -324,9 +144,61 @@ impl<T: serde::Serialize> Clone for Json<'_, T> {
 }
 
 /// Merges per-node reports (name, report) into group verdicts.
-pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
+/// How far in the future a report may be dated: the descriptors' clock
+/// slack (docs/format.md §5.4), one rule for both.
+pub use crate::verdict::FUTURE_SLACK_MS;
+
+/// When the merge is dated: its clock, or its newest input's when that is
+/// ahead within the clock slack, so a merged report is never dated before
+/// its inputs (docs/format.md §10.3). Inputs beyond the slack are findings
+/// ([`merge`]) and do not move it.
+pub fn merged_at(reports: &[(String, NodeReport)], now_ms: u64) -> u64 {
+    reports
+        .iter()
+        .map(|(_, r)| r.generated_unix_ms)
+        .filter(|&t| t <= now_ms.saturating_add(FUTURE_SLACK_MS))
+        .fold(now_ms, u64::max)
+}
+
+/// Age of the oldest input at `at` ([`merged_at`]); `None` when an input is
+/// dated beyond the clock slack, whose age cannot be proven.
+pub fn oldest_input_age_ms(reports: &[(String, NodeReport)], at: u64) -> Option<u64> {
+    reports
+        .iter()
+        .map(|(_, r)| (r.generated_unix_ms <= at).then(|| at - r.generated_unix_ms))
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|ages| ages.into_iter().max())
+}
+
+/// Merges per-node reports (name, report) into group verdicts, at the
+/// merge's clock `now_ms`.
+pub fn merge(reports: &[(String, NodeReport)], now_ms: u64) -> Judgement {
     let mut files = Vec::new();
     let mut global = Vec::new();
+
+    // A report dated beyond the clock slack cannot prove its age: a
+    // finding, never a fresh input (the descriptors' rule, §5.4).
+    for (name, r) in reports {
+        let ahead = r.generated_unix_ms.saturating_sub(now_ms);
+        if ahead > FUTURE_SLACK_MS {
+            global.push(
+                Finding::reject(
+                    Code::KV108,
+                    format!(
+                        "report {name} is dated {} s in the future (generated_unix_ms {}), beyond the {} s clock slack: its age cannot be proven",
+                        ahead / 1000,
+                        r.generated_unix_ms,
+                        FUTURE_SLACK_MS / 1000
+                    ),
+                )
+                .values(
+                    format!("written at most {} s in the future", FUTURE_SLACK_MS / 1000),
+                    format!("generated_unix_ms {}", r.generated_unix_ms),
+                )
+                .about(Subject::MergeInputs),
+            );
+        }
+    }
 
     // Two reports from one node would count its ranks twice. Hostnames
     // compare ASCII case-insensitively; a report that names no host cannot
@@ -421,7 +293,7 @@ pub fn merge(reports: &[(String, NodeReport)]) -> Judgement {
                     .values("one entry per group", seen[e]),
                 );
             }
-            engines.entry(e).or_default().push((name.as_str(), g));
+            engines.entry(e).or_default().push((&name[..], g));
         }
     }
     let mut groups = Vec::new();
@@ -444,7 +316,10 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
     let col = |f: fn(&NodeGroup) -> Option<u64>| -> Vec<(&str, Option<u64>)> {
         parts.iter().map(|(n, g)| (*n, f(g))).collect()
     };
-    let incs: Vec<(&str, Option<Uuid>)> = parts.iter().map(|(n, g)| (*n, g.incarnation)).collect();
+    let incs: Vec<(&str, Option<Uuid>)> = parts
+        .iter()
+        .map(|(n, g)| (*n, wire::uuid(g.incarnation.as_deref())))
+        .collect();
     let incarnation = agree(&mut findings, Code::KV107, "incarnation", &incs);
     let epoch = agree(&mut findings, Code::KV107, "epoch", &col(|g| g.epoch));
     let world_size = agree(
@@ -505,7 +380,7 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         // A node that rejected the group rejects the merge, whatever the
         // reason (a node audited without --local-ranks that misses the
         // other nodes' ranks included: audit each node with --local-ranks).
-        if g.verdict == Verdict::Reject {
+        if g.verdict == wire::Verdict::Reject {
             node_rejects.push(
                 Finding::reject(
                     g.findings
@@ -544,7 +419,6 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                 );
             }
         }
-        shape(name, g, &mut findings);
     }
 
     let mut ranks: Vec<RankVerdict> = Vec::new();
@@ -579,6 +453,36 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                 );
             }
             let at = |f: Finding| f.at(r.path.clone());
+            // The rank's own lifetime, never its group's word for it
+            // (docs/format.md §10.1): each rank carries the incarnation and
+            // epoch of its group, or the rank is rejected.
+            let (inc, epoch) = (wire::uuid(r.incarnation.as_deref()), r.epoch);
+            let group_inc = wire::uuid(g.incarnation.as_deref());
+            for (field, mine, theirs) in [
+                (
+                    "incarnation",
+                    inc.map(|u| u.to_string()),
+                    group_inc.map(|u| u.to_string()),
+                ),
+                (
+                    "epoch",
+                    epoch.map(|e| e.to_string()),
+                    g.epoch.map(|e| e.to_string()),
+                ),
+            ] {
+                if mine.is_none() || mine != theirs {
+                    let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
+                    rank_findings.push(at(Finding::reject(
+                        Code::KV107,
+                        format!(
+                            "report {name}: this rank carries {field} {}, its group {}: a rank is judged by its own data, and every rank of a group has the group's",
+                            shown(&mine),
+                            shown(&theirs)
+                        ),
+                    )
+                    .values(format!("{field} {}", shown(&theirs)), format!("{field} {}", shown(&mine)))));
+                }
+            }
             match r.rank {
                 None => rank_findings.push(at(Finding::reject(
                     Code::KV101,
@@ -613,7 +517,7 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                     }
                 }
             }
-            if r.verdict == Verdict::Reject && !rank_findings.iter().any(Finding::is_reject) {
+            if r.verdict == wire::Verdict::Reject && !rank_findings.iter().any(Finding::is_reject) {
                 rank_findings.push(at(Finding::reject(
                     Code::KV007,
                     format!("report {name} rejects this rank without a reason"),
@@ -621,12 +525,13 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                 .values("accept", "reject")));
             }
             // A rank is accepted only when nothing in its own data rejects it.
-            let verdict =
-                if r.verdict == Verdict::Accept && !rank_findings.iter().any(Finding::is_reject) {
-                    Verdict::Accept
-                } else {
-                    Verdict::Reject
-                };
+            let verdict = if r.verdict == wire::Verdict::Accept
+                && !rank_findings.iter().any(Finding::is_reject)
+            {
+                Verdict::Accept
+            } else {
+                Verdict::Reject
+            };
             ranks.push(RankVerdict {
                 rank: r.rank,
                 path: r.path.clone(),
@@ -636,8 +541,8 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                 findings: rank_findings,
                 not_checked: r.not_checked.clone(),
                 report: Some(name.to_string()),
-                incarnation: r.incarnation.or(g.incarnation),
-                epoch: r.epoch.or(g.epoch),
+                incarnation: inc,
+                epoch,
                 created_unix_ms: r.created_unix_ms,
                 // Set by the caller against the merge's clock.
                 age_ms: None,

@@ -539,37 +539,69 @@ impl Checker {
     pub(crate) fn engine_id(&mut self, f: Field<'_, '_>) -> Option<String> {
         let expected = || "string of 1–128 chars from [A-Za-z0-9._:/-]".to_owned();
         let s = self.str_value(&f, expected)?;
-        if !self.check_len(&f.path, s, 1, 128, expected) {
-            return None;
+        self.engine_id_str(&f.path, s).then(|| s.to_owned())
+    }
+
+    /// The `engine_id` rule on a string already read (a descriptor's, or a
+    /// report's: docs/format.md §10.2): true when it holds.
+    pub(crate) fn engine_id_str(&mut self, path: &Path<'_>, s: &str) -> bool {
+        let expected = || "string of 1–128 chars from [A-Za-z0-9._:/-]".to_owned();
+        if !self.check_len(path, s, 1, 128, expected) {
+            return false;
         }
         let bad = s.char_indices().find(|&(_, c)| {
             !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '-'))
         });
         if let Some((i, c)) = bad {
             self.fail(
-                &f.path,
+                path,
                 format!("invalid character {c:?} at byte {i}"),
                 expected(),
                 quote_preview(s),
             );
-            return None;
+            return false;
         }
-        Some(s.to_owned())
+        true
+    }
+
+    /// A string's length rule on a string already read.
+    pub(crate) fn string_str(&mut self, path: &Path<'_>, s: &str, min: usize, max: usize) -> bool {
+        self.check_len(path, s, min, max, || format!("string of {min}–{max} chars"))
+    }
+
+    /// An integer's range rule on an integer already read.
+    pub(crate) fn uint_value(&mut self, path: &Path<'_>, v: u64, lo: u64, hi: u64) -> bool {
+        if (lo..=hi).contains(&v) {
+            return true;
+        }
+        self.fail(
+            path,
+            "out of range",
+            format!("integer {lo}..={hi}"),
+            v.to_string(),
+        );
+        false
     }
 
     /// A canonical lowercase hyphenated UUID, not nil.
     pub(crate) fn uuid(&mut self, f: Field<'_, '_>) -> Option<Uuid> {
         let expected = || "canonical lowercase hyphenated UUID, not nil".to_owned();
         let s = self.str_value(&f, expected)?;
+        self.uuid_str(&f.path, s)
+    }
+
+    /// The UUID rule on a string already read.
+    pub(crate) fn uuid_str(&mut self, path: &Path<'_>, s: &str) -> Option<Uuid> {
+        let expected = || "canonical lowercase hyphenated UUID, not nil".to_owned();
         match parse_canonical_uuid(s) {
             Some(u) if !u.is_nil() => Some(u),
             Some(_) => {
-                self.fail(&f.path, "nil UUID", expected(), quote_preview(s));
+                self.fail(path, "nil UUID", expected(), quote_preview(s));
                 None
             }
             None => {
                 let problem = uuid_problem(s);
-                self.fail(&f.path, problem, expected(), quote_preview(s));
+                self.fail(path, problem, expected(), quote_preview(s));
                 None
             }
         }
@@ -579,6 +611,12 @@ impl Checker {
     pub(crate) fn gpu_uuid(&mut self, f: Field<'_, '_>) -> Option<GpuUuid> {
         let expected = || "\"GPU-\" or \"MIG-\" + canonical lowercase UUID, not nil".to_owned();
         let s = self.str_value(&f, expected)?;
+        self.gpu_uuid_str(&f.path, s)
+    }
+
+    /// The GPU UUID rule on a string already read.
+    pub(crate) fn gpu_uuid_str(&mut self, path: &Path<'_>, s: &str) -> Option<GpuUuid> {
+        let expected = || "\"GPU-\" or \"MIG-\" + canonical lowercase UUID, not nil".to_owned();
         if let Some(g) = GpuUuid::parse(s) {
             return Some(g);
         }
@@ -589,7 +627,7 @@ impl Checker {
                 None => uuid_problem(rest),
             },
         };
-        self.fail(&f.path, problem, expected(), quote_preview(s));
+        self.fail(path, problem, expected(), quote_preview(s));
         None
     }
 

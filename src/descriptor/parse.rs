@@ -13,7 +13,7 @@
 //! digest is hashed from the same list ([`super::canon`]).
 
 use super::canon::{self, format_digest};
-use super::check::{parse_digest, Checker, Field, Obj};
+use super::check::{parse_digest, Checker, Field, Obj, Path};
 use super::json::{self, quote_preview};
 use super::{
     AllocSummary, Allocation, Descriptor, Dtype, Geometry, Handle, Model, NodeId, Owner, Writer,
@@ -51,6 +51,9 @@ pub(crate) const I63_MAX: u64 = i64::MAX as u64;
 /// 2^32: upper bound of the per-rank geometry dimensions.
 pub(crate) const DIM_MAX: u64 = 1 << 32;
 pub(crate) const PID_MAX: u64 = i32::MAX as u64;
+const MODEL_NAME_MAX: usize = 256;
+const MODEL_REVISION_MAX: usize = 64;
+const MODEL_QUANTIZATION_MAX: usize = 64;
 
 /// The members of a descriptor (docs/format.md §3), in the spec's order.
 const DESCRIPTOR_FIELDS: [&str; 17] = [
@@ -289,9 +292,9 @@ fn node(c: &mut Checker, f: Field<'_, '_>) -> Option<NodeId> {
 /// `model` (docs/format.md §3): `name`, `revision`, `quantization` (string or null).
 pub(crate) fn model(c: &mut Checker, f: Field<'_, '_>) -> Option<Model> {
     let o = c.object(f, MODEL_FIELDS)?;
-    let name = c.string(o.at("name"), 1, 256);
-    let revision = c.string(o.at("revision"), 1, 64);
-    let quantization = c.string_or_null(o.at("quantization"), 1, 64);
+    let name = c.string(o.at("name"), 1, MODEL_NAME_MAX);
+    let revision = c.string(o.at("revision"), 1, MODEL_REVISION_MAX);
+    let quantization = c.string_or_null(o.at("quantization"), 1, MODEL_QUANTIZATION_MAX);
     Some(Model {
         name: name?.to_owned(),
         revision: revision?.to_owned(),
@@ -318,6 +321,12 @@ pub(crate) fn geometry(c: &mut Checker, f: Field<'_, '_>) -> Option<Geometry> {
         dtype: dtype?,
         use_mla: use_mla?,
     };
+    geometry_fits(c, &o.path, &g).then_some(g)
+}
+
+/// The §3.1 overflow rule of a geometry already read: true when the bytes
+/// one rank needs fit in a u64.
+fn geometry_fits(c: &mut Checker, path: &Path<'_>, g: &Geometry) -> bool {
     if g.bytes_needed().is_none() {
         let product = format!(
             "{} × {} × {} × {} × {} × {} × {}",
@@ -330,14 +339,40 @@ pub(crate) fn geometry(c: &mut Checker, f: Field<'_, '_>) -> Option<Geometry> {
             g.dtype.bytes()
         );
         c.fail(
-            &o.path,
+            path,
             "geometry bytes overflow",
             format!("bytes needed ≤ {} (u64)", u64::MAX),
             product,
         );
-        return None;
+        return false;
     }
-    Some(g)
+    true
+}
+
+/// The rules of a `geometry` already read (from a report, docs/format.md
+/// §10.2): each dimension's range and the overflow rule, as [`geometry`].
+pub(crate) fn geometry_value(c: &mut Checker, path: &Path<'_>, g: &Geometry) -> bool {
+    let mut ok = true;
+    for (field, v, hi) in [
+        ("num_layers", g.num_layers, DIM_MAX),
+        ("kv_heads_per_rank", g.kv_heads_per_rank, DIM_MAX),
+        ("head_size", g.head_size, DIM_MAX),
+        ("block_size", g.block_size, DIM_MAX),
+        ("num_blocks", g.num_blocks, I63_MAX),
+    ] {
+        ok &= c.uint_value(&path.key(field), v, 1, hi);
+    }
+    ok && geometry_fits(c, path, g)
+}
+
+/// The rules of a `model` already read, as [`model`].
+pub(crate) fn model_value(c: &mut Checker, path: &Path<'_>, m: &Model) -> bool {
+    let mut ok = c.string_str(&path.key("name"), &m.name, 1, MODEL_NAME_MAX);
+    ok &= c.string_str(&path.key("revision"), &m.revision, 1, MODEL_REVISION_MAX);
+    if let Some(q) = &m.quantization {
+        ok &= c.string_str(&path.key("quantization"), q, 1, MODEL_QUANTIZATION_MAX);
+    }
+    ok
 }
 
 fn owner(c: &mut Checker, f: Field<'_, '_>) -> Option<Owner> {

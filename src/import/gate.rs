@@ -12,14 +12,14 @@ use crate::node::{Fact, NodeFacts};
 use crate::profile::Profile;
 use crate::rankset::RankSet;
 use crate::report::sanitize::terminal;
+use crate::report::wire;
 use crate::verdict::GroupVerdict;
 use serde::Serialize;
-use serde_json::Value;
 use std::path::Path;
 
 /// How far in the future a fleet report's input may be dated (clock skew
-/// between nodes) before its age counts as unproven.
-const FUTURE_SLACK_MS: u64 = 300_000;
+/// between nodes) before its age counts as unproven: the descriptors' slack.
+use crate::verdict::FUTURE_SLACK_MS;
 /// A merge report is small; anything larger is not one.
 const MAX_FLEET_REPORT: u64 = 64 << 20;
 
@@ -150,68 +150,56 @@ fn check_fleet(
         ));
     };
     let name = terminal(&path.display().to_string()).into_owned();
-    let bytes =
-        read_bounded(path).map_err(|e| format!("cannot read --fleet-report {name}: {e}"))?;
-    let v: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("--fleet-report {name} is not JSON: {e}"))?;
-    if v["schema"] != crate::report::json::REPORT_SCHEMA || v.get("reports").is_none() {
+    let file = crate::input::open_regular(path, MAX_FLEET_REPORT)
+        .map_err(|e| format!("cannot read --fleet-report {name}: {e}"))?;
+    // The same typed, strict reader merge uses (docs/format.md §10.2).
+    let v = wire::read(&format!("--fleet-report {name}"), file)?;
+    let (Some(inputs), Some(_)) = (v.inputs.as_deref(), v.reports.as_ref()) else {
         return Err(format!(
             "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it with kvcr merge --format json"
         ));
-    }
-    if v["all_inputs_live"] != Value::Bool(true) {
+    };
+    if v.all_inputs_live != Some(true) {
         return Err(format!(
             "--fleet-report {name} was not built only from live reports (all_inputs_live is {}); audit every node with kvcr audit --live",
-            v.get("all_inputs_live").map_or("missing".into(), Value::to_string)
+            v.all_inputs_live.map_or("missing".into(), |b| b.to_string())
         ));
     }
-    let inputs = v["inputs"]
-        .as_array()
-        .ok_or_else(|| format!("--fleet-report {name} lists no inputs (no \"inputs\" member); write it with this kvcr's merge"))?;
-    if let Some(i) = inputs.iter().find(|i| i["live"] != Value::Bool(true)) {
+    if let Some(i) = inputs.iter().find(|i| !i.live) {
         return Err(format!(
             "--fleet-report {name}: input {} is not a live report",
-            shown(&i["report"])
+            terminal(&i.report)
         ));
     }
-    let entries: Vec<&Value> = v["groups"]
-        .as_array()
-        .map(|gs| {
-            gs.iter()
-                .filter(|x| x["engine_id"] == g.engine_id.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
+    let entries: Vec<&wire::Group> = v
+        .groups
+        .iter()
+        .filter(|x| x.engine_id.as_bytes() == g.engine_id.as_bytes())
+        .collect();
     let group = match entries.as_slice() {
         [one] => *one,
         [] => return Err(format!("--fleet-report {name} has no group {engine}")),
-        many => {
-            return Err(format!(
+        many => return Err(format!(
             "--fleet-report {name} lists group {engine} {} times; a merge lists each group once",
             many.len()
-        ))
-        }
+        )),
     };
-    if group["verdict"] != "accept" {
+    if group.verdict != wire::Verdict::Accept {
         return Err(format!(
             "--fleet-report {name} rejects group {engine}: {}",
-            shown(&group["cause"])
+            terminal(&group.cause)
         ));
     }
     // Judged from the ranks themselves too, not the verdict field alone:
     // every rank 0..world_size-1 exactly once, each accepted.
     let mut seen: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
-    for r in group["ranks"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let Some(n) = r["rank"].as_u64() else {
+    for r in &group.ranks {
+        let Some(n) = r.rank else {
             return Err(format!(
                 "--fleet-report {name} lists a rank of group {engine} with no number"
             ));
         };
-        if r["verdict"] != "accept" {
+        if r.verdict != wire::Verdict::Accept {
             return Err(format!(
                 "--fleet-report {name} accepts group {engine} but rejects its rank {n}"
             ));
@@ -232,21 +220,34 @@ fn check_fleet(
             list(&odd)
         ));
     }
-    let ours = |x: Option<String>| x.unwrap_or_else(|| "none".into());
-    for (field, here) in [
-        ("incarnation", ours(g.incarnation.map(|u| u.to_string()))),
-        ("epoch", ours(g.epoch.map(|e| e.to_string()))),
-        ("world_size", ours(g.world_size.map(|e| e.to_string()))),
+    let shown_u64 = |x: Option<u64>| x.map_or_else(|| "none".to_string(), |e| e.to_string());
+    let group_inc = wire::uuid(group.incarnation.as_deref());
+    for (field, same, here, there) in [
+        (
+            "incarnation",
+            group_inc.is_some() && group_inc == g.incarnation,
+            g.incarnation.map_or("none".into(), |u| u.to_string()),
+            group
+                .incarnation
+                .as_deref()
+                .map_or("none".into(), |u| terminal(u).into_owned()),
+        ),
+        (
+            "epoch",
+            group.epoch.is_some() && group.epoch == g.epoch,
+            shown_u64(g.epoch),
+            shown_u64(group.epoch),
+        ),
+        (
+            "world_size",
+            group.world_size.is_some() && group.world_size == g.world_size,
+            shown_u64(g.world_size),
+            shown_u64(group.world_size),
+        ),
     ] {
-        let there = match &group[field] {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            _ => "none".into(),
-        };
-        if there != here {
+        if !same {
             return Err(format!(
-                "--fleet-report {name} accepted group {engine} with {field} {}, this node holds {field} {here}",
-                terminal(&there)
+                "--fleet-report {name} accepted group {engine} with {field} {there}, this node holds {field} {here}"
             ));
         }
     }
@@ -277,11 +278,11 @@ fn check_fleet(
             ))
         }
     };
-    let mine: Vec<&Value> = inputs
+    let mine: Vec<&wire::Input> = inputs
         .iter()
         .filter(|i| {
-            i["host"]
-                .as_str()
+            i.host
+                .as_deref()
                 .is_some_and(|h| h.eq_ignore_ascii_case(host))
         })
         .collect();
@@ -301,56 +302,53 @@ fn check_fleet(
             ))
         }
     };
-    let input_name = input["report"].as_str().unwrap_or_default();
-    if input["boot_id"].as_str() != Some(boot.to_string().as_str()) {
+    // Boot ids compare as their 16 bytes (validated canonical by the reader).
+    if wire::uuid(input.boot_id.as_deref()).map(|u| *u.as_bytes()) != Some(*boot.as_bytes()) {
         return Err(format!(
             "--fleet-report {name}: input {} from host {} was audited in boot {}, this node is in boot {boot} (rebooted since?)",
-            shown(&input["report"]),
+            terminal(&input.report),
             terminal(host),
-            shown(&input["boot_id"])
+            input.boot_id.as_deref().map_or("none".into(), |b| terminal(b).into_owned())
         ));
     }
     let want: Vec<u64> = match g.world_size {
         Some(ws) => local.iter().take_while(|r| *r < ws).collect(),
         None => local.iter().collect(),
     };
-    let mut named: Vec<u64> = group["ranks"]
-        .as_array()
-        .map(|rs| {
-            rs.iter()
-                .filter(|r| r["report"] == input_name)
-                .filter_map(|r| r["rank"].as_u64())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut named: Vec<u64> = group
+        .ranks
+        .iter()
+        .filter(|r| r.report.as_deref().map(str::as_bytes) == Some(input.report.as_bytes()))
+        .filter_map(|r| r.rank)
+        .collect();
     named.sort_unstable();
     if named != want {
         return Err(format!(
             "--fleet-report {name} names ranks {} from this node (input {}), this import holds ranks {}",
             list(&named),
-            shown(&input["report"]),
+            terminal(&input.report),
             list(&want)
         ));
     }
 
     // Fresh: its oldest input is no older than --max-report-age.
-    let mut oldest: Option<(u64, &Value)> = None;
+    let mut oldest: Option<(u64, &str)> = None;
     for i in inputs {
-        let Some(t) = i["generated_unix_ms"].as_u64() else {
+        let Some(t) = i.generated_unix_ms else {
             return Err(format!(
                 "--fleet-report {name}: input {} does not say when it was written, so its age cannot be proven",
-                shown(&i["report"])
+                terminal(&i.report)
             ));
         };
         if t > f.now_ms.saturating_add(FUTURE_SLACK_MS) {
             return Err(format!(
                 "--fleet-report {name}: input {} is dated {} s in the future, so its age cannot be proven",
-                shown(&i["report"]),
+                terminal(&i.report),
                 (t - f.now_ms) / 1000
             ));
         }
         if oldest.is_none_or(|(o, _)| t < o) {
-            oldest = Some((t, &i["report"]));
+            oldest = Some((t, &i.report));
         }
     }
     let (t, which) = oldest.ok_or_else(|| format!("--fleet-report {name} lists no inputs"))?;
@@ -358,7 +356,7 @@ fn check_fleet(
     if age_ms > f.max_age_s.saturating_mul(1000) {
         return Err(format!(
             "--fleet-report {name} is too old: its input {} was written {} s ago, more than --max-report-age {} s; audit every node again and merge",
-            shown(which),
+            terminal(which),
             age_ms / 1000,
             f.max_age_s
         ));
@@ -372,80 +370,75 @@ fn check_fleet(
 fn judge_report_data(
     name: &str,
     engine: &str,
-    v: &Value,
-    group: &Value,
-    inputs: &[Value],
+    v: &wire::Report,
+    group: &wire::Group,
+    inputs: &[wire::Input],
     g: &GroupVerdict,
     now_ms: u64,
 ) -> Result<(), String> {
-    let empty = Vec::new();
-    let arr = |x: &Value| x.as_array().unwrap_or(&empty).clone();
     // Files: a rejecting file-level finding in the merge means a node was
     // not clean.
-    if arr(&v["files"])
+    if v.files
         .iter()
-        .flat_map(|f| arr(&f["findings"]))
-        .any(|x| x["severity"] != "notice" || x["code"] != "KV010")
+        .flat_map(|f| &f.findings)
+        .any(|x| x.severity != wire::Severity::Notice || x.code != "KV010")
     {
         return Err(format!(
             "--fleet-report {name} lists rejecting file-level findings: a node's inventory was not clean"
         ));
     }
     // Group findings: only notices about descriptors outside the current
-    // incarnation (KV107/KV108, or a problem marked not counted) may stand.
-    for x in arr(&group["findings"]) {
-        let code = x["code"].as_str().unwrap_or("");
-        let notice_ok = x["severity"] == "notice"
-            && x["path"].is_string()
-            && (matches!(code, "KV107" | "KV108")
-                || x["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains(crate::verdict::NOT_COUNTED)));
+    // incarnation (`"counted": false`, with their path) may stand: the
+    // same typed rule merge applies.
+    for x in &group.findings {
+        let notice_ok = x.severity == wire::Severity::Notice && x.path.is_some() && !x.counted;
         if !notice_ok {
             return Err(format!(
                 "--fleet-report {name} accepts group {engine} although it carries finding {} ({})",
-                terminal(code),
-                shown(&x["message"])
+                terminal(&x.code),
+                terminal(&x.message)
             ));
         }
     }
     // The shape this node audited.
-    let same = |field: &str, here: Value| group[field] == here;
-    let shape = [
-        ("tp", serde_json::to_value(g.tp).unwrap_or(Value::Null)),
-        ("pp", serde_json::to_value(g.pp).unwrap_or(Value::Null)),
-        (
-            "model",
-            serde_json::to_value(&g.model).unwrap_or(Value::Null),
-        ),
-        (
-            "geometry",
-            serde_json::to_value(&g.geometry).unwrap_or(Value::Null),
-        ),
-    ];
-    for (field, here) in shape {
-        if here.is_null() || !same(field, here.clone()) {
+    let shape_tp = (group.tp, g.tp);
+    let shape_pp = (group.pp, g.pp);
+    for (field, (there, here)) in [("tp", shape_tp), ("pp", shape_pp)] {
+        if here.is_none() || there != here {
+            let s = |x: Option<u64>| x.map_or_else(|| "none".to_string(), |v| v.to_string());
             return Err(format!(
                 "--fleet-report {name} describes group {engine} with {field} {}, this node audited {field} {}",
-                shown(&group[field]),
-                shown(&here)
+                s(there),
+                s(here)
             ));
         }
+    }
+    let json = |x: &dyn erased::Shown| x.shown();
+    if g.model.is_none() || group.model != g.model {
+        return Err(format!(
+            "--fleet-report {name} describes group {engine} with model {}, this node audited model {}",
+            json(&group.model),
+            json(&g.model)
+        ));
+    }
+    if g.geometry.is_none() || group.geometry != g.geometry {
+        return Err(format!(
+            "--fleet-report {name} describes group {engine} with geometry {}, this node audited geometry {}",
+            json(&group.geometry),
+            json(&g.geometry)
+        ));
     }
     // Inputs: each names a host, no two the same host (ASCII case-insensitive).
     let mut hosts: Vec<String> = Vec::new();
     let mut names: Vec<&str> = Vec::new();
     let mut newest_input = 0u64;
     for i in inputs {
-        let host = i["host"]
-            .as_str()
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "--fleet-report {name}: input {} names no host",
-                    shown(&i["report"])
-                )
-            })?;
+        let host = i.host.as_deref().filter(|h| !h.is_empty()).ok_or_else(|| {
+            format!(
+                "--fleet-report {name}: input {} names no host",
+                terminal(&i.report)
+            )
+        })?;
         let lower = host.to_ascii_lowercase();
         if hosts.contains(&lower) {
             return Err(format!(
@@ -454,73 +447,73 @@ fn judge_report_data(
             ));
         }
         hosts.push(lower);
-        if i["boot_id"].as_str().is_none() {
+        if i.boot_id.is_none() {
             return Err(format!(
                 "--fleet-report {name}: input {} names no boot id",
-                shown(&i["report"])
+                terminal(&i.report)
             ));
         }
-        names.push(i["report"].as_str().unwrap_or(""));
-        newest_input = newest_input.max(i["generated_unix_ms"].as_u64().unwrap_or(0));
+        names.push(&i.report);
+        newest_input = newest_input.max(i.generated_unix_ms.unwrap_or(0));
     }
     // The report itself: written after its inputs, not from the future.
-    match v["generated_unix_ms"].as_u64() {
-        Some(t) if t > now_ms.saturating_add(FUTURE_SLACK_MS) || t < newest_input => {
-            return Err(format!(
-                "--fleet-report {name} is dated {t}, which is in the future or before its own inputs"
-            ))
-        }
-        None => {
-            return Err(format!(
-                "--fleet-report {name} does not say when it was written"
-            ))
-        }
-        _ => {}
+    let t = v.generated_unix_ms;
+    if t > now_ms.saturating_add(FUTURE_SLACK_MS) || t < newest_input {
+        return Err(format!(
+            "--fleet-report {name} is dated {t}, which is in the future or before its own inputs"
+        ));
     }
     // Ranks: no finding, every fact checked, from a listed input, of this
     // lifetime, each on its own GPU.
     let mut gpus: Vec<(crate::descriptor::GpuUuid, String)> = Vec::new();
-    for r in arr(&group["ranks"]) {
+    for r in &group.ranks {
         // Numbered: `check_fleet` refused a rank without a number already.
-        let n = r["rank"].as_u64();
-        let n = n.map_or("?".to_string(), |n| n.to_string());
-        if let Some(x) = arr(&r["findings"]).first() {
+        let n = r.rank.map_or("?".to_string(), |n| n.to_string());
+        if let Some(x) = r.findings.first() {
             return Err(format!(
                 "--fleet-report {name} accepts rank {n} of group {engine} although it carries finding {} ({})",
-                shown(&x["code"]),
-                shown(&x["message"])
+                terminal(&x.code),
+                terminal(&x.message)
             ));
         }
-        if let Some(x) = arr(&r["not_checked"]).first() {
+        if let Some(x) = r.not_checked.first() {
             return Err(format!(
                 "--fleet-report {name}: rank {n} of group {engine} was accepted with facts not checked ({}); import needs every node's facts checked: audit that node with kvcr audit --live --strict",
-                shown(x)
+                terminal(x)
             ));
         }
-        if !r["report"].as_str().is_some_and(|x| names.contains(&x)) {
+        if !r.report.as_deref().is_some_and(|x| names.contains(&x)) {
             return Err(format!(
                 "--fleet-report {name}: rank {n} of group {engine} comes from {}, which is not one of its inputs",
-                shown(&r["report"])
+                r.report.as_deref().map_or("none".into(), |x| terminal(x).into_owned())
             ));
         }
-        for field in ["incarnation", "epoch"] {
-            if r[field] != group[field] {
-                return Err(format!(
-                    "--fleet-report {name}: rank {n} of group {engine} has {field} {}, the group {}",
-                    shown(&r[field]),
-                    shown(&group[field])
-                ));
-            }
+        let shown = |x: &Option<String>| {
+            x.as_deref()
+                .map_or("none".into(), |x| terminal(x).into_owned())
+        };
+        let inc = wire::uuid(r.incarnation.as_deref());
+        if inc.is_none() || inc != wire::uuid(group.incarnation.as_deref()) {
+            return Err(format!(
+                "--fleet-report {name}: rank {n} of group {engine} has incarnation {}, the group {}",
+                shown(&r.incarnation),
+                shown(&group.incarnation)
+            ));
         }
-        let gpu = r["gpu_uuid"]
-            .as_str()
-            .and_then(crate::descriptor::GpuUuid::parse)
-            .ok_or_else(|| {
-                format!(
-                    "--fleet-report {name}: rank {n} of group {engine} has no valid GPU UUID ({})",
-                    shown(&r["gpu_uuid"])
-                )
-            })?;
+        if r.epoch.is_none() || r.epoch != group.epoch {
+            let s = |x: Option<u64>| x.map_or_else(|| "none".to_string(), |v| v.to_string());
+            return Err(format!(
+                "--fleet-report {name}: rank {n} of group {engine} has epoch {}, the group {}",
+                s(r.epoch),
+                s(group.epoch)
+            ));
+        }
+        let gpu = wire::gpu(r.gpu_uuid.as_deref()).ok_or_else(|| {
+            format!(
+                "--fleet-report {name}: rank {n} of group {engine} has no valid GPU UUID ({})",
+                shown(&r.gpu_uuid)
+            )
+        })?;
         if let Some((_, other)) = gpus.iter().find(|(x, _)| *x == gpu) {
             return Err(format!(
                 "--fleet-report {name}: GPU {gpu} is claimed by ranks {other} and {n} of group {engine}"
@@ -531,16 +524,21 @@ fn judge_report_data(
     Ok(())
 }
 
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
-    crate::input::read_regular(path, MAX_FLEET_REPORT)
-}
-
-/// A JSON value from an untrusted report, escaped for a message.
-fn shown(v: &Value) -> String {
-    match v {
-        Value::String(s) => terminal(s).into_owned(),
-        Value::Null => "none".into(),
-        other => terminal(&other.to_string()).into_owned(),
+/// A model or geometry, as JSON, escaped for a message.
+mod erased {
+    pub trait Shown {
+        fn shown(&self) -> String;
+    }
+    impl<T: serde::Serialize> Shown for Option<T> {
+        fn shown(&self) -> String {
+            match self {
+                None => "none".into(),
+                Some(v) => {
+                    crate::report::sanitize::terminal(&serde_json::to_string(v).unwrap_or_default())
+                        .into_owned()
+                }
+            }
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod json;
 pub mod prometheus;
 pub mod sanitize;
 pub mod table;
+pub mod wire;
 
 use crate::error::Failure;
 use std::io::{self, IsTerminal, Write};

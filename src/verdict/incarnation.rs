@@ -138,7 +138,10 @@ pub(crate) fn select(
             .values(format!("epoch {cur}"), format!("epoch {e}")),
             _ => continue,
         };
-        sel.notices.push(f.at(c.path.clone()));
+        sel.notices.push(Finding {
+            counted: false,
+            ..f.at(c.path.clone())
+        });
     }
     // In path order, not in the order the files were found: the report must
     // not depend on the walk (or on a parallel reader).

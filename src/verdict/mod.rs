@@ -15,6 +15,7 @@ mod ranks;
 mod staleness;
 
 pub use crate::rankset::compress_ranks;
+pub use staleness::FUTURE_SLACK_MS;
 
 use crate::descriptor::{Descriptor, Ident};
 use crate::descriptor::{Geometry, Model};
@@ -541,6 +542,7 @@ fn judge_group(
         .map(|mut f| {
             f.severity = crate::finding::Severity::Notice;
             f.message = format!("{NOT_COUNTED} {}", f.message);
+            f.counted = false;
             f
         })
         .collect();

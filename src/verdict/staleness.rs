@@ -11,7 +11,7 @@ use crate::profile::Profile;
 
 /// How far in the future a descriptor may be dated (clock skew between the
 /// owner and this run) before, with a maximum age, it is KV108.
-pub(crate) const FUTURE_SLACK_MS: u64 = 300_000;
+pub const FUTURE_SLACK_MS: u64 = 300_000;
 
 pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) {
     let min_epoch = ctx.expect.min_epoch.or(profile.and_then(|p| p.min_epoch));

@@ -1,0 +1,384 @@
+//! The `kvcr.audit-report/v1` wire layer (docs/format.md §9, §10.2;
+//! docs/json.md): typed structs for every member of the report, read back
+//! strictly by `kvcr merge` and by the import gate (`--fleet-report`).
+//!
+//! Reading is strict in two steps, both naming the file and the field path
+//! (`groups[0].ranks[1].epoch`):
+//! 1. serde, straight from a buffered reader into these structs (no
+//!    intermediate JSON value, so memory stays a small multiple of the
+//!    input): unknown members, missing members and wrong types are errors;
+//! 2. [`Report::validate`]: every field a descriptor also has obeys the
+//!    descriptor's own rule (docs/format.md §3), through the same functions
+//!    the descriptor parser calls (`descriptor::check`, `descriptor::parse`).
+//!
+//! A report that fails either step was not written by `kvcr audit` (or was
+//! edited): it is refused whole, never judged.
+
+use crate::descriptor::check::{Checker, FieldError, Path};
+use crate::descriptor::parse::{geometry_value, model_value, I63_MAX};
+use crate::descriptor::{Geometry, GpuUuid, Model, MAX_WORLD_SIZE};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use uuid::Uuid;
+
+pub use super::json::REPORT_SCHEMA;
+
+/// `"kvcr.audit-report/v1"`, and nothing else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Schema;
+
+impl Serialize for Schema {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(REPORT_SCHEMA)
+    }
+}
+
+impl<'de> Deserialize<'de> for Schema {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == REPORT_SCHEMA {
+            Ok(Schema)
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "schema {:?} is not {REPORT_SCHEMA:?}; only kvcr audit reports of this version are read",
+                super::sanitize::terminal(&s)
+            )))
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Accept,
+    Reject,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Reject,
+    Notice,
+}
+
+/// A member that may be `null` but must be present (merge-only members are
+/// absent from an audit report, present, maybe `null`, in a merge report).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The whole document.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub schema: Schema,
+    pub kvcr_version: String,
+    pub generated_unix_ms: u64,
+    /// The node's hostname; `null` in a merge report.
+    pub host: Option<String>,
+    /// Live audits only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    pub live: bool,
+    pub strict: bool,
+    pub node_facts_source: Option<String>,
+    pub options: Options,
+    pub exit_status: i32,
+    pub root: String,
+    /// Merge reports only: the inputs, in argument order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reports: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_inputs_live: Option<bool>,
+    /// `Some(None)`: present and `null`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub oldest_input_age_ms: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<Input>>,
+    pub groups: Vec<Group>,
+    pub files: Vec<File>,
+    pub summary: Summary,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    pub engine: Option<String>,
+    pub profile: Option<String>,
+    pub min_epoch: Option<u64>,
+    pub max_age_s: Option<u64>,
+    pub local_ranks: Option<String>,
+    pub incarnation: Option<String>,
+}
+
+/// One input of a merge report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    pub report: String,
+    pub host: Option<String>,
+    pub boot_id: Option<String>,
+    pub live: bool,
+    pub generated_unix_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Group {
+    pub engine_id: String,
+    pub incarnation: Option<String>,
+    pub epoch: Option<u64>,
+    pub world_size: Option<u64>,
+    pub tp: Option<u64>,
+    pub pp: Option<u64>,
+    pub model: Option<Model>,
+    pub geometry: Option<Geometry>,
+    pub local_ranks: Option<String>,
+    pub verdict: Verdict,
+    pub cause: String,
+    pub action: String,
+    pub cause_code: Option<String>,
+    pub findings: Vec<Finding>,
+    pub ranks: Vec<Rank>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rank {
+    /// `null` when the file name's rank does not fit in 64 bits.
+    pub rank: Option<u64>,
+    pub path: String,
+    pub gpu_uuid: Option<String>,
+    pub verdict: Verdict,
+    pub findings: Vec<Finding>,
+    pub not_checked: Vec<String>,
+    /// Merge reports only: the input this rank came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<String>,
+    pub incarnation: Option<String>,
+    pub epoch: Option<u64>,
+    pub created_unix_ms: Option<u64>,
+    pub age_ms: Option<u64>,
+    pub owner_pid: Option<i32>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    pub path: String,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    pub code: String,
+    pub name: String,
+    pub severity: Severity,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<String>,
+    /// `false` only for a problem of a descriptor outside its group's
+    /// current incarnation (docs/format.md §10.1).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub counted: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    pub groups: u64,
+    pub accepted: u64,
+    pub rejected: u64,
+    pub descriptors: u64,
+    pub files_rejected: u64,
+    pub notices: u64,
+    pub not_checked: u64,
+}
+
+/// Reads one report from `r` (buffered here), strictly: an error names the
+/// file `name`, the field path and what is wrong.
+pub fn read(name: &str, r: impl Read) -> Result<Report, String> {
+    let mut de =
+        serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(64 << 10, r));
+    let report: Report = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let at = e.path().to_string();
+        let inner = e.into_inner();
+        let what = if inner.is_syntax() || inner.is_eof() || inner.is_io() {
+            format!("not JSON: {inner}")
+        } else if at == "." || at.is_empty() {
+            format!("not a kvcr audit report: {inner}")
+        } else {
+            format!("malformed kvcr audit report at `{at}`: {inner}")
+        };
+        format!("{name}: {}", super::sanitize::terminal(&what))
+    })?;
+    de.end()
+        .map_err(|e| format!("{name}: trailing data after the report: {e}"))?;
+    report
+        .validate()
+        .map_err(|e| format!("{name}: {}", super::sanitize::terminal(&e)))?;
+    Ok(report)
+}
+
+impl Report {
+    /// Every field a descriptor has too obeys the descriptor's rule
+    /// (docs/format.md §3), checked by the descriptor's own functions; the
+    /// first few problems, each with its field path and both values.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut c = Checker::new();
+        let root = Path::ROOT;
+        if let Some(b) = &self.boot_id {
+            c.uuid_str(&root.key("boot_id"), b);
+        }
+        if let Some(h) = &self.host {
+            c.string_str(&root.key("host"), h, 1, 253);
+        }
+        if let Some(inputs) = &self.inputs {
+            let p = root.key("inputs");
+            for (i, x) in inputs.iter().enumerate() {
+                let p = p.index(i);
+                if let Some(b) = &x.boot_id {
+                    c.uuid_str(&p.key("boot_id"), b);
+                }
+                if let Some(h) = &x.host {
+                    c.string_str(&p.key("host"), h, 1, 253);
+                }
+                if let Some(t) = x.generated_unix_ms {
+                    c.uint_value(&p.key("generated_unix_ms"), t, 0, I63_MAX);
+                }
+            }
+        }
+        c.uint_value(
+            &root.key("generated_unix_ms"),
+            self.generated_unix_ms,
+            0,
+            I63_MAX,
+        );
+        let gs = root.key("groups");
+        for (gi, g) in self.groups.iter().enumerate() {
+            let p = gs.index(gi);
+            c.engine_id_str(&p.key("engine_id"), &g.engine_id);
+            if let Some(u) = &g.incarnation {
+                c.uuid_str(&p.key("incarnation"), u);
+            }
+            if let Some(e) = g.epoch {
+                c.uint_value(&p.key("epoch"), e, 1, I63_MAX);
+            }
+            for (field, v) in [("world_size", g.world_size), ("tp", g.tp), ("pp", g.pp)] {
+                if let Some(v) = v {
+                    c.uint_value(&p.key(field), v, 1, MAX_WORLD_SIZE);
+                }
+            }
+            if let (Some(ws), Some(tp), Some(pp)) = (g.world_size, g.tp, g.pp) {
+                if tp.checked_mul(pp) != Some(ws) {
+                    c.fail(
+                        &p.key("world_size"),
+                        "is not tp × pp",
+                        format!("tp × pp = {tp} × {pp}"),
+                        ws.to_string(),
+                    );
+                }
+            }
+            if let Some(m) = &g.model {
+                model_value(&mut c, &p.key("model"), m);
+            }
+            if let Some(geo) = &g.geometry {
+                geometry_value(&mut c, &p.key("geometry"), geo);
+            }
+            if let Some(l) = &g.local_ranks {
+                if crate::rankset::RankSet::parse(l).is_err() {
+                    c.fail(
+                        &p.key("local_ranks"),
+                        "unreadable rank list",
+                        "a rank list such as 0-3",
+                        crate::descriptor::json::quote_preview(l),
+                    );
+                }
+            }
+            let rs = p.key("ranks");
+            for (ri, r) in g.ranks.iter().enumerate() {
+                let p = rs.index(ri);
+                if let Some(n) = r.rank {
+                    c.uint_value(&p.key("rank"), n, 0, I63_MAX);
+                }
+                if let Some(u) = &r.gpu_uuid {
+                    c.gpu_uuid_str(&p.key("gpu_uuid"), u);
+                }
+                if let Some(u) = &r.incarnation {
+                    c.uuid_str(&p.key("incarnation"), u);
+                }
+                if let Some(e) = r.epoch {
+                    c.uint_value(&p.key("epoch"), e, 1, I63_MAX);
+                }
+                if let Some(t) = r.created_unix_ms {
+                    c.uint_value(&p.key("created_unix_ms"), t, 0, I63_MAX);
+                }
+                if let Some(pid) = r.owner_pid {
+                    c.uint_value(
+                        &p.key("owner_pid"),
+                        u64::try_from(pid).unwrap_or(0),
+                        1,
+                        i32::MAX as u64,
+                    );
+                }
+            }
+        }
+        if c.is_clean() {
+            return Ok(());
+        }
+        Err(describe(&c.errors, c.total))
+    }
+
+    /// A merge report (it lists its inputs).
+    pub fn is_merged(&self) -> bool {
+        self.reports.is_some() || self.inputs.is_some()
+    }
+}
+
+fn describe(errors: &[FieldError], total: usize) -> String {
+    const SHOWN: usize = 4;
+    let mut s = errors
+        .iter()
+        .take(SHOWN)
+        .map(|e| {
+            format!(
+                "`{}`: {}: expected {}, found {}",
+                e.field, e.problem, e.expected, e.found
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if total > SHOWN {
+        s.push_str(&format!("; and {} more", total - SHOWN));
+    }
+    format!("a field breaks the rule the same descriptor field obeys (docs/format.md §3): {s}")
+}
+
+/// A report's UUID string, already validated by [`Report::validate`].
+pub fn uuid(s: Option<&str>) -> Option<Uuid> {
+    s.and_then(crate::descriptor::parse_canonical_uuid)
+}
+
+/// A report's GPU UUID string, already validated.
+pub fn gpu(s: Option<&str>) -> Option<GpuUuid> {
+    s.and_then(GpuUuid::parse)
+}
