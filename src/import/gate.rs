@@ -179,10 +179,12 @@ fn check_fleet(
     let group = match entries.as_slice() {
         [one] => *one,
         [] => return Err(format!("--fleet-report {name} has no group {engine}")),
-        many => return Err(format!(
+        many => {
+            return Err(format!(
             "--fleet-report {name} lists group {engine} {} times; a merge lists each group once",
             many.len()
-        )),
+        ))
+        }
     };
     if group.verdict != wire::Verdict::Accept {
         return Err(format!(

@@ -25,14 +25,21 @@ pub struct Meta {
     pub exit_status: i32,
 }
 
-/// A label value escaped as the exposition format requires.
+/// A label value escaped as the exposition format requires, after the
+/// terminal sanitizer (control, bidi and format characters become visible
+/// `\x1b` / `\u{202e}` text, whose backslash is then escaped): a label never
+/// carries a raw character a terminal or a scraper would act on.
 pub fn escape_label(v: &str) -> String {
     let mut s = String::with_capacity(v.len());
+    let mut buf = [0u8; 4];
     for c in v.chars() {
         match c {
             '\\' => s.push_str("\\\\"),
             '"' => s.push_str("\\\""),
             '\n' => s.push_str("\\n"),
+            c if super::sanitize::is_dangerous(c) => s.push_str(
+                &super::sanitize::terminal(c.encode_utf8(&mut buf)).replace('\\', "\\\\"),
+            ),
             c => s.push(c),
         }
     }
@@ -241,6 +248,10 @@ mod tests {
         assert_eq!(escape_label(r#"a\b"c"#), r#"a\\b\"c"#);
         assert_eq!(escape_label("x\ny"), "x\\ny");
         assert_eq!(escape_label("llama3-70b:a/b"), "llama3-70b:a/b");
+        assert_eq!(
+            escape_label("a\u{1b}\u{7}\r\u{202e}\u{2028}b"),
+            r"a\\x1b\\x07\\x0d\\u{202e}\\u{2028}b"
+        );
     }
 
     #[test]

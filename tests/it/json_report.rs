@@ -192,6 +192,9 @@ struct Finding {
     expected: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     found: Option<String>,
+    /// Present (false) only on a notice outside the current incarnation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    counted: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
