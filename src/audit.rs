@@ -498,7 +498,21 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
     let names: Vec<String> = reports.iter().map(|(n, _)| n.clone()).collect();
     // Dated no earlier than its newest input (within the clock slack).
     let now_ms = crate::merge::merged_at(&reports, now_unix_ms());
-    let mut judgement = crate::merge::merge(&reports, now_ms);
+    let oldest = crate::merge::oldest_input_age_ms(&reports, now_ms);
+    // What the printers need of each input; the reports themselves are
+    // consumed by the merge.
+    let inputs: Vec<report::json::MergeInput> = reports
+        .iter()
+        .map(|(n, r)| report::json::MergeInput {
+            report: n.clone(),
+            host: r.host.clone(),
+            boot_id: report::wire::uuid(r.boot_id.as_deref()),
+            live: r.live,
+            generated_unix_ms: Some(r.generated_unix_ms),
+        })
+        .collect();
+    let roots: Vec<String> = reports.iter().map(|(_, r)| r.root.clone()).collect();
+    let mut judgement = crate::merge::merge(reports, now_ms);
     for r in judgement.groups.iter_mut().flat_map(|g| g.ranks.iter_mut()) {
         r.age_ms = r.created_unix_ms.and_then(|c| now_ms.checked_sub(c));
     }
@@ -509,18 +523,18 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
             live,
             flags: Vec::new(),
             merged: Some(
-                reports
+                inputs
                     .iter()
-                    .map(|(n, r)| report::headline::MergeInput {
-                        report: n.clone(),
-                        host: r.host.clone(),
-                        root: Some(r.root.clone()),
+                    .zip(roots)
+                    .map(|(i, root)| report::headline::MergeInput {
+                        report: i.report.clone(),
+                        host: i.host.clone(),
+                        root: Some(root),
                     })
                     .collect(),
             ),
         },
     );
-    let oldest = crate::merge::oldest_input_age_ms(&reports, now_ms);
     let mut meta = report::json::Meta::new(live, now_ms);
     meta.exit_status = judgement.exit_status();
     let run = AuditRun {
@@ -529,16 +543,7 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
             reports: names.clone(),
             all_inputs_live: live,
             oldest_input_age_ms: oldest,
-            inputs: reports
-                .iter()
-                .map(|(n, r)| report::json::MergeInput {
-                    report: n.clone(),
-                    host: r.host.clone(),
-                    boot_id: report::wire::uuid(r.boot_id.as_deref()),
-                    live: r.live,
-                    generated_unix_ms: Some(r.generated_unix_ms),
-                })
-                .collect(),
+            inputs,
         }),
         root: format!(
             "merged from {} report{}",

@@ -43,7 +43,9 @@ enum Place {
     Rank,
 }
 
-fn finding(name: &str, f: &NodeFinding, place: Place) -> Finding {
+/// The severity a finding of a report has at `place`, judged from its code
+/// and place (docs/format.md §5.2, §10), and whether its code is known.
+fn judged(f: &NodeFinding, place: Place) -> (Code, bool, crate::finding::Severity) {
     let (code, known) = match Code::parse(&f.code) {
         Some(c) if c.as_str() == f.code => (c, true),
         _ => (Code::KV007, false),
@@ -63,6 +65,16 @@ fn finding(name: &str, f: &NodeFinding, place: Place) -> Finding {
     } else {
         crate::finding::Severity::Reject
     };
+    (code, known, severity)
+}
+
+fn rejects_at(f: &NodeFinding, place: Place) -> bool {
+    judged(f, place).2 == crate::finding::Severity::Reject
+}
+
+/// A report's finding as the merge's own (its strings moved, not copied).
+fn finding(name: &str, f: NodeFinding, place: Place) -> Finding {
+    let (code, known, severity) = judged(&f, place);
     let message = if known {
         format!("[{name}] {}", f.message)
     } else {
@@ -73,9 +85,9 @@ fn finding(name: &str, f: &NodeFinding, place: Place) -> Finding {
         name: code.name(),
         severity,
         message,
-        path: f.path.clone(),
-        expected: f.expected.clone(),
-        found: f.found.clone(),
+        path: f.path,
+        expected: f.expected,
+        found: f.found,
         counted: f.counted || severity == crate::finding::Severity::Reject,
         // A report carries findings about its node's files.
         subject: Subject::Files,
@@ -172,13 +184,13 @@ pub fn oldest_input_age_ms(reports: &[(String, NodeReport)], at: u64) -> Option<
 
 /// Merges per-node reports (name, report) into group verdicts, at the
 /// merge's clock `now_ms`.
-pub fn merge(reports: &[(String, NodeReport)], now_ms: u64) -> Judgement {
+pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
     let mut files = Vec::new();
     let mut global = Vec::new();
 
     // A report dated beyond the clock slack cannot prove its age: a
     // finding, never a fresh input (the descriptors' rule, §5.4).
-    for (name, r) in reports {
+    for (name, r) in &reports {
         let ahead = r.generated_unix_ms.saturating_sub(now_ms);
         if ahead > FUTURE_SLACK_MS {
             global.push(
@@ -204,7 +216,7 @@ pub fn merge(reports: &[(String, NodeReport)], now_ms: u64) -> Judgement {
     // compare ASCII case-insensitively; a report that names no host cannot
     // be told apart from another node's.
     let mut by_host: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for (name, r) in reports {
+    for (name, r) in &reports {
         match r.host.as_deref().filter(|h| !h.is_empty()) {
             Some(h) => by_host
                 .entry(h.to_ascii_lowercase())
@@ -217,16 +229,6 @@ pub fn merge(reports: &[(String, NodeReport)], now_ms: u64) -> Judgement {
                 )
                 .values("a non-empty host", "none"),
             ),
-        }
-        for f in &r.files {
-            files.push(FileVerdict {
-                path: format!("{name}: {}", f.path),
-                findings: f
-                    .findings
-                    .iter()
-                    .map(|x| finding(name, x, Place::File))
-                    .collect(),
-            });
         }
     }
     for (host, names) in &by_host {
@@ -246,39 +248,59 @@ pub fn merge(reports: &[(String, NodeReport)], now_ms: u64) -> Judgement {
         }
     }
 
-    let mut engines: BTreeMap<&str, Vec<(&str, &NodeGroup)>> = BTreeMap::new();
+    let mut engines: BTreeMap<String, Vec<(String, NodeGroup)>> = BTreeMap::new();
     // Per engine: findings about the reports its parts come from.
-    let mut about: BTreeMap<&str, Vec<Finding>> = BTreeMap::new();
+    let mut about: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
+    // Each report is consumed as it is judged: its strings move into the
+    // merge's verdicts, so a large input is not held twice.
     for (name, r) in reports {
         // A node whose inventory is not clean (a rejecting file-level
         // finding: a symlink named like a rank, a torn write...) proves
         // nothing about its groups.
-        let unclean: Vec<&NodeFinding> = r
-            .files
-            .iter()
-            .flat_map(|f| &f.findings)
-            .filter(|f| finding(name, f, Place::File).is_reject())
-            .collect();
-        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-        for g in &r.groups {
-            *seen.entry(g.engine_id.as_str()).or_default() += 1;
+        let mut unclean = 0usize;
+        let mut first_unclean: Option<(String, String)> = None;
+        for f in r.files.iter().flat_map(|f| &f.findings) {
+            if rejects_at(f, Place::File) {
+                unclean += 1;
+                if first_unclean.is_none() {
+                    first_unclean = Some((f.code.clone(), f.message.clone()));
+                }
+            }
         }
-        for g in &r.groups {
+        let NodeReport {
+            files: node_files,
+            groups: node_groups,
+            ..
+        } = r;
+        for f in node_files {
+            files.push(FileVerdict {
+                path: format!("{name}: {}", f.path),
+                findings: f
+                    .findings
+                    .into_iter()
+                    .map(|x| finding(&name, x, Place::File))
+                    .collect(),
+            });
+        }
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for g in &node_groups {
+            *seen.entry(g.engine_id.clone()).or_default() += 1;
+        }
+        for g in node_groups {
             let e = g.engine_id.as_str();
-            let notes = about.entry(e).or_default();
-            if let Some(first) = unclean.first() {
+            let notes = about.entry(e.to_string()).or_default();
+            if let Some(first) = &first_unclean {
                 notes.push(
                     Finding::reject(
-                        Code::parse(&first.code).unwrap_or(Code::KV007),
+                        Code::parse(&first.0).unwrap_or(Code::KV007),
                         format!(
-                            "report {name}'s inventory has {} rejecting file-level finding{} (first: {} {}); a node that is not clean proves nothing",
-                            unclean.len(),
-                            if unclean.len() == 1 { "" } else { "s" },
-                            first.code,
-                            first.message
+                            "report {name}'s inventory has {unclean} rejecting file-level finding{} (first: {} {}); a node that is not clean proves nothing",
+                            if unclean == 1 { "" } else { "s" },
+                            first.0,
+                            first.1
                         ),
                     )
-                    .values("no rejecting file-level finding", unclean.len()),
+                    .values("no rejecting file-level finding", unclean),
                 );
             }
             if seen[e] > 1 {
@@ -293,32 +315,37 @@ pub fn merge(reports: &[(String, NodeReport)], now_ms: u64) -> Judgement {
                     .values("one entry per group", seen[e]),
                 );
             }
-            engines.entry(e).or_default().push((&name[..], g));
+            let e = e.to_string();
+            engines.entry(e).or_default().push((name.clone(), g));
         }
     }
     let mut groups = Vec::new();
     for (engine, parts) in engines {
         let mut pre = global.clone();
-        if let Some(mut notes) = about.remove(engine) {
+        if let Some(mut notes) = about.remove(&engine) {
             notes.dedup();
             pre.extend(notes);
         }
-        groups.push(merge_group(engine, &parts, &pre));
+        groups.push(merge_group(&engine, parts, &pre));
     }
     let descriptors = groups.iter().map(|g| g.ranks.len()).sum();
     Judgement::new(groups, files, descriptors)
 }
 
-fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -> GroupVerdict {
+fn merge_group(
+    engine: &str,
+    mut parts: Vec<(String, NodeGroup)>,
+    global: &[Finding],
+) -> GroupVerdict {
     let mut findings: Vec<Finding> = global.to_vec();
     // Listed after the merge's own reasons, which say more.
     let mut node_rejects: Vec<Finding> = Vec::new();
     let col = |f: fn(&NodeGroup) -> Option<u64>| -> Vec<(&str, Option<u64>)> {
-        parts.iter().map(|(n, g)| (*n, f(g))).collect()
+        parts.iter().map(|(n, g)| (n.as_str(), f(g))).collect()
     };
     let incs: Vec<(&str, Option<Uuid>)> = parts
         .iter()
-        .map(|(n, g)| (*n, wire::uuid(g.incarnation.as_deref())))
+        .map(|(n, g)| (n.as_str(), wire::uuid(g.incarnation.as_deref())))
         .collect();
     let incarnation = agree(&mut findings, Code::KV107, "incarnation", &incs);
     let epoch = agree(&mut findings, Code::KV107, "epoch", &col(|g| g.epoch));
@@ -332,12 +359,12 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
     let pp = agree(&mut findings, Code::KV104, "pp", &col(|g| g.pp));
     let geos: Vec<(&str, Option<Json<Geometry>>)> = parts
         .iter()
-        .map(|(n, g)| (*n, g.geometry.as_ref().map(Json)))
+        .map(|(n, g)| (n.as_str(), g.geometry.as_ref().map(Json)))
         .collect();
     let geometry_ok = agree(&mut findings, Code::KV104, "geometry", &geos).is_some();
     let models: Vec<(&str, Option<Json<Model>>)> = parts
         .iter()
-        .map(|(n, g)| (*n, g.model.as_ref().map(Json)))
+        .map(|(n, g)| (n.as_str(), g.model.as_ref().map(Json)))
         .collect();
     let model_ok = agree(&mut findings, Code::KV105, "model", &models).is_some();
 
@@ -349,7 +376,7 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                 .values("world_size ≥ 1", 0),
         );
     }
-    for (name, g) in parts {
+    for (name, g) in parts.iter_mut() {
         if g.geometry.is_none() {
             findings.push(
                 Finding::reject(
@@ -370,7 +397,14 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         }
         // Each node's own group-level rejections carry over, except KV103:
         // merge recomputes missing ranks over all nodes.
-        for f in &g.findings {
+        let first_reject = g
+            .findings
+            .iter()
+            .chain(g.ranks.iter().flat_map(|r| &r.findings))
+            .find(|f| f.severity == Severity::Reject)
+            .and_then(|f| Code::parse(&f.code))
+            .unwrap_or(Code::KV007);
+        for f in std::mem::take(&mut g.findings) {
             if f.code != "KV103" {
                 findings.push(finding(name, f, Place::Group));
             }
@@ -383,12 +417,7 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         if g.verdict == wire::Verdict::Reject {
             node_rejects.push(
                 Finding::reject(
-                    g.findings
-                        .iter()
-                        .chain(g.ranks.iter().flat_map(|r| &r.findings))
-                        .find(|f| f.severity == Severity::Reject)
-                        .and_then(|f| Code::parse(&f.code))
-                        .unwrap_or(Code::KV007),
+                    first_reject,
                     format!(
                         "report {name} rejects the group{}",
                         if g.local_ranks.is_none() {
@@ -423,15 +452,18 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
 
     let mut ranks: Vec<RankVerdict> = Vec::new();
     let mut seen: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
-    for (name, g) in parts {
+    let names: Vec<String> = parts.iter().map(|(n, _)| n.clone()).collect();
+    let (model0, geometry0) = (parts[0].1.model.clone(), parts[0].1.geometry.clone());
+    // The parts are consumed here: each rank's strings move into its verdict.
+    for (pi, (_, g)) in parts.into_iter().enumerate() {
+        let name = names[pi].as_str();
         let local = g
             .local_ranks
             .as_deref()
             .map(|s| (s, crate::rankset::RankSet::parse(s)));
-        for r in &g.ranks {
-            let mut rank_findings: Vec<Finding> = r
-                .findings
-                .iter()
+        for mut r in g.ranks {
+            let mut rank_findings: Vec<Finding> = std::mem::take(&mut r.findings)
+                .into_iter()
                 .map(|f| finding(name, f, Place::Rank))
                 .collect();
             // The GPU must be a GPU UUID (docs/format.md §3).
@@ -452,7 +484,8 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
                     .at(r.path.clone()),
                 );
             }
-            let at = |f: Finding| f.at(r.path.clone());
+            let path = r.path.clone();
+            let at = |f: Finding| f.at(path.clone());
             // The rank's own lifetime, never its group's word for it
             // (docs/format.md §10.1): each rank carries the incarnation and
             // epoch of its group, or the rank is rejected.
@@ -534,12 +567,12 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
             };
             ranks.push(RankVerdict {
                 rank: r.rank,
-                path: r.path.clone(),
                 raw_path: r.path.as_bytes().to_vec(),
-                gpu_uuid: r.gpu_uuid.clone(),
+                path: r.path,
+                gpu_uuid: r.gpu_uuid,
                 verdict,
                 findings: rank_findings,
-                not_checked: r.not_checked.clone(),
+                not_checked: r.not_checked,
                 report: Some(name.to_string()),
                 incarnation: inc,
                 epoch,
@@ -621,7 +654,7 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         missing = crate::rankset::runs(absent.iter().copied());
         if !absent.is_empty() {
             let list = compress_ranks(&absent);
-            let all: Vec<&str> = parts.iter().map(|(n, _)| *n).collect();
+            let all: Vec<&str> = names.iter().map(String::as_str).collect();
             let names = [bounded(&all)];
             findings.push(
                 Finding::reject(
@@ -649,7 +682,6 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
     } else {
         Verdict::Reject
     };
-    let g0 = parts[0].1;
     GroupVerdict {
         engine_id: engine.to_string(),
         incarnation,
@@ -657,12 +689,8 @@ fn merge_group(engine: &str, parts: &[(&str, &NodeGroup)], global: &[Finding]) -
         world_size,
         tp,
         pp,
-        model: if model_ok { g0.model.clone() } else { None },
-        geometry: if geometry_ok {
-            g0.geometry.clone()
-        } else {
-            None
-        },
+        model: if model_ok { model0 } else { None },
+        geometry: if geometry_ok { geometry0 } else { None },
         local_ranks: None,
         verdict,
         cause: String::new(),
