@@ -39,16 +39,25 @@ def base_reports(kvcr):
     return out
 
 
-def write_report(base, path, target_bytes, compact):
-    """`base` with its one group copied (engine ids bench-N) until the file
-    is about `target_bytes`; streamed, so Python holds one group at a time."""
+STRAY = {"path": "@@ENGINE@@.tmp", "findings": [{"code": "KV010", "name": "stray",
+          "severity": "notice", "message": "unexpected file; not read", "path": "@@ENGINE@@.tmp"}]}
+
+
+def write_report(base, path, target_bytes, compact, shape):
+    """`base` with its one group copied (engine ids bench-N), or with stray
+    files (shape "files"), until the file is about `target_bytes`; streamed,
+    so Python holds one entry at a time."""
     group = base["groups"][0]
+    key = "files" if shape == "files" else "groups"
     head = dict(base)
-    head["groups"] = ["@@GROUPS@@"]
+    head[key] = ["@@ITEMS@@"]
     fmt = {"separators": (",", ":")} if compact else {"indent": 2}
     text = json.dumps(head, **fmt)
-    before, after = text.split('"@@GROUPS@@"')
-    template = json.dumps(group, **fmt).replace(group["engine_id"], "@@ENGINE@@")
+    before, after = text.split('"@@ITEMS@@"')
+    if shape == "files":
+        template = json.dumps(STRAY, **fmt)
+    else:
+        template = json.dumps(group, **fmt).replace(group["engine_id"], "@@ENGINE@@")
     n = 0
     with open(path, "w") as f:
         f.write(before)
@@ -91,20 +100,23 @@ def main():
     ap.add_argument("--sizes-mib", default="8,32,127")
     ap.add_argument("--baseline-max-mib", type=float, default=32)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--shape", choices=["groups", "files"], default="groups",
+                    help="what fills the reports: TP=4 groups, or stray files (KV010 notices)")
     ap.add_argument("--pretty", action="store_true",
                     help="indented inputs, as kvcr writes them (default: compact JSON, the worst case per byte)")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     bases = base_reports(a.kvcr)
     bins = [("kvcr", a.kvcr)] + ([("baseline", a.baseline)] if a.baseline else [])
-    print(f"{'input MiB':>10} {'binary':>9} {'groups':>7} {'peak RSS MiB':>13} {'RSS/input':>9} "
+    print(f"shape: {a.shape}, {'indented' if a.pretty else 'compact'} JSON")
+    print(f"{'input MiB':>10} {'binary':>9} {'entries':>7} {'peak RSS MiB':>13} {'RSS/input':>9} "
           f"{'target MiB':>10} {'median s':>8}  ok")
     for size in (float(s) for s in a.sizes_mib.split(",")):
         paths, groups = [], 0
         for i, b in enumerate(bases):
-            p = os.path.join(a.dir, f"size{size:g}-node-{'ab'[i]}.json")
+            p = os.path.join(a.dir, f"{a.shape}-{size:g}-node-{'ab'[i]}.json")
             # Each input at most 64 MiB (merge's per-input limit).
-            groups = write_report(b, p, min(int(size * MIB / 2), 64 * MIB - 4096), not a.pretty)
+            groups = write_report(b, p, min(int(size * MIB / 2), 64 * MIB - 4096), not a.pretty, a.shape)
             paths.append(p)
         total = sum(os.path.getsize(p) for p in paths)
         results = {name: [] for name, _ in bins}

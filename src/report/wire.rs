@@ -69,6 +69,15 @@ fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
     T::deserialize(d).map(Some)
 }
 
+/// A list read exactly to its length: serde grows a list from a capacity of
+/// four, which for the one-finding lists of a large report is most of its
+/// memory (docs/bench.md, merge memory).
+fn shrunk<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    let mut v = Vec::<T>::deserialize(d)?;
+    v.shrink_to_fit();
+    Ok(v)
+}
+
 fn is_true(b: &bool) -> bool {
     *b
 }
@@ -109,7 +118,9 @@ pub struct Report {
     pub oldest_input_age_ms: Option<Option<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Vec<Input>>,
+    #[serde(deserialize_with = "shrunk")]
     pub groups: Vec<Group>,
+    #[serde(deserialize_with = "shrunk")]
     pub files: Vec<File>,
     pub summary: Summary,
 }
@@ -152,7 +163,9 @@ pub struct Group {
     pub cause: String,
     pub action: String,
     pub cause_code: Option<String>,
+    #[serde(deserialize_with = "shrunk")]
     pub findings: Vec<Finding>,
+    #[serde(deserialize_with = "shrunk")]
     pub ranks: Vec<Rank>,
 }
 
@@ -164,7 +177,9 @@ pub struct Rank {
     pub path: String,
     pub gpu_uuid: Option<String>,
     pub verdict: Verdict,
+    #[serde(deserialize_with = "shrunk")]
     pub findings: Vec<Finding>,
+    #[serde(deserialize_with = "shrunk")]
     pub not_checked: Vec<String>,
     /// Merge reports only: the input this rank came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +195,7 @@ pub struct Rank {
 #[serde(deny_unknown_fields)]
 pub struct File {
     pub path: String,
+    #[serde(deserialize_with = "shrunk")]
     pub findings: Vec<Finding>,
 }
 
