@@ -326,8 +326,9 @@ pub fn print_audit(
     }
     match p.format {
         report::Format::Json => {
-            let mut doc = report::json::AuditReport::new(&run.root, &run.meta, &run.judgement);
-            doc.merge = run.merge.as_ref();
+            // Written through the wire layer merge and the gate read.
+            let doc =
+                report::wire::printed(&run.root, &run.meta, run.merge.as_ref(), &run.judgement);
             report::json::write(out, &doc)
         }
         report::Format::Table => report::table::write(

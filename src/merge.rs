@@ -370,6 +370,22 @@ fn merge_group(
 
     // Judged from the ranks' own data (docs/format.md §10), never from a
     // report's verdict fields alone.
+    // tp × pp = world_size is a rule between fields (KV101 in the audit
+    // too, a finding there, not a schema error): judged on the agreed values.
+    if let (Some(ws), Some(tp), Some(pp)) = (world_size, tp, pp) {
+        if tp.checked_mul(pp) != Some(ws) {
+            findings.push(
+                Finding::reject(
+                    Code::KV101,
+                    format!("world_size {ws} is not tp × pp = {tp} × {pp} in the reports"),
+                )
+                .values(
+                    format!("world_size {ws}"),
+                    format!("tp × pp = {}", tp.saturating_mul(pp)),
+                ),
+            );
+        }
+    }
     if world_size == Some(0) {
         findings.push(
             Finding::reject(Code::KV104, "world_size is 0 in the reports")

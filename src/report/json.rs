@@ -1,14 +1,14 @@
 //! The JSON report (docs/format.md §9): exactly one document on stdout.
 //!
 //! Shape: `{"schema": "kvcr.audit-report/v1", <metadata>, "root",
-//! "groups": [...], "files": [...], "summary": {...}}`, where the metadata
+//! "groups": [...], "files": [...], "summary": {...}}`, written through the
+//! typed wire layer ([`super::wire`]) that merge and the gate read, where the metadata
 //! ([`Meta`], docs/format.md §9.4) says who wrote the report, when, from
 //! which facts, with which options and with which exit status. Strings are escaped beyond what JSON
 //! requires (DEL, C1 controls and bidi overrides as `\uXXXX`), so the document
 //! is safe to print on a terminal and means the same to any JSON reader.
 
 use super::sanitize::is_dangerous;
-use crate::verdict::{FileVerdict, GroupVerdict, Judgement, Summary};
 use serde::Serialize;
 use std::io::{self, Write};
 
@@ -88,33 +88,6 @@ pub struct MergeInput {
     pub live: bool,
     /// When the input was written; `null` when it does not say.
     pub generated_unix_ms: Option<u64>,
-}
-
-#[derive(Serialize)]
-pub struct AuditReport<'a> {
-    pub schema: &'static str,
-    #[serde(flatten)]
-    pub meta: &'a Meta,
-    pub root: &'a str,
-    #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub merge: Option<&'a MergeMeta>,
-    pub groups: &'a [GroupVerdict],
-    pub files: &'a [FileVerdict],
-    pub summary: &'a Summary,
-}
-
-impl<'a> AuditReport<'a> {
-    pub fn new(root: &'a str, meta: &'a Meta, j: &'a Judgement) -> Self {
-        AuditReport {
-            schema: REPORT_SCHEMA,
-            meta,
-            root,
-            merge: None,
-            groups: &j.groups,
-            files: &j.files,
-            summary: &j.summary,
-        }
-    }
 }
 
 /// A formatter that also escapes terminal-dangerous characters.

@@ -86,10 +86,12 @@ fn yes() -> bool {
     true
 }
 
-/// The whole document.
+/// The whole document. `G` and `F` are the lists of groups and files:
+/// read as `Vec`s; the printer writes them from the verdicts one entry at a
+/// time ([`Each`]), so printing never holds a second copy of a judgement.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Report {
+pub struct Report<G = Vec<Group>, F = Vec<File>> {
     pub schema: Schema,
     pub kvcr_version: String,
     pub generated_unix_ms: u64,
@@ -118,10 +120,8 @@ pub struct Report {
     pub oldest_input_age_ms: Option<Option<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Vec<Input>>,
-    #[serde(deserialize_with = "shrunk")]
-    pub groups: Vec<Group>,
-    #[serde(deserialize_with = "shrunk")]
-    pub files: Vec<File>,
+    pub groups: G,
+    pub files: F,
     pub summary: Summary,
 }
 
@@ -230,6 +230,161 @@ pub struct Summary {
     pub not_checked: u64,
 }
 
+/// A list written from `items`, each entry converted to its wire form as it
+/// is written and dropped after.
+pub struct Each<'a, T, W>(pub &'a [T], pub fn(&T) -> W);
+
+impl<T, W: Serialize> Serialize for Each<'_, T, W> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for x in self.0 {
+            seq.serialize_element(&(self.1)(x))?;
+        }
+        seq.end()
+    }
+}
+
+/// The document the printer writes for a run (audit or merge).
+pub type Printed<'a> = Report<
+    Each<'a, crate::verdict::GroupVerdict, Group>,
+    Each<'a, crate::verdict::FileVerdict, File>,
+>;
+
+/// The wire form of a run: its metadata, root, merge inputs and verdicts.
+pub fn printed<'a>(
+    root: &str,
+    meta: &super::json::Meta,
+    merge: Option<&super::json::MergeMeta>,
+    j: &'a crate::verdict::Judgement,
+) -> Printed<'a> {
+    let o = &meta.options;
+    let s = &j.summary;
+    Report {
+        schema: Schema,
+        kvcr_version: meta.kvcr_version.to_string(),
+        generated_unix_ms: meta.generated_unix_ms,
+        host: meta.host.clone(),
+        boot_id: meta.boot_id.map(|u| u.to_string()),
+        live: meta.live,
+        strict: meta.strict,
+        node_facts_source: meta.node_facts_source.clone(),
+        options: Options {
+            engine: o.engine.clone(),
+            profile: o.profile.clone(),
+            min_epoch: o.min_epoch,
+            max_age_s: o.max_age_s,
+            local_ranks: o.local_ranks.as_ref().map(|r| r.to_string()),
+            incarnation: o.incarnation.map(|u| u.to_string()),
+        },
+        exit_status: meta.exit_status,
+        root: root.to_string(),
+        reports: merge.map(|m| m.reports.clone()),
+        all_inputs_live: merge.map(|m| m.all_inputs_live),
+        oldest_input_age_ms: merge.map(|m| m.oldest_input_age_ms),
+        inputs: merge.map(|m| {
+            m.inputs
+                .iter()
+                .map(|i| Input {
+                    report: i.report.clone(),
+                    host: i.host.clone(),
+                    boot_id: i.boot_id.map(|u| u.to_string()),
+                    live: i.live,
+                    generated_unix_ms: i.generated_unix_ms,
+                })
+                .collect()
+        }),
+        groups: Each(&j.groups, Group::of),
+        files: Each(&j.files, File::of),
+        summary: Summary {
+            groups: s.groups as u64,
+            accepted: s.accepted as u64,
+            rejected: s.rejected as u64,
+            descriptors: s.descriptors as u64,
+            files_rejected: s.files_rejected as u64,
+            notices: s.notices as u64,
+            not_checked: s.not_checked as u64,
+        },
+    }
+}
+
+impl Verdict {
+    fn of(v: crate::verdict::Verdict) -> Verdict {
+        match v {
+            crate::verdict::Verdict::Accept => Verdict::Accept,
+            crate::verdict::Verdict::Reject => Verdict::Reject,
+        }
+    }
+}
+
+impl Finding {
+    pub fn of(f: &crate::finding::Finding) -> Finding {
+        Finding {
+            code: f.code.as_str().to_string(),
+            name: f.name.to_string(),
+            severity: match f.severity {
+                crate::finding::Severity::Reject => Severity::Reject,
+                crate::finding::Severity::Notice => Severity::Notice,
+            },
+            message: f.message.clone(),
+            path: f.path.clone(),
+            expected: f.expected.clone(),
+            found: f.found.clone(),
+            counted: f.counted,
+        }
+    }
+}
+
+impl Group {
+    pub fn of(g: &crate::verdict::GroupVerdict) -> Group {
+        Group {
+            engine_id: g.engine_id.clone(),
+            incarnation: g.incarnation.map(|u| u.to_string()),
+            epoch: g.epoch,
+            world_size: g.world_size,
+            tp: g.tp,
+            pp: g.pp,
+            model: g.model.clone(),
+            geometry: g.geometry.clone(),
+            local_ranks: g.local_ranks.as_ref().map(|r| r.to_string()),
+            verdict: Verdict::of(g.verdict),
+            cause: g.cause.clone(),
+            action: g.action.clone(),
+            cause_code: g.cause_code.map(|c| c.as_str().to_string()),
+            findings: g.findings.iter().map(Finding::of).collect(),
+            ranks: g.ranks.iter().map(Rank::of).collect(),
+        }
+    }
+}
+
+impl Rank {
+    pub fn of(r: &crate::verdict::RankVerdict) -> Rank {
+        Rank {
+            rank: r.rank,
+            path: r.path.clone(),
+            gpu_uuid: r.gpu_uuid.clone(),
+            verdict: Verdict::of(r.verdict),
+            findings: r.findings.iter().map(Finding::of).collect(),
+            not_checked: r.not_checked.clone(),
+            report: r.report.clone(),
+            incarnation: r.incarnation.map(|u| u.to_string()),
+            epoch: r.epoch,
+            created_unix_ms: r.created_unix_ms,
+            age_ms: r.age_ms,
+            owner_pid: r.owner_pid,
+        }
+    }
+}
+
+impl File {
+    pub fn of(f: &crate::verdict::FileVerdict) -> File {
+        File {
+            path: f.path.clone(),
+            findings: f.findings.iter().map(Finding::of).collect(),
+        }
+    }
+}
+
 /// Reads one report from `r` (buffered here), strictly: an error names the
 /// file `name`, the field path and what is wrong.
 pub fn read(name: &str, r: impl Read) -> Result<Report, String> {
@@ -302,16 +457,6 @@ impl Report {
             for (field, v) in [("world_size", g.world_size), ("tp", g.tp), ("pp", g.pp)] {
                 if let Some(v) = v {
                     c.uint_value(&p.key(field), v, 1, MAX_WORLD_SIZE);
-                }
-            }
-            if let (Some(ws), Some(tp), Some(pp)) = (g.world_size, g.tp, g.pp) {
-                if tp.checked_mul(pp) != Some(ws) {
-                    c.fail(
-                        &p.key("world_size"),
-                        "is not tp × pp",
-                        format!("tp × pp = {tp} × {pp}"),
-                        ws.to_string(),
-                    );
                 }
             }
             if let Some(m) = &g.model {
@@ -397,4 +542,54 @@ pub fn uuid(s: Option<&str>) -> Option<Uuid> {
 /// A report's GPU UUID string, already validated.
 pub fn gpu(s: Option<&str>) -> Option<GpuUuid> {
     s.and_then(GpuUuid::parse)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every committed expected report reads through the wire layer and
+    /// writes back byte for byte: the layer holds every member the printer
+    /// writes, in its order, with its types.
+    #[test]
+    fn expected_reports_round_trip_byte_for_byte() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path().join("expected.json");
+            let Ok(bytes) = std::fs::read(&p) else {
+                continue;
+            };
+            let name = p.display().to_string();
+            let r = super::read(&name, bytes.as_slice()).unwrap_or_else(|e| panic!("{e}"));
+            let mut out = Vec::new();
+            super::super::json::write(&mut out, &r).unwrap();
+            assert!(
+                out == bytes,
+                "{name} does not round-trip:\n{}",
+                String::from_utf8_lossy(&out)
+            );
+            n += 1;
+        }
+        assert!(n >= 30, "only {n} expected reports");
+    }
+
+    #[test]
+    fn a_merge_report_member_must_be_present_when_null() {
+        let base = r#"{"schema":"kvcr.audit-report/v1","kvcr_version":"x","generated_unix_ms":1,"host":"h","live":false,"strict":false,"node_facts_source":null,"options":{"engine":null,"profile":null,"min_epoch":null,"max_age_s":null,"local_ranks":null,"incarnation":null},"exit_status":1,"root":"r","groups":[],"files":[],"summary":{"groups":0,"accepted":0,"rejected":0,"descriptors":0,"files_rejected":0,"notices":0,"not_checked":0}}"#;
+        let r = super::read("r.json", base.as_bytes()).unwrap();
+        assert!(!r.is_merged() && r.oldest_input_age_ms.is_none());
+        let with = base.replace(
+            r#""groups":[]"#,
+            r#""oldest_input_age_ms":null,"groups":[]"#,
+        );
+        let r = super::read("r.json", with.as_bytes()).unwrap();
+        assert_eq!(r.oldest_input_age_ms, Some(None));
+        let e = super::read(
+            "r.json",
+            base.replace("\"live\":false", "\"live\":0").as_bytes(),
+        )
+        .unwrap_err();
+        assert!(e.contains("r.json") && e.contains("`live`"), "{e}");
+        let e = super::read("r.json", format!("{base} {{}}").as_bytes()).unwrap_err();
+        assert!(e.contains("trailing"), "{e}");
+    }
 }

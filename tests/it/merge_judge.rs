@@ -275,10 +275,6 @@ fn report_fields_obey_the_descriptor_rules() {
             Box::new(|v| v["groups"][0]["world_size"] = json!(5000)),
         ),
         (
-            "groups[0].world_size",
-            Box::new(|v| v["groups"][0]["tp"] = json!(3)),
-        ),
-        (
             "groups[0].tp",
             Box::new(|v| v["groups"][0]["tp"] = json!(0)),
         ),
@@ -341,6 +337,16 @@ fn report_fields_obey_the_descriptor_rules() {
             r.stderr
         );
     }
+}
+
+#[test]
+fn tp_times_pp_not_world_size_rejects() {
+    // A rule between fields (KV101), as in the audit: a finding, not a
+    // schema error. Both nodes say tp 3: they agree, and are still wrong.
+    let f = Fleet::new();
+    let edit = |v: &mut Value| v["groups"][0]["tp"] = json!(3);
+    let r = merge_edited(&f, "json", edit, edit);
+    rejected_with(&r, "KV101");
 }
 
 #[test]
