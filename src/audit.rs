@@ -531,6 +531,7 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
                         report: i.report.clone(),
                         host: i.host.clone(),
                         root: Some(root),
+                        live: i.live && i.boot_id.is_some(),
                     })
                     .collect(),
             ),

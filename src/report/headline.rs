@@ -31,6 +31,9 @@ pub struct MergeInput {
     pub report: String,
     pub host: Option<String>,
     pub root: Option<String>,
+    /// Written by `kvcr audit --live`, with the node's boot id: what the
+    /// import gate needs of every input (docs/format.md §8.9).
+    pub live: bool,
 }
 
 /// `a` explains `b`: when both are among a group's findings, `b` is a
@@ -356,17 +359,77 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
                 "; not every input was live"
             }
         );
+        let ranks_of = |i: &MergeInput| -> Vec<u64> {
+            g.ranks
+                .iter()
+                .filter(|r| r.report.as_deref() == Some(i.report.as_str()))
+                .filter_map(|r| r.rank)
+                .collect()
+        };
+        // The import gate refuses a fleet report with an input that is not
+        // live (or names no boot id) and ranks with facts not checked:
+        // never advise that import; name each node to audit again, live,
+        // and the command to run there.
+        let unproven: Vec<(&MergeInput, bool)> = inputs
+            .iter()
+            .filter_map(|i| {
+                let unchecked = g.ranks.iter().any(|r| {
+                    r.report.as_deref() == Some(i.report.as_str()) && !r.not_checked.is_empty()
+                });
+                (!i.live || unchecked).then_some((i, unchecked))
+            })
+            .collect();
+        if !unproven.is_empty() {
+            let mut steps: Vec<String> = unproven
+                .iter()
+                .take(8)
+                .map(|(i, unchecked)| {
+                    let host = i.host.as_deref().unwrap_or("its node");
+                    let mut flags = vec![
+                        "--local-ranks".to_string(),
+                        compress_ranks(&ranks_of(i)),
+                        "--format".to_string(),
+                        "json".to_string(),
+                    ];
+                    if *unchecked {
+                        flags.insert(0, "--strict".to_string());
+                    }
+                    format!(
+                        "on {host} (report {}{}): {} > {}",
+                        i.report,
+                        if *unchecked {
+                            ", facts not checked"
+                        } else {
+                            ", not live"
+                        },
+                        command(
+                            "audit",
+                            true,
+                            i.root.as_deref().unwrap_or("."),
+                            &g.engine_id,
+                            &flags
+                        ),
+                        shell_quote(&format!("{host}.json"))
+                    )
+                })
+                .collect();
+            if unproven.len() > 8 {
+                steps.push(format!("and {} more nodes", unproven.len() - 8));
+            }
+            return (
+                cause,
+                format!(
+                    "none needed; an import needs every node audited live with every fact checked: {}; then kvcr merge every node's report again",
+                    steps.join("; ")
+                ),
+            );
+        }
         // Each node imports its own ranks from its own inventory.
         let mut steps: Vec<String> = inputs
             .iter()
             .take(8)
             .map(|i| {
-                let ranks: Vec<u64> = g
-                    .ranks
-                    .iter()
-                    .filter(|r| r.report.as_deref() == Some(i.report.as_str()))
-                    .filter_map(|r| r.rank)
-                    .collect();
+                let ranks = ranks_of(i);
                 format!(
                     "on {}: {}",
                     i.host.as_deref().unwrap_or("its node"),

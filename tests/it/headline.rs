@@ -369,7 +369,9 @@ fn merge_headlines() {
     let t = tempfile::tempdir().unwrap();
     let a = write_report(t.path(), 0..2, "0-1", "node-a");
     let b = write_report(t.path(), 2..4, "2-3", "node-b");
-    // Complete: accepted, offline inputs said so, per-node import commands.
+    // Complete: accepted, offline inputs said so; the gate would refuse an
+    // import from offline reports, so the advice is a live audit per node
+    // (issue #21 item 3), never the import.
     let (code, v, table) = merge_json(&[&a, &b]);
     assert_eq!(code, 0, "{v:#}");
     let g = &v["groups"][0];
@@ -387,9 +389,12 @@ fn merge_headlines() {
         .contains("not every input was live"));
     let act = g["action"].as_str().unwrap();
     assert!(
-        act.contains("on node-a: kvcr import ") && act.contains("--local-ranks 0-1"),
+        act.contains("on node-a (report ")
+            && act.contains("kvcr audit --live ")
+            && act.contains("--local-ranks 0-1"),
         "{act}"
     );
+    assert!(!act.contains("kvcr import"), "{act}");
     assert!(!act.contains("ROOT"), "{act}");
     assert!(table.contains("merged from 2 reports"), "{table}");
     // Merged tables show ages (the descriptors' created time is carried).

@@ -619,3 +619,57 @@ fn gate_and_merge_agree_on_the_same_inputs() {
     let (code, v) = f.import(Some(&r.json()), &[]);
     assert_eq!(code, 0, "{v:#}");
 }
+
+/// Advice after a merge (issue #21 item 3): never an import the gate would
+/// refuse; name the node to audit again, live, and the command to run there.
+#[test]
+fn merge_advice_never_suggests_an_import_the_gate_refuses() {
+    let f = Fleet::new();
+    // Genuine, all live: the advice is the import, node by node.
+    let v = f.fleet();
+    let action = v["groups"][0]["action"].as_str().unwrap();
+    assert!(action.contains("on gpu-node-17: kvcr import"), "{action}");
+    assert!(action.contains("on gpu-node-18: kvcr import"), "{action}");
+    // Node b's report offline: accepted, but the gate refuses it, so the
+    // advice is to audit node b again with --live, on node b.
+    let r = merge_edited(
+        &f,
+        "json",
+        |_| {},
+        |b| {
+            b["live"] = json!(false);
+            b.as_object_mut().unwrap().remove("boot_id");
+            b["node_facts_source"] = Value::Null;
+        },
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let merged = r.json();
+    let action = merged["groups"][0]["action"].as_str().unwrap();
+    assert!(!action.contains("kvcr import"), "{action}");
+    assert!(
+        action.contains("on gpu-node-18 (report") && action.contains("kvcr audit --live"),
+        "{action}"
+    );
+    assert!(action.contains("--local-ranks 2-3"), "{action}");
+    assert!(
+        !action.contains("gpu-node-17"),
+        "node a needs nothing: {action}"
+    );
+    f.refused(Some(&merged), &[], "not built only from live reports");
+    // A rank with a fact not checked: audit that node again with --strict.
+    let r = merge_edited(
+        &f,
+        "json",
+        |a| a["groups"][0]["ranks"][0]["not_checked"] = json!(["owner: cannot read /proc"]),
+        |_| {},
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let merged = r.json();
+    let action = merged["groups"][0]["action"].as_str().unwrap();
+    assert!(!action.contains("kvcr import"), "{action}");
+    assert!(
+        action.contains("on gpu-node-17") && action.contains("--strict"),
+        "{action}"
+    );
+    f.refused(Some(&merged), &[], "facts not checked");
+}
