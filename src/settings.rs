@@ -119,8 +119,6 @@ pub struct Audit {
     pub live: bool,
     /// `--strict`: a live fact not checked rejects its rank.
     pub strict: bool,
-    /// `--textfile PATH`: also write the Prometheus metrics there.
-    pub textfile: Option<PathBuf>,
 }
 
 impl Audit {
@@ -130,7 +128,6 @@ impl Audit {
             inventory: Inventory::resolve(&a.inventory)?,
             live: a.live,
             strict: a.strict,
-            textfile: a.textfile.clone(),
         })
     }
 }

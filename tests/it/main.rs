@@ -27,6 +27,7 @@ mod json_report;
 mod json_schema;
 mod live;
 mod man;
+mod monitoring;
 mod packaging;
 mod parallel;
 mod prometheus;
