@@ -18,6 +18,7 @@ for f in ./usr/bin/kvcr ./usr/share/man/man1/kvcr.1.gz ./usr/share/man/man1/kvcr
          ./usr/share/fish/vendor_completions.d/kvcr.fish \
          ./usr/lib/systemd/system/kvcr-audit-textfile.service \
          ./usr/lib/systemd/system/kvcr-audit-textfile.timer ./etc/default/kvcr \
+         ./usr/share/kvcr/prometheus/kvcr-alerts.yml \
          ./usr/share/doc/kvcr/format.md ./usr/share/doc/kvcr/copyright; do
   grep -q " $f\$" "$root.list" || fail "$f is not in the package"
 done

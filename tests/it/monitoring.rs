@@ -81,7 +81,11 @@ fn replaced_by_failure(args: &[&str], env: &[(&str, PathBuf)], live: bool) {
     let before = parse(&std::fs::read_to_string(&prom).unwrap());
     assert_eq!(get(&before, "kvcr_audit_success", &[]), Some(1.0));
     assert_eq!(
-        get(&before, "kvcr_group_accepted", &[("engine_id", "llama3-70b-a")]),
+        get(
+            &before,
+            "kvcr_group_accepted",
+            &[("engine_id", "llama3-70b-a")]
+        ),
         Some(1.0)
     );
     let t0 = now_s();
@@ -117,7 +121,11 @@ fn replaced_by_failure(args: &[&str], env: &[(&str, PathBuf)], live: bool) {
         );
     }
     for sample in &s.samples {
-        assert!(s.docs.contains_key(&sample.metric), "no HELP for {}", sample.metric);
+        assert!(
+            s.docs.contains_key(&sample.metric),
+            "no HELP for {}",
+            sample.metric
+        );
     }
     // Written atomically: no staging file left beside it, mode 0644.
     assert_eq!(dir_names(out_dir.path()), ["kvcr.prom"]);
@@ -144,7 +152,11 @@ fn a_bad_profile_replaces_the_textfile_with_success_0() {
     std::fs::write(&bad, b"{\"schema\": \"kvcr.profile/v1\"").unwrap();
     let bad = bad.to_str().unwrap().to_string();
     replaced_by_failure(&["INV", "--profile", &bad], &[], false);
-    replaced_by_failure(&["INV", "--profile", "/nonexistent/profile.json"], &[], false);
+    replaced_by_failure(
+        &["INV", "--profile", "/nonexistent/profile.json"],
+        &[],
+        false,
+    );
     // From the environment, as the unit's EnvironmentFile would set it.
     replaced_by_failure(&["INV"], &[("KVCR_PROFILE", PathBuf::from(&bad))], false);
 }
@@ -280,8 +292,9 @@ fn the_shipped_defaults_audit_live_so_a_dead_owner_is_rejected() {
         args.split_whitespace().any(|w| w == "--live"),
         "KVCR_AUDIT_ARGS={args}"
     );
-    let unit = std::fs::read_to_string(repo().join("packaging/systemd/kvcr-audit-textfile.service"))
-        .unwrap();
+    let unit =
+        std::fs::read_to_string(repo().join("packaging/systemd/kvcr-audit-textfile.service"))
+            .unwrap();
     let exec = unit
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
@@ -342,4 +355,140 @@ fn the_shipped_defaults_audit_live_so_a_dead_owner_is_rejected() {
             );
         }
     }
+}
+
+const RULES: &str = "packaging/prometheus/kvcr-alerts.yml";
+
+/// Every metric family kvcr can write: the HELP lines of an accepted live
+/// run, a rejected offline run, and a run that could not happen.
+fn families_kvcr_writes() -> BTreeSet<String> {
+    let inv = private_tp4();
+    let dir = tempfile::tempdir().unwrap();
+    let prom = dir.path().join("kvcr.prom");
+    let mut all = BTreeSet::new();
+    let runs: [(&[&str], PathBuf); 3] = [
+        (&["--live"], inv.path().to_path_buf()),
+        (&[], repo().join("fixtures/kv104-geometry/inventory")),
+        (&[], PathBuf::from("/nonexistent/kvcr-inventory")),
+    ];
+    for (args, root) in runs {
+        kvcr()
+            .arg("audit")
+            .arg(&root)
+            .args(args)
+            .arg("--textfile")
+            .arg(&prom)
+            .env("KVCR_NODE_FACTS", fixtures_live("node-match.json"))
+            .output()
+            .unwrap();
+        let s = parse(&std::fs::read_to_string(&prom).unwrap());
+        all.extend(s.docs.keys().cloned());
+    }
+    all
+}
+
+/// The `kvcr_…` names in an expression (PromQL identifiers).
+fn kvcr_names(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let b = text.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"kvcr_") && (i == 0 || !ident(b[i - 1])) {
+            let end = (i..b.len()).find(|&j| !ident(b[j])).unwrap_or(b.len());
+            out.insert(text[i..end].to_string());
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_alert_rules_name_only_metrics_kvcr_writes() {
+    let rules = std::fs::read_to_string(repo().join(RULES)).unwrap();
+    let exprs: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr:"))
+        .collect();
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        alerts,
+        [
+            "KvcrAuditStale",
+            "KvcrAuditFailing",
+            "KvcrGroupRejected",
+            "KvcrFactsNotChecked",
+            "KvcrAuditNotLive"
+        ]
+    );
+    assert_eq!(exprs.len(), alerts.len());
+    let written = families_kvcr_writes();
+    let mut named = BTreeSet::new();
+    for e in &exprs {
+        let names = kvcr_names(e);
+        assert!(!names.is_empty(), "{e} names no kvcr metric");
+        named.extend(names);
+    }
+    let missing: Vec<&String> = named.difference(&written).collect();
+    assert!(
+        missing.is_empty(),
+        "the rules name {missing:?}, which kvcr never writes ({written:?})"
+    );
+    // And the check can fail: a name kvcr does not write is caught.
+    assert!(!written.contains("kvcr_audit_succes"));
+    assert_eq!(
+        kvcr_names("time() - kvcr_audit_timestamp_seconds > 600 and xkvcr_no"),
+        BTreeSet::from(["kvcr_audit_timestamp_seconds".to_string()])
+    );
+}
+
+/// `promtool check rules` and `promtool test rules` where promtool is
+/// installed (`.ci/run` installs it and runs both itself too).
+#[test]
+fn promtool_checks_and_tests_the_alert_rules() {
+    let have = std::process::Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipped: promtool is not installed (Debian: apt-get install prometheus)");
+        return;
+    }
+    let dir = repo().join("packaging/prometheus");
+    for args in [
+        ["check", "rules", "kvcr-alerts.yml"],
+        ["test", "rules", "kvcr-alerts.test.yml"],
+    ] {
+        let out = std::process::Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A broken rule file is refused, so the pass above means something.
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.yml");
+    std::fs::write(
+        &bad,
+        "groups:\n  - name: x\n    rules:\n      - alert: X\n        expr: kvcr_audit_success ==\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
 }
