@@ -36,5 +36,6 @@ mod race;
 mod review3_attacks;
 mod review4_attacks;
 mod review_attacks;
+mod units;
 mod version;
 mod writer;
