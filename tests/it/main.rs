@@ -14,6 +14,7 @@ mod cli_output;
 mod cli_terminal;
 mod edges;
 mod examine;
+mod examples_run;
 mod explain;
 mod fakecuda;
 mod fixtures;
