@@ -26,6 +26,7 @@ mod import_cli;
 mod import_pidfd;
 mod json_report;
 mod json_schema;
+mod lifecycle;
 mod live;
 mod man;
 mod monitoring;
