@@ -147,6 +147,8 @@ pub struct Import {
     pub map_read_write: bool,
     /// `KVCR_IMPORT_BACKEND` (test-only; CUDA by default).
     pub backend: BackendSpec,
+    /// `KVCR_IMPORT_LOG` (and the journal socket): where the record goes.
+    pub import_log: crate::import::log::Target,
 }
 
 impl Import {
@@ -182,6 +184,7 @@ impl Import {
             max_report_age_s: a.max_report_age,
             map_read_write: a.map_read_write,
             backend,
+            import_log: crate::import::log::Target::from_env(),
         })
     }
 }

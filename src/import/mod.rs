@@ -25,6 +25,7 @@ pub mod command;
 pub mod cuda;
 pub mod gate;
 pub mod ledger;
+pub mod log;
 pub mod pidfd;
 pub mod plan;
 pub mod print;

@@ -23,6 +23,7 @@ mod format_refs;
 mod headline;
 mod hostile;
 mod import_cli;
+mod import_log;
 mod import_pidfd;
 mod json_report;
 mod json_schema;

@@ -342,6 +342,14 @@ fn files(r: &mut Roff, sub: Option<&str>) {
     if sub == Some("import") {
         item(
             r,
+            italic("/var/log/kvcr/import.jsonl"),
+            "The import log ($KVCR_IMPORT_LOG): one JSON line per import and hold, never a dry \
+             run, appended and fsynced; created 0600 with its directory (0700) if missing. The \
+             same record goes to the journal when /run/systemd/journal/socket exists. A log that \
+             cannot be written is a warning.",
+        );
+        item(
+            r,
             italic("PATH"),
             "The --ready-file: written atomically (a temporary file, then rename) only after \
              every rank is imported; removed on release.",
@@ -419,6 +427,14 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
              on the node but hidden by it is rejected as not visible (KV106); import plans each \
              rank on a visible GPU by UUID, never by ordinal.",
         );
+        if sub == Some("import") {
+            item(
+                r,
+                bold("KVCR_IMPORT_LOG"),
+                "The import log file (default /var/log/kvcr/import.jsonl); never inside the \
+                 inventory (exit 2).",
+            );
+        }
         item(
             r,
             bold("KVCR_THREADS"),
