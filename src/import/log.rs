@@ -6,8 +6,6 @@
 //! memory held.
 
 use super::report::{Mode, Report};
-use crate::error::Failure;
-use crate::settings::Inventory;
 use serde_json::{json, Value};
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -45,15 +43,6 @@ impl Target {
             file: var(ENV, DEFAULT_PATH),
             journal: var(JOURNAL_ENV, JOURNAL_SOCKET),
         }
-    }
-
-    /// Refuses a log file inside the inventory (exit 2, before anything is
-    /// imported): kvcr never writes there. Dry runs write no log.
-    pub fn check(&self, inv: &Inventory, mode: Mode) -> Result<(), Failure> {
-        if mode == Mode::DryRun {
-            return Ok(());
-        }
-        crate::audit::refuse_inside_inventory(inv, &self.file, ENV)
     }
 }
 
