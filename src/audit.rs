@@ -393,7 +393,18 @@ pub fn run_args(args: &crate::cli::AuditArgs) -> Result<i32, Failure> {
     let p = &a.printer;
     let status = run.judgement.exit_status();
     if let Some((dir, name)) = &textfile {
-        let text = prometheus_text(&run, Some(took));
+        // A judgement that says the audit could not run (exit 2) carries no
+        // verdict a monitor may show: the same text as a failed run.
+        let text = if status == exit::USAGE {
+            report::prometheus::render_failure(&report::prometheus::Meta {
+                now_unix_ms: run.now_ms,
+                live: run.live,
+                duration: Some(took),
+                exit_status: status,
+            })
+        } else {
+            prometheus_text(&run, Some(took))
+        };
         crate::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None).map_err(|e| {
             Failure::new(
                 exit::USAGE,

@@ -295,5 +295,27 @@ mod tests {
         assert!(text.contains("\nkvcr_audit_exit_status 1\n"));
         assert!(text.contains("# TYPE kvcr_group_accepted gauge\n"));
         assert!(!text.contains("_total"));
+        // Offline: nothing was read from the node, so no "not checked" count.
+        assert!(!text.contains("kvcr_audit_facts_not_checked"));
+    }
+
+    #[test]
+    fn a_failed_run_says_success_0_and_nothing_about_groups() {
+        let text = render_failure(&Meta {
+            now_unix_ms: 2_000,
+            live: true,
+            duration: None,
+            exit_status: 2,
+        });
+        assert!(text.contains("\nkvcr_audit_success 0\n"), "{text}");
+        assert!(
+            text.contains("\nkvcr_audit_timestamp_seconds 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nkvcr_audit_exit_status 2\n"));
+        assert!(text.contains("\nkvcr_audit_live 1\n"));
+        assert!(!text.contains("kvcr_group"), "{text}");
+        assert!(!text.contains("kvcr_findings"), "{text}");
+        assert!(!text.contains("duration"), "{text}");
     }
 }
