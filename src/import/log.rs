@@ -76,7 +76,7 @@ pub fn record(r: &Report, event: Event, now_ms: u64) -> Value {
     };
     json!({
         "schema": SCHEMA,
-        "time": crate::timefmt::utc(now_ms),
+        "time": crate::timefmt::rfc3339(now_ms),
         "unix_ms": now_ms,
         "host": r.meta.host,
         "boot_id": r.meta.boot_id,

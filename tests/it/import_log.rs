@@ -126,7 +126,14 @@ fn a_trial_import_appends_one_record_and_says_where() {
     assert_eq!(r["released"], released as u64);
     assert_eq!(r["remaining"], json!([]));
     assert!(r["unix_ms"].as_u64().unwrap() > 1_700_000_000_000);
-    assert!(r["time"].as_str().unwrap().ends_with(" UTC"));
+    // RFC 3339, UTC, and the same instant as unix_ms.
+    let t = r["time"].as_str().unwrap();
+    assert!(
+        t.len() == 24 && t.ends_with('Z') && &t[10..11] == "T",
+        "{t}"
+    );
+    let ms = r["unix_ms"].as_u64().unwrap();
+    assert_eq!(&t[20..23], format!("{:03}", ms % 1000));
     assert!(r["pid"].as_u64().unwrap() > 0);
     // Created with its directory: 0700 and 0600.
     assert_eq!(mode(log.parent().unwrap()), 0o700);
