@@ -108,7 +108,7 @@ pub fn record(r: &Report, event: Event, now_ms: u64) -> Value {
 /// Appends `line` (one JSON document, then `\n`) to `path`: the directory
 /// is created `0700` if missing, the file `0600` if missing, opened
 /// `O_APPEND | O_NOFOLLOW` and written with one `write`, then `fsync`ed.
-/// Only a regular file is written.
+/// Only a regular file with one link is written.
 pub fn append(path: &Path, line: &[u8]) -> Result<(), String> {
     let shown = crate::inventory::display_path(path);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -133,6 +133,15 @@ pub fn append(path: &Path, line: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("cannot stat {shown}: {e}"))?;
     if !md.file_type().is_file() {
         return Err(format!("{shown} is not a regular file"));
+    }
+    // A second name may be anywhere, a descriptor inside the inventory
+    // included: kvcr appends only to a file that has this one name.
+    use std::os::unix::fs::MetadataExt;
+    if md.nlink() > 1 {
+        return Err(format!(
+            "{shown} has {} hard links; kvcr appends only to a file with one name",
+            md.nlink()
+        ));
     }
     let mut buf = Vec::with_capacity(line.len() + 1);
     buf.extend_from_slice(line);

@@ -261,6 +261,26 @@ fn a_log_that_cannot_be_written_is_only_a_warning() {
     assert_eq!(std::fs::read(c.p("a-file")).unwrap(), b"x");
 }
 
+/// A log file with a second name (a hard link to a descriptor, say) is
+/// never appended to; a directory alias of the inventory is refused.
+#[test]
+fn a_hard_linked_log_or_an_alias_of_the_inventory_is_never_written() {
+    let c = Case::new();
+    let before = testkit::snapshot(&c.p("inv"));
+    std::fs::hard_link(c.p("inv/rank-0.json"), c.p("linked.jsonl")).unwrap();
+    let (code, _, stderr) = c.import("", &c.p("linked.jsonl"), &[]);
+    // The import itself is judged as usual (a hard-linked descriptor may be
+    // refused by the audit); the log is never appended to either way.
+    assert_ne!(code, 2, "{stderr}");
+    assert!(stderr.contains("hard links"), "{stderr}");
+    std::fs::remove_file(c.p("linked.jsonl")).unwrap();
+    std::os::unix::fs::symlink(c.p("inv"), c.p("alias")).unwrap();
+    let (code, _, stderr) = c.import("", &c.p("alias/import.jsonl"), &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("inside the inventory"), "{stderr}");
+    assert_eq!(testkit::snapshot(&c.p("inv")), before);
+}
+
 #[test]
 fn a_log_inside_the_inventory_is_refused_before_any_gpu_call() {
     let c = Case::new();
