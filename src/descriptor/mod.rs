@@ -272,6 +272,11 @@ pub struct AllocSummary {
     /// refuse one handle used twice (KV111) even when the allocations
     /// themselves are dropped.
     pub handles: Vec<HandleId>,
+    /// Every allocation's byte range `[offset_bytes, offset_bytes +
+    /// size_bytes)` in its handle's memory, in order: one handle at
+    /// disjoint ranges is one exported segment carved into allocations, at
+    /// overlapping ranges the same memory twice (KV111, docs/format.md §8.10).
+    pub ranges: Vec<(u64, u64)>,
 }
 
 /// A handle's identity in 17 bytes instead of 65: its kind and, for

@@ -404,6 +404,7 @@ impl<'v> AllocBuilder<'v> {
             ids: Vec::with_capacity(n),
             sum: AllocSummary {
                 handles: Vec::with_capacity(n),
+                ranges: Vec::with_capacity(n),
                 ..AllocSummary::default()
             },
         }
@@ -415,6 +416,9 @@ impl<'v> AllocBuilder<'v> {
         self.sum.carries_bytes |= handle.carries_bytes();
         self.ids.push(id);
         self.sum.handles.push(super::HandleId::of(handle));
+        self.sum
+            .ranges
+            .push((offset_bytes, offset_bytes.saturating_add(size_bytes)));
         if self.keep {
             self.out.push(Allocation {
                 id: id.to_owned(),

@@ -14,7 +14,7 @@
 //! each check can and cannot catch.
 
 use super::pidfd;
-use super::{Backend, BackendError, Device, Mapped, Resource};
+use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource};
 use crate::cuda_ffi::{self, consts, CallError, Driver};
 use crate::descriptor::{GpuUuid, Handle, Owner};
 use crate::node::gpus;
@@ -66,40 +66,68 @@ pub struct CudaBackend {
     contexts: BTreeMap<i32, (cuda_ffi::CuDevice, cuda_ffi::Context, usize)>,
     /// The handle type of each imported handle (for the granularity query).
     handle_types: BTreeMap<u64, c_int>,
+    /// What the kernel says each imported `posix_fd` handle is (the file
+    /// behind the owner's fd), for [`Backend::memory_id`].
+    files: BTreeMap<u64, MemoryId>,
+    /// The owner fds taken so far that are not regular files: (pid, fd,
+    /// identity), compared with `kcmp` against each new one.
+    owner_files: Vec<(i32, i32, MemoryId)>,
     /// What this backend minted and has not released, contexts aside
     /// (`contexts` counts those).
     held: Held,
 }
 
-/// The resources a backend returned and has not released. The backend maps,
-/// inspects, frees and releases only these: a [`Resource`] is a plain value
-/// any code can write, so without this check safe code could hand
-/// `release` an address it never mapped and have the driver unmap it. The
-/// `SAFETY` comments below rely on it.
+/// The resources a backend returned and has not released, with how many
+/// times each was handed out. The backend maps, inspects, frees and
+/// releases only these: a [`Resource`] is a plain value any code can write,
+/// so without this check safe code could hand `release` an address it never
+/// mapped and have the driver unmap it. The `SAFETY` comments below rely on
+/// it.
+///
+/// The driver hands out one value more than once: `cuIpcOpenMemHandle` of a
+/// handle already open in the context returns the existing pointer and
+/// increments its reference count (two allocations at disjoint ranges of
+/// one exported segment share one open, docs/format.md §8.10), and an
+/// import may return a handle already held. Each such return is one more
+/// reference, released by one more driver call: the count keeps the second
+/// release from being refused as "not held" (exit 4 on a clean trial, and a
+/// leaked reference).
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    live: std::collections::BTreeSet<Resource>,
+    live: BTreeMap<Resource, usize>,
 }
 
 impl Held {
-    /// Records a resource the driver just handed out and returns it.
+    /// Records one more reference to a resource the driver just handed out
+    /// and returns it.
     pub(crate) fn mint(&mut self, r: Resource) -> Resource {
-        self.live.insert(r);
+        *self.live.entry(r).or_default() += 1;
         r
     }
 
-    /// `Ok` when `r` was minted here and not forgotten since.
+    /// `Ok` when `r` was minted here and not all of its references were
+    /// forgotten since.
     pub(crate) fn check(&self, r: &Resource) -> Result<(), BackendError> {
-        if self.live.contains(r) {
+        if self.live.contains_key(r) {
             Ok(())
         } else {
             Err(format!("internal: {r} is not a resource this backend holds").into())
         }
     }
 
-    /// Drops `r` after it was released.
+    /// How many references to `r` are held (0: none).
+    pub(crate) fn count(&self, r: &Resource) -> usize {
+        self.live.get(r).copied().unwrap_or(0)
+    }
+
+    /// Drops one reference to `r` after it was released.
     pub(crate) fn forget(&mut self, r: &Resource) {
-        self.live.remove(r);
+        if let Some(n) = self.live.get_mut(r) {
+            *n -= 1;
+            if *n == 0 {
+                self.live.remove(r);
+            }
+        }
     }
 }
 
@@ -127,6 +155,8 @@ impl CudaBackend {
             read_write: false,
             contexts: BTreeMap::new(),
             handle_types: BTreeMap::new(),
+            files: BTreeMap::new(),
+            owner_files: Vec::new(),
             held: Held::default(),
         })
     }
@@ -144,6 +174,30 @@ impl CudaBackend {
             .get(&ordinal)
             .ok_or_else(|| format!("no retained context for device {ordinal}"))?;
         self.drv.ctx_set_current(Some(*ctx)).map_err(call)
+    }
+
+    /// The file behind the owner's `fd` (our duplicate `dup`): a regular
+    /// file (a memfd) by device and inode; anything else by `kcmp` against
+    /// the owner's fds taken before, so two fds of one open file are one
+    /// memory (docs/format.md §8.10).
+    fn file_identity(&mut self, pid: i32, fd: i32, dup: std::os::fd::BorrowedFd<'_>) -> MemoryId {
+        if let Ok(st) = rustix::fs::fstat(dup) {
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+            {
+                return MemoryId::File {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                };
+            }
+        }
+        let same = self
+            .owner_files
+            .iter()
+            .find(|(p, f, _)| *p == pid && pidfd::same_open_file(pid, *f, fd) == Some(true))
+            .map(|e| e.2);
+        let id = same.unwrap_or(MemoryId::OwnerFile { pid, fd });
+        self.owner_files.push((pid, fd, id));
+        id
     }
 
     fn handle_of(r: &Resource) -> Result<u64, BackendError> {
@@ -222,12 +276,12 @@ impl Backend for CudaBackend {
                 let dup =
                     pidfd::take_fd(owner.pid, *fd, owner.start_ticks, &pidfd::proc_start_ticks)
                         .map_err(|e| format!("taking fd {fd} of owner {}: {e}", owner.pid))?;
+                let file = self.file_identity(owner.pid, *fd, dup.as_fd());
                 let r = self.drv.import_fd(dup.as_fd());
                 drop(dup); // our duplicate is closed whether or not the import worked
-                (
-                    r.map_err(call)?,
-                    consts::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                )
+                let h = r.map_err(call)?;
+                self.files.insert(h, file);
+                (h, consts::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
             }
             Handle::CudaIpc(_) => return Err("internal: cuda_ipc is not a shareable handle".into()),
         };
@@ -336,6 +390,19 @@ impl Backend for CudaBackend {
         })
     }
 
+    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
+        match *imported {
+            Resource::IpcMapping { device, ptr } => Some(MemoryId::IpcPointer { device, ptr }),
+            Resource::Imported { device, handle } => Some(
+                self.files
+                    .get(&handle)
+                    .copied()
+                    .unwrap_or(MemoryId::VmmHandle { device, handle }),
+            ),
+            _ => None,
+        }
+    }
+
     fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
         match *r {
             // Released through its retain count in `contexts`, which
@@ -374,14 +441,17 @@ impl CudaBackend {
             }
             Resource::IpcMapping { device, ptr } => {
                 self.enter(device)?;
-                // SAFETY: a mapping from ipc_open that the ledger holds once.
+                // SAFETY: a mapping from ipc_open with a reference of ours left (Held counts each open).
                 unsafe { self.drv.ipc_close(ptr) }.map_err(call)
             }
             Resource::Imported { device, handle } => {
                 self.enter(device)?;
-                // SAFETY: a handle from import_shareable that the ledger holds once.
+                // SAFETY: a handle from import_shareable with a reference of ours left (Held counts each import).
                 unsafe { self.drv.mem_release(handle) }.map_err(call)?;
-                self.handle_types.remove(&handle);
+                if self.held.count(r) <= 1 {
+                    self.handle_types.remove(&handle);
+                    self.files.remove(&handle);
+                }
                 Ok(())
             }
             Resource::Reservation { device, ptr, size } => {
@@ -448,6 +518,27 @@ mod tests {
         // Released once: a second release is refused, not passed to the driver.
         h.forget(&m);
         assert!(h.check(&m).is_err());
+    }
+
+    #[test]
+    fn a_resource_handed_out_twice_is_released_twice() {
+        // cuIpcOpenMemHandle of a handle already open returns the same
+        // pointer: two references, two releases, then none.
+        let mut h = Held::default();
+        let ipc = Resource::IpcMapping {
+            device: 0,
+            ptr: 0x7f00_0000_0000,
+        };
+        h.mint(ipc);
+        h.mint(ipc);
+        assert_eq!(h.count(&ipc), 2);
+        h.forget(&ipc);
+        assert!(h.check(&ipc).is_ok(), "one reference remains");
+        h.forget(&ipc);
+        assert!(h.check(&ipc).is_err());
+        assert_eq!(h.count(&ipc), 0);
+        h.forget(&ipc); // forgetting what is not held changes nothing
+        assert_eq!(h.count(&ipc), 0);
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub enum Step {
     Map,
     /// `cuMemSetAccess` (read-only unless `--map-read-write`).
     SetAccess,
+    /// Two allocations resolve to one memory at overlapping ranges, or
+    /// across ranks (docs/format.md §8.10): the same IPC pointer, the same
+    /// imported handle, or two POSIX fds of one file. No driver call.
+    VerifyDistinct,
     /// `cuMemGetAddressRange` + `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` of the
     /// rank's first and last byte.
     Verify,
@@ -84,6 +88,7 @@ impl Step {
             Step::Reserve => "reserve",
             Step::Map => "map",
             Step::SetAccess => "set-access",
+            Step::VerifyDistinct => "verify-distinct",
             Step::Verify => "verify",
             Step::ReadyFile => "ready-file",
             Step::Release => "release",
@@ -97,6 +102,7 @@ impl Step {
             Step::Reserve,
             Step::Map,
             Step::SetAccess,
+            Step::VerifyDistinct,
             Step::Verify,
             Step::ReadyFile,
             Step::Release,
@@ -216,6 +222,85 @@ pub struct Mapped {
     pub end_device: i32,
 }
 
+/// What the driver or the kernel says an allocation's memory is, so that
+/// two allocations naming one memory are found even when their handle bytes
+/// differ (docs/format.md §8.10). Compared as values, never as text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum MemoryId {
+    /// The pointer `cuIpcOpenMemHandle` returned: one exported allocation
+    /// opened twice in a context answers the same pointer.
+    IpcPointer { device: i32, ptr: u64 },
+    /// The handle `cuMemImportFromShareableHandle` returned.
+    VmmHandle { device: i32, handle: u64 },
+    /// The file behind a `posix_fd` (`fstat`: device and inode of a
+    /// regular file, as a memfd is).
+    File { dev: u64, ino: u64 },
+    /// The owner's open file behind a `posix_fd` that is not a regular file:
+    /// the first of the owner's fds that `kcmp(KCMP_FILE)` found to be it.
+    OwnerFile { pid: i32, fd: i32 },
+}
+
+impl fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            MemoryId::IpcPointer { device, ptr } => {
+                write!(f, "IPC pointer {ptr:#x} on device {device}")
+            }
+            MemoryId::VmmHandle { device, handle } => {
+                write!(f, "imported handle {handle:#x} on device {device}")
+            }
+            MemoryId::File { dev, ino } => write!(f, "file dev {dev} inode {ino}"),
+            MemoryId::OwnerFile { pid, fd } => write!(f, "the open file of owner {pid}'s fd {fd}"),
+        }
+    }
+}
+
+/// The memory each imported allocation resolved to, and the rule of
+/// docs/format.md §8.10: one memory may back several allocations of one
+/// rank at disjoint ranges `[offset_bytes, offset_bytes + size_bytes)` (a
+/// caching allocator exports whole segments); overlapping ranges are the
+/// same memory twice, and one memory in two ranks is refused outright.
+#[derive(Debug, Default)]
+pub struct Distinct {
+    seen: Vec<(MemoryId, u64, String, u64, u64)>,
+}
+
+impl Distinct {
+    /// Admits allocation `id` of `rank` at `[offset, offset + size)` of
+    /// memory `mem`, or says which earlier allocation it collides with.
+    pub fn admit(
+        &mut self,
+        mem: Option<MemoryId>,
+        rank: u64,
+        id: &str,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), BackendError> {
+        let Some(mem) = mem else { return Ok(()) };
+        let end = offset.saturating_add(size);
+        for (m, r, other, o, e) in &self.seen {
+            if *m != mem {
+                continue;
+            }
+            if *r != rank {
+                return Err(format!(
+                    "allocation {id:?} resolves to the same memory ({mem}) as allocation {other:?} of rank {r}: a rank's memory lives on its own GPU, so one memory cannot back two ranks"
+                )
+                .into());
+            }
+            if offset < *e && *o < end {
+                return Err(format!(
+                    "allocation {id:?} resolves to the same memory ({mem}) as allocation {other:?}, and their ranges [{offset}, {end}) and [{o}, {e}) overlap: the same memory would be imported twice"
+                )
+                .into());
+            }
+        }
+        self.seen.push((mem, rank, id.to_string(), offset, end));
+        Ok(())
+    }
+}
+
 /// A GPU memory backend, one method per step so the engine can record each
 /// resource the moment it exists. Errors are [`BackendError`]s: one line
 /// naming the call that failed, and its status when the driver answered.
@@ -263,6 +348,9 @@ pub trait Backend {
     ) -> Result<Mapped, BackendError>;
     /// Releases one resource.
     fn release(&mut self, r: &Resource) -> Result<(), BackendError>;
+    /// The memory an imported resource (an IPC mapping or an imported
+    /// handle) resolves to, when the backend can tell ([`Distinct`]).
+    fn memory_id(&self, imported: &Resource) -> Option<MemoryId>;
 }
 
 /// The driver call that failed and the integer status it returned (any
@@ -480,6 +568,7 @@ fn import_all(
     progress: &mut dyn FnMut(Event),
     done: &mut Vec<RankResult>,
 ) -> Result<(), Stop> {
+    let mut distinct = Distinct::default();
     for pr in &plan.ranks {
         let started = Instant::now();
         progress(Event::RankStarted {
@@ -503,7 +592,7 @@ fn import_all(
                 rank: pr.rank,
                 allocation: Some(&a.id),
             };
-            import_one(&s, backend, ledger, dev, pr, a)?;
+            import_one(&s, backend, ledger, &mut distinct, dev, pr, a)?;
             progress(Event::AllocationDone {
                 rank: pr.rank,
                 id: &a.id,
@@ -528,12 +617,24 @@ fn import_one(
     s: &Stepper,
     backend: &mut dyn Backend,
     ledger: &mut Ledger,
+    distinct: &mut Distinct,
     dev: Device,
     pr: &PlannedRank,
     a: &Allocation,
 ) -> Result<(), Stop> {
     let rank = pr.rank;
     let id = Some(a.id.as_str());
+    let mut admit = |backend: &dyn Backend, r: &Resource| {
+        s.run(Step::VerifyDistinct, || {
+            distinct.admit(
+                backend.memory_id(r),
+                rank,
+                &a.id,
+                a.offset_bytes,
+                a.size_bytes,
+            )
+        })
+    };
     match &a.handle {
         Handle::CudaIpc(bytes) => {
             let mapping = s.run(Step::Import, || {
@@ -541,6 +642,7 @@ fn import_one(
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
+            admit(&*backend, &mapping)?;
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
                 check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
@@ -560,6 +662,7 @@ fn import_one(
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
+            admit(&*backend, &imported)?;
             let reservation = s.run(Step::Reserve, || {
                 let r = backend.reserve(dev, &imported, extent)?;
                 ledger.record(rank, id, r);
@@ -639,3 +742,5 @@ pub fn human_bytes(n: u128) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_memory;

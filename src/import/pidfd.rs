@@ -139,6 +139,31 @@ pub fn parse_start_ticks(stat: &[u8]) -> Option<u64> {
     rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
 }
 
+/// `kcmp(pid, pid, KCMP_FILE, a, b)`: whether the owner's fds `a` and `b`
+/// are one open file (two fds of one VMM export are one memory). `None`
+/// when the kernel cannot say (no kcmp, or not permitted): then they are
+/// not known to be the same, and the driver's own answers stand.
+pub fn same_open_file(pid: i32, a: i32, b: i32) -> Option<bool> {
+    const KCMP_FILE: libc::c_long = 0;
+    // SAFETY: kcmp only compares kernel objects of a process; every argument
+    // is an integer and nothing is written to our memory.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            libc::c_long::from(pid),
+            libc::c_long::from(pid),
+            KCMP_FILE,
+            libc::c_long::from(a),
+            libc::c_long::from(b),
+        )
+    };
+    match r {
+        0 => Some(true),
+        1..=2 => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

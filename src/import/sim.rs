@@ -15,7 +15,7 @@
 //! Selected with `KVCR_IMPORT_BACKEND` (see [`BackendSpec::parse`]); never
 //! used unless asked for, and always named in the report.
 
-use super::{Backend, BackendError, Device, Mapped, Resource, Step};
+use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource, Step};
 use crate::descriptor::{GpuUuid, Handle, Owner};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -166,6 +166,9 @@ pub struct SimBackend {
     hook: Option<Hook>,
     devices: BTreeMap<GpuUuid, i32>,
     held: BTreeMap<Resource, usize>,
+    /// The pointer each IPC handle opened at: like the driver, a handle
+    /// already open answers its existing pointer (one more reference).
+    ipc_ptrs: BTreeMap<(i32, [u8; 64]), u64>,
     next: u64,
 }
 
@@ -284,9 +287,22 @@ impl Backend for SimBackend {
         Ok((Device(ordinal), r))
     }
 
-    fn ipc_open(&mut self, dev: Device, _handle: &[u8; 64]) -> Result<Resource, BackendError> {
+    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError> {
         self.step(Step::Import)?;
-        let ptr = 0x7f00_0000_0000 + self.fresh() * 0x1_0000_0000;
+        let open = self.ipc_ptrs.get(&(dev.0, *handle)).copied().filter(|p| {
+            self.held.contains_key(&Resource::IpcMapping {
+                device: dev.0,
+                ptr: *p,
+            })
+        });
+        let ptr = match open {
+            Some(p) => p,
+            None => {
+                let p = 0x7f00_0000_0000 + self.fresh() * 0x1_0000_0000;
+                self.ipc_ptrs.insert((dev.0, *handle), p);
+                p
+            }
+        };
         Ok(self.acquire(Step::Import, Resource::IpcMapping { device: dev.0, ptr }))
     }
 
@@ -403,6 +419,14 @@ impl Backend for SimBackend {
         self.event(SimEvent::Release { resource: *r });
         Ok(())
     }
+
+    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
+        match *imported {
+            Resource::IpcMapping { device, ptr } => Some(MemoryId::IpcPointer { device, ptr }),
+            Resource::Imported { device, handle } => Some(MemoryId::VmmHandle { device, handle }),
+            _ => None,
+        }
+    }
 }
 
 /// Fault injection around any backend (the GPU proof wraps the CUDA backend).
@@ -477,6 +501,9 @@ impl<B: Backend> Backend for Injected<B> {
     fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
         self.faults.before_release()?;
         self.inner.release(r)
+    }
+    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
+        self.inner.memory_id(imported)
     }
 }
 

@@ -12,7 +12,12 @@
  * Environment:
  *   FAKECUDA_LOG=PATH          append one line per event (below)
  *   FAKECUDA_GPUS=U,U,...      visible GPUs by UUID (GPU-/MIG- prefix optional)
- *   FAKECUDA_IPC=HEX:DEV:SIZE,...     importable cuda_ipc handles (128 hex)
+ *   FAKECUDA_IPC=HEX:DEV:SIZE[:ALIAS],...  importable cuda_ipc handles (128 hex);
+ *                              handles with one nonzero ALIAS are one exported
+ *                              allocation (they open at one pointer). As the
+ *                              driver documents, opening a handle already open
+ *                              in the context returns the existing pointer and
+ *                              counts a reference; each close drops one.
  *   FAKECUDA_FABRIC=HEX:DEV:SIZE,...  importable fabric handles
  *     posix_fd handles: a memfd named "fakecuda-devN" is device N's memory,
  *     its size is the allocation's size.
@@ -127,9 +132,12 @@ struct res {
     unsigned long long handle; /* map: the mapped mem handle */
     int access;              /* map: access flags set, -1 none */
     unsigned char bytes[64]; /* ipc: the handle bytes */
+    int refs;                /* ipc: opens not yet closed */
+    int alias;               /* ipc: the handle's ALIAS (0: none) */
+    int ctx;                 /* ipc: the context it was opened in */
 };
 
-struct cfg_handle { unsigned char bytes[64]; int dev; unsigned long long size; };
+struct cfg_handle { unsigned char bytes[64]; int dev; unsigned long long size; int alias; };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int log_fd = -1;
@@ -207,6 +215,7 @@ static void parse_handles(const char *env, struct cfg_handle *out, int *n) {
             char *end;
             h.dev = (int)strtol(s + 129, &end, 10);
             if (*end == ':') h.size = strtoull(end + 1, &end, 10);
+            if (*end == ':') h.alias = (int)strtol(end + 1, &end, 10);
             out[(*n)++] = h;
             s = end;
         }
@@ -258,7 +267,7 @@ __attribute__((destructor)) static void teardown(void) {
     for (int i = 0; i < MAX_GPUS; i++)
         for (int k = 0; k < ctx_refs[i]; k++) logf_("held\tctx\tdev%d", i);
     for (int i = 0; i < nres; i++)
-        if (res[i].live)
+        for (int k = 0; res[i].live && k < (res[i].kind == K_IPC ? res[i].refs : 1); k++)
             logf_("held\t%s\t0x%llx+%llu", kind_name[res[i].kind], res[i].ptr, res[i].size);
     logf_("exit");
 }
@@ -520,14 +529,24 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
         if (!memcmp(ipc_cfg[i].bytes, handle.reserved, 64)) h = &ipc_cfg[i];
     if (!h) END(CUDA_ERROR_INVALID_VALUE, "unknown handle");
     for (int i = 0; i < nres; i++)
-        if (res[i].live && res[i].kind == K_IPC && !memcmp(res[i].bytes, handle.reserved, 64))
-            END(CUDA_ERROR_ALREADY_MAPPED, "handle already open");
+        if (res[i].live && res[i].kind == K_IPC && res[i].ctx == current->ordinal &&
+            (!memcmp(res[i].bytes, handle.reserved, 64) || (h->alias && res[i].alias == h->alias))) {
+            /* Already open in this context: the same pointer, one more reference. */
+            res[i].refs++;
+            *pdptr = res[i].ptr;
+            acquired(&res[i]);
+            END(CUDA_SUCCESS, "ptr=0x%llx size=%llu dev=%d refs=%d", res[i].ptr, res[i].size,
+                res[i].dev, res[i].refs);
+        }
     struct res *r = new_res(K_IPC);
     if (!r) END(2, "out of slots");
     r->ptr = fresh_va(h->size);
     r->size = h->size;
     r->dev = h->dev;
     memcpy(r->bytes, handle.reserved, 64);
+    r->refs = 1;
+    r->alias = h->alias;
+    r->ctx = current->ordinal;
     *pdptr = r->ptr;
     acquired(r);
     END(CUDA_SUCCESS, "ptr=0x%llx size=%llu dev=%d", r->ptr, r->size, r->dev);
@@ -538,6 +557,10 @@ EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
     if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
     struct res *r = find(K_IPC, dptr);
     if (!r) VIOLATION(CUDA_ERROR_INVALID_VALUE, "0x%llx is not an open IPC mapping", dptr);
+    if (--r->refs > 0) {
+        logf_("release\t%s\t0x%llx+%llu", kind_name[r->kind], r->ptr, r->size);
+        END(CUDA_SUCCESS, "ptr=0x%llx refs=%d", dptr, r->refs);
+    }
     released(r);
     END(CUDA_SUCCESS, "ptr=0x%llx", dptr);
 }

@@ -24,16 +24,16 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakecuda");
-const MIB: u64 = 1 << 20;
+pub(crate) const MIB: u64 = 1 << 20;
 
 /// The fake driver and the owner program, built once per test run.
-struct Built {
+pub(crate) struct Built {
     _dir: tempfile::TempDir,
     lib_dir: PathBuf,
     owner: PathBuf,
 }
 
-fn built() -> Option<&'static Built> {
+pub(crate) fn built() -> Option<&'static Built> {
     static B: OnceLock<Option<Built>> = OnceLock::new();
     B.get_or_init(|| {
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -96,7 +96,7 @@ fn built() -> Option<&'static Built> {
 /// Whether this kernel and sandbox let a process take another's fd
 /// (pidfd_open + pidfd_getfd): where they refuse, posix_fd allocations are
 /// replaced by fabric ones, with a message.
-fn pidfd_works(b: &Built) -> bool {
+pub(crate) fn pidfd_works(b: &Built) -> bool {
     static W: OnceLock<bool> = OnceLock::new();
     *W.get_or_init(|| {
         let mut owner = Command::new(&b.owner)
@@ -137,18 +137,18 @@ fn pidfd_works(b: &Built) -> bool {
 
 macro_rules! need_cc {
     () => {
-        match built() {
+        match $crate::fakecuda::built() {
             Some(b) => b,
             None => return,
         }
     };
 }
 
-fn gpu(i: usize) -> String {
+pub(crate) fn gpu(i: usize) -> String {
     format!("GPU-{:08x}-1111-4222-8333-{:012x}", 0x6a1f_0c2e + i, i)
 }
 
-fn hex(kind: &str, rank: usize, i: usize) -> String {
+pub(crate) fn hex(kind: &str, rank: usize, i: usize) -> String {
     let salt = if kind == "fabric" { 0x55 } else { 0x11 };
     (0..64)
         .map(|b| format!("{:02x}", (b * 7 + rank * 31 + i * 13 + salt) % 256))
@@ -158,27 +158,36 @@ fn hex(kind: &str, rank: usize, i: usize) -> String {
 /// One allocation of a rank: its handle kind, the device its memory really
 /// lives on, the exported allocation's size, and what the descriptor says.
 #[derive(Clone, Debug)]
-struct Alloc {
-    kind: &'static str,
-    mem_dev: usize,
-    alloc_size: u64,
-    size_bytes: u64,
-    offset_bytes: u64,
+pub(crate) struct Alloc {
+    pub(crate) kind: &'static str,
+    pub(crate) mem_dev: usize,
+    pub(crate) alloc_size: u64,
+    pub(crate) size_bytes: u64,
+    pub(crate) offset_bytes: u64,
+    /// Carry the very handle of this rank's allocation N (one exported
+    /// segment carved into allocations).
+    pub(crate) handle_of: Option<usize>,
+    /// `cuda_ipc`: the fake's ALIAS (handles with one alias are one
+    /// allocation); `posix_fd`: the owner's fd is a dup() of this rank's
+    /// allocation N's fd (two fds of one file).
+    pub(crate) same_memory_as: Option<usize>,
 }
 
-fn alloc(kind: &'static str, dev: usize) -> Alloc {
+pub(crate) fn alloc(kind: &'static str, dev: usize) -> Alloc {
     Alloc {
         kind,
         mem_dev: dev,
         alloc_size: 2 * MIB,
         size_bytes: MIB,
         offset_bytes: 0,
+        handle_of: None,
+        same_memory_as: None,
     }
 }
 
 /// A node with `gpus` GPUs and one group: rank r on GPU r with `allocs(r)`.
-struct Scenario {
-    dir: tempfile::TempDir,
+pub(crate) struct Scenario {
+    pub(crate) dir: tempfile::TempDir,
     gpus: usize,
     env: Vec<(String, String)>,
     owner: Child,
@@ -196,7 +205,12 @@ fn read_trim(p: &str) -> String {
 }
 
 impl Scenario {
-    fn new(b: &Built, gpus: usize, ranks: usize, allocs: impl Fn(usize) -> Vec<Alloc>) -> Scenario {
+    pub(crate) fn new(
+        b: &Built,
+        gpus: usize,
+        ranks: usize,
+        allocs: impl Fn(usize) -> Vec<Alloc>,
+    ) -> Scenario {
         let dir = tempfile::tempdir().unwrap();
         let mut plan: Vec<Vec<Alloc>> = (0..ranks).map(&allocs).collect();
         if !pidfd_works(b) {
@@ -204,13 +218,22 @@ impl Scenario {
                 a.kind = "fabric";
             }
         }
-        // The owner holds one memfd per posix_fd allocation.
-        let fd_args: Vec<String> = plan
-            .iter()
-            .flatten()
-            .filter(|a| a.kind == "posix_fd")
-            .map(|a| format!("{}:{}", a.mem_dev, a.alloc_size))
-            .collect();
+        // The owner holds one memfd per posix_fd allocation (a dup of an
+        // earlier one for `same_memory_as`; none for `handle_of`).
+        let mut fd_args: Vec<String> = Vec::new();
+        let mut fd_index: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        for (rank, list) in plan.iter().enumerate() {
+            for (i, a) in list.iter().enumerate() {
+                if a.kind != "posix_fd" || a.handle_of.is_some() {
+                    continue;
+                }
+                fd_index.insert((rank, i), fd_args.len());
+                fd_args.push(match a.same_memory_as {
+                    Some(j) => format!("dup:{}", fd_index[&(rank, j)]),
+                    None => format!("{}:{}", a.mem_dev, a.alloc_size),
+                });
+            }
+        }
         let mut owner = Command::new(&b.owner)
             .args(&fd_args)
             .stdin(Stdio::null())
@@ -221,7 +244,10 @@ impl Scenario {
         BufReader::new(owner.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let mut fds = line.split_whitespace().map(|s| s.parse::<u64>().unwrap());
+        let fds: Vec<u64> = line
+            .split_whitespace()
+            .map(|s| s.parse::<u64>().unwrap())
+            .collect();
         let pid = owner.id() as i32;
         let ticks = kvcr::internals::import::pidfd::proc_start_ticks(pid)
             .unwrap()
@@ -246,12 +272,25 @@ impl Scenario {
                 .iter()
                 .enumerate()
                 .map(|(i, a)| {
+                    let own = a.handle_of.unwrap_or(i);
                     let handle = match a.kind {
-                        "posix_fd" => json!({"kind": "posix_fd", "fd": fds.next().unwrap()}),
+                        "posix_fd" => json!({"kind": "posix_fd", "fd": fds[fd_index[&(rank, own)]]}),
                         k => {
-                            let h = hex(k, rank, i);
-                            let cfg = format!("{h}:{}:{}", a.mem_dev, a.alloc_size);
-                            if k == "fabric" { fabric.push(cfg) } else { ipc.push(cfg) }
+                            let h = hex(k, rank, own);
+                            let alias = a.same_memory_as.map_or(0, |j| 1 + rank * 64 + j);
+                            let cfg = format!("{h}:{}:{}:{alias}", a.mem_dev, a.alloc_size);
+                            if a.handle_of.is_some() {
+                            } else if k == "fabric" {
+                                fabric.push(cfg)
+                            } else {
+                                if let Some(j) = a.same_memory_as {
+                                    // The first of the alias group carries it too.
+                                    let first = hex(k, rank, j);
+                                    ipc.retain(|c: &String| !c.starts_with(&first));
+                                    ipc.push(format!("{first}:{}:{}:{alias}", list[j].mem_dev, list[j].alloc_size));
+                                }
+                                ipc.push(cfg)
+                            }
                             json!({"kind": k, "hex": h})
                         }
                     };
@@ -312,11 +351,16 @@ impl Scenario {
         })
     }
 
-    fn inv(&self) -> PathBuf {
+    pub(crate) fn inv(&self) -> PathBuf {
         self.dir.path().join("inv")
     }
 
-    fn command(&self, log: &Path, extra_env: &[(&str, String)], args: &[&str]) -> Command {
+    pub(crate) fn command(
+        &self,
+        log: &Path,
+        extra_env: &[(&str, String)],
+        args: &[&str],
+    ) -> Command {
         // Nothing inherited but PATH (no LD_LIBRARY_PATH to a real
         // libcuda), then the test environment and the fake's variables.
         let mut c = Command::new(crate::util::bin());
@@ -338,7 +382,7 @@ impl Scenario {
     }
 
     /// `kvcr import INV --format json ARGS` with the fake; a fresh log per run.
-    fn import(&self, tag: &str, extra_env: &[(&str, String)], args: &[&str]) -> Run {
+    pub(crate) fn import(&self, tag: &str, extra_env: &[(&str, String)], args: &[&str]) -> Run {
         let log = self.dir.path().join(format!("{tag}.log"));
         let _ = std::fs::remove_file(&log);
         let inv = self.inv();
@@ -350,22 +394,22 @@ impl Scenario {
 }
 
 /// What one kvcr run did, from its report and the fake's log.
-struct Run {
-    code: i32,
-    report: Option<Value>,
-    stderr: String,
-    log: Log,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) report: Option<Value>,
+    pub(crate) stderr: String,
+    pub(crate) log: Log,
 }
 
 #[derive(Default, Debug)]
-struct Log {
+pub(crate) struct Log {
     /// (seq, symbol, status, details) of every counted call.
-    calls: Vec<(u64, String, i32, String)>,
-    acquired: Vec<String>,
-    released: Vec<String>,
-    held: Vec<String>,
-    violations: Vec<String>,
-    exited: bool,
+    pub(crate) calls: Vec<(u64, String, i32, String)>,
+    pub(crate) acquired: Vec<String>,
+    pub(crate) released: Vec<String>,
+    pub(crate) held: Vec<String>,
+    pub(crate) violations: Vec<String>,
+    pub(crate) exited: bool,
 }
 
 fn parse_log(text: &str) -> Log {
@@ -405,13 +449,13 @@ fn finish(child: Child, log: &Path) -> Run {
 }
 
 impl Run {
-    fn report(&self) -> &Value {
+    pub(crate) fn report(&self) -> &Value {
         self.report
             .as_ref()
             .unwrap_or_else(|| panic!("no JSON report (exit {}): {}", self.code, self.stderr))
     }
 
-    fn why(&self) -> String {
+    pub(crate) fn why(&self) -> String {
         format!(
             "exit {}\nreport: {}\nstderr: {}\nviolations: {:?}",
             self.code,
@@ -427,7 +471,7 @@ impl Run {
     /// The fake saw no broken rule, the process ran to its normal exit, and
     /// every release undid the latest acquisition still held: the releases
     /// are the acquisitions in exact reverse order, less what remains.
-    fn assert_clean_reverse(&self) {
+    pub(crate) fn assert_clean_reverse(&self) {
         let w = self.why();
         assert!(self.log.violations.is_empty(), "{w}");
         assert!(self.log.exited, "the process did not exit normally: {w}");
@@ -445,7 +489,7 @@ impl Run {
     }
 
     /// The fake holds at exit exactly what the report lists as remaining.
-    fn assert_held_matches_report(&self) {
+    pub(crate) fn assert_held_matches_report(&self) {
         let mut from_report: Vec<String> = self
             .report()
             .get("remaining")
@@ -489,7 +533,7 @@ impl Run {
         );
     }
 
-    fn failure_message(&self) -> String {
+    pub(crate) fn failure_message(&self) -> String {
         self.report()["failure"]["message"]
             .as_str()
             .unwrap_or_default()
