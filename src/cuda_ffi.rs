@@ -245,10 +245,13 @@ driver_api! {
     mem_release = "cuMemRelease": fn(MemHandle);
     address_range = "cuMemGetAddressRange_v2": fn(*mut DevicePtr, *mut usize, DevicePtr);
     pointer_attribute = "cuPointerGetAttribute": fn(*mut c_void, c_int, DevicePtr);
+    memcpy_dtoh = "cuMemcpyDtoH_v2": fn(*mut c_void, DevicePtr, usize);
+    mem_properties = "cuMemGetAllocationPropertiesFromHandle": fn(*mut MemAllocationProp, MemHandle);
+    mem_get_access = "cuMemGetAccess": fn(*mut u64, *const MemLocation, DevicePtr);
 }
 
 /// Every entry point the import backend calls.
-pub const IMPORT_SYMBOLS: [&str; 20] = [
+pub const IMPORT_SYMBOLS: [&str; 23] = [
     "cuInit",
     "cuDeviceGetCount",
     "cuDeviceGet",
@@ -269,6 +272,9 @@ pub const IMPORT_SYMBOLS: [&str; 20] = [
     "cuMemGetAddressRange_v2",
     "cuPointerGetAttribute",
     "cuGetErrorString",
+    "cuMemcpyDtoH_v2",
+    "cuMemGetAllocationPropertiesFromHandle",
+    "cuMemGetAccess",
 ];
 
 /// A retained primary context. Only [`Driver::primary_ctx_retain`] makes
@@ -629,6 +635,71 @@ impl Driver {
             )
         })?;
         Ok(ordinal)
+    }
+}
+
+impl Driver {
+    /// `cuMemcpyDtoH_v2`: copies `len` bytes at device address `src` into a
+    /// fresh host buffer. Reads only: kvcr never writes GPU memory.
+    ///
+    /// # Safety
+    /// `src..src + len` lies inside a mapping this process made (an IPC
+    /// mapping or a VMM mapping with access granted) that is still mapped.
+    pub unsafe fn read(&self, src: DevicePtr, len: u64) -> Result<Vec<u8>, CallError> {
+        let f = sym!(self.memcpy_dtoh, "cuMemcpyDtoH_v2");
+        let n = usize::try_from(len).map_err(|_| CallError {
+            call: "cuMemcpyDtoH_v2",
+            status: Some(Status(1)),
+            text: Some(format!("{len} bytes do not fit in memory")),
+        })?;
+        let mut buf = vec![0u8; n];
+        // SAFETY (caller): the source is our mapping; the destination is
+        // our buffer of exactly `n` bytes.
+        self.check("cuMemcpyDtoH_v2", unsafe {
+            f(buf.as_mut_ptr().cast(), src, n)
+        })?;
+        Ok(buf)
+    }
+
+    /// `cuMemGetAllocationPropertiesFromHandle`: the allocation type, and
+    /// the location type and id, each as the integer the driver wrote.
+    ///
+    /// # Safety
+    /// `handle` came from an import in this process and was not released.
+    pub unsafe fn allocation_properties(
+        &self,
+        handle: MemHandle,
+    ) -> Result<MemAllocationProp, CallError> {
+        let f = sym!(
+            self.mem_properties,
+            "cuMemGetAllocationPropertiesFromHandle"
+        );
+        let mut prop = MemAllocationProp {
+            type_: -1,
+            requested_handle_types: 0,
+            location: MemLocation { type_: -1, id: -1 },
+            win32_handle_meta_data: std::ptr::null_mut(),
+            alloc_flags: AllocFlags::default(),
+        };
+        // SAFETY (caller); the driver writes one CUmemAllocationProp.
+        self.check("cuMemGetAllocationPropertiesFromHandle", unsafe {
+            f(&mut prop, handle)
+        })?;
+        Ok(prop)
+    }
+
+    /// `cuMemGetAccess` of device `ordinal` on `ptr`: the flags as the
+    /// integer the driver wrote (a lookup only).
+    pub fn access_flags(&self, ordinal: i32, ptr: DevicePtr) -> Result<u64, CallError> {
+        let f = sym!(self.mem_get_access, "cuMemGetAccess");
+        let loc = MemLocation {
+            type_: consts::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: ordinal,
+        };
+        let mut flags: u64 = u64::MAX;
+        // SAFETY: reads one location, writes one 64-bit flags word.
+        self.check("cuMemGetAccess", unsafe { f(&mut flags, &loc, ptr) })?;
+        Ok(flags)
     }
 }
 

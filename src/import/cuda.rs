@@ -38,6 +38,56 @@ pub fn uuid_matches(gpu: &GpuUuid, raw: &[u8; 16]) -> bool {
     gpu.uuid.as_bytes() == raw
 }
 
+/// `CUmemAccess_flags` by name, for messages (the decision compares integers).
+fn access_name(flags: u64) -> &'static str {
+    match flags {
+        0 => "PROT_NONE",
+        1 => "PROT_READ",
+        3 => "PROT_READWRITE",
+        _ => "unknown to this build",
+    }
+}
+
+/// `CUmemLocationType` by name, for messages.
+fn location_name(t: c_int) -> &'static str {
+    match t {
+        0 => "invalid",
+        1 => "device",
+        2 => "host",
+        3 => "host NUMA node",
+        4 => "host NUMA node of the calling thread",
+        _ => "unknown to this build",
+    }
+}
+
+/// docs/format.md §8.4: an imported VMM allocation is pinned
+/// (`CU_MEM_ALLOCATION_TYPE_PINNED`, 1) device memory
+/// (`CU_MEM_LOCATION_TYPE_DEVICE`, 1) on the planned device. Every value is
+/// the integer the driver wrote.
+pub fn check_location(
+    alloc_type: c_int,
+    location_type: c_int,
+    location_id: c_int,
+    ordinal: i32,
+) -> Result<(), BackendError> {
+    if alloc_type != consts::CU_MEM_ALLOCATION_TYPE_PINNED {
+        return Err(format!(
+            "cuMemGetAllocationPropertiesFromHandle reports allocation type {alloc_type}, kvcr imports only pinned device memory (type {})",
+            consts::CU_MEM_ALLOCATION_TYPE_PINNED
+        )
+        .into());
+    }
+    if location_type != consts::CU_MEM_LOCATION_TYPE_DEVICE || location_id != ordinal {
+        return Err(format!(
+            "cuMemGetAllocationPropertiesFromHandle reports location type {location_type} ({}) id {location_id}, the plan put it on device {ordinal} (location type {} id {ordinal})",
+            location_name(location_type),
+            consts::CU_MEM_LOCATION_TYPE_DEVICE
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Why the CUDA backend cannot be used on this machine (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DriverError {
@@ -50,7 +100,7 @@ pub enum DriverError {
 }
 
 /// Every driver entry point the backend calls.
-pub const REQUIRED_SYMBOLS: [&str; 20] = cuda_ffi::IMPORT_SYMBOLS;
+pub const REQUIRED_SYMBOLS: [&str; 23] = cuda_ffi::IMPORT_SYMBOLS;
 
 /// True when libcuda can be loaded. Calls nothing in it.
 pub fn driver_present() -> bool {
@@ -353,7 +403,59 @@ impl Backend for CudaBackend {
                 );
             }
             err
-        })
+        })?;
+        // The driver's word on what it granted (docs/format.md §8.3): exactly
+        // the flags asked for, compared as integers.
+        let want = if self.read_write {
+            consts::CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        } else {
+            consts::CU_MEM_ACCESS_FLAGS_PROT_READ
+        } as u64;
+        let got = self.drv.access_flags(dev.0, ptr).map_err(call)?;
+        if got != want {
+            return Err(format!(
+                "cuMemGetAccess reports access flags {got} ({}) for device {} on mapping {ptr:#x}, kvcr asked for {want} ({})",
+                access_name(got),
+                dev.0,
+                access_name(want)
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError> {
+        self.held.check(imported)?;
+        self.enter(dev.0)?;
+        let h = Self::handle_of(imported)?;
+        // SAFETY: a handle this backend imported and holds (checked above).
+        let p = unsafe { self.drv.allocation_properties(h) }.map_err(call)?;
+        check_location(p.type_, p.location.type_, p.location.id, dev.0)
+    }
+
+    fn read(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        self.held.check(mapping)?;
+        self.enter(dev.0)?;
+        let ptr = match *mapping {
+            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
+            other => return Err(format!("internal: cannot read from {other}").into()),
+        };
+        if len > crate::content::PAGE_MAX {
+            return Err(format!("internal: a read of {len} bytes is more than one page").into());
+        }
+        let src = ptr
+            .checked_add(offset)
+            .ok_or_else(|| format!("internal: {ptr:#x} + {offset} overflows"))?;
+        // SAFETY: a mapping this backend holds; the engine reads only the
+        // sampled ranges of [offset_bytes, offset_bytes + size_bytes), which
+        // `verify` found inside it. Device memory is only read.
+        unsafe { self.drv.read(src, len) }.map_err(call)
     }
 
     fn inspect(
@@ -539,6 +641,26 @@ mod tests {
         assert_eq!(h.count(&ipc), 0);
         h.forget(&ipc); // forgetting what is not held changes nothing
         assert_eq!(h.count(&ipc), 0);
+    }
+
+    #[test]
+    fn location_and_access_compare_integers() {
+        assert!(check_location(1, 1, 2, 2).is_ok());
+        for (t, lt, id, want) in [
+            (0, 1, 0, "allocation type 0"),
+            (7, 1, 0, "allocation type 7"),
+            (1, 2, 0, "location type 2 (host)"),
+            (1, 3, 0, "location type 3 (host NUMA node)"),
+            (1, 0, 0, "location type 0 (invalid)"),
+            (1, 919, 0, "location type 919 (unknown to this build)"),
+            (1, 1, 1, "id 1, the plan put it on device 0"),
+            (1, 1, -1, "id -1"),
+        ] {
+            let e = check_location(t, lt, id, 0).unwrap_err();
+            assert!(e.message.contains(want), "{}", e.message);
+        }
+        assert_eq!(access_name(1), "PROT_READ");
+        assert_eq!(access_name(2), "unknown to this build");
     }
 
     #[test]

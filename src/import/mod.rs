@@ -61,9 +61,16 @@ pub enum Step {
     /// across ranks (docs/format.md §8.10): the same IPC pointer, the same
     /// imported handle, or two POSIX fds of one file. No driver call.
     VerifyDistinct,
+    /// VMM: `cuMemGetAllocationPropertiesFromHandle` says pinned device
+    /// memory on the planned device (docs/format.md §8.4).
+    VerifyLocation,
     /// `cuMemGetAddressRange` + `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` of the
     /// rank's first and last byte.
     Verify,
+    /// The allocation's `content` check (docs/format.md §3.6): the sampled
+    /// bytes read through kvcr's own mapping (`cuMemcpyDtoH_v2`) against
+    /// the descriptor's `sha256`.
+    VerifyContent,
     /// `--hold`: publishing the ready file.
     ReadyFile,
     /// Releasing a ledger entry.
@@ -89,7 +96,9 @@ impl Step {
             Step::Map => "map",
             Step::SetAccess => "set-access",
             Step::VerifyDistinct => "verify-distinct",
+            Step::VerifyLocation => "verify-location",
             Step::Verify => "verify",
+            Step::VerifyContent => "verify-content",
             Step::ReadyFile => "ready-file",
             Step::Release => "release",
         }
@@ -103,7 +112,9 @@ impl Step {
             Step::Map,
             Step::SetAccess,
             Step::VerifyDistinct,
+            Step::VerifyLocation,
             Step::Verify,
+            Step::VerifyContent,
             Step::ReadyFile,
             Step::Release,
         ]
@@ -351,6 +362,19 @@ pub trait Backend {
     /// The memory an imported resource (an IPC mapping or an imported
     /// handle) resolves to, when the backend can tell ([`Distinct`]).
     fn memory_id(&self, imported: &Resource) -> Option<MemoryId>;
+    /// VMM: the driver's word that `imported` is pinned device memory on
+    /// `dev` (docs/format.md §8.4); every enum read as an integer.
+    fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError>;
+    /// Reads `len` bytes at `offset` from the start of `mapping` (an IPC
+    /// mapping, or a VMM mapping with access granted): the exported
+    /// allocation's bytes, `offset_bytes` included. Never writes.
+    fn read(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, BackendError>;
 }
 
 /// The driver call that failed and the integer status it returned (any
@@ -646,7 +670,8 @@ fn import_one(
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
                 check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
-            })
+            })?;
+            verify_content(s, backend, dev, &mapping, a)
         }
         Handle::Fabric(_) | Handle::PosixFd(_) => {
             // The parser refuses an overflowing offset + size (KV007).
@@ -663,6 +688,9 @@ fn import_one(
                 Ok(r)
             })?;
             admit(&*backend, &imported)?;
+            s.run(Step::VerifyLocation, || {
+                backend.verify_location(dev, &imported)
+            })?;
             let reservation = s.run(Step::Reserve, || {
                 let r = backend.reserve(dev, &imported, extent)?;
                 ledger.record(rank, id, r);
@@ -677,9 +705,60 @@ fn import_one(
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
                 check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
-            })
+            })?;
+            verify_content(s, backend, dev, &mapping, a)
         }
     }
+}
+
+/// docs/format.md §3.6: when the allocation carries `content`, its sampled
+/// bytes, read through kvcr's own mapping, must digest to its `sha256`.
+/// Runs after `verify`, so every read lies inside the verified range.
+fn verify_content(
+    s: &Stepper,
+    backend: &mut dyn Backend,
+    dev: Device,
+    mapping: &Resource,
+    a: &Allocation,
+) -> Result<(), Stop> {
+    let Some(want) = a.content else {
+        return Ok(());
+    };
+    s.run(Step::VerifyContent, || {
+        let mut failed: Option<BackendError> = None;
+        let got = crate::content::digest_content(
+            a.size_bytes,
+            a.offset_bytes,
+            want.page_bytes,
+            want.pages,
+            &mut |o, n| {
+                backend.read(dev, mapping, o, n).map_err(|e| {
+                    let m = e.message.clone();
+                    failed = Some(e);
+                    m
+                })
+            },
+        );
+        match got {
+            Ok(c) if c.sha256 == want.sha256 => Ok(()),
+            Ok(c) => Err(format!(
+                "content mismatch: the {} sampled range{} ({} bytes each, docs/format.md §3.6) digest to sha256 {}, the descriptor says {}: this handle maps other memory than the owner described (another rank's or model's, or a restarted owner's)",
+                c.pages,
+                if c.pages == 1 { "" } else { "s" },
+                want.page_bytes.min(a.size_bytes),
+                crate::content::hex(&c.sha256),
+                crate::content::hex(&want.sha256)
+            )
+            .into()),
+            Err(e) => Err(match failed {
+                Some(mut b) => {
+                    b.message = format!("reading the sampled bytes: {}", b.message);
+                    b
+                }
+                None => e.to_string().into(),
+            }),
+        }
+    })
 }
 
 /// docs/format.md §8.4: the mapping covers `offset_bytes + size_bytes` from

@@ -25,6 +25,7 @@ fn rank(r: u64, allocs: Vec<(u64, u64, Handle)>) -> PlannedRank {
                 size_bytes,
                 offset_bytes,
                 handle,
+                content: None,
             })
             .collect(),
     }

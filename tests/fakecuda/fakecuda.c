@@ -28,6 +28,14 @@
  *   FAKECUDA_DELAY=SYM:N:MS,...    the Nth call of SYM sleeps MS first
  *   FAKECUDA_STUB=1            behave as the toolkit's stub: every call 34
  *   FAKECUDA_NO_READONLY=1     cuMemSetAccess refuses PROT_READ (801)
+ *   FAKECUDA_LOCATION=TYPE:ID  cuMemGetAllocationPropertiesFromHandle reports
+ *                              this location (any integers) for VMM imports
+ *   FAKECUDA_ALLOC_TYPE=N      ... and this allocation type (default 1, pinned)
+ *   FAKECUDA_ACCESS=N          cuMemGetAccess reports N whatever was set
+ * Memory contents (cuMemcpyDtoH_v2 reads them; nothing writes them): a
+ * posix_fd allocation's bytes are its memfd's; cuda_ipc and fabric memory
+ * holds byte (o * 131) ^ (o >> 9) ^ SEED at offset o, SEED the first handle
+ * byte (kvcr's sim_byte, src/import/sim.rs).
  * Built with -DFAKECUDA_OLD_DRIVER it lacks cuMemImportFromShareableHandle.
  *
  * Log lines (tab-separated):
@@ -133,6 +141,9 @@ struct res {
     int access;              /* map: access flags set, -1 none */
     unsigned char bytes[64]; /* ipc: the handle bytes */
     int refs;                /* ipc: opens not yet closed */
+    int memfd;               /* mem (posix_fd): our dup of the memfd, else -1 */
+    int seed;                /* ipc, mem (fabric): the content seed */
+    int htype;               /* mem: the handle type it was imported from */
     int alias;               /* ipc: the handle's ALIAS (0: none) */
     int ctx;                 /* ipc: the context it was opened in */
 };
@@ -357,6 +368,7 @@ static struct res *new_res(enum kind k) {
     r->live = 1;
     r->kind = k;
     r->access = -1;
+    r->memfd = -1;
     return r;
 }
 
@@ -545,6 +557,7 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
     r->dev = h->dev;
     memcpy(r->bytes, handle.reserved, 64);
     r->refs = 1;
+    r->seed = handle.reserved[0] & 0xff;
     r->alias = h->alias;
     r->ctx = current->ordinal;
     *pdptr = r->ptr;
@@ -584,7 +597,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
                                                CUmemAllocationHandleType type) {
     BEGIN("cuMemImportFromShareableHandle", 1);
     if (!handle) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null handle pointer");
-    int dev = -1;
+    int dev = -1, seed = 0, memfd = -1;
     unsigned long long size = 0;
     if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
         if (!os) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null fabric handle");
@@ -593,20 +606,29 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
             if (!memcmp(fabric_cfg[i].bytes, fh->data, 64)) {
                 dev = fabric_cfg[i].dev;
                 size = fabric_cfg[i].size;
+                seed = fh->data[0];
             }
         if (dev < 0) END(CUDA_ERROR_INVALID_VALUE, "unknown fabric handle");
     } else if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
         int fd = (int)(intptr_t)os;
         dev = memfd_device(fd, &size);
         if (dev < 0) END(CUDA_ERROR_INVALID_VALUE, "fd %d is not a fake allocation", fd);
+        /* The driver keeps the memory, not the caller's fd: so does the fake. */
+        memfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     } else {
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle type %d", (int)type);
     }
     struct res *r = new_res(K_MEM);
-    if (!r) END(2, "out of slots");
+    if (!r) {
+        if (memfd >= 0) close(memfd);
+        END(2, "out of slots");
+    }
     r->ptr = next_handle++;
     r->size = size;
     r->dev = dev;
+    r->seed = seed;
+    r->memfd = memfd;
+    r->htype = (int)type;
     *handle = r->ptr;
     acquired(r);
     END(CUDA_SUCCESS, "type=%d handle=0x%llx size=%llu dev=%d", (int)type, r->ptr, size, dev);
@@ -722,6 +744,8 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     BEGIN("cuMemRelease", 1);
     struct res *r = find(K_MEM, handle);
     if (!r) VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle 0x%llx is not held (double release?)", handle);
+    if (r->memfd >= 0) close(r->memfd);
+    r->memfd = -1;
     released(r);
     END(CUDA_SUCCESS, "handle=0x%llx", handle);
 }
@@ -748,4 +772,78 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     if (!r) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", ptr);
     *(int *)data = r->dev;
     END(CUDA_SUCCESS, "ptr=0x%llx dev=%d", ptr, r->dev);
+}
+
+/* ---- import-side verification: location, access, reading contents ---- */
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return (v && *v) ? atoi(v) : dflt;
+}
+
+EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle handle) {
+    BEGIN("cuMemGetAllocationPropertiesFromHandle", 1);
+    if (!prop) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null prop");
+    struct res *h = find(K_MEM, handle);
+    if (!h) VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle 0x%llx is not held", handle);
+    memset(prop, 0, sizeof *prop);
+    prop->type = (CUmemAllocationType)env_int("FAKECUDA_ALLOC_TYPE", CU_MEM_ALLOCATION_TYPE_PINNED);
+    prop->requestedHandleTypes = (CUmemAllocationHandleType)h->htype;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = h->dev;
+    const char *loc = getenv("FAKECUDA_LOCATION");
+    if (loc && *loc) {
+        char *end;
+        prop->location.type = (CUmemLocationType)strtol(loc, &end, 10);
+        if (*end == ':') prop->location.id = (int)strtol(end + 1, &end, 10);
+    }
+    END(CUDA_SUCCESS, "handle=0x%llx type=%d location=%d/%d", handle, (int)prop->type,
+        (int)prop->location.type, prop->location.id);
+}
+
+EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                               CUdeviceptr ptr) {
+    BEGIN("cuMemGetAccess", 1);
+    if (!flags || !location) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null pointer");
+    if (location->type != CU_MEM_LOCATION_TYPE_DEVICE || location->id < 0 || location->id >= ngpus)
+        VIOLATION(CUDA_ERROR_INVALID_VALUE, "location %d/%d", (int)location->type, location->id);
+    struct res *m = containing(K_MAP, ptr);
+    if (!m) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", ptr);
+    int f = m->access < 0 ? 0 : m->access;
+    f = env_int("FAKECUDA_ACCESS", f);
+    *flags = (unsigned long long)f;
+    END(CUDA_SUCCESS, "ptr=0x%llx dev=%d flags=%d", ptr, location->id, f);
+}
+
+static unsigned char pattern(int seed, unsigned long long o) {
+    return (unsigned char)((o * 131ull) ^ (o >> 9) ^ (unsigned long long)seed);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    BEGIN("cuMemcpyDtoH_v2", 1);
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (!dst) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null destination");
+    struct res *r = containing(K_IPC, src);
+    struct res *mem = NULL;
+    unsigned long long off;
+    if (r) {
+        off = src - r->ptr;
+        if (n > r->size - off) END(CUDA_ERROR_INVALID_VALUE, "0x%llx+%zu leaves the IPC mapping", src, n);
+    } else {
+        r = containing(K_MAP, src);
+        if (!r) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", src);
+        if (r->access < 1) VIOLATION(CUDA_ERROR_INVALID_VALUE, "read of 0x%llx before cuMemSetAccess", src);
+        off = src - r->ptr;
+        if (n > r->size - off) END(CUDA_ERROR_INVALID_VALUE, "0x%llx+%zu leaves the mapping", src, n);
+        mem = find(K_MEM, r->handle);
+        if (!mem) VIOLATION(CUDA_ERROR_INVALID_VALUE, "the mapping's handle is released");
+    }
+    if (mem && mem->memfd >= 0) {
+        ssize_t got = pread(mem->memfd, dst, n, (off_t)off);
+        if (got != (ssize_t)n) END(CUDA_ERROR_INVALID_VALUE, "memfd read of %zu at %llu: %zd", n, off, got);
+    } else {
+        int seed = mem ? mem->seed : r->seed;
+        for (size_t i = 0; i < n; i++) ((unsigned char *)dst)[i] = pattern(seed, off + i);
+    }
+    END(CUDA_SUCCESS, "src=0x%llx n=%zu off=%llu", src, n, off);
 }

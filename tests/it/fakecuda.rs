@@ -171,6 +171,9 @@ pub(crate) struct Alloc {
     /// allocation); `posix_fd`: the owner's fd is a dup() of this rank's
     /// allocation N's fd (two fds of one file).
     pub(crate) same_memory_as: Option<usize>,
+    /// A `content` member (docs/format.md §3.6): page_bytes, pages, and
+    /// whether its sha256 matches what the fake's memory holds.
+    pub(crate) content: Option<(u64, u64, bool)>,
 }
 
 pub(crate) fn alloc(kind: &'static str, dev: usize) -> Alloc {
@@ -182,7 +185,33 @@ pub(crate) fn alloc(kind: &'static str, dev: usize) -> Alloc {
         offset_bytes: 0,
         handle_of: None,
         same_memory_as: None,
+        content: None,
     }
+}
+
+/// The fake's memory (tests/fakecuda/fakecuda.c): a posix_fd allocation is
+/// its memfd (zeros: the owner only sizes it); cuda_ipc and fabric memory
+/// holds `(o × 131) ^ (o >> 9) ^ seed` at offset `o`, seed the first handle byte.
+pub(crate) fn fake_byte(kind: &str, seed: u8, o: u64) -> u8 {
+    if kind == "posix_fd" {
+        0
+    } else {
+        (o.wrapping_mul(131) ^ (o >> 9) ^ u64::from(seed)) as u8
+    }
+}
+
+fn content_of(a: &Alloc, hex: Option<&str>) -> Option<Value> {
+    let (page, pages, good) = a.content?;
+    let seed = hex.map_or(0, |h| u8::from_str_radix(&h[..2], 16).unwrap());
+    let mut read = |o: u64, n: u64| Ok((o..o + n).map(|x| fake_byte(a.kind, seed, x)).collect());
+    let c = kvcr::content::digest_content(a.size_bytes, a.offset_bytes, page, pages, &mut read)
+        .unwrap();
+    let mut sha = c.sha256;
+    if !good {
+        sha[31] ^= 1;
+    }
+    let hex: String = sha.iter().map(|b| format!("{b:02x}")).collect();
+    Some(json!({"page_bytes": page, "pages": pages, "sha256": hex}))
 }
 
 /// A node with `gpus` GPUs and one group: rank r on GPU r with `allocs(r)`.
@@ -294,7 +323,11 @@ impl Scenario {
                             json!({"kind": k, "hex": h})
                         }
                     };
+                    let hex_of = handle["hex"].as_str().map(str::to_owned);
                     let mut o = json!({"id": format!("kv-{i}"), "size_bytes": a.size_bytes, "handle": handle});
+                    if let Some(c) = content_of(a, hex_of.as_deref()) {
+                        o["content"] = c;
+                    }
                     if a.offset_bytes > 0 {
                         o["offset_bytes"] = json!(a.offset_bytes);
                     }
@@ -728,12 +761,17 @@ fn verify_catches_memory_on_another_device_and_a_short_allocation() {
         let s = Scenario::new(b, 2, 1, |_| vec![alloc(kind, 1)]);
         let r = s.import("dev", &[], &[]);
         assert_eq!(r.code, 3, "{kind}: {}", r.why());
-        assert_eq!(r.report()["failure"]["step"], "verify");
-        assert!(
-            r.failure_message().contains("resides on device 1"),
-            "{kind}: {}",
-            r.why()
-        );
+        // VMM: the allocation's own properties say so first (§8.4).
+        let (step, says) = if kind == "cuda_ipc" {
+            ("verify", "resides on device 1")
+        } else {
+            (
+                "verify-location",
+                "location type 1 (device) id 1, the plan put it on device 0",
+            )
+        };
+        assert_eq!(r.report()["failure"]["step"], step, "{kind}");
+        assert!(r.failure_message().contains(says), "{kind}: {}", r.why());
         r.assert_clean_reverse();
         assert!(r.log.held.is_empty());
     }
