@@ -371,13 +371,19 @@ impl Scenario {
 
     /// Every rank on its own GPU with one allocation of each kind (the
     /// posix_fd one at an offset), plus one GPU no rank uses.
+    /// The IPC and posix_fd allocations carry a content check of two pages
+    /// (docs/format.md §3.6), so every call position includes the reads.
     fn mixed(b: &Built) -> Scenario {
         Scenario::new(b, 3, 2, |r| {
             vec![
-                alloc("cuda_ipc", r),
+                Alloc {
+                    content: Some((4096, 2, true)),
+                    ..alloc("cuda_ipc", r)
+                },
                 alloc("fabric", r),
                 Alloc {
                     offset_bytes: MIB,
+                    content: Some((4096, 2, true)),
                     ..alloc("posix_fd", r)
                 },
             ]
@@ -911,7 +917,7 @@ fn a_failure_at_every_call_position_rolls_back() {
     // The trial's release phase starts after the last verify query.
     let first_release = calls
         .iter()
-        .rposition(|c| c.1 == "cuPointerGetAttribute")
+        .rposition(|c| c.1 == "cuPointerGetAttribute" || c.1 == "cuMemcpyDtoH_v2")
         .unwrap()
         + 1;
     assert!(calls.len() > 60, "{} calls", calls.len());
