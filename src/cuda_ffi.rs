@@ -409,8 +409,10 @@ impl Driver {
         Ok(u.bytes)
     }
 
-    /// `cuDeviceGetUuid` (v1): the physical GPU; `None` where the driver
-    /// lacks it or refuses.
+    /// `cuDeviceGetUuid` (v1); `None` where the driver lacks it or refuses.
+    /// Older drivers answer the physical GPU for a MIG instance; current
+    /// CUDA documents it as MIG-aware (the instance's UUID, like v2), so it
+    /// may only ever name a device MIG where it differs from v2.
     pub fn device_uuid_v1(&self, dev: CuDevice) -> Option<[u8; 16]> {
         let f = self.api.device_get_uuid?;
         let mut u = CuUuid::default();
@@ -432,9 +434,9 @@ impl Driver {
     /// The caller took a reference on `dev` that it has not dropped yet, and
     /// nothing it still uses lives in that context.
     pub unsafe fn primary_ctx_release(&self, dev: CuDevice) -> Result<(), CallError> {
-        let f = sym!(self.primary_ctx_release, "cuDevicePrimaryCtxRelease");
+        let f = sym!(self.primary_ctx_release, "cuDevicePrimaryCtxRelease_v2");
         // SAFETY (caller): balances one retain of ours.
-        self.check("cuDevicePrimaryCtxRelease", unsafe { f(dev) })
+        self.check("cuDevicePrimaryCtxRelease_v2", unsafe { f(dev) })
     }
 
     /// Makes `ctx` current on this thread (`None` unbinds).
@@ -449,12 +451,12 @@ impl Driver {
     /// `cuIpcOpenMemHandle` with lazy peer access: maps the exporter's
     /// whole allocation into the current context.
     pub fn ipc_open(&self, handle: &[u8; 64]) -> Result<DevicePtr, CallError> {
-        let f = sym!(self.ipc_open, "cuIpcOpenMemHandle");
+        let f = sym!(self.ipc_open, "cuIpcOpenMemHandle_v2");
         let mut ptr: DevicePtr = 0;
         let h = IpcMemHandle { reserved: *handle };
         // SAFETY: the handle is passed by value (64 bytes, as cuda.h declares
         // it); the driver validates it and writes one pointer.
-        self.check("cuIpcOpenMemHandle", unsafe {
+        self.check("cuIpcOpenMemHandle_v2", unsafe {
             f(&mut ptr, h, consts::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
         })?;
         Ok(ptr)
@@ -612,10 +614,10 @@ impl Driver {
     /// A lookup only: the driver answers NOT_FOUND for an address it does
     /// not know.
     pub fn address_range(&self, ptr: DevicePtr) -> Result<(DevicePtr, u64), CallError> {
-        let f = sym!(self.address_range, "cuMemGetAddressRange");
+        let f = sym!(self.address_range, "cuMemGetAddressRange_v2");
         let (mut base, mut size): (DevicePtr, usize) = (0, 0);
         // SAFETY: writes a base and a size through valid pointers.
-        self.check("cuMemGetAddressRange", unsafe {
+        self.check("cuMemGetAddressRange_v2", unsafe {
             f(&mut base, &mut size, ptr)
         })?;
         Ok((base, size as u64))
@@ -840,6 +842,43 @@ mod tests {
             text: None,
         };
         assert!(missing.to_string().contains("lacks the entry point"));
+    }
+
+    #[test]
+    fn a_missing_entry_point_is_named_as_resolved() {
+        // A libcuda that lacks everything: each call names the very symbol
+        // kvcr resolves (the `_v2` ones included), and calls nothing.
+        // SAFETY: every field of Api is an Option of a function pointer,
+        // for which all-zero bytes are None.
+        let d = Driver {
+            api: unsafe { std::mem::zeroed::<Api>() },
+        };
+        let name = |r: Result<(), CallError>| {
+            let e = r.unwrap_err();
+            assert!(e.status.is_none(), "{e}");
+            assert!(e.to_string().contains("lacks the entry point"), "{e}");
+            e.call
+        };
+        assert_eq!(
+            name(d.ipc_open(&[0; 64]).map(drop)),
+            "cuIpcOpenMemHandle_v2"
+        );
+        assert_eq!(
+            name(d.address_range(0).map(drop)),
+            "cuMemGetAddressRange_v2"
+        );
+        // SAFETY: nothing is called: the entry point is missing.
+        assert_eq!(
+            name(unsafe { d.primary_ctx_release(0x100) }),
+            "cuDevicePrimaryCtxRelease_v2"
+        );
+        assert_eq!(name(d.device_uuid(0).map(drop)), "cuDeviceGetUuid_v2");
+        // SAFETY: as above.
+        assert_eq!(name(unsafe { d.read(0, 8) }.map(drop)), "cuMemcpyDtoH_v2");
+        assert_eq!(name(d.access_flags(0, 0).map(drop)), "cuMemGetAccess");
+        // Every name the backend requires is one the table resolves.
+        let all = d.missing(&IMPORT_SYMBOLS);
+        assert_eq!(all.len(), IMPORT_SYMBOLS.len());
     }
 
     #[test]

@@ -139,7 +139,7 @@ pub struct Device(pub i32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Resource {
-    /// A retained primary context (released by `cuDevicePrimaryCtxRelease`).
+    /// A retained primary context (released by `cuDevicePrimaryCtxRelease_v2`).
     Context { device: i32 },
     /// A legacy IPC mapping (released by `cuIpcCloseMemHandle`).
     IpcMapping { device: i32, ptr: u64 },
@@ -190,7 +190,7 @@ impl Resource {
     /// The driver call that releases it.
     pub fn release_call(&self) -> &'static str {
         match self {
-            Resource::Context { .. } => "cuDevicePrimaryCtxRelease",
+            Resource::Context { .. } => "cuDevicePrimaryCtxRelease_v2",
             Resource::IpcMapping { .. } => "cuIpcCloseMemHandle",
             Resource::Imported { .. } => "cuMemRelease",
             Resource::Reservation { .. } => "cuMemAddressFree",

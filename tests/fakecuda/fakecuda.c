@@ -11,7 +11,12 @@
  *
  * Environment:
  *   FAKECUDA_LOG=PATH          append one line per event (below)
- *   FAKECUDA_GPUS=U,U,...      visible GPUs by UUID (GPU-/MIG- prefix optional)
+ *   FAKECUDA_GPUS=U,U,...      visible GPUs by UUID (GPU-/MIG- prefix optional);
+ *                              U@P is a MIG instance U of physical GPU P:
+ *                              cuDeviceGetUuid_v2 answers U, and so does
+ *                              cuDeviceGetUuid (v1 is MIG-aware in current
+ *                              CUDA), unless FAKECUDA_V1_PHYSICAL=1 (older
+ *                              drivers: v1 answers P)
  *   FAKECUDA_IPC=HEX:DEV:SIZE[:ALIAS],...  importable cuda_ipc handles (128 hex);
  *                              handles with one nonzero ALIAS are one exported
  *                              allocation (they open at one pointer). As the
@@ -157,6 +162,8 @@ static int stub_mode, no_readonly;
 static unsigned long long granularity = 2ull << 20;
 static int ngpus;
 static unsigned char gpu_uuid[MAX_GPUS][16];
+static unsigned char gpu_parent[MAX_GPUS][16]; /* MIG: the physical GPU */
+static int gpu_is_mig[MAX_GPUS], v1_physical;
 static struct CUctx_st ctxs[MAX_GPUS];
 static int ctx_refs[MAX_GPUS];
 static __thread CUcontext current;
@@ -260,8 +267,14 @@ __attribute__((constructor)) static void setup(void) {
     no_readonly = getenv("FAKECUDA_NO_READONLY") && *getenv("FAKECUDA_NO_READONLY") == '1';
     if (getenv("FAKECUDA_GRANULARITY")) granularity = strtoull(getenv("FAKECUDA_GRANULARITY"), 0, 10);
     const char *g = getenv("FAKECUDA_GPUS");
+    v1_physical = getenv("FAKECUDA_V1_PHYSICAL") && *getenv("FAKECUDA_V1_PHYSICAL") == '1';
     while (g && *g && ngpus < MAX_GPUS) {
         parse_uuid(g, gpu_uuid[ngpus]);
+        const char *at = strchr(g, '@'), *comma = strchr(g, ',');
+        if (at && (!comma || at < comma)) {
+            parse_uuid(at + 1, gpu_parent[ngpus]);
+            gpu_is_mig[ngpus] = 1;
+        }
         ctxs[ngpus].ordinal = ngpus;
         ngpus++;
         g = strchr(g, ',');
@@ -474,21 +487,22 @@ EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
     END(CUDA_SUCCESS, "ordinal=%d", ordinal);
 }
 
-static CUresult uuid_common(const char *name, CUuuid *uuid, CUdevice dev) {
+static CUresult uuid_common(const char *name, CUuuid *uuid, CUdevice dev, int v1) {
     BEGIN(name, 1);
     int o = ordinal_of(dev);
     if (!uuid) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null uuid");
     if (o < 0) VIOLATION(CUDA_ERROR_INVALID_DEVICE, "device handle %d", dev);
-    memcpy(uuid->bytes, gpu_uuid[o], 16);
-    END(CUDA_SUCCESS, "dev=%d", o);
+    int parent = v1 && v1_physical && gpu_is_mig[o];
+    memcpy(uuid->bytes, parent ? gpu_parent[o] : gpu_uuid[o], 16);
+    END(CUDA_SUCCESS, "dev=%d%s", o, gpu_is_mig[o] ? (parent ? " mig parent" : " mig") : "");
 }
 
 EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
-    return uuid_common("cuDeviceGetUuid", uuid, dev);
+    return uuid_common("cuDeviceGetUuid", uuid, dev, 1);
 }
 
 EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
-    return uuid_common("cuDeviceGetUuid_v2", uuid, dev);
+    return uuid_common("cuDeviceGetUuid_v2", uuid, dev, 0);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {

@@ -19,6 +19,7 @@ mod explain;
 mod fakecuda;
 mod fakecuda_content;
 mod fakecuda_memory;
+mod fakecuda_mig;
 mod fixtures;
 mod fleet;
 mod format_refs;
