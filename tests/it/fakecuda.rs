@@ -473,7 +473,7 @@ fn parse_log(text: &str) -> Log {
     l
 }
 
-fn finish(child: Child, log: &Path) -> Run {
+pub(crate) fn finish(child: Child, log: &Path) -> Run {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

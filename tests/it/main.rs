@@ -20,6 +20,7 @@ mod fakecuda;
 mod fakecuda_content;
 mod fakecuda_memory;
 mod fakecuda_mig;
+mod fakecuda_signals;
 mod fixtures;
 mod fleet;
 mod format_refs;
