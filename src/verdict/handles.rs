@@ -241,3 +241,34 @@ pub(crate) fn check(rows: &mut [Row]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::Handle;
+
+    fn same(n: u32) -> Vec<(HandleKey, u32, u32)> {
+        let k = HandleKey {
+            owner_pid: 0,
+            id: HandleId::of(&Handle::Fabric([3; 64])),
+        };
+        (0..n).map(|a| (k, 0, a)).collect()
+    }
+
+    #[test]
+    fn overlapping_pairs_are_found_in_one_sort() {
+        // Disjoint, adjacent, any order: none.
+        assert!(overlaps(&same(3), &[(20, 30), (0, 10), (10, 20)]).is_empty());
+        // [0] reaches furthest; [2] starts inside it although [1] ended.
+        assert_eq!(
+            overlaps(&same(3), &[(0, 100), (10, 20), (50, 60)]),
+            vec![(0, 1), (0, 2)]
+        );
+        // Identical ranges.
+        assert_eq!(overlaps(&same(2), &[(5, 9), (5, 9)]), vec![(0, 1)]);
+        // One byte of overlap, reported lower index first.
+        assert_eq!(overlaps(&same(2), &[(9, 20), (0, 10)]), vec![(0, 1)]);
+        // Ranges that do not cover every allocation: every pair counts.
+        assert_eq!(overlaps(&same(3), &[(0, 1)]), vec![(0, 1), (1, 2)]);
+    }
+}

@@ -123,3 +123,34 @@ fn disjoint_ranges_in_two_ranks_stay_kv111() {
     assert!(has(&v, "KV111", "rank-1.json"), "{v:#}");
     assert!(has(&v, "KV111", "rank-0.json"), "{v:#}");
 }
+
+#[test]
+fn examine_applies_the_same_rule() {
+    let s = size0("fabric");
+    for (second_offset, want_exit) in [(s, 0), (s - 1, 1)] {
+        let t = tempfile::tempdir().unwrap();
+        let mut g = Desc::new("seg", 0, 1, 1);
+        g.handle_kind = "fabric";
+        put(
+            t.path(),
+            "rank-0.json",
+            &g.bytes_with(|v| {
+                let h = v["allocations"][0]["handle"].clone();
+                v["allocations"][1]["handle"] = h;
+                v["allocations"][1]["offset_bytes"] = json!(second_offset);
+            }),
+        );
+        let out = crate::util::kvcr()
+            .args(["examine", "--format", "json"])
+            .arg(t.path().join("rank-0.json"))
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(want_exit), "{v:#}");
+        assert_eq!(
+            codes(&v).contains(&"KV111".to_string()),
+            want_exit == 1,
+            "{v:#}"
+        );
+    }
+}
