@@ -202,3 +202,30 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod kcmp_tests {
+    use super::same_open_file;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn two_fds_of_one_open_file_are_the_same() {
+        let me = std::process::id() as i32;
+        let a = tempfile::tempfile().unwrap();
+        let dup = a.try_clone().unwrap();
+        let other = tempfile::tempfile().unwrap();
+        match same_open_file(me, a.as_raw_fd(), dup.as_raw_fd()) {
+            // The kernel cannot say here (no kcmp, or not permitted).
+            None => eprintln!("skipped: kcmp unavailable"),
+            Some(same) => {
+                assert!(same);
+                assert_eq!(
+                    same_open_file(me, a.as_raw_fd(), other.as_raw_fd()),
+                    Some(false)
+                );
+            }
+        }
+        // A closed fd: the kernel cannot say, never "the same".
+        assert_ne!(same_open_file(me, a.as_raw_fd(), 1_000_000), Some(true));
+    }
+}
