@@ -335,3 +335,27 @@ fn import_on_the_simulator_verifies_content_good_and_bad() {
         "{v:#}"
     );
 }
+
+#[test]
+fn the_descriptor_schema_knows_the_member() {
+    let schema: Value = serde_json::from_str(kvcr::schema::Kind::Descriptor.text()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let doc = |c: Value| {
+        let mut d = Desc::new("content", 0, 1, 1).value();
+        d["allocations"][0]["content"] = c;
+        testkit::seal(&mut d);
+        d
+    };
+    let good = doc(json!({"page_bytes": 4096, "pages": 16, "sha256": SHA}));
+    assert!(v.is_valid(&good), "{good:#}");
+    for bad in [
+        json!({"page_bytes": 4000, "pages": 16, "sha256": SHA}),
+        json!({"page_bytes": 4096, "pages": 65, "sha256": SHA}),
+        json!({"page_bytes": 4096, "pages": 16, "sha256": SHA.to_uppercase()}),
+        json!({"page_bytes": 4096, "pages": 16}),
+        json!({"page_bytes": 4096, "pages": 16, "sha256": SHA, "x": 1}),
+        json!(null),
+    ] {
+        assert!(!v.is_valid(&doc(bad.clone())), "{bad}");
+    }
+}
