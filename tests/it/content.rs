@@ -180,6 +180,13 @@ fn a_bad_content_member_is_kv007_naming_field_and_values() {
         let (exit, v, _t) = one_rank(|v| v["allocations"][1]["content"] = c.clone());
         assert_eq!(exit, 1, "{c}: {v:#}");
         assert!(has(&v, "KV007", "rank-0.json"), "{c}: {v:#}");
+        assert_eq!(v["groups"][0]["verdict"], "reject", "{c}: {v:#}");
+        assert!(
+            v["groups"][0]["cause"]
+                .as_str()
+                .is_some_and(|s| s.contains("KV007")),
+            "{c}: {v:#}"
+        );
         let text = v.to_string();
         assert!(text.contains("allocations[1].content"), "{c}: {text}");
         assert!(text.contains(field), "{c}: want {field}: {text}");
