@@ -116,7 +116,7 @@ fn candidates<'a>(g: &'a GroupVerdict, files: &'a [FileVerdict]) -> Vec<Candidat
         let Some(rank) = intended_rank(&f.path) else {
             continue;
         };
-        if !g.missing.iter().any(|&(a, b)| a <= rank && rank <= b) {
+        if !missing_rank(g, rank) {
             continue;
         }
         out.extend(
@@ -131,6 +131,30 @@ fn candidates<'a>(g: &'a GroupVerdict, files: &'a [FileVerdict]) -> Vec<Candidat
         );
     }
     out
+}
+
+fn missing_rank(g: &GroupVerdict, rank: u64) -> bool {
+    g.missing.iter().any(|&(a, b)| a <= rank && rank <= b)
+}
+
+/// Rejecting file-level findings no group claims (not the unusable file of
+/// one of this group's missing ranks): each may be this group's, so each
+/// rejects it (docs/format.md §5.6), after the group's own causes.
+fn unclaimed<'a>(g: &GroupVerdict, files: &'a [FileVerdict]) -> Vec<Candidate<'a>> {
+    files
+        .iter()
+        .filter(|f| !intended_rank(&f.path).is_some_and(|r| missing_rank(g, r)))
+        .flat_map(|f| {
+            f.findings
+                .iter()
+                .filter(|x| x.is_reject())
+                .map(move |x| Candidate {
+                    finding: x,
+                    rank: None,
+                    file: Some(f.path.as_str()),
+                })
+        })
+        .collect()
 }
 
 fn order(c: Code) -> usize {
@@ -243,8 +267,23 @@ fn headline(
         let (cause, action) = accepted(g, inv);
         return (None, cause, action);
     }
-    let cands = candidates(g, files);
-    let Some((root, explained)) = pick(&cands) else {
+    let own = candidates(g, files);
+    let others = unclaimed(g, files);
+    let unclaimed_files = |skip: Option<&str>| {
+        let mut paths: Vec<&str> = others
+            .iter()
+            .filter_map(|c| c.file)
+            .filter(|&p| Some(p) != skip)
+            .collect();
+        paths.dedup();
+        paths.len()
+    };
+    let (cands, from_files) = if own.is_empty() {
+        (others.as_slice(), true)
+    } else {
+        (own.as_slice(), false)
+    };
+    let Some((root, explained)) = pick(cands) else {
         return (
             None,
             "no usable descriptor in the current incarnation".to_string(),
@@ -257,6 +296,17 @@ fn headline(
             "rank {r} has no usable descriptor: {path}: {} ({})",
             f.message, f.code
         ),
+        // The full path is in the files list; a long one would not wrap.
+        (None, Some(path)) => match path.rsplit_once('/') {
+            None => format!(
+                "{path}: {} ({}); no group claims the file, so it may be this group's",
+                f.message, f.code
+            ),
+            Some((_, name)) => format!(
+                "…/{name}: {} ({}); no group claims the file (its path is in the files list), so it may be this group's",
+                f.message, f.code
+            ),
+        },
         (Some(r), None) => match f.path.as_deref() {
             Some(p) => format!("rank {r} ({p}): {} ({})", f.message, f.code),
             None => format!("rank {r}: {} ({})", f.message, f.code),
@@ -274,6 +324,18 @@ fn headline(
         .count();
     if bad_ranks > 1 {
         cause.push_str(&format!("; {bad_ranks} ranks rejected in all"));
+    }
+    // Every file that rejects the run is named or counted in the cause.
+    let more = unclaimed_files(if from_files { root.file } else { None });
+    if more > 0 {
+        cause.push_str(&format!(
+            "; and {} (see files)",
+            plural(
+                more,
+                "rejecting file no group claims",
+                "rejecting files no group claims"
+            )
+        ));
     }
     let action = format!("{}; see `kvcr explain {}`", action_for(f, g, inv), f.code);
     (Some(f.code), cause, action)

@@ -339,6 +339,15 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
         .collect();
     groups.sort_by(|a, b| a.engine_id.cmp(&b.engine_id));
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    // A file no group can claim may be any group's (a torn `.rank-3.json…
+    // .tmp`, a symlinked `rank-3.json`): it rejects every group in scope,
+    // so the verdict, the exit status and the import agree (§5.6). The
+    // headline names the file.
+    if files.iter().any(|f| f.findings.iter().any(Finding::is_reject)) {
+        for g in &mut groups {
+            g.verdict = Verdict::Reject;
+        }
+    }
 
     Judgement::new(groups, files, descriptors)
 }

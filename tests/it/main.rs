@@ -26,6 +26,7 @@ mod import_pidfd;
 mod json_report;
 mod json_schema;
 mod live;
+mod operator;
 mod man;
 mod packaging;
 mod parallel;
