@@ -157,9 +157,13 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         warnings: Vec::new(),
     };
     let judgement = &audited.judgement;
+    // A dry run of a refused group still says that the real import would
+    // have stopped at the profile first (exit 2).
+    let profile_refusal = refusals.clone();
     let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
     else {
         report.files = rejecting_files(&judgement.files);
+        report.refusals = profile_refusal;
         return Ok(Done::of(report, Some(audited)));
     };
     report.engine_id = Some(group.engine_id.clone());
@@ -170,6 +174,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         // Refused before any GPU call.
         report.audit = Some(group.clone());
         report.files = files;
+        report.refusals = profile_refusal;
         return Ok(Done::of(report, Some(audited)));
     }
     // A local part needs proof of the whole group (exit 1).
@@ -195,8 +200,8 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     let not_checked = gate::not_checked(group);
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
-            // The audit's verdict is the exit status; the plan lists what
-            // would still refuse the real import, in the order it would.
+            // The plan lists what would still refuse the real import, in
+            // the order it would; the first one is the exit status.
             refusals.extend(driver().map(|why| Refusal::new(Gate::Driver, why)));
             refusals.extend(not_checked);
             refusals.sort_by_key(|r| r.gate);

@@ -343,7 +343,10 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
     // .tmp`, a symlinked `rank-3.json`): it rejects every group in scope,
     // so the verdict, the exit status and the import agree (§5.6). The
     // headline names the file.
-    if files.iter().any(|f| f.findings.iter().any(Finding::is_reject)) {
+    if files
+        .iter()
+        .any(|f| f.findings.iter().any(Finding::is_reject))
+    {
         for g in &mut groups {
             g.verdict = Verdict::Reject;
         }

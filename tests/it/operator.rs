@@ -4,8 +4,8 @@
 //! with `--format json` on every exit.
 
 use crate::util::fleet::private;
-use crate::util::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use crate::util::kvcr;
+use crate::util::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -65,7 +65,10 @@ impl Node {
         let mut args = extra.to_vec();
         args.extend(["--format", "json"]);
         let (status, out) = self.audit(&args);
-        (status, serde_json::from_str(&out).expect("one JSON document"))
+        (
+            status,
+            serde_json::from_str(&out).expect("one JSON document"),
+        )
     }
     fn import(&self, extra: &[&str]) -> (i32, String, String) {
         let inv = self.inv();
@@ -109,7 +112,10 @@ fn a_staging_leftover_rejects_the_group_it_may_belong_to_and_the_import_names_it
     assert_eq!(status, 1, "{table}");
     let (group, cause, action) = header(&table);
     assert!(group.contains("REJECTED"), "{table}");
-    assert!(cause.contains(".rank-3.json.abc.tmp") && cause.contains("KV009"), "{table}");
+    assert!(
+        cause.contains(".rank-3.json.abc.tmp") && cause.contains("KV009"),
+        "{table}"
+    );
     assert!(!action.contains("kvcr import"), "{table}");
     let (status, v) = n.audit_json(&[]);
     assert_eq!(status, 1);
@@ -125,8 +131,16 @@ fn a_staging_leftover_rejects_the_group_it_may_belong_to_and_the_import_names_it
         .find(|l| l.starts_with("import refused"))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(refusal.contains(".rank-3.json.abc.tmp"), "{refusal}");
-    assert!(!refusal.contains("present, current and consistent"), "{refusal}");
-    assert!(!n.path("sim.log").exists() || std::fs::read_to_string(n.path("sim.log")).unwrap().is_empty());
+    assert!(
+        !refusal.contains("present, current and consistent"),
+        "{refusal}"
+    );
+    assert!(
+        !n.path("sim.log").exists()
+            || std::fs::read_to_string(n.path("sim.log"))
+                .unwrap()
+                .is_empty()
+    );
 }
 
 #[test]
@@ -140,7 +154,10 @@ fn a_stray_symlink_under_engine_rejects_the_group_and_names_the_link() {
     assert_eq!(status, 1, "{table}");
     let (group, cause, action) = header(&table);
     assert!(group.contains("REJECTED"), "{table}");
-    assert!(cause.contains("notes") && cause.contains("KV001"), "{table}");
+    assert!(
+        cause.contains("notes") && cause.contains("KV001"),
+        "{table}"
+    );
     assert!(!action.contains("kvcr import"), "{table}");
 }
 
@@ -155,7 +172,10 @@ fn a_rejected_group_with_other_bad_files_counts_them_in_its_cause() {
     assert_eq!(status, 1);
     let cause = v["groups"][0]["cause"].as_str().unwrap();
     assert!(cause.contains("rank 2"), "{cause}");
-    assert!(cause.contains("2 rejecting files no group claims"), "{cause}");
+    assert!(
+        cause.contains("2 rejecting files no group claims"),
+        "{cause}"
+    );
 }
 
 #[test]
@@ -171,4 +191,85 @@ fn accepted_means_exit_zero_and_an_import_that_goes_through() {
     assert!(action.contains("kvcr import"), "{table}");
     let (status, out, err) = n.import(&[]);
     assert_eq!(status, 0, "{out}{err}");
+}
+
+// ---- item 2: a dry run exits as the real import would at the gate -------
+
+impl Node {
+    /// `kvcr import [--dry-run] ...` without the sim backend unless `sim`.
+    fn import_with(&self, sim: bool, facts: &Path, args: &[&str]) -> i32 {
+        let mut c = kvcr();
+        c.arg("import").arg(self.inv()).args(args);
+        c.env("KVCR_NODE_FACTS", facts);
+        if sim {
+            c.env(
+                "KVCR_IMPORT_BACKEND",
+                format!("sim:log={}", self.path("sim.log").display()),
+            );
+        }
+        let out = c.output().unwrap();
+        out.status.code().unwrap_or(-1)
+    }
+}
+
+#[test]
+fn a_dry_run_predicts_the_real_imports_exit_status() {
+    let n = Node::new();
+    let profile = n.path("profile.json");
+    let profile = profile.to_str().unwrap();
+    let facts = n.path("facts.json");
+    let unknown = crate::util::fixtures_live("node-unknown.json");
+    // (what, sim backend, facts, flags, the status both must have)
+    let cases: Vec<(&str, bool, &Path, Vec<&str>, i32)> = vec![
+        (
+            "everything holds",
+            true,
+            &facts,
+            vec!["--profile", profile],
+            0,
+        ),
+        ("no profile", true, &facts, vec![], 2),
+        ("no driver", false, &facts, vec!["--profile", profile], 2),
+        (
+            "facts not checked",
+            true,
+            &unknown,
+            vec!["--profile", profile],
+            1,
+        ),
+    ];
+    for (what, sim, facts, flags, want) in &cases {
+        let real = n.import_with(*sim, facts, flags);
+        let mut dry_flags = flags.clone();
+        dry_flags.push("--dry-run");
+        let dry = n.import_with(*sim, facts, &dry_flags);
+        assert_eq!((real, dry), (*want, *want), "{what}: real import, dry run");
+    }
+    // A rejected group: 1 with a profile, 2 without (the profile is answered first).
+    std::fs::remove_file(n.inv().join("rank-2.json")).unwrap();
+    for (flags, want) in [(vec!["--profile", profile], 1), (vec![], 2)] {
+        let real = n.import_with(true, &facts, &flags);
+        let mut dry_flags = flags.clone();
+        dry_flags.push("--dry-run");
+        let dry = n.import_with(true, &facts, &dry_flags);
+        assert_eq!((real, dry), (want, want), "rejected group, {flags:?}");
+    }
+}
+
+#[test]
+fn a_dry_run_json_carries_the_predicted_status() {
+    let n = Node::new();
+    let inv = n.inv();
+    let (status, out, _) = n.run(&[
+        "import",
+        inv.to_str().unwrap(),
+        "--dry-run",
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status, 2, "{v:#}");
+    assert_eq!(v["exit_status"], 2);
+    assert_eq!(v["result"], "planned");
+    assert_eq!(v["refusals"][0]["gate"], "profile");
 }

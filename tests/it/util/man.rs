@@ -199,7 +199,8 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         Some("examine") => "The descriptor passes every check it can pass on its own.",
         Some("import") => {
             "The import was done: a trial imported every rank and released it, or --hold held \
-             the group until SIGINT or SIGTERM and released it; --dry-run printed the plan."
+             the group until SIGINT or SIGTERM and released it; --dry-run printed the plan \
+             and nothing would refuse the real import before its first GPU call."
         }
         Some("explain") | Some("completions") | Some("schema") => "The text was printed.",
         Some("seal") => "Every file was sealed, or already carried its digest.",
@@ -229,7 +230,8 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "Usage error, or the run could not happen: the root is missing, no deployment \
              profile (--profile or $KVCR_PROFILE) or one without world_size, tp, pp, model, \
              geometry and gpus, a bad or existing --ready-file, or no CUDA driver (or only \
-             the CUDA toolkit's stub libcuda) for an accepted group (not for --dry-run)."
+             the CUDA toolkit's stub libcuda) for an accepted group. --dry-run exits 2 \
+             where the real import would (no profile, no driver), like zpool import -n."
         }
         _ => {
             "Usage error, or the run could not happen: the root is missing, the profile is bad, \
@@ -245,7 +247,8 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         Some("import") => {
             "The group was rejected (a rejecting file-level finding, or no descriptor, \
              counts too), a --local-ranks part lacks a fresh --fleet-report proving the \
-             whole group, or a live fact could not be checked. Nothing was imported."
+             whole group, or a live fact could not be checked. Nothing was imported. \
+             --dry-run exits 1 where the real import would."
         }
         Some("seal") | Some("digest") => {
             "A file was refused: a symlink, not a regular file, over 1 MiB, not strict JSON, \
