@@ -46,12 +46,13 @@ pub enum Command {
     /// colour choices, shells, schema names); it is generated from the same
     /// definitions as the help, so it never lags behind the binary.
     Completions(CompletionsArgs),
-    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile or the ready file.
+    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file or the error document.
     ///
     /// "report" is what kvcr audit --format json writes (docs/json.md,
     /// field by field), "descriptor" what an owner writes as rank-<R>.json,
     /// "profile" what --profile reads, "import-report" what kvcr import
-    /// --format json writes, "ready" what --ready-file receives. kvcr checks more than a schema can
+    /// --format json writes, "ready" what --ready-file receives, "error" what
+    /// any --format json prints when the run could not happen (exit 2). kvcr checks more than a schema can
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(SchemaArgs),
@@ -259,7 +260,7 @@ pub struct CompletionsArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct SchemaArgs {
-    /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report or the ready file.
+    /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report, the ready file or the error document.
     #[arg(value_enum, value_name = "WHICH")]
     pub which: crate::schema::Kind,
 }

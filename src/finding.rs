@@ -155,6 +155,10 @@ pub enum Subject {
     Request,
     /// The reports given to `kvcr merge`.
     MergeInputs,
+    /// This user may not list, open or read the entry (EACCES, EPERM):
+    /// nothing is known about the file, so the run cannot judge the
+    /// inventory at all (exit 2, docs/format.md §6), never a verdict.
+    Access,
 }
 
 /// One finding. `path` is relative to the resolved root; `expected`/`found`
@@ -214,6 +218,16 @@ impl Finding {
     pub fn about(mut self, subject: Subject) -> Self {
         self.subject = subject;
         self
+    }
+
+    /// Marks a finding made from an I/O error as [`Subject::Access`] when
+    /// the error is a permission refusal (its kind, never its text).
+    pub fn denied_if(self, e: &std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            self.about(Subject::Access)
+        } else {
+            self
+        }
     }
 
     pub fn is_reject(&self) -> bool {

@@ -85,7 +85,16 @@ impl Inventory {
                 Some("pass ROOT or set KVCR_INVENTORY".to_string()),
             )
         })?;
-        crate::inventory::resolve_root(root).map_err(|e| Failure::usage(e.to_string(), None))
+        crate::inventory::resolve_root(root).map_err(|e| {
+            let denied = crate::error::is_denied(&e);
+            let hint = denied.then(|| crate::error::access_hint(root));
+            let f = Failure::usage(e.to_string(), hint);
+            if denied {
+                f.of_kind(crate::error::Kind::PermissionDenied)
+            } else {
+                f
+            }
+        })
     }
 }
 

@@ -15,7 +15,6 @@ use super::report::{
 use super::{execute, Backend, Cause, Event, Ledger, Outcome, Step, StepFailure};
 use crate::audit::{self, AuditRun, Audited};
 use crate::error::Failure;
-use crate::exit;
 use crate::node::NodeProbe;
 use crate::settings::Inventory;
 use crate::verdict::Verdict;
@@ -192,10 +191,11 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     }
 
     // Plan from the very descriptors the audit judged.
-    let plan = Plan::from_group(group, &descriptors).map_err(|e| Failure {
-        status: exit::USAGE,
-        message: format!("internal error while planning: {e}"),
-        hint: Some("nothing was imported; please report this".into()),
+    let plan = Plan::from_group(group, &descriptors).map_err(|e| {
+        Failure::usage(
+            format!("internal error while planning: {e}"),
+            Some("nothing was imported; please report this".into()),
+        )
     })?;
     let not_checked = gate::not_checked(group);
     let (gpu, mut hold) = match run {

@@ -191,7 +191,7 @@ fn pick<'a, 'b>(cands: &'b [Candidate<'a>]) -> Option<(&'b Candidate<'a>, Vec<Co
     Some((root, explained))
 }
 
-/// Writes every group's cause, action and cause code.
+/// Writes every group's cause, action and cause code, and the run's cause.
 pub fn fill(j: &mut Judgement, inv: &Invocation) {
     let files = std::mem::take(&mut j.files);
     for g in &mut j.groups {
@@ -201,6 +201,67 @@ pub fn fill(j: &mut Judgement, inv: &Invocation) {
         g.action = action;
     }
     j.files = files;
+    j.cause = run_cause(j);
+}
+
+/// The prefix of the run's cause for an empty inventory: a monitor can
+/// match it (docs/format.md §6).
+pub const EMPTY: &str = "empty";
+
+/// Why the run exits with its status, in one line: the report's top-level
+/// `cause` (docs/format.md §9.2). It starts with a stable word: `empty`,
+/// `accepted`, `rejected`.
+pub fn run_cause(j: &Judgement) -> String {
+    let bad_files: Vec<&FileVerdict> = j
+        .files
+        .iter()
+        .filter(|f| f.findings.iter().any(|x| x.is_reject()))
+        .collect();
+    if j.is_empty() {
+        return format!(
+            "{EMPTY}: no descriptor and no rejecting file in the inventory; nothing is retained here, so there is nothing to import"
+        );
+    }
+    let rejected: Vec<&GroupVerdict> = j
+        .groups
+        .iter()
+        .filter(|g| g.verdict == Verdict::Reject)
+        .collect();
+    if let Some(g) = rejected.first() {
+        return if j.groups.len() == 1 {
+            format!("rejected: group {}: {}", g.engine_id, g.cause)
+        } else {
+            format!(
+                "rejected: {} of {} groups rejected; first {}: {}",
+                rejected.len(),
+                j.groups.len(),
+                g.engine_id,
+                g.cause
+            )
+        };
+    }
+    if let Some(f) = bad_files.first() {
+        let x = f.findings.iter().find(|x| x.is_reject());
+        return format!(
+            "rejected: no descriptor any group could claim; {}: {}{}",
+            f.path,
+            x.map(|x| format!("{} ({})", x.message, x.code))
+                .unwrap_or_default(),
+            if bad_files.len() > 1 {
+                format!("; and {} more rejecting files", bad_files.len() - 1)
+            } else {
+                String::new()
+            }
+        );
+    }
+    format!(
+        "accepted: {} accepted",
+        if j.groups.len() == 1 {
+            "the one group".to_string()
+        } else {
+            format!("all {} groups", j.groups.len())
+        }
+    )
 }
 
 /// A word for a POSIX shell: as is when it is plainly safe, else in single

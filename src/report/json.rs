@@ -96,6 +96,9 @@ pub struct AuditReport<'a> {
     #[serde(flatten)]
     pub meta: &'a Meta,
     pub root: &'a str,
+    /// Why the run exits with its status (`empty: …`, `accepted: …`,
+    /// `rejected: …`).
+    pub cause: &'a str,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub merge: Option<&'a MergeMeta>,
     pub groups: &'a [GroupVerdict],
@@ -109,6 +112,7 @@ impl<'a> AuditReport<'a> {
             schema: REPORT_SCHEMA,
             meta,
             root,
+            cause: &j.cause,
             merge: None,
             groups: &j.groups,
             files: &j.files,

@@ -464,10 +464,13 @@ pub fn write(
         2,
     )?;
     if s.groups == 0 {
-        writeln!(
+        wrapped(
             out,
-            "no descriptors found: nothing to audit or import (exit {})",
-            j.exit_status()
+            p,
+            "",
+            &format!("{} (exit {})", terminal(&j.cause), j.exit_status()),
+            " ",
+            2,
         )?;
     }
     writeln!(out)?;

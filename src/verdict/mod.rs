@@ -202,6 +202,9 @@ pub struct Judgement {
     pub groups: Vec<GroupVerdict>,
     pub files: Vec<FileVerdict>,
     pub summary: Summary,
+    /// One line: why the run exits with its status (the report's top-level
+    /// `cause`). Written by the headline ([`crate::report::headline`]).
+    pub cause: String,
 }
 
 impl Judgement {
@@ -240,18 +243,31 @@ impl Judgement {
             groups,
             files,
             summary,
+            cause: String::new(),
         }
     }
 
-    /// docs/format.md §6: 0 only when every group in scope is accepted, no rejecting
-    /// file-level finding exists and at least one descriptor was found.
+    /// No group and no rejecting file: nothing is retained here. A healthy
+    /// node whose engine keeps nothing looks like this (docs/format.md §6).
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+            && !self
+                .files
+                .iter()
+                .any(|f| f.findings.iter().any(Finding::is_reject))
+    }
+
+    /// docs/format.md §6: 0 when every group in scope is accepted and no
+    /// rejecting file-level finding exists, an empty inventory included
+    /// (nothing retained is not a rejection; `import` still has nothing to
+    /// import, exit 1).
     pub fn exit_status(&self) -> i32 {
         let any_group_rejected = self.groups.iter().any(|g| g.verdict == Verdict::Reject);
         let files_reject = self
             .files
             .iter()
             .any(|f| f.findings.iter().any(Finding::is_reject));
-        if self.groups.is_empty() || any_group_rejected || files_reject {
+        if any_group_rejected || files_reject {
             crate::exit::REJECTED
         } else {
             crate::exit::OK

@@ -273,3 +273,353 @@ fn a_dry_run_json_carries_the_predicted_status() {
     assert_eq!(v["result"], "planned");
     assert_eq!(v["refusals"][0]["gate"], "profile");
 }
+
+// ---- item 6: permission denied is exit 2 with a hint, never a verdict ----
+
+/// `kvcr ARGS` as uid/gid 65534 (nobody), from a copy of the binary
+/// nobody can reach; `None` when this test cannot switch users (not root).
+fn as_nobody(args: &[&std::ffi::OsStr]) -> Option<std::process::Output> {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !crate::util::is_root() {
+        return None;
+    }
+    let bin_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = bin_dir.path().join("kvcr");
+    std::fs::copy(crate::util::bin(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = std::process::Command::new(&bin);
+    crate::util::test_env(&mut cmd)
+        .uid(65534)
+        .gid(65534)
+        .args(args);
+    // Another test's child may hold the copy's write fd until it execs.
+    for _ in 0..100 {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            r => return r.ok(),
+        }
+    }
+    None
+}
+
+/// A root-owned group of 2 under a directory nobody can traverse to.
+fn reachable_inventory() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    put_group(&t.path().join("inv"), "", &Desc::new("denied", 0, 2, 1));
+    std::fs::set_permissions(t.path().join("inv"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    t
+}
+
+#[test]
+fn permission_denied_anywhere_in_the_walk_is_exit_2_with_a_hint() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    // (what to make unreadable, the path the message names)
+    type Spoil = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Spoil, &str)> = vec![
+        (
+            "the root",
+            Box::new(move |inv: &Path| mode(inv, 0o700)),
+            "cannot open inventory root",
+        ),
+        (
+            "a directory",
+            Box::new(move |inv: &Path| {
+                std::fs::create_dir(inv.join("old")).unwrap();
+                std::fs::copy(inv.join("rank-0.json"), inv.join("old/rank-0.json")).unwrap();
+                mode(&inv.join("old"), 0o700);
+            }),
+            "old: cannot list",
+        ),
+        (
+            "a descriptor",
+            Box::new(move |inv: &Path| mode(&inv.join("rank-1.json"), 0o600)),
+            "rank-1.json: cannot open",
+        ),
+    ];
+    for (what, spoil, named) in cases {
+        let t = reachable_inventory();
+        let inv = t.path().join("inv");
+        spoil(&inv);
+        for format in ["table", "json"] {
+            let args: Vec<&std::ffi::OsStr> = vec![
+                "audit".as_ref(),
+                inv.as_os_str(),
+                "--format".as_ref(),
+                format.as_ref(),
+            ];
+            let Some(out) = as_nobody(&args) else {
+                eprintln!(
+                    "SKIP permission_denied_anywhere_in_the_walk_is_exit_2_with_a_hint: not root"
+                );
+                return;
+            };
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{what} ({format}): {stderr}");
+            assert!(stderr.contains(named), "{what}: {stderr}");
+            assert!(
+                stderr.contains("hint: run kvcr as root or as the inventory owner's user (uid 0"),
+                "{what}: {stderr}"
+            );
+            assert!(!stderr.contains("KV005"), "{what}: {stderr}");
+            if format == "json" {
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(v["schema"], "kvcr.error/v1");
+                assert_eq!(v["code"], "permission-denied", "{what}: {v:#}");
+                assert_eq!(v["exit_status"], 2);
+                assert!(v["message"].as_str().unwrap().contains(named), "{v:#}");
+            } else {
+                assert!(out.stdout.is_empty(), "{what}: no verdict is printed");
+            }
+        }
+        // The import answers the same way, before any verdict.
+        let args: Vec<&std::ffi::OsStr> =
+            vec!["import".as_ref(), inv.as_os_str(), "--dry-run".as_ref()];
+        let out = as_nobody(&args).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{what}: import");
+    }
+}
+
+// ---- item 7: --format json always prints exactly one document -----------
+
+fn one_document(out: &std::process::Output) -> Value {
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
+    let mut docs = serde_json::Deserializer::from_str(&text).into_iter::<Value>();
+    let first = docs
+        .next()
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON document on stdout; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .unwrap();
+    assert!(docs.next().is_none(), "more than one document: {text}");
+    first
+}
+
+#[test]
+fn every_exit_2_with_format_json_prints_the_error_document() {
+    let schema: Value = serde_json::from_str(kvcr::schema::Kind::Error.text()).unwrap();
+    let check = jsonschema::draft202012::new(&schema).unwrap();
+    let n = Node::new();
+    let inv = n.inv();
+    let inv = inv.to_str().unwrap();
+    let bad_profile = n.path("bad-profile.json");
+    std::fs::write(&bad_profile, b"{").unwrap();
+    let bad_profile = bad_profile.to_str().unwrap();
+    // (command line, code, a word the message carries)
+    let cases: Vec<(Vec<&str>, &str, &str)> = vec![
+        (
+            vec!["audit", "/nonexistent/kvcr", "--format", "json"],
+            "cannot-run",
+            "/nonexistent/kvcr",
+        ),
+        (
+            vec!["audit", inv, "--format", "json", "--bogus"],
+            "usage",
+            "--bogus",
+        ),
+        (
+            vec!["audit", inv, "--format=json", "--max-age", "soon"],
+            "usage",
+            "soon",
+        ),
+        (
+            vec!["audit", inv, "--format", "json", "--profile", bad_profile],
+            "cannot-run",
+            "bad-profile.json",
+        ),
+        (
+            vec!["audit", inv, "--format", "json", "--engine", "nope"],
+            "cannot-run",
+            "nope",
+        ),
+        (
+            vec!["import", inv, "--format", "json"],
+            "cannot-run",
+            "no deployment profile",
+        ),
+        (
+            vec!["merge", "/nonexistent/a.json", "--format", "json"],
+            "cannot-run",
+            "a.json",
+        ),
+        (
+            vec!["examine", "/nonexistent/rank-0.json", "--format", "json"],
+            "cannot-run",
+            "rank-0.json",
+        ),
+        (
+            vec!["audit", "--format", "json"],
+            "cannot-run",
+            "no inventory root",
+        ),
+    ];
+    for (args, code, word) in cases {
+        let out = kvcr().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v = one_document(&out);
+        let errs: Vec<String> = check.iter_errors(&v).map(|e| e.to_string()).collect();
+        assert!(errs.is_empty(), "{args:?}: {errs:?}\n{v:#}");
+        assert_eq!(v["code"], code, "{args:?}: {v:#}");
+        assert_eq!(v["exit_status"], 2);
+        assert_eq!(v["command"], args[0], "{v:#}");
+        assert!(
+            v["message"].as_str().unwrap().contains(word),
+            "{args:?}: {v:#}"
+        );
+        // A person still reads it on stderr.
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("error"),
+            "{args:?}"
+        );
+    }
+    // --quiet still prints nothing; --help still prints help.
+    let out = kvcr()
+        .args(["audit", "/nonexistent/kvcr", "--format", "json", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let out = kvcr()
+        .args(["audit", "--help", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"));
+    // `kvcr schema error` prints the schema the document follows.
+    let out = kvcr().args(["schema", "error"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["properties"]["schema"]["const"], "kvcr.error/v1");
+}
+
+#[test]
+fn exits_0_and_1_with_format_json_print_one_report() {
+    let n = Node::new();
+    let inv = n.inv();
+    let (status, v) = n.audit_json(&[]);
+    assert_eq!(status, 0);
+    assert_eq!(v["schema"], "kvcr.audit-report/v1");
+    std::fs::remove_file(inv.join("rank-0.json")).unwrap();
+    let out = kvcr()
+        .args([
+            "audit".as_ref(),
+            inv.as_os_str(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v = one_document(&out);
+    assert_eq!(v["schema"], "kvcr.audit-report/v1");
+}
+
+// ---- item 8: an empty inventory is nothing retained, not a rejection ----
+
+#[test]
+fn an_empty_inventory_exits_0_with_cause_empty_and_says_so() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("README"), b"nothing retained\n").unwrap();
+    let root = t.path().as_os_str();
+    let out = kvcr()
+        .args(["audit".as_ref(), root, "--format".as_ref(), "json".as_ref()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v = one_document(&out);
+    assert_eq!(v["exit_status"], 0);
+    assert!(v["cause"].as_str().unwrap().starts_with("empty: "), "{v:#}");
+    assert_eq!(v["groups"], json!([]));
+    let out = kvcr().args(["audit".as_ref(), root]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("empty: no descriptor"), "{table}");
+    assert!(table.contains("exit 0"), "{table}");
+    // Truly empty too; a live audit is the same.
+    let t2 = tempfile::tempdir().unwrap();
+    let out = kvcr()
+        .args([
+            "audit".as_ref(),
+            t2.path().as_os_str(),
+            "--live".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ])
+        .env(
+            "KVCR_NODE_FACTS",
+            crate::util::fixtures_live("node-match.json"),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // But a group the operator names must be there (KV103, exit 1) ...
+    let n = Node::new();
+    let profile = n.path("profile.json");
+    let out = kvcr()
+        .args([
+            "audit".as_ref(),
+            t.path().as_os_str(),
+            "--profile".as_ref(),
+            profile.as_os_str(),
+            "--format".as_ref(),
+            "json".as_ref(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v = one_document(&out);
+    assert!(
+        v["cause"].as_str().unwrap().starts_with("rejected: "),
+        "{v:#}"
+    );
+    // ... a rejecting file is not "empty" ...
+    std::os::unix::fs::symlink("/etc/hostname", t.path().join("rank-0.json")).unwrap();
+    let out = kvcr()
+        .args(["audit".as_ref(), root, "--format".as_ref(), "json".as_ref()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v = one_document(&out);
+    let cause = v["cause"].as_str().unwrap();
+    assert!(
+        cause.starts_with("rejected: ") && cause.contains("rank-0.json"),
+        "{cause}"
+    );
+    // ... and there is nothing to import from an empty inventory (exit 1).
+    let (status, out, _) = n.run(&[
+        "import",
+        t2.path().to_str().unwrap(),
+        "--profile",
+        profile.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 1, "{out}");
+}
+
+#[test]
+fn the_top_level_cause_names_why_a_run_exits_1() {
+    let n = Node::new();
+    std::fs::remove_file(n.inv().join("rank-2.json")).unwrap();
+    let (status, v) = n.audit_json(&[]);
+    assert_eq!(status, 1);
+    let cause = v["cause"].as_str().unwrap();
+    assert!(
+        cause.starts_with("rejected: group ops: ") && cause.contains("KV103"),
+        "{cause}"
+    );
+    let (status, v) = Node::new().audit_json(&[]);
+    assert_eq!(status, 0);
+    assert!(
+        v["cause"].as_str().unwrap().starts_with("accepted: "),
+        "{v:#}"
+    );
+}

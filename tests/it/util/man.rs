@@ -195,7 +195,9 @@ fn item(r: &mut Roff, tag: impl Into<Inline>, body: &str) {
 
 fn exit_status(r: &mut Roff, sub: Option<&str>) {
     let ok = match sub {
-        Some("audit") | Some("merge") => "Every group in scope was accepted.",
+        Some("audit") | Some("merge") => {
+            "Every group in scope was accepted, or the inventory is empty (nothing retained)."
+        }
         Some("examine") => "The descriptor passes every check it can pass on its own.",
         Some("import") => {
             "The import was done: a trial imported every rank and released it, or --hold held \
