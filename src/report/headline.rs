@@ -398,8 +398,62 @@ fn headline(
             )
         ));
     }
-    let action = format!("{}; see `kvcr explain {}`", action_for(f, g, inv), f.code);
+    let action = match partial_view(g, &own, inv) {
+        Some(a) => a,
+        None => format!("{}; see `kvcr explain {}`", action_for(f, g, inv), f.code),
+    };
     (Some(f.code), cause, action)
+}
+
+/// A partial multi-node view: the only thing wrong is one contiguous block
+/// of missing ranks at either end, every present rank passes, the present
+/// ranks are contiguous too and the missing count is a multiple of them
+/// (nodes hold equal shares), no `--local-ranks` was given and no file
+/// claims a missing rank. The other ranks likely live on other nodes: audit
+/// this node's part and merge, rather than discard the cache.
+fn partial_view(g: &GroupVerdict, own: &[Candidate], inv: &Invocation) -> Option<String> {
+    if g.local_ranks.is_some() || inv.merged.is_some() || g.missing.len() != 1 {
+        return None;
+    }
+    if own
+        .iter()
+        .any(|c| c.finding.code != Code::KV103 || c.file.is_some())
+    {
+        return None;
+    }
+    // Not even a notice: descriptors of another lifetime (a superseded
+    // incarnation) say the missing ranks were here once.
+    if g.findings.iter().any(|f| f.code != Code::KV103) {
+        return None;
+    }
+    let present: Vec<u64> = g.ranks.iter().filter_map(|r| r.rank).collect();
+    if present.is_empty() || g.ranks.iter().any(|r| r.verdict != Verdict::Accept) {
+        return None;
+    }
+    let ws = g.world_size?;
+    let (a, b) = g.missing[0];
+    let missing = b - a + 1;
+    let here = present.len() as u64;
+    if !(a == 0 || b + 1 == ws) || missing % here != 0 {
+        return None;
+    }
+    let local = compress_ranks(&present);
+    let root = inv.root.as_deref().unwrap_or(".");
+    let flags = [
+        inv.flags.clone(),
+        vec!["--local-ranks".to_string(), local.clone()],
+    ]
+    .concat();
+    let audit = command("audit", true, root, &g.engine_id, &flags);
+    Some(format!(
+        "if {} on other nodes, this is one node's part of the group ({} of {ws} ranks here): write this node's report ({audit} --format json > \"$(hostname).json\"), do the same on every node, and judge the whole group with kvcr merge over every node's report; if they were never elsewhere, start the engine with an empty cache; see `kvcr explain KV103`",
+        if a == b {
+            format!("rank {a} lives")
+        } else {
+            format!("ranks {a}-{b} live")
+        },
+        present.len()
+    ))
 }
 
 /// The safe step for the headline finding: the code's own, unless the

@@ -623,3 +623,123 @@ fn the_top_level_cause_names_why_a_run_exits_1() {
         "{v:#}"
     );
 }
+
+// ---- item 5: when a rank has more than one row, each row names its file --
+
+#[test]
+fn duplicate_and_lookalike_rows_each_name_their_file() {
+    let n = Node::new();
+    std::fs::create_dir(n.inv().join("copy")).unwrap();
+    std::fs::copy(
+        n.inv().join("rank-1.json"),
+        n.inv().join("copy/rank-1.json"),
+    )
+    .unwrap();
+    let (status, table) = n.audit(&[]);
+    assert_eq!(status, 1);
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.trim_start().starts_with("1 ") && l.contains("REJECT"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("REJECT   copy/rank-1.json: KV102")),
+        "{table}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("REJECT   rank-1.json: KV102")),
+        "{table}"
+    );
+    // KV102's message names "this one" by its path.
+    let (_, v) = n.audit_json(&[]);
+    let msgs: Vec<String> = v["groups"][0]["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["findings"].as_array().unwrap().clone())
+        .filter(|f| f["code"] == "KV102")
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(msgs.len(), 2);
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("copy/rank-1.json (this one) and rank-1.json")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains(": rank-1.json (this one) and copy/rank-1.json")),
+        "{msgs:?}"
+    );
+
+    // Six broken copies of one rank: six rows, six different paths.
+    let n = Node::new();
+    for i in 0..6 {
+        let d = n.inv().join(format!("bad{i}"));
+        std::fs::create_dir(&d).unwrap();
+        let bytes = std::fs::read(n.inv().join("rank-0.json")).unwrap();
+        let mut s = String::from_utf8(bytes).unwrap();
+        s = s.replacen("\"digest\"", "\"digest_\"", 1);
+        std::fs::write(d.join("rank-0.json"), s).unwrap();
+    }
+    let (status, table) = n.audit(&[]);
+    assert_eq!(status, 1);
+    let zero: Vec<&str> = table
+        .lines()
+        .filter(|l| l.trim_start().starts_with("0 ") && l.contains("REJECT"))
+        .collect();
+    assert_eq!(zero.len(), 7, "{table}");
+    let named: std::collections::BTreeSet<String> = zero
+        .iter()
+        .map(|l| {
+            l.split("REJECT")
+                .nth(1)
+                .unwrap()
+                .trim()
+                .split(':')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(named.len(), 7, "each row names another file:\n{table}");
+}
+
+// ---- item 4: a partial multi-node view suggests --local-ranks and merge --
+
+#[test]
+fn half_a_group_on_this_node_suggests_local_ranks_and_merge() {
+    let t = tempfile::tempdir().unwrap();
+    for r in 0..8 {
+        crate::util::testkit::put(
+            t.path(),
+            &format!("rank-{r}.json"),
+            &Desc::new("tp16", r, 16, 1).bytes(),
+        );
+    }
+    let out = kvcr().arg("audit").arg(t.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let (_, cause, action) = header(&table);
+    assert!(cause.contains("KV103"), "{table}");
+    assert!(action.contains("--local-ranks 0-7"), "{table}");
+    assert!(action.contains("kvcr merge"), "{table}");
+    assert!(action.contains("ranks 8-15 live on other nodes"), "{table}");
+    // The suggested audit does what it says: the local part is accepted.
+    let out = kvcr()
+        .arg("audit")
+        .arg(t.path())
+        .args(["--local-ranks", "0-7"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // Something else wrong, or a gap in the middle: the usual advice.
+    std::fs::remove_file(t.path().join("rank-3.json")).unwrap();
+    let out = kvcr().arg("audit").arg(t.path()).output().unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    let (_, _, action) = header(&table);
+    assert!(!action.contains("--local-ranks"), "{table}");
+    assert!(action.contains("empty cache"), "{table}");
+}
