@@ -17,6 +17,7 @@ fn json_output(cli: &Cli) -> (&'static str, bool) {
         Command::Audit(a) => ("audit", json(&a.output)),
         Command::Import(a) => ("import", json(&a.output)),
         Command::Merge(a) => ("merge", json(&a.output)),
+        Command::Profile(_) => ("profile", false),
         Command::Examine(a) => ("examine", a.format == report::Format::Json),
         Command::Explain(_) => ("explain", false),
         Command::Completions(_) => ("completions", false),
@@ -44,6 +45,7 @@ pub fn run(cli: Cli) -> i32 {
             settings::Import::resolve(a).and_then(|s| crate::import::setup::run(&s))
         }
         Command::Merge(a) => crate::audit::run_merge(&a.reports, &settings::printer(&a.output)),
+        Command::Profile(a) => crate::derive::run(&settings::Inventory::for_profile(a)),
         Command::Examine(a) => crate::examine::run(&a.file, a.format),
         Command::Explain(a) => match a.code.as_deref().map(|c| (c, Code::parse(c))) {
             None => text(explain::render_list().as_bytes()),

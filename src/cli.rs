@@ -33,6 +33,15 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Merge per-node audit reports (--format json) into verdicts for groups spanning nodes.
     Merge(MergeArgs),
+    /// Print a deployment profile derived from the live audit of an accepted group.
+    ///
+    /// Runs the live, strict audit (as import does); for an accepted group
+    /// prints on stdout a complete kvcr.profile/v1 that `kvcr import
+    /// --profile` accepts, marked "derived" (from what, when, and that it
+    /// must be reviewed). A rejected group prints nothing on stdout and
+    /// exits 1 naming why. A bootstrap: in production the deployer writes
+    /// the profile from the engine's configuration (docs/format.md §4.1).
+    Profile(ProfileArgs),
     /// Decode and check one descriptor file on its own (like mdadm --examine).
     ///
     /// Prints its fields, the digest status, the bytes the geometry needs
@@ -91,6 +100,19 @@ pub struct DigestArgs {
     /// The descriptor (or any JSON object) file.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// Inventory root directory (default: $KVCR_INVENTORY).
+    #[arg(value_name = "ROOT", env = "KVCR_INVENTORY")]
+    pub root: Option<PathBuf>,
+    /// The group to derive the profile of (required when the inventory holds several).
+    #[arg(long, value_name = "ID", value_parser = parse_engine_id)]
+    pub engine: Option<String>,
+    /// Pin the current owner lifetime of the group that has this incarnation.
+    #[arg(long, value_name = "UUID")]
+    pub incarnation: Option<uuid::Uuid>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -29,6 +29,7 @@ pub(crate) mod app;
 pub(crate) mod audit;
 pub(crate) mod cli;
 pub(crate) mod cuda_ffi;
+pub(crate) mod derive;
 pub mod descriptor;
 pub(crate) mod error;
 pub(crate) mod examine;

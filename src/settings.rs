@@ -67,6 +67,19 @@ impl Inventory {
         })
     }
 
+    /// `kvcr profile`: the root, `--engine` and `--incarnation`; no profile.
+    pub fn for_profile(a: &crate::cli::ProfileArgs) -> Inventory {
+        let mut inv = Inventory {
+            root: a.root.clone(),
+            threads: crate::pipeline::threads_from_env(),
+            node_facts: node_facts_from_env(),
+            ..Inventory::default()
+        };
+        inv.expect.engine = a.engine.clone();
+        inv.expect.incarnation = a.incarnation;
+        inv
+    }
+
     /// The inventory at `root` with no profile and no flags.
     pub fn at(root: &Path) -> Inventory {
         Inventory {

@@ -743,3 +743,124 @@ fn half_a_group_on_this_node_suggests_local_ranks_and_merge() {
     assert!(!action.contains("--local-ranks"), "{table}");
     assert!(action.contains("empty cache"), "{table}");
 }
+
+// ---- item 12: `kvcr profile` derives the profile import requires --------
+
+#[test]
+fn kvcr_profile_prints_a_derived_profile_that_import_accepts() {
+    let n = Node::new();
+    let inv = n.inv();
+    let (status, out, err) = n.run(&["profile", inv.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    let p: Value = serde_json::from_str(&out).expect("one JSON document");
+    // Valid against `kvcr schema profile`, complete for import, marked derived.
+    let schema: Value = serde_json::from_str(kvcr::schema::Kind::Profile.text()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    assert!(v.is_valid(&p), "{p:#}");
+    let parsed = kvcr::profile::parse_profile(out.as_bytes()).unwrap();
+    assert!(parsed.missing_for_import().is_empty(), "{p:#}");
+    let d = parsed.derived.expect("marked derived");
+    assert!(
+        d.from.contains(inv.to_str().unwrap()) && d.from.contains(HOSTNAME),
+        "{}",
+        d.from
+    );
+    assert!(d.review.contains("review"), "{}", d.review);
+    assert!(d.generated_unix_ms > 0);
+    assert_eq!(p["engine_id"], "ops");
+    assert_eq!(p["gpus"].as_array().unwrap().len(), 4);
+    assert_eq!(p["gpus"][2], testkit::gpu(0, 2));
+    assert!(
+        p.get("incarnation").is_none(),
+        "a lifetime is not a deployment fact"
+    );
+    assert!(err.contains("review it before use"), "{err}");
+    // The derived profile is what import needs: the import goes through.
+    std::fs::write(n.path("derived.json"), &out).unwrap();
+    let derived = n.path("derived.json");
+    let (status, out, err) = n.run(&[
+        "import",
+        inv.to_str().unwrap(),
+        "--profile",
+        derived.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{out}{err}");
+    // And a deployer's profile against another layout still disagrees:
+    // the derived one did not weaken any check.
+    let mut other = p.clone();
+    other["gpus"][0] = json!(testkit::gpu(1, 0));
+    std::fs::write(n.path("other.json"), other.to_string()).unwrap();
+    let other = n.path("other.json");
+    let (status, _, _) = n.run(&[
+        "import",
+        inv.to_str().unwrap(),
+        "--profile",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(status, 1);
+}
+
+#[test]
+fn kvcr_profile_of_a_rejected_group_prints_nothing_and_exits_1() {
+    let n = Node::new();
+    let inv = n.inv();
+    std::fs::remove_file(inv.join("rank-3.json")).unwrap();
+    let (status, out, err) = n.run(&["profile", inv.to_str().unwrap()]);
+    assert_eq!(status, 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("no profile derived: group ops rejected") && err.contains("KV103"),
+        "{err}"
+    );
+    // Facts that cannot be checked reject too: the audit is strict, as import.
+    let n = Node::new();
+    let unknown = crate::util::fixtures_live("node-unknown.json");
+    let out = kvcr()
+        .args(["profile".as_ref(), n.inv().as_os_str()])
+        .env("KVCR_NODE_FACTS", unknown)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--strict"),
+        "{out:?}"
+    );
+    // An empty inventory has no group to describe.
+    let t = tempfile::tempdir().unwrap();
+    let out = kvcr()
+        .args(["profile".as_ref(), t.path().as_os_str()])
+        .env("KVCR_NODE_FACTS", n.path("facts.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("empty"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn the_profile_reader_accepts_derived_and_checks_its_members() {
+    let d = Desc::new("ops", 0, 4, 1);
+    let mut p = testkit::profile(&d);
+    p["derived"] = json!({"from": "hand", "generated_unix_ms": 1, "review": "check it"});
+    assert!(kvcr::profile::parse_profile(p.to_string().as_bytes()).is_ok());
+    p["derived"] = Value::Null;
+    assert!(kvcr::profile::parse_profile(p.to_string().as_bytes())
+        .unwrap()
+        .derived
+        .is_none());
+    for bad in [
+        json!({"from": "x", "generated_unix_ms": 1}),
+        json!({"from": "x", "generated_unix_ms": 1, "review": "r", "extra": 1}),
+        json!({"from": "", "generated_unix_ms": 1, "review": "r"}),
+        json!({"from": "x", "generated_unix_ms": -1, "review": "r"}),
+        json!("derived"),
+    ] {
+        p["derived"] = bad.clone();
+        let e = kvcr::profile::parse_profile(p.to_string().as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("derived"), "{bad}: {e}");
+    }
+}

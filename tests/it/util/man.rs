@@ -206,6 +206,9 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         }
         Some("explain") | Some("completions") | Some("schema") => "The text was printed.",
         Some("seal") => "Every file was sealed, or already carried its digest.",
+        Some("profile") => {
+            "The group was accepted by the live, strict audit and its profile printed."
+        }
         Some("digest") => "The digest was printed.",
         _ => {
             "Every group in scope was accepted (audit, merge); the import was done (import); \
@@ -256,9 +259,15 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "A file was refused: a symlink, not a regular file, over 1 MiB, not strict JSON, \
              or (seal) not a valid descriptor apart from its digest. No file was written."
         }
+        Some("profile") => {
+            "The group was rejected by the live, strict audit (or only a local part of it \
+             is here, or no descriptor was found); nothing was printed on stdout, and \
+             stderr says why."
+        }
         _ => {
-            "At least one group was rejected, a file-level finding rejects (a symlink, a torn \
-             write, a malformed descriptor), or no descriptor was found. Nothing was imported."
+            "At least one group was rejected, or a file-level finding rejects (a symlink, a \
+             torn write, a malformed descriptor); import: or no descriptor was found. Nothing \
+             was imported."
         }
     };
     let all: [(i32, &str); 6] = [
@@ -489,6 +498,12 @@ fn examples(r: &mut Roff, sub: Option<&str>) {
         Some("explain") => &[
             ("List every finding code:", "kvcr explain"),
             ("One code, by code or by name:", "kvcr explain KV108; kvcr explain geometry"),
+        ],
+        Some("profile") => &[
+            (
+                "Bootstrap the profile import requires, review it, then plan with it:",
+                "kvcr profile /var/lib/kvcr/inventory --engine llama3-70b-a > profile.json && kvcr import --dry-run --profile profile.json /var/lib/kvcr/inventory",
+            ),
         ],
         Some("merge") => &[(
             "Merge the reports of a group that spans two nodes:",
