@@ -424,7 +424,7 @@ _kvcr() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
                     return 0
                     ;;
                 --color)

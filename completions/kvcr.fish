@@ -65,8 +65,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l ready-file -d 'With
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l fleet-report -d 'With --local-ranks: a `kvcr merge --format json` report, built from live reports, that accepts the whole group and names this host and boot id for exactly these ranks (docs/format.md §8.9)' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-report-age -d 'The oldest --fleet-report input accepted: plain seconds, or a number with s, m, h or d (default 300 s)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
-json\t''
-prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l color -d 'Colour: auto follows the terminal, NO_COLOR and TERM=dumb' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -74,8 +73,8 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l dry-run -d 'Audit a
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l hold -d 'Keep the group imported until SIGINT/SIGTERM (default: trial import, then release)'
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l map-read-write -d 'Map VMM memory (fabric, posix_fd) read-write instead of read-only, for a driver that refuses read-only access. kvcr never writes GPU memory'
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s q -l quiet -d 'Print nothing; the exit status still tells'
-complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s v -l verbose -d 'Show every check per rank, including facts not checked'
-complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s v -l verbose -d 'Show every allocation of each rank (and, when refused, every check per rank)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s h -l help -d 'Print help'
 complete -c kvcr -n "__fish_kvcr_using_subcommand explain" -s h -l help -d 'Print help'
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''

@@ -15,7 +15,7 @@ fn json_output(cli: &Cli) -> (&'static str, bool) {
     let json = |o: &crate::cli::OutputArgs| o.format == report::Format::Json && !o.quiet;
     match &cli.command {
         Command::Audit(a) => ("audit", json(&a.output)),
-        Command::Import(a) => ("import", json(&a.output)),
+        Command::Import(a) => ("import", json(&a.output.output())),
         Command::Merge(a) => ("merge", json(&a.output)),
         Command::Profile(_) => ("profile", false),
         Command::Examine(a) => ("examine", a.format == report::Format::Json),

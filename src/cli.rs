@@ -104,7 +104,7 @@ pub struct DigestArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ProfileArgs {
-    /// Inventory root directory (default: $KVCR_INVENTORY).
+    /// Inventory root directory (default: $KVCR_INVENTORY, else /var/lib/kvcr/inventory).
     #[arg(value_name = "ROOT", env = "KVCR_INVENTORY")]
     pub root: Option<PathBuf>,
     /// The group to derive the profile of (required when the inventory holds several).
@@ -127,7 +127,7 @@ pub struct MergeArgs {
 /// Options shared by every command that reads an inventory.
 #[derive(Args, Debug, Clone)]
 pub struct InventoryArgs {
-    /// Inventory root directory (default: $KVCR_INVENTORY).
+    /// Inventory root directory (default: $KVCR_INVENTORY, else /var/lib/kvcr/inventory).
     #[arg(value_name = "ROOT", env = "KVCR_INVENTORY")]
     pub root: Option<PathBuf>,
     /// Deployment profile (kvcr.profile/v1) declaring what the group should be
@@ -253,7 +253,47 @@ pub struct ImportArgs {
     #[arg(long, value_name = "AGE", value_parser = parse_age, default_value = "300")]
     pub max_report_age: u64,
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: ImportOutputArgs,
+}
+
+/// The formats `kvcr import` writes: no Prometheus text (that is the
+/// audit's), so `--help` and the completions never offer it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportFormat {
+    Table,
+    Json,
+}
+
+/// [`OutputArgs`] for `kvcr import`: the same flags, table or JSON only.
+#[derive(Args, Debug, Clone)]
+pub struct ImportOutputArgs {
+    /// Output format (json: exactly one document on stdout).
+    #[arg(long, value_enum, default_value_t = ImportFormat::Table)]
+    pub format: ImportFormat,
+    /// Colour: auto follows the terminal, NO_COLOR and TERM=dumb.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Print nothing; the exit status still tells.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Show every allocation of each rank (and, when refused, every check per rank).
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+impl ImportOutputArgs {
+    /// The same choices as the shared output flags.
+    pub fn output(&self) -> OutputArgs {
+        OutputArgs {
+            format: match self.format {
+                ImportFormat::Table => Format::Table,
+                ImportFormat::Json => Format::Json,
+            },
+            color: self.color,
+            quiet: self.quiet,
+            verbose: self.verbose,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -268,7 +308,7 @@ pub struct ExamineArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
-    /// A finding code (KV104) or name (geometry).
+    /// A finding code (KV104), its number (104) or its name (geometry).
     #[arg(value_name = "CODE")]
     pub code: Option<String>,
 }

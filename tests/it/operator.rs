@@ -460,7 +460,7 @@ fn every_exit_2_with_format_json_prints_the_error_document() {
         (
             vec!["audit", "--format", "json"],
             "cannot-run",
-            "no inventory root",
+            "/var/lib/kvcr/inventory",
         ),
     ];
     for (args, code, word) in cases {
@@ -862,5 +862,115 @@ fn the_profile_reader_accepts_derived_and_checks_its_members() {
         p["derived"] = bad.clone();
         let e = kvcr::profile::parse_profile(p.to_string().as_bytes()).unwrap_err();
         assert!(e.to_string().contains("derived"), "{bad}: {e}");
+    }
+}
+
+// ---- item 16: the smaller things an operator trips over ------------------
+
+#[test]
+fn explain_takes_the_bare_number() {
+    for (arg, code) in [
+        ("103", "KV103"),
+        ("9", "KV009"),
+        ("009", "KV009"),
+        ("kv104", "KV104"),
+    ] {
+        let out = kvcr().args(["explain", arg]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{arg}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.starts_with(code), "{arg}: {text}");
+    }
+    for arg in ["999", "0", "1030", "-103", "10 3"] {
+        let out = kvcr().args(["explain", arg]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{arg}");
+    }
+}
+
+#[test]
+fn import_help_offers_only_the_formats_import_writes() {
+    let out = kvcr().args(["import", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("[possible values: table, json]"), "{help}");
+    assert!(!help.contains("prometheus"), "{help}");
+    let out = kvcr()
+        .args(["import", "/tmp", "--format", "prometheus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let bash = std::fs::read_to_string(crate::util::repo().join("completions/kvcr.bash")).unwrap();
+    let import = bash
+        .split("kvcr__subcmd__import)")
+        .nth(1)
+        .and_then(|s| s.split("kvcr__subcmd__").next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !import.is_empty() && !import.contains("prometheus"),
+        "{import}"
+    );
+    // The audit still offers and writes it.
+    let out = kvcr().args(["audit", "--help"]).output().unwrap();
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("prometheus"));
+}
+
+#[test]
+fn without_root_or_kvcr_inventory_the_packaged_default_is_used() {
+    if std::path::Path::new("/var/lib/kvcr/inventory").exists() {
+        eprintln!("SKIP: this machine has /var/lib/kvcr/inventory; kvcr would audit it");
+        return;
+    }
+    let out = kvcr().args(["audit"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("inventory root /var/lib/kvcr/inventory does not exist"),
+        "{err}"
+    );
+    assert!(err.contains("pass ROOT or set KVCR_INVENTORY"), "{err}");
+    // $KVCR_INVENTORY still wins over the default, and ROOT over both.
+    let n = Node::new();
+    let out = kvcr()
+        .arg("audit")
+        .env("KVCR_INVENTORY", n.inv())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = kvcr()
+        .arg("audit")
+        .arg(n.inv())
+        .env("KVCR_INVENTORY", "/nonexistent/kvcr")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn processes_null_in_a_facts_file_means_could_not_be_read() {
+    let n = Node::new();
+    for null in [true, false] {
+        let mut facts: Value =
+            serde_json::from_slice(&std::fs::read(n.path("facts.json")).unwrap()).unwrap();
+        if null {
+            facts["processes"] = Value::Null;
+        } else {
+            facts.as_object_mut().unwrap().remove("processes");
+        }
+        std::fs::write(n.path("facts.json"), facts.to_string()).unwrap();
+        let (status, v) = n.audit_json(&[]);
+        // Not "owner gone" (KV108): the owner could not be looked up.
+        assert_eq!(status, 0, "null={null}: {v:#}");
+        let nc = v["groups"][0]["ranks"][0]["not_checked"].to_string();
+        assert!(nc.contains("owner"), "null={null}: {nc}");
+        assert!(
+            !crate::util::codes(&v).contains(&"KV108".to_string()),
+            "{v:#}"
+        );
+        // And the import refuses it as a fact not checked (exit 1).
+        let (status, out, _) = n.import(&["--format", "json"]);
+        assert_eq!(status, 1);
+        let r: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(r["refusals"][0]["gate"], "not-checked", "{r:#}");
     }
 }
