@@ -974,3 +974,49 @@ fn processes_null_in_a_facts_file_means_could_not_be_read() {
         assert_eq!(r["refusals"][0]["gate"], "not-checked", "{r:#}");
     }
 }
+
+#[test]
+fn a_file_no_group_claims_rejects_every_group_and_each_import_names_it() {
+    // Two groups, one torn write that could be either's: neither may be
+    // imported, and each import says which file stops it.
+    let n = Node::new();
+    let mut b = Desc::new("other", 0, 2, 1);
+    b.group = 1;
+    put_group(&n.inv().join("b"), "", &b);
+    private(&n.inv());
+    put(&n.inv(), ".rank-1.json.Zq.tmp", b"");
+    // This node has the second group's GPUs too.
+    let mut facts: Value =
+        serde_json::from_slice(&std::fs::read(n.path("facts.json")).unwrap()).unwrap();
+    for list in ["visible", "on_node"] {
+        let l = facts["gpus"][list].as_array_mut().unwrap();
+        l.extend([json!(testkit::gpu(1, 0)), json!(testkit::gpu(1, 1))]);
+    }
+    std::fs::write(n.path("facts.json"), facts.to_string()).unwrap();
+    let (status, v) = n.audit_json(&[]);
+    assert_eq!(status, 1);
+    for g in v["groups"].as_array().unwrap() {
+        assert_eq!(g["verdict"], "reject", "{g:#}");
+        assert!(
+            g["cause"].as_str().unwrap().contains(".rank-1.json.Zq.tmp"),
+            "{g:#}"
+        );
+    }
+    assert!(
+        v["cause"]
+            .as_str()
+            .unwrap()
+            .starts_with("rejected: 2 of 2 groups"),
+        "{v:#}"
+    );
+    let (status, out, err) = n.import(&["--engine", "ops"]);
+    assert_eq!(status, 1, "{out}{err}");
+    assert!(
+        out.contains("import refused") && out.contains(".rank-1.json.Zq.tmp"),
+        "{out}"
+    );
+    // Removing the leftover is the whole fix.
+    std::fs::remove_file(n.inv().join(".rank-1.json.Zq.tmp")).unwrap();
+    let (status, v) = n.audit_json(&["--engine", "ops"]);
+    assert_eq!(status, 0, "{v:#}");
+}
