@@ -40,7 +40,7 @@ pub fn run(cli: Cli) -> i32 {
     let (name, json) = json_output(&cli);
     let text = |t: &[u8]| emit(|out| out.write_all(t)).map(|()| crate::exit::OK);
     let r = match &cli.command {
-        Command::Audit(a) => settings::Audit::resolve(a).and_then(|s| crate::audit::run(&s)),
+        Command::Audit(a) => crate::audit::run_args(a),
         Command::Import(a) => {
             settings::Import::resolve(a).and_then(|s| crate::import::setup::run(&s))
         }

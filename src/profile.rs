@@ -28,6 +28,7 @@ const PROFILE_FIELDS: &[&str] = &[
     "max_age_s",
     "local_ranks",
     "derived",
+    "require_content",
 ];
 
 /// The members of a profile's `derived` object (`kvcr profile` writes it).
@@ -63,6 +64,9 @@ pub struct Profile {
     /// Set when `kvcr profile` derived the profile from an audit (a
     /// bootstrap, to be reviewed); it changes no check.
     pub derived: Option<Derived>,
+    /// Import refuses an allocation without a `content` member (docs/format.md
+    /// §3.6, §4): exit 1 at the gate, before any GPU call.
+    pub require_content: bool,
 }
 
 impl Profile {
@@ -172,6 +176,7 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
             review: review?,
         })
     });
+    let require_content = opt(o.at("require_content"), |f| c.boolean(f));
 
     // Relations within the profile itself: a profile that contradicts
     // itself could never accept any group.
@@ -211,6 +216,7 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
             max_age_s: max_age_s?,
             local_ranks: None,
             derived: derived?,
+            require_content: require_content?.unwrap_or(false),
         },
         local_ranks,
     ))
