@@ -40,6 +40,9 @@ _kvcr() {
             kvcr,merge)
                 cmd="kvcr__subcmd__merge"
                 ;;
+            kvcr,profile)
+                cmd="kvcr__subcmd__profile"
+                ;;
             kvcr,schema)
                 cmd="kvcr__subcmd__schema"
                 ;;
@@ -70,6 +73,9 @@ _kvcr() {
             kvcr__subcmd__help,merge)
                 cmd="kvcr__subcmd__help__subcmd__merge"
                 ;;
+            kvcr__subcmd__help,profile)
+                cmd="kvcr__subcmd__help__subcmd__profile"
+                ;;
             kvcr__subcmd__help,schema)
                 cmd="kvcr__subcmd__help__subcmd__schema"
                 ;;
@@ -83,7 +89,7 @@ _kvcr() {
 
     case "${cmd}" in
         kvcr)
-            opts="-h -V --help --version audit import explain merge examine completions schema seal digest help"
+            opts="-h -V --help --version audit import explain merge profile examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -207,7 +213,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__help)
-            opts="audit import explain merge examine completions schema seal digest help"
+            opts="audit import explain merge profile examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -332,6 +338,20 @@ _kvcr() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kvcr__subcmd__help__subcmd__profile)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kvcr__subcmd__help__subcmd__schema)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -404,7 +424,7 @@ _kvcr() {
                     return 0
                     ;;
                 --format)
-                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
                     return 0
                     ;;
                 --color)
@@ -440,8 +460,30 @@ _kvcr() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kvcr__subcmd__profile)
+            opts="-h --engine --incarnation --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --engine)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kvcr__subcmd__schema)
-            opts="-h --help report descriptor profile import-report ready"
+            opts="-h --help report descriptor profile import-report ready error"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

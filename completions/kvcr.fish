@@ -30,9 +30,10 @@ complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "audit" -d 'Read-only audi
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile or the ready file'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file or the error document'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -64,8 +65,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l ready-file -d 'With
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l fleet-report -d 'With --local-ranks: a `kvcr merge --format json` report, built from live reports, that accepts the whole group and names this host and boot id for exactly these ranks (docs/format.md §8.9)' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-report-age -d 'The oldest --fleet-report input accepted: plain seconds, or a number with s, m, h or d (default 300 s)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
-json\t''
-prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l color -d 'Colour: auto follows the terminal, NO_COLOR and TERM=dumb' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -73,8 +73,8 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l dry-run -d 'Audit a
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l hold -d 'Keep the group imported until SIGINT/SIGTERM (default: trial import, then release)'
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l map-read-write -d 'Map VMM memory (fabric, posix_fd) read-write instead of read-only, for a driver that refuses read-only access. kvcr never writes GPU memory'
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s q -l quiet -d 'Print nothing; the exit status still tells'
-complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s v -l verbose -d 'Show every check per rank, including facts not checked'
-complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s v -l verbose -d 'Show every allocation of each rank (and, when refused, every check per rank)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s h -l help -d 'Print help'
 complete -c kvcr -n "__fish_kvcr_using_subcommand explain" -s h -l help -d 'Print help'
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
@@ -85,6 +85,9 @@ never\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s q -l quiet -d 'Print nothing; the exit status still tells'
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s v -l verbose -d 'Show every check per rank, including facts not checked'
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l engine -d 'The group to derive the profile of (required when the inventory holds several)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -l format -d 'Output format' -r -f -a "table\t''
 json\t''
 prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
@@ -94,13 +97,14 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand schema" -s h -l help -d 'Print
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s q -l quiet -d 'Print nothing on success; refusals still go to stderr'
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand digest" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile or the ready file'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file or the error document'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

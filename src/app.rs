@@ -9,8 +9,35 @@ use crate::report::{self, emit, explain};
 use crate::settings;
 use std::io::{self, Write};
 
+/// The subcommand's name, and whether it was asked for one JSON document
+/// on stdout (`--format json`, not `--quiet`).
+fn json_output(cli: &Cli) -> (&'static str, bool) {
+    let json = |o: &crate::cli::OutputArgs| o.format == report::Format::Json && !o.quiet;
+    match &cli.command {
+        Command::Audit(a) => ("audit", json(&a.output)),
+        Command::Import(a) => ("import", json(&a.output.output())),
+        Command::Merge(a) => ("merge", json(&a.output)),
+        Command::Profile(_) => ("profile", false),
+        Command::Examine(a) => ("examine", a.format == report::Format::Json),
+        Command::Explain(_) => ("explain", false),
+        Command::Completions(_) => ("completions", false),
+        Command::Schema(_) => ("schema", false),
+        Command::Seal(_) => ("seal", false),
+        Command::Digest(_) => ("digest", false),
+    }
+}
+
+/// Prints the `kvcr.error/v1` document of a run that could not happen on
+/// stdout, for a command asked for `--format json` that wrote nothing there
+/// yet: such a command prints exactly one JSON document whatever its exit.
+pub fn print_error_document(f: &Failure, command: Option<&str>) {
+    let doc = f.document(command, crate::node::now_unix_ms());
+    let _ = emit(|out| report::json::write(out, &doc));
+}
+
 /// Runs a parsed command line and returns the exit status.
 pub fn run(cli: Cli) -> i32 {
+    let (name, json) = json_output(&cli);
     let text = |t: &[u8]| emit(|out| out.write_all(t)).map(|()| crate::exit::OK);
     let r = match &cli.command {
         Command::Audit(a) => crate::audit::run_args(a),
@@ -18,6 +45,7 @@ pub fn run(cli: Cli) -> i32 {
             settings::Import::resolve(a).and_then(|s| crate::import::setup::run(&s))
         }
         Command::Merge(a) => crate::audit::run_merge(&a.reports, &settings::printer(&a.output)),
+        Command::Profile(a) => crate::derive::run(&settings::Inventory::for_profile(a)),
         Command::Examine(a) => crate::examine::run(&a.file, a.format),
         Command::Explain(a) => match a.code.as_deref().map(|c| (c, Code::parse(c))) {
             None => text(explain::render_list().as_bytes()),
@@ -38,6 +66,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Digest(a) => crate::seal::digest(&a.file),
     };
     r.unwrap_or_else(|f| {
+        if json && !report::emitted() {
+            print_error_document(&f, Some(name));
+        }
         let mut err = io::stderr().lock();
         let _ = writeln!(
             err,

@@ -142,12 +142,58 @@ pub fn collect(
             b.inc(1);
         }
     };
-    let collected =
-        pipeline::collect(root, opts, &mut tick).map_err(|e| Failure::usage(e.to_string(), None));
+    let collected = pipeline::collect(root, opts, &mut tick).map_err(|e| {
+        let hint = crate::error::is_denied(&e).then(|| crate::error::access_hint(root));
+        let kind = if hint.is_some() {
+            crate::error::Kind::PermissionDenied
+        } else {
+            crate::error::Kind::CannotRun
+        };
+        Failure::usage(e.to_string(), hint).of_kind(kind)
+    });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    collected
+    let (cands, files) = collected?;
+    refuse_denied(root, &cands, &files)?;
+    Ok((cands, files))
+}
+
+/// Permission denied anywhere in the walk (a directory that cannot be
+/// listed or opened, a descriptor that cannot be opened or read) means this
+/// user cannot audit the inventory: exit 2 naming the first such entry by
+/// path and counting the others, never a verdict (docs/format.md §6).
+fn refuse_denied(root: &Path, cands: &[Candidate], files: &[FileVerdict]) -> Result<(), Failure> {
+    let denied = cands
+        .iter()
+        .flat_map(|c| &c.findings)
+        .chain(files.iter().flat_map(|f| &f.findings))
+        .filter(|f| f.subject == crate::finding::Subject::Access)
+        .min_by(|a, b| a.path.cmp(&b.path));
+    let Some(f) = denied else {
+        return Ok(());
+    };
+    let count = cands
+        .iter()
+        .flat_map(|c| &c.findings)
+        .chain(files.iter().flat_map(|f| &f.findings))
+        .filter(|f| f.subject == crate::finding::Subject::Access)
+        .count();
+    Err(Failure::usage(
+        format!(
+            "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, so there is no verdict",
+            root.display(),
+            f.path.as_deref().unwrap_or("."),
+            f.message,
+            if count > 1 {
+                format!(" (and {} more entries refused)", count - 1)
+            } else {
+                String::new()
+            }
+        ),
+        Some(crate::error::access_hint(root)),
+    )
+    .of_kind(crate::error::Kind::PermissionDenied))
 }
 
 /// Audits an inventory. `probe` is `Some` in live mode; `strict` makes a

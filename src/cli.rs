@@ -33,6 +33,15 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Merge per-node audit reports (--format json) into verdicts for groups spanning nodes.
     Merge(MergeArgs),
+    /// Print a deployment profile derived from the live audit of an accepted group.
+    ///
+    /// Runs the live, strict audit (as import does); for an accepted group
+    /// prints on stdout a complete kvcr.profile/v1 that `kvcr import
+    /// --profile` accepts, marked "derived" (from what, when, and that it
+    /// must be reviewed). A rejected group prints nothing on stdout and
+    /// exits 1 naming why. A bootstrap: in production the deployer writes
+    /// the profile from the engine's configuration (docs/format.md §4.1).
+    Profile(ProfileArgs),
     /// Decode and check one descriptor file on its own (like mdadm --examine).
     ///
     /// Prints its fields, the digest status, the bytes the geometry needs
@@ -46,12 +55,13 @@ pub enum Command {
     /// colour choices, shells, schema names); it is generated from the same
     /// definitions as the help, so it never lags behind the binary.
     Completions(CompletionsArgs),
-    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile or the ready file.
+    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file or the error document.
     ///
     /// "report" is what kvcr audit --format json writes (docs/json.md,
     /// field by field), "descriptor" what an owner writes as rank-<R>.json,
     /// "profile" what --profile reads, "import-report" what kvcr import
-    /// --format json writes, "ready" what --ready-file receives. kvcr checks more than a schema can
+    /// --format json writes, "ready" what --ready-file receives, "error" what
+    /// any --format json prints when the run could not happen (exit 2). kvcr checks more than a schema can
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(SchemaArgs),
@@ -93,6 +103,19 @@ pub struct DigestArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// Inventory root directory (default: $KVCR_INVENTORY, else /var/lib/kvcr/inventory).
+    #[arg(value_name = "ROOT", env = "KVCR_INVENTORY")]
+    pub root: Option<PathBuf>,
+    /// The group to derive the profile of (required when the inventory holds several).
+    #[arg(long, value_name = "ID", value_parser = parse_engine_id)]
+    pub engine: Option<String>,
+    /// Pin the current owner lifetime of the group that has this incarnation.
+    #[arg(long, value_name = "UUID")]
+    pub incarnation: Option<uuid::Uuid>,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct MergeArgs {
     /// Per-node reports written by `kvcr audit --live --local-ranks ... --format json`.
     #[arg(value_name = "REPORT.json", required = true)]
@@ -104,7 +127,7 @@ pub struct MergeArgs {
 /// Options shared by every command that reads an inventory.
 #[derive(Args, Debug, Clone)]
 pub struct InventoryArgs {
-    /// Inventory root directory (default: $KVCR_INVENTORY).
+    /// Inventory root directory (default: $KVCR_INVENTORY, else /var/lib/kvcr/inventory).
     #[arg(value_name = "ROOT", env = "KVCR_INVENTORY")]
     pub root: Option<PathBuf>,
     /// Deployment profile (kvcr.profile/v1) declaring what the group should be
@@ -230,7 +253,47 @@ pub struct ImportArgs {
     #[arg(long, value_name = "AGE", value_parser = parse_age, default_value = "300")]
     pub max_report_age: u64,
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: ImportOutputArgs,
+}
+
+/// The formats `kvcr import` writes: no Prometheus text (that is the
+/// audit's), so `--help` and the completions never offer it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportFormat {
+    Table,
+    Json,
+}
+
+/// [`OutputArgs`] for `kvcr import`: the same flags, table or JSON only.
+#[derive(Args, Debug, Clone)]
+pub struct ImportOutputArgs {
+    /// Output format (json: exactly one document on stdout).
+    #[arg(long, value_enum, default_value_t = ImportFormat::Table)]
+    pub format: ImportFormat,
+    /// Colour: auto follows the terminal, NO_COLOR and TERM=dumb.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Print nothing; the exit status still tells.
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Show every allocation of each rank (and, when refused, every check per rank).
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+impl ImportOutputArgs {
+    /// The same choices as the shared output flags.
+    pub fn output(&self) -> OutputArgs {
+        OutputArgs {
+            format: match self.format {
+                ImportFormat::Table => Format::Table,
+                ImportFormat::Json => Format::Json,
+            },
+            color: self.color,
+            quiet: self.quiet,
+            verbose: self.verbose,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -245,7 +308,7 @@ pub struct ExamineArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
-    /// A finding code (KV104) or name (geometry).
+    /// A finding code (KV104), its number (104) or its name (geometry).
     #[arg(value_name = "CODE")]
     pub code: Option<String>,
 }
@@ -259,7 +322,7 @@ pub struct CompletionsArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct SchemaArgs {
-    /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report or the ready file.
+    /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report, the ready file or the error document.
     #[arg(value_enum, value_name = "WHICH")]
     pub which: crate::schema::Kind,
 }

@@ -3,12 +3,31 @@
 //! dispatcher ([`crate::app::run`]) prints it.
 
 use crate::exit;
+use serde::Serialize;
+
+/// The `schema` member of the error document (`schemas/error.schema.json`).
+pub const ERROR_SCHEMA: &str = "kvcr.error/v1";
+
+/// What kind of run could not happen: the error document's `code`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// The command line could not be parsed (an unknown flag, a bad value).
+    Usage,
+    /// The run could not happen: something the command names is missing,
+    /// wrong or unusable (the root, the profile, the driver, an output).
+    CannotRun,
+    /// This user may not list, open or read part of the inventory: no
+    /// verdict is possible (run as root or as the owner's user).
+    PermissionDenied,
+}
 
 #[derive(Debug)]
 pub struct Failure {
     pub status: i32,
     pub message: String,
     pub hint: Option<String>,
+    pub kind: Kind,
 }
 
 impl Failure {
@@ -17,6 +36,7 @@ impl Failure {
             status,
             message: message.into(),
             hint: None,
+            kind: Kind::CannotRun,
         }
     }
 
@@ -26,6 +46,70 @@ impl Failure {
             status: exit::USAGE,
             message: message.into(),
             hint: hint.into(),
+            kind: Kind::CannotRun,
         }
     }
+
+    /// The same failure, of another kind.
+    pub fn of_kind(mut self, kind: Kind) -> Failure {
+        self.kind = kind;
+        self
+    }
+
+    /// The error document `--format json` prints on stdout in place of a
+    /// report when the run could not happen (docs/format.md §9.2).
+    pub fn document(&self, command: Option<&str>, now_unix_ms: u64) -> ErrorDocument {
+        ErrorDocument {
+            schema: ERROR_SCHEMA,
+            kvcr_version: crate::version::VERSION,
+            generated_unix_ms: now_unix_ms,
+            command: command.map(str::to_string),
+            exit_status: self.status,
+            code: self.kind,
+            message: self.message.clone(),
+            hint: self.hint.clone(),
+        }
+    }
+}
+
+/// What to do when this user may not read the inventory at `root`: run as
+/// root or as the user that owns it (the root directory's owner, by uid).
+pub fn access_hint(root: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(root)
+        .map(|m| format!("uid {}, the owner of {}", m.uid(), root.display()))
+        .unwrap_or_else(|_| "the owner of the inventory".to_string());
+    format!(
+        "run kvcr as root or as the inventory owner's user ({owner}); this user is uid {}",
+        rustix::process::geteuid().as_raw()
+    )
+}
+
+/// True when `e` (or its source) is a permission refusal (EACCES, EPERM).
+pub fn is_denied(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(x) = cur {
+        if x.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+        {
+            return true;
+        }
+        cur = x.source();
+    }
+    false
+}
+
+/// `kvcr.error/v1`: the one JSON document on stdout of a run that could
+/// not happen (`schemas/error.schema.json`).
+#[derive(Debug, Serialize)]
+pub struct ErrorDocument {
+    pub schema: &'static str,
+    pub kvcr_version: &'static str,
+    pub generated_unix_ms: u64,
+    /// The subcommand (`audit`, `import`...), when one was recognised.
+    pub command: Option<String>,
+    pub exit_status: i32,
+    pub code: Kind,
+    pub message: String,
+    pub hint: Option<String>,
 }

@@ -107,16 +107,26 @@ impl Code {
         }
     }
 
-    /// Accepts `KV104`, `kv104` or the name (`geometry`).
+    /// Accepts `KV104`, `kv104`, the bare number (`104`, and `9` or `009`
+    /// for KV009) or the name (`geometry`).
     ///
     /// ```
     /// use kvcr::finding::Code;
     /// assert_eq!(Code::parse("KV104"), Some(Code::KV104));
+    /// assert_eq!(Code::parse("104"), Some(Code::KV104));
+    /// assert_eq!(Code::parse("9"), Some(Code::KV009));
     /// assert_eq!(Code::parse("geometry"), Some(Code::KV104));
     /// assert_eq!(Code::parse("KV999"), None);
+    /// assert_eq!(Code::parse("999"), None);
     /// ```
     pub fn parse(s: &str) -> Option<Code> {
         let s = s.trim();
+        if !s.is_empty() && s.len() <= 3 && s.bytes().all(|b| b.is_ascii_digit()) {
+            let n: u16 = s.parse().ok()?;
+            return Code::ALL
+                .into_iter()
+                .find(|c| c.as_str()[2..].parse::<u16>() == Ok(n));
+        }
         Code::ALL
             .into_iter()
             .find(|c| c.as_str().eq_ignore_ascii_case(s) || c.name().eq_ignore_ascii_case(s))
@@ -155,6 +165,10 @@ pub enum Subject {
     Request,
     /// The reports given to `kvcr merge`.
     MergeInputs,
+    /// This user may not list, open or read the entry (EACCES, EPERM):
+    /// nothing is known about the file, so the run cannot judge the
+    /// inventory at all (exit 2, docs/format.md §6), never a verdict.
+    Access,
 }
 
 /// One finding. `path` is relative to the resolved root; `expected`/`found`
@@ -225,6 +239,16 @@ impl Finding {
     pub fn about(mut self, subject: Subject) -> Self {
         self.subject = subject;
         self
+    }
+
+    /// Marks a finding made from an I/O error as [`Subject::Access`] when
+    /// the error is a permission refusal (its kind, never its text).
+    pub fn denied_if(self, e: &std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            self.about(Subject::Access)
+        } else {
+            self
+        }
     }
 
     pub fn is_reject(&self) -> bool {

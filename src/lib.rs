@@ -31,6 +31,7 @@ pub(crate) mod audit;
 pub(crate) mod cli;
 pub mod content;
 pub(crate) mod cuda_ffi;
+pub(crate) mod derive;
 pub mod descriptor;
 pub(crate) mod error;
 pub(crate) mod examine;
@@ -67,7 +68,50 @@ mod testkit;
 /// returns its exit status (src/main.rs exits with it).
 pub fn run() -> i32 {
     use clap::Parser;
-    app::run(cli::Cli::parse())
+    match cli::Cli::try_parse() {
+        Ok(cli) => app::run(cli),
+        Err(e) => parse_error(e),
+    }
+}
+
+/// A command line clap refused: printed as clap prints it, and, when it
+/// asked for `--format json`, also as the `kvcr.error/v1` document on
+/// stdout (a script reading stdout always gets one document).
+fn parse_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let json = args.iter().enumerate().any(|(i, a)| {
+        a == "--format=json" || (a == "--format" && args.get(i + 1).is_some_and(|v| v == "json"))
+    });
+    let status = e.exit_code();
+    let shown = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if json && !shown {
+        let command = args
+            .first()
+            .and_then(|a| a.to_str())
+            .filter(|a| command().get_subcommands().any(|s| s.get_name() == *a));
+        let text = e.render().to_string();
+        let message = text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_string();
+        let hint = match command {
+            Some(c) => format!("run `kvcr {c} --help`"),
+            None => "run `kvcr --help`".to_string(),
+        };
+        let mut f = error::Failure::usage(message, Some(hint)).of_kind(error::Kind::Usage);
+        f.status = status;
+        app::print_error_document(&f, command);
+    }
+    let _ = e.print();
+    status
 }
 
 /// The command-line definition, for rendering man pages and completions.

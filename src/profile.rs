@@ -27,8 +27,22 @@ const PROFILE_FIELDS: &[&str] = &[
     "min_epoch",
     "max_age_s",
     "local_ranks",
+    "derived",
     "require_content",
 ];
+
+/// The members of a profile's `derived` object (`kvcr profile` writes it).
+const DERIVED_FIELDS: &[&str] = &["from", "generated_unix_ms", "review"];
+
+/// A profile `kvcr profile` derived from an audit rather than a deployer
+/// wrote from the engine's configuration (docs/format.md §4): what it was
+/// derived from, when, and the reminder that it must be reviewed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Derived {
+    pub from: String,
+    pub generated_unix_ms: u64,
+    pub review: String,
+}
 
 /// A parsed, valid deployment profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +61,9 @@ pub struct Profile {
     /// The ranks this node holds of a group spanning nodes, such as `0-7,12`
     /// (`--local-ranks` overrides it).
     pub local_ranks: Option<RankSet>,
+    /// Set when `kvcr profile` derived the profile from an audit (a
+    /// bootstrap, to be reviewed); it changes no check.
+    pub derived: Option<Derived>,
     /// Import refuses an allocation without a `content` member (docs/format.md
     /// §3.6, §4): exit 1 at the gate, before any GPU call.
     pub require_content: bool,
@@ -148,6 +165,17 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
     let local_ranks = opt(o.at("local_ranks"), |f| {
         c.string(f, 1, 1024).map(str::to_owned)
     });
+    let derived = opt(o.at("derived"), |f| {
+        let d = c.object(f, DERIVED_FIELDS)?;
+        let from = c.string(d.at("from"), 1, 4096).map(str::to_owned);
+        let generated_unix_ms = c.uint(d.at("generated_unix_ms"), 0, I63_MAX);
+        let review = c.string(d.at("review"), 1, 4096).map(str::to_owned);
+        Some(Derived {
+            from: from?,
+            generated_unix_ms: generated_unix_ms?,
+            review: review?,
+        })
+    });
     let require_content = opt(o.at("require_content"), |f| c.boolean(f));
 
     // Relations within the profile itself: a profile that contradicts
@@ -187,6 +215,7 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
             min_epoch: min_epoch?,
             max_age_s: max_age_s?,
             local_ranks: None,
+            derived: derived?,
             require_content: require_content?.unwrap_or(false),
         },
         local_ranks,

@@ -8,9 +8,13 @@ use crate::error::Failure;
 use crate::import::report::Mode;
 use crate::import::sim::BackendSpec;
 use crate::profile::{parse_profile, Profile, ProfileError};
-use crate::report::{Format, Printer};
+use crate::report::Printer;
 use crate::verdict::Expectations;
 use std::path::{Path, PathBuf};
+
+/// The inventory root when neither ROOT nor `$KVCR_INVENTORY` names one:
+/// where the Debian package's units keep it (docs/format.md §2.1).
+pub const DEFAULT_ROOT: &str = "/var/lib/kvcr/inventory";
 
 /// `KVCR_NODE_FACTS` when set and not empty.
 fn node_facts_from_env() -> Option<PathBuf> {
@@ -67,6 +71,19 @@ impl Inventory {
         })
     }
 
+    /// `kvcr profile`: the root, `--engine` and `--incarnation`; no profile.
+    pub fn for_profile(a: &crate::cli::ProfileArgs) -> Inventory {
+        let mut inv = Inventory {
+            root: a.root.clone(),
+            threads: crate::pipeline::threads_from_env(),
+            node_facts: node_facts_from_env(),
+            ..Inventory::default()
+        };
+        inv.expect.engine = a.engine.clone();
+        inv.expect.incarnation = a.incarnation;
+        inv
+    }
+
     /// The inventory at `root` with no profile and no flags.
     pub fn at(root: &Path) -> Inventory {
         Inventory {
@@ -77,15 +94,29 @@ impl Inventory {
         }
     }
 
-    /// The resolved root (exit 2 when none is given or it cannot be used).
+    /// The resolved root: ROOT, else `$KVCR_INVENTORY`, else
+    /// [`DEFAULT_ROOT`] (exit 2 when it cannot be used).
     pub fn root(&self) -> Result<PathBuf, Failure> {
-        let root = self.root.as_deref().ok_or_else(|| {
-            Failure::usage(
-                "no inventory root given",
-                Some("pass ROOT or set KVCR_INVENTORY".to_string()),
-            )
-        })?;
-        crate::inventory::resolve_root(root).map_err(|e| Failure::usage(e.to_string(), None))
+        let given = self.root.is_some();
+        let root = self.root.as_deref().unwrap_or(Path::new(DEFAULT_ROOT));
+        crate::inventory::resolve_root(root).map_err(|e| {
+            let denied = crate::error::is_denied(&e);
+            let hint = if denied {
+                Some(crate::error::access_hint(root))
+            } else if !given {
+                Some(format!(
+                    "no ROOT and no KVCR_INVENTORY, so kvcr used the default {DEFAULT_ROOT} (where the package keeps it); pass ROOT or set KVCR_INVENTORY"
+                ))
+            } else {
+                None
+            };
+            let f = Failure::usage(e.to_string(), hint);
+            if denied {
+                f.of_kind(crate::error::Kind::PermissionDenied)
+            } else {
+                f
+            }
+        })
     }
 }
 
@@ -153,13 +184,7 @@ pub struct Import {
 
 impl Import {
     pub fn resolve(a: &ImportArgs) -> Result<Import, Failure> {
-        if a.output.format == Format::Prometheus {
-            return Err(Failure::usage(
-                "--format prometheus is for kvcr audit",
-                Some("use --format table or --format json with kvcr import".to_string()),
-            ));
-        }
-        let printer = printer(&a.output);
+        let printer = printer(&a.output.output());
         let backend = match std::env::var(BackendSpec::ENV) {
             Ok(s) if !s.is_empty() => BackendSpec::parse(&s).map_err(|e| {
                 Failure::usage(

@@ -15,7 +15,6 @@ use super::report::{
 use super::{execute, Backend, Cause, Event, Ledger, Outcome, Step, StepFailure};
 use crate::audit::{self, AuditRun, Audited};
 use crate::error::Failure;
-use crate::exit;
 use crate::node::NodeProbe;
 use crate::settings::Inventory;
 use crate::verdict::Verdict;
@@ -157,9 +156,13 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         warnings: Vec::new(),
     };
     let judgement = &audited.judgement;
+    // A dry run of a refused group still says that the real import would
+    // have stopped at the profile first (exit 2).
+    let profile_refusal = refusals.clone();
     let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
     else {
         report.files = rejecting_files(&judgement.files);
+        report.refusals = profile_refusal;
         return Ok(Done::of(report, Some(audited)));
     };
     report.engine_id = Some(group.engine_id.clone());
@@ -170,6 +173,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         // Refused before any GPU call.
         report.audit = Some(group.clone());
         report.files = files;
+        report.refusals = profile_refusal;
         return Ok(Done::of(report, Some(audited)));
     }
     // A local part needs proof of the whole group (exit 1).
@@ -187,10 +191,11 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     }
 
     // Plan from the very descriptors the audit judged.
-    let plan = Plan::from_group(group, &descriptors).map_err(|e| Failure {
-        status: exit::USAGE,
-        message: format!("internal error while planning: {e}"),
-        hint: Some("nothing was imported; please report this".into()),
+    let plan = Plan::from_group(group, &descriptors).map_err(|e| {
+        Failure::usage(
+            format!("internal error while planning: {e}"),
+            Some("nothing was imported; please report this".into()),
+        )
     })?;
     // The profile's require_content (exit 1), before any GPU call.
     if let Some(r) = gate::content(req.inventory.expect.profile.as_ref(), &plan) {
@@ -203,8 +208,8 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     let not_checked = gate::not_checked(group);
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
-            // The audit's verdict is the exit status; the plan lists what
-            // would still refuse the real import, in the order it would.
+            // The plan lists what would still refuse the real import, in
+            // the order it would; the first one is the exit status.
             refusals.extend(driver().map(|why| Refusal::new(Gate::Driver, why)));
             refusals.extend(not_checked);
             refusals.sort_by_key(|r| r.gate);

@@ -144,10 +144,32 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
                 human_bytes(bytes)
             )?;
             if !r.refusals.is_empty() {
-                writeln!(out, "the real import would be refused:")?;
+                writeln!(
+                    out,
+                    "the real import would be refused (exit {}):",
+                    r.status()
+                )?;
                 for x in &r.refusals {
                     writeln!(out, "  - (exit {}) {}", x.status, terminal(&x.message))?;
                 }
+            }
+        }
+        ResultKind::Rejected if r.mode == Mode::DryRun => {
+            let why = match &r.audit {
+                Some(g) => format!(
+                    "group {} rejected: {}",
+                    terminal(&g.engine_id),
+                    terminal(&g.cause)
+                ),
+                None if !r.files.is_empty() => format!(
+                    "{} file(s) in the inventory carry rejecting findings",
+                    r.files.len()
+                ),
+                None => "no descriptor found".into(),
+            };
+            writeln!(out, "dry run: the import would be refused: {why}")?;
+            for x in &r.refusals {
+                writeln!(out, "  - (exit {}, answered first) {}", x.status, terminal(&x.message))?;
             }
         }
         ResultKind::Rejected => {

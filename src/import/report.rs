@@ -136,8 +136,21 @@ pub struct Report {
 }
 
 impl Report {
+    /// The exit status. A dry run predicts the real import's status at the
+    /// gate (docs/format.md §8.7, like `zpool import -n`): a missing profile
+    /// (2) is answered before the audit; a rejected group is 1; a plan is 0
+    /// only when nothing would refuse the real import before its first GPU
+    /// call, else the status of the first refusal in the order of answers.
     pub fn status(&self) -> i32 {
-        self.result.status()
+        if self.mode != Mode::DryRun {
+            return self.result.status();
+        }
+        let first = self.refusals.iter().min_by_key(|r| r.gate);
+        match (self.result, first) {
+            (_, Some(r)) if r.gate == super::gate::Gate::Profile => r.status,
+            (ResultKind::Planned, Some(r)) => r.status,
+            (result, _) => result.status(),
+        }
     }
 }
 

@@ -687,12 +687,13 @@ fn dry_run_plans_without_a_backend() {
     inventory(dir.path(), "llama3-70b-a", "posix_fd", 0);
     let done = core(&args(dir.path(), None), Mode::DryRun, None, None, &never).unwrap();
     let r = &done.report;
-    // The plan lists what would refuse the real import: here, no driver.
+    // The plan lists what would refuse the real import: here, no driver,
+    // and exits as that import would (§8.7).
     let gates: Vec<_> = r.refusals.iter().map(|x| (x.gate, x.status)).collect();
     assert_eq!(gates, [(super::gate::Gate::Driver, 2)]);
     assert_eq!(
         (r.result, r.status(), r.backend),
-        (ResultKind::Planned, 0, "none")
+        (ResultKind::Planned, 2, "none")
     );
     assert_eq!(r.ranks.len(), 4);
     assert!(r.ranks.iter().all(|x| x.device.is_none() && x.ms.is_none()));

@@ -334,7 +334,11 @@ pub fn open_regular(
 ) -> Result<(File, Stat), Box<Finding>> {
     let at = display_path(rel);
     let kv005 = |what: &str, e: std::io::Error| {
-        Box::new(Finding::reject(Code::KV005, format!("{what}: {e}")).at(&at))
+        Box::new(
+            Finding::reject(Code::KV005, format!("{what}: {e}"))
+                .at(&at)
+                .denied_if(&e),
+        )
     };
     // 1. Classify through an O_PATH fd: nothing is opened yet.
     let path_fd = match open_path_beneath(root, rel, strategy) {

@@ -288,11 +288,12 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
                                 .at(&pat)
                                 .values("directory", found)
                             }
-                            OpenError::Os(e) => Finding::reject(
-                                Code::KV005,
-                                format!("cannot open directory: {}", std::io::Error::from(e)),
-                            )
-                            .at(&pat),
+                            OpenError::Os(e) => {
+                                let e = std::io::Error::from(e);
+                                Finding::reject(Code::KV005, format!("cannot open directory: {e}"))
+                                    .at(&pat)
+                                    .denied_if(&e)
+                            }
                         };
                         let kind = dir_kind(parent.file_name().unwrap_or_default());
                         let entry =
@@ -382,7 +383,9 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
                 } else {
                     classify_name(name)
                 };
-                let f = Finding::reject(Code::KV005, format!("cannot stat: {e}")).at(&at);
+                let f = Finding::reject(Code::KV005, format!("cannot stat: {e}"))
+                    .at(&at)
+                    .denied_if(&e);
                 let entry = sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at);
                 emit(Listed::Entry(entry), &mut stats);
                 continue;
@@ -598,13 +601,19 @@ impl Scanner<'_> {
             Some(e) => format!("cannot list: {e}"),
             None => format!("cannot list: {err}"),
         };
+        let denied = err
+            .io_error()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
         let kind = rel
             .file_name()
             .and_then(parse_rank_name)
             .map_or(EntryKind::Dir, |name_rank| EntryKind::Descriptor {
                 name_rank,
             });
-        let f = Finding::reject(Code::KV005, msg).at(&at);
+        let mut f = Finding::reject(Code::KV005, msg).at(&at);
+        if denied {
+            f = f.about(crate::finding::Subject::Access);
+        }
         self.with_inherited(self.entry(rel, kind, vec![f], 0), &at)
     }
 }
@@ -660,12 +669,11 @@ impl Reader<'_> {
         }
         let st = rustix::fs::statat(self.root_fd, rel, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| {
+                let e = std::io::Error::from(e);
                 Box::new(
-                    Finding::reject(
-                        Code::KV005,
-                        format!("cannot stat: {}", std::io::Error::from(e)),
-                    )
-                    .at(&at),
+                    Finding::reject(Code::KV005, format!("cannot stat: {e}"))
+                        .at(&at)
+                        .denied_if(&e),
                 )
             })?;
         let listed = FileId {
@@ -711,7 +719,11 @@ impl Reader<'_> {
             return (entry(rel, kind, findings, mode), false);
         }
         if let Err(e) = open::read_sized(&mut file, &mut self.buf, size) {
-            findings.push(Finding::reject(Code::KV005, format!("cannot read: {e}")).at(at));
+            findings.push(
+                Finding::reject(Code::KV005, format!("cannot read: {e}"))
+                    .at(at)
+                    .denied_if(&e),
+            );
             return (entry(rel, kind, findings, mode), false);
         }
         if self.buf.len() as u64 > MAX_FILE_BYTES {

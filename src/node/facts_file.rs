@@ -24,8 +24,9 @@ struct FactsFile {
     boot_id: Option<String>,
     #[serde(default)]
     hostname: Option<String>,
+    /// `null` or missing: the process table could not be read (docs/live.md).
     #[serde(default)]
-    processes: BTreeMap<String, u64>,
+    processes: Option<BTreeMap<String, u64>>,
     #[serde(default)]
     processes_unreadable: Option<String>,
     #[serde(default)]
@@ -69,7 +70,14 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
         None => not_in("hostname", origin),
     };
     let mut processes = BTreeMap::new();
-    for (pid, ticks) in f.processes {
+    // `null` (or no key) means "could not be read", like every other fact:
+    // each process lookup is then not checked, never "not running".
+    let unreadable = match (&f.processes, f.processes_unreadable) {
+        (_, Some(why)) => Some(why),
+        (None, None) => Some(format!("processes is null in {origin}")),
+        (Some(_), None) => None,
+    };
+    for (pid, ticks) in f.processes.unwrap_or_default() {
         let p: i32 = pid
             .parse()
             .ok()
@@ -94,7 +102,7 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
         boot_id,
         hostname,
         processes,
-        processes_unreadable: f.processes_unreadable,
+        processes_unreadable: unreadable,
         gpus,
     })
 }

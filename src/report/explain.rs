@@ -78,7 +78,7 @@ pub fn explain(code: Code) -> Explanation {
             Severity::Reject,
             "A staging leftover (.NAME.tmp) of an interrupted write: the owner died between writing and renaming.",
             "The file name only; leftovers are never opened.",
-            "if no owner is writing now, remove the leftover and audit again; the rank it was for is likely missing",
+            "a write may be in progress: audit again in a few seconds; a leftover that stays is an interrupted write: once no owner is writing, remove it and audit again",
             "",
         ),
         KV010 => (

@@ -119,7 +119,7 @@ fn candidates<'a>(g: &'a GroupVerdict, files: &'a [FileVerdict]) -> Vec<Candidat
         let Some(rank) = intended_rank(&f.path) else {
             continue;
         };
-        if !g.missing.iter().any(|&(a, b)| a <= rank && rank <= b) {
+        if !missing_rank(g, rank) {
             continue;
         }
         out.extend(
@@ -134,6 +134,30 @@ fn candidates<'a>(g: &'a GroupVerdict, files: &'a [FileVerdict]) -> Vec<Candidat
         );
     }
     out
+}
+
+fn missing_rank(g: &GroupVerdict, rank: u64) -> bool {
+    g.missing.iter().any(|&(a, b)| a <= rank && rank <= b)
+}
+
+/// Rejecting file-level findings no group claims (not the unusable file of
+/// one of this group's missing ranks): each may be this group's, so each
+/// rejects it (docs/format.md §5.6), after the group's own causes.
+fn unclaimed<'a>(g: &GroupVerdict, files: &'a [FileVerdict]) -> Vec<Candidate<'a>> {
+    files
+        .iter()
+        .filter(|f| !intended_rank(&f.path).is_some_and(|r| missing_rank(g, r)))
+        .flat_map(|f| {
+            f.findings
+                .iter()
+                .filter(|x| x.is_reject())
+                .map(move |x| Candidate {
+                    finding: x,
+                    rank: None,
+                    file: Some(f.path.as_str()),
+                })
+        })
+        .collect()
 }
 
 fn order(c: Code) -> usize {
@@ -170,7 +194,7 @@ fn pick<'a, 'b>(cands: &'b [Candidate<'a>]) -> Option<(&'b Candidate<'a>, Vec<Co
     Some((root, explained))
 }
 
-/// Writes every group's cause, action and cause code.
+/// Writes every group's cause, action and cause code, and the run's cause.
 pub fn fill(j: &mut Judgement, inv: &Invocation) {
     let files = std::mem::take(&mut j.files);
     for g in &mut j.groups {
@@ -180,6 +204,67 @@ pub fn fill(j: &mut Judgement, inv: &Invocation) {
         g.action = action;
     }
     j.files = files;
+    j.cause = run_cause(j);
+}
+
+/// The prefix of the run's cause for an empty inventory: a monitor can
+/// match it (docs/format.md §6).
+pub const EMPTY: &str = "empty";
+
+/// Why the run exits with its status, in one line: the report's top-level
+/// `cause` (docs/format.md §9.2). It starts with a stable word: `empty`,
+/// `accepted`, `rejected`.
+pub fn run_cause(j: &Judgement) -> String {
+    let bad_files: Vec<&FileVerdict> = j
+        .files
+        .iter()
+        .filter(|f| f.findings.iter().any(|x| x.is_reject()))
+        .collect();
+    if j.is_empty() {
+        return format!(
+            "{EMPTY}: no descriptor and no rejecting file in the inventory; nothing is retained here, so there is nothing to import"
+        );
+    }
+    let rejected: Vec<&GroupVerdict> = j
+        .groups
+        .iter()
+        .filter(|g| g.verdict == Verdict::Reject)
+        .collect();
+    if let Some(g) = rejected.first() {
+        return if j.groups.len() == 1 {
+            format!("rejected: group {}: {}", g.engine_id, g.cause)
+        } else {
+            format!(
+                "rejected: {} of {} groups rejected; first {}: {}",
+                rejected.len(),
+                j.groups.len(),
+                g.engine_id,
+                g.cause
+            )
+        };
+    }
+    if let Some(f) = bad_files.first() {
+        let x = f.findings.iter().find(|x| x.is_reject());
+        return format!(
+            "rejected: no descriptor any group could claim; {}: {}{}",
+            f.path,
+            x.map(|x| format!("{} ({})", x.message, x.code))
+                .unwrap_or_default(),
+            if bad_files.len() > 1 {
+                format!("; and {} more rejecting files", bad_files.len() - 1)
+            } else {
+                String::new()
+            }
+        );
+    }
+    format!(
+        "accepted: {} accepted",
+        if j.groups.len() == 1 {
+            "the one group".to_string()
+        } else {
+            format!("all {} groups", j.groups.len())
+        }
+    )
 }
 
 /// A word for a POSIX shell: as is when it is plainly safe, else in single
@@ -246,8 +331,23 @@ fn headline(
         let (cause, action) = accepted(g, inv);
         return (None, cause, action);
     }
-    let cands = candidates(g, files);
-    let Some((root, explained)) = pick(&cands) else {
+    let own = candidates(g, files);
+    let others = unclaimed(g, files);
+    let unclaimed_files = |skip: Option<&str>| {
+        let mut paths: Vec<&str> = others
+            .iter()
+            .filter_map(|c| c.file)
+            .filter(|&p| Some(p) != skip)
+            .collect();
+        paths.dedup();
+        paths.len()
+    };
+    let (cands, from_files) = if own.is_empty() {
+        (others.as_slice(), true)
+    } else {
+        (own.as_slice(), false)
+    };
+    let Some((root, explained)) = pick(cands) else {
         return (
             None,
             "no usable descriptor in the current incarnation".to_string(),
@@ -260,6 +360,17 @@ fn headline(
             "rank {r} has no usable descriptor: {path}: {} ({})",
             f.message, f.code
         ),
+        // The full path is in the files list; a long one would not wrap.
+        (None, Some(path)) => match path.rsplit_once('/') {
+            None => format!(
+                "{path}: {} ({}); no group claims the file, so it may be this group's",
+                f.message, f.code
+            ),
+            Some((_, name)) => format!(
+                "…/{name}: {} ({}); no group claims the file (its path is in the files list), so it may be this group's",
+                f.message, f.code
+            ),
+        },
         (Some(r), None) => match f.path.as_deref() {
             Some(p) => format!("rank {r} ({p}): {} ({})", f.message, f.code),
             None => format!("rank {r}: {} ({})", f.message, f.code),
@@ -278,8 +389,74 @@ fn headline(
     if bad_ranks > 1 {
         cause.push_str(&format!("; {bad_ranks} ranks rejected in all"));
     }
-    let action = format!("{}; see `kvcr explain {}`", action_for(f, g, inv), f.code);
+    // Every file that rejects the run is named or counted in the cause.
+    let more = unclaimed_files(if from_files { root.file } else { None });
+    if more > 0 {
+        cause.push_str(&format!(
+            "; and {} (see files)",
+            plural(
+                more,
+                "rejecting file no group claims",
+                "rejecting files no group claims"
+            )
+        ));
+    }
+    let action = match partial_view(g, &own, inv) {
+        Some(a) => a,
+        None => format!("{}; see `kvcr explain {}`", action_for(f, g, inv), f.code),
+    };
     (Some(f.code), cause, action)
+}
+
+/// A partial multi-node view: the only thing wrong is one contiguous block
+/// of missing ranks at either end, every present rank passes, the present
+/// ranks are contiguous too and the missing count is a multiple of them
+/// (nodes hold equal shares), no `--local-ranks` was given and no file
+/// claims a missing rank. The other ranks likely live on other nodes: audit
+/// this node's part and merge, rather than discard the cache.
+fn partial_view(g: &GroupVerdict, own: &[Candidate], inv: &Invocation) -> Option<String> {
+    if g.local_ranks.is_some() || inv.merged.is_some() || g.missing.len() != 1 {
+        return None;
+    }
+    if own
+        .iter()
+        .any(|c| c.finding.code != Code::KV103 || c.file.is_some())
+    {
+        return None;
+    }
+    // Not even a notice: descriptors of another lifetime (a superseded
+    // incarnation) say the missing ranks were here once.
+    if g.findings.iter().any(|f| f.code != Code::KV103) {
+        return None;
+    }
+    let present: Vec<u64> = g.ranks.iter().filter_map(|r| r.rank).collect();
+    if present.is_empty() || g.ranks.iter().any(|r| r.verdict != Verdict::Accept) {
+        return None;
+    }
+    let ws = g.world_size?;
+    let (a, b) = g.missing[0];
+    let missing = b - a + 1;
+    let here = present.len() as u64;
+    if !(a == 0 || b + 1 == ws) || missing % here != 0 {
+        return None;
+    }
+    let local = compress_ranks(&present);
+    let root = inv.root.as_deref().unwrap_or(".");
+    let flags = [
+        inv.flags.clone(),
+        vec!["--local-ranks".to_string(), local.clone()],
+    ]
+    .concat();
+    let audit = command("audit", true, root, &g.engine_id, &flags);
+    Some(format!(
+        "if {} on other nodes, this is one node's part of the group ({} of {ws} ranks here): write this node's report ({audit} --format json > \"$(hostname).json\"), do the same on every node, and judge the whole group with kvcr merge over every node's report; if they were never elsewhere, start the engine with an empty cache; see `kvcr explain KV103`",
+        if a == b {
+            format!("rank {a} lives")
+        } else {
+            format!("ranks {a}-{b} live")
+        },
+        present.len()
+    ))
 }
 
 /// The safe step for the headline finding: the code's own, unless the

@@ -110,8 +110,18 @@ impl Printer {
     }
 }
 
+/// Set once anything was written to stdout by [`emit`]: a failure after
+/// that prints no second (error) document.
+static EMITTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether [`emit`] has written to stdout in this process.
+pub fn emitted() -> bool {
+    EMITTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Writes to stdout; a closed pipe (`kvcr audit | head -1`) ends quietly.
 pub fn emit(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Failure> {
+    EMITTED.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut lock = io::BufWriter::new(io::stdout().lock());
     match f(&mut lock).and_then(|_| lock.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Failure::new(

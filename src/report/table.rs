@@ -330,11 +330,23 @@ fn group(
     };
     // Runs of missing ranks are one row each (docs/format.md §9.3): a
     // table never grows with world_size alone.
+    // A rank with more than one row (duplicates, unknown ranks): each row
+    // names its file, so rows that look alike can be told apart.
+    let mut per_rank: std::collections::HashMap<Option<u64>, usize> =
+        std::collections::HashMap::new();
+    for r in &g.ranks {
+        *per_rank.entry(r.rank).or_default() += 1;
+    }
     let mut rows: Vec<(Option<u64>, Row)> = g
         .ranks
         .iter()
         .map(|r| {
-            let reason = reason(p, r, live);
+            let mut reason = reason(p, r, live);
+            if per_rank.get(&r.rank).is_some_and(|&n| n > 1) {
+                if let Some(first) = reason.first_mut() {
+                    *first = format!("{}: {first}", terminal(&r.path));
+                }
+            }
             let verdict = match r.verdict {
                 Verdict::Accept => ("accept".to_string(), "1;32"),
                 Verdict::Reject => ("REJECT".to_string(), "1;31"),
@@ -464,10 +476,13 @@ pub fn write(
         2,
     )?;
     if s.groups == 0 {
-        writeln!(
+        wrapped(
             out,
-            "no descriptors found: nothing to audit or import (exit {})",
-            j.exit_status()
+            p,
+            "",
+            &format!("{} (exit {})", terminal(&j.cause), j.exit_status()),
+            " ",
+            2,
         )?;
     }
     writeln!(out)?;

@@ -106,6 +106,11 @@ pub struct Report<G = Vec<Group>, F = Vec<File>> {
     pub options: Options,
     pub exit_status: i32,
     pub root: String,
+    /// Why the run exits with its status (`empty: …`, `accepted: …`,
+    /// `rejected: …`; docs/json.md). Informational: merge and the gate
+    /// never decide on it. Absent in reports of older kvcr builds.
+    #[serde(default)]
+    pub cause: String,
     /// Merge reports only: the inputs, in argument order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reports: Option<Vec<String>>,
@@ -279,6 +284,7 @@ pub fn printed<'a>(
         },
         exit_status: meta.exit_status,
         root: root.to_string(),
+        cause: j.cause.clone(),
         reports: merge.map(|m| m.reports.clone()),
         all_inputs_live: merge.map(|m| m.all_inputs_live),
         oldest_input_age_ms: merge.map(|m| m.oldest_input_age_ms),

@@ -203,6 +203,9 @@ pub struct Judgement {
     pub groups: Vec<GroupVerdict>,
     pub files: Vec<FileVerdict>,
     pub summary: Summary,
+    /// One line: why the run exits with its status (the report's top-level
+    /// `cause`). Written by the headline ([`crate::report::headline`]).
+    pub cause: String,
 }
 
 impl Judgement {
@@ -241,18 +244,31 @@ impl Judgement {
             groups,
             files,
             summary,
+            cause: String::new(),
         }
     }
 
-    /// docs/format.md §6: 0 only when every group in scope is accepted, no rejecting
-    /// file-level finding exists and at least one descriptor was found.
+    /// No group and no rejecting file: nothing is retained here. A healthy
+    /// node whose engine keeps nothing looks like this (docs/format.md §6).
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+            && !self
+                .files
+                .iter()
+                .any(|f| f.findings.iter().any(Finding::is_reject))
+    }
+
+    /// docs/format.md §6: 0 when every group in scope is accepted and no
+    /// rejecting file-level finding exists, an empty inventory included
+    /// (nothing retained is not a rejection; `import` still has nothing to
+    /// import, exit 1).
     pub fn exit_status(&self) -> i32 {
         let any_group_rejected = self.groups.iter().any(|g| g.verdict == Verdict::Reject);
         let files_reject = self
             .files
             .iter()
             .any(|f| f.findings.iter().any(Finding::is_reject));
-        if self.groups.is_empty() || any_group_rejected || files_reject {
+        if any_group_rejected || files_reject {
             crate::exit::REJECTED
         } else {
             crate::exit::OK
@@ -340,6 +356,18 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
         .collect();
     groups.sort_by(|a, b| a.engine_id.cmp(&b.engine_id));
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    // A file no group can claim may be any group's (a torn `.rank-3.json…
+    // .tmp`, a symlinked `rank-3.json`): it rejects every group in scope,
+    // so the verdict, the exit status and the import agree (§5.6). The
+    // headline names the file.
+    if files
+        .iter()
+        .any(|f| f.findings.iter().any(Finding::is_reject))
+    {
+        for g in &mut groups {
+            g.verdict = Verdict::Reject;
+        }
+    }
 
     Judgement::new(groups, files, descriptors)
 }

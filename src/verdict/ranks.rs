@@ -115,9 +115,12 @@ pub(crate) fn slots(
                 .map(|&j| rows[j].path().to_string())
                 .collect();
             let others = name_bounded(&named, rv.total);
+            // Each copy names itself: "this one" alone says nothing in a
+            // list of rows that look alike.
             let msg = format!(
-                "rank {slot} is claimed by {} current descriptors: this one and {others}",
-                rv.total + 1
+                "rank {slot} is claimed by {} current descriptors: {} (this one) and {others}",
+                rv.total + 1,
+                rows[i].path()
             );
             Some((slot, msg, others))
         })

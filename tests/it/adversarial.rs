@@ -35,16 +35,20 @@ fn verdict(v: &Value) -> &str {
     v["groups"][0]["verdict"].as_str().unwrap_or("?")
 }
 
-fn dry_run(root: &Path) -> i32 {
-    kvcr()
+/// A dry run without a profile: its exit status (2: the real import
+/// answers the missing profile first, docs/format.md §8.7) and its result
+/// ("rejected" when the audit refuses the group).
+fn dry_run(root: &Path) -> (i32, String) {
+    let out = kvcr()
         .args(["import", "--dry-run", "--format", "json"])
         .arg(root)
         .env("KVCR_NODE_FACTS", fixtures_live("node-match.json"))
         .output()
-        .unwrap()
-        .status
-        .code()
-        .unwrap_or(-1)
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = out.status.code().unwrap_or(-1);
+    assert_eq!(v["exit_status"], status, "{v:#}");
+    (status, v["result"].as_str().unwrap_or_default().to_string())
 }
 
 // ---- 1. Identity is raw path bytes, never the display string -------------
@@ -82,7 +86,7 @@ fn display_aliasing_cannot_hide_a_current_duplicate() {
     assert!(findings(&v)
         .iter()
         .any(|(c, s, _)| c == "KV108" && s == "notice"));
-    assert_eq!(dry_run(t.path()), 1);
+    assert_eq!(dry_run(t.path()), (2, "rejected".into()));
 }
 
 /// Two current copies whose paths print alike are still two claimants.
@@ -105,7 +109,7 @@ fn aliasing_paths_are_two_descriptors() {
             .collect();
         assert!(codes.contains(&"KV102"), "{r:#}");
     }
-    assert_eq!(dry_run(t.path()), 1);
+    assert_eq!(dry_run(t.path()), (2, "rejected".into()));
 }
 
 // ---- 2. A GPU is its 16 UUID bytes ---------------------------------------
@@ -126,7 +130,7 @@ fn gpu_and_mig_spelling_of_one_uuid_is_one_gpu() {
     assert!(has(&v, "KV106", "rank-1.json"), "{v:#}");
     assert!(has(&v, "KV106", "rank-0.json"), "{v:#}");
     assert!(v["groups"][0]["cause"].as_str().unwrap().contains("KV106"));
-    assert_eq!(dry_run(t.path()), 1);
+    assert_eq!(dry_run(t.path()), (2, "rejected".into()));
 }
 
 #[test]
@@ -196,7 +200,7 @@ fn the_same_handle_twice_in_one_rank_or_across_ranks_is_kv111() {
         assert_eq!(exit, 1, "{kind}: {v:#}");
         assert!(has(&v, "KV111", "rank-1.json"), "{kind}: {v:#}");
         assert!(has(&v, "KV111", "rank-0.json"), "{kind}: {v:#}");
-        assert_eq!(dry_run(t.path()), 1, "{kind}");
+        assert_eq!(dry_run(t.path()), (2, "rejected".into()), "{kind}");
     }
 }
 

@@ -744,9 +744,10 @@ fn stub_library_is_exit_2_naming_the_stub() {
         "{out:?}"
     );
     // The audit answers before the driver (docs/format.md §8.9): a rejected
-    // group is exit 1 under the stub too, and the dry run names the stub.
+    // group is exit 1 under the stub too, and the dry run names the stub
+    // and exits as the real import would: 2 (§8.7).
     let dry = s.import("stub-dry", &[("FAKECUDA_STUB", "1".into())], &["--dry-run"]);
-    assert_eq!(dry.code, 0, "{}", dry.why());
+    assert_eq!(dry.code, 2, "{}", dry.why());
     let refusals = dry.report()["refusals"].to_string();
     assert!(
         refusals.contains("\"driver\"") && refusals.contains("stub"),

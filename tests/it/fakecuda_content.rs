@@ -154,9 +154,10 @@ fn require_content_refuses_before_any_gpu_call() {
     );
     assert!(r.log.acquired.is_empty(), "{:?}", r.log.acquired);
     assert!(calls(&r, "cuDevicePrimaryCtxRetain").is_empty());
-    // The dry run lists it with its exit status.
+    // The dry run lists it with its exit status, and exits with it, as the
+    // real import would (docs/format.md §8.7).
     let d = s.import("required-dry", &env, &["--dry-run"]);
-    assert_eq!(d.code, 0, "{}", d.why());
+    assert_eq!(d.code, 1, "{}", d.why());
     assert!(
         d.report()["refusals"].to_string().contains("\"status\":1"),
         "{}",

@@ -83,13 +83,14 @@ fn run_case(dir: &Path) -> Result<(), String> {
             return Err(format!("code {c} missing from the report; found {codes:?}"));
         }
     }
-    // Exit 0 exactly when every group is accepted.
+    // Exit 0 exactly when every group is accepted and no file rejects
+    // (an empty inventory too: nothing retained, docs/format.md §6).
     let all_accept = report["groups"]
         .as_array()
         .unwrap()
         .iter()
         .all(|g| g["verdict"] == "accept");
-    if (got_exit == 0) != (all_accept && !report["groups"].as_array().unwrap().is_empty()) {
+    if (got_exit == 0) != (all_accept && report["summary"]["files_rejected"] == 0) {
         return Err("exit status disagrees with the group verdicts".into());
     }
 

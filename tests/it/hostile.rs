@@ -167,7 +167,9 @@ fn descriptor_owned_by_another_uid_is_unsafe() {
 }
 
 #[test]
-fn unreadable_descriptor_is_kv005() {
+fn unreadable_descriptor_is_exit_2_not_a_verdict() {
+    // Permission denied means this user cannot audit (docs/format.md §6):
+    // exit 2 and the error document, never KV005 and exit 1.
     let t = tempfile::tempdir().unwrap();
     std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     group2(t.path());
@@ -210,14 +212,18 @@ fn unreadable_descriptor_is_kv005() {
         let out = match run {
             Ok(out) => out,
             Err(e) => {
-                eprintln!("SKIP unreadable_descriptor_is_kv005: cannot run kvcr as nobody ({e})");
+                eprintln!("SKIP unreadable_descriptor_is_exit_2_not_a_verdict: cannot run kvcr as nobody ({e})");
                 return;
             }
         };
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-        assert_eq!(out.status.code(), Some(1));
-        assert!(has(&v, "KV005", "rank-1.json"), "{v:#}");
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(v["code"], "permission-denied", "{v:#}");
+        assert!(
+            v["message"].as_str().unwrap().contains("rank-1.json"),
+            "{v:#}"
+        );
         return;
     }
     let out = cmd
@@ -227,8 +233,12 @@ fn unreadable_descriptor_is_kv005() {
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(has(&v, "KV005", "rank-1.json"), "{v:#}");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(v["code"], "permission-denied", "{v:#}");
+    assert!(
+        v["message"].as_str().unwrap().contains("rank-1.json"),
+        "{v:#}"
+    );
 }
 
 #[test]

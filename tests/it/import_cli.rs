@@ -363,7 +363,8 @@ fn dry_run_prints_the_plan_without_cuda() {
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{v}");
+    // No profile: the real import would exit 2 (§8.7).
+    assert_eq!(out.status.code(), Some(2), "{v}");
     assert_eq!(
         (v["mode"].as_str(), v["result"].as_str()),
         (Some("dry-run"), Some("planned"))
@@ -382,7 +383,7 @@ fn dry_run_prints_the_plan_without_cuda() {
         .env("KVCR_NODE_FACTS", FIXTURE_FACTS)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(2));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("plan for llama3-70b-a"), "{text}");
     assert!(text.contains("nothing imported (dry run)"), "{text}");
@@ -392,30 +393,33 @@ fn dry_run_prints_the_plan_without_cuda() {
 fn dry_run_on_the_shipped_fixture_as_checked_out() {
     // Straight from the checkout: git gives the files mode 0644, and live
     // mode refuses handle bytes readable by others (KV003), so the dry run
-    // prints the refusal and exits 1; a checkout with private modes plans
-    // (exit 0). Either way: one JSON document, no CUDA, no usage error.
+    // prints the refusal; a checkout with private modes plans. Either way
+    // it exits 2, as the real import without a profile would (§8.7): one
+    // JSON document, no CUDA.
     let out = kvcr()
         .args(["import", "--dry-run", "--format", "json", FIXTURE])
         .env("KVCR_NODE_FACTS", FIXTURE_FACTS)
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    match out.status.code() {
-        Some(0) => assert_eq!(v["result"], "planned"),
-        Some(1) => {
-            assert_eq!(v["result"], "rejected");
+    assert_eq!(out.status.code(), Some(2), "{v}");
+    assert_eq!(v["refusals"][0]["gate"], "profile", "{v}");
+    match v["result"].as_str() {
+        Some("planned") => {}
+        Some("rejected") => {
             assert!(v["audit"]["ranks"].to_string().contains("KV003"), "{v}");
         }
         other => panic!("{other:?}: {v}"),
     }
-    // And on this machine's own facts (a different node): refused, exit 1.
+    // And on this machine's own facts (a different node): refused, and
+    // without a profile exit 2, as the real import (§8.7).
     let out = kvcr()
         .args(["import", "--dry-run", FIXTURE])
         .output()
         .unwrap();
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(2),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -538,10 +542,13 @@ fn dry_run_without_a_profile_plans_and_says_the_import_would_be_refused() {
             .unwrap()
     };
     let out = dry(&c.inv());
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("nothing imported (dry run)"), "{text}");
-    assert!(text.contains("the real import would be refused:"), "{text}");
+    assert!(
+        text.contains("the real import would be refused (exit 2):"),
+        "{text}"
+    );
     assert!(text.contains("(exit 2) no deployment profile"), "{text}");
     // JSON: the refusal is listed; the sim backend counts as a driver.
     let out = kvcr()
@@ -564,9 +571,20 @@ fn dry_run_without_a_profile_plans_and_says_the_import_would_be_refused() {
         v["strict"], false,
         "a dry run lists unchecked facts, it does not refuse"
     );
-    // A rejected group: the dry run's exit is the audit's verdict.
+    // A rejected group without a profile: the real import answers the
+    // profile first (exit 2), and the dry run says both.
     std::fs::remove_file(c.inv().join("rank-1.json")).unwrap();
-    assert_eq!(dry(&c.inv()).status.code(), Some(1));
+    let out = dry(&c.inv());
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("the import would be refused: group"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(exit 2, answered first) no deployment profile"),
+        "{text}"
+    );
 }
 
 /// Node facts that could not be read: the audit lists them (exit 0), the
@@ -705,7 +723,8 @@ fn without_a_driver_a_rejected_group_is_1_and_unchecked_facts_are_2() {
         .env("KVCR_NODE_FACTS", c.facts())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    // No profile and no driver: the real import would exit 2 (§8.7).
+    assert_eq!(out.status.code(), Some(2));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let gates: Vec<&str> = v["refusals"]
         .as_array()
@@ -775,10 +794,11 @@ fn a_local_part_imports_with_a_fresh_fleet_report_of_the_whole_group() {
         .map(|r| r["rank"].as_u64().unwrap())
         .collect();
     assert_eq!(ranks, [0, 1]);
-    // Without one: refused, and the dry run lists it (exit 0: the audit accepts).
+    // Without one: refused, and the dry run lists it with the real
+    // import's status (exit 1, §8.7).
     f.refused(None, &[], "import requires --fleet-report FILE");
     let (code, v) = f.import(None, &["--dry-run"]);
-    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["refusals"][0]["gate"], "fleet-report");
 }
 
@@ -893,6 +913,8 @@ fn the_plan_table_has_no_trailing_spaces() {
             "KVCR_NODE_FACTS",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/live/node-match.json"),
         )
+        // The sim backend counts as a driver: nothing refuses, exit 0.
+        .env("KVCR_IMPORT_BACKEND", "sim")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));

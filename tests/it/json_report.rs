@@ -25,6 +25,7 @@ struct Report {
     options: Options,
     exit_status: i32,
     root: String,
+    cause: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reports: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -238,11 +239,26 @@ fn check(name: &str, doc: &Value) -> Result<(), String> {
             return Err(format!("{name}: {} named {}", f.code, f.name));
         }
     }
-    let all_accept = !r.groups.is_empty() && s.accepted == s.groups && s.files_rejected == 0;
+    // An empty inventory (no group, no rejecting file) is exit 0 too, and
+    // the top-level cause starts with the word that says which.
+    let all_accept = s.accepted == s.groups && s.files_rejected == 0;
     if (r.exit_status == 0) != all_accept {
         return Err(format!(
             "{name}: exit_status {} disagrees with the verdicts",
             r.exit_status
+        ));
+    }
+    let word = if r.groups.is_empty() && s.files_rejected == 0 {
+        "empty: "
+    } else if all_accept {
+        "accepted: "
+    } else {
+        "rejected: "
+    };
+    if !r.cause.starts_with(word) {
+        return Err(format!(
+            "{name}: cause {:?} does not start with {word:?}",
+            r.cause
         ));
     }
     if r.reports.is_some() != r.all_inputs_live.is_some()

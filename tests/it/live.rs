@@ -631,7 +631,9 @@ fn cli_bad_facts_file_is_a_usage_error() {
         let (code, out, err) =
             audit_with_facts(inv.path(), &facts, &["--live", "--format", "json"]);
         assert_eq!(code, 2, "{out}\n{err}");
-        assert!(out.is_empty(), "{out}");
+        // --format json: the one document on stdout is the error document.
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(doc["schema"], "kvcr.error/v1", "{out}");
         assert!(err.contains("KVCR_NODE_FACTS="), "{err}");
     }
 }

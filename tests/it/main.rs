@@ -38,6 +38,7 @@ mod man;
 mod memory_identity;
 mod merge_judge;
 mod monitoring;
+mod operator;
 mod packaging;
 mod parallel;
 mod prometheus;

@@ -84,7 +84,13 @@ fn rejected_with(r: &Run, code: &str) -> Value {
 /// Refused whole (exit 2), the error naming the file and `field`.
 fn refused(r: &Run, file: &str, field: &str) {
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stdout.is_empty(), "nothing judged: {}", r.stdout);
+    // Nothing is judged: with --format json stdout carries only the
+    // kvcr.error/v1 document (docs/json.md), otherwise nothing.
+    if !r.stdout.is_empty() {
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+        assert_eq!(v["schema"], "kvcr.error/v1", "nothing judged: {}", r.stdout);
+        assert_eq!(v["exit_status"], 2);
+    }
     assert!(r.stderr.contains(file), "names the file: {}", r.stderr);
     assert!(r.stderr.contains(field), "names {field}: {}", r.stderr);
 }

@@ -132,7 +132,11 @@ fn one_handle_in_two_groups_is_rejected() {
             .env("KVCR_NODE_FACTS", fixtures_live("node-match.json"))
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(1), "{kind}: beta was planned");
+        // No profile: the real import answers 2 first (§8.7); the audit
+        // still refuses beta, so nothing is planned.
+        let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(plan["result"], "rejected", "{kind}: beta was planned");
+        assert_eq!(out.status.code(), Some(2), "{kind}");
     }
 }
 

@@ -195,14 +195,20 @@ fn item(r: &mut Roff, tag: impl Into<Inline>, body: &str) {
 
 fn exit_status(r: &mut Roff, sub: Option<&str>) {
     let ok = match sub {
-        Some("audit") | Some("merge") => "Every group in scope was accepted.",
+        Some("audit") | Some("merge") => {
+            "Every group in scope was accepted, or the inventory is empty (nothing retained)."
+        }
         Some("examine") => "The descriptor passes every check it can pass on its own.",
         Some("import") => {
             "The import was done: a trial imported every rank and released it, or --hold held \
-             the group until SIGINT or SIGTERM and released it; --dry-run printed the plan."
+             the group until SIGINT or SIGTERM and released it; --dry-run printed the plan \
+             and nothing would refuse the real import before its first GPU call."
         }
         Some("explain") | Some("completions") | Some("schema") => "The text was printed.",
         Some("seal") => "Every file was sealed, or already carried its digest.",
+        Some("profile") => {
+            "The group was accepted by the live, strict audit and its profile printed."
+        }
         Some("digest") => "The digest was printed.",
         _ => {
             "Every group in scope was accepted (audit, merge); the import was done (import); \
@@ -229,7 +235,8 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "Usage error, or the run could not happen: the root is missing, no deployment \
              profile (--profile or $KVCR_PROFILE) or one without world_size, tp, pp, model, \
              geometry and gpus, a bad or existing --ready-file, or no CUDA driver (or only \
-             the CUDA toolkit's stub libcuda) for an accepted group (not for --dry-run)."
+             the CUDA toolkit's stub libcuda) for an accepted group. --dry-run exits 2 \
+             where the real import would (no profile, no driver), like zpool import -n."
         }
         _ => {
             "Usage error, or the run could not happen: the root is missing, the profile is bad, \
@@ -245,15 +252,22 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         Some("import") => {
             "The group was rejected (a rejecting file-level finding, or no descriptor, \
              counts too), a --local-ranks part lacks a fresh --fleet-report proving the \
-             whole group, or a live fact could not be checked. Nothing was imported."
+             whole group, or a live fact could not be checked. Nothing was imported. \
+             --dry-run exits 1 where the real import would."
         }
         Some("seal") | Some("digest") => {
             "A file was refused: a symlink, not a regular file, over 1 MiB, not strict JSON, \
              or (seal) not a valid descriptor apart from its digest. No file was written."
         }
+        Some("profile") => {
+            "The group was rejected by the live, strict audit (or only a local part of it \
+             is here, or no descriptor was found); nothing was printed on stdout, and \
+             stderr says why."
+        }
         _ => {
-            "At least one group was rejected, a file-level finding rejects (a symlink, a torn \
-             write, a malformed descriptor), or no descriptor was found. Nothing was imported."
+            "At least one group was rejected, or a file-level finding rejects (a symlink, a \
+             torn write, a malformed descriptor); import: or no descriptor was found. Nothing \
+             was imported."
         }
     };
     let all: [(i32, &str); 6] = [
@@ -552,6 +566,11 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
                 0,
             ),
         ],
+        Some("profile") => vec![ex(
+            "Bootstrap the profile import requires from an accepted group, to review before use",
+            "kvcr profile /var/lib/kvcr/inventory --engine llama3-70b-a",
+            0,
+        )],
         Some("merge") => vec![ex(
             "Merge the live reports of a group that spans two nodes",
             "kvcr merge node-a.json node-b.json",
