@@ -95,17 +95,20 @@ pub mod internals {
     }
     pub mod inventory {
         pub use crate::inventory::resolve_root;
+        pub mod open {
+            pub use crate::inventory::open::reopen_for_reading_in;
+        }
     }
     pub mod node {
         pub use crate::node::{
             gather, hostname, now_unix_ms, probe, Fact, FakeProbe, Gpus, LinuxProbe, NodeFacts,
-            NodeProbe,
+            NodeProbe, ProcProbe,
         };
         pub mod facts_file {
             pub use crate::node::facts_file::ENV;
         }
         pub mod proc {
-            pub use crate::node::proc::parse_stat;
+            pub use crate::node::proc::{parse_stat, ProcFs, ROOT_ENV};
         }
     }
     pub mod pipeline {

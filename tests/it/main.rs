@@ -13,6 +13,7 @@ mod architecture;
 mod cli_output;
 mod cli_terminal;
 mod edges;
+mod edges2;
 mod examine;
 mod explain;
 mod fakecuda;
