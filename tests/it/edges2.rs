@@ -203,3 +203,69 @@ fn proc_forged_root_audit_refuses_every_descriptor_kv005() {
     assert!(!codes(&v).iter().any(|c| c == "KV005"), "{v:#}");
     assert_eq!(code, Some(0), "{v:#}");
 }
+
+// ---------------------------------------------------------------------------
+// Item 4: escape by Unicode general category, in the JSON and the table.
+
+/// Characters of each escaped category (Cc, Cf, Zl, Zp, Co, Cn), with the
+/// JSON spelling (UTF-16 units) and the table spelling.
+const ESCAPED: &[(char, &str, &str)] = &[
+    ('\u{ad}', r"\u00ad", r"\xad"),
+    ('\u{600}', r"\u0600", r"\u{0600}"),
+    ('\u{180e}', r"\u180e", r"\u{180e}"),
+    ('\u{206a}', r"\u206a", r"\u{206a}"),
+    ('\u{fff9}', r"\ufff9", r"\u{fff9}"),
+    ('\u{e0041}', r"\udb40\udc41", r"\u{e0041}"),
+    ('\u{202e}', r"\u202e", r"\u{202e}"),
+    ('\u{2066}', r"\u2066", r"\u{2066}"),
+    ('\u{2028}', r"\u2028", r"\u{2028}"),
+    ('\u{2029}', r"\u2029", r"\u{2029}"),
+    ('\u{f8ff}', r"\uf8ff", r"\u{f8ff}"),
+    ('\u{f0000}', r"\udb80\udc00", r"\u{f0000}"),
+    ('\u{378}', r"\u0378", r"\u{0378}"),
+    ('\u{e0080}', r"\udb40\udc80", r"\u{e0080}"),
+    ('\u{9b}', r"\u009b", r"\x9b"),
+];
+
+#[test]
+fn unicode_format_characters_are_escaped_in_json_and_table() {
+    let inv = tempfile::tempdir().unwrap();
+    put_group(
+        inv.path(),
+        "",
+        &crate::util::testkit::Desc::new("edges-u", 0, 1, 1),
+    );
+    for (i, (c, _, _)) in ESCAPED.iter().enumerate() {
+        // A stray entry whose name holds the character: reported by path.
+        std::fs::write(inv.path().join(format!("stray-{i}-{c}z.json")), b"{}").unwrap();
+    }
+    let (_, v) = audit_json(inv.path(), &[]);
+    let out = kvcr()
+        .arg("audit")
+        .arg(inv.path())
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let json = String::from_utf8(out.stdout).unwrap();
+    let table = kvcr().arg("audit").arg(inv.path()).output().unwrap();
+    let table = String::from_utf8(table.stdout).unwrap();
+    for (i, (c, j, t)) in ESCAPED.iter().enumerate() {
+        assert!(!json.contains(*c), "raw {c:?} in the JSON");
+        assert!(!table.contains(*c), "raw {c:?} in the table:\n{table}");
+        assert!(
+            json.contains(&format!("stray-{i}-{j}z.json")),
+            "{j} for {c:?}:\n{json}"
+        );
+        assert!(
+            table.contains(&format!("stray-{i}-{t}z.json")),
+            "{t} for {c:?}:\n{table}"
+        );
+        // The JSON still means the same name to a JSON reader.
+        let name = format!("stray-{i}-{c}z.json");
+        assert!(
+            findings(&v).iter().any(|f| f.2 == name),
+            "{name:?} in {:?}",
+            findings(&v)
+        );
+    }
+}
