@@ -269,3 +269,91 @@ fn unicode_format_characters_are_escaped_in_json_and_table() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Item 8: one number reader for seal and the audit.
+
+/// An unsealed descriptor's text with `"rank": 0` written as `lit`.
+fn rank_literal(field: &str, lit: &str) -> String {
+    let v = crate::util::testkit::Desc::new("edges-num", 0, 1, 1).value();
+    let text = String::from_utf8(crate::util::testkit::to_bytes(&v)).unwrap();
+    let from = format!("\"{field}\": {}", v[field]);
+    assert!(text.contains(&from), "{from}");
+    text.replacen(&from, &format!("\"{field}\": {lit}"), 1)
+}
+
+fn seal_text(text: &str) -> (tempfile::TempDir, std::process::Output) {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("rank-0.json"), text).unwrap();
+    let out = kvcr()
+        .arg("seal")
+        .arg(t.path().join("rank-0.json"))
+        .output()
+        .unwrap();
+    (t, out)
+}
+
+#[test]
+fn numbers_minus_zero_is_zero_in_seal_and_audit() {
+    for lit in ["-0", "0"] {
+        let (t, out) = seal_text(&rank_literal("rank", lit));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{lit}: {err}");
+        let (code, v) = audit_json(t.path(), &[]);
+        assert_eq!(code, 0, "{lit}: {v:#}");
+        assert_eq!(v["groups"][0]["ranks"][0]["rank"], 0, "{v:#}");
+    }
+    // `-0` where 0 is out of range is refused by both, for the same reason.
+    let (t, out) = seal_text(&rank_literal("epoch", "-0"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("epoch: out of range"), "{err}");
+    assert!(!err.contains("float"), "{err}");
+    let _ = t;
+}
+
+#[test]
+fn numbers_beyond_64_bits_are_out_of_range_not_floats() {
+    for (field, lit) in [
+        ("rank", "18446744073709551616"),
+        ("rank", "18446744073709551617"),
+        ("epoch", "-9223372036854775809"),
+        ("epoch", "100000000000000000000000000000000000000000"),
+    ] {
+        let (t, out) = seal_text(&rank_literal(field, lit));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{lit}: {err}");
+        assert!(
+            err.contains(&format!("{field}: out of range")),
+            "{lit}: {err}"
+        );
+        assert!(!err.contains("float"), "{lit}: {err}");
+        assert!(err.contains(&lit[..12]), "names the literal: {err}");
+        // The audit of the same bytes (with a digest, so the schema is
+        // judged) says out of range too.
+        let mut v: serde_json::Value =
+            crate::util::testkit::Desc::new("edges-num", 0, 1, 1).value();
+        crate::util::testkit::seal(&mut v);
+        let text = String::from_utf8(crate::util::testkit::to_bytes(&v)).unwrap();
+        let from = format!("\"{field}\": {}", v[field]);
+        std::fs::write(
+            t.path().join("rank-0.json"),
+            text.replacen(&from, &format!("\"{field}\": {lit}"), 1),
+        )
+        .unwrap();
+        let (code, rep) = audit_json(t.path(), &[]);
+        assert_eq!(code, 1);
+        let msg = rep.to_string();
+        assert!(
+            msg.contains(&format!("{field}: out of range")),
+            "{lit}: {msg}"
+        );
+    }
+    // Floats stay floats in both: refused as such.
+    for lit in ["0.0", "-0.0", "1e0", "0E+0"] {
+        let (_t, out) = seal_text(&rank_literal("rank", lit));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{lit}: {err}");
+        assert!(err.contains("rank: float not allowed"), "{lit}: {err}");
+    }
+}
