@@ -157,16 +157,29 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
             );
         }
     }
-    if let (Some(Some(ws)), Some(Some(gpus))) = (world_size, &gpus) {
+    // One GPU per rank: the list's length is the world size. Checked
+    // against `world_size`, or `tp × pp` when only those are declared.
+    let declared = match (world_size, tp, pp) {
+        (Some(Some(ws)), _, _) => Some((ws, "world_size")),
+        (_, Some(Some(tp)), Some(Some(pp))) => Some((tp * pp, "tp × pp")),
+        _ => None,
+    };
+    if let (Some((ws, source)), Some(Some(gpus))) = (declared, &gpus) {
         if gpus.len() as u64 != ws {
             c.fail(
                 &o.at("gpus").path,
                 "one GPU per rank required",
-                format!("{ws} GPU UUIDs (world_size)"),
+                format!("{ws} GPU UUIDs ({source})"),
                 format!("{} GPU UUIDs", gpus.len()),
             );
         }
     }
+    // A profile listing N GPUs and no `world_size` declares world size N
+    // (docs/format.md §4): a group of any other size is judged against it.
+    let world_size = match (world_size, &gpus) {
+        (Some(None), Some(Some(list))) => Some(Some(list.len() as u64)),
+        (ws, _) => ws,
+    };
 
     let local_ranks = local_ranks?.map(|s| RankSet::parse(&s)).transpose();
     Some((

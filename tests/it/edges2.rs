@@ -357,3 +357,80 @@ fn numbers_beyond_64_bits_are_out_of_range_not_floats() {
         assert!(err.contains("rank: float not allowed"), "{lit}: {err}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Item 9: the number of GPUs a profile lists is its world size.
+
+/// A profile of `d`'s group with only `engine_id`, `schema` and `gpus`
+/// (`n` GPUs of group 0), plus `extra` members.
+fn gpus_profile(
+    d: &crate::util::testkit::Desc,
+    n: u64,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut p = serde_json::json!({
+        "schema": kvcr::profile::PROFILE_SCHEMA,
+        "engine_id": d.engine_id,
+        "gpus": (0..n).map(|r| crate::util::testkit::gpu(0, r)).collect::<Vec<_>>(),
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+fn audit_with_profile(inv: &Path, p: &serde_json::Value) -> (i32, serde_json::Value, String) {
+    let pf = inv.parent().unwrap().join(format!(
+        "profile-{}.json",
+        inv.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&pf, crate::util::testkit::to_bytes(p)).unwrap();
+    let out = kvcr()
+        .arg("audit")
+        .arg(inv)
+        .args(["--format", "json", "--profile"])
+        .arg(&pf)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code().unwrap_or(-1), v, stderr)
+}
+
+#[test]
+fn profile_gpu_count_is_the_world_size() {
+    let t = tempfile::tempdir().unwrap();
+    let inv = t.path().join("inv");
+    let d = crate::util::testkit::Desc::new("edges-gpus", 0, 2, 1);
+    put_group(&inv, "", &d);
+    // 3 GPUs, no world_size: a 2-rank group is rejected, naming the sizes.
+    let (code, v, err) = audit_with_profile(&inv, &gpus_profile(&d, 3, serde_json::json!({})));
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    let all = v.to_string();
+    assert!(has(&v, "KV104", "rank-0.json"), "{v:#}");
+    assert!(all.contains("world_size is 2 but the profile has 3"), "{v:#}");
+    assert_eq!(v["groups"][0]["world_size"], 3, "{v:#}");
+    assert!(
+        findings(&v).iter().any(|f| f.0 == "KV103"),
+        "rank 2 of 3 is missing: {v:#}"
+    );
+    // 1 GPU for a 2-rank group: rejected too.
+    let (code, v, err) = audit_with_profile(&inv, &gpus_profile(&d, 1, serde_json::json!({})));
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    // The control: exactly 2 GPUs, no world_size: accepted.
+    let (code, v, err) = audit_with_profile(&inv, &gpus_profile(&d, 2, serde_json::json!({})));
+    assert_eq!(code, 0, "{v:#}\n{err}");
+    // tp × pp without world_size must match the list: a bad profile (exit 2)
+    // naming the field and both counts.
+    let (code, _, err) = audit_with_profile(
+        &inv,
+        &gpus_profile(&d, 3, serde_json::json!({"tp": 2, "pp": 1})),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`gpus`: one GPU per rank required"), "{err}");
+    assert!(
+        err.contains("2 GPU UUIDs (tp × pp)") && err.contains("3 GPU UUIDs"),
+        "{err}"
+    );
+}
