@@ -64,8 +64,10 @@ mod testkit;
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).
 pub fn run() -> i32 {
-    use clap::Parser;
-    app::run(cli::Cli::parse())
+    match cli::parse() {
+        Ok(c) => app::run(c),
+        Err(e) => cli::print_error(&e),
+    }
 }
 
 /// The command-line definition, for rendering man pages and completions.
@@ -115,6 +117,8 @@ pub mod internals {
         pub use crate::pipeline::{collect, threads_from_env, Options};
     }
     pub mod report {
+        pub use crate::report::json::write as write_json;
+        pub use crate::report::sanitize::{is_dangerous, terminal};
         pub mod explain {
             pub use crate::report::explain::{action, explain};
         }

@@ -19,6 +19,9 @@ pub const REPORT_SCHEMA: &str = "kvcr.audit-report/v1";
 pub struct Options {
     pub engine: Option<String>,
     pub profile: Option<String>,
+    /// Where `profile` came from, `"flag"` or `"env"`; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_source: Option<&'static str>,
     pub min_epoch: Option<u64>,
     pub max_age_s: Option<u64>,
     pub local_ranks: Option<crate::rankset::RankSet>,

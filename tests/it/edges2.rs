@@ -409,7 +409,10 @@ fn profile_gpu_count_is_the_world_size() {
     assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
     let all = v.to_string();
     assert!(has(&v, "KV104", "rank-0.json"), "{v:#}");
-    assert!(all.contains("world_size is 2 but the profile has 3"), "{v:#}");
+    assert!(
+        all.contains("world_size is 2 but the profile has 3"),
+        "{v:#}"
+    );
     assert_eq!(v["groups"][0]["world_size"], 3, "{v:#}");
     assert!(
         findings(&v).iter().any(|f| f.0 == "KV103"),
@@ -433,4 +436,137 @@ fn profile_gpu_count_is_the_world_size() {
         err.contains("2 GPU UUIDs (tp × pp)") && err.contains("3 GPU UUIDs"),
         "{err}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Item 10: a profile from the environment is never silent.
+
+#[test]
+fn profile_from_the_environment_is_named_in_header_and_json() {
+    let t = tempfile::tempdir().unwrap();
+    let inv = t.path().join("inv");
+    let d = crate::util::testkit::Desc::new("edges-env", 0, 2, 1);
+    put_group(&inv, "", &d);
+    // A profile pinning another incarnation flips the verdict.
+    let pf = t.path().join("ambient.json");
+    let mut p = crate::util::testkit::profile(&d);
+    p["incarnation"] = serde_json::json!(crate::util::testkit::INCARNATION_B);
+    std::fs::write(&pf, crate::util::testkit::to_bytes(&p)).unwrap();
+    let run = |env: bool, format: &str| {
+        let mut c = kvcr();
+        c.arg("audit").arg(&inv).args(["--format", format]);
+        if env {
+            c.env("KVCR_PROFILE", &pf);
+        } else {
+            c.arg("--profile").arg(&pf);
+        }
+        c.output().unwrap()
+    };
+    let out = run(true, "json");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["options"]["profile_source"], "env", "{v:#}");
+    assert_eq!(v["options"]["profile"], pf.display().to_string());
+    let table = String::from_utf8(run(true, "table").stdout).unwrap();
+    let header: Vec<&str> = table.lines().take(3).collect();
+    assert!(
+        header
+            .iter()
+            .any(|l| l.contains("from $KVCR_PROFILE") && l.contains(&pf.display().to_string())),
+        "{table}"
+    );
+    // The same profile on the command line: "flag", and no such line.
+    let out = run(false, "json");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["options"]["profile_source"], "flag", "{v:#}");
+    let table = String::from_utf8(run(false, "table").stdout).unwrap();
+    assert!(!table.contains("KVCR_PROFILE"), "{table}");
+    // --profile wins over the environment, and says it came from the flag.
+    let out = kvcr()
+        .arg("audit")
+        .arg(&inv)
+        .args(["--format", "json", "--profile"])
+        .arg(&pf)
+        .env("KVCR_PROFILE", "/nonexistent/profile.json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["options"]["profile_source"], "flag", "{v:#}");
+    // No profile: no member.
+    let (_, v) = audit_json(&inv, &[]);
+    assert!(v["options"].get("profile_source").is_none(), "{v:#}");
+    // A bad profile from the environment names its origin in the error.
+    let out = kvcr()
+        .arg("audit")
+        .arg(&inv)
+        .env("KVCR_PROFILE", t.path().join("missing.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("(from $KVCR_PROFILE)"), "{err}");
+    // The import's report says so too (a dry run stops before any GPU).
+    let out = kvcr()
+        .arg("import")
+        .arg(&inv)
+        .args(["--dry-run", "--format", "json"])
+        .env("KVCR_PROFILE", &pf)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\"profile_source\": \"env\""),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Item 13 (clap): command-line errors never echo dangerous characters raw.
+
+#[test]
+fn clap_errors_escape_dangerous_characters() {
+    for arg in [
+        "--\u{202e}evil",
+        "--x\u{1b}[31m",
+        "--a\u{2028}b",
+        "--soft\u{ad}hyphen",
+        "--tag\u{e0041}",
+        "--bell\u{7}",
+    ] {
+        let out = kvcr().args(["audit", "/tmp", arg]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("unexpected argument"), "{err}");
+        // clap's own styles are not turned into escapes either.
+        assert!(err.starts_with("error: unexpected argument '--"), "{err}");
+        assert!(
+            !err.chars()
+                .any(|c| c != '\n' && kvcr::internals::report::is_dangerous(c)),
+            "raw dangerous character echoed for {arg:?}: {err:?}"
+        );
+        assert!(
+            err.contains("\\u{") || err.contains("\\x"),
+            "escaped, not dropped: {err}"
+        );
+    }
+    // A value a value parser refuses is echoed escaped too.
+    let out = kvcr()
+        .args(["audit", "/tmp", "--engine", "a\u{202e}b"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a\\u{202e}b"), "{err}");
+    // A subcommand name, too.
+    let out = kvcr().arg("aud\u{202e}it").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains('\u{202e}'), "{err}");
+    // --help and --version still print to stdout and exit 0.
+    let out = kvcr().arg("--version").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("kvcr "));
+    let out = kvcr().args(["audit", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--profile"));
 }
