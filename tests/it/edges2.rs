@@ -570,3 +570,31 @@ fn clap_errors_escape_dangerous_characters() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--profile"));
 }
+
+// ---------------------------------------------------------------------------
+// Item 11: the ready file names its backend.
+
+#[test]
+fn ready_schema_requires_the_backend() {
+    let schema: serde_json::Value = serde_json::from_str(kvcr::schema::Kind::Ready.text()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let doc = |backend: Option<serde_json::Value>| {
+        let mut d = serde_json::json!({"schema": "kvcr.import-ready/v1", "engine_id": "e",
+            "incarnation": null, "epoch": null, "pid": 7, "start_ticks": 9,
+            "ranks": [{"rank": 0, "gpu_uuid": "GPU-x", "device": 0, "allocations": 1, "bytes": 1}]});
+        if let Some(b) = backend {
+            d["backend"] = b;
+        }
+        d
+    };
+    assert!(v.is_valid(&doc(Some("cuda".into()))));
+    assert!(v.is_valid(&doc(Some("sim".into()))));
+    for bad in [
+        None,
+        Some("none".into()),
+        Some("CUDA".into()),
+        Some(serde_json::json!(null)),
+    ] {
+        assert!(!v.is_valid(&doc(bad.clone())), "{bad:?}");
+    }
+}
