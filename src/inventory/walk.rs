@@ -609,6 +609,22 @@ impl Scanner<'_> {
     }
 }
 
+/// KV002 for a descriptor whose inode has more than one name (docs/format.md
+/// §2.5): the same rule `kvcr seal` refuses it by. The link count is taken
+/// from the open fd, so it is the count of the file that is read.
+fn hard_links(nlink: u64, at: &str) -> Option<Finding> {
+    (nlink > 1).then(|| {
+        Finding::reject(
+            Code::KV002,
+            format!(
+                "has {nlink} hard links: another name, perhaps outside the inventory, reaches the same file"
+            ),
+        )
+        .at(at)
+        .values("1 link", format!("{nlink} links"))
+    })
+}
+
 /// Opens and reads descriptors listed by [`InventoryRoot::walk`]. Each
 /// thread has its own; the buffer is reused from one file to the next.
 pub struct Reader<'a> {
@@ -699,6 +715,12 @@ impl Reader<'_> {
             at,
         ))
         .collect();
+        // st_nlink is narrower than u64 on some architectures.
+        #[allow(clippy::unnecessary_cast)]
+        let nlink = md.st_nlink as u64;
+        if let Some(f) = hard_links(nlink, at) {
+            findings.push(f);
+        }
         if size > MAX_FILE_BYTES {
             findings.push(
                 Finding::reject(

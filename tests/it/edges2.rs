@@ -598,3 +598,76 @@ fn ready_schema_requires_the_backend() {
         assert!(!v.is_valid(&doc(bad.clone())), "{bad:?}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Item 12: one rule for hard links, in seal and the audit.
+
+/// The group's headline: its cause, cause code and action.
+fn group_headline(v: &serde_json::Value) -> String {
+    let g = &v["groups"][0];
+    format!("{} {} {}", g["cause_code"], g["cause"], g["action"])
+}
+
+#[test]
+fn hard_links_are_refused_by_audit_and_seal() {
+    let t = tempfile::tempdir().unwrap();
+    let inv = t.path().join("inv");
+    let d = crate::util::testkit::Desc::new("edges-link", 0, 2, 1);
+    put_group(&inv, "", &d);
+    let (code, _) = audit_json(&inv, &[]);
+    assert_eq!(code, 0, "control: the group is accepted");
+    // A second name outside the inventory.
+    let outside = t.path().join("elsewhere.json");
+    std::fs::hard_link(inv.join("rank-1.json"), &outside).unwrap();
+    let (code, v) = audit_json(&inv, &[]);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    assert!(has(&v, "KV002", "rank-1.json"), "{v:#}");
+    assert!(!has(&v, "KV002", "rank-0.json"), "{v:#}");
+    let all = v.to_string();
+    assert!(all.contains("has 2 hard links"), "{v:#}");
+    assert!(
+        group_headline(&v).contains("KV002"),
+        "{}",
+        group_headline(&v)
+    );
+    // The table says it too.
+    let table = kvcr().arg("audit").arg(&inv).output().unwrap();
+    assert_eq!(table.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&table.stdout).contains("hard links"));
+    // Seal refuses the same file by the same rule.
+    let out = kvcr()
+        .arg("seal")
+        .arg(inv.join("rank-1.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 hard links"));
+    // Three names: the count is named.
+    let third = t.path().join("third.json");
+    std::fs::hard_link(&outside, &third).unwrap();
+    let (_, v) = audit_json(&inv, &[]);
+    assert!(v.to_string().contains("has 3 hard links"), "{v:#}");
+    // Removing the other names makes it acceptable again.
+    std::fs::remove_file(&outside).unwrap();
+    std::fs::remove_file(&third).unwrap();
+    let (code, v) = audit_json(&inv, &[]);
+    assert_eq!(code, 0, "{v:#}");
+}
+
+#[test]
+fn hard_links_inside_the_inventory_are_one_file_not_two_ranks() {
+    // The same inode under two groups' directories: both names rejected.
+    let t = tempfile::tempdir().unwrap();
+    let inv = t.path().join("inv");
+    let d = crate::util::testkit::Desc::new("edges-link2", 0, 1, 1);
+    put_group(&inv, "a", &d);
+    std::fs::create_dir_all(inv.join("b")).unwrap();
+    std::fs::hard_link(inv.join("a/rank-0.json"), inv.join("b/rank-0.json")).unwrap();
+    let (code, v) = audit_json(&inv, &[]);
+    assert_eq!(code, 1, "{v:#}");
+    assert!(
+        has(&v, "KV002", "a/rank-0.json") && has(&v, "KV002", "b/rank-0.json"),
+        "{v:#}"
+    );
+}
