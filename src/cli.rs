@@ -119,7 +119,7 @@ pub struct InventoryArgs {
     #[arg(long, value_name = "ID", value_parser = parse_engine_id)]
     pub engine: Option<String>,
     /// Reject current descriptors whose epoch is below N (overrides the profile).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_min_epoch)]
     pub min_epoch: Option<u64>,
     /// Reject descriptors sealed more than this long ago (overrides the profile):
     /// plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d).
@@ -216,7 +216,20 @@ pub fn parse_age(s: &str) -> Result<u64, String> {
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n <= I63_MAX)
         .ok_or_else(bad)
+}
+
+/// The largest `--min-epoch` and `--max-age` (in seconds): the profile's
+/// bound for `min_epoch` and `max_age_s` (docs/format.md §5.4: one rule for
+/// both, 0 included).
+const I63_MAX: u64 = i64::MAX as u64;
+
+fn parse_min_epoch(s: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|&n| n <= I63_MAX)
+        .ok_or_else(|| format!("{s:?} is not an epoch: an integer from 0 to {I63_MAX}"))
 }
 
 fn parse_ranks(s: &str) -> Result<crate::rankset::RankSet, String> {

@@ -139,8 +139,11 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
     let geometry = opt(o.at("geometry"), |f| geometry(c, f));
     let gpus = opt(o.at("gpus"), |f| gpus(c, f));
     let incarnation = opt(o.at("incarnation"), |f| c.uuid(f));
-    let min_epoch = opt(o.at("min_epoch"), |f| c.uint(f, 1, I63_MAX));
-    let max_age_s = opt(o.at("max_age_s"), |f| c.uint(f, 1, I63_MAX));
+    // 0 is accepted exactly as `--min-epoch 0` and `--max-age 0` are (one
+    // rule, docs/format.md §5.4): min_epoch 0 asks nothing, max_age_s 0
+    // refuses every descriptor sealed before now.
+    let min_epoch = opt(o.at("min_epoch"), |f| c.uint(f, 0, I63_MAX));
+    let max_age_s = opt(o.at("max_age_s"), |f| c.uint(f, 0, I63_MAX));
     let local_ranks = opt(o.at("local_ranks"), |f| {
         c.string(f, 1, 1024).map(str::to_owned)
     });

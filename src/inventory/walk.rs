@@ -413,6 +413,24 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
                 emit(Listed::Entry(entry), &mut stats);
                 continue;
             }
+            if crate::inventory::is_staging_name(name) {
+                // A staging leftover's name (§2.2) on a directory: a writer
+                // that stages a whole directory and renames it into place
+                // was interrupted. What it holds was never published, so it
+                // is reported and not entered (never judged as a group).
+                it.skip_current_dir();
+                let f = Finding::reject(
+                    Code::KV009,
+                    "a directory named like a staging leftover of an interrupted write; not entered",
+                )
+                .at(&at)
+                .values("a published directory", "a staging directory");
+                emit(
+                    Listed::Entry(sc.entry(rel, EntryKind::Torn, vec![f], 0)),
+                    &mut stats,
+                );
+                continue;
+            }
             if let EntryKind::Descriptor { .. } = kind {
                 findings.push(
                     Finding::reject(Code::KV002, "a directory with a descriptor's name")

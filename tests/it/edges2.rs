@@ -671,3 +671,102 @@ fn hard_links_inside_the_inventory_are_one_file_not_two_ranks() {
         "{v:#}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Item 13: staging directories, and 0 in the profile as in the flags.
+
+#[test]
+fn staging_directories_are_reported_not_entered() {
+    for name in [
+        ".rank-0.json.tmp",
+        ".group.tmp",
+        ".x.tmp",
+        ".rank-0.json.a1b2c3.tmp",
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        let inv = t.path().join("inv");
+        let d = crate::util::testkit::Desc::new("edges-stage", 0, 1, 1);
+        put_group(&inv, "live", &d);
+        // A whole group staged in a directory and never renamed into place:
+        // a different engine whose descriptors must not be judged.
+        let staged = crate::util::testkit::Desc::new("edges-staged", 0, 1, 1);
+        put_group(&inv, name, &staged);
+        // And something unsafe inside: not reported either, as not entered.
+        std::os::unix::fs::symlink("/etc/passwd", inv.join(name).join("rank-9.json")).unwrap();
+        let (code, v) = audit_json(&inv, &[]);
+        assert_eq!(code, 1, "{name}: {v:#}");
+        assert!(has(&v, "KV009", name), "{name}: {v:#}");
+        let msg = v.to_string();
+        assert!(msg.contains("not entered"), "{v:#}");
+        assert!(
+            !msg.contains("edges-staged"),
+            "{name}: the staged group was judged: {v:#}"
+        );
+        assert!(
+            !findings(&v).iter().any(|f| f.0 == "KV001"),
+            "{name}: entered: {v:#}"
+        );
+        assert_eq!(v["groups"].as_array().unwrap().len(), 1, "{v:#}");
+        assert_eq!(v["groups"][0]["verdict"], "accept", "{v:#}");
+    }
+    // Controls: a dot directory that is not a staging name is entered, and a
+    // directory ending in .tmp without the dot too.
+    for name in [".hidden", "group.tmp", ".tmpdir"] {
+        let t = tempfile::tempdir().unwrap();
+        let d = crate::util::testkit::Desc::new("edges-dot", 0, 1, 1);
+        put_group(t.path(), name, &d);
+        let (code, v) = audit_json(t.path(), &[]);
+        assert!(!has(&v, "KV009", name), "{name}: {v:#}");
+        assert_eq!(v["groups"][0]["engine_id"], "edges-dot", "{name}: {v:#}");
+        let _ = code;
+    }
+}
+
+#[test]
+fn profile_zero_min_epoch_and_max_age_mean_what_the_flags_mean() {
+    let t = tempfile::tempdir().unwrap();
+    let inv = t.path().join("inv");
+    let d = crate::util::testkit::Desc::new("edges-zero", 0, 1, 1);
+    put_group(&inv, "", &d);
+    let with = |extra: serde_json::Value| {
+        let mut p = crate::util::testkit::profile(&d);
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        audit_with_profile(&inv, &p)
+    };
+    // min_epoch 0: accepted, as --min-epoch 0.
+    let (code, v, err) = with(serde_json::json!({"min_epoch": 0}));
+    assert_eq!(code, 0, "{v:#}\n{err}");
+    assert_eq!(v["options"]["min_epoch"], 0);
+    let (flag_code, _) = audit_json(&inv, &["--min-epoch", "0"]);
+    assert_eq!(flag_code, code);
+    // max_age_s 0: the profile loads, and rejects like --max-age 0 (KV108).
+    let (code, v, err) = with(serde_json::json!({"max_age_s": 0}));
+    assert_eq!(code, 1, "{v:#}\n{err}");
+    assert!(has(&v, "KV108", "rank-0.json"), "{v:#}");
+    let (flag_code, fv) = audit_json(&inv, &["--max-age", "0"]);
+    assert_eq!(flag_code, code);
+    assert!(has(&fv, "KV108", "rank-0.json"), "{fv:#}");
+    // Beyond 2^63-1 both refuse (exit 2).
+    let (code, _, err) = with(serde_json::json!({"min_epoch": 9223372036854775808u64}));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("min_epoch"), "{err}");
+    for (flag, val) in [
+        ("--min-epoch", "9223372036854775808"),
+        ("--max-age", "9223372036854775808"),
+    ] {
+        let out = kvcr()
+            .arg("audit")
+            .arg(&inv)
+            .args([flag, val])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {val}");
+    }
+    // The largest value is accepted by both.
+    let (code, _, err) = with(serde_json::json!({"min_epoch": 9223372036854775807u64}));
+    assert_eq!(code, 1, "{err}"); // every epoch is below it: KV108
+    let (flag_code, _) = audit_json(&inv, &["--min-epoch", "9223372036854775807"]);
+    assert_eq!(flag_code, 1);
+}
