@@ -628,9 +628,10 @@ impl Scanner<'_> {
 }
 
 /// KV002 for a descriptor whose inode has more than one name (docs/format.md
-/// §2.5): the same rule `kvcr seal` refuses it by. The link count is taken
+/// §2.5): the same rule `kvcr seal` refuses it by, and `kvcr examine`
+/// reports. The link count is taken
 /// from the open fd, so it is the count of the file that is read.
-fn hard_links(nlink: u64, at: &str) -> Option<Finding> {
+pub(crate) fn hard_links(nlink: u64, at: &str) -> Option<Finding> {
     (nlink > 1).then(|| {
         Finding::reject(
             Code::KV002,

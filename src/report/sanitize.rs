@@ -14,6 +14,7 @@ use unicode_general_category::{get_general_category, GeneralCategory};
 /// U+FFF9, tag characters, ...), Zl and Zp (U+2028, U+2029), Co private use
 /// and Cn unassigned code points (whose meaning a newer terminal may give
 /// them). ASCII is decided without a table lookup.
+#[inline]
 pub fn is_dangerous(c: char) -> bool {
     if c.is_ascii() {
         return c < ' ' || c == '\u{7f}';
@@ -32,6 +33,7 @@ pub fn is_dangerous(c: char) -> bool {
 
 /// True when `s` is printable ASCII only: nothing to escape (the fast path
 /// of both printers).
+#[inline]
 pub fn is_plain_ascii(s: &str) -> bool {
     s.bytes().all(|b| (0x20..0x7f).contains(&b))
 }

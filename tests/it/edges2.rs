@@ -643,6 +643,25 @@ fn hard_links_are_refused_by_audit_and_seal() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("2 hard links"));
+    // Examine reports it as a finding of the file itself.
+    let out = kvcr()
+        .arg("examine")
+        .arg(inv.join("rank-1.json"))
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let ev: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        ev.to_string().contains("KV002") && ev.to_string().contains("has 2 hard links"),
+        "{ev:#}"
+    );
+    let out = kvcr()
+        .arg("examine")
+        .arg(inv.join("rank-0.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "control: one link");
     // Three names: the count is named.
     let third = t.path().join("third.json");
     std::fs::hard_link(&outside, &third).unwrap();
