@@ -88,6 +88,25 @@ fn proc_symlinks_into_the_real_proc_do_not_make_it_trusted() {
 }
 
 #[test]
+fn proc_a_tmpfs_is_not_trusted() {
+    // The attack of the issue: a tmpfs on /proc. /dev/shm is a tmpfs on
+    // most Linux systems; elsewhere the case is skipped.
+    let shm = Path::new("/dev/shm");
+    let Ok(st) = rustix::fs::statfs(shm) else {
+        return;
+    };
+    #[allow(clippy::unnecessary_cast)]
+    if st.f_type as i64 != 0x0102_1994 {
+        eprintln!("/dev/shm is not a tmpfs here: skipped");
+        return;
+    }
+    let proc = ProcFs::open(shm);
+    let why = proc.untrusted().expect("tmpfs is not procfs");
+    assert!(why.contains("0x1021994"), "names the file system: {why}");
+    not_checked_because_not_procfs(&ProcProbe(&proc).boot_id());
+}
+
+#[test]
 fn proc_the_real_proc_is_trusted() {
     let proc = ProcFs::open(Path::new("/proc"));
     assert_eq!(proc.untrusted(), None);
