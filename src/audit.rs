@@ -266,6 +266,13 @@ pub fn audit(
     meta.options = report::json::Options {
         engine: expect.engine.clone(),
         profile: inv.profile_path.as_ref().map(|p| p.display().to_string()),
+        profile_source: inv.profile_path.as_ref().map(|_| {
+            if inv.profile_from_env {
+                "env"
+            } else {
+                "flag"
+            }
+        }),
         min_epoch: expect.min_epoch.or(profile.and_then(|p| p.min_epoch)),
         max_age_s: expect.max_age_s.or(profile.and_then(|p| p.max_age_s)),
         local_ranks: expect
@@ -390,6 +397,12 @@ pub fn print_audit(
                 strict: run.strict,
                 not_checked: run.not_checked(),
                 merged: run.merge.is_some(),
+                profile_from_env: run
+                    .meta
+                    .options
+                    .profile
+                    .as_deref()
+                    .filter(|_| run.meta.options.profile_source == Some("env")),
             },
             &run.judgement,
             run.now_ms,

@@ -134,11 +134,15 @@ pub struct InventoryArgs {
     /// (default: $KVCR_PROFILE); import requires one (docs/format.md §8.9).
     #[arg(long, value_name = "FILE", env = "KVCR_PROFILE")]
     pub profile: Option<PathBuf>,
+    /// True when `profile` came from `$KVCR_PROFILE`, not `--profile`
+    /// (set by [`parse`] from clap's value source; the report says so).
+    #[arg(skip)]
+    pub profile_from_env: bool,
     /// Limit the run to the group with this engine_id.
     #[arg(long, value_name = "ID", value_parser = parse_engine_id)]
     pub engine: Option<String>,
     /// Reject current descriptors whose epoch is below N (overrides the profile).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_min_epoch)]
     pub min_epoch: Option<u64>,
     /// Reject descriptors sealed more than this long ago (overrides the profile):
     /// plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d).
@@ -152,6 +156,56 @@ pub struct InventoryArgs {
     /// (overrides the profile's incarnation); its other incarnations are notices.
     #[arg(long, value_name = "UUID")]
     pub incarnation: Option<uuid::Uuid>,
+}
+
+/// Parses this process's command line, noting where each value with an
+/// environment default came from.
+pub fn parse() -> Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    // Plain styles: error texts are sanitised before printing, and clap's
+    // own ANSI styles would be escaped along with the user's.
+    let matches = Cli::command()
+        .styles(clap::builder::Styles::plain())
+        .try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let Some((_, sub)) = matches.subcommand() {
+        let from_env = |id: &str| {
+            sub.try_get_raw(id).ok().flatten().is_some()
+                && sub.value_source(id) == Some(clap::parser::ValueSource::EnvVariable)
+        };
+        match &mut cli.command {
+            Command::Audit(a) => a.inventory.profile_from_env = from_env("profile"),
+            Command::Import(a) => a.inventory.profile_from_env = from_env("profile"),
+            _ => {}
+        }
+    }
+    Ok(cli)
+}
+
+/// Prints a command-line error (or `--help`, `--version`) and returns its
+/// exit status. The text goes through the terminal sanitizer line by line:
+/// clap quotes the arguments it could not use, and an argument may hold
+/// ESC, U+202E or any character [`crate::report::sanitize::is_dangerous`]
+/// names (docs/format.md §9.6).
+pub fn print_error(e: &clap::Error) -> i32 {
+    use std::io::Write;
+    // Rendered with clap's ANSI styles (none: [`parse`] sets plain styles)
+    // and the arguments exactly as given; `to_string` would drop
+    // some control characters silently instead of showing them.
+    let text = e.render().ansi().to_string();
+    let mut safe = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            safe.push('\n');
+        }
+        safe.push_str(&crate::report::sanitize::terminal(line));
+    }
+    let _ = if e.use_stderr() {
+        std::io::stderr().lock().write_all(safe.as_bytes())
+    } else {
+        std::io::stdout().lock().write_all(safe.as_bytes())
+    };
+    e.exit_code()
 }
 
 /// The docs/format.md §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
@@ -185,7 +239,20 @@ pub fn parse_age(s: &str) -> Result<u64, String> {
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n <= I63_MAX)
         .ok_or_else(bad)
+}
+
+/// The largest `--min-epoch` and `--max-age` (in seconds): the profile's
+/// bound for `min_epoch` and `max_age_s` (docs/format.md §5.4: one rule for
+/// both, 0 included).
+const I63_MAX: u64 = i64::MAX as u64;
+
+fn parse_min_epoch(s: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|&n| n <= I63_MAX)
+        .ok_or_else(|| format!("{s:?} is not an epoch: an integer from 0 to {I63_MAX}"))
 }
 
 fn parse_ranks(s: &str) -> Result<crate::rankset::RankSet, String> {

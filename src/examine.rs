@@ -57,11 +57,11 @@ pub struct Examined {
     pub exit_status: i32,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, Failure> {
+fn read(path: &Path) -> Result<(Vec<u8>, u64), Failure> {
     let shown = crate::inventory::display_path(path);
     // Classified through O_PATH, then exactly that inode is reopened: no
     // FIFO blocks, no device is opened, no symlink is followed.
-    let (f, _) = crate::input::open_no_follow(path).map_err(|e| match e {
+    let (f, st) = crate::input::open_no_follow(path).map_err(|e| match e {
         crate::input::NotOpened::Io(e) => Failure::usage(
             format!("cannot open {shown}: {e}"),
             Some("examine reads one regular descriptor file (symlinks are not followed)".into()),
@@ -75,12 +75,15 @@ fn read(path: &Path) -> Result<Vec<u8>, Failure> {
     f.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}"), None))?;
-    Ok(bytes)
+    // st_nlink is narrower than u64 on some architectures.
+    #[allow(clippy::unnecessary_cast)]
+    let nlink = st.st_nlink as u64;
+    Ok((bytes, nlink))
 }
 
 /// Decodes and checks `path`.
 pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
-    let bytes = read(path)?;
+    let (bytes, nlink) = read(path)?;
     let shown = crate::inventory::display_path(path);
     let name = path.file_name().unwrap_or_default();
     let name_rank = crate::inventory::parse_rank_name(name).flatten();
@@ -110,6 +113,7 @@ pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
             .iter()
             .cloned()
             .map(|f| f.at(shown.clone()))
+            .chain(crate::inventory::walk::hard_links(nlink, &shown))
             .collect(),
     };
     let expect = Expectations::default();

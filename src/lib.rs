@@ -67,8 +67,7 @@ mod testkit;
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).
 pub fn run() -> i32 {
-    use clap::Parser;
-    match cli::Cli::try_parse() {
+    match cli::parse() {
         Ok(cli) => app::run(cli),
         Err(e) => parse_error(e),
     }
@@ -110,7 +109,7 @@ fn parse_error(e: clap::Error) -> i32 {
         f.status = status;
         app::print_error_document(&f, command);
     }
-    let _ = e.print();
+    cli::print_error(&e);
     status
 }
 
@@ -141,23 +140,28 @@ pub mod internals {
     }
     pub mod inventory {
         pub use crate::inventory::resolve_root;
+        pub mod open {
+            pub use crate::inventory::open::reopen_for_reading_in;
+        }
     }
     pub mod node {
         pub use crate::node::{
             gather, hostname, now_unix_ms, probe, Fact, FakeProbe, Gpus, LinuxProbe, NodeFacts,
-            NodeProbe,
+            NodeProbe, ProcProbe,
         };
         pub mod facts_file {
             pub use crate::node::facts_file::ENV;
         }
         pub mod proc {
-            pub use crate::node::proc::parse_stat;
+            pub use crate::node::proc::{parse_stat, ProcFs, ROOT_ENV};
         }
     }
     pub mod pipeline {
         pub use crate::pipeline::{collect, threads_from_env, Options};
     }
     pub mod report {
+        pub use crate::report::json::write as write_json;
+        pub use crate::report::sanitize::{is_dangerous, terminal};
         pub mod explain {
             pub use crate::report::explain::{action, explain};
         }

@@ -160,8 +160,11 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
     let geometry = opt(o.at("geometry"), |f| geometry(c, f));
     let gpus = opt(o.at("gpus"), |f| gpus(c, f));
     let incarnation = opt(o.at("incarnation"), |f| c.uuid(f));
-    let min_epoch = opt(o.at("min_epoch"), |f| c.uint(f, 1, I63_MAX));
-    let max_age_s = opt(o.at("max_age_s"), |f| c.uint(f, 1, I63_MAX));
+    // 0 is accepted exactly as `--min-epoch 0` and `--max-age 0` are (one
+    // rule, docs/format.md §5.4): min_epoch 0 asks nothing, max_age_s 0
+    // refuses every descriptor sealed before now.
+    let min_epoch = opt(o.at("min_epoch"), |f| c.uint(f, 0, I63_MAX));
+    let max_age_s = opt(o.at("max_age_s"), |f| c.uint(f, 0, I63_MAX));
     let local_ranks = opt(o.at("local_ranks"), |f| {
         c.string(f, 1, 1024).map(str::to_owned)
     });
@@ -190,16 +193,29 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
             );
         }
     }
-    if let (Some(Some(ws)), Some(Some(gpus))) = (world_size, &gpus) {
+    // One GPU per rank: the list's length is the world size. Checked
+    // against `world_size`, or `tp × pp` when only those are declared.
+    let declared = match (world_size, tp, pp) {
+        (Some(Some(ws)), _, _) => Some((ws, "world_size")),
+        (_, Some(Some(tp)), Some(Some(pp))) => Some((tp * pp, "tp × pp")),
+        _ => None,
+    };
+    if let (Some((ws, source)), Some(Some(gpus))) = (declared, &gpus) {
         if gpus.len() as u64 != ws {
             c.fail(
                 &o.at("gpus").path,
                 "one GPU per rank required",
-                format!("{ws} GPU UUIDs (world_size)"),
+                format!("{ws} GPU UUIDs ({source})"),
                 format!("{} GPU UUIDs", gpus.len()),
             );
         }
     }
+    // A profile listing N GPUs and no `world_size` declares world size N
+    // (docs/format.md §4): a group of any other size is judged against it.
+    let world_size = match (world_size, &gpus) {
+        (Some(None), Some(Some(list))) => Some(Some(list.len() as u64)),
+        (ws, _) => ws,
+    };
 
     let local_ranks = local_ranks?.map(|s| RankSet::parse(&s)).transpose();
     Some((

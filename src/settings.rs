@@ -30,6 +30,8 @@ pub struct Inventory {
     pub root: Option<PathBuf>,
     /// `--profile` or `$KVCR_PROFILE`, as given (the report names it).
     pub profile_path: Option<PathBuf>,
+    /// The profile came from `$KVCR_PROFILE`, not `--profile`.
+    pub profile_from_env: bool,
     /// The loaded profile and the flags that override it.
     pub expect: Expectations,
     /// `KVCR_THREADS` (see `crate::pipeline`).
@@ -42,7 +44,11 @@ pub struct Inventory {
 impl Inventory {
     /// Loads the profile and checks it against `--engine`.
     pub fn resolve(a: &InventoryArgs) -> Result<Inventory, Failure> {
-        let profile = a.profile.as_deref().map(load_profile).transpose()?;
+        let profile = a
+            .profile
+            .as_deref()
+            .map(|p| load_profile(p, a.profile_from_env))
+            .transpose()?;
         if let (Some(p), Some(e)) = (&profile, &a.engine) {
             if p.engine_id != *e {
                 return Err(Failure::usage(
@@ -57,6 +63,7 @@ impl Inventory {
         Ok(Inventory {
             root: a.root.clone(),
             profile_path: a.profile.clone(),
+            profile_from_env: a.profile.is_some() && a.profile_from_env,
             expect: Expectations {
                 engine: a.engine.clone(),
                 profile,
@@ -120,18 +127,23 @@ impl Inventory {
     }
 }
 
-fn load_profile(path: &Path) -> Result<Profile, Failure> {
+fn load_profile(path: &Path, from_env: bool) -> Result<Profile, Failure> {
+    // A profile named only by the environment says so in every message.
+    let shown = if from_env {
+        format!("{} (from $KVCR_PROFILE)", path.display())
+    } else {
+        path.display().to_string()
+    };
     // A profile is small; 1 MiB like a descriptor.
-    let bytes = crate::input::read_regular(path, 1 << 20).map_err(|e| {
-        Failure::usage(format!("cannot read profile {}: {e}", path.display()), None)
-    })?;
+    let bytes = crate::input::read_regular(path, 1 << 20)
+        .map_err(|e| Failure::usage(format!("cannot read profile {shown}: {e}"), None))?;
     parse_profile(&bytes).map_err(|e| match e {
         ProfileError::LocalRanks(e) => Failure::usage(
-            format!("bad profile: local_ranks: {e}"),
+            format!("bad profile {shown}: local_ranks: {e}"),
             Some("write ranks as 0-7 or 0-3,8-11".to_string()),
         ),
         e => Failure::usage(
-            format!("bad profile {}: {e}", path.display()),
+            format!("bad profile {shown}: {e}"),
             Some("see docs/format.md §4 / README 'Deployment profile' for the format".to_string()),
         ),
     })

@@ -315,9 +315,12 @@ pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
         )));
     }
     // Strict first: serde_json would silently take the last of two equal keys.
-    json::parse(&r.bytes).map_err(|e| Error::Refused(format!("{shown}: not strict JSON: {e}")))?;
-    let value: Value = serde_json::from_slice(&r.bytes)
-        .map_err(|e| Error::Refused(format!("{shown}: not JSON: {e}")))?;
+    // One number reader for seal and the audit (§3.2): `-0` is 0, 2^64 is
+    // out of range (serde_json alone would make floats of both).
+    let doc = json::parse(&r.bytes)
+        .map_err(|e| Error::Refused(format!("{shown}: not strict JSON: {e}")))?;
+    let value: Value =
+        json::to_serde(doc.root()).map_err(|e| Error::Refused(format!("{shown}: {e}")))?;
     let bytes = seal_value(&value).map_err(|e| match e {
         Error::Refused(m) => Error::Refused(format!("{shown}: {m}")),
         other => other,

@@ -1016,6 +1016,86 @@ pub fn quote_preview(s: &str) -> String {
     p.finish()
 }
 
+/// The same document as a `serde_json::Value`, numbers read by the one
+/// rule of the descriptor reader (docs/format.md §3.2): an integer literal is
+/// its integer value (`-0` is 0), one outside the signed and unsigned 64-bit
+/// range is refused as out of range (naming the field and the literal, as
+/// the audit does), and only a literal with a fraction or an exponent is a
+/// float. `kvcr seal` reads files through this, so it never disagrees with
+/// the audit on a number (serde_json alone reads `-0` as the float `-0.0`
+/// and 2^64 as a float).
+pub fn to_serde(v: Value<'_>) -> Result<serde_json::Value, String> {
+    fn go(v: Value<'_>, path: &mut String) -> Result<serde_json::Value, String> {
+        use serde_json::Value as J;
+        Ok(match v.view() {
+            View::Null => J::Null,
+            View::Bool(b) => J::Bool(b),
+            View::String(s) => J::String(s.to_owned()),
+            View::Number(n) => match n.kind {
+                NumKind::Int(i) => {
+                    if let Ok(u) = u64::try_from(i) {
+                        J::from(u)
+                    } else if let Ok(s) = i64::try_from(i) {
+                        J::from(s)
+                    } else {
+                        return Err(out_of_range(path, n.text));
+                    }
+                }
+                NumKind::BigInt => return Err(out_of_range(path, n.text)),
+                NumKind::Float => match n.text.parse::<f64>() {
+                    Ok(f) if f.is_finite() => J::from(f),
+                    _ => {
+                        return Err(format!(
+                            "{}: float not allowed, found {}",
+                            shown(path),
+                            n.text
+                        ))
+                    }
+                },
+            },
+            View::Array(items) => {
+                let mut out = Vec::new();
+                for (k, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{k}]"));
+                    out.push(go(item, path)?);
+                    path.truncate(len);
+                }
+                J::Array(out)
+            }
+            View::Object(members) => {
+                let mut out = serde_json::Map::new();
+                for (key, item) in members.iter() {
+                    let len = path.len();
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(key);
+                    out.insert(key.to_owned(), go(item, path)?);
+                    path.truncate(len);
+                }
+                J::Object(out)
+            }
+        })
+    }
+    fn shown(path: &str) -> &str {
+        if path.is_empty() {
+            "the document"
+        } else {
+            path
+        }
+    }
+    fn out_of_range(path: &str, text: &str) -> String {
+        let cut: String = text.chars().take(PREVIEW_CHARS).collect();
+        let more = if cut.len() < text.len() { "…" } else { "" };
+        format!(
+            "{}: out of range (an integer must fit 64 bits), found {cut}{more}",
+            shown(path)
+        )
+    }
+    go(v, &mut String::new())
+}
+
 /// A compact JSON rendering of `v` (members in file order, strings escaped
 /// as in the canonical form), cut to [`PREVIEW_CHARS`] characters with an
 /// ellipsis. Stops early, so previewing a huge value is cheap.

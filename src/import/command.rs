@@ -284,7 +284,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
             let mut failed = None;
             if let (None, Some((poll, on_ready))) = (&stop, hold.as_mut()) {
                 if let Some(rf) = ready.as_mut() {
-                    if let Err(e) = rf.publish(&ready_content(&plan, &ranks)) {
+                    if let Err(e) = rf.publish(&ready_content(&plan, &ranks, report.backend)) {
                         failed = Some(StepFailure {
                             rank: last,
                             allocation: None,

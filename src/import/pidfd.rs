@@ -117,16 +117,21 @@ impl PidfdError {
 
 /// Field 22 (`starttime`) of `/proc/<pid>/stat`; `Ok(None)` when there is
 /// no such process.
+/// Read through the checked procfs root: a `/proc` that is not procfs is an
+/// error, never a start time.
 pub fn proc_start_ticks(pid: i32) -> io::Result<Option<u64>> {
-    match std::fs::read(format!("/proc/{pid}/stat")) {
+    let proc = crate::node::proc::ProcFs::system();
+    let rel = format!("{pid}/stat");
+    match proc.read(&rel) {
         Ok(bytes) => parse_start_ticks(&bytes).map(Some).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("unparseable /proc/{pid}/stat"),
+                format!("unparseable {}", proc.display(&rel)),
             )
         }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+        Err(Ok(rustix::io::Errno::NOENT | rustix::io::Errno::SRCH)) => Ok(None),
+        Err(Ok(e)) => Err(e.into()),
+        Err(Err(why)) => Err(io::Error::other(why)),
     }
 }
 

@@ -25,6 +25,10 @@ pub const READY_SCHEMA: &str = "kvcr.import-ready/v1";
 #[derive(Serialize)]
 struct ReadyDoc<'a> {
     schema: &'static str,
+    /// The backend holding the memory: `"cuda"` (a real GPU hold) or
+    /// `"sim"` (the simulated backend of tests and demos): a supervisor must
+    /// be able to tell them apart.
+    backend: &'static str,
     engine_id: &'a str,
     incarnation: Option<Uuid>,
     epoch: Option<u64>,
@@ -46,9 +50,10 @@ struct ReadyRank<'a> {
     bytes: u128,
 }
 
-pub(crate) fn ready_content(plan: &Plan, ranks: &[RankResult]) -> Vec<u8> {
+pub(crate) fn ready_content(plan: &Plan, ranks: &[RankResult], backend: &'static str) -> Vec<u8> {
     let doc = ReadyDoc {
         schema: READY_SCHEMA,
+        backend,
         engine_id: &plan.engine_id,
         incarnation: plan.incarnation,
         epoch: plan.epoch,

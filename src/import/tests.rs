@@ -475,6 +475,7 @@ fn args(root: &Path, engine: Option<&str>) -> Inventory {
     Inventory::resolve(&InventoryArgs {
         root: Some(root.to_path_buf()),
         profile: Some(profile),
+        profile_from_env: false,
         engine: engine.map(str::to_string),
         min_epoch: None,
         max_age: None,

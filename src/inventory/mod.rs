@@ -9,7 +9,7 @@
 
 mod beneath;
 pub mod open;
-mod walk;
+pub(crate) mod walk;
 
 #[cfg(test)]
 mod tests;

@@ -376,26 +376,25 @@ pub fn open_regular(
 }
 
 /// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
-/// (the only way Linux offers to upgrade an `O_PATH` fd). Without /proc the
-/// file cannot be opened race-free, and it is not read (KV005).
+/// (the only way Linux offers to upgrade an `O_PATH` fd). Without /proc, or
+/// with a `/proc` that is not procfs (where `self/fd/N` could be a plain
+/// symlink to anything), the file cannot be opened race-free, and it is
+/// neither followed nor opened (KV005).
 pub(crate) fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
+    reopen_for_reading_in(crate::node::proc::ProcFs::system(), path_fd)
+}
+
+/// [`reopen_for_reading`] through the given procfs root (tests).
+pub fn reopen_for_reading_in(
+    proc: &crate::node::proc::ProcFs,
+    path_fd: &OwnedFd,
+) -> std::io::Result<File> {
     use std::os::fd::AsRawFd;
-    // `/proc/self/fd`, opened once: each reopen is then one path component
-    // (the fd number) instead of four.
-    static PROC_FD: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
-    let dir = PROC_FD.get_or_init(|| {
-        rustix::fs::open(
-            "/proc/self/fd",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()
-    });
-    let Some(dir) = dir else {
-        return Err(std::io::Error::other(
-            "/proc is not mounted, so the file cannot be opened race-free",
-        ));
-    };
+    // `self/fd` is opened and checked once: each reopen is then one path
+    // component (the fd number) instead of four.
+    let dir = proc.fd_dir().map_err(|why| {
+        std::io::Error::other(format!("{why}; the file cannot be opened race-free"))
+    })?;
     let name = path_fd.as_raw_fd().to_string();
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     loop {

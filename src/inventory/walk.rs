@@ -416,6 +416,24 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
                 emit(Listed::Entry(entry), &mut stats);
                 continue;
             }
+            if crate::inventory::is_staging_name(name) {
+                // A staging leftover's name (§2.2) on a directory: a writer
+                // that stages a whole directory and renames it into place
+                // was interrupted. What it holds was never published, so it
+                // is reported and not entered (never judged as a group).
+                it.skip_current_dir();
+                let f = Finding::reject(
+                    Code::KV009,
+                    "a directory named like a staging leftover of an interrupted write; not entered",
+                )
+                .at(&at)
+                .values("a published directory", "a staging directory");
+                emit(
+                    Listed::Entry(sc.entry(rel, EntryKind::Torn, vec![f], 0)),
+                    &mut stats,
+                );
+                continue;
+            }
             if let EntryKind::Descriptor { .. } = kind {
                 findings.push(
                     Finding::reject(Code::KV002, "a directory with a descriptor's name")
@@ -618,6 +636,23 @@ impl Scanner<'_> {
     }
 }
 
+/// KV002 for a descriptor whose inode has more than one name (docs/format.md
+/// §2.5): the same rule `kvcr seal` refuses it by, and `kvcr examine`
+/// reports. The link count is taken
+/// from the open fd, so it is the count of the file that is read.
+pub(crate) fn hard_links(nlink: u64, at: &str) -> Option<Finding> {
+    (nlink > 1).then(|| {
+        Finding::reject(
+            Code::KV002,
+            format!(
+                "has {nlink} hard links: another name, perhaps outside the inventory, reaches the same file"
+            ),
+        )
+        .at(at)
+        .values("1 link", format!("{nlink} links"))
+    })
+}
+
 /// Opens and reads descriptors listed by [`InventoryRoot::walk`]. Each
 /// thread has its own; the buffer is reused from one file to the next.
 pub struct Reader<'a> {
@@ -707,6 +742,12 @@ impl Reader<'_> {
             at,
         ))
         .collect();
+        // st_nlink is narrower than u64 on some architectures.
+        #[allow(clippy::unnecessary_cast)]
+        let nlink = md.st_nlink as u64;
+        if let Some(f) = hard_links(nlink, at) {
+            findings.push(f);
+        }
         if size > MAX_FILE_BYTES {
             findings.push(
                 Finding::reject(

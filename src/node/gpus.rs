@@ -25,6 +25,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 use uuid::Uuid;
 
+#[cfg(test)]
 pub const PROC_GPUS: &str = "/proc/driver/nvidia/gpus";
 pub const SOURCE_CUDA: &str = "cuda driver";
 pub const SOURCE_PROC: &str = "/proc/driver/nvidia";
@@ -152,7 +153,13 @@ const NO_LIBCUDA: &str = "libcuda not found";
 
 /// Reads both sources and combines them. Never panics.
 pub fn probe() -> Fact<Gpus> {
-    let proc_gpus = read_proc_gpus(Path::new(PROC_GPUS));
+    probe_in(super::proc::ProcFs::system())
+}
+
+/// [`probe`] with the GPU list read through `proc` (never from a `/proc`
+/// that is not procfs).
+pub fn probe_in(proc: &super::proc::ProcFs) -> Fact<Gpus> {
+    let proc_gpus = proc.gpus_dir().and_then(|d| read_proc_gpus(&d));
     let (cuda, unreadable) = match cuda_devices() {
         Ok(e) => (Ok(e.devices.clone()), e.unreadable.clone()),
         Err(e) => (Err(e.to_string()), Vec::new()),

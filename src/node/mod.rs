@@ -155,6 +155,27 @@ impl NodeProbe for LinuxProbe {
     }
 }
 
+/// This machine read through a given procfs root ([`LinuxProbe`] uses
+/// `/proc`; tests give a directory of forged files, which is never
+/// trusted).
+#[derive(Clone, Copy, Debug)]
+pub struct ProcProbe<'a>(pub &'a proc::ProcFs);
+
+impl NodeProbe for ProcProbe<'_> {
+    fn boot_id(&self) -> Fact<Uuid> {
+        proc::boot_id_in(self.0)
+    }
+    fn hostname(&self) -> Fact<String> {
+        proc::hostname()
+    }
+    fn start_ticks(&self, pid: i32) -> Fact<Option<u64>> {
+        proc::start_ticks_in(self.0, pid)
+    }
+    fn gpus(&self) -> Fact<Gpus> {
+        gpus::probe_in(self.0)
+    }
+}
+
 /// Where [`probe`]'s facts come from, for the report: "proc", or the
 /// facts file.
 pub fn facts_source(facts: Option<&Path>) -> String {
@@ -167,6 +188,12 @@ pub fn facts_source(facts: Option<&Path>) -> String {
 /// cannot be read or parsed is an error: the run cannot happen.
 pub fn probe(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
     let Some(path) = facts else {
+        if let Some(why) = proc::ProcFs::system().untrusted() {
+            eprintln!(
+                "kvcr: note: {}; the boot id, owner processes and /proc GPU list are not checked",
+                crate::report::sanitize::terminal(why)
+            );
+        }
         return Ok(Box::new(LinuxProbe));
     };
     let probe = facts_file::load(path)?;

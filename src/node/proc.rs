@@ -3,10 +3,181 @@
 //! on sample text.
 
 use super::Fact;
-use std::io;
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use uuid::Uuid;
 
+#[cfg(test)]
 pub const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
+
+/// The boot id file, relative to the procfs root.
+const BOOT_ID_REL: &str = "sys/kernel/random/boot_id";
+
+/// The test hook that names another procfs root than `/proc` (tests build
+/// a plain directory holding forged files there; it is never trusted).
+pub const ROOT_ENV: &str = "KVCR_PROC_ROOT";
+
+/// A `/proc` that is trusted only when it is procfs (docs/format.md §11).
+///
+/// The root is opened once and checked once, on the held fd, with
+/// `fstatfs`: a tmpfs or any other file system mounted on `/proc` (root, or
+/// an unprivileged user namespace) could hold a forged boot id, forged
+/// process start times and plain symlinks under `self/fd`. When the check
+/// fails, every `/proc` fact is "not checked" with [`ProcFs::untrusted`]'s
+/// words, and no file is reopened through `self/fd` (KV005: never followed,
+/// never opened). Every file read through a trusted root is checked again on
+/// its own fd (a file system mounted over a part of `/proc` is refused too).
+#[derive(Debug)]
+pub struct ProcFs {
+    /// How the root is named in messages (`/proc`, or the test root).
+    label: String,
+    root: Result<OwnedFd, String>,
+    /// `self/fd`, opened and checked on first use.
+    fd_dir: OnceLock<Result<OwnedFd, String>>,
+}
+
+/// Is the file system holding `fd` procfs? `Err` says why not, in words.
+// `f_type`'s width differs between architectures: the casts are not no-ops
+// everywhere.
+#[allow(clippy::unnecessary_cast)]
+fn check_procfs(fd: BorrowedFd<'_>, what: &str) -> Result<(), String> {
+    match rustix::fs::fstatfs(fd) {
+        Ok(st) if st.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64 => Ok(()),
+        Ok(st) => Err(format!(
+            "{what} is not procfs (file system magic {:#x}, procfs is {:#x}), so nothing read from it is trusted",
+            st.f_type as i64,
+            rustix::fs::PROC_SUPER_MAGIC as i64
+        )),
+        Err(e) => Err(format!("cannot statfs {what}: {e}, so nothing read from it is trusted")),
+    }
+}
+
+impl ProcFs {
+    /// Opens `path` as the procfs root and checks, on the held fd, that it
+    /// is procfs.
+    pub fn open(path: &Path) -> ProcFs {
+        let label = path.to_string_lossy().into_owned();
+        let root = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot open {label}: {e}"))
+        .and_then(|fd| check_procfs(fd.as_fd(), &label).map(|()| fd));
+        ProcFs {
+            label,
+            root,
+            fd_dir: OnceLock::new(),
+        }
+    }
+
+    /// This process's procfs root: `/proc`, or the directory
+    /// [`ROOT_ENV`] names (a test hook; a note on stderr says so). Opened
+    /// and checked once per process.
+    pub fn system() -> &'static ProcFs {
+        static SYSTEM: OnceLock<ProcFs> = OnceLock::new();
+        SYSTEM.get_or_init(
+            || match std::env::var_os(ROOT_ENV).filter(|v| !v.is_empty()) {
+                Some(v) => {
+                    let path = PathBuf::from(v);
+                    eprintln!(
+                        "kvcr: note: /proc is read from {ROOT_ENV}={}, a test hook",
+                        crate::report::sanitize::terminal(&path.to_string_lossy())
+                    );
+                    ProcFs::open(&path)
+                }
+                None => ProcFs::open(Path::new("/proc")),
+            },
+        )
+    }
+
+    /// How the root is named in messages.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Why nothing from this root is trusted, or `None` when it is procfs.
+    pub fn untrusted(&self) -> Option<&str> {
+        self.root.as_ref().err().map(String::as_str)
+    }
+
+    fn root(&self) -> Result<BorrowedFd<'_>, String> {
+        self.root
+            .as_ref()
+            .map(|fd| fd.as_fd())
+            .map_err(Clone::clone)
+    }
+
+    /// `label/rel`, for messages.
+    pub fn display(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.label.trim_end_matches('/'))
+    }
+
+    /// Reads `rel` (beneath the root) whole, after checking on the open fd
+    /// that the file is on procfs. `Err(Ok(errno))` is the kernel's answer
+    /// (ENOENT, ESRCH: the caller decides), `Err(Err(why))` is a refusal.
+    pub fn read(&self, rel: &str) -> Result<Vec<u8>, Result<Errno, String>> {
+        use std::io::Read;
+        let root = self.root().map_err(Err)?;
+        let fd = loop {
+            match rustix::fs::openat(
+                root,
+                rel,
+                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+                Mode::empty(),
+            ) {
+                Ok(fd) => break fd,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(Ok(e)),
+            }
+        };
+        check_procfs(fd.as_fd(), &self.display(rel)).map_err(Err)?;
+        let mut out = Vec::new();
+        // procfs files are small; the cap only guards against surprises.
+        std::fs::File::from(fd)
+            .take(1 << 20)
+            .read_to_end(&mut out)
+            .map_err(|e| match e.raw_os_error() {
+                Some(n) => Ok(Errno::from_raw_os_error(n)),
+                None => Err(format!("cannot read {}: {e}", self.display(rel))),
+            })?;
+        Ok(out)
+    }
+
+    /// `self/fd` beneath the root, checked to be procfs: the directory of
+    /// magic links through which an `O_PATH` fd is reopened for reading.
+    pub fn fd_dir(&self) -> Result<BorrowedFd<'_>, &str> {
+        self.fd_dir
+            .get_or_init(|| {
+                let root = self.root()?;
+                let fd = rustix::fs::openat(
+                    root,
+                    "self/fd",
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| format!("cannot open {}: {e}", self.display("self/fd")))?;
+                check_procfs(fd.as_fd(), &self.display("self/fd"))?;
+                Ok(fd)
+            })
+            .as_ref()
+            .map(|fd| fd.as_fd())
+            .map_err(String::as_str)
+    }
+
+    /// The directory listing GPUs, `driver/nvidia/gpus` beneath the root,
+    /// as a path (read by [`super::gpus::read_proc_gpus`]), or why it is not
+    /// trusted.
+    pub fn gpus_dir(&self) -> Result<PathBuf, String> {
+        self.root()?;
+        let mut p = PathBuf::from(&self.label);
+        p.push("driver/nvidia/gpus");
+        Ok(p)
+    }
+}
 
 /// What `/proc/<pid>/stat` says about a process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,12 +216,19 @@ pub fn parse_boot_id(text: &str) -> Option<Uuid> {
 
 /// This boot's id, from `/proc/sys/kernel/random/boot_id`.
 pub fn boot_id() -> Fact<Uuid> {
-    match std::fs::read_to_string(BOOT_ID_PATH) {
-        Ok(t) => match parse_boot_id(&t) {
+    boot_id_in(ProcFs::system())
+}
+
+/// This boot's id, read through `proc`.
+pub fn boot_id_in(proc: &ProcFs) -> Fact<Uuid> {
+    let path = proc.display(BOOT_ID_REL);
+    match proc.read(BOOT_ID_REL) {
+        Ok(t) => match std::str::from_utf8(&t).ok().and_then(parse_boot_id) {
             Some(u) => Fact::Known(u),
-            None => Fact::NotChecked(format!("{BOOT_ID_PATH} holds no UUID")),
+            None => Fact::NotChecked(format!("{path} holds no UUID")),
         },
-        Err(e) => Fact::NotChecked(format!("cannot read {BOOT_ID_PATH}: {e}")),
+        Err(Ok(e)) => Fact::NotChecked(format!("cannot read {path}: {e}")),
+        Err(Err(why)) => Fact::NotChecked(why),
     }
 }
 
@@ -70,6 +248,13 @@ pub fn hostname() -> Fact<String> {
 /// an exited owner has already released its memory), `NotChecked` when the
 /// kernel would not tell.
 pub fn start_ticks(pid: i32) -> Fact<Option<u64>> {
+    start_ticks_in(ProcFs::system(), pid)
+}
+
+/// [`start_ticks`] read through `proc`. Where `proc` is not trusted, a
+/// process the kernel says does not exist (a null signal: ESRCH) is still
+/// known to be gone; any other is not checked.
+pub fn start_ticks_in(proc: &ProcFs, pid: i32) -> Fact<Option<u64>> {
     if pid < 1 {
         // Not a process id at all: nothing can run under it.
         return Fact::Known(None);
@@ -77,28 +262,29 @@ pub fn start_ticks(pid: i32) -> Fact<Option<u64>> {
     let Some(rpid) = rustix::process::Pid::from_raw(pid) else {
         return Fact::Known(None);
     };
-    let path = format!("/proc/{pid}/stat");
-    match std::fs::read(&path) {
+    let rel = format!("{pid}/stat");
+    let path = proc.display(&rel);
+    // Asks the kernel directly with a null signal, which sends nothing.
+    let by_signal = |why: String| match rustix::process::test_kill_process(rpid) {
+        Err(Errno::SRCH) => Fact::Known(None),
+        Ok(()) | Err(Errno::PERM) => Fact::NotChecked(why),
+        Err(e) => Fact::NotChecked(format!("{why}, and kill(0) failed: {e}")),
+    };
+    match proc.read(&rel) {
         Ok(bytes) => match parse_stat(&bytes) {
             Some(s) if matches!(s.state, 'Z' | 'X' | 'x') => Fact::Known(None),
             Some(s) => Fact::Known(Some(s.start_ticks)),
             None if bytes.is_empty() => Fact::Known(None), // exited while being read
             None => Fact::NotChecked(format!("cannot parse {path}")),
         },
-        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Fact::Known(None),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            // No /proc entry. Either the process does not exist, or /proc
-            // hides it (mounted with hidepid=, or not mounted at all): ask the
-            // kernel directly with a null signal, which sends nothing.
-            match rustix::process::test_kill_process(rpid) {
-                Err(rustix::io::Errno::SRCH) => Fact::Known(None),
-                Ok(()) | Err(rustix::io::Errno::PERM) => Fact::NotChecked(format!(
-                    "process {pid} exists but {path} is not visible (procfs hidepid or no /proc)"
-                )),
-                Err(e) => Fact::NotChecked(format!("cannot read {path}, and kill(0) failed: {e}")),
-            }
-        }
-        Err(e) => Fact::NotChecked(format!("cannot read {path}: {e}")),
+        Err(Ok(Errno::SRCH)) => Fact::Known(None),
+        // No /proc entry. Either the process does not exist, or /proc
+        // hides it (mounted with hidepid=): ask the kernel.
+        Err(Ok(Errno::NOENT)) => by_signal(format!(
+            "process {pid} exists but {path} is not visible (procfs hidepid or no /proc)"
+        )),
+        Err(Ok(e)) => Fact::NotChecked(format!("cannot read {path}: {e}")),
+        Err(Err(why)) => by_signal(format!("process {pid} runs, but {why}")),
     }
 }
 

@@ -27,9 +27,9 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV002 => (
             Severity::Reject,
-            "An entry is not a regular file: a FIFO, socket or device node, or a directory carrying a descriptor's name.",
-            "The file type from lstat during the walk, at any depth, and from fstat on an O_PATH fd before anything is opened for reading; a regular file is then reopened through that fd, so a FIFO or device swapped in is never opened.",
-            "remove the entry; descriptors are always regular files written by the owner",
+            "An entry is not a regular file: a FIFO, socket or device node, or a directory carrying a descriptor's name; or a descriptor is a regular file with more than one hard link (another name, perhaps outside the inventory, reaches the same file).",
+            "The file type from lstat during the walk, at any depth, and from fstat on an O_PATH fd before anything is opened for reading; a regular file is then reopened through that fd, so a FIFO or device swapped in is never opened. The link count (st_nlink) from fstat of the open descriptor; kvcr seal refuses such a file by the same rule.",
+            "remove the entry; descriptors are always regular files written by the owner (a hard link: remove its other names, which find -samefile lists, or have the owner rewrite the descriptor, which leaves one link)",
             "",
         ),
         KV003 => (

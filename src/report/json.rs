@@ -8,7 +8,7 @@
 //! requires (DEL, C1 controls and bidi overrides as `\uXXXX`), so the document
 //! is safe to print on a terminal and means the same to any JSON reader.
 
-use super::sanitize::is_dangerous;
+use super::sanitize::{is_dangerous, is_plain_ascii};
 use serde::Serialize;
 use std::io::{self, Write};
 
@@ -19,6 +19,9 @@ pub const REPORT_SCHEMA: &str = "kvcr.audit-report/v1";
 pub struct Options {
     pub engine: Option<String>,
     pub profile: Option<String>,
+    /// Where `profile` came from, `"flag"` or `"env"`; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_source: Option<&'static str>,
     pub min_epoch: Option<u64>,
     pub max_age_s: Option<u64>,
     pub local_ranks: Option<crate::rankset::RankSet>,
@@ -100,14 +103,19 @@ impl serde_json::ser::Formatter for SafeFormatter {
         frag: &str,
     ) -> io::Result<()> {
         // Printable ASCII holds no dangerous character: written as is.
-        if frag.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        if is_plain_ascii(frag) {
             return w.write_all(frag.as_bytes());
         }
         let mut start = 0;
         for (i, c) in frag.char_indices() {
             if is_dangerous(c) {
                 w.write_all(&frag.as_bytes()[start..i])?;
-                write!(w, "\\u{:04x}", c as u32)?;
+                // Outside the BMP (tag characters, planes 15 and 16), JSON
+                // spells a character as its UTF-16 surrogate pair.
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    write!(w, "\\u{:04x}", u)?;
+                }
                 start = i + c.len_utf8();
             }
         }
@@ -173,5 +181,23 @@ mod tests {
         assert!(!s.chars().any(super::is_dangerous_raw));
         let back: serde_json::Value = serde_json::from_str(&s).unwrap();
         assert_eq!(back["p"], "a\u{1b}b\u{9b}c\u{202e}d/é");
+    }
+
+    #[test]
+    fn escapes_by_general_category_with_surrogate_pairs() {
+        let raw =
+            "x\u{ad}\u{600}\u{180e}\u{206a}\u{fff9}\u{e0041}\u{2028}\u{e000}\u{378}\u{10fffd}日本é";
+        let mut buf = Vec::new();
+        super::write(&mut buf, &serde_json::json!({ "p": raw })).unwrap();
+        let s = String::from_utf8(buf).unwrap();
+        assert!(
+            s.contains(
+                r"x\u00ad\u0600\u180e\u206a\ufff9\udb40\udc41\u2028\ue000\u0378\udbff\udffd日本é"
+            ),
+            "{s}"
+        );
+        assert!(!s.chars().any(super::is_dangerous_raw));
+        let back: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(back["p"], raw);
     }
 }

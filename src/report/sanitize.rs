@@ -1,25 +1,46 @@
 //! Terminal safety: descriptor strings and file names are untrusted, so
-//! control and bidirectional-override characters are escaped before they
-//! reach a terminal.
+//! characters a terminal could act on, or that change what an operator
+//! reads without being seen, are escaped before they reach a terminal (the
+//! table, stderr) or a JSON document (`report::json`), by one rule:
+//! [`is_dangerous`].
 
 use std::borrow::Cow;
+use unicode_general_category::{get_general_category, GeneralCategory};
 
-/// Characters a terminal could act on: C0/C1 controls, DEL, and the Unicode
-/// bidi/format characters that can reorder what an operator reads.
+/// Characters escaped everywhere, by Unicode general category (the tables
+/// of the `unicode-general-category` crate, not a hand-written list):
+/// Cc controls (C0, DEL, C1), Cf format characters (bidi controls and
+/// isolates, zero-width characters, soft hyphen, U+0600, U+180E, U+206A,
+/// U+FFF9, tag characters, ...), Zl and Zp (U+2028, U+2029), Co private use
+/// and Cn unassigned code points (whose meaning a newer terminal may give
+/// them). ASCII is decided without a table lookup.
+#[inline]
 pub fn is_dangerous(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{1f}'
-        | '\u{7f}'..='\u{9f}'
-        | '\u{061c}'
-        | '\u{200b}'..='\u{200f}'
-        | '\u{2028}'..='\u{202e}'
-        | '\u{2060}'..='\u{2069}'
-        | '\u{feff}')
+    if c.is_ascii() {
+        return c < ' ' || c == '\u{7f}';
+    }
+    matches!(
+        get_general_category(c),
+        GeneralCategory::Control
+            | GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+            | GeneralCategory::PrivateUse
+            | GeneralCategory::Unassigned
+            | GeneralCategory::Surrogate
+    )
+}
+
+/// True when `s` is printable ASCII only: nothing to escape (the fast path
+/// of both printers).
+#[inline]
+pub fn is_plain_ascii(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 /// Escapes dangerous characters as `\xNN` (below U+0100) or `\u{NNNN}`.
 pub fn terminal(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_dangerous) {
+    if is_plain_ascii(s) || !s.chars().any(is_dangerous) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -50,5 +71,32 @@ mod tests {
         assert_eq!(terminal("\u{202e}gpj.exe"), "\\u{202e}gpj.exe");
         assert_eq!(terminal("tab\there"), "tab\\x09here");
         assert_eq!(terminal("é ok"), "é ok");
+    }
+
+    #[test]
+    fn escapes_by_general_category() {
+        for (c, want) in [
+            ('\u{ad}', "\\xad"),           // Cf soft hyphen
+            ('\u{600}', "\\u{0600}"),      // Cf Arabic number sign
+            ('\u{180e}', "\\u{180e}"),     // Cf Mongolian vowel separator
+            ('\u{206a}', "\\u{206a}"),     // Cf inhibit symmetric swapping
+            ('\u{fff9}', "\\u{fff9}"),     // Cf interlinear annotation anchor
+            ('\u{e0041}', "\\u{e0041}"),   // Cf tag latin capital A
+            ('\u{202e}', "\\u{202e}"),     // Cf right-to-left override
+            ('\u{2028}', "\\u{2028}"),     // Zl
+            ('\u{2029}', "\\u{2029}"),     // Zp
+            ('\u{e000}', "\\u{e000}"),     // Co
+            ('\u{10fffd}', "\\u{10fffd}"), // Co, plane 16
+            ('\u{378}', "\\u{0378}"),      // Cn
+            ('\u{fffe}', "\\u{fffe}"),     // Cn noncharacter
+            ('\u{e0080}', "\\u{e0080}"),   // Cn between tags and variation selectors
+            ('\u{85}', "\\x85"),           // Cc NEL
+        ] {
+            assert_eq!(terminal(&format!("a{c}b")), format!("a{want}b"), "{c:?}");
+        }
+        // Letters, marks, symbols and spaces of other scripts stay.
+        for s in ["é", "日本", "e\u{301}", "\u{1f600}", "a\u{a0}b", "\u{fe0f}"] {
+            assert_eq!(terminal(s), s);
+        }
     }
 }

@@ -434,6 +434,9 @@ pub struct Header<'a> {
     pub not_checked: usize,
     /// `kvcr merge`: the node was never this one.
     pub merged: bool,
+    /// The profile's path when it came from `$KVCR_PROFILE`, not
+    /// `--profile`: an ambient profile changes verdicts, so the header says so.
+    pub profile_from_env: Option<&'a str>,
 }
 
 /// Writes the whole table report.
@@ -475,6 +478,19 @@ pub fn write(
         "  ",
         2,
     )?;
+    if let Some(path) = h.profile_from_env {
+        wrapped(
+            out,
+            p,
+            "",
+            &format!(
+                "profile {} from $KVCR_PROFILE (the environment, not --profile)",
+                terminal(path)
+            ),
+            "  ",
+            2,
+        )?;
+    }
     if s.groups == 0 {
         wrapped(
             out,

@@ -135,6 +135,10 @@ pub struct Report<G = Vec<Group>, F = Vec<File>> {
 pub struct Options {
     pub engine: Option<String>,
     pub profile: Option<String>,
+    /// Where the profile came from: `"flag"` or `"env"` (`$KVCR_PROFILE`);
+    /// present only when a profile was given (docs/json.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_source: Option<String>,
     pub min_epoch: Option<u64>,
     pub max_age_s: Option<u64>,
     pub local_ranks: Option<String>,
@@ -277,6 +281,7 @@ pub fn printed<'a>(
         options: Options {
             engine: o.engine.clone(),
             profile: o.profile.clone(),
+            profile_source: o.profile_source.map(str::to_string),
             min_epoch: o.min_epoch,
             max_age_s: o.max_age_s,
             local_ranks: o.local_ranks.as_ref().map(|r| r.to_string()),

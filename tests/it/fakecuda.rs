@@ -1121,6 +1121,10 @@ fn hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
     wait_for("the ready file", || ready.exists());
     let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     assert_eq!(doc["pid"], child.id());
+    assert_eq!(
+        doc["backend"], "cuda",
+        "a GPU hold says so (#19 item 11): {doc}"
+    );
     assert_eq!(doc["ranks"].as_array().unwrap().len(), 2);
     // Everything acquired, nothing released while held.
     let mid = parse_log(&std::fs::read_to_string(&log).unwrap());

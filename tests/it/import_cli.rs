@@ -248,6 +248,10 @@ fn hold_writes_ready_file_after_the_last_rank_and_releases_on_sigterm() {
     assert!(ev.iter().all(|e| e.0 != "release"));
     let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     assert_eq!(doc["schema"], "kvcr.import-ready/v1");
+    assert_eq!(
+        doc["backend"], "sim",
+        "a simulated hold says so (#19 item 11): {doc}"
+    );
     valid(kvcr::schema::Kind::Ready, &doc, None);
     assert_eq!(doc["pid"], child.id());
     // Its start time too, so a stale file's pid, reused, is not taken for the holder.

@@ -65,6 +65,8 @@ mod serde_with_null {
 struct Options {
     engine: Option<String>,
     profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    profile_source: Option<String>,
     min_epoch: Option<u64>,
     max_age_s: Option<u64>,
     local_ranks: Option<String>,

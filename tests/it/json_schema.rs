@@ -416,6 +416,11 @@ fn profile_schema_agrees_with_kvcr() {
         nulls[k] = Value::Null;
     }
     accepted.push(nulls);
+    // 0 is accepted as the flags accept it (#19 item 13).
+    let mut zeros = full.clone();
+    zeros["min_epoch"] = json!(0);
+    zeros["max_age_s"] = json!(0);
+    accepted.push(zeros);
     for doc in &accepted {
         assert!(parse(doc).is_ok(), "{doc}");
         assert_eq!(errors(&v, doc), Vec::<String>::new(), "{doc}");
@@ -434,7 +439,8 @@ fn profile_schema_agrees_with_kvcr() {
             Some(json!("GPU-6A1F0C2E-0000-4000-8000-000000000000")),
         ),
         ("incarnation", Some(json!(NIL))),
-        ("min_epoch", Some(json!(0))),
+        ("min_epoch", Some(json!(-1))),
+        ("max_age_s", Some(json!(9223372036854775808u64))),
         ("max_age_s", Some(json!(1.5))),
         ("local_ranks", Some(json!(""))),
         ("model.quantization", None),

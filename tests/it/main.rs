@@ -6,14 +6,13 @@
 //! change process-wide state (environment, current directory, signal
 //! dispositions, inheritable file descriptors); see `util`.
 
-mod util;
-
 mod adversarial;
 mod architecture;
 mod cli_output;
 mod cli_terminal;
 mod content;
 mod edges;
+mod edges2;
 mod examine;
 mod examples_run;
 mod explain;
@@ -48,5 +47,6 @@ mod review3_attacks;
 mod review4_attacks;
 mod review_attacks;
 mod units;
+mod util;
 mod version;
 mod writer;

@@ -31,6 +31,7 @@ pub const KVCR_READS: &[&str] = &[
     "KVCR_INVENTORY",
     "KVCR_PROFILE",
     "KVCR_NODE_FACTS",
+    "KVCR_PROC_ROOT",
     "KVCR_IMPORT_BACKEND",
     "KVCR_THREADS",
     "NO_COLOR",
