@@ -556,6 +556,10 @@ static int memfd_device(int fd, unsigned long long *size) {
     return atoi(p + strlen("fakecuda-dev"));
 }
 
+/* The owner-side section (end of file) keeps an imported posix_fd's memfd so
+ * that copies through its mappings read the owner's bytes. */
+static void fakeowner_imported(unsigned long long handle, int fd);
+
 #ifndef FAKECUDA_OLD_DRIVER /* -DFAKECUDA_OLD_DRIVER: a driver without VMM import */
 EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os,
                                                CUmemAllocationHandleType type) {
@@ -585,6 +589,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
     r->size = size;
     r->dev = dev;
     *handle = r->ptr;
+    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) fakeowner_imported(r->ptr, (int)(intptr_t)os);
     acquired(r);
     END(CUDA_SUCCESS, "type=%d handle=0x%llx size=%llu dev=%d", (int)type, r->ptr, size, dev);
 }
@@ -725,4 +730,448 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     if (!r) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", ptr);
     *(int *)data = r->dev;
     END(CUDA_SUCCESS, "ptr=0x%llx dev=%d", ptr, r->dev);
+}
+
+/* ======================================================================
+ * Owner side: the calls a KV-cache owner makes (scripts/gpu-proof-owner.c
+ * run against this fake by tests/it/gpu_proof.rs), plus the environment a
+ * real driver reads. Kept apart from the importer's entry points above.
+ *
+ *   FAKECUDA_STATE=DIR   shared by the owner and every importer: an owner's
+ *                        cuIpcGetMemHandle / fabric export appends
+ *                        "HEX:DEV:SIZE" to DIR/ipc or DIR/fabric, and
+ *                        cuMemAlloc memory lives in the file DIR/mem-N, so
+ *                        another process opening that IPC handle reads the
+ *                        owner's bytes. Importers load both lists at start.
+ *   CUDA_VISIBLE_DEVICES as the driver reads it: ordinals or UUIDs (GPU-
+ *                        prefix, or a unique leading part), the list stops at
+ *                        the first entry naming no device; no device at all
+ *                        makes cuInit answer CUDA_ERROR_NO_DEVICE (100).
+ *   FAKECUDA_NO_FABRIC=1 the fabric attribute is 0 and fabric export 801.
+ *   Built with -DFAKECUDA_AS_STUB it is the toolkit's stub (as FAKECUDA_STUB=1).
+ *
+ * Memory is modelled: cuMemCreate makes a memfd "fakecuda-devN" (what the
+ * importer side takes as device N's posix_fd memory), cuMemAlloc a file;
+ * cuMemcpyHtoD/DtoH copy into and out of them through the owner's
+ * pointers, the owner's VMM mappings, an IPC mapping of an owner's handle,
+ * and an importer's mapping of a posix_fd allocation. A write through a
+ * mapping whose access is not read-write fails with
+ * CUDA_ERROR_ILLEGAL_ADDRESS (700), and the context stays broken (every
+ * later copy and cuCtxSynchronize answer 700), as a real fault does.
+ * ==================================================================== */
+#include <sys/mman.h>
+
+#define CUDA_ERROR_NO_DEVICE 100
+#define CUDA_ERROR_ILLEGAL_ADDRESS 700
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_MODE 20
+#define CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED 102
+#define CU_DEVICE_ATTRIBUTE_POSIX_FD_SUPPORTED 103
+#define CU_DEVICE_ATTRIBUTE_FABRIC_SUPPORTED 128
+
+struct owned {
+    int live;
+    int vmm;                   /* 1: cuMemCreate handle (or an import); 0: cuMemAlloc */
+    unsigned long long key;    /* vmm: the handle; alloc: the device pointer */
+    unsigned long long size;
+    int dev;
+    int fd;
+    unsigned char *bytes;      /* the memory, mapped shared */
+    unsigned char ipc[64];     /* alloc: its IPC handle, once asked */
+    int has_ipc;
+};
+static struct owned owned[256];
+static int nowned;
+static int sticky_fault;
+static long next_owned_id;
+
+static void fakeowner_imported(unsigned long long handle, int fd) __attribute__((unused));
+static void fakeowner_imported(unsigned long long handle, int fd) {
+    struct stat st;
+    if (nowned >= 256 || fstat(fd, &st) != 0 || st.st_size <= 0) return;
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return;
+    struct owned *o = &owned[nowned++];
+    memset(o, 0, sizeof *o);
+    o->live = 1;
+    o->vmm = 1;
+    o->key = handle;
+    o->size = (unsigned long long)st.st_size;
+    o->fd = dup(fd);
+    o->bytes = p;
+}
+
+static void append_list(const char *env, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) { fclose(f); return; }
+    buf[0] = 0;
+    const char *old = getenv(env);
+    if (old && *old) len = (size_t)snprintf(buf, cap, "%s", old);
+    while (fgets(line, sizeof line, f) && len + strlen(line) + 2 < cap) {
+        line[strcspn(line, "\n")] = 0;
+        if (!*line) continue;
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "", line);
+    }
+    fclose(f);
+    setenv(env, buf, 1);
+    free(buf);
+}
+
+/* Does CUDA_VISIBLE_DEVICES entry `e` (length n) name GPU `u` (as given in
+ * FAKECUDA_GPUS, length un) at ordinal i? */
+static int cvd_names(const char *e, size_t n, const char *u, size_t un, int i) {
+    char num[16];
+    if (n > 0 && n < sizeof num && strspn(e, "0123456789") >= n) {
+        memcpy(num, e, n);
+        num[n] = 0;
+        return atoi(num) == i;
+    }
+    const char *ub = u;
+    size_t ubn = un;
+    if (ubn >= 4 && (!strncmp(ub, "GPU-", 4) || !strncmp(ub, "MIG-", 4))) { ub += 4; ubn -= 4; }
+    const char *eb = e;
+    size_t ebn = n;
+    if (ebn >= 4 && (!strncmp(eb, "GPU-", 4) || !strncmp(eb, "MIG-", 4))) { eb += 4; ebn -= 4; }
+    return ebn > 0 && ebn <= ubn && !strncasecmp(eb, ub, ebn);
+}
+
+static void apply_visible_devices(void) {
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) return;
+    const char *all = getenv("FAKECUDA_GPUS");
+    if (!all) all = "";
+    char out[4096];
+    size_t len = 0;
+    out[0] = 0;
+    const char *e = cvd;
+    while (*e) {
+        size_t n = strcspn(e, ",");
+        int found = 0;
+        const char *u = all;
+        for (int i = 0; *u; i++) {
+            size_t un = strcspn(u, ",");
+            if (cvd_names(e, n, u, un, i)) {
+                if (len + un + 2 < sizeof out)
+                    len += (size_t)snprintf(out + len, sizeof out - len, "%s%.*s", len ? "," : "",
+                                            (int)un, u);
+                found = 1;
+                break;
+            }
+            u += un;
+            if (*u == ',') u++;
+        }
+        if (!found) break; /* the driver stops at the first invalid entry */
+        e += n;
+        if (*e == ',') e++;
+    }
+    setenv("FAKECUDA_GPUS", out, 1);
+    if (len == 0) {
+        /* No visible device: cuInit answers CUDA_ERROR_NO_DEVICE. */
+        const char *f = getenv("FAKECUDA_FAIL");
+        char rules[1024];
+        snprintf(rules, sizeof rules, "%s%scuInit:1:%d", f && *f ? f : "", f && *f ? "," : "",
+                 CUDA_ERROR_NO_DEVICE);
+        setenv("FAKECUDA_FAIL", rules, 1);
+    }
+}
+
+/* Runs before setup() (which reads the variables it rewrites). */
+__attribute__((constructor(101))) static void fakeowner_setup(void) {
+#ifdef FAKECUDA_AS_STUB
+    setenv("FAKECUDA_STUB", "1", 1);
+#endif
+    apply_visible_devices();
+    const char *st = getenv("FAKECUDA_STATE");
+    if (st && *st) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/ipc", st);
+        append_list("FAKECUDA_IPC", p);
+        snprintf(p, sizeof p, "%s/fabric", st);
+        append_list("FAKECUDA_FABRIC", p);
+    }
+}
+
+static int no_fabric(void) {
+    return getenv("FAKECUDA_NO_FABRIC") && *getenv("FAKECUDA_NO_FABRIC") == '1';
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+    BEGIN("cuDeviceGetName", 1);
+    int o = ordinal_of(dev);
+    if (!name || len <= 0) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null name");
+    if (o < 0) VIOLATION(CUDA_ERROR_INVALID_DEVICE, "device handle %d", dev);
+    snprintf(name, (size_t)len, "fakecuda GPU %d", o);
+    END(CUDA_SUCCESS, "dev=%d", o);
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
+    BEGIN("cuDeviceGetAttribute", 1);
+    int o = ordinal_of(dev);
+    if (!v) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null value");
+    if (o < 0) VIOLATION(CUDA_ERROR_INVALID_DEVICE, "device handle %d", dev);
+    switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED: *v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_POSIX_FD_SUPPORTED: *v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_FABRIC_SUPPORTED: *v = !no_fabric(); break;
+    default: END(CUDA_ERROR_INVALID_VALUE, "attribute %d is not modelled", attr);
+    }
+    END(CUDA_SUCCESS, "dev=%d attr=%d value=%d", o, attr, *v);
+}
+
+static struct owned *new_owned(int vmm, unsigned long long size, int dev) {
+    if (nowned >= 256) return NULL;
+    struct owned *o = &owned[nowned];
+    memset(o, 0, sizeof *o);
+    char name[64];
+    const char *st = getenv("FAKECUDA_STATE");
+    if (vmm || !st || !*st) {
+        /* The importer side takes a memfd named fakecuda-devN as device N's
+         * posix_fd memory; cuMemAlloc memory gets another name. */
+        snprintf(name, sizeof name, vmm ? "fakecuda-dev%d" : "fakecuda-alloc-dev%d", dev);
+        o->fd = memfd_create(name, MFD_CLOEXEC);
+    } else {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/mem-%d-%ld", st, (int)getpid(), ++next_owned_id);
+        o->fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    if (o->fd < 0) return NULL;
+    if (ftruncate(o->fd, (off_t)size) != 0) { close(o->fd); return NULL; }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
+    if (p == MAP_FAILED) { close(o->fd); return NULL; }
+    o->bytes = p;
+    o->live = 1;
+    o->vmm = vmm;
+    o->size = size;
+    o->dev = dev;
+    nowned++;
+    return o;
+}
+
+static struct owned *owned_handle(unsigned long long h) {
+    for (int i = nowned - 1; i >= 0; i--)
+        if (owned[i].live && owned[i].vmm && owned[i].key == h) return &owned[i];
+    return NULL;
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags) {
+    BEGIN("cuMemCreate", 1);
+    if (!handle || !prop) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null pointer");
+    if (flags) VIOLATION(CUDA_ERROR_INVALID_VALUE, "flags %llu", flags);
+    if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        VIOLATION(CUDA_ERROR_INVALID_VALUE, "prop.type %d", (int)prop->type);
+    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
+        prop->location.id >= ngpus)
+        VIOLATION(CUDA_ERROR_INVALID_VALUE, "prop.location %d/%d", (int)prop->location.type,
+                  prop->location.id);
+    if (size == 0 || size % granularity)
+        VIOLATION(CUDA_ERROR_INVALID_VALUE, "size %zu is not a multiple of %llu", size, granularity);
+    if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) && no_fabric())
+        END(CUDA_ERROR_NOT_SUPPORTED, "fabric handles are not supported (mode)");
+    struct owned *o = new_owned(1, size, prop->location.id);
+    struct res *r = o ? new_res(K_MEM) : NULL;
+    if (!r) END(2, "out of slots or memory");
+    r->ptr = next_handle++;
+    r->size = size;
+    r->dev = prop->location.id;
+    o->key = r->ptr;
+    *handle = r->ptr;
+    acquired(r);
+    END(CUDA_SUCCESS, "handle=0x%llx size=%zu dev=%d types=%d", r->ptr, size, r->dev,
+        (int)prop->requestedHandleTypes);
+}
+
+static void hexs(const unsigned char *b, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+static int register_handle(const char *list, const unsigned char *bytes, int dev,
+                           unsigned long long size) {
+    const char *st = getenv("FAKECUDA_STATE");
+    if (!st || !*st) return -1;
+    char p[4096], h[129];
+    snprintf(p, sizeof p, "%s/%s", st, list);
+    hexs(bytes, 64, h);
+    int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    char line[256];
+    int n = snprintf(line, sizeof line, "%s:%d:%llu\n", h, dev, size);
+    ssize_t w = write(fd, line, (size_t)n);
+    close(fd);
+    return w == n ? 0 : -1;
+}
+
+static void fresh_handle_bytes(unsigned char *b, const char *tag) {
+    memset(b, 0, 64);
+    snprintf((char *)b, 16, "%s", tag);
+    unsigned long long t = (unsigned long long)time(NULL), pid = (unsigned long long)getpid();
+    unsigned long long n = (unsigned long long)++next_owned_id;
+    memcpy(b + 16, &pid, 8);
+    memcpy(b + 24, &t, 8);
+    memcpy(b + 32, &n, 8);
+    for (int i = 40; i < 64; i++) b[i] = (unsigned char)(b[i - 40] * 31 + i);
+}
+
+EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType type, unsigned long long flags) {
+    BEGIN("cuMemExportToShareableHandle", 1);
+    if (!out) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null output");
+    if (flags) VIOLATION(CUDA_ERROR_INVALID_VALUE, "flags %llu", flags);
+    struct owned *o = owned_handle(handle);
+    if (!o || !find(K_MEM, handle)) END(CUDA_ERROR_INVALID_VALUE, "handle 0x%llx is not held", handle);
+    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        int fd = dup(o->fd);
+        if (fd < 0) END(2, "dup: %s", strerror(errno));
+        *(int *)out = fd;
+        END(CUDA_SUCCESS, "handle=0x%llx fd=%d", handle, fd);
+    }
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
+        if (no_fabric()) END(CUDA_ERROR_NOT_SUPPORTED, "fabric handles are not supported (mode)");
+        CUmemFabricHandle *fh = out;
+        fresh_handle_bytes(fh->data, "fakecuda-fab");
+        if (register_handle("fabric", fh->data, o->dev, o->size) != 0)
+            END(CUDA_ERROR_NOT_SUPPORTED, "no FAKECUDA_STATE to register the fabric handle in");
+        END(CUDA_SUCCESS, "handle=0x%llx fabric", handle);
+    }
+    VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle type %d", (int)type);
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
+    BEGIN("cuMemAlloc_v2", 1);
+    if (!ptr) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null pointer");
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (size == 0) END(CUDA_ERROR_INVALID_VALUE, "size 0");
+    struct owned *o = new_owned(0, size, current->ordinal);
+    if (!o) END(2, "out of memory");
+    o->key = fresh_va(size);
+    *ptr = o->key;
+    END(CUDA_SUCCESS, "ptr=0x%llx size=%zu dev=%d", o->key, size, o->dev);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    BEGIN("cuMemFree_v2", 1);
+    for (int i = 0; i < nowned; i++)
+        if (owned[i].live && !owned[i].vmm && owned[i].key == ptr) {
+            munmap(owned[i].bytes, owned[i].size);
+            close(owned[i].fd);
+            owned[i].live = 0;
+            END(CUDA_SUCCESS, "ptr=0x%llx", ptr);
+        }
+    VIOLATION(CUDA_ERROR_INVALID_VALUE, "0x%llx is not a cuMemAlloc pointer", ptr);
+}
+
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr ptr) {
+    BEGIN("cuIpcGetMemHandle", 1);
+    if (!h) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null handle");
+    for (int i = 0; i < nowned; i++) {
+        struct owned *o = &owned[i];
+        if (!o->live || o->vmm || ptr < o->key || ptr - o->key >= o->size) continue;
+        if (!o->has_ipc) {
+            fresh_handle_bytes(o->ipc, "fakecuda-ipc");
+            if (register_handle("ipc", o->ipc, o->dev, o->size) != 0)
+                END(CUDA_ERROR_NOT_SUPPORTED, "no FAKECUDA_STATE to register the IPC handle in");
+            /* Name the backing file after the handle, for importers. */
+            char from[4096], to[4096], hx[129];
+            snprintf(from, sizeof from, "/proc/self/fd/%d", o->fd);
+            ssize_t n = readlink(from, to, sizeof to - 1);
+            if (n > 0) {
+                to[n] = 0;
+                hexs(o->ipc, 64, hx);
+                snprintf(from, sizeof from, "%s/ipc-%s", getenv("FAKECUDA_STATE"), hx);
+                if (link(to, from) != 0) END(2, "link %.200s: %s", from, strerror(errno));
+            }
+            o->has_ipc = 1;
+        }
+        memcpy(h->reserved, o->ipc, 64);
+        END(CUDA_SUCCESS, "ptr=0x%llx", ptr);
+    }
+    END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not a cuMemAlloc pointer", ptr);
+}
+
+/* Where `ptr` (n bytes) lands: host bytes and whether writes are allowed;
+ * NULL when the memory is not modelled, *bad = 1 when not mapped at all. */
+static unsigned char *locate(unsigned long long ptr, size_t n, int *writable, int *bad) {
+    *bad = 0;
+    *writable = 1;
+    for (int i = 0; i < nowned; i++) {
+        struct owned *o = &owned[i];
+        if (o->live && !o->vmm && ptr >= o->key && ptr - o->key < o->size) {
+            if (n > o->size - (ptr - o->key)) break;
+            return o->bytes + (ptr - o->key);
+        }
+    }
+    struct res *m = containing(K_MAP, ptr);
+    if (m) {
+        *writable = m->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        if (m->access < 1 || n > m->size - (ptr - m->ptr)) { *bad = 1; return NULL; }
+        struct owned *o = owned_handle(m->handle);
+        if (!o || ptr - m->ptr + n > o->size) return NULL;
+        return o->bytes + (ptr - m->ptr);
+    }
+    struct res *ipc = containing(K_IPC, ptr);
+    if (ipc) {
+        if (n > ipc->size - (ptr - ipc->ptr)) { *bad = 1; return NULL; }
+        for (int i = 0; i < nowned; i++)
+            if (owned[i].live && !owned[i].vmm && owned[i].key == ipc->ptr)
+                return owned[i].bytes + (ptr - ipc->ptr);
+        const char *st = getenv("FAKECUDA_STATE");
+        char p[4096], hx[129];
+        hexs(ipc->bytes, 64, hx);
+        snprintf(p, sizeof p, "%s/ipc-%s", st ? st : "", hx);
+        int fd = st ? open(p, O_RDWR | O_CLOEXEC) : -1;
+        if (fd < 0) return NULL;
+        void *b = mmap(NULL, ipc->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (b == MAP_FAILED || nowned >= 256) { close(fd); return NULL; }
+        struct owned *o = &owned[nowned++];
+        memset(o, 0, sizeof *o);
+        o->live = 1;
+        o->key = ipc->ptr;
+        o->size = ipc->size;
+        o->fd = fd;
+        o->bytes = b;
+        return o->bytes + (ptr - ipc->ptr);
+    }
+    *bad = 1;
+    return NULL;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    BEGIN("cuMemcpyHtoD_v2", 1);
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (sticky_fault) END(CUDA_ERROR_ILLEGAL_ADDRESS, "the context faulted earlier");
+    int w, bad;
+    unsigned char *p = locate(dst, n, &w, &bad);
+    if (bad || (!w && (p || containing(K_MAP, dst)))) {
+        sticky_fault = 1;
+        END(CUDA_ERROR_ILLEGAL_ADDRESS, "write to 0x%llx+%zu: %s", dst, n, bad ? "not mapped" : "read-only");
+    }
+    if (!p) END(CUDA_ERROR_NOT_SUPPORTED, "0x%llx: memory not modelled", dst);
+    memcpy(p, src, n);
+    END(CUDA_SUCCESS, "dst=0x%llx n=%zu", dst, n);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    BEGIN("cuMemcpyDtoH_v2", 1);
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (sticky_fault) END(CUDA_ERROR_ILLEGAL_ADDRESS, "the context faulted earlier");
+    int w, bad;
+    unsigned char *p = locate(src, n, &w, &bad);
+    if (bad) {
+        sticky_fault = 1;
+        END(CUDA_ERROR_ILLEGAL_ADDRESS, "read of 0x%llx+%zu: not mapped", src, n);
+    }
+    if (!p) END(CUDA_ERROR_NOT_SUPPORTED, "0x%llx: memory not modelled", src);
+    memcpy(dst, p, n);
+    END(CUDA_SUCCESS, "src=0x%llx n=%zu", src, n);
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+    BEGIN("cuCtxSynchronize", 1);
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (sticky_fault) END(CUDA_ERROR_ILLEGAL_ADDRESS, "the context faulted earlier");
+    END(CUDA_SUCCESS, "ok");
 }
