@@ -24,6 +24,11 @@
  *       stay open) and writes DIR/dropped.json; SIGTERM/SIGINT end it.
  *       It allows any process to ptrace it (PR_SET_PTRACER_ANY), for
  *       pidfd_getfd under Yama ptrace_scope 1.
+ *   gpu-proof-owner twice IPC_HEX PID FD1 FD2
+ *       the driver's own answers, outside kvcr: the same IPC handle opened
+ *       twice in one context (same pointer? does one close leave it
+ *       readable?) and one VMM allocation imported through two fds (the
+ *       same handle?); one JSON object on stdout.
  *   gpu-proof-owner probe PID FD SIZE SEED [write]
  *       a throwaway importer: takes FD from process PID (pidfd_getfd),
  *       imports it, maps it read-only, reads cuMemGetAccess back, compares
@@ -119,6 +124,8 @@ static CUresult (*p_cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *
 static CUresult (*p_cuMemGetAccess)(unsigned long long *, const CUmemLocation *, CUdeviceptr); /* optional */
 static CUresult (*p_cuMemRelease)(CUmemGenericAllocationHandle);
 static CUresult (*p_cuGetErrorName)(CUresult, const char **);
+static CUresult (*p_cuIpcOpenMemHandle)(CUdeviceptr *, CUipcMemHandle, unsigned);
+static CUresult (*p_cuIpcCloseMemHandle)(CUdeviceptr);
 
 static const char *missing_sym;
 
@@ -162,6 +169,8 @@ static int load(void) {
     RESOLVE(p_cuMemUnmap, "cuMemUnmap");
     RESOLVE(p_cuMemSetAccess, "cuMemSetAccess");
     RESOLVE(p_cuMemRelease, "cuMemRelease");
+    RESOLVE(p_cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
+    RESOLVE(p_cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
     *(void **)(&p_cuMemGetAccess) = sym("cuMemGetAccess", 0);
     *(void **)(&p_cuGetErrorName) = sym("cuGetErrorName", 0);
     if (missing_sym) {
@@ -544,6 +553,57 @@ fail:
     return 1;
 }
 
+/* ---- twice: the driver's own answer to one memory opened twice -------- */
+static int take(int pid, int fd) {
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int mine = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    if (pidfd >= 0) close(pidfd);
+    return mine;
+}
+
+static int cmd_twice(const char *ipc_hex, int pid, int fd1, int fd2) {
+    CUipcMemHandle ih;
+    if (strlen(ipc_hex) != 128) goto usage;
+    for (int i = 0; i < 64; i++) {
+        unsigned v;
+        if (sscanf(ipc_hex + 2 * i, "%2x", &v) != 1) goto usage;
+        ih.reserved[i] = (unsigned char)v;
+    }
+    if (init_device()) {
+        printf("{\"error\": ");
+        jstr(stdout, last_error);
+        printf("}\n");
+        return 1;
+    }
+    /* The same IPC handle opened twice in one context. */
+    CUdeviceptr a = 0, b = 0;
+    unsigned char byte;
+    int ra = p_cuIpcOpenMemHandle(&a, ih, 1);
+    int rb = p_cuIpcOpenMemHandle(&b, ih, 1);
+    int c1 = ra == 0 ? p_cuIpcCloseMemHandle(a) : -1;
+    int after = ra == 0 && rb == 0 ? p_cuMemcpyDtoH(&byte, b, 1) : -1;
+    int c2 = rb == 0 ? p_cuIpcCloseMemHandle(b) : -1;
+    int c3 = ra == 0 && rb == 0 ? p_cuIpcCloseMemHandle(a) : -1;
+    printf("{\"ipc\": {\"open1\": %d, \"open2\": %d, \"same_pointer\": %s, \"close1\": %d, "
+           "\"read_after_one_close\": %d, \"close2\": %d, \"close3\": %d}",
+           ra, rb, ra == 0 && rb == 0 && a == b ? "true" : "false", c1, after, c2, c3);
+    /* One VMM allocation through two fds. */
+    int m1 = take(pid, fd1), m2 = take(pid, fd2);
+    CUmemGenericAllocationHandle h1 = 0, h2 = 0;
+    int i1 = m1 < 0 ? -1 : p_cuMemImportFromShareableHandle(&h1, (void *)(intptr_t)m1, H_POSIX_FD);
+    int i2 = m2 < 0 ? -1 : p_cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)m2, H_POSIX_FD);
+    int r1 = i1 == 0 ? p_cuMemRelease(h1) : -1;
+    int r2 = i2 == 0 ? p_cuMemRelease(h2) : -1;
+    printf(", \"posix_fd\": {\"taken\": %s, \"import1\": %d, \"import2\": %d, \"same_handle\": %s, "
+           "\"release1\": %d, \"release2\": %d}}\n",
+           m1 >= 0 && m2 >= 0 ? "true" : "false", i1, i2, i1 == 0 && i2 == 0 && h1 == h2 ? "true" : "false", r1,
+           r2);
+    return 0;
+usage:
+    fprintf(stderr, "gpu-proof-owner: twice wants 128 hex digits\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) goto usage;
     if (load()) return 1;
@@ -555,7 +615,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "probe") && (argc == 6 || argc == 7))
         return cmd_probe(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
                          argc == 7 && !strcmp(argv[6], "write"));
+    if (!strcmp(argv[1], "twice") && argc == 6)
+        return cmd_twice(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 usage:
-    fprintf(stderr, "usage: gpu-proof-owner env | serve DIR SIZE_MIB | probe PID FD SIZE SEED [write]\n");
+    fprintf(stderr, "usage: gpu-proof-owner env | serve DIR SIZE_MIB | probe PID FD SIZE SEED [write]"
+                    " | twice IPC_HEX PID FD1 FD2\n");
     return 2;
 }
