@@ -397,6 +397,8 @@ static int write_check(void) {
 
 static int cmd_serve(unsigned long long mib) {
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    /* Never outlive the proof that started it (SIGTERM is handled below). */
+    prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGUSR1);

@@ -19,6 +19,7 @@ mod fakecuda;
 mod fixtures;
 mod fleet;
 mod format_refs;
+mod gpu_proof;
 mod headline;
 mod hostile;
 mod import_cli;

@@ -1,0 +1,333 @@
+//! `scripts/gpu-proof.sh` end to end against the fake driver, the way the
+//! GPU machine runs it: the carried kvcr binary (`KVCR_BIN`), the C owner
+//! built by the script itself with `cc`, a stand-in `nvidia-smi`, and a PATH
+//! with no cargo on it (the GPU machine has no Rust). Every step's status is
+//! checked against what the fake models (docs/import.md, "The GPU proof").
+//!
+//! The default run takes a subset of the steps (the whole script is about a
+//! minute of debug-build kvcr runs); `.ci/run` sets `KVCR_GPU_PROOF_FULL=1`
+//! and runs them all. Skipped, with a message, without a C compiler, unless
+//! `KVCR_FAKECUDA_REQUIRED` is set.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakecuda");
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu-proof.sh");
+
+/// Every step, in order (the script's own list).
+const STEPS: [&str; 23] = [
+    "binaries",
+    "environment",
+    "owner",
+    "audit",
+    "trial-read-only",
+    "trial-read-write",
+    "content-good",
+    "content-bad",
+    "vmm-offset",
+    "vmm-size-too-large",
+    "ipc-beyond-range",
+    "ipc-corrupt-handle",
+    "fd-closed",
+    "plain-memfd",
+    "read-only-refuses-writes",
+    "same-ipc-handle-twice",
+    "one-allocation-two-fds",
+    "visible-devices-uuid",
+    "visible-devices-empty",
+    "toolkit-stub",
+    "sigint",
+    "hold",
+    "owner-gone",
+];
+
+/// The default subset: the owner, a trial, the driver refusing a write, a
+/// driver error, the stub, SIGINT and the hold.
+const QUICK: &str = "binaries environment owner audit trial-read-only vmm-size-too-large \
+                     read-only-refuses-writes toolkit-stub sigint hold";
+
+const GPUS: &str =
+    "GPU-6a1f0c2e-1111-4222-8333-000000000000,GPU-6a1f0c2f-1111-4222-8333-000000000001";
+
+struct Fake {
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    fn lib(&self) -> PathBuf {
+        self.dir.path().join("lib")
+    }
+    fn stub(&self) -> PathBuf {
+        self.dir.path().join("stub/libcuda.so")
+    }
+    fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+}
+
+/// The fake libcuda.so.1, its stub build, and a bin dir holding the
+/// stand-in nvidia-smi; None (skip) without a C compiler.
+fn fake() -> Option<Fake> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let dir = tempfile::tempdir().unwrap();
+    for d in ["lib", "stub", "bin"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+    }
+    let build = |out: &Path, extra: &[&str]| {
+        Command::new(&cc)
+            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror"])
+            .args(extra)
+            .arg("-o")
+            .arg(out)
+            .arg(format!("{SRC}/fakecuda.c"))
+            .arg("-lpthread")
+            .stdin(Stdio::null())
+            .output()
+    };
+    let out = match build(&dir.path().join("lib/libcuda.so.1"), &[]) {
+        Ok(o) => o,
+        Err(e) if std::env::var_os("KVCR_FAKECUDA_REQUIRED").is_some() => {
+            panic!("KVCR_FAKECUDA_REQUIRED is set but there is no C compiler ({cc}: {e})")
+        }
+        Err(e) => {
+            eprintln!("skipped: no C compiler ({cc}: {e}); CI has one");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = build(&dir.path().join("stub/libcuda.so"), &["-DFAKECUDA_AS_STUB"]).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::os::unix::fs::symlink("libcuda.so.1", dir.path().join("lib/libcuda.so")).unwrap();
+    std::os::unix::fs::symlink(
+        format!("{SRC}/nvidia-smi"),
+        dir.path().join("bin/nvidia-smi"),
+    )
+    .unwrap();
+    Some(Fake { dir })
+}
+
+/// PATH for the proof: the stand-in nvidia-smi, then /usr/bin and /bin;
+/// none of them may hold cargo (the GPU machine has none).
+fn path_without_cargo(f: &Fake) -> String {
+    let dirs = [f.bin(), PathBuf::from("/usr/bin"), PathBuf::from("/bin")];
+    for d in &dirs {
+        assert!(
+            !d.join("cargo").exists(),
+            "{} holds cargo: the proof must run without it",
+            d.display()
+        );
+    }
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Runs the script; returns (exit status, summary.json, proof.log, out dir).
+fn run(f: &Fake, only: Option<&str>, extra: &[(&str, &str)]) -> (i32, Value, String, PathBuf) {
+    let out = f.dir.path().join("out");
+    let work = f.dir.path().join("work");
+    let state = f.dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mut c = Command::new("bash");
+    c.arg(SCRIPT)
+        .args(["--size-mib", "4"])
+        .env_clear()
+        .env("PATH", path_without_cargo(f))
+        .env("HOME", f.dir.path())
+        .env("LD_LIBRARY_PATH", f.lib())
+        .env("FAKECUDA_GPUS", GPUS)
+        .env("FAKECUDA_STATE", &state)
+        .env("GPU_PROOF_CUDA_STUB", f.stub())
+        .env("KVCR_BIN", crate::util::bin())
+        .env("GPU_PROOF_OUT", &out)
+        .env("GPU_PROOF_WORK", &work)
+        .stdin(Stdio::null());
+    crate::util::test_env(&mut c);
+    if let Some(o) = only {
+        c.env("GPU_PROOF_ONLY", o);
+    }
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    let log = std::fs::read_to_string(out.join("proof.log")).unwrap_or_default();
+    let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap())
+        .unwrap_or_else(|e| {
+            panic!(
+                "summary.json: {e}\nstdout: {}",
+                String::from_utf8_lossy(&o.stdout)
+            )
+        });
+    (o.status.code().unwrap_or(-1), summary, log, out)
+}
+
+fn content_supported() -> bool {
+    let o = Command::new(crate::util::bin())
+        .args(["schema", "descriptor"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).contains("\"content\"")
+}
+
+/// Whether a step's (status, detail) is what the fake and this kvcr give.
+fn expected(name: &str, status: &str, detail: &str, content: bool) -> bool {
+    match name {
+        "content-good" | "content-bad" if !content => {
+            status == "skipped" && detail.contains("no content member")
+        }
+        // Issue #20 item 3 (a reference-counted backend, verify-distinct) is
+        // another branch's: until it lands, kvcr's audit refuses one IPC
+        // handle at two ranges (KV111) and imports two fds of one allocation
+        // twice. Either that known answer, or the pass.
+        "same-ipc-handle-twice" => {
+            status == "passed" || (status == "failed" && detail.contains("(KV111)"))
+        }
+        "one-allocation-two-fds" => {
+            status == "passed" || (status == "failed" && detail.contains("got exit 0"))
+        }
+        _ => status == "passed",
+    }
+}
+
+fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
+    let content = content_supported();
+    assert_eq!(s["schema"], "kvcr.gpu-proof/v1");
+    assert_eq!(s["finished"], true, "{s:#}");
+    assert_eq!(s["timed_out"], false);
+    assert_eq!(s["driver"], "fake", "{:#}", s["environment"]);
+    let steps = s["steps"].as_array().unwrap();
+    let names: Vec<&str> = steps.iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(names, STEPS.to_vec());
+    let mut failed = 0;
+    for st in steps {
+        let (name, status) = (st["name"].as_str().unwrap(), st["status"].as_str().unwrap());
+        let detail = st["detail"].as_str().unwrap();
+        assert!(!detail.is_empty(), "{name}: no detail");
+        assert!(st["seconds"].as_f64().unwrap() >= 0.0);
+        assert!(
+            log.contains(&format!("==== step {name} (")),
+            "{name} not in proof.log"
+        );
+        let selected = only.is_none_or(|o| o.split_whitespace().any(|x| x == name));
+        if !selected {
+            assert_eq!(
+                (status, detail),
+                ("skipped", "not selected (GPU_PROOF_ONLY)")
+            );
+            continue;
+        }
+        assert!(
+            expected(name, status, detail, content),
+            "{name}: {status}: {detail}\n--- proof.log:\n{log}"
+        );
+        failed += usize::from(status == "failed");
+    }
+    let want = if failed > 0 { 1 } else { 0 };
+    assert_eq!(code, want, "{s:#}");
+    assert_eq!(s["exit"], want);
+    assert_eq!(s["ok"], failed == 0);
+    // At most 8 files come back from the machine.
+    let files: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(files.len() <= 8, "{files:?}");
+    // The environment step recorded what the issue asks for.
+    let env = &s["environment"];
+    for k in [
+        "kernel",
+        "runtime",
+        "nvidia_smi",
+        "imex_channels",
+        "nvidia_smi_cuda",
+    ] {
+        assert!(env.get(k).is_some(), "environment.{k}: {env:#}");
+    }
+    let view = &env["owner_view"];
+    assert_eq!(view["driver_version"], 12080);
+    assert!(view["libcuda"]
+        .as_str()
+        .unwrap()
+        .ends_with("lib/libcuda.so.1"));
+    assert_eq!(view["devices"].as_array().unwrap().len(), 2);
+    assert_eq!(view["devices"][0]["fabric"], 1);
+}
+
+fn by_name<'a>(s: &'a Value, name: &str) -> &'a Value {
+    s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
+    let Some(f) = fake() else { return };
+    let full = std::env::var_os("KVCR_GPU_PROOF_FULL").is_some();
+    let only = if full { None } else { Some(QUICK) };
+    let (code, s, log, out) = run(&f, only, &[]);
+    check(code, &s, &log, &out, only);
+    // What the details must say, not only the statuses.
+    let d = |n: &str| by_name(&s, n)["detail"].as_str().unwrap().to_string();
+    assert!(
+        d("binaries").contains("owner built here with cc"),
+        "{}",
+        d("binaries")
+    );
+    assert!(d("read-only-refuses-writes").contains("status 700"));
+    assert!(d("read-only-refuses-writes").contains("the owner's bytes: same"));
+    assert!(d("toolkit-stub").contains("stub"));
+    assert!(d("sigint").contains("result=interrupted"));
+    assert!(d("hold").contains("a second importer read its bytes"));
+    assert!(d("hold").contains("lib/libcuda.so.1"), "{}", d("hold"));
+    assert!(d("vmm-size-too-large").contains("step=map"));
+    if full {
+        assert!(d("visible-devices-empty").contains("KV106"));
+        assert!(d("fd-closed").contains("fd 900"));
+        assert!(d("ipc-beyond-range").contains("step=verify"));
+        assert!(d("same-ipc-handle-twice").contains("driver: second cuIpcOpenMemHandle"));
+    }
+}
+
+#[test]
+fn without_a_kvcr_binary_the_proof_says_so_and_exits_2() {
+    let Some(f) = fake() else { return };
+    let missing = f.dir.path().join("no-such-kvcr");
+    let (code, s, _, _) = run(&f, None, &[("KVCR_BIN", missing.to_str().unwrap())]);
+    assert_eq!(code, 2);
+    assert_eq!(s["exit"], 2);
+    assert_eq!(s["ok"], false);
+    assert!(
+        s["error"].as_str().unwrap().contains("no kvcr binary"),
+        "{s}"
+    );
+}
+
+#[test]
+fn on_its_time_limit_the_proof_keeps_what_it_has_and_exits_124() {
+    let Some(f) = fake() else { return };
+    let (code, s, log, _) = run(&f, None, &[("GPU_PROOF_TIMEOUT", "4")]);
+    assert_eq!(code, 124, "{s:#}");
+    assert_eq!(s["timed_out"], true);
+    assert_eq!(s["finished"], true);
+    assert_eq!(s["exit"], 124);
+    assert!(s["error"].as_str().unwrap().contains("timed out after 4 s"));
+    // The steps finished before the limit are kept, with their verdicts.
+    let steps = s["steps"].as_array().unwrap();
+    assert!(!steps.is_empty() && steps.len() < 23, "{steps:?}");
+    assert_eq!(steps[0]["name"], "binaries");
+    assert!(log.contains("==== step binaries"));
+}
