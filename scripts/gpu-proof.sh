@@ -477,6 +477,28 @@ trial() { # NAME ARGS...
 s_trial_read_only() { trial trial-ro && pass "read-only VMM mappings: $(outcome trial-ro)"; }
 s_trial_read_write() { trial trial-rw --map-read-write && pass "--map-read-write: $(outcome trial-rw)"; }
 
+s_injected_failures() {
+  need_owner || return
+  inv base base || { fail "could not write the inventory"; return; }
+  local spec seen=""
+  # KVCR_IMPORT_BACKEND=cuda:... fails a step in front of the real driver:
+  # the rollback then releases real resources in reverse.
+  for spec in cuda:fail=import@2 cuda:fail=map@1 cuda:fail=verify@1; do
+    KVCR_IMPORT_BACKEND=$spec imp "inj-${spec##*=}"
+    if [ "$RC" != 3 ] || [ "$(jget "inj-${spec##*=}" 'len(d.get("remaining") or [])')" != 0 ]; then
+      fail "$spec: expected exit 3 with nothing remaining, got exit $RC: $(outcome "inj-${spec##*=}")"
+      return
+    fi
+    seen="$seen $spec: exit 3, released $(jget "inj-${spec##*=}" 'd.get("released")');"
+  done
+  KVCR_IMPORT_BACKEND=cuda:fail=verify@1,fail-release=1 imp inj-release
+  if [ "$RC" = 4 ] && [ "$(jget inj-release 'len(d.get("remaining") or [])')" -ge 1 ]; then
+    pass "$seen a refused release: exit 4, remaining $(jget inj-release '[r["resource"]["kind"] for r in d["remaining"]]')"
+  else
+    fail "$seen a refused release: expected exit 4 listing what remains, got exit $RC: $(outcome inj-release)"
+  fi
+}
+
 s_content_good() {
   need_owner || return
   [ -n "${CONTENT:-}" ] || { skip "this kvcr has no content member (kvcr schema descriptor does not mention content)"; return; }
@@ -727,7 +749,7 @@ s_owner_gone() {
   fi
 }
 
-for s in binaries environment owner audit trial-read-only trial-read-write content-good content-bad \
+for s in binaries environment owner audit trial-read-only trial-read-write injected-failures content-good content-bad \
          vmm-offset vmm-size-too-large ipc-beyond-range ipc-corrupt-handle fd-closed plain-memfd \
          read-only-refuses-writes same-ipc-handle-twice one-allocation-two-fds visible-devices-uuid \
          visible-devices-empty toolkit-stub sigint hold owner-gone; do

@@ -17,13 +17,14 @@ const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakecuda");
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu-proof.sh");
 
 /// Every step, in order (the script's own list).
-const STEPS: [&str; 23] = [
+const STEPS: [&str; 24] = [
     "binaries",
     "environment",
     "owner",
     "audit",
     "trial-read-only",
     "trial-read-write",
+    "injected-failures",
     "content-good",
     "content-bad",
     "vmm-offset",
@@ -299,6 +300,7 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
         assert!(d("fd-closed").contains("fd 900"));
         assert!(d("ipc-beyond-range").contains("step=verify"));
         assert!(d("same-ipc-handle-twice").contains("driver: second cuIpcOpenMemHandle"));
+        assert!(d("injected-failures").contains("a refused release: exit 4"));
     }
 }
 
@@ -327,7 +329,7 @@ fn on_its_time_limit_the_proof_keeps_what_it_has_and_exits_124() {
     assert!(s["error"].as_str().unwrap().contains("timed out after 4 s"));
     // The steps finished before the limit are kept, with their verdicts.
     let steps = s["steps"].as_array().unwrap();
-    assert!(!steps.is_empty() && steps.len() < 23, "{steps:?}");
+    assert!(!steps.is_empty() && steps.len() < STEPS.len(), "{steps:?}");
     assert_eq!(steps[0]["name"], "binaries");
     assert!(log.contains("==== step binaries"));
 }
