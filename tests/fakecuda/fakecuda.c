@@ -796,7 +796,7 @@ static void fakeowner_imported(unsigned long long handle, int fd) {
     o->vmm = 1;
     o->key = handle;
     o->size = (unsigned long long)st.st_size;
-    o->fd = dup(fd);
+    o->fd = -1; /* the mapping keeps the memfd's bytes; kvcr closes its fd */
     o->bytes = p;
 }
 
