@@ -7,7 +7,8 @@
 #                  scripts/gpu-proof-build.sh builds and the caller carries);
 #   GPU_OWNER_BIN  a binary built from scripts/gpu-proof-owner.c (default:
 #                  target/gpu-proof/gpu-proof-owner, else it is compiled here
-#                  with $CC / cc from scripts/gpu-proof-owner.c);
+#                  with $CC / cc from scripts/gpu-proof-owner.c; set and
+#                  empty, it is always compiled here);
 #   python3, timeout(1), and a libcuda (or the project's fake driver).
 #
 # Results go to GPU_PROOF_OUT, else $OUT (required): summary.json, rewritten
@@ -24,7 +25,8 @@
 #
 # Usage: scripts/gpu-proof.sh [--size-mib N]   (default 64)
 # Test hooks: GPU_PROOF_ONLY="STEP ..." (run only these; the others are
-# recorded as skipped), GPU_PROOF_WORK=DIR (scratch, default a temp dir, removed at
+# recorded as skipped), GPU_PROOF_NO_POSIX_FD=REASON (behave as where
+# pidfd_getfd is refused: no posix_fd in the base inventory), GPU_PROOF_WORK=DIR (scratch, default a temp dir, removed at
 # the end), GPU_PROOF_CUDA_STUB=PATH (the toolkit's stub libcuda.so; default
 # searched under $CUDA_HOME, /usr/local/cuda* and next to nvcc).
 set -uo pipefail
@@ -157,7 +159,7 @@ def allocations(o, variant, with_content):
     I = lambda i, size=S, off=0, hexs=ipc["hex"]: a(i, "cuda_ipc", {"hex": hexs}, size, off, ipc["seed"])
     V = lambda i, size=vmm["size"], off=0, fd=vmm["fd"]: a(i, "posix_fd", {"fd": fd}, size, off, vmm["seed"])
     if variant == "base":
-        out = [I("kv-ipc"), V("kv-vmm")]
+        out = [I("kv-ipc")] + ([] if os.environ.get("GPU_PROOF_NO_POSIX_FD") else [V("kv-vmm")])
         if fab:
             out.append(a("kv-fabric", "fabric", {"hex": fab["hex"]}, fab["size"], 0, fab["seed"]))
         return out
@@ -316,10 +318,20 @@ bg() {
   ( sleep 120; kill -KILL "$BG" 2>/dev/null ) >/dev/null 2>&1 &
 }
 # sigcgt PID SIGNO: wait (≤ 20 s) until PID has a handler for SIGNO (SigCgt).
+# Returns 2 when /proc shows no SigCgt at all (a runtime that does not
+# emulate it): the caller then waits 2 s instead and says so.
+SIGNOTE=""
 sigcgt() {
   local pid=$1 bit=$(( $2 - 1 )) i=0 mask
+  SIGNOTE=""
   while [ $i -lt 200 ]; do
-    mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2>/dev/null) || return 1
+    [ -r "/proc/$pid/status" ] || return 1
+    if ! grep -q '^SigCgt:' "/proc/$pid/status"; then
+      SIGNOTE=" (no SigCgt in /proc here: sent after 2 s)"
+      sleep 2
+      return 0
+    fi
+    mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
     [ -n "$mask" ] || return 1
     if (( (16#$mask >> bit) & 1 )); then return 0; fi
     i=$((i + 1)); sleep 0.1
@@ -337,6 +349,13 @@ waitfile() {
 }
 owner_up() { [ -n "$OWNER_PID" ] && kill -0 "$OWNER_PID" 2>/dev/null && [ -s "$W/owner/owner.json" ]; }
 need_owner() { owner_up || { skip "the owner is not running (see step owner)"; return 1; }; }
+# posix_fd needs pidfd_getfd (step environment probes it); without it the
+# base inventory leaves posix_fd out and the posix_fd steps skip.
+export GPU_PROOF_NO_POSIX_FD=${GPU_PROOF_NO_POSIX_FD:-}
+need_posix() {
+  need_owner || return 1
+  [ -z "$GPU_PROOF_NO_POSIX_FD" ] || { skip "posix_fd cannot be taken here: $GPU_PROOF_NO_POSIX_FD"; return 1; }
+}
 # inv NAME VARIANT [good|bad]: a sealed one-rank inventory $W/inv-NAME.
 inv() {
   local d=$W/inv-$1
@@ -364,7 +383,7 @@ expect_fail() {
 
 # ---- the binaries --------------------------------------------------------------
 OWNER_BIN=${GPU_OWNER_BIN:-}
-if [ -z "$OWNER_BIN" ] && [ -x "$root/target/gpu-proof/gpu-proof-owner" ]; then
+if [ -z "${GPU_OWNER_BIN+set}" ] && [ -x "$root/target/gpu-proof/gpu-proof-owner" ]; then
   OWNER_BIN=$root/target/gpu-proof/gpu-proof-owner
 fi
 
@@ -418,6 +437,15 @@ s_environment() {
     imex=absent
   fi
   ldc=$(ldconfig -p 2>/dev/null | grep 'libcuda\.so' | head -3 | tr '\n' ';')
+  # pidfd_open + pidfd_getfd on this very process (syscalls 434, 438).
+  local pidfd
+  pidfd=$(python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+pfd = libc.syscall(434, os.getpid(), 0)
+fd = libc.syscall(438, pfd, 0, 0) if pfd >= 0 else -1
+print("ok" if fd >= 0 else "refused: " + os.strerror(ctypes.get_errno()))' 2>&1)
+  [ "$pidfd" = ok ] || GPU_PROOF_NO_POSIX_FD="pidfd_getfd $pidfd"
   timeout 30 "$OWNER_BIN" env >"$W/owner-env.json" 2>"$W/owner-env.err"
   local erc=$?
   cat "$W/owner-env.json" "$W/owner-env.err"
@@ -425,10 +453,11 @@ s_environment() {
     "kernel=$(uname -srm)" "proc_version=$(cut -c1-200 /proc/version 2>/dev/null)" "runtime=$runtime" \
     "systemd_detect_virt=$virt" "dmesg_head=$dm" "dmi_product=$product" "cpu_hypervisor=$hyp" \
     "nvidia_smi=$smi" "nvidia_smi_cuda=$cudav" "nvcc=$nvccv" "imex_channels=$imex" \
-    "ldconfig_libcuda=$ldc" "cuda_visible_devices=${CUDA_VISIBLE_DEVICES-<unset>}" "size_mib=$SIZE_MIB"
+    "ldconfig_libcuda=$ldc" "cuda_visible_devices=${CUDA_VISIBLE_DEVICES-<unset>}" "pidfd_getfd=$pidfd" \
+    "ptrace_scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo absent)" "uid=$(id -u)" "size_mib=$SIZE_MIB"
   [ $erc = 0 ] || { fail "gpu-proof-owner env exited $erc: $(head -c 300 "$W/owner-env.err")"; return; }
   local sum
-  sum=$(T get "$GPU_PROOF_ENVFILE" '"driver %s (%s), libcuda %s; %s; runtime %s, kernel %s; compute modes %s; fabric attribute %s; IMEX channels: %s; %s" % (d["owner_view"].get("driver_version"), d["driver"], d["owner_view"].get("libcuda_realpath") or d["owner_view"].get("libcuda"), d["nvidia_smi_cuda"] or "CUDA version not shown", d["runtime"], d["kernel"], [x["compute_mode"] for x in d["owner_view"].get("devices", [])], [x["fabric"] for x in d["owner_view"].get("devices", [])], d["imex_channels"], d["nvcc"] or "no nvcc")')
+  sum=$(T get "$GPU_PROOF_ENVFILE" '"driver %s (%s), libcuda %s; %s; runtime %s, kernel %s; compute modes %s; fabric attribute %s; IMEX channels: %s; pidfd_getfd %s; %s" % (d["owner_view"].get("driver_version"), d["driver"], d["owner_view"].get("libcuda_realpath") or d["owner_view"].get("libcuda"), d["nvidia_smi_cuda"] or "CUDA version not shown", d["runtime"], d["kernel"], [x["compute_mode"] for x in d["owner_view"].get("devices", [])], [x["fabric"] for x in d["owner_view"].get("devices", [])], d["imex_channels"], d["pidfd_getfd"], d["nvcc"] or "no nvcc")')
   if [ "$(T get "$W/owner-env.json" 'len(d.get("devices", []))')" -ge 1 ] 2>/dev/null; then
     pass "$sum"
   else
@@ -524,7 +553,7 @@ s_content_bad() {
 }
 
 s_vmm_offset() {
-  need_owner || return
+  need_posix || return
   inv vmm-offset vmm-offset ${CONTENT:+good} || { fail "could not write the inventory"; return; }
   imp vmm-offset
   if [ "$RC" = 0 ] && [ "$(jget vmm-offset 'd.get("result")')" = imported ]; then
@@ -534,14 +563,14 @@ s_vmm_offset() {
   fi
 }
 
-s_vmm_size_too_large() { expect_fail vmm-size vmm-size map "VMM size_bytes 2 MiB beyond the allocation"; }
+s_vmm_size_too_large() { need_posix || return; expect_fail vmm-size vmm-size map "VMM size_bytes 2 MiB beyond the allocation"; }
 s_ipc_beyond_range() { expect_fail ipc-range ipc-range verify "IPC offset_bytes + size_bytes beyond the allocation"; }
 s_ipc_corrupt_handle() { expect_fail ipc-corrupt ipc-corrupt import "IPC handle with 24 bytes flipped"; }
-s_fd_closed() { expect_fail fd-closed fd-closed import "an fd number the owner closed"; }
-s_plain_memfd() { expect_fail plain-memfd plain-memfd import "a plain memfd (no GPU memory) as posix_fd"; }
+s_fd_closed() { need_posix || return; expect_fail fd-closed fd-closed import "an fd number the owner closed"; }
+s_plain_memfd() { need_posix || return; expect_fail plain-memfd plain-memfd import "a plain memfd (no GPU memory) as posix_fd"; }
 
 s_read_only_refuses_writes() {
-  need_owner || return
+  need_posix || return
   local o=$W/owner/owner.json
   timeout 60 "$OWNER_BIN" probe "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" "$(T get "$o" 'd["vmm"]["size"]')" \
     "$(T get "$o" 'd["vmm"]["seed"]')" write >"$W/probe.json" 2>"$W/probe.err"
@@ -592,7 +621,7 @@ s_same_ipc_handle_twice() {
 }
 
 s_one_allocation_two_fds() {
-  need_owner || return
+  need_posix || return
   local facts
   facts=$(twice_facts '"driver: imports %d and %d, same handle %s, releases %d and %d" % tuple(d["posix_fd"][k] for k in ("import1", "import2", "same_handle", "release1", "release2"))')
   inv two-fds two-fds || { fail "could not write the inventory"; return; }
@@ -674,7 +703,7 @@ s_sigint() {
   cat "$W/sigint.json" "$W/sigint.err"
   if [ "$RC" = 130 ] && [ "$(jget sigint 'd.get("result")')" = interrupted ] \
      && [ "$(jget sigint 'len(d.get("remaining") or [])')" = 0 ]; then
-    pass "SIGINT once caught: exit 130, $(outcome sigint)"
+    pass "SIGINT once caught$SIGNOTE: exit 130, $(outcome sigint)"
   else
     fail "SIGINT: expected exit 130, interrupted, nothing remaining; got exit $RC: $(outcome sigint)"
   fi
@@ -706,7 +735,9 @@ s_hold() {
   # exported fd stays open); a second importer then reads the bytes.
   rm -f "$W/owner/dropped.json"
   kill -USR1 "$OWNER_PID"
-  if waitfile "$W/owner/dropped.json" "$OWNER_PID" 30; then
+  if [ -n "$GPU_PROOF_NO_POSIX_FD" ]; then
+    det="$det; no second importer (posix_fd cannot be taken here)"
+  elif waitfile "$W/owner/dropped.json" "$OWNER_PID" 30; then
     cat "$W/owner/dropped.json"
     local o=$W/owner/owner.json
     timeout 60 "$OWNER_BIN" probe "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" "$(T get "$o" 'd["vmm"]["size"]')" \
@@ -731,7 +762,7 @@ s_hold() {
   cat "$W/hold.json" "$W/hold.err"
   if [ "$RC" = 0 ] && [ ! -e "$ready" ] && [ "$(jget hold 'd.get("result")')" = imported ] \
      && [ "$(jget hold 'len(d.get("remaining") or [])')" = 0 ]; then
-    pass "$det; SIGTERM: exit 0, ready file removed, $(outcome hold)"
+    pass "$det; SIGTERM$SIGNOTE: exit 0, ready file removed, $(outcome hold)"
   else
     fail "$det; SIGTERM: expected exit 0, ready file removed, nothing remaining; got exit $RC, ready file $([ -e "$ready" ] && echo present || echo removed): $(outcome hold)"
   fi

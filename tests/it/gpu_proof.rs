@@ -151,6 +151,9 @@ fn run(f: &Fake, only: Option<&str>, extra: &[(&str, &str)]) -> (i32, Value, Str
         .env("FAKECUDA_STATE", &state)
         .env("GPU_PROOF_CUDA_STUB", f.stub())
         .env("KVCR_BIN", crate::util::bin())
+        // Set and empty: the script builds the owner with cc, as on a
+        // machine where the carried one does not run.
+        .env("GPU_OWNER_BIN", "")
         .env("GPU_PROOF_OUT", &out)
         .env("GPU_PROOF_WORK", &work)
         .stdin(Stdio::null());
@@ -181,9 +184,22 @@ fn content_supported() -> bool {
     String::from_utf8_lossy(&o.stdout).contains("\"content\"")
 }
 
+/// The steps that need posix_fd (pidfd_getfd): skipped where it is refused.
+const POSIX: [&str; 6] = [
+    "vmm-offset",
+    "vmm-size-too-large",
+    "fd-closed",
+    "plain-memfd",
+    "read-only-refuses-writes",
+    "one-allocation-two-fds",
+];
+
 /// Whether a step's (status, detail) is what the fake and this kvcr give.
-fn expected(name: &str, status: &str, detail: &str, content: bool) -> bool {
+fn expected(name: &str, status: &str, detail: &str, content: bool, pidfd: bool) -> bool {
     match name {
+        n if !pidfd && POSIX.contains(&n) => {
+            status == "skipped" && detail.contains("posix_fd cannot be taken here")
+        }
         "content-good" | "content-bad" if !content => {
             status == "skipped" && detail.contains("no content member")
         }
@@ -203,6 +219,10 @@ fn expected(name: &str, status: &str, detail: &str, content: bool) -> bool {
 
 fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
     let content = content_supported();
+    let pidfd = s["environment"]["pidfd_getfd"] == "ok";
+    if !pidfd {
+        eprintln!("gpu_proof: pidfd_getfd refused here: the posix_fd steps skip");
+    }
     assert_eq!(s["schema"], "kvcr.gpu-proof/v1");
     assert_eq!(s["finished"], true, "{s:#}");
     assert_eq!(s["timed_out"], false);
@@ -229,7 +249,7 @@ fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
             continue;
         }
         assert!(
-            expected(name, status, detail, content),
+            expected(name, status, detail, content, pidfd),
             "{name}: {status}: {detail}\n--- proof.log:\n{log}"
         );
         failed += usize::from(status == "failed");
@@ -252,6 +272,8 @@ fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
         "nvidia_smi",
         "imex_channels",
         "nvidia_smi_cuda",
+        "pidfd_getfd",
+        "ptrace_scope",
     ] {
         assert!(env.get(k).is_some(), "environment.{k}: {env:#}");
     }
@@ -288,16 +310,21 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
         "{}",
         d("binaries")
     );
-    assert!(d("read-only-refuses-writes").contains("status 700"));
-    assert!(d("read-only-refuses-writes").contains("the owner's bytes: same"));
     assert!(d("toolkit-stub").contains("stub"));
     assert!(d("sigint").contains("result=interrupted"));
-    assert!(d("hold").contains("a second importer read its bytes"));
     assert!(d("hold").contains("lib/libcuda.so.1"), "{}", d("hold"));
-    assert!(d("vmm-size-too-large").contains("step=map"));
+    assert!(d("environment").contains("pidfd_getfd"));
+    if s["environment"]["pidfd_getfd"] == "ok" {
+        assert!(d("read-only-refuses-writes").contains("status 700"));
+        assert!(d("read-only-refuses-writes").contains("the owner's bytes: same"));
+        assert!(d("hold").contains("a second importer read its bytes"));
+        assert!(d("vmm-size-too-large").contains("step=map"));
+        if full {
+            assert!(d("fd-closed").contains("fd 900"));
+        }
+    }
     if full {
         assert!(d("visible-devices-empty").contains("KV106"));
-        assert!(d("fd-closed").contains("fd 900"));
         assert!(d("ipc-beyond-range").contains("step=verify"));
         assert!(d("same-ipc-handle-twice").contains("driver: second cuIpcOpenMemHandle"));
         assert!(d("injected-failures").contains("a refused release: exit 4"));
@@ -332,4 +359,44 @@ fn on_its_time_limit_the_proof_keeps_what_it_has_and_exits_124() {
     assert!(!steps.is_empty() && steps.len() < STEPS.len(), "{steps:?}");
     assert_eq!(steps[0]["name"], "binaries");
     assert!(log.contains("==== step binaries"));
+}
+
+/// Where pidfd_getfd is refused (a sandboxed runtime), the base inventory
+/// leaves posix_fd out and the posix_fd steps skip, saying why.
+#[test]
+fn without_pidfd_getfd_the_posix_fd_steps_skip_and_the_rest_runs() {
+    let Some(f) = fake() else { return };
+    let only = "binaries environment owner audit trial-read-only vmm-offset \
+                read-only-refuses-writes hold";
+    let (code, s, log, _) = run(
+        &f,
+        Some(only),
+        &[("GPU_PROOF_NO_POSIX_FD", "pidfd_getfd refused: test")],
+    );
+    assert_eq!(code, 0, "{log}");
+    let st = |n: &str| {
+        let x = by_name(&s, n);
+        (
+            x["status"].as_str().unwrap().to_string(),
+            x["detail"].as_str().unwrap().to_string(),
+        )
+    };
+    for n in ["vmm-offset", "read-only-refuses-writes"] {
+        assert_eq!(
+            st(n),
+            (
+                "skipped".into(),
+                "posix_fd cannot be taken here: pidfd_getfd refused: test".into()
+            )
+        );
+    }
+    assert_eq!(st("trial-read-only").0, "passed");
+    // cuda_ipc and fabric only: 1 context + 1 IPC + 3 fabric resources.
+    assert!(
+        st("trial-read-only").1.contains("released=5"),
+        "{:?}",
+        st("trial-read-only")
+    );
+    assert_eq!(st("hold").0, "passed");
+    assert!(st("hold").1.contains("no second importer"));
 }
