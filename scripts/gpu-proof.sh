@@ -99,6 +99,9 @@ PY
 fi
 
 # ---- the inner run -------------------------------------------------------
+# Every command below is bounded by its own `timeout --foreground` (so it
+# stays in this process group: the outer time limit signals it too), and
+# background kvcr runs by a watchdog.
 exec >>"$LOG" 2>&1 </dev/null
 unset KVCR_IMPORT_BACKEND KVCR_NODE_FACTS KVCR_INVENTORY KVCR_PROFILE
 W=${GPU_PROOF_WORK:-$(mktemp -d)}
@@ -109,6 +112,7 @@ HOLD_PID=""
 cleanup() {
   for p in $HOLD_PID $OWNER_PID; do kill -TERM "$p" 2>/dev/null; done
   for p in $HOLD_PID $OWNER_PID; do wait "$p" 2>/dev/null; done
+  for p in $WATCHDOGS; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
   [ -n "${GPU_PROOF_WORK:-}" ] || rm -rf "$W"
 }
 trap cleanup EXIT
@@ -116,7 +120,7 @@ trap 'exit 143' TERM INT
 
 # Python helpers: JSON, descriptors, the content member, the summary.
 cat >"$W/tool.py" <<'PY'
-import hashlib, json, os, sys, time, uuid
+import hashlib, json, os, sys, time
 
 def pattern(start, n, seed):
     return bytes((((i * 2654435761) >> 13) ^ seed) & 0xFF for i in range(start, start + n))
@@ -296,7 +300,7 @@ kv() {
   local name=$1; shift
   echo "+ kvcr $*"
   RC=0
-  timeout --kill-after=5 "${KV_TIMEOUT:-60}" "$KVCR" "$@" >"$W/$name.json" 2>"$W/$name.err" || RC=$?
+  timeout --foreground --kill-after=5 "${KV_TIMEOUT:-60}" "$KVCR" "$@" >"$W/$name.json" 2>"$W/$name.err" || RC=$?
   echo "  exit $RC"
   head -c 4000 "$W/$name.json" | sed 's/^/  | /'
   head -c 2000 "$W/$name.err" | sed 's/^/  ! /'
@@ -316,7 +320,9 @@ bg() {
   "$KVCR" "$@" >"$W/$name.json" 2>"$W/$name.err" &
   BG=$!
   ( sleep 120; kill -KILL "$BG" 2>/dev/null ) >/dev/null 2>&1 &
+  WATCHDOGS="$WATCHDOGS $!"
 }
+WATCHDOGS=""
 # sigcgt PID SIGNO: wait (≤ 20 s) until PID has a handler for SIGNO (SigCgt).
 # Returns 2 when /proc shows no SigCgt at all (a runtime that does not
 # emulate it): the caller then waits 2 s instead and says so.
@@ -414,14 +420,14 @@ s_environment() {
   [ -n "$OWNER_BIN" ] || { skip "no owner binary (see step binaries)"; return; }
   local smi="" cudav="" nvccv="" virt="" dm="" imex="" ldc="" product="" hyp="" cmdl=""
   if command -v nvidia-smi >/dev/null; then
-    smi=$(timeout 20 nvidia-smi --query-gpu=driver_version,name,uuid,compute_mode,mig.mode.current,memory.total --format=csv,noheader 2>&1 | head -4 | tr '\n' ';')
-    cudav=$(timeout 20 nvidia-smi 2>/dev/null | grep -o 'CUDA Version: *[0-9.]*' | head -1)
+    smi=$(timeout --foreground 20 nvidia-smi --query-gpu=driver_version,name,uuid,compute_mode,mig.mode.current,memory.total --format=csv,noheader 2>&1 | head -4 | tr '\n' ';')
+    cudav=$(timeout --foreground 20 nvidia-smi 2>/dev/null | grep -o 'CUDA Version: *[0-9.]*' | head -1)
   else
     smi="nvidia-smi not found"
   fi
   nvccv=$(command -v nvcc >/dev/null && nvcc --version 2>/dev/null | grep -i release | head -1)
   virt=$(command -v systemd-detect-virt >/dev/null && systemd-detect-virt 2>/dev/null)
-  dm=$(timeout 5 dmesg 2>/dev/null | head -3 | tr '\n' ' ' | cut -c1-300)
+  dm=$(timeout --foreground 5 dmesg 2>/dev/null | head -3 | tr '\n' ' ' | cut -c1-300)
   product=$(cat /sys/class/dmi/id/product_name 2>/dev/null)
   hyp=$(grep -qw hypervisor /proc/cpuinfo 2>/dev/null && echo yes || echo no)
   cmdl=$(cut -c1-300 /proc/cmdline 2>/dev/null)
@@ -446,7 +452,7 @@ pfd = libc.syscall(434, os.getpid(), 0)
 fd = libc.syscall(438, pfd, 0, 0) if pfd >= 0 else -1
 print("ok" if fd >= 0 else "refused: " + os.strerror(ctypes.get_errno()))' 2>&1)
   [ "$pidfd" = ok ] || GPU_PROOF_NO_POSIX_FD="pidfd_getfd $pidfd"
-  timeout 30 "$OWNER_BIN" env >"$W/owner-env.json" 2>"$W/owner-env.err"
+  timeout --foreground 30 "$OWNER_BIN" env >"$W/owner-env.json" 2>"$W/owner-env.err"
   local erc=$?
   cat "$W/owner-env.json" "$W/owner-env.err"
   T environment "$GPU_PROOF_ENVFILE" "$W/owner-env.json" \
@@ -572,7 +578,7 @@ s_plain_memfd() { need_posix || return; expect_fail plain-memfd plain-memfd impo
 s_read_only_refuses_writes() {
   need_posix || return
   local o=$W/owner/owner.json
-  timeout 60 "$OWNER_BIN" probe "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" "$(T get "$o" 'd["vmm"]["size"]')" \
+  timeout --foreground 60 "$OWNER_BIN" probe "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" "$(T get "$o" 'd["vmm"]["size"]')" \
     "$(T get "$o" 'd["vmm"]["seed"]')" write >"$W/probe.json" 2>"$W/probe.err"
   local prc=$?
   cat "$W/probe.json" "$W/probe.err"
@@ -598,7 +604,7 @@ s_read_only_refuses_writes() {
 twice_facts() {
   if [ ! -s "$W/twice.json" ]; then
     local o=$W/owner/owner.json
-    timeout 60 "$OWNER_BIN" twice "$(T get "$o" 'd["ipc"]["hex"]')" "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" \
+    timeout --foreground 60 "$OWNER_BIN" twice "$(T get "$o" 'd["ipc"]["hex"]')" "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" \
       "$(T get "$o" 'd["vmm"]["fd2"]')" >"$W/twice.json" 2>"$W/twice.err"
     cat "$W/twice.json" "$W/twice.err" >&2
   fi
@@ -726,7 +732,7 @@ s_hold() {
   [ "$(T get "$ready" 'd.get("schema")')" = kvcr.import-ready/v1 ] && [ "$(T get "$ready" 'd.get("pid")')" = "$HOLD_PID" ] \
     || { fail "the ready file does not name kvcr.import-ready/v1 and pid $HOLD_PID"; }
   det="ready file for pid $HOLD_PID; kvcr loaded $(grep -o '/[^ ]*libcuda[^ ]*' "/proc/$HOLD_PID/maps" 2>/dev/null | sort -u | tr '\n' ' ')"
-  if command -v nvidia-smi >/dev/null && timeout 20 nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -qw "$HOLD_PID"; then
+  if command -v nvidia-smi >/dev/null && timeout --foreground 20 nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -qw "$HOLD_PID"; then
     det="$det; nvidia-smi lists it"
   else
     det="$det; nvidia-smi does not list it"
@@ -740,7 +746,7 @@ s_hold() {
   elif waitfile "$W/owner/dropped.json" "$OWNER_PID" 30; then
     cat "$W/owner/dropped.json"
     local o=$W/owner/owner.json
-    timeout 60 "$OWNER_BIN" probe "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" "$(T get "$o" 'd["vmm"]["size"]')" \
+    timeout --foreground 60 "$OWNER_BIN" probe "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" "$(T get "$o" 'd["vmm"]["size"]')" \
       "$(T get "$o" 'd["vmm"]["seed"]')" >"$W/probe-held.json" 2>"$W/probe-held.err"
     cat "$W/probe-held.json" "$W/probe-held.err"
     if [ "$(T get "$W/probe-held.json" 'd.get("read")')" = same ]; then
