@@ -149,11 +149,13 @@ static int load(void) {
     RESOLVE(p_cuDeviceGetCount, "cuDeviceGetCount");
     RESOLVE(p_cuDeviceGet, "cuDeviceGet");
     RESOLVE(p_cuDeviceGetName, "cuDeviceGetName");
-    RESOLVE(p_cuDeviceGetUuid, "cuDeviceGetUuid_v2");
+    /* _v2 where the driver has it (kvcr resolves the same), else the plain name. */
+    *(void **)(&p_cuDeviceGetUuid) = sym("cuDeviceGetUuid_v2", 0);
+    if (!p_cuDeviceGetUuid) RESOLVE(p_cuDeviceGetUuid, "cuDeviceGetUuid");
     RESOLVE(p_cuDeviceGetAttribute, "cuDeviceGetAttribute");
     RESOLVE(p_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     RESOLVE(p_cuCtxSetCurrent, "cuCtxSetCurrent");
-    RESOLVE(p_cuCtxSynchronize, "cuCtxSynchronize");
+    *(void **)(&p_cuCtxSynchronize) = sym("cuCtxSynchronize", 0); /* optional */
     RESOLVE(p_cuMemAlloc, "cuMemAlloc_v2");
     RESOLVE(p_cuMemFree, "cuMemFree_v2");
     RESOLVE(p_cuIpcGetMemHandle, "cuIpcGetMemHandle");
@@ -536,7 +538,7 @@ static int cmd_probe(int pid, int fd, unsigned long long size, int seed, int wri
         unsigned char junk[PAGE];
         memset(junk, 0xee, sizeof junk);
         write_rc = p_cuMemcpyHtoD(va, junk, sizeof junk);
-        sync_rc = p_cuCtxSynchronize();
+        sync_rc = p_cuCtxSynchronize ? p_cuCtxSynchronize() : -2;
     }
     printf("{\"read\": \"%s\", \"first_bad\": %lld, \"access_flags\": %lld, \"cuMemGetAccess\": %s, "
            "\"access_rc\": %d, \"write_rc\": %d, \"write_name\": ",
