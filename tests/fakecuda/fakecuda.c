@@ -745,7 +745,7 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
  *                        owner's bytes. Importers load both lists at start.
  *   CUDA_VISIBLE_DEVICES as the driver reads it: ordinals or UUIDs (GPU-
  *                        prefix, or a unique leading part), the list stops at
- *                        the first entry naming no device; no device at all
+ *                        the first entry naming no single device; no device at all
  *                        makes cuInit answer CUDA_ERROR_NO_DEVICE (100).
  *   FAKECUDA_NO_FABRIC=1 the fabric attribute is 0 and fabric export 801.
  *   Built with -DFAKECUDA_AS_STUB it is the toolkit's stub (as FAKECUDA_STUB=1).
@@ -849,21 +849,25 @@ static void apply_visible_devices(void) {
     const char *e = cvd;
     while (*e) {
         size_t n = strcspn(e, ",");
+        /* An entry must name exactly one device (a prefix two UUIDs share
+         * names none); the driver stops at the first that does not. */
         int found = 0;
+        const char *hit = NULL;
+        size_t hitn = 0;
         const char *u = all;
         for (int i = 0; *u; i++) {
             size_t un = strcspn(u, ",");
             if (cvd_names(e, n, u, un, i)) {
-                if (len + un + 2 < sizeof out)
-                    len += (size_t)snprintf(out + len, sizeof out - len, "%s%.*s", len ? "," : "",
-                                            (int)un, u);
-                found = 1;
-                break;
+                found++;
+                hit = u;
+                hitn = un;
             }
             u += un;
             if (*u == ',') u++;
         }
-        if (!found) break; /* the driver stops at the first invalid entry */
+        if (found != 1) break;
+        if (len + hitn + 2 < sizeof out)
+            len += (size_t)snprintf(out + len, sizeof out - len, "%s%.*s", len ? "," : "", (int)hitn, hit);
         e += n;
         if (*e == ',') e++;
     }

@@ -400,3 +400,65 @@ fn without_pidfd_getfd_the_posix_fd_steps_skip_and_the_rest_runs() {
     assert_eq!(st("hold").0, "passed");
     assert!(st("hold").1.contains("no second importer"));
 }
+
+/// The fake reads CUDA_VISIBLE_DEVICES as the driver does (the proof's
+/// visible-devices steps lean on it): ordinals, full UUIDs, unique leading
+/// parts with or without the GPU- prefix, the list ending at the first entry
+/// that names no device, and no device at all making cuInit answer 100.
+#[test]
+fn the_fake_reads_cuda_visible_devices_as_the_driver_does() {
+    let Some(f) = fake() else { return };
+    let owner = f.dir.path().join("gpu-proof-owner");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&owner)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/gpu-proof-owner.c"
+        ))
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (g0, g1) = GPUS.split_once(',').unwrap();
+    let seen = |cvd: Option<&str>| -> (i64, Vec<String>) {
+        let mut c = Command::new(&owner);
+        c.arg("env")
+            .env_clear()
+            .env("LD_LIBRARY_PATH", f.lib())
+            .env("FAKECUDA_GPUS", GPUS);
+        if let Some(v) = cvd {
+            c.env("CUDA_VISIBLE_DEVICES", v);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let uuids = v["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["uuid"].as_str().unwrap().to_string())
+            .collect();
+        (v["cuInit"].as_i64().unwrap(), uuids)
+    };
+    let both = (0, vec![g0.to_string(), g1.to_string()]);
+    assert_eq!(seen(None), both);
+    assert_eq!(seen(Some("1,0")), (0, vec![g1.to_string(), g0.to_string()]));
+    assert_eq!(seen(Some(g1)), (0, vec![g1.to_string()]));
+    // A unique leading part, with and without the prefix; MIG- too.
+    assert_eq!(seen(Some("GPU-6a1f0c2f")), (0, vec![g1.to_string()]));
+    assert_eq!(seen(Some("6a1f0c2e-11")), (0, vec![g0.to_string()]));
+    assert_eq!(seen(Some("MIG-6a1f0c2f")), (0, vec![g1.to_string()]));
+    // A prefix both UUIDs share names no device.
+    assert_eq!(seen(Some("GPU-6a1f0c2")), (100, vec![]));
+    assert_eq!(seen(Some("1,6a1f0c")), (0, vec![g1.to_string()]));
+    // The list ends at the first entry naming no device.
+    assert_eq!(seen(Some("0,GPU-ffff,1")), (0, vec![g0.to_string()]));
+    assert_eq!(seen(Some("7")), (100, vec![]));
+    assert_eq!(seen(Some("")), (100, vec![]));
+}
