@@ -68,9 +68,31 @@ impl Fake {
     }
 }
 
+/// The proof's helpers are python3 (stdlib), as on the GPU machine: without
+/// it these tests skip with a message, unless `KVCR_GPU_PROOF_FULL` (set by
+/// `.ci/run`, which installs python3 where it can) makes that a failure.
+fn have_python() -> bool {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("KVCR_GPU_PROOF_FULL").is_none(),
+            "KVCR_GPU_PROOF_FULL is set but there is no python3"
+        );
+        eprintln!("skipped: no python3 (the GPU proof's helpers need it; .ci/run installs it)");
+    }
+    ok
+}
+
 /// The fake libcuda.so.1, its stub build, and a bin dir holding the
 /// stand-in nvidia-smi; None (skip) without a C compiler.
 fn fake() -> Option<Fake> {
+    if !have_python() {
+        return None;
+    }
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let dir = tempfile::tempdir().unwrap();
     for d in ["lib", "stub", "bin"] {
@@ -461,4 +483,65 @@ fn the_fake_reads_cuda_visible_devices_as_the_driver_does() {
     assert_eq!(seen(Some("0,GPU-ffff,1")), (0, vec![g0.to_string()]));
     assert_eq!(seen(Some("7")), (100, vec![]));
     assert_eq!(seen(Some("")), (100, vec![]));
+}
+
+/// The content member the proof writes (scripts/gpu-proof-tool.py) against
+/// an independent reading of the rule: page i of N = 16 at offset_bytes +
+/// floor(i * (size - 4096) / 15), one range when size <= 4096, over the
+/// owner's pattern (scripts/gpu-proof-owner.c), SHA-256 of the pages in order.
+#[test]
+fn the_proofs_content_member_follows_the_sampling_rule() {
+    use sha2::{Digest, Sha256};
+    if !have_python() {
+        return;
+    }
+    let pattern = |i: u64, seed: u64| (((i.wrapping_mul(2_654_435_761)) >> 13 ^ seed) & 0xff) as u8;
+    for (size, offset, seed) in [
+        (4096u64, 0u64, 17u64),
+        (100, 7, 34),
+        (4097, 0, 51),
+        (8192, 100, 17),
+        (3 << 20, (1 << 20) + 512, 34),
+        (64 << 20, 0, 17),
+    ] {
+        let (pages, ranges): (u64, Vec<(u64, u64)>) = if size <= 4096 {
+            (1, vec![(offset, size)])
+        } else {
+            (
+                16,
+                (0..16)
+                    .map(|i| (offset + i * (size - 4096) / 15, 4096))
+                    .collect(),
+            )
+        };
+        assert_eq!(ranges.first().unwrap().0, offset);
+        assert_eq!(ranges.last().map(|r| r.0 + r.1).unwrap(), offset + size);
+        let mut h = Sha256::new();
+        for (start, n) in ranges {
+            h.update(
+                (start..start + n)
+                    .map(|i| pattern(i, seed))
+                    .collect::<Vec<u8>>(),
+            );
+        }
+        let want = format!("{:x}", h.finalize());
+        let o = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/gpu-proof-tool.py"
+            ))
+            .args([
+                "content",
+                &size.to_string(),
+                &offset.to_string(),
+                &seed.to_string(),
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(got["page_bytes"], 4096);
+        assert_eq!(got["pages"], pages);
+        assert_eq!(got["sha256"], want, "size {size} offset {offset}");
+    }
 }
