@@ -26,9 +26,11 @@
 # Usage: scripts/gpu-proof.sh [--size-mib N]   (default 64)
 # Test hooks: GPU_PROOF_ONLY="STEP ..." (run only these; the others are
 # recorded as skipped), GPU_PROOF_NO_POSIX_FD=REASON (behave as where
-# pidfd_getfd is refused: no posix_fd in the base inventory), GPU_PROOF_WORK=DIR (scratch, default a temp dir, removed at
-# the end), GPU_PROOF_CUDA_STUB=PATH (the toolkit's stub libcuda.so; default
-# searched under $CUDA_HOME, /usr/local/cuda* and next to nvcc).
+# pidfd_getfd is refused: no posix_fd in the base inventory),
+# GPU_PROOF_WORK=DIR (scratch, default a temp dir, removed at the end),
+# GPU_PROOF_CUDA_STUB=PATH (the toolkit's stub libcuda.so; default searched
+# under $CUDA_HOME, /usr/local/cuda* and next to nvcc).
+# On stdout: one line per step, then one JSON line (ok, exit, failed steps).
 set -uo pipefail
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
 done
 case $SIZE_MIB in ''|*[!0-9]*|0) echo "gpu-proof: --size-mib wants a positive integer" >&2; exit 2 ;; esac
 TIMEOUT=${GPU_PROOF_TIMEOUT:-420}
+case $TIMEOUT in ''|*[!0-9]*|0) echo "gpu-proof: GPU_PROOF_TIMEOUT wants a positive number of seconds" >&2; exit 2 ;; esac
 OUTDIR=${GPU_PROOF_OUT:-${OUT:-}}
 if [ -z "$OUTDIR" ]; then
   echo "gpu-proof: set OUT (or GPU_PROOF_OUT) to the folder the results go to" >&2
@@ -91,8 +94,11 @@ with open(tmp, "w") as f:
     json.dump(s, f, indent=1)
     f.write("\n")
 os.replace(tmp, path)
-print(json.dumps({k: s[k] for k in ("ok", "exit", "elapsed_s", "driver")} |
-                 {"failed": failed, "summary": path}))
+for x in s["steps"]:
+    print(f'{x["status"]:8} {x["name"]}: {x["detail"][:200]}')
+line = {k: s[k] for k in ("ok", "exit", "elapsed_s", "driver")}
+line.update(failed=failed, summary=path)
+print(json.dumps(line))
 sys.exit(s["exit"])
 PY
   exit $?

@@ -195,7 +195,24 @@ fn run(f: &Fake, only: Option<&str>, extra: &[(&str, &str)]) -> (i32, Value, Str
                 String::from_utf8_lossy(&o.stdout)
             )
         });
-    (o.status.code().unwrap_or(-1), summary, log, out)
+    let code = o.status.code().unwrap_or(-1);
+    // stdout: one line per step, then one JSON line agreeing with the summary.
+    if code != 2 {
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let last: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap();
+        assert_eq!(last["exit"], code, "{stdout}");
+        assert_eq!(last["ok"], summary["ok"]);
+        let steps = summary["steps"].as_array().unwrap();
+        assert_eq!(stdout.lines().count(), steps.len() + 1, "{stdout}");
+        for (line, st) in stdout.lines().zip(steps) {
+            assert!(
+                line.starts_with(st["status"].as_str().unwrap())
+                    && line.contains(&format!(" {}: ", st["name"].as_str().unwrap())),
+                "{line}"
+            );
+        }
+    }
+    (code, summary, log, out)
 }
 
 fn content_supported() -> bool {
