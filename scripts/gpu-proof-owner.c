@@ -24,6 +24,10 @@
  *       stay open) and writes DIR/dropped.json; SIGTERM/SIGINT end it.
  *       It allows any process to ptrace it (PR_SET_PTRACER_ANY), for
  *       pidfd_getfd under Yama ptrace_scope 1.
+ *   gpu-proof-owner read ipc|fabric HEX SIZE SEED
+ *       a second importer of an IPC or fabric handle (fabric mapped
+ *       read-only): compares the sampled pages with the pattern; one JSON
+ *       object on stdout.
  *   gpu-proof-owner twice IPC_HEX PID FD1 FD2
  *       the driver's own answers, outside kvcr: the same IPC handle opened
  *       twice in one context (same pointer? does one close leave it
@@ -557,6 +561,60 @@ fail:
     return 1;
 }
 
+/* ---- read: a second importer of an IPC or fabric handle ---------------- */
+static int parse_hex64(const char *h, unsigned char *out) {
+    if (strlen(h) != 128) return -1;
+    for (int i = 0; i < 64; i++) {
+        unsigned v;
+        if (sscanf(h + 2 * i, "%2x", &v) != 1) return -1;
+        out[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+static int cmd_read(const char *kind, const char *hexs, unsigned long long size, int seed) {
+    unsigned char b[64];
+    long long bad = -1;
+    if (parse_hex64(hexs, b) != 0 || (strcmp(kind, "ipc") && strcmp(kind, "fabric"))) {
+        fprintf(stderr, "gpu-proof-owner: read ipc|fabric HEX SIZE SEED\n");
+        return 2;
+    }
+    if (init_device()) goto fail;
+    if (!strcmp(kind, "ipc")) {
+        CUipcMemHandle ih;
+        CUdeviceptr p = 0;
+        memcpy(ih.reserved, b, 64);
+        if (CK(p_cuIpcOpenMemHandle(&p, ih, 1))) goto fail;
+        if (sample(p, size, seed, &bad) != 0) goto fail;
+        p_cuIpcCloseMemHandle(p);
+    } else {
+        CUmemFabricHandle fh;
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va = 0;
+        size_t g = 0;
+        memcpy(fh.data, b, 64);
+        if (CK(p_cuMemImportFromShareableHandle(&h, &fh, H_FABRIC))) goto fail;
+        CUmemAllocationProp p = vmm_prop(H_FABRIC);
+        if (CK(p_cuMemGetAllocationGranularity(&g, &p, 0))) goto fail;
+        unsigned long long span = (size + g - 1) / g * g;
+        if (CK(p_cuMemAddressReserve(&va, span, 0, 0, 0))) goto fail;
+        if (CK(p_cuMemMap(va, span, 0, h, 0))) goto fail;
+        CUmemAccessDesc a = {{LOC_DEVICE, 0}, PROT_R};
+        if (CK(p_cuMemSetAccess(va, span, &a, 1))) goto fail;
+        if (sample(va, size, seed, &bad) != 0) goto fail;
+        p_cuMemUnmap(va, span);
+        p_cuMemAddressFree(va, span);
+        p_cuMemRelease(h);
+    }
+    printf("{\"read\": \"%s\", \"first_bad\": %lld}\n", bad < 0 ? "same" : "differs", bad);
+    return 0;
+fail:
+    printf("{\"error\": ");
+    jstr(stdout, last_error);
+    printf("}\n");
+    return 1;
+}
+
 /* ---- twice: the driver's own answer to one memory opened twice -------- */
 static int take(int pid, int fd) {
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -619,10 +677,12 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "probe") && (argc == 6 || argc == 7))
         return cmd_probe(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
                          argc == 7 && !strcmp(argv[6], "write"));
+    if (!strcmp(argv[1], "read") && argc == 6)
+        return cmd_read(argv[2], argv[3], strtoull(argv[4], NULL, 10), atoi(argv[5]));
     if (!strcmp(argv[1], "twice") && argc == 6)
         return cmd_twice(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 usage:
     fprintf(stderr, "usage: gpu-proof-owner env | serve DIR SIZE_MIB | probe PID FD SIZE SEED [write]"
-                    " | twice IPC_HEX PID FD1 FD2\n");
+                    " | read ipc|fabric HEX SIZE SEED | twice IPC_HEX PID FD1 FD2\n");
     return 2;
 }

@@ -613,6 +613,21 @@ s_hold() {
   else
     fail "the owner did not drop its references"
   fi
+  # cuda_ipc (still the owner's) and fabric (dropped by the owner) through
+  # a second importer while kvcr holds them.
+  local k r o=$W/owner/owner.json
+  for k in ipc fabric; do
+    [ "$(T get "$o" "bool(d.get('$k'))")" = True ] || continue
+    timeout --foreground 60 "$OWNER_BIN" read "$k" "$(T get "$o" "d['$k']['hex']")" "$(T get "$o" "d['$k']['size']")" \
+      "$(T get "$o" "d['$k']['seed']")" >"$W/read-$k.json" 2>"$W/read-$k.err"
+    cat "$W/read-$k.json" "$W/read-$k.err"
+    r=$(T get "$W/read-$k.json" 'd.get("read") or d.get("error")')
+    if [ "$r" = same ]; then
+      det="$det; $k read back by a second importer"
+    else
+      fail "$k through a second importer while held: $r"
+    fi
+  done
   if ! kill -0 "$HOLD_PID" 2>/dev/null; then
     fail "the hold ended by itself: $(head -c 300 "$W/hold.err")"
   elif ! sigcgt "$HOLD_PID" 15; then

@@ -559,6 +559,8 @@ static int memfd_device(int fd, unsigned long long *size) {
 /* The owner-side section (end of file) keeps an imported posix_fd's memfd so
  * that copies through its mappings read the owner's bytes. */
 static void fakeowner_imported(unsigned long long handle, int fd);
+static void fakeowner_imported_fabric(unsigned long long handle, const unsigned char *bytes)
+    __attribute__((unused));
 
 #ifndef FAKECUDA_OLD_DRIVER /* -DFAKECUDA_OLD_DRIVER: a driver without VMM import */
 EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os,
@@ -590,6 +592,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
     r->dev = dev;
     *handle = r->ptr;
     if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) fakeowner_imported(r->ptr, (int)(intptr_t)os);
+    else fakeowner_imported_fabric(r->ptr, ((const CUmemFabricHandle *)os)->data);
     acquired(r);
     END(CUDA_SUCCESS, "type=%d handle=0x%llx size=%llu dev=%d", (int)type, r->ptr, size, dev);
 }
@@ -926,13 +929,15 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
     END(CUDA_SUCCESS, "dev=%d attr=%d value=%d", o, attr, *v);
 }
 
-static struct owned *new_owned(int vmm, unsigned long long size, int dev) {
+/* file: back the memory with a file in FAKECUDA_STATE (cuMemAlloc memory,
+ * and fabric-only VMM memory), so another process can map it by handle. */
+static struct owned *new_owned(int vmm, int file, unsigned long long size, int dev) {
     if (nowned >= 256) return NULL;
     struct owned *o = &owned[nowned];
     memset(o, 0, sizeof *o);
     char name[64];
     const char *st = getenv("FAKECUDA_STATE");
-    if (vmm || !st || !*st) {
+    if (!file || !st || !*st) {
         /* The importer side takes a memfd named fakecuda-devN as device N's
          * posix_fd memory; cuMemAlloc memory gets another name. */
         snprintf(name, sizeof name, vmm ? "fakecuda-dev%d" : "fakecuda-alloc-dev%d", dev);
@@ -961,6 +966,55 @@ static struct owned *owned_handle(unsigned long long h) {
     return NULL;
 }
 
+static void hexs(const unsigned char *b, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* Names the file backing `o` DIR/TAG-HEX (the handle's bytes), for
+ * importers in other processes; -1 when it has no path (a memfd). */
+static int link_backing(struct owned *o, const char *tag, const unsigned char *bytes) {
+    const char *st = getenv("FAKECUDA_STATE");
+    char from[4096], to[4096], hx[129];
+    snprintf(from, sizeof from, "/proc/self/fd/%d", o->fd);
+    ssize_t n = readlink(from, to, sizeof to - 1);
+    if (!st || n <= 0) return -1;
+    to[n] = 0;
+    if (to[0] != '/') return -1;
+    hexs(bytes, 64, hx);
+    snprintf(from, sizeof from, "%s/%s-%s", st, tag, hx);
+    return link(to, from) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* Maps DIR/TAG-HEX: the owner's memory behind a handle; NULL if none. */
+static struct owned *map_named(const char *tag, const unsigned char *bytes, unsigned long long key,
+                               int vmm) {
+    const char *st = getenv("FAKECUDA_STATE");
+    char p[4096], hx[129];
+    if (!st || !*st || nowned >= 256) return NULL;
+    hexs(bytes, 64, hx);
+    snprintf(p, sizeof p, "%s/%s-%s", st, tag, hx);
+    int fd = open(p, O_RDWR | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0) return NULL;
+    if (fstat(fd, &sb) != 0 || sb.st_size <= 0) { close(fd); return NULL; }
+    void *b = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (b == MAP_FAILED) return NULL;
+    struct owned *o = &owned[nowned++];
+    memset(o, 0, sizeof *o);
+    o->live = 1;
+    o->vmm = vmm;
+    o->key = key;
+    o->size = (unsigned long long)sb.st_size;
+    o->fd = -1;
+    o->bytes = b;
+    return o;
+}
+
+static void fakeowner_imported_fabric(unsigned long long handle, const unsigned char *bytes) {
+    map_named("fab", bytes, handle, 1);
+}
+
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags) {
     BEGIN("cuMemCreate", 1);
@@ -976,7 +1030,9 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "size %zu is not a multiple of %llu", size, granularity);
     if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) && no_fabric())
         END(CUDA_ERROR_NOT_SUPPORTED, "fabric handles are not supported (mode)");
-    struct owned *o = new_owned(1, size, prop->location.id);
+    int fabric_only = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) &&
+                      !(prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    struct owned *o = new_owned(1, fabric_only, size, prop->location.id);
     struct res *r = o ? new_res(K_MEM) : NULL;
     if (!r) END(2, "out of slots or memory");
     r->ptr = next_handle++;
@@ -987,10 +1043,6 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     acquired(r);
     END(CUDA_SUCCESS, "handle=0x%llx size=%zu dev=%d types=%d", r->ptr, size, r->dev,
         (int)prop->requestedHandleTypes);
-}
-
-static void hexs(const unsigned char *b, size_t n, char *out) {
-    for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
 }
 
 static int register_handle(const char *list, const unsigned char *bytes, int dev,
@@ -1039,6 +1091,7 @@ EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHa
         fresh_handle_bytes(fh->data, "fakecuda-fab");
         if (register_handle("fabric", fh->data, o->dev, o->size) != 0)
             END(CUDA_ERROR_NOT_SUPPORTED, "no FAKECUDA_STATE to register the fabric handle in");
+        link_backing(o, "fab", fh->data); /* a memfd (also posix_fd) has no path: not linked */
         END(CUDA_SUCCESS, "handle=0x%llx fabric", handle);
     }
     VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle type %d", (int)type);
@@ -1049,7 +1102,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
     if (!ptr) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null pointer");
     if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
     if (size == 0) END(CUDA_ERROR_INVALID_VALUE, "size 0");
-    struct owned *o = new_owned(0, size, current->ordinal);
+    struct owned *o = new_owned(0, 1, size, current->ordinal);
     if (!o) END(2, "out of memory");
     o->key = fresh_va(size);
     *ptr = o->key;
@@ -1078,16 +1131,7 @@ EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr ptr) {
             fresh_handle_bytes(o->ipc, "fakecuda-ipc");
             if (register_handle("ipc", o->ipc, o->dev, o->size) != 0)
                 END(CUDA_ERROR_NOT_SUPPORTED, "no FAKECUDA_STATE to register the IPC handle in");
-            /* Name the backing file after the handle, for importers. */
-            char from[4096], to[4096], hx[129];
-            snprintf(from, sizeof from, "/proc/self/fd/%d", o->fd);
-            ssize_t n = readlink(from, to, sizeof to - 1);
-            if (n > 0) {
-                to[n] = 0;
-                hexs(o->ipc, 64, hx);
-                snprintf(from, sizeof from, "%s/ipc-%s", getenv("FAKECUDA_STATE"), hx);
-                if (link(to, from) != 0) END(2, "link %.200s: %s", from, strerror(errno));
-            }
+            if (link_backing(o, "ipc", o->ipc) != 0) END(2, "cannot name the memory of 0x%llx", ptr);
             o->has_ipc = 1;
         }
         memcpy(h->reserved, o->ipc, 64);
@@ -1122,21 +1166,8 @@ static unsigned char *locate(unsigned long long ptr, size_t n, int *writable, in
         for (int i = 0; i < nowned; i++)
             if (owned[i].live && !owned[i].vmm && owned[i].key == ipc->ptr)
                 return owned[i].bytes + (ptr - ipc->ptr);
-        const char *st = getenv("FAKECUDA_STATE");
-        char p[4096], hx[129];
-        hexs(ipc->bytes, 64, hx);
-        snprintf(p, sizeof p, "%s/ipc-%s", st ? st : "", hx);
-        int fd = st ? open(p, O_RDWR | O_CLOEXEC) : -1;
-        if (fd < 0) return NULL;
-        void *b = mmap(NULL, ipc->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (b == MAP_FAILED || nowned >= 256) { close(fd); return NULL; }
-        struct owned *o = &owned[nowned++];
-        memset(o, 0, sizeof *o);
-        o->live = 1;
-        o->key = ipc->ptr;
-        o->size = ipc->size;
-        o->fd = fd;
-        o->bytes = b;
+        struct owned *o = map_named("ipc", ipc->bytes, ipc->ptr, 0);
+        if (!o || ptr - ipc->ptr + n > o->size) return NULL;
         return o->bytes + (ptr - ipc->ptr);
     }
     *bad = 1;

@@ -357,6 +357,8 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
         assert!(d("read-only-refuses-writes").contains("status 700"));
         assert!(d("read-only-refuses-writes").contains("the owner's bytes: same"));
         assert!(d("hold").contains("a second importer read its bytes"));
+        assert!(d("hold").contains("ipc read back by a second importer"));
+        assert!(d("hold").contains("fabric read back by a second importer"));
         assert!(d("vmm-size-too-large").contains("step=map"));
         if full {
             assert!(d("fd-closed").contains("fd 900"));
