@@ -23,7 +23,7 @@
 # (GPU_PROOF_TIMEOUT, default 420 s; each command inside is bounded too),
 # 2 when the proof cannot run at all (no kvcr binary, no OUT, no python3).
 #
-# Usage: scripts/gpu-proof.sh [--size-mib N]   (default 64)
+# Usage: scripts/gpu-proof.sh [--size-mib N]   (default 64, at most 4096)
 # Test hooks: GPU_PROOF_ONLY="STEP ..." (run only these; the others are
 # recorded as skipped), GPU_PROOF_NO_POSIX_FD=REASON (behave as where
 # pidfd_getfd is refused: no posix_fd in the base inventory),
@@ -38,11 +38,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 SIZE_MIB=64
 while [ $# -gt 0 ]; do
   case "$1" in
-    --size-mib) SIZE_MIB=${2:-}; shift 2 || exit 2 ;;
+    --size-mib) SIZE_MIB=${2:-}; shift; [ $# -eq 0 ] || shift ;;
     *) echo "usage: $0 [--size-mib N]" >&2; exit 2 ;;
   esac
 done
 case $SIZE_MIB in ''|*[!0-9]*|0) echo "gpu-proof: --size-mib wants a positive integer" >&2; exit 2 ;; esac
+# Three allocations of this size are filled byte by byte: keep it bounded.
+[ "${#SIZE_MIB}" -le 4 ] && [ "$SIZE_MIB" -le 4096 ] || { echo "gpu-proof: --size-mib is at most 4096" >&2; exit 2; }
 TIMEOUT=${GPU_PROOF_TIMEOUT:-420}
 case $TIMEOUT in ''|*[!0-9]*|0) echo "gpu-proof: GPU_PROOF_TIMEOUT wants a positive number of seconds" >&2; exit 2 ;; esac
 OUTDIR=${GPU_PROOF_OUT:-${OUT:-}}

@@ -564,3 +564,43 @@ fn the_proofs_content_member_follows_the_sampling_rule() {
         assert_eq!(got["sha256"], want, "size {size} offset {offset}");
     }
 }
+
+/// Bad arguments are exit 2 before anything runs, naming what is wrong.
+#[test]
+fn bad_arguments_are_exit_2_naming_them() {
+    let Some(f) = fake() else { return };
+    for (args, env, want) in [
+        (vec!["--size-mib", "x"], None, "positive integer"),
+        (vec!["--size-mib", "0"], None, "positive integer"),
+        (
+            vec!["--size-mib", "99999999999999999999"],
+            None,
+            "at most 4096",
+        ),
+        (vec!["--size-mib", "4097"], None, "at most 4096"),
+        (vec!["--size-mib"], None, "positive integer"),
+        (vec!["--ranks", "2"], None, "usage"),
+        (
+            vec![],
+            Some(("GPU_PROOF_TIMEOUT", "1.5")),
+            "GPU_PROOF_TIMEOUT",
+        ),
+        (vec![], Some(("GPU_PROOF_OUT", "")), "set OUT"),
+    ] {
+        let mut c = Command::new("bash");
+        c.arg(SCRIPT)
+            .args(&args)
+            .env_clear()
+            .env("PATH", path_without_cargo(&f))
+            .env("KVCR_BIN", crate::util::bin())
+            .env("GPU_PROOF_OUT", f.dir.path().join("out-bad"));
+        if let Some((k, v)) = env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?} {env:?}: {err}");
+        assert!(err.contains(want), "{args:?} {env:?}: {err}");
+        assert!(!f.dir.path().join("out-bad/summary.json").exists());
+    }
+}
