@@ -266,6 +266,23 @@ fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
     assert_eq!(s["finished"], true, "{s:#}");
     assert_eq!(s["timed_out"], false);
     assert_eq!(s["driver"], "fake", "{:#}", s["environment"]);
+    // Against the fake the summary names what only hardware settles.
+    let hw: Vec<&str> = s["hardware_only"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    for n in [
+        "read-only-refuses-writes",
+        "same-ipc-handle-twice",
+        "hold",
+        "toolkit-stub",
+    ] {
+        assert!(hw.contains(&n), "{hw:?}");
+    }
+    assert!(hw.iter().all(|n| STEPS.contains(n)), "{hw:?}");
+    assert!(s["note"].as_str().unwrap().contains("fake"));
     let steps = s["steps"].as_array().unwrap();
     let names: Vec<&str> = steps.iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(names, STEPS.to_vec());
