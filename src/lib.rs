@@ -14,6 +14,7 @@
 //!   its types and the canonical digest;
 //! - [`profile`]: the deployment-profile reader;
 //! - [`writer`]: seal, digest and write descriptors (for sidecars in Rust);
+//! - [`content`]: the content check's sampling rule and digest (docs/format.md §3.6);
 //! - [`finding`]: finding codes and findings; [`exit`]: exit statuses;
 //!   [`rankset`]: rank lists (`0-3,8-11`, a profile's `local_ranks`);
 //!   [`schema`]: the JSON Schemas of kvcr's documents; [`VERSION`];
@@ -28,6 +29,7 @@
 pub(crate) mod app;
 pub(crate) mod audit;
 pub(crate) mod cli;
+pub mod content;
 pub(crate) mod cuda_ffi;
 pub mod descriptor;
 pub(crate) mod error;

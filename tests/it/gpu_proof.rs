@@ -234,30 +234,23 @@ const POSIX: [&str; 6] = [
 ];
 
 /// Whether a step's (status, detail) is what the fake and this kvcr give.
-fn expected(name: &str, status: &str, detail: &str, content: bool, pidfd: bool) -> bool {
+/// Every step passes against the fake (this kvcr has the content check and
+/// the reference-counted backend of issue #20 items 1-3), except the
+/// posix_fd steps where pidfd_getfd is refused.
+fn expected(name: &str, status: &str, detail: &str, pidfd: bool) -> bool {
     match name {
         n if !pidfd && POSIX.contains(&n) => {
             status == "skipped" && detail.contains("posix_fd cannot be taken here")
-        }
-        "content-good" | "content-bad" if !content => {
-            status == "skipped" && detail.contains("no content member")
-        }
-        // Issue #20 item 3 (a reference-counted backend, verify-distinct) is
-        // another branch's: until it lands, kvcr's audit refuses one IPC
-        // handle at two ranges (KV111) and imports two fds of one allocation
-        // twice. Either that known answer, or the pass.
-        "same-ipc-handle-twice" => {
-            status == "passed" || (status == "failed" && detail.contains("(KV111)"))
-        }
-        "one-allocation-two-fds" => {
-            status == "passed" || (status == "failed" && detail.contains("got exit 0"))
         }
         _ => status == "passed",
     }
 }
 
 fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
-    let content = content_supported();
+    assert!(
+        content_supported(),
+        "kvcr schema descriptor names no content member"
+    );
     let pidfd = s["environment"]["pidfd_getfd"] == "ok";
     if !pidfd {
         eprintln!("gpu_proof: pidfd_getfd refused here: the posix_fd steps skip");
@@ -305,7 +298,7 @@ fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
             continue;
         }
         assert!(
-            expected(name, status, detail, content, pidfd),
+            expected(name, status, detail, pidfd),
             "{name}: {status}: {detail}\n--- proof.log:\n{log}"
         );
         failed += usize::from(status == "failed");
@@ -386,6 +379,8 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
         assert!(d("ipc-beyond-range").contains("step=verify"));
         assert!(d("same-ipc-handle-twice").contains("driver: second cuIpcOpenMemHandle"));
         assert!(d("injected-failures").contains("a refused release: exit 4"));
+        assert!(d("content-bad").contains("step=verify-content"));
+        assert!(d("same-ipc-handle-twice").contains("same pointer True"));
     }
 }
 
