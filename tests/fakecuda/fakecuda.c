@@ -37,10 +37,12 @@
  *                              this location (any integers) for VMM imports
  *   FAKECUDA_ALLOC_TYPE=N      ... and this allocation type (default 1, pinned)
  *   FAKECUDA_ACCESS=N          cuMemGetAccess reports N whatever was set
- * Memory contents (cuMemcpyDtoH_v2 reads them; nothing writes them): a
- * posix_fd allocation's bytes are its memfd's; cuda_ipc and fabric memory
- * holds byte (o * 131) ^ (o >> 9) ^ SEED at offset o, SEED the first handle
- * byte (kvcr's sim_byte, src/import/sim.rs).
+ * Memory contents (cuMemcpyDtoH_v2 reads them; only an owner process's
+ * cuMemcpyHtoD_v2 writes, see the owner-side section at the end): a
+ * posix_fd allocation's bytes are its memfd's; a cuda_ipc or fabric handle
+ * an owner process exported (FAKECUDA_STATE) holds the owner's bytes; any
+ * other cuda_ipc and fabric memory holds byte (o * 131) ^ (o >> 9) ^ SEED at
+ * offset o, SEED the first handle byte (kvcr's sim_byte, src/import/sim.rs).
  * Built with -DFAKECUDA_OLD_DRIVER it lacks cuMemImportFromShareableHandle.
  *
  * Log lines (tab-separated):
