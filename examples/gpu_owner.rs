@@ -1,5 +1,7 @@
-//! GPU proof helper for `kvcr import` (used by `scripts/gpu-proof.sh`; needs
-//! an NVIDIA GPU and driver, so it is never run in CI).
+//! A Rust-side GPU check for `kvcr import`, run by hand on a machine with an
+//! NVIDIA GPU, its driver and the Rust toolchain (never in CI). The GPU proof,
+//! `scripts/gpu-proof.sh`, no longer uses it: its owner is the C program
+//! `scripts/gpu-proof-owner.c`, which needs no Rust on the GPU machine.
 //!
 //! `gpu_owner serve --inventory DIR --expect FILE [--size-mib N] [--ranks N]`
 //!   plays the KV-cache owner: on each of the first N visible GPUs (one rank

@@ -1,233 +1,670 @@
 #!/usr/bin/env bash
-# GPU proof for `kvcr import` (docs/format.md §8, §8.9; issues #4 and #12).
+# GPU proof for `kvcr import` (docs/import.md, "The GPU proof"; issue #20 item 4).
 #
-# One unattended command with a time limit that runs the whole import
-# contract on a Linux machine with an NVIDIA GPU, its driver (libcuda),
-# python3 and the Rust toolchain, and prints ONE JSON summary on stdout:
-#   {"ok": true|false, "error": null|"...", "elapsed_s": N, "steps": [{"step", "ok", "detail"}, ...]}
-# Exit 0 when every step passed, 1 when one failed, 124 on the time limit,
-# 2 when the proof cannot run here (no GPU, no python3). Human-readable
-# progress goes to stderr. It is NOT run in CI (no GPU there), and it has not
-# been run by its author, who had no GPU: treat its first run as the real test.
-# (CI runs the CUDA path against an ABI-level fake driver instead:
-# tests/it/fakecuda.rs; docs/import.md says what each one proves.)
+# Runs the import contract against a real driver on a machine that has NO
+# Rust toolchain and no package registry: it never calls cargo. It needs
+#   KVCR_BIN       a kvcr binary (default: target/gpu-proof/kvcr, which
+#                  scripts/gpu-proof-build.sh builds and the caller carries);
+#   GPU_OWNER_BIN  a binary built from scripts/gpu-proof-owner.c (default:
+#                  target/gpu-proof/gpu-proof-owner, else it is compiled here
+#                  with $CC / cc from scripts/gpu-proof-owner.c; set and
+#                  empty, it is always compiled here);
+#   python3, timeout(1), and a libcuda (or the project's fake driver).
 #
-# What it does, on every visible GPU (one rank per GPU, or --ranks N):
-#   1. starts examples/gpu_owner.rs as the KV owner: a cuMemAlloc buffer
-#      exported as cuda_ipc, a second one whose rank bytes start at
-#      offset_bytes, a VMM allocation exported as posix_fd (fd kept open in
-#      the owner), and a VMM fabric allocation where supported; each filled
-#      with its own byte; one sealed descriptor per rank and a profile;
-#   2. kvcr audit --live, kvcr import --dry-run, kvcr import (trial), and a
-#      trial with --map-read-write;
-#   3. gpu_owner check: imports through kvcr's library (CUDA backend + ledger),
-#      compares the bytes with what the owner wrote (after offset_bytes),
-#      releases, and proves the mappings are gone;
-#   4. injected failures on the real backend (KVCR_IMPORT_BACKEND=cuda:...):
-#      exit 3 with nothing left, exit 4 with what remains, 130 on interrupt;
-#   5. --hold with --ready-file, a byte check by a second importer (a second
-#      mapping) while held, SIGTERM, the ready file removed; a real SIGINT in
-#      the middle of an import;
-#   6. the owner's bytes are unchanged after everything; with the owner gone
-#      kvcr refuses (exit 1).
+# Results go to GPU_PROOF_OUT, else $OUT (required): summary.json, rewritten
+# after every step, and proof.log, every step's commands and output; two
+# files, never deleted. summary.json is
+#   {"schema": "kvcr.gpu-proof/v1", "finished": bool, "ok": bool|null,
+#    "exit": N|null, "timed_out": bool, "elapsed_s": N, "timeout_s": N,
+#    "driver": "real"|"fake"|"unknown", "environment": {...},
+#    "steps": [{"name", "status": "passed"|"failed"|"skipped", "detail", "seconds"}]}
+# Every step runs even when an earlier one failed; a skipped step says why.
+# Exit 0 when no step failed, 1 when one did, 124 on the time limit
+# (GPU_PROOF_TIMEOUT, default 420 s; each command inside is bounded too),
+# 2 when the proof cannot run at all (no kvcr binary, no OUT, no python3).
 #
-# Usage: scripts/gpu-proof.sh [--size-mib N] [--ranks N]   (GPU_PROOF_TIMEOUT=seconds, default 900)
-# posix_fd needs pidfd_getfd on the owner: run as root, or as the owner's user
-# with kernel.yama.ptrace_scope <= 1 (the helper sets PR_SET_PTRACER_ANY).
-set -euo pipefail
+# Usage: scripts/gpu-proof.sh [--size-mib N]   (default 64, at most 4096)
+# Test hooks: GPU_PROOF_ONLY="STEP ..." (run only these; the others are
+# recorded as skipped), GPU_PROOF_NO_POSIX_FD=REASON (behave as where
+# pidfd_getfd is refused: no posix_fd in the base inventory),
+# GPU_PROOF_WORK=DIR (scratch, default a temp dir, removed at the end),
+# GPU_PROOF_CUDA_STUB=PATH (the toolkit's stub libcuda.so; default searched
+# under $CUDA_HOME, /usr/local/cuda* and next to nvcc).
+# On stdout: one line per step, then one JSON line (ok, exit, failed steps).
+set -uo pipefail
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
-cd "$(dirname "$0")/.."
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 SIZE_MIB=64
-RANKS=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --size-mib) SIZE_MIB=$2; shift 2 ;;
-    --ranks) RANKS=(--ranks "$2"); shift 2 ;;
-    *) echo "usage: $0 [--size-mib N] [--ranks N]" >&2; exit 2 ;;
+    --size-mib) SIZE_MIB=${2:-}; shift; [ $# -eq 0 ] || shift ;;
+    *) echo "usage: $0 [--size-mib N]" >&2; exit 2 ;;
   esac
 done
-
-
-TIMEOUT=${GPU_PROOF_TIMEOUT:-900}
-
-# One JSON line to stdout for a proof that cannot run here.
-cannot_run() {
-  local msg=${1//\\/\\\\}
-  msg=${msg//\"/\\\"}
-  printf '{"ok": false, "error": "%s", "elapsed_s": 0, "steps": []}\n' "$msg"
+case $SIZE_MIB in ''|*[!0-9]*|0) echo "gpu-proof: --size-mib wants a positive integer" >&2; exit 2 ;; esac
+# Three allocations of this size are filled byte by byte: keep it bounded.
+[ "${#SIZE_MIB}" -le 4 ] && [ "$SIZE_MIB" -le 4096 ] || { echo "gpu-proof: --size-mib is at most 4096" >&2; exit 2; }
+TIMEOUT=${GPU_PROOF_TIMEOUT:-420}
+case $TIMEOUT in ''|*[!0-9]*|0) echo "gpu-proof: GPU_PROOF_TIMEOUT wants a positive number of seconds" >&2; exit 2 ;; esac
+OUTDIR=${GPU_PROOF_OUT:-${OUT:-}}
+if [ -z "$OUTDIR" ]; then
+  echo "gpu-proof: set OUT (or GPU_PROOF_OUT) to the folder the results go to" >&2
   exit 2
-}
+fi
+mkdir -p "$OUTDIR" || exit 2
+OUTDIR=$(cd "$OUTDIR" && pwd)
+SUMMARY=$OUTDIR/summary.json
+LOG=$OUTDIR/proof.log
+command -v python3 >/dev/null || { echo "gpu-proof: needs python3" >&2; exit 2; }
+command -v timeout >/dev/null || { echo "gpu-proof: needs timeout(1)" >&2; exit 2; }
 
-if [ -z "${GPU_PROOF_INNER:-}" ]; then
-  # The outer run: preconditions, the time limit, the one JSON summary.
-  command -v python3 >/dev/null || cannot_run "gpu-proof needs python3 to read JSON"
-  command -v nvidia-smi >/dev/null || cannot_run "no NVIDIA GPU: nvidia-smi not found (this proof needs an NVIDIA GPU and its driver)"
-  nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || cannot_run "no NVIDIA GPU: nvidia-smi -L lists none"
-  command -v timeout >/dev/null || cannot_run "gpu-proof needs timeout(1) (coreutils)"
-  steps=$(mktemp)
-  t0=$(date +%s)
-  rc=0
-  GPU_PROOF_INNER=1 GPU_PROOF_STEPS="$steps" timeout --kill-after=30 "$TIMEOUT" "$self" "$@" >&2 || rc=$?
-  python3 - "$steps" "$rc" "$TIMEOUT" "$(( $(date +%s) - t0 ))" <<'PY'
-import json, sys
-path, rc, limit, elapsed = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-steps = [json.loads(l) for l in open(path) if l.strip()]
-if rc == 0:
-    error = None
-elif rc in (124, 137):
-    error = f"timed out after {limit} s"
-else:
-    failed = [s for s in steps if not s["ok"]]
-    error = failed[-1]["detail"] if failed else f"exited {rc}"
-print(json.dumps({"ok": rc == 0, "error": error, "elapsed_s": elapsed, "steps": steps}))
-PY
-  rm -f "$steps"
-  case $rc in 0) exit 0 ;; 124|137) exit 124 ;; *) exit 1 ;; esac
+KVCR=${KVCR_BIN:-$root/target/gpu-proof/kvcr}
+if [ -z "${GPU_PROOF_INNER:-}" ] && [ ! -x "$KVCR" ]; then
+  msg="no kvcr binary at $KVCR: set KVCR_BIN (scripts/gpu-proof-build.sh builds one to carry)"
+  echo "gpu-proof: $msg" >&2
+  python3 -c 'import json,sys; json.dump({"schema": "kvcr.gpu-proof/v1", "finished": True, "ok": False, "exit": 2, "error": sys.argv[2], "steps": []}, open(sys.argv[1], "w"), indent=1)' "$SUMMARY" "$msg"
+  exit 2
 fi
 
-unset KVCR_IMPORT_BACKEND KVCR_NODE_FACTS KVCR_INVENTORY
+if [ -z "${GPU_PROOF_INNER:-}" ]; then
+  # The outer run: the time limit, then the final summary. summary.json is
+  # already complete up to the last finished step if this shell is killed.
+  : >"$LOG"
+  rm -f "$SUMMARY"
+  t0=$(date +%s)
+  rc=0
+  GPU_PROOF_INNER=1 GPU_PROOF_T0=$t0 timeout --kill-after=10 "$TIMEOUT" "$self" --size-mib "$SIZE_MIB" || rc=$?
+  python3 - "$SUMMARY" "$rc" "$TIMEOUT" "$(( $(date +%s) - t0 ))" <<'PY'
+import json, os, sys
+path, rc, limit, elapsed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+try:
+    s = json.load(open(path))
+except (OSError, ValueError):
+    s = {"schema": "kvcr.gpu-proof/v1", "steps": [], "environment": {}, "driver": "unknown"}
+timed_out = rc in (124, 137)
+failed = [x["name"] for x in s["steps"] if x["status"] == "failed"]
+if rc == 2 and not s["steps"]:
+    s["error"] = s.get("error") or "the proof could not start"
+s.update(finished=True, timed_out=timed_out, elapsed_s=elapsed, timeout_s=limit,
+         ok=(not timed_out and rc == 0 and not failed),
+         exit=124 if timed_out else (2 if rc == 2 else (1 if failed or rc else 0)))
+if timed_out:
+    s["error"] = f"timed out after {limit} s; the steps above finished"
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(s, f, indent=1)
+    f.write("\n")
+os.replace(tmp, path)
+for x in s["steps"]:
+    print(f'{x["status"]:8} {x["name"]}: {x["detail"][:200]}')
+line = {k: s[k] for k in ("ok", "exit", "elapsed_s", "driver")}
+line.update(failed=failed, summary=path)
+print(json.dumps(line))
+sys.exit(s["exit"])
+PY
+  exit $?
+fi
 
-work=$(mktemp -d)
-owner=""
-kp=""
+# ---- the inner run -------------------------------------------------------
+# Every command below is bounded by its own `timeout --foreground` (so it
+# stays in this process group: the outer time limit signals it too), and
+# background kvcr runs by a watchdog.
+exec >>"$LOG" 2>&1 </dev/null
+unset KVCR_IMPORT_BACKEND KVCR_NODE_FACTS KVCR_INVENTORY KVCR_PROFILE
+W=${GPU_PROOF_WORK:-$(mktemp -d)}
+mkdir -p "$W"
+chmod 700 "$W"
+OWNER_PID=""
+HOLD_PID=""
 cleanup() {
-  if [ -n "$kp" ]; then kill -TERM "$kp" 2>/dev/null || true; wait "$kp" 2>/dev/null || true; fi
-  if [ -n "$owner" ]; then kill -TERM "$owner" 2>/dev/null || true; wait "$owner" 2>/dev/null || true; fi
-  rm -rf "$work"
+  for p in $HOLD_PID $OWNER_PID; do kill -TERM "$p" 2>/dev/null; done
+  for p in $HOLD_PID $OWNER_PID; do wait "$p" 2>/dev/null; done
+  for p in $WATCHDOGS; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+  [ -n "${GPU_PROOF_WORK:-}" ] || rm -rf "$W"
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-# record OK STEP DETAIL: one JSON line for the summary.
-record() {
-  python3 -c 'import json,sys; print(json.dumps({"step": sys.argv[2], "ok": sys.argv[1] == "1", "detail": sys.argv[3]}))' \
-    "$1" "$STEP" "$2" >>"$GPU_PROOF_STEPS"
-}
-STEP=setup
-pass() { echo "PASS: $*"; record 1 "$*"; }
-fail() { echo "FAIL: $*"; record 0 "$*"; exit 1; }
+# Python helpers (scripts/gpu-proof-tool.py): JSON, descriptors, the content
+# member, the summary.
+T() { python3 "$root/scripts/gpu-proof-tool.py" "$@"; }
+export GPU_PROOF_ENVFILE=$W/environment.json
 
-STEP=build
-cargo build --release --locked --bin kvcr --example gpu_owner || fail "cargo build --release failed"
-K=$PWD/target/release/kvcr
-O=$PWD/target/release/examples/gpu_owner
-
-# run WANT CMD...: runs CMD with stdout → $work/out.json, checks its exit status.
-run() {
-  local want=$1; shift
-  local got=0
-  "$@" >"$work/out.json" 2>"$work/err.txt" || got=$?
-  if [ "$got" != "$want" ]; then
-    echo "--- stdout"; cat "$work/out.json"; echo "--- stderr"; cat "$work/err.txt"
-    fail "$* exited $got, expected $want"
-  fi
+# ---- steps: verdicts ---------------------------------------------------------
+V=""; D=""
+pass() { [ -n "$V" ] || { V=passed; D=$*; }; }
+fail() { V=failed; D=$*; }
+skip() { [ -n "$V" ] || { V=skipped; D=$*; }; }
+step() {
+  local name=$1 t0 t1
+  V=""; D=""
+  echo; echo "==== step $name ($(date -u +%H:%M:%S))"
+  t0=$(date +%s.%N)
+  case " ${GPU_PROOF_ONLY:-$name} " in
+    *" $name "*) "s_${name//-/_}" ;;
+    *) skip "not selected (GPU_PROOF_ONLY)" ;;
+  esac
+  t1=$(date +%s.%N)
+  [ -n "$V" ] || { V=failed; D="the step ended without a verdict"; }
+  echo "==== $name: $V: $D"
+  T record "$SUMMARY" "$name" "$V" "$D" "$(python3 -c "print(round($t1 - $t0, 2))")"
 }
-# j EXPR [FILE]: evaluates a Python expression over the JSON document `d`.
-j() { python3 -c 'import json,sys; d=json.load(open(sys.argv[2])); print(eval(sys.argv[1]))' "$1" "${2:-$work/out.json}"; }
-wait_file() {
-  local f=$1 pid=$2 i=0
+
+# kv NAME ARGS...: runs kvcr (bounded), stdout → $W/NAME.json, stderr →
+# $W/NAME.err; RC holds the exit status; both are copied to the log.
+RC=0
+kv() {
+  local name=$1; shift
+  echo "+ kvcr $*"
+  RC=0
+  timeout --foreground --kill-after=5 "${KV_TIMEOUT:-60}" "$KVCR" "$@" >"$W/$name.json" 2>"$W/$name.err" || RC=$?
+  echo "  exit $RC"
+  head -c 4000 "$W/$name.json" | sed 's/^/  | /'
+  head -c 2000 "$W/$name.err" | sed 's/^/  ! /'
+}
+# jget NAME EXPR: a value from $W/NAME.json (d is the document).
+jget() { T get "$W/$1.json" "$2" 2>/dev/null; }
+# What a report says happened, for details: result, failure step and message.
+outcome() {
+  jget "$1" '"result=%s step=%s released=%s remaining=%d: %s" % (d.get("result"), (d.get("failure") or {}).get("step"), d.get("released"), len(d.get("remaining") or []), ((d.get("failure") or {}).get("message") or (d.get("audit") or {}).get("cause") or "")[:300])'
+}
+# bg NAME ARGS...: kvcr in the background (BG is its pid: signals reach kvcr
+# itself, not a wrapper), killed after 120 s by a watchdog.
+BG=""
+bg() {
+  local name=$1; shift
+  echo "+ kvcr $* &"
+  "$KVCR" "$@" >"$W/$name.json" 2>"$W/$name.err" &
+  BG=$!
+  ( sleep 120; kill -KILL "$BG" 2>/dev/null ) >/dev/null 2>&1 &
+  WATCHDOGS="$WATCHDOGS $!"
+}
+WATCHDOGS=""
+# sigcgt PID SIGNO: wait (≤ 20 s) until PID has a handler for SIGNO (SigCgt).
+# Returns 2 when /proc shows no SigCgt at all (a runtime that does not
+# emulate it): the caller then waits 2 s instead and says so.
+SIGNOTE=""
+sigcgt() {
+  local pid=$1 bit=$(( $2 - 1 )) i=0 mask
+  SIGNOTE=""
+  while [ $i -lt 200 ]; do
+    [ -r "/proc/$pid/status" ] || return 1
+    if ! grep -q '^SigCgt:' "/proc/$pid/status"; then
+      SIGNOTE=" (no SigCgt in /proc here: sent after 2 s)"
+      sleep 2
+      return 0
+    fi
+    mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$mask" ] || return 1
+    if (( (16#$mask >> bit) & 1 )); then return 0; fi
+    i=$((i + 1)); sleep 0.1
+  done
+  return 1
+}
+# waitfile FILE PID SECONDS: until FILE exists, while PID lives.
+waitfile() {
+  local f=$1 pid=$2 n=$(( $3 * 10 )) i=0
   until [ -e "$f" ]; do
-    kill -0 "$pid" 2>/dev/null || fail "process $pid died before $f appeared"
-    i=$((i + 1)); [ $i -lt 1200 ] || fail "timed out waiting for $f"
+    kill -0 "$pid" 2>/dev/null || return 1
+    i=$((i + 1)); [ $i -lt $n ] || return 1
     sleep 0.1
   done
 }
+owner_up() { [ -n "$OWNER_PID" ] && kill -0 "$OWNER_PID" 2>/dev/null && [ -s "$W/owner/owner.json" ]; }
+need_owner() { owner_up || { skip "the owner is not running (see step owner)"; return 1; }; }
+# posix_fd needs pidfd_getfd (step environment probes it); without it the
+# base inventory leaves posix_fd out and the posix_fd steps skip.
+export GPU_PROOF_NO_POSIX_FD=${GPU_PROOF_NO_POSIX_FD:-}
+need_posix() {
+  need_owner || return 1
+  [ -z "$GPU_PROOF_NO_POSIX_FD" ] || { skip "posix_fd cannot be taken here: $GPU_PROOF_NO_POSIX_FD"; return 1; }
+}
+# inv NAME VARIANT [good|bad]: a sealed one-rank inventory $W/inv-NAME.
+inv() {
+  local d=$W/inv-$1
+  rm -rf "$d"
+  T inventory "$W/owner/owner.json" "$d" "$2" ${3:+"$3"} || return 1
+  "$KVCR" seal -q "$d/rank-0.json" || return 1
+  INV=$d
+}
+imp() { local name=$1; shift; kv "$name" import "$INV" --profile "$W/profile.json" --format json "$@"; }
+# expect_fail NAME VARIANT STEP WHAT: a resealed variant the driver (or the
+# kernel) must refuse: exit 3 at STEP, everything released.
+expect_fail() {
+  need_owner || return
+  inv "$1" "$2" || { fail "could not write the $2 variant"; return; }
+  imp "$1"
+  local got
+  got=$(outcome "$1")
+  if [ "$RC" = 3 ] && [ "$(jget "$1" '(d.get("failure") or {}).get("step")')" = "$3" ] \
+     && [ "$(jget "$1" 'len(d.get("remaining") or [])')" = 0 ]; then
+    pass "$4: exit 3, $got"
+  else
+    fail "$4: expected exit 3 at step $3 with nothing remaining, got exit $RC: $got"
+  fi
+}
 
-inv=$work/inv
-expect=$work/expect.json
-profile=$work/expect.profile.json
-
-STEP=owner; echo "== 1. owner"
-"$O" serve --inventory "$inv" --expect "$expect" --size-mib "$SIZE_MIB" "${RANKS[@]}" 2>"$work/owner.err" &
-owner=$!
-wait_file "$expect" "$owner"
-cat "$work/owner.err"
-nranks=$(ls "$inv" | grep -c '^rank-.*\.json$')
-nallocs=$(j 'sum(len(v) for v in d.values())' "$expect")
-pass "owner pid $owner serves $nranks ranks, $nallocs allocations"
-
-STEP=trial; echo "== 2. audit, dry run, trial"
-[ -e "$profile" ] || fail "the owner wrote no profile"
-run 0 "$K" audit --live "$inv" --profile "$profile" --format json
-pass "audit --live accepts the group"
-run 0 "$K" import --dry-run "$inv" --profile "$profile" --format json
-[ "$(j 'd["result"]')" = planned ] || fail "dry run result"
-[ "$(j 'len(d["ranks"])')" = "$nranks" ] || fail "dry run ranks"
-pass "dry run plans $nranks ranks"
-run 0 "$K" import "$inv" --profile "$profile" --format json
-[ "$(j 'd["result"]')" = imported ] || fail "trial result"
-[ "$(j 'd["backend"]')" = cuda ] || fail "trial backend"
-[ "$(j '"remaining" in d')" = False ] || fail "trial left something"
-# per rank: 1 context; cuda_ipc: 1 resource; posix_fd/fabric: 3 each
-want_res=$(j 'sum(1 + sum(1 if k.startswith("kv-ipc") else 3 for k in v) for v in d.values())' "$expect")
-[ "$(j 'd["released"]')" = "$want_res" ] || fail "trial released $(j 'd["released"]'), expected $want_res"
-pass "trial imported, verified (read-only VMM mappings) and released $want_res resources"
-run 0 "$K" import "$inv" --profile "$profile" --map-read-write --format json
-[ "$(j 'd["result"]')" = imported ] || fail "--map-read-write trial result"
-pass "trial with --map-read-write imported and released"
-
-STEP=bytes; echo "== 3. bytes through kvcr's CUDA backend"
-run 0 "$O" check --inventory "$inv" --expect "$expect"
-cat "$work/out.json"
-pass "every mapping holds the owner's bytes; every mapping is gone after release"
-
-STEP=failures; echo "== 4. injected failures on the real backend"
-for spec in "cuda:fail=device@1" "cuda:fail=import@2" "cuda:fail=reserve@1" "cuda:fail=map@1" \
-            "cuda:fail=set-access@1" "cuda:fail=verify@$((nallocs))"; do
-  run 3 env KVCR_IMPORT_BACKEND="$spec" "$K" import "$inv" --profile "$profile" --format json
-  [ "$(j 'd["result"]')" = failed ] || fail "$spec: result"
-  [ "$(j '"remaining" in d')" = False ] || fail "$spec: something remains"
-  pass "$spec → exit 3 at $(j 'd["failure"]["step"]'), released $(j 'd["released"]'), nothing remains"
-done
-run 4 env KVCR_IMPORT_BACKEND="cuda:fail=verify@1,fail-release=1" "$K" import "$inv" --profile "$profile" --format json
-[ "$(j 'd["result"]')" = release-failed ] || fail "release-failed result"
-[ "$(j 'len(d["remaining"]) > 0')" = True ] || fail "release-failed lists nothing"
-pass "failed release → exit 4, remaining: $(j '[r["resource"]["kind"] for r in d["remaining"]]')"
-run 130 env KVCR_IMPORT_BACKEND="cuda:interrupt-after=2" "$K" import "$inv" --profile "$profile" --format json
-[ "$(j 'd["result"]')" = interrupted ] || fail "interrupt result"
-pass "interrupt after 2 acquisitions → exit 130, released $(j 'd["released"]')"
-
-STEP=hold; echo "== 5. hold, ready file, SIGTERM; SIGINT mid-import"
-ready=$work/ready.json
-"$K" import --hold --ready-file "$ready" "$inv" --profile "$profile" --format json >"$work/hold.json" 2>"$work/hold.err" &
-kp=$!
-wait_file "$ready" "$kp"
-[ "$(j 'd["schema"]' "$ready")" = kvcr.import-ready/v1 ] || fail "ready schema"
-[ "$(j 'd["pid"]' "$ready")" = "$kp" ] || fail "ready pid"
-[ "$(j 'len(d["ranks"])' "$ready")" = "$nranks" ] || fail "ready ranks"
-if nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -qw "$kp"; then
-  pass "nvidia-smi lists the holding kvcr ($kp)"
-else
-  echo "note: nvidia-smi does not list pid $kp (containers often hide it)"
+# ---- the binaries --------------------------------------------------------------
+OWNER_BIN=${GPU_OWNER_BIN:-}
+if [ -z "${GPU_OWNER_BIN+set}" ] && [ -x "$root/target/gpu-proof/gpu-proof-owner" ]; then
+  OWNER_BIN=$root/target/gpu-proof/gpu-proof-owner
 fi
-run 0 "$O" check --inventory "$inv" --expect "$expect"
-pass "bytes readable by a second importer (a second mapping) while kvcr holds"
-kill -TERM "$kp"
-got=0; wait "$kp" || got=$?; kp=""
-[ "$got" = 0 ] || { cat "$work/hold.err"; fail "hold exited $got after SIGTERM"; }
-[ ! -e "$ready" ] || fail "ready file still there after release"
-[ "$(j 'd["result"]' "$work/hold.json")" = imported ] || fail "hold result"
-[ "$(j '"remaining" in d' "$work/hold.json")" = False ] || fail "hold left something"
-pass "hold: ready file after the last rank, released on SIGTERM (exit 0), ready file removed"
 
-KVCR_IMPORT_BACKEND="cuda:delay-ms=400" "$K" import "$inv" --profile "$profile" --format json >"$work/int.json" 2>"$work/int.err" &
-kp=$!
-sleep 1.5
-kill -INT "$kp"
-got=0; wait "$kp" || got=$?; kp=""
-[ "$got" = 130 ] || { cat "$work/int.err"; fail "SIGINT mid-import exited $got"; }
-[ "$(j 'd["result"]' "$work/int.json")" = interrupted ] || fail "SIGINT result"
-[ "$(j '"remaining" in d' "$work/int.json")" = False ] || fail "SIGINT left something"
-pass "SIGINT mid-import → exit 130 at $(j 'd["failure"]["step"]' "$work/int.json"), released $(j 'd["released"]' "$work/int.json")"
+s_binaries() {
+  [ -x "$KVCR" ] || { fail "no kvcr binary at $KVCR: set KVCR_BIN (scripts/gpu-proof-build.sh builds one to carry)"; return; }
+  local ver
+  ver=$("$KVCR" --version 2>&1 | head -1) || { fail "$KVCR --version failed: $ver"; return; }
+  if [ -z "$OWNER_BIN" ]; then
+    local cc=${CC:-cc}
+    command -v "$cc" >/dev/null || { fail "no GPU_OWNER_BIN and no C compiler ($cc) to build scripts/gpu-proof-owner.c"; return; }
+    OWNER_BIN=$W/gpu-proof-owner
+    "$cc" -O2 -Wall -Wextra -o "$OWNER_BIN" "$root/scripts/gpu-proof-owner.c" -ldl \
+      || { fail "$cc could not build scripts/gpu-proof-owner.c"; OWNER_BIN=""; return; }
+    ver="$ver; owner built here with $cc"
+  else
+    [ -x "$OWNER_BIN" ] || { fail "GPU_OWNER_BIN $OWNER_BIN is not executable"; OWNER_BIN=""; return; }
+    ver="$ver; owner $OWNER_BIN"
+  fi
+  if "$KVCR" schema descriptor 2>/dev/null | grep -q '"content"'; then
+    CONTENT=1; ver="$ver; descriptors take a content member"
+  else
+    CONTENT=""; ver="$ver; this kvcr has no content member (content steps skip)"
+  fi
+  pass "$ver"
+}
 
-STEP=owner-gone; echo "== 6. the owner's memory is untouched; without the owner kvcr refuses"
-run 0 "$O" check --inventory "$inv" --expect "$expect"
-pass "bytes unchanged after every import above"
-kill -TERM "$owner"; wait "$owner" 2>/dev/null || true; owner=""
-run 1 "$K" import "$inv" --profile "$profile" --format json
-[ "$(j 'd["result"]')" = rejected ] || fail "owner-gone result"
-grep -q KV108 "$work/out.json" || fail "owner gone is not KV108"
-pass "owner gone → exit 1 (KV108), nothing imported"
+s_environment() {
+  [ -n "$OWNER_BIN" ] || { skip "no owner binary (see step binaries)"; return; }
+  local smi="" cudav="" nvccv="" virt="" dm="" imex="" ldc="" product="" hyp="" cmdl=""
+  if command -v nvidia-smi >/dev/null; then
+    smi=$(timeout --foreground 20 nvidia-smi --query-gpu=driver_version,name,uuid,compute_mode,mig.mode.current,memory.total --format=csv,noheader 2>&1 | head -4 | tr '\n' ';')
+    cudav=$(timeout --foreground 20 nvidia-smi 2>/dev/null | grep -o 'CUDA Version: *[0-9.]*' | head -1)
+  else
+    smi="nvidia-smi not found"
+  fi
+  nvccv=$(command -v nvcc >/dev/null && nvcc --version 2>/dev/null | grep -i release | head -1)
+  virt=$(command -v systemd-detect-virt >/dev/null && systemd-detect-virt 2>/dev/null)
+  dm=$(timeout --foreground 5 dmesg 2>/dev/null | head -3 | tr '\n' ' ' | cut -c1-300)
+  product=$(cat /sys/class/dmi/id/product_name 2>/dev/null)
+  hyp=$(grep -qw hypervisor /proc/cpuinfo 2>/dev/null && echo yes || echo no)
+  cmdl=$(cut -c1-300 /proc/cmdline 2>/dev/null)
+  local runtime=unknown
+  case "$dm $(cat /proc/version 2>/dev/null)" in
+    *gVisor*|*gvisor*) runtime=gvisor ;;
+    *) case "$cmdl $dm" in *firecracker*|*virtio_mmio*) runtime=firecracker ;; *) [ -n "$virt" ] && runtime=$virt ;; esac ;;
+  esac
+  if [ -d /dev/nvidia-caps-imex-channels ]; then
+    imex=$(ls /dev/nvidia-caps-imex-channels 2>/dev/null | tr '\n' ' ')
+    imex=${imex:-"(directory, no channel)"}
+  else
+    imex=absent
+  fi
+  ldc=$(ldconfig -p 2>/dev/null | grep 'libcuda\.so' | head -3 | tr '\n' ';')
+  # pidfd_open + pidfd_getfd on this very process (syscalls 434, 438).
+  local pidfd
+  pidfd=$(python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+pfd = libc.syscall(434, os.getpid(), 0)
+fd = libc.syscall(438, pfd, 0, 0) if pfd >= 0 else -1
+print("ok" if fd >= 0 else "refused: " + os.strerror(ctypes.get_errno()))' 2>&1)
+  [ "$pidfd" = ok ] || GPU_PROOF_NO_POSIX_FD="pidfd_getfd $pidfd"
+  timeout --foreground 30 "$OWNER_BIN" env >"$W/owner-env.json" 2>"$W/owner-env.err"
+  local erc=$?
+  cat "$W/owner-env.json" "$W/owner-env.err"
+  T environment "$GPU_PROOF_ENVFILE" "$W/owner-env.json" \
+    "kernel=$(uname -srm)" "proc_version=$(cut -c1-200 /proc/version 2>/dev/null)" "runtime=$runtime" \
+    "systemd_detect_virt=$virt" "dmesg_head=$dm" "dmi_product=$product" "cpu_hypervisor=$hyp" \
+    "nvidia_smi=$smi" "nvidia_smi_cuda=$cudav" "nvcc=$nvccv" "imex_channels=$imex" \
+    "ldconfig_libcuda=$ldc" "cuda_visible_devices=${CUDA_VISIBLE_DEVICES-<unset>}" "pidfd_getfd=$pidfd" \
+    "ptrace_scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo absent)" "uid=$(id -u)" "size_mib=$SIZE_MIB"
+  [ $erc = 0 ] || { fail "gpu-proof-owner env exited $erc: $(head -c 300 "$W/owner-env.err")"; return; }
+  local sum
+  sum=$(T get "$GPU_PROOF_ENVFILE" '"driver %s (%s), libcuda %s; %s; runtime %s, kernel %s; compute modes %s; fabric attribute %s; IMEX channels: %s; pidfd_getfd %s; %s" % (d["owner_view"].get("driver_version"), d["driver"], d["owner_view"].get("libcuda_realpath") or d["owner_view"].get("libcuda"), d["nvidia_smi_cuda"] or "CUDA version not shown", d["runtime"], d["kernel"], [x["compute_mode"] for x in d["owner_view"].get("devices", [])], [x["fabric"] for x in d["owner_view"].get("devices", [])], d["imex_channels"], d["pidfd_getfd"], d["nvcc"] or "no nvcc")')
+  if [ "$(T get "$W/owner-env.json" 'len(d.get("devices", []))')" -ge 1 ] 2>/dev/null; then
+    pass "$sum"
+  else
+    fail "no device visible: $sum"
+  fi
+}
 
-STEP=done; pass "GPU proof passed"
+s_owner() {
+  [ -n "$OWNER_BIN" ] || { skip "no owner binary (see step binaries)"; return; }
+  mkdir -p "$W/owner"
+  "$OWNER_BIN" serve "$W/owner" "$SIZE_MIB" >"$W/owner.out" 2>"$W/owner.err" &
+  OWNER_PID=$!
+  if ! waitfile "$W/owner/owner.json" "$OWNER_PID" 120; then
+    cat "$W/owner.err"
+    fail "the owner did not start: $(tail -c 300 "$W/owner.err")"
+    OWNER_PID=""
+    return
+  fi
+  cat "$W/owner/owner.json"
+  T profile "$W/owner/owner.json" "$W/profile.json" || { fail "could not write the profile"; return; }
+  pass "$(T get "$W/owner/owner.json" '"pid %d on %s: cuda_ipc %d B, posix_fd %d B (fds %d, %d), fabric: %s" % (d["pid"], d["gpu_uuid"], d["ipc"]["size"], d["vmm"]["size"], d["vmm"]["fd"], d["vmm"]["fd2"], "%d B" % d["fabric"]["size"] if d.get("fabric") else "none (" + d.get("fabric_error", "") + ")")')"
+}
+
+s_audit() {
+  need_owner || return
+  inv base base || { fail "could not write or seal the inventory"; return; }
+  kv audit audit --live "$INV" --profile "$W/profile.json" --format json
+  [ "$RC" = 0 ] || { fail "kvcr audit --live exited $RC: $(head -c 300 "$W/audit.err")"; return; }
+  kv dry import --dry-run "$INV" --profile "$W/profile.json" --format json
+  [ "$RC" = 0 ] && [ "$(jget dry 'd.get("result")')" = planned ] \
+    || { fail "import --dry-run exited $RC: $(outcome dry)"; return; }
+  pass "audit --live accepts the group; dry run planned $(jget dry '[i["kind"] for r in d.get("ranks", []) for i in r.get("items", [])]')"
+}
+
+trial() { # NAME ARGS...
+  need_owner || return 1
+  inv base base || { fail "could not write the inventory"; return 1; }
+  imp "$@"
+  if [ "$RC" = 0 ] && [ "$(jget "$1" 'd.get("result")')" = imported ] \
+     && [ "$(jget "$1" 'd.get("backend")')" = cuda ] && [ "$(jget "$1" 'len(d.get("remaining") or [])')" = 0 ]; then
+    return 0
+  fi
+  fail "expected exit 0, imported, backend cuda, nothing remaining; got exit $RC: $(outcome "$1")"
+  return 1
+}
+s_trial_read_only() { trial trial-ro && pass "read-only VMM mappings: $(outcome trial-ro)"; }
+s_trial_read_write() { trial trial-rw --map-read-write && pass "--map-read-write: $(outcome trial-rw)"; }
+
+s_injected_failures() {
+  need_owner || return
+  inv base base || { fail "could not write the inventory"; return; }
+  local spec seen=""
+  # KVCR_IMPORT_BACKEND=cuda:... fails a step in front of the real driver:
+  # the rollback then releases real resources in reverse.
+  for spec in cuda:fail=import@2 cuda:fail=map@1 cuda:fail=verify@1; do
+    KVCR_IMPORT_BACKEND=$spec imp "inj-${spec##*=}"
+    if [ "$RC" != 3 ] || [ "$(jget "inj-${spec##*=}" 'len(d.get("remaining") or [])')" != 0 ]; then
+      fail "$spec: expected exit 3 with nothing remaining, got exit $RC: $(outcome "inj-${spec##*=}")"
+      return
+    fi
+    seen="$seen $spec: exit 3, released $(jget "inj-${spec##*=}" 'd.get("released")');"
+  done
+  KVCR_IMPORT_BACKEND=cuda:fail=verify@1,fail-release=1 imp inj-release
+  if [ "$RC" = 4 ] && [ "$(jget inj-release 'len(d.get("remaining") or [])')" -ge 1 ]; then
+    pass "$seen a refused release: exit 4, remaining $(jget inj-release '[r["resource"]["kind"] for r in d["remaining"]]')"
+  else
+    fail "$seen a refused release: expected exit 4 listing what remains, got exit $RC: $(outcome inj-release)"
+  fi
+}
+
+s_content_good() {
+  need_owner || return
+  [ -n "${CONTENT:-}" ] || { skip "this kvcr has no content member (kvcr schema descriptor does not mention content)"; return; }
+  inv content-good base good || { fail "could not write the inventory"; return; }
+  imp content-good
+  if [ "$RC" = 0 ] && [ "$(jget content-good 'd.get("result")')" = imported ]; then
+    pass "sampled pages match the owner's bytes: $(outcome content-good)"
+  else
+    fail "expected exit 0 with the content verified, got exit $RC: $(outcome content-good)"
+  fi
+}
+s_content_bad() {
+  need_owner || return
+  [ -n "${CONTENT:-}" ] || { skip "this kvcr has no content member (kvcr schema descriptor does not mention content)"; return; }
+  inv content-bad base bad || { fail "could not write the inventory"; return; }
+  imp content-bad
+  if [ "$RC" = 3 ] && [ "$(jget content-bad '(d.get("failure") or {}).get("step")')" = verify-content ] \
+     && [ "$(jget content-bad 'len(d.get("remaining") or [])')" = 0 ]; then
+    pass "a wrong sha256: exit 3, $(outcome content-bad)"
+  else
+    fail "a wrong sha256: expected exit 3 at verify-content with nothing remaining, got exit $RC: $(outcome content-bad)"
+  fi
+}
+
+s_vmm_offset() {
+  need_posix || return
+  inv vmm-offset vmm-offset ${CONTENT:+good} || { fail "could not write the inventory"; return; }
+  imp vmm-offset
+  if [ "$RC" = 0 ] && [ "$(jget vmm-offset 'd.get("result")')" = imported ]; then
+    pass "posix_fd at offset_bytes $(jget vmm-offset '[i.get("offset_bytes") for r in d.get("ranks", []) for i in r.get("items", [])]')${CONTENT:+ with its content verified}: $(outcome vmm-offset)"
+  else
+    fail "expected exit 0, got exit $RC: $(outcome vmm-offset)"
+  fi
+}
+
+s_vmm_size_too_large() { need_posix || return; expect_fail vmm-size vmm-size map "VMM size_bytes 2 MiB beyond the allocation"; }
+s_ipc_beyond_range() { expect_fail ipc-range ipc-range verify "IPC offset_bytes + size_bytes beyond the allocation"; }
+s_ipc_corrupt_handle() { expect_fail ipc-corrupt ipc-corrupt import "IPC handle with 24 bytes flipped"; }
+s_fd_closed() { need_posix || return; expect_fail fd-closed fd-closed import "an fd number the owner closed"; }
+s_plain_memfd() { need_posix || return; expect_fail plain-memfd plain-memfd import "a plain memfd (no GPU memory) as posix_fd"; }
+
+s_read_only_refuses_writes() {
+  need_posix || return
+  local o=$W/owner/owner.json
+  timeout --foreground 60 "$OWNER_BIN" probe "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" "$(T get "$o" 'd["vmm"]["size"]')" \
+    "$(T get "$o" 'd["vmm"]["seed"]')" write >"$W/probe.json" 2>"$W/probe.err"
+  local prc=$?
+  cat "$W/probe.json" "$W/probe.err"
+  rm -f "$W/owner/check.json"
+  kill -USR2 "$OWNER_PID"
+  waitfile "$W/owner/check.json" "$OWNER_PID" 30 || { fail "the owner wrote no check.json"; return; }
+  cat "$W/owner/check.json"
+  [ $prc = 0 ] || { fail "the throwaway importer failed: $(head -c 300 "$W/probe.json")"; return; }
+  local access write same
+  access=$(T get "$W/probe.json" 'd["access_flags"] if d["cuMemGetAccess"] else "no cuMemGetAccess in this libcuda"')
+  write=$(T get "$W/probe.json" 'd["write_rc"]')
+  same=$(T get "$W/owner/check.json" 'd.get("vmm")')
+  local det
+  det="cuMemGetAccess: $access; write through the read-only mapping: status $write ($(T get "$W/probe.json" 'd["write_name"]')), then cuCtxSynchronize $(T get "$W/probe.json" 'd["sync_rc"]'); the owner's bytes: $same"
+  if [ "$write" != 0 ] && [ "$same" = same ] && [ "$access" != 3 ] && [ "$(T get "$W/probe.json" 'd["read"]')" = same ]; then
+    if [ "$access" = 1 ]; then pass "$det"; else pass "$det (access flags not read back)"; fi
+  else
+    fail "$det"
+  fi
+}
+
+# twice_facts: the driver's own answers (gpu-proof-owner twice), once.
+twice_facts() {
+  if [ ! -s "$W/twice.json" ]; then
+    local o=$W/owner/owner.json
+    timeout --foreground 60 "$OWNER_BIN" twice "$(T get "$o" 'd["ipc"]["hex"]')" "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" \
+      "$(T get "$o" 'd["vmm"]["fd2"]')" >"$W/twice.json" 2>"$W/twice.err"
+    cat "$W/twice.json" "$W/twice.err" >&2
+  fi
+  T get "$W/twice.json" "$1" 2>/dev/null || echo "driver facts unreadable: $(head -c 200 "$W/twice.err")"
+}
+
+s_same_ipc_handle_twice() {
+  need_owner || return
+  local facts
+  facts=$(twice_facts '"driver: second cuIpcOpenMemHandle %d, same pointer %s, close %d, a read after one close %d, second close %d, third close %d" % tuple(d["ipc"][k] for k in ("open2", "same_pointer", "close1", "read_after_one_close", "close2", "close3"))')
+  inv ipc-twice ipc-twice || { fail "could not write the inventory"; return; }
+  imp ipc-twice
+  # Issue #20 item 3: disjoint ranges of one exported segment import, sharing
+  # one reference-counted open; exit 4 here is the old set-based backend.
+  if [ "$RC" = 0 ] && [ "$(jget ipc-twice 'len(d.get("remaining") or [])')" = 0 ]; then
+    pass "one IPC handle at two disjoint ranges: imported and released ($(outcome ipc-twice)); $facts"
+  else
+    fail "one IPC handle at two disjoint ranges: expected exit 0 with nothing remaining, got exit $RC: $(outcome ipc-twice); $facts"
+  fi
+}
+
+s_one_allocation_two_fds() {
+  need_posix || return
+  local facts
+  facts=$(twice_facts '"driver: imports %d and %d, same handle %s, releases %d and %d" % tuple(d["posix_fd"][k] for k in ("import1", "import2", "same_handle", "release1", "release2"))')
+  inv two-fds two-fds || { fail "could not write the inventory"; return; }
+  imp two-fds
+  if [ "$RC" = 3 ] && [ "$(jget two-fds '(d.get("failure") or {}).get("step")')" = verify-distinct ] \
+     && [ "$(jget two-fds 'len(d.get("remaining") or [])')" = 0 ]; then
+    pass "two posix_fd exports of one allocation: refused as the same memory twice ($(outcome two-fds)); $facts"
+  else
+    fail "two posix_fd exports of one allocation: expected exit 3 at verify-distinct with nothing remaining, got exit $RC: $(outcome two-fds); $facts"
+  fi
+}
+
+s_visible_devices_uuid() {
+  need_owner || return
+  inv base base || { fail "could not write the inventory"; return; }
+  local u
+  u=$(T get "$W/owner/owner.json" 'd["gpu_uuid"]')
+  CUDA_VISIBLE_DEVICES=$u imp cvd-uuid
+  if [ "$RC" = 0 ] && [ "$(jget cvd-uuid 'd.get("result")')" = imported ]; then
+    pass "CUDA_VISIBLE_DEVICES=$u: $(outcome cvd-uuid)"
+  else
+    fail "CUDA_VISIBLE_DEVICES=$u: expected exit 0, got exit $RC: $(outcome cvd-uuid)"
+  fi
+}
+
+s_visible_devices_empty() {
+  need_owner || return
+  inv base base || { fail "could not write the inventory"; return; }
+  CUDA_VISIBLE_DEVICES='' imp cvd-empty
+  local why
+  why=$(jget cvd-empty '(d.get("audit") or {}).get("cause")')
+  if [ "$RC" = 1 ] && [ "$(jget cvd-empty 'd.get("result")')" = rejected ]; then
+    pass "CUDA_VISIBLE_DEVICES empty: exit 1, rejected before any import ($why)"
+  else
+    fail "CUDA_VISIBLE_DEVICES empty: expected exit 1 (the GPU is not visible), got exit $RC: $(outcome cvd-empty) $why"
+  fi
+}
+
+s_toolkit_stub() {
+  need_owner || return
+  local stub=${GPU_PROOF_CUDA_STUB:-} c
+  if [ -z "$stub" ]; then
+    for c in ${CUDA_HOME:+"$CUDA_HOME/lib64/stubs/libcuda.so"} /usr/local/cuda/lib64/stubs/libcuda.so \
+             /usr/local/cuda/targets/*/lib/stubs/libcuda.so /usr/local/cuda-*/lib64/stubs/libcuda.so \
+             $(command -v nvcc >/dev/null && echo "$(dirname "$(command -v nvcc)")/../lib64/stubs/libcuda.so"); do
+      [ -f "$c" ] && { stub=$c; break; }
+    done
+  fi
+  [ -n "$stub" ] && [ -f "$stub" ] || { skip "no toolkit stub libcuda.so found (GPU_PROOF_CUDA_STUB, \$CUDA_HOME, /usr/local/cuda*, next to nvcc)"; return; }
+  # The stub directory has libcuda.so only, and kvcr loads libcuda.so.1
+  # first: put the stub under both names in front of the real driver.
+  mkdir -p "$W/stub"
+  ln -sf "$stub" "$W/stub/libcuda.so.1"
+  ln -sf "$stub" "$W/stub/libcuda.so"
+  inv base base || { fail "could not write the inventory"; return; }
+  LD_LIBRARY_PATH=$W/stub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} imp stub
+  if [ "$RC" = 2 ] && grep -qi stub "$W/stub.err" "$W/stub.json"; then
+    pass "$stub: exit 2, $(grep -hi stub "$W/stub.err" "$W/stub.json" | head -1 | cut -c1-200)"
+  else
+    fail "$stub: expected exit 2 naming the stub, got exit $RC: $(head -c 300 "$W/stub.err")"
+  fi
+}
+
+s_sigint() {
+  need_owner || return
+  inv base base || { fail "could not write the inventory"; return; }
+  # Slow steps (delay-ms) so that the signal lands mid-import; it is sent
+  # only once kvcr has SIGINT caught, so it can never kill kvcr outright.
+  KVCR_IMPORT_BACKEND=cuda:delay-ms=300 bg sigint import "$INV" --profile "$W/profile.json" --format json
+  local p=$BG
+  if ! sigcgt "$p" 2; then
+    kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null
+    fail "kvcr never had SIGINT caught (SigCgt)"
+    return
+  fi
+  sleep 1
+  kill -INT "$p"
+  RC=0; wait "$p" || RC=$?
+  cat "$W/sigint.json" "$W/sigint.err"
+  if [ "$RC" = 130 ] && [ "$(jget sigint 'd.get("result")')" = interrupted ] \
+     && [ "$(jget sigint 'len(d.get("remaining") or [])')" = 0 ]; then
+    pass "SIGINT once caught$SIGNOTE: exit 130, $(outcome sigint)"
+  else
+    fail "SIGINT: expected exit 130, interrupted, nothing remaining; got exit $RC: $(outcome sigint)"
+  fi
+}
+
+s_hold() {
+  need_owner || return
+  inv base base || { fail "could not write the inventory"; return; }
+  local ready=$W/ready.json det
+  rm -f "$ready"
+  bg hold import "$INV" --profile "$W/profile.json" --format json --hold --ready-file "$ready"
+  HOLD_PID=$BG
+  if ! waitfile "$ready" "$HOLD_PID" 60; then
+    cat "$W/hold.err"
+    fail "no ready file: $(head -c 300 "$W/hold.err")"
+    kill -TERM "$HOLD_PID" 2>/dev/null; wait "$HOLD_PID" 2>/dev/null; HOLD_PID=""
+    return
+  fi
+  cat "$ready"
+  [ "$(T get "$ready" 'd.get("schema")')" = kvcr.import-ready/v1 ] && [ "$(T get "$ready" 'd.get("pid")')" = "$HOLD_PID" ] \
+    || { fail "the ready file does not name kvcr.import-ready/v1 and pid $HOLD_PID"; }
+  det="ready file for pid $HOLD_PID; kvcr loaded $(grep -o '/[^ ]*libcuda[^ ]*' "/proc/$HOLD_PID/maps" 2>/dev/null | sort -u | tr '\n' ' ')"
+  if command -v nvidia-smi >/dev/null && timeout --foreground 20 nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | grep -qw "$HOLD_PID"; then
+    det="$det; nvidia-smi lists it"
+  else
+    det="$det; nvidia-smi does not list it"
+  fi
+  # The owner drops its own references (unmap, free, cuMemRelease; its
+  # exported fd stays open); a second importer then reads the bytes.
+  rm -f "$W/owner/dropped.json"
+  kill -USR1 "$OWNER_PID"
+  if [ -n "$GPU_PROOF_NO_POSIX_FD" ]; then
+    det="$det; no second importer (posix_fd cannot be taken here)"
+  elif waitfile "$W/owner/dropped.json" "$OWNER_PID" 30; then
+    cat "$W/owner/dropped.json"
+    local o=$W/owner/owner.json
+    timeout --foreground 60 "$OWNER_BIN" probe "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" "$(T get "$o" 'd["vmm"]["size"]')" \
+      "$(T get "$o" 'd["vmm"]["seed"]')" >"$W/probe-held.json" 2>"$W/probe-held.err"
+    cat "$W/probe-held.json" "$W/probe-held.err"
+    if [ "$(T get "$W/probe-held.json" 'd.get("read")')" = same ]; then
+      det="$det; after the owner dropped its references a second importer read its bytes"
+    else
+      fail "after the owner dropped its references the bytes did not read back: $(head -c 300 "$W/probe-held.json")"
+    fi
+  else
+    fail "the owner did not drop its references"
+  fi
+  # cuda_ipc (still the owner's) and fabric (dropped by the owner) through
+  # a second importer while kvcr holds them.
+  local k r o=$W/owner/owner.json
+  for k in ipc fabric; do
+    [ "$(T get "$o" "bool(d.get('$k'))")" = True ] || continue
+    timeout --foreground 60 "$OWNER_BIN" read "$k" "$(T get "$o" "d['$k']['hex']")" "$(T get "$o" "d['$k']['size']")" \
+      "$(T get "$o" "d['$k']['seed']")" >"$W/read-$k.json" 2>"$W/read-$k.err"
+    cat "$W/read-$k.json" "$W/read-$k.err"
+    r=$(T get "$W/read-$k.json" 'd.get("read") or d.get("error")')
+    if [ "$r" = same ]; then
+      det="$det; $k read back by a second importer"
+    else
+      fail "$k through a second importer while held: $r"
+    fi
+  done
+  if ! kill -0 "$HOLD_PID" 2>/dev/null; then
+    fail "the hold ended by itself: $(head -c 300 "$W/hold.err")"
+  elif ! sigcgt "$HOLD_PID" 15; then
+    fail "the hold does not catch SIGTERM"
+  fi
+  kill -TERM "$HOLD_PID" 2>/dev/null
+  RC=0; wait "$HOLD_PID" || RC=$?
+  HOLD_PID=""
+  cat "$W/hold.json" "$W/hold.err"
+  if [ "$RC" = 0 ] && [ ! -e "$ready" ] && [ "$(jget hold 'd.get("result")')" = imported ] \
+     && [ "$(jget hold 'len(d.get("remaining") or [])')" = 0 ]; then
+    pass "$det; SIGTERM$SIGNOTE: exit 0, ready file removed, $(outcome hold)"
+  else
+    fail "$det; SIGTERM: expected exit 0, ready file removed, nothing remaining; got exit $RC, ready file $([ -e "$ready" ] && echo present || echo removed): $(outcome hold)"
+  fi
+}
+
+s_owner_gone() {
+  need_owner || return
+  inv base base || { fail "could not write the inventory"; return; }
+  kill -TERM "$OWNER_PID"; wait "$OWNER_PID" 2>/dev/null; OWNER_PID=""
+  imp owner-gone
+  if [ "$RC" = 1 ] && grep -q KV108 "$W/owner-gone.json"; then
+    pass "owner gone: exit 1 (KV108), nothing imported"
+  else
+    fail "owner gone: expected exit 1 with KV108, got exit $RC: $(outcome owner-gone)"
+  fi
+}
+
+for s in binaries environment owner audit trial-read-only trial-read-write injected-failures content-good content-bad \
+         vmm-offset vmm-size-too-large ipc-beyond-range ipc-corrupt-handle fd-closed plain-memfd \
+         read-only-refuses-writes same-ipc-handle-twice one-allocation-two-fds visible-devices-uuid \
+         visible-devices-empty toolkit-stub sigint hold owner-gone; do
+  step "$s"
+done
+T get "$SUMMARY" '"%d passed, %d failed, %d skipped" % tuple(sum(1 for s in d["steps"] if s["status"] == k) for k in ("passed", "failed", "skipped"))'
+if T get "$SUMMARY" 'any(s["status"] == "failed" for s in d["steps"])' | grep -q True; then exit 1; fi
+exit 0

@@ -37,10 +37,12 @@
  *                              this location (any integers) for VMM imports
  *   FAKECUDA_ALLOC_TYPE=N      ... and this allocation type (default 1, pinned)
  *   FAKECUDA_ACCESS=N          cuMemGetAccess reports N whatever was set
- * Memory contents (cuMemcpyDtoH_v2 reads them; nothing writes them): a
- * posix_fd allocation's bytes are its memfd's; cuda_ipc and fabric memory
- * holds byte (o * 131) ^ (o >> 9) ^ SEED at offset o, SEED the first handle
- * byte (kvcr's sim_byte, src/import/sim.rs).
+ * Memory contents (cuMemcpyDtoH_v2 reads them; only an owner process's
+ * cuMemcpyHtoD_v2 writes, see the owner-side section at the end): a
+ * posix_fd allocation's bytes are its memfd's; a cuda_ipc or fabric handle
+ * an owner process exported (FAKECUDA_STATE) holds the owner's bytes; any
+ * other cuda_ipc and fabric memory holds byte (o * 131) ^ (o >> 9) ^ SEED at
+ * offset o, SEED the first handle byte (kvcr's sim_byte, src/import/sim.rs).
  * Built with -DFAKECUDA_OLD_DRIVER it lacks cuMemImportFromShareableHandle.
  *
  * Log lines (tab-separated):
@@ -606,6 +608,11 @@ static int memfd_device(int fd, unsigned long long *size) {
     return atoi(p + strlen("fakecuda-dev"));
 }
 
+/* The owner-side section (end of file) maps the memory behind a fabric
+ * handle an owner process exported, so copies read the owner's bytes. */
+static void fakeowner_imported_fabric(unsigned long long handle, const unsigned char *bytes)
+    __attribute__((unused));
+
 #ifndef FAKECUDA_OLD_DRIVER /* -DFAKECUDA_OLD_DRIVER: a driver without VMM import */
 EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os,
                                                CUmemAllocationHandleType type) {
@@ -644,6 +651,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
     r->memfd = memfd;
     r->htype = (int)type;
     *handle = r->ptr;
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC) fakeowner_imported_fabric(r->ptr, ((const CUmemFabricHandle *)os)->data);
     acquired(r);
     END(CUDA_SUCCESS, "type=%d handle=0x%llx size=%llu dev=%d", (int)type, r->ptr, size, dev);
 }
@@ -833,10 +841,460 @@ static unsigned char pattern(int seed, unsigned long long o) {
     return (unsigned char)((o * 131ull) ^ (o >> 9) ^ (unsigned long long)seed);
 }
 
+/* ======================================================================
+ * Owner side: the calls a KV-cache owner makes (scripts/gpu-proof-owner.c
+ * run against this fake by tests/it/gpu_proof.rs), plus the environment a
+ * real driver reads. Kept apart from the importer's entry points above.
+ *
+ *   FAKECUDA_STATE=DIR   shared by the owner and every importer: an owner's
+ *                        cuIpcGetMemHandle / fabric export appends
+ *                        "HEX:DEV:SIZE" to DIR/ipc or DIR/fabric, and
+ *                        cuMemAlloc memory lives in the file DIR/mem-N, so
+ *                        another process opening that IPC handle reads the
+ *                        owner's bytes. Importers load both lists at start.
+ *   CUDA_VISIBLE_DEVICES as the driver reads it: ordinals or UUIDs (GPU-
+ *                        prefix, or a unique leading part), the list stops at
+ *                        the first entry naming no single device; no device at all
+ *                        makes cuInit answer CUDA_ERROR_NO_DEVICE (100).
+ *   FAKECUDA_NO_FABRIC=1 the fabric attribute is 0 and fabric export 801.
+ *   Built with -DFAKECUDA_AS_STUB it is the toolkit's stub (as FAKECUDA_STUB=1).
+ *
+ * Memory is modelled: cuMemCreate makes a memfd "fakecuda-devN" (what the
+ * importer side takes as device N's posix_fd memory), cuMemAlloc a file;
+ * cuMemcpyHtoD/DtoH copy into and out of them through the owner's
+ * pointers, the owner's VMM mappings, an IPC mapping of an owner's handle,
+ * and an importer's mapping of a posix_fd allocation. A write through a
+ * mapping whose access is not read-write fails with
+ * CUDA_ERROR_ILLEGAL_ADDRESS (700), and the context stays broken (every
+ * later copy and cuCtxSynchronize answer 700), as a real fault does.
+ * ==================================================================== */
+#include <sys/mman.h>
+
+#define CUDA_ERROR_NO_DEVICE 100
+#define CUDA_ERROR_ILLEGAL_ADDRESS 700
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_MODE 20
+#define CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED 102
+#define CU_DEVICE_ATTRIBUTE_POSIX_FD_SUPPORTED 103
+#define CU_DEVICE_ATTRIBUTE_FABRIC_SUPPORTED 128
+
+struct owned {
+    int live;
+    int vmm;                   /* 1: cuMemCreate handle (or an import); 0: cuMemAlloc */
+    unsigned long long key;    /* vmm: the handle; alloc: the device pointer */
+    unsigned long long size;
+    int dev;
+    int fd;
+    unsigned char *bytes;      /* the memory, mapped shared */
+    unsigned char ipc[64];     /* alloc: its IPC handle, once asked */
+    int has_ipc;
+};
+static struct owned owned[256];
+static int nowned;
+static int sticky_fault;
+static long next_owned_id;
+
+static void append_list(const char *env, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[512];
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) { fclose(f); return; }
+    buf[0] = 0;
+    const char *old = getenv(env);
+    if (old && *old) len = (size_t)snprintf(buf, cap, "%s", old);
+    while (fgets(line, sizeof line, f) && len + strlen(line) + 2 < cap) {
+        line[strcspn(line, "\n")] = 0;
+        if (!*line) continue;
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "", line);
+    }
+    fclose(f);
+    setenv(env, buf, 1);
+    free(buf);
+}
+
+/* Does CUDA_VISIBLE_DEVICES entry `e` (length n) name GPU `u` (as given in
+ * FAKECUDA_GPUS, length un) at ordinal i? */
+static int cvd_names(const char *e, size_t n, const char *u, size_t un, int i) {
+    char num[16];
+    if (n > 0 && n < sizeof num && strspn(e, "0123456789") >= n) {
+        memcpy(num, e, n);
+        num[n] = 0;
+        return atoi(num) == i;
+    }
+    const char *ub = u;
+    size_t ubn = un;
+    if (ubn >= 4 && (!strncmp(ub, "GPU-", 4) || !strncmp(ub, "MIG-", 4))) { ub += 4; ubn -= 4; }
+    const char *eb = e;
+    size_t ebn = n;
+    if (ebn >= 4 && (!strncmp(eb, "GPU-", 4) || !strncmp(eb, "MIG-", 4))) { eb += 4; ebn -= 4; }
+    return ebn > 0 && ebn <= ubn && !strncasecmp(eb, ub, ebn);
+}
+
+static void apply_visible_devices(void) {
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) return;
+    const char *all = getenv("FAKECUDA_GPUS");
+    if (!all) all = "";
+    char out[4096];
+    size_t len = 0;
+    out[0] = 0;
+    const char *e = cvd;
+    while (*e) {
+        size_t n = strcspn(e, ",");
+        /* An entry must name exactly one device (a prefix two UUIDs share
+         * names none); the driver stops at the first that does not. */
+        int found = 0;
+        const char *hit = NULL;
+        size_t hitn = 0;
+        const char *u = all;
+        for (int i = 0; *u; i++) {
+            size_t un = strcspn(u, ",");
+            if (cvd_names(e, n, u, un, i)) {
+                found++;
+                hit = u;
+                hitn = un;
+            }
+            u += un;
+            if (*u == ',') u++;
+        }
+        if (found != 1) break;
+        if (len + hitn + 2 < sizeof out)
+            len += (size_t)snprintf(out + len, sizeof out - len, "%s%.*s", len ? "," : "", (int)hitn, hit);
+        e += n;
+        if (*e == ',') e++;
+    }
+    setenv("FAKECUDA_GPUS", out, 1);
+    if (len == 0) {
+        /* No visible device: cuInit answers CUDA_ERROR_NO_DEVICE. */
+        const char *f = getenv("FAKECUDA_FAIL");
+        char rules[1024];
+        snprintf(rules, sizeof rules, "%s%scuInit:1:%d", f && *f ? f : "", f && *f ? "," : "",
+                 CUDA_ERROR_NO_DEVICE);
+        setenv("FAKECUDA_FAIL", rules, 1);
+    }
+}
+
+/* Runs before setup() (which reads the variables it rewrites). */
+__attribute__((constructor(101))) static void fakeowner_setup(void) {
+#ifdef FAKECUDA_AS_STUB
+    setenv("FAKECUDA_STUB", "1", 1);
+#endif
+    apply_visible_devices();
+    const char *st = getenv("FAKECUDA_STATE");
+    if (st && *st) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/ipc", st);
+        append_list("FAKECUDA_IPC", p);
+        snprintf(p, sizeof p, "%s/fabric", st);
+        append_list("FAKECUDA_FABRIC", p);
+    }
+}
+
+static int no_fabric(void) {
+    return getenv("FAKECUDA_NO_FABRIC") && *getenv("FAKECUDA_NO_FABRIC") == '1';
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+    BEGIN("cuDeviceGetName", 1);
+    int o = ordinal_of(dev);
+    if (!name || len <= 0) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null name");
+    if (o < 0) VIOLATION(CUDA_ERROR_INVALID_DEVICE, "device handle %d", dev);
+    snprintf(name, (size_t)len, "fakecuda GPU %d", o);
+    END(CUDA_SUCCESS, "dev=%d", o);
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
+    BEGIN("cuDeviceGetAttribute", 1);
+    int o = ordinal_of(dev);
+    if (!v) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null value");
+    if (o < 0) VIOLATION(CUDA_ERROR_INVALID_DEVICE, "device handle %d", dev);
+    switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED: *v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_POSIX_FD_SUPPORTED: *v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_FABRIC_SUPPORTED: *v = !no_fabric(); break;
+    default: END(CUDA_ERROR_INVALID_VALUE, "attribute %d is not modelled", attr);
+    }
+    END(CUDA_SUCCESS, "dev=%d attr=%d value=%d", o, attr, *v);
+}
+
+/* file: back the memory with a file in FAKECUDA_STATE (cuMemAlloc memory,
+ * and fabric-only VMM memory), so another process can map it by handle. */
+static struct owned *new_owned(int vmm, int file, unsigned long long size, int dev) {
+    if (nowned >= 256) return NULL;
+    struct owned *o = &owned[nowned];
+    memset(o, 0, sizeof *o);
+    char name[64];
+    const char *st = getenv("FAKECUDA_STATE");
+    if (!file || !st || !*st) {
+        /* The importer side takes a memfd named fakecuda-devN as device N's
+         * posix_fd memory; cuMemAlloc memory gets another name. */
+        snprintf(name, sizeof name, vmm ? "fakecuda-dev%d" : "fakecuda-alloc-dev%d", dev);
+        o->fd = memfd_create(name, MFD_CLOEXEC);
+    } else {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/mem-%d-%ld", st, (int)getpid(), ++next_owned_id);
+        o->fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    if (o->fd < 0) return NULL;
+    if (ftruncate(o->fd, (off_t)size) != 0) { close(o->fd); return NULL; }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
+    if (p == MAP_FAILED) { close(o->fd); return NULL; }
+    o->bytes = p;
+    o->live = 1;
+    o->vmm = vmm;
+    o->size = size;
+    o->dev = dev;
+    nowned++;
+    return o;
+}
+
+static struct owned *owned_handle(unsigned long long h) {
+    for (int i = nowned - 1; i >= 0; i--)
+        if (owned[i].live && owned[i].vmm && owned[i].key == h) return &owned[i];
+    return NULL;
+}
+
+static void hexs(const unsigned char *b, size_t n, char *out) {
+    for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* Names the file backing `o` DIR/TAG-HEX (the handle's bytes), for
+ * importers in other processes; -1 when it has no path (a memfd). */
+static int link_backing(struct owned *o, const char *tag, const unsigned char *bytes) {
+    const char *st = getenv("FAKECUDA_STATE");
+    char from[4096], to[4096], hx[129];
+    snprintf(from, sizeof from, "/proc/self/fd/%d", o->fd);
+    ssize_t n = readlink(from, to, sizeof to - 1);
+    if (!st || n <= 0) return -1;
+    to[n] = 0;
+    if (to[0] != '/') return -1;
+    hexs(bytes, 64, hx);
+    snprintf(from, sizeof from, "%s/%s-%s", st, tag, hx);
+    return link(to, from) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+/* Maps DIR/TAG-HEX: the owner's memory behind a handle; NULL if none. */
+static struct owned *map_named(const char *tag, const unsigned char *bytes, unsigned long long key,
+                               int vmm) {
+    const char *st = getenv("FAKECUDA_STATE");
+    char p[4096], hx[129];
+    if (!st || !*st || nowned >= 256) return NULL;
+    hexs(bytes, 64, hx);
+    snprintf(p, sizeof p, "%s/%s-%s", st, tag, hx);
+    int fd = open(p, O_RDWR | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0) return NULL;
+    if (fstat(fd, &sb) != 0 || sb.st_size <= 0) { close(fd); return NULL; }
+    void *b = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (b == MAP_FAILED) return NULL;
+    struct owned *o = &owned[nowned++];
+    memset(o, 0, sizeof *o);
+    o->live = 1;
+    o->vmm = vmm;
+    o->key = key;
+    o->size = (unsigned long long)sb.st_size;
+    o->fd = -1;
+    o->bytes = b;
+    return o;
+}
+
+static void fakeowner_imported_fabric(unsigned long long handle, const unsigned char *bytes) {
+    map_named("fab", bytes, handle, 1);
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags) {
+    BEGIN("cuMemCreate", 1);
+    if (!handle || !prop) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null pointer");
+    if (flags) VIOLATION(CUDA_ERROR_INVALID_VALUE, "flags %llu", flags);
+    if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        VIOLATION(CUDA_ERROR_INVALID_VALUE, "prop.type %d", (int)prop->type);
+    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
+        prop->location.id >= ngpus)
+        VIOLATION(CUDA_ERROR_INVALID_VALUE, "prop.location %d/%d", (int)prop->location.type,
+                  prop->location.id);
+    if (size == 0 || size % granularity)
+        VIOLATION(CUDA_ERROR_INVALID_VALUE, "size %zu is not a multiple of %llu", size, granularity);
+    if ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) && no_fabric())
+        END(CUDA_ERROR_NOT_SUPPORTED, "fabric handles are not supported (mode)");
+    int fabric_only = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC) &&
+                      !(prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    struct owned *o = new_owned(1, fabric_only, size, prop->location.id);
+    struct res *r = o ? new_res(K_MEM) : NULL;
+    if (!r) END(2, "out of slots or memory");
+    r->ptr = next_handle++;
+    r->size = size;
+    r->dev = prop->location.id;
+    o->key = r->ptr;
+    *handle = r->ptr;
+    acquired(r);
+    END(CUDA_SUCCESS, "handle=0x%llx size=%zu dev=%d types=%d", r->ptr, size, r->dev,
+        (int)prop->requestedHandleTypes);
+}
+
+static int register_handle(const char *list, const unsigned char *bytes, int dev,
+                           unsigned long long size) {
+    const char *st = getenv("FAKECUDA_STATE");
+    if (!st || !*st) return -1;
+    char p[4096], h[129];
+    snprintf(p, sizeof p, "%s/%s", st, list);
+    hexs(bytes, 64, h);
+    int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    char line[256];
+    int n = snprintf(line, sizeof line, "%s:%d:%llu\n", h, dev, size);
+    ssize_t w = write(fd, line, (size_t)n);
+    close(fd);
+    return w == n ? 0 : -1;
+}
+
+static void fresh_handle_bytes(unsigned char *b, const char *tag) {
+    memset(b, 0, 64);
+    snprintf((char *)b, 16, "%s", tag);
+    unsigned long long t = (unsigned long long)time(NULL), pid = (unsigned long long)getpid();
+    unsigned long long n = (unsigned long long)++next_owned_id;
+    memcpy(b + 16, &pid, 8);
+    memcpy(b + 24, &t, 8);
+    memcpy(b + 32, &n, 8);
+    for (int i = 40; i < 64; i++) b[i] = (unsigned char)(b[i - 40] * 31 + i);
+}
+
+EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType type, unsigned long long flags) {
+    BEGIN("cuMemExportToShareableHandle", 1);
+    if (!out) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null output");
+    if (flags) VIOLATION(CUDA_ERROR_INVALID_VALUE, "flags %llu", flags);
+    struct owned *o = owned_handle(handle);
+    if (!o || !find(K_MEM, handle)) END(CUDA_ERROR_INVALID_VALUE, "handle 0x%llx is not held", handle);
+    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        int fd = dup(o->fd);
+        if (fd < 0) END(2, "dup: %s", strerror(errno));
+        *(int *)out = fd;
+        END(CUDA_SUCCESS, "handle=0x%llx fd=%d", handle, fd);
+    }
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
+        if (no_fabric()) END(CUDA_ERROR_NOT_SUPPORTED, "fabric handles are not supported (mode)");
+        CUmemFabricHandle *fh = out;
+        fresh_handle_bytes(fh->data, "fakecuda-fab");
+        if (register_handle("fabric", fh->data, o->dev, o->size) != 0)
+            END(CUDA_ERROR_NOT_SUPPORTED, "no FAKECUDA_STATE to register the fabric handle in");
+        link_backing(o, "fab", fh->data); /* a memfd (also posix_fd) has no path: not linked */
+        END(CUDA_SUCCESS, "handle=0x%llx fabric", handle);
+    }
+    VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle type %d", (int)type);
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
+    BEGIN("cuMemAlloc_v2", 1);
+    if (!ptr) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null pointer");
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (size == 0) END(CUDA_ERROR_INVALID_VALUE, "size 0");
+    struct owned *o = new_owned(0, 1, size, current->ordinal);
+    if (!o) END(2, "out of memory");
+    o->key = fresh_va(size);
+    *ptr = o->key;
+    END(CUDA_SUCCESS, "ptr=0x%llx size=%zu dev=%d", o->key, size, o->dev);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    BEGIN("cuMemFree_v2", 1);
+    for (int i = 0; i < nowned; i++)
+        if (owned[i].live && !owned[i].vmm && owned[i].key == ptr) {
+            munmap(owned[i].bytes, owned[i].size);
+            close(owned[i].fd);
+            owned[i].live = 0;
+            END(CUDA_SUCCESS, "ptr=0x%llx", ptr);
+        }
+    VIOLATION(CUDA_ERROR_INVALID_VALUE, "0x%llx is not a cuMemAlloc pointer", ptr);
+}
+
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr ptr) {
+    BEGIN("cuIpcGetMemHandle", 1);
+    if (!h) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null handle");
+    for (int i = 0; i < nowned; i++) {
+        struct owned *o = &owned[i];
+        if (!o->live || o->vmm || ptr < o->key || ptr - o->key >= o->size) continue;
+        if (!o->has_ipc) {
+            fresh_handle_bytes(o->ipc, "fakecuda-ipc");
+            if (register_handle("ipc", o->ipc, o->dev, o->size) != 0)
+                END(CUDA_ERROR_NOT_SUPPORTED, "no FAKECUDA_STATE to register the IPC handle in");
+            if (link_backing(o, "ipc", o->ipc) != 0) END(2, "cannot name the memory of 0x%llx", ptr);
+            o->has_ipc = 1;
+        }
+        memcpy(h->reserved, o->ipc, 64);
+        END(CUDA_SUCCESS, "ptr=0x%llx", ptr);
+    }
+    END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not a cuMemAlloc pointer", ptr);
+}
+
+/* Where `ptr` (n bytes) lands: host bytes and whether writes are allowed;
+ * NULL when the memory is not modelled, *bad = 1 when not mapped at all. */
+static unsigned char *locate(unsigned long long ptr, size_t n, int *writable, int *bad) {
+    *bad = 0;
+    *writable = 1;
+    for (int i = 0; i < nowned; i++) {
+        struct owned *o = &owned[i];
+        if (o->live && !o->vmm && ptr >= o->key && ptr - o->key < o->size) {
+            if (n > o->size - (ptr - o->key)) break;
+            return o->bytes + (ptr - o->key);
+        }
+    }
+    struct res *m = containing(K_MAP, ptr);
+    if (m) {
+        *writable = m->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        if (m->access < 1 || n > m->size - (ptr - m->ptr)) { *bad = 1; return NULL; }
+        struct owned *o = owned_handle(m->handle);
+        if (!o || ptr - m->ptr + n > o->size) return NULL;
+        return o->bytes + (ptr - m->ptr);
+    }
+    struct res *ipc = containing(K_IPC, ptr);
+    if (ipc) {
+        if (n > ipc->size - (ptr - ipc->ptr)) { *bad = 1; return NULL; }
+        for (int i = 0; i < nowned; i++)
+            if (owned[i].live && !owned[i].vmm && owned[i].key == ipc->ptr)
+                return owned[i].bytes + (ptr - ipc->ptr);
+        struct owned *o = map_named("ipc", ipc->bytes, ipc->ptr, 0);
+        if (!o || ptr - ipc->ptr + n > o->size) return NULL;
+        return o->bytes + (ptr - ipc->ptr);
+    }
+    *bad = 1;
+    return NULL;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    BEGIN("cuMemcpyHtoD_v2", 1);
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (sticky_fault) END(CUDA_ERROR_ILLEGAL_ADDRESS, "the context faulted earlier");
+    int w, bad;
+    unsigned char *p = locate(dst, n, &w, &bad);
+    if (bad || (!w && (p || containing(K_MAP, dst)))) {
+        sticky_fault = 1;
+        END(CUDA_ERROR_ILLEGAL_ADDRESS, "write to 0x%llx+%zu: %s", dst, n, bad ? "not mapped" : "read-only");
+    }
+    if (!p) END(CUDA_ERROR_NOT_SUPPORTED, "0x%llx: memory not modelled", dst);
+    memcpy(p, src, n);
+    END(CUDA_SUCCESS, "dst=0x%llx n=%zu", dst, n);
+}
+
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     BEGIN("cuMemcpyDtoH_v2", 1);
     if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
     if (!dst) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null destination");
+    if (sticky_fault) END(CUDA_ERROR_ILLEGAL_ADDRESS, "the context faulted earlier");
+    {
+        /* The owner side's memory first: its pointers and mappings, and
+         * handles an owner process made (their bytes are the owner's, not
+         * the pattern below). */
+        int w, bad;
+        unsigned char *p = locate(src, n, &w, &bad);
+        if (p) {
+            memcpy(dst, p, n);
+            END(CUDA_SUCCESS, "src=0x%llx n=%zu owner memory", src, n);
+        }
+    }
     struct res *r = containing(K_IPC, src);
     struct res *mem = NULL;
     unsigned long long off;
@@ -860,4 +1318,11 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
         for (size_t i = 0; i < n; i++) ((unsigned char *)dst)[i] = pattern(seed, off + i);
     }
     END(CUDA_SUCCESS, "src=0x%llx n=%zu off=%llu", src, n, off);
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+    BEGIN("cuCtxSynchronize", 1);
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (sticky_fault) END(CUDA_ERROR_ILLEGAL_ADDRESS, "the context faulted earlier");
+    END(CUDA_SUCCESS, "ok");
 }

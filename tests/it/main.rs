@@ -6,6 +6,8 @@
 //! change process-wide state (environment, current directory, signal
 //! dispositions, inheritable file descriptors); see `util`.
 
+mod util;
+
 mod adversarial;
 mod architecture;
 mod cli_output;
@@ -24,6 +26,7 @@ mod fakecuda_signals;
 mod fixtures;
 mod fleet;
 mod format_refs;
+mod gpu_proof;
 mod headline;
 mod hostile;
 mod import_cli;
@@ -47,6 +50,5 @@ mod review3_attacks;
 mod review4_attacks;
 mod review_attacks;
 mod units;
-mod util;
 mod version;
 mod writer;
