@@ -1,8 +1,13 @@
-//! Second attacker review of the issue #11 fix: cases NOT already in
-//! tests/it/adversarial.rs. Every test here failed on the reviewed commit
-//! (2b268cd) and passes since the fixes that followed it.
+//! Rules that hold across groups and across nodes' reports: one handle backs
+//! one group (KV111), one inventory is one node's (KV110 across groups),
+//! merge judges identity fields, severities and group shape from the data
+//! and stays linear in its inputs, inherited KV003 stays bounded, a ready
+//! file never lands inside the inventory through an alias, and a local part
+//! is never imported without proof of the whole group.
 //!
-//! Each test states what kvcr did and what it must do.
+//! Each test was a defect found by an attack on the issue #11 fix (commit
+//! 2b268cd), fixed since. Its name states the guarantee; its doc comment
+//! records what kvcr did then ("Should be:" is what it does now).
 
 use crate::util::fleet::{merge_reports, node_report};
 use crate::util::testkit::{put, put_group, Desc};
