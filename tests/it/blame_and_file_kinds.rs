@@ -63,7 +63,8 @@ fn import_hold_refuses_an_existing_fifo_as_ready_file_at_once() {
     );
     assert!(
         ended,
-        "import --hold --ready-file FIFO blocked opening the FIFO (then ended on SIGTERM: {on_term}); an existing non-regular ready file must be refused without being opened"
+        "import --hold --ready-file FIFO blocked opening the FIFO (then ended on SIGTERM: \
+         {on_term}); an existing non-regular ready file must be refused without being opened"
     );
 }
 
@@ -121,7 +122,8 @@ fn an_odd_rank_0_is_the_rank_rejected_and_named_not_the_three_agreeing_ranks() {
             .collect();
         assert!(
             g["cause"].as_str().unwrap().starts_with("rank 0 "),
-            "{what}: the headline must name rank 0, the one descriptor that disagrees with the other three; got {:?}; ranks {verdicts:?}",
+            "{what}: the headline must name rank 0, the one descriptor that disagrees with the \
+             other three; got {:?}; ranks {verdicts:?}",
             g["cause"]
         );
         assert_eq!(
@@ -196,7 +198,8 @@ fn a_foreign_rank_1_of_another_group_makes_the_inventory_two_nodes_like_a_foreig
     assert_eq!(
         (code1, v1["groups"][0]["verdict"].as_str()),
         (1, Some("reject")),
-        "b's rank 1 on gpu-node-99: the inventory holds two nodes' descriptors, yet group a is accepted: {v1:#}"
+        "b's rank 1 on gpu-node-99: the inventory holds two nodes' descriptors, yet group a is \
+         accepted: {v1:#}"
     );
 }
 
@@ -266,6 +269,7 @@ fn a_device_swapped_in_for_the_profile_is_never_opened() {
     swapper.join().unwrap();
     assert_eq!(
         opened, 0,
-        "a non-regular file swapped in for --profile was opened (\"replaced while opening\") within {tries} tries"
+        "a non-regular file swapped in for --profile was opened (\"replaced while opening\") \
+         within {tries} tries"
     );
 }

@@ -510,7 +510,8 @@ fn import_refuses_a_fifo_as_fleet_report_or_profile_at_once() {
     );
     assert!(
         ended && ended_p,
-        "import blocked on a FIFO: --fleet-report ended {ended} (then on SIGTERM: {on_term}), --profile ended {ended_p}"
+        "import blocked on a FIFO: --fleet-report ended {ended} (then on SIGTERM: {on_term}), \
+         --profile ended {ended_p}"
     );
 }
 
@@ -544,7 +545,8 @@ fn merge_and_audit_refuse_fifo_inputs_at_once() {
     .0;
     assert!(
         merge && profile && facts,
-        "blocked on a FIFO: merge ended {merge}, audit --profile ended {profile}, KVCR_NODE_FACTS ended {facts}"
+        "blocked on a FIFO: merge ended {merge}, audit --profile ended {profile}, \
+         KVCR_NODE_FACTS ended {facts}"
     );
 }
 

@@ -218,7 +218,8 @@ fn merge_judges_severity_from_the_code() {
         &b,
         vec![
             ("rank KV104 as notice", |a, _| {
-                a["groups"][0]["ranks"][0]["findings"] = json!([{"code": "KV104", "name": "geometry",
+                a["groups"][0]["ranks"][0]["findings"] = json!([{
+                    "code": "KV104", "name": "geometry",
                     "severity": "notice", "message": "forged", "path": "rank-0.json"}]);
             }),
             ("group KV111 as notice", |a, _| {
@@ -415,7 +416,8 @@ fn ready_file_through_a_bind_mount_alias_is_refused() {
             .arg("-c")
             .arg(format!(
                 "mount --make-rprivate / && mount --bind '{target}' '{alias}' && \
-                 timeout -s TERM 4 '{bin}' import --hold --ready-file '{alias}/ready.json' '{root}'",
+                 timeout -s TERM 4 '{bin}' import --hold \
+                 --ready-file '{alias}/ready.json' '{root}'",
                 target = target.display(),
                 alias = alias.display(),
                 bin = bin.display(),

@@ -35,5 +35,6 @@ mod parallel;
 mod prometheus;
 mod props;
 mod race;
+mod rustfmt_coverage;
 mod version;
 mod writer;
