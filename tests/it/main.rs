@@ -26,6 +26,7 @@ mod headline;
 mod hostile;
 mod import_cli;
 mod import_pidfd;
+mod json_oracle;
 mod json_report;
 mod json_schema;
 mod live;
