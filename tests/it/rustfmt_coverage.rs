@@ -59,7 +59,6 @@ const KNOWN: &[&str] = &[
     "src/verdict/incarnation.rs",
     "src/verdict/live.rs",
     "src/verdict/mod.rs",
-    "src/version.rs",
     "tests/it/fakecuda.rs",
     "tests/it/fleet.rs",
     "tests/it/import_cli.rs",
