@@ -19,5 +19,6 @@ pub const LONG_VERSION: &str = concat!(
     env!("KVCR_BUILD_DATE"),
     "\ncuda: ",
     env!("KVCR_CUDA_HEADERS"),
-    " (driver API as declared in src/cuda_ffi.rs; libcuda loaded at run time, unknown codes reported by number)"
+    " (driver API as declared in src/cuda_ffi.rs; libcuda loaded at run time, ",
+    "unknown codes reported by number)"
 );

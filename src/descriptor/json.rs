@@ -17,6 +17,33 @@
 //! error before anything inside it is read), so hostile input such as 200,000
 //! nested `[` cannot overflow the stack. Code that walks a [`Value`]
 //! recursively relies on this bound.
+//!
+//! # Why a hand-written reader, beside serde_json
+//!
+//! serde_json (a dependency, used for everything kvcr *writes*) cannot do
+//! what reading a descriptor needs, all from one parse:
+//!
+//! - **Duplicate keys are found.** serde_json keeps the last of two equal
+//!   keys without a word; a descriptor with two `"rank"` members would be
+//!   judged by one and hashed with both. Here a duplicate (compared after
+//!   decoding escapes, so `"k"` and `"\u006b"` are one key) is an error.
+//! - **Number literals are kept as written.** The docs/format.md §3.2
+//!   digest is computed over the canonical form, which writes each number
+//!   as its literal; serde_json would turn `1.0`, `1e2` or a 40-digit integer
+//!   into an `f64` first, or refuse one beyond `f64` as unreadable JSON
+//!   where the field checks here judge its range (KV007) from the literal.
+//! - **Errors carry byte offsets** into the file, and the messages name what
+//!   is wrong in the file's own terms (KV006 findings quote them).
+//! - **One parse serves the digest and the checks**: [`super::canon`] hashes
+//!   the same node list the field checks read, so the bytes judged are the
+//!   bytes hashed, with no second reader that might disagree.
+//! - The depth bound is [`MAX_DEPTH`] (32, the format's), not serde_json's
+//!   128, and reading allocates one node list instead of a tree of maps.
+//!
+//! Where both accept, they must read the same tree; the hand reader may
+//! refuse what serde_json accepts only for a duplicate key or depth. The
+//! differential oracle `tests/it/json_oracle.rs` checks this (property
+//! tests under `cargo test`, and the `json` fuzz target in fuzz/).
 
 use super::MAX_DEPTH;
 use std::borrow::Cow;

@@ -18,60 +18,61 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
     let max_age_s = ctx.expect.max_age_s.or(profile.and_then(|p| p.max_age_s));
     for row in rows.iter_mut() {
         row.with_desc(|row, d| {
-        let mut ok = true;
-        if let Some(min) = min_epoch {
-            if d.epoch < min {
-                ok = false;
-                row.reject(
-                    Finding::reject(
-                        Code::KV108,
-                        format!("epoch {} is below the minimum epoch {min}", d.epoch),
-                    )
-                    .values(format!("epoch ≥ {min}"), d.epoch),
-                );
+            let mut ok = true;
+            if let Some(min) = min_epoch {
+                if d.epoch < min {
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV108,
+                            format!("epoch {} is below the minimum epoch {min}", d.epoch),
+                        )
+                        .values(format!("epoch ≥ {min}"), d.epoch),
+                    );
+                }
             }
-        }
-        if let Some(max) = max_age_s {
-            let age_ms = ctx.now_unix_ms.saturating_sub(d.created_unix_ms);
-            let ahead_ms = d.created_unix_ms.saturating_sub(ctx.now_unix_ms);
-            if ahead_ms > FUTURE_SLACK_MS {
-                // A clock far ahead (or a forged timestamp) must not make a
-                // descriptor look fresh: its age cannot be proven.
-                ok = false;
-                row.reject(
-                    Finding::reject(
-                        Code::KV108,
-                        format!(
-                            "dated in the future (created_unix_ms {}), beyond the {} s clock slack: its age cannot be proven against the maximum age of {}",
-                            d.created_unix_ms,
-                            FUTURE_SLACK_MS / 1000,
-                            crate::report::human_duration_ms(max.saturating_mul(1000))
+            if let Some(max) = max_age_s {
+                let age_ms = ctx.now_unix_ms.saturating_sub(d.created_unix_ms);
+                let ahead_ms = d.created_unix_ms.saturating_sub(ctx.now_unix_ms);
+                if ahead_ms > FUTURE_SLACK_MS {
+                    // A clock far ahead (or a forged timestamp) must not make a
+                    // descriptor look fresh: its age cannot be proven.
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV108,
+                            format!(
+                                "dated in the future (created_unix_ms {}), beyond the {} s clock \
+                             slack: its age cannot be proven against the maximum age of {}",
+                                d.created_unix_ms,
+                                FUTURE_SLACK_MS / 1000,
+                                crate::report::human_duration_ms(max.saturating_mul(1000))
+                            ),
+                        )
+                        .values(
+                            format!("created at most {} s in the future", FUTURE_SLACK_MS / 1000),
+                            format!("created_unix_ms {}", d.created_unix_ms),
                         ),
-                    )
-                    .values(
-                        format!("created at most {} s in the future", FUTURE_SLACK_MS / 1000),
-                        format!("created_unix_ms {}", d.created_unix_ms),
-                    ),
-                );
-            } else if age_ms > max.saturating_mul(1000) {
-                ok = false;
-                row.reject(
-                    Finding::reject(
-                        Code::KV108,
-                        format!(
-                            "sealed {} ago, older than the maximum age of {}",
-                            crate::report::human_duration_ms(age_ms),
-                            crate::report::human_duration_ms(max.saturating_mul(1000))
-                        ),
-                    )
-                    .values(format!("age ≤ {max} s"), format!("age {} s", age_ms / 1000)),
-                );
+                    );
+                } else if age_ms > max.saturating_mul(1000) {
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV108,
+                            format!(
+                                "sealed {} ago, older than the maximum age of {}",
+                                crate::report::human_duration_ms(age_ms),
+                                crate::report::human_duration_ms(max.saturating_mul(1000))
+                            ),
+                        )
+                        .values(format!("age ≤ {max} s"), format!("age {} s", age_ms / 1000)),
+                    );
+                }
             }
-        }
-        row.check("staleness", ok);
-        if let Some(node) = ctx.node {
-            live(row, d, node);
-        }
+            row.check("staleness", ok);
+            if let Some(node) = ctx.node {
+                live(row, d, node);
+            }
         });
     }
 }
@@ -93,9 +94,13 @@ fn live(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
             row.reject(
                 Finding::reject(
                     Code::KV108,
-                    "node rebooted since this descriptor was written; GPU memory does not survive a reboot",
+                    "node rebooted since this descriptor was written; \
+                     GPU memory does not survive a reboot",
                 )
-                .values(format!("boot_id {}", d.node.boot_id), format!("boot_id {boot}")),
+                .values(
+                    format!("boot_id {}", d.node.boot_id),
+                    format!("boot_id {boot}"),
+                ),
             );
         }
         Fact::Known(_) => row.check("boot_id", true),
@@ -118,11 +123,15 @@ fn live(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
                 Finding::reject(
                     Code::KV108,
                     format!(
-                        "owner pid {} now belongs to another process (PID reused); the owner is gone and its memory went with it",
+                        "owner pid {} now belongs to another process (PID reused); \
+                         the owner is gone and its memory went with it",
                         owner.pid
                     ),
                 )
-                .values(expected, format!("pid {} running with start_ticks {t}", owner.pid)),
+                .values(
+                    expected,
+                    format!("pid {} running with start_ticks {t}", owner.pid),
+                ),
             );
         }
         Fact::Known(None) => {

@@ -65,7 +65,10 @@ fn problems(name: &str, text: &str, known: &BTreeSet<String>, root: &Path) -> Ve
         let at = format!("{name}:{}", n + 1);
         for bad in ["SPEC.md", "SPEC §", "SPEC:", "/work/shared"] {
             if line.contains(bad) {
-                out.push(format!("{at}: cites {bad:?}, a document outside the repository; cite docs/format.md §N"));
+                out.push(format!(
+                    "{at}: cites {bad:?}, a document outside the repository; \
+                     cite docs/format.md §N"
+                ));
             }
         }
         for (i, _) in line.match_indices('§') {

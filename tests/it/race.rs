@@ -206,7 +206,8 @@ fn check_report(l: &Layout, text: &str) -> Result<bool, String> {
     }
     if text.contains(&l.outside_only) {
         return Err(format!(
-            "outside-only file name in the report (a directory was listed through a symlink):\n{text}"
+            "outside-only file name in the report \
+             (a directory was listed through a symlink):\n{text}"
         ));
     }
     Ok(text.contains("KV001"))

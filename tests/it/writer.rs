@@ -215,7 +215,8 @@ fn the_python_recipe_writes_an_inventory_that_audits_clean() {
     let input = dir.path().join("values.json");
     fs::write(&input, serde_json::to_vec(&values).unwrap()).unwrap();
     let script = format!(
-        "{recipe}\nimport sys\nfor obj in json.load(open(sys.argv[1])):\n    write_rank(sys.argv[2], obj)\n"
+        "{recipe}\nimport sys\nfor obj in json.load(open(sys.argv[1])):\n    \
+         write_rank(sys.argv[2], obj)\n"
     );
     let out = std::process::Command::new("python3")
         .arg("-c")

@@ -1,7 +1,7 @@
 //! Fleet helpers: per-node live reports and their merge (adversarial,
-//! review_attacks), and a two-node fleet of one TP=4 group, audited live on
+//! group_and_merge_rules), and a two-node fleet of one TP=4 group, audited live on
 //! each "node" (facts files) and merged by kvcr, for the attack suites that
-//! forge fleet reports (review3_attacks, review4_attacks).
+//! forge fleet reports (fleet_gate_and_operator_files, blame_and_file_kinds).
 
 use super::{fixtures_live, kvcr};
 use crate::util::testkit::{self, put, Desc, BOOT_ID, HOSTNAME};

@@ -1,6 +1,12 @@
-//! Fourth review (attacker). Each test is one defect confirmed on main at e8b1a58; ignored until fixed. Every
-//! confirmed on main at eecc9c6 (where it failed) and fixed since. Every
-//! test asserts what docs/format.md promises.
+//! Blame lands on the odd rank (even when it is rank 0), cross-group KV110
+//! does not depend on which rank is foreign, fleet inputs may share a boot
+//! id, and operator-named files that are not regular (a FIFO as
+//! `--ready-file`, a device swapped in for `--profile`) are refused without
+//! being opened.
+//!
+//! Each test was a defect confirmed on main at e8b1a58, fixed since. Its
+//! name states the guarantee; the comment above it records what kvcr did
+//! then and what docs/format.md promises.
 
 use crate::util::fleet::{private, Fleet, FACTS};
 
@@ -21,7 +27,7 @@ use std::path::Path;
 // ---------------------------------------------------------------------------
 
 #[test]
-fn import_hold_with_an_existing_fifo_as_ready_file_hangs_and_ignores_sigterm() {
+fn import_hold_refuses_an_existing_fifo_as_ready_file_at_once() {
     let d = tempfile::tempdir().unwrap();
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/accept-posix-fd");
     let inv = d.path().join("inv");
@@ -57,7 +63,8 @@ fn import_hold_with_an_existing_fifo_as_ready_file_hangs_and_ignores_sigterm() {
     );
     assert!(
         ended,
-        "import --hold --ready-file FIFO blocked opening the FIFO (then ended on SIGTERM: {on_term}); an existing non-regular ready file must be refused without being opened"
+        "import --hold --ready-file FIFO blocked opening the FIFO (then ended on SIGTERM: \
+         {on_term}); an existing non-regular ready file must be refused without being opened"
     );
 }
 
@@ -87,7 +94,7 @@ fn odd_rank_0(edit: impl Fn(&mut Value)) -> (i32, Value) {
 }
 
 #[test]
-fn an_odd_rank_0_is_shown_accepted_while_the_three_agreeing_ranks_are_blamed() {
+fn an_odd_rank_0_is_the_rank_rejected_and_named_not_the_three_agreeing_ranks() {
     for (what, edit) in [
         (
             "node.hostname (KV110)",
@@ -115,7 +122,8 @@ fn an_odd_rank_0_is_shown_accepted_while_the_three_agreeing_ranks_are_blamed() {
             .collect();
         assert!(
             g["cause"].as_str().unwrap().starts_with("rank 0 "),
-            "{what}: the headline must name rank 0, the one descriptor that disagrees with the other three; got {:?}; ranks {verdicts:?}",
+            "{what}: the headline must name rank 0, the one descriptor that disagrees with the \
+             other three; got {:?}; ranks {verdicts:?}",
             g["cause"]
         );
         assert_eq!(
@@ -180,7 +188,7 @@ fn two_groups_with_b_rank_on_node_99(foreign_rank: u64) -> (i32, Value) {
 }
 
 #[test]
-fn a_foreign_rank_1_of_another_group_does_not_make_the_inventory_two_nodes() {
+fn a_foreign_rank_1_of_another_group_makes_the_inventory_two_nodes_like_a_foreign_rank_0() {
     let (code0, v0) = two_groups_with_b_rank_on_node_99(0);
     let (code1, v1) = two_groups_with_b_rank_on_node_99(1);
     assert_eq!(
@@ -190,7 +198,8 @@ fn a_foreign_rank_1_of_another_group_does_not_make_the_inventory_two_nodes() {
     assert_eq!(
         (code1, v1["groups"][0]["verdict"].as_str()),
         (1, Some("reject")),
-        "b's rank 1 on gpu-node-99: the inventory holds two nodes' descriptors, yet group a is accepted: {v1:#}"
+        "b's rank 1 on gpu-node-99: the inventory holds two nodes' descriptors, yet group a is \
+         accepted: {v1:#}"
     );
 }
 
@@ -207,7 +216,7 @@ fn a_foreign_rank_1_of_another_group_does_not_make_the_inventory_two_nodes() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn a_device_swapped_in_for_the_profile_is_opened() {
+fn a_device_swapped_in_for_the_profile_is_never_opened() {
     let d = tempfile::tempdir().unwrap();
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/accept-posix-fd");
     let good = d.path().join("p.json");
@@ -260,6 +269,7 @@ fn a_device_swapped_in_for_the_profile_is_opened() {
     swapper.join().unwrap();
     assert_eq!(
         opened, 0,
-        "a non-regular file swapped in for --profile was opened (\"replaced while opening\") within {tries} tries"
+        "a non-regular file swapped in for --profile was opened (\"replaced while opening\") \
+         within {tries} tries"
     );
 }

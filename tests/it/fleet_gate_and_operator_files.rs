@@ -1,6 +1,12 @@
-//! Third review (attacker / cold-start SRE). Each test is one problem
-//! confirmed on main at eecc9c6 (where it failed) and fixed since. Every
-//! test asserts what docs/format.md promises.
+//! The import fleet gate refuses a forged or inconsistent merge report
+//! (`fleet_gate_refuses_*`), and files named by the operator are handled
+//! safely: `--textfile` never writes inside the inventory nor replaces a
+//! non-regular file, FIFOs are refused at once, `seal f f` is consistent,
+//! and headlines, actions and tables tell the operator the truth.
+//!
+//! Each test was a defect confirmed on main at eecc9c6, fixed since. Its
+//! name states the guarantee; its comment records what kvcr did then and
+//! cites what docs/format.md promises.
 
 use crate::util::fleet::{private, Fleet, FACTS};
 
@@ -13,7 +19,7 @@ const REJECT_FINDING: &str =
     r#"{"code":"KV106","name":"gpu-uuid","severity":"reject","message":"GPU claimed twice"}"#;
 
 #[test]
-fn fleet_gate_accepts_a_rank_marked_accept_that_carries_a_reject_finding() {
+fn fleet_gate_refuses_a_rank_marked_accept_that_carries_a_reject_finding() {
     // kvcr merge rejects such an input (§10); the gate reads only `verdict`.
     let f = Fleet::new();
     f.must_refuse("rank 2 accept with a KV106 reject finding", |v| {
@@ -23,7 +29,7 @@ fn fleet_gate_accepts_a_rank_marked_accept_that_carries_a_reject_finding() {
 }
 
 #[test]
-fn fleet_gate_accepts_a_group_marked_accept_that_carries_a_reject_finding() {
+fn fleet_gate_refuses_a_group_marked_accept_that_carries_a_reject_finding() {
     let f = Fleet::new();
     f.must_refuse("group accept with a KV104 reject finding", |v| {
         v["groups"][0]["findings"] = json!([{"code": "KV104", "name": "geometry",
@@ -32,7 +38,7 @@ fn fleet_gate_accepts_a_group_marked_accept_that_carries_a_reject_finding() {
 }
 
 #[test]
-fn fleet_gate_accepts_ranks_whose_source_is_not_among_the_inputs() {
+fn fleet_gate_refuses_ranks_whose_source_is_not_among_the_inputs() {
     // Ranks 2-3 name a report that is not in `inputs`: nothing says it was
     // live, from which host/boot, or how old. "Built only from live reports"
     // (§8.9) is unproven for half the group.
@@ -49,7 +55,7 @@ fn fleet_gate_accepts_ranks_whose_source_is_not_among_the_inputs() {
 }
 
 #[test]
-fn fleet_gate_accepts_one_other_node_listed_twice_by_case() {
+fn fleet_gate_refuses_one_other_node_listed_twice_by_case() {
     // §10: hosts equal ignoring ASCII case are one node; merge refuses two
     // reports from it. The gate only counts inputs from *this* host.
     let f = Fleet::new();
@@ -63,7 +69,7 @@ fn fleet_gate_accepts_one_other_node_listed_twice_by_case() {
 }
 
 #[test]
-fn fleet_gate_accepts_an_input_with_no_host() {
+fn fleet_gate_refuses_an_input_with_no_host() {
     // §10: a missing or empty host rejects or refuses.
     let f = Fleet::new();
     f.must_refuse("input host null", |v| v["inputs"][1]["host"] = Value::Null);
@@ -71,7 +77,7 @@ fn fleet_gate_accepts_an_input_with_no_host() {
 }
 
 #[test]
-fn fleet_gate_accepts_one_gpu_claimed_by_ranks_on_two_nodes() {
+fn fleet_gate_refuses_one_gpu_claimed_by_ranks_on_two_nodes() {
     // kvcr merge rejects the same reports with KV106 (one GPU, two ranks);
     // a report saying "accept" for it is forged, and the gate takes it.
     let f = Fleet::new();
@@ -97,7 +103,7 @@ fn fleet_gate_accepts_one_gpu_claimed_by_ranks_on_two_nodes() {
 }
 
 #[test]
-fn fleet_gate_takes_the_first_of_two_entries_for_one_group() {
+fn fleet_gate_refuses_two_entries_for_one_group() {
     // A merge report never holds one engine_id twice; the gate reads the
     // first and ignores a second entry that rejects the group.
     let f = Fleet::new();
@@ -110,7 +116,7 @@ fn fleet_gate_takes_the_first_of_two_entries_for_one_group() {
 }
 
 #[test]
-fn fleet_gate_accepts_a_report_for_another_shape_of_the_group() {
+fn fleet_gate_refuses_a_report_for_another_shape_of_the_group() {
     // The fleet report is proof of *this* group only if it is the same
     // group: same tp/pp, model and geometry as the local descriptors. The
     // gate compares incarnation, epoch and world_size only.
@@ -128,7 +134,7 @@ fn fleet_gate_accepts_a_report_for_another_shape_of_the_group() {
 }
 
 #[test]
-fn fleet_gate_accepts_ranks_of_another_incarnation_or_epoch() {
+fn fleet_gate_refuses_ranks_of_another_incarnation_or_epoch() {
     // Ranks carry their own incarnation and epoch (§9.4); the gate checks
     // only the group-level fields, so a rank from another incarnation (or an
     // older epoch) passes as proof.
@@ -142,7 +148,7 @@ fn fleet_gate_accepts_ranks_of_another_incarnation_or_epoch() {
 }
 
 #[test]
-fn fleet_gate_accepts_a_merge_report_dated_millennia_ahead() {
+fn fleet_gate_refuses_a_merge_report_dated_ahead_or_before_its_inputs() {
     // Inputs dated > 300 s ahead are refused; the merge report's own
     // generated_unix_ms (year 5138 here) is never looked at, nor that it
     // predates its inputs.
@@ -160,7 +166,7 @@ fn fleet_gate_accepts_a_merge_report_dated_millennia_ahead() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn textfile_through_a_bind_mount_of_the_inventory_lands_inside_it() {
+fn textfile_through_a_bind_mount_of_the_inventory_is_refused() {
     // --ready-file compares (device, inode) with the inventory's directories
     // (app::refuse_inside_inventory); --textfile (app::textfile_target) only
     // compares canonical path prefixes, so the inventory seen through a bind
@@ -214,7 +220,7 @@ fn textfile_through_a_bind_mount_of_the_inventory_lands_inside_it() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn seal_of_one_file_named_twice_seals_it_then_reports_failure() {
+fn seal_of_one_file_named_twice_never_both_writes_and_reports_failure() {
     // `kvcr seal f f` (a glob that matches one file twice, a CI job passing a
     // list with repeats): the first apply rewrites f, the second finds f
     // "changed since it was checked; not replaced" and the run exits 1 with
@@ -264,7 +270,7 @@ fn two_ranks(edit: impl FnOnce(&mut Value), reseal: bool) -> tempfile::TempDir {
 }
 
 #[test]
-fn an_edited_unsealed_rank_is_headlined_as_an_incarnation_problem_not_kv008() {
+fn an_edited_unsealed_rank_is_headlined_as_kv008_not_as_an_incarnation_problem() {
     // rank-1.json was edited after sealing (epoch, or incarnation): its
     // digest fails (KV008), so none of its fields can be believed, and the
     // headline must be KV008 (docs/format.md headline order: the root cause
@@ -302,7 +308,7 @@ fn an_edited_unsealed_rank_is_headlined_as_an_incarnation_problem_not_kv008() {
 }
 
 #[test]
-fn epoch_mismatch_action_suggests_an_incarnation_pin_that_cannot_run() {
+fn epoch_mismatch_action_suggests_no_incarnation_pin_that_cannot_run() {
     // Two ranks of one incarnation, epochs 1 and 5, both sealed. The action
     // reads "... kvcr audit --live ROOT --engine hl --incarnation 5 (or ); ..."
     // — an epoch passed as --incarnation and an empty alternative. Run as
@@ -386,7 +392,7 @@ fn the_suggested_import_command_runs_as_printed() {
 }
 
 #[test]
-fn the_files_table_overflows_80_columns_on_a_long_path() {
+fn the_files_table_fits_80_columns_with_a_long_path() {
     // The group table wraps at COLUMNS=80, the files table does not: its
     // path column is as wide as the longest path (117-128 columns here).
     // docs/format.md / README "The table at 80 columns": nothing wider than
@@ -413,7 +419,7 @@ fn the_files_table_overflows_80_columns_on_a_long_path() {
 }
 
 #[test]
-fn textfile_replaces_a_symlink_such_as_dev_stdout_with_a_regular_file() {
+fn textfile_refuses_to_replace_a_symlink_such_as_dev_stdout() {
     // `kvcr audit ROOT --textfile /dev/stdout` (a common way to say "print
     // it") run as root renames a regular file over /dev/stdout: the
     // node's /dev/stdout symlink is gone until someone restores it. Seal
@@ -458,7 +464,7 @@ fn fifo(dir: &Path, name: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn import_with_a_fifo_as_fleet_report_or_profile_hangs_and_ignores_sigterm() {
+fn import_refuses_a_fifo_as_fleet_report_or_profile_at_once() {
     // gate::read_bounded and the profile loader open(2) the path without
     // O_NONBLOCK or a file-type check: a FIFO with no writer blocks forever.
     // Import has installed its SIGINT/SIGTERM handlers (SA_RESTART) by then,
@@ -504,12 +510,13 @@ fn import_with_a_fifo_as_fleet_report_or_profile_hangs_and_ignores_sigterm() {
     );
     assert!(
         ended && ended_p,
-        "import blocked on a FIFO: --fleet-report ended {ended} (then on SIGTERM: {on_term}), --profile ended {ended_p}"
+        "import blocked on a FIFO: --fleet-report ended {ended} (then on SIGTERM: {on_term}), \
+         --profile ended {ended_p}"
     );
 }
 
 #[test]
-fn merge_and_audit_inputs_that_are_fifos_hang() {
+fn merge_and_audit_refuse_fifo_inputs_at_once() {
     // The same for `kvcr merge REPORT…` (reports gathered from many nodes
     // into one directory), `audit --profile` and the KVCR_NODE_FACTS file.
     let d = tempfile::tempdir().unwrap();
@@ -538,12 +545,13 @@ fn merge_and_audit_inputs_that_are_fifos_hang() {
     .0;
     assert!(
         merge && profile && facts,
-        "blocked on a FIFO: merge ended {merge}, audit --profile ended {profile}, KVCR_NODE_FACTS ended {facts}"
+        "blocked on a FIFO: merge ended {merge}, audit --profile ended {profile}, \
+         KVCR_NODE_FACTS ended {facts}"
     );
 }
 
 #[test]
-fn local_ranks_covering_the_whole_group_claim_other_nodes_hold_ranks() {
+fn local_ranks_covering_the_whole_group_claim_no_ranks_elsewhere() {
     // `--local-ranks 0-1` on a 2-rank group: "local part accepted: ranks 0-1
     // of 2 present ...; the other ranks are expected on other nodes" — there
     // are no other ranks, yet the action sends the operator to audit every
@@ -564,7 +572,7 @@ fn local_ranks_covering_the_whole_group_claim_other_nodes_hold_ranks() {
 }
 
 #[test]
-fn a_genuine_fleet_report_whose_other_node_checked_nothing_proves_the_group() {
+fn a_genuine_fleet_report_whose_other_node_checked_nothing_does_not_prove_the_group() {
     // No forgery: node b ran `kvcr audit --live` without --strict on a node
     // whose GPUs and processes could not be read (driver missing, hidepid).
     // Its report accepts with 4 facts "not checked" (summary.not_checked 4,

@@ -1,8 +1,13 @@
-//! Second attacker review of the issue #11 fix: cases NOT already in
-//! tests/it/adversarial.rs. Every test here failed on the reviewed commit
-//! (2b268cd) and passes since the fixes that followed it.
+//! Rules that hold across groups and across nodes' reports: one handle backs
+//! one group (KV111), one inventory is one node's (KV110 across groups),
+//! merge judges identity fields, severities and group shape from the data
+//! and stays linear in its inputs, inherited KV003 stays bounded, a ready
+//! file never lands inside the inventory through an alias, and a local part
+//! is never imported without proof of the whole group.
 //!
-//! Each test states what kvcr did and what it must do.
+//! Each test was a defect found by an attack on the issue #11 fix (commit
+//! 2b268cd), fixed since. Its name states the guarantee; its doc comment
+//! records what kvcr did then ("Should be:" is what it does now).
 
 use crate::util::fleet::{merge_reports, node_report};
 use crate::util::testkit::{put, put_group, Desc};
@@ -217,7 +222,8 @@ fn merge_judges_severity_from_the_code() {
         &b,
         vec![
             ("rank KV104 as notice", |a, _| {
-                a["groups"][0]["ranks"][0]["findings"] = json!([{"code": "KV104", "name": "geometry",
+                a["groups"][0]["ranks"][0]["findings"] = json!([{
+                    "code": "KV104", "name": "geometry",
                     "severity": "notice", "message": "forged", "path": "rank-0.json"}]);
             }),
             ("group KV111 as notice", |a, _| {
@@ -414,7 +420,8 @@ fn ready_file_through_a_bind_mount_alias_is_refused() {
             .arg("-c")
             .arg(format!(
                 "mount --make-rprivate / && mount --bind '{target}' '{alias}' && \
-                 timeout -s TERM 4 '{bin}' import --hold --ready-file '{alias}/ready.json' '{root}'",
+                 timeout -s TERM 4 '{bin}' import --hold \
+                 --ready-file '{alias}/ready.json' '{root}'",
                 target = target.display(),
                 alias = alias.display(),
                 bin = bin.display(),
