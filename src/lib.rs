@@ -10,6 +10,10 @@
 //!
 //! The library is the `kvcr` binary's engine; what it exports on purpose:
 //!
+//! - [`api`]: the library API (audit, examine, seal, digest, write, the
+//!   readiness gate and its import plan), the one the Python package uses
+//!   (docs/format.md §13, docs/python.md);
+//! - [`content`]: the sampled content digest of an allocation;
 //! - [`descriptor`]: the strict descriptor reader ([`descriptor::parse_descriptor`]),
 //!   its types and the canonical digest;
 //! - [`profile`]: the deployment-profile reader;
@@ -25,9 +29,11 @@
 //! integration tests, fuzz targets, benchmarks and the GPU proof drive
 //! directly; it is not API and may change with any release.
 
+pub mod api;
 pub(crate) mod app;
 pub(crate) mod audit;
 pub(crate) mod cli;
+pub mod content;
 pub(crate) mod cuda_ffi;
 pub mod descriptor;
 pub(crate) mod error;

@@ -18,15 +18,18 @@ pub enum Kind {
     ImportReport,
     /// The ready file (`kvcr import --hold --ready-file PATH`), kvcr.import-ready/v1.
     Ready,
+    /// The import plan (the library's gate, `kvcr import --dry-run`), kvcr.import-plan/v1.
+    ImportPlan,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Report,
         Kind::Descriptor,
         Kind::Profile,
         Kind::ImportReport,
         Kind::Ready,
+        Kind::ImportPlan,
     ];
 
     /// The schema document, as committed under `schemas/`.
@@ -37,6 +40,7 @@ impl Kind {
             Kind::Profile => include_str!("../schemas/profile.schema.json"),
             Kind::ImportReport => include_str!("../schemas/import-report.schema.json"),
             Kind::Ready => include_str!("../schemas/ready.schema.json"),
+            Kind::ImportPlan => include_str!("../schemas/import-plan.schema.json"),
         }
     }
 
@@ -48,6 +52,7 @@ impl Kind {
             Kind::Profile => crate::profile::PROFILE_SCHEMA,
             Kind::ImportReport => crate::import::report::REPORT_SCHEMA,
             Kind::Ready => crate::import::ready::READY_SCHEMA,
+            Kind::ImportPlan => crate::import::readiness::PLAN_SCHEMA,
         }
     }
 }

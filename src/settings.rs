@@ -39,6 +39,15 @@ impl Inventory {
     /// Loads the profile and checks it against `--engine`.
     pub fn resolve(a: &InventoryArgs) -> Result<Inventory, Failure> {
         let profile = a.profile.as_deref().map(load_profile).transpose()?;
+        Inventory::resolve_loaded(a, profile)
+    }
+
+    /// [`Inventory::resolve`] with the profile already loaded (the library
+    /// takes one as JSON text too, `crate::api`).
+    pub fn resolve_loaded(
+        a: &InventoryArgs,
+        profile: Option<Profile>,
+    ) -> Result<Inventory, Failure> {
         if let (Some(p), Some(e)) = (&profile, &a.engine) {
             if p.engine_id != *e {
                 return Err(Failure::usage(
@@ -89,7 +98,7 @@ impl Inventory {
     }
 }
 
-fn load_profile(path: &Path) -> Result<Profile, Failure> {
+pub(crate) fn load_profile(path: &Path) -> Result<Profile, Failure> {
     // A profile is small; 1 MiB like a descriptor.
     let bytes = crate::input::read_regular(path, 1 << 20).map_err(|e| {
         Failure::usage(format!("cannot read profile {}: {e}", path.display()), None)

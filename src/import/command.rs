@@ -155,6 +155,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         files: Vec::new(),
         refusals: Vec::new(),
         warnings: Vec::new(),
+        plan: None,
     };
     let judgement = &audited.judgement;
     let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
@@ -203,6 +204,8 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
             report.refusals = refusals;
             report.result = ResultKind::Planned;
             report.ranks = rank_rows(&plan, None);
+            report.plan =
+                super::readiness::ImportPlan::new(&audited, group, &plan, &descriptors).ok();
             return Ok(Done::of(report, None));
         }
         Action::Trial { gpu } => (gpu, None),

@@ -28,6 +28,7 @@ pub mod ledger;
 pub mod pidfd;
 pub mod plan;
 pub mod print;
+pub mod readiness;
 pub mod ready;
 pub mod report;
 pub mod setup;

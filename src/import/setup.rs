@@ -46,7 +46,8 @@ pub fn run(s: &settings::Import) -> Result<i32, Failure> {
     };
     let mut on_ready = |r: &_| print::holding(p, r);
     let run = match s.mode {
-        Mode::DryRun => Action::DryRun { driver: &driver },
+        // The command line never asks for the library's gate mode.
+        Mode::DryRun | Mode::Gate => Action::DryRun { driver: &driver },
         Mode::Trial => Action::Trial {
             gpu: Gpu::Connect(&open),
         },
