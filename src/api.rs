@@ -283,10 +283,10 @@ pub fn examine(path: &Path) -> Result<Document, Error> {
 }
 
 /// The first problem of a descriptor the writer refused, as a typed error.
-fn descriptor_error(value: &serde_json::Value, fallback: String) -> Error {
-    // Parsed again only to name the problem: the rule is the parser's.
-    let body = serde_json::to_vec(value).unwrap_or_default();
-    let out = parse_descriptor(&body);
+fn descriptor_error(text: &[u8], fallback: String) -> Error {
+    // Parsed again, from the caller's own text (integers as written), only
+    // to name the problem: the rule is the parser's.
+    let out = parse_descriptor(text);
     let field = out
         .schema_errors
         .iter()
@@ -348,7 +348,7 @@ pub fn seal_json(text: &[u8]) -> Result<Vec<u8>, Error> {
         message: format!("malformed: {e}"),
     })?;
     crate::writer::seal_value(&value).map_err(|e| match e {
-        crate::writer::Error::Refused(m) => descriptor_error(&value, m),
+        crate::writer::Error::Refused(m) => descriptor_error(text, m),
         io => Error::usage(io.to_string()),
     })
 }
