@@ -342,12 +342,7 @@ pub fn seal_json(text: &[u8]) -> Result<Vec<u8>, Error> {
         field: None,
         message: format!("malformed: {e}"),
     })?;
-    let value: serde_json::Value = serde_json::from_slice(text).map_err(|e| Error::Descriptor {
-        code: Code::KV006,
-        field: None,
-        message: format!("malformed: {e}"),
-    })?;
-    crate::writer::seal_value(&value).map_err(|e| match e {
+    crate::writer::seal_text(text).map_err(|e| match e {
         crate::writer::Error::Refused(m) => descriptor_error(text, m),
         io => Error::usage(io.to_string()),
     })
