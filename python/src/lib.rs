@@ -188,14 +188,21 @@ fn content_digest(
 ) -> PyResult<(u64, u64, String)> {
     let mut raised: Option<PyErr> = None;
     let mut cb = |offset: u64, length: u64| -> Result<Vec<u8>, String> {
-        let got = read
-            .call1((offset, length))
-            .and_then(|v| Ok(v.extract::<PyBackedBytes>()?.to_vec()));
-        got.map_err(|e| {
+        let v = read.call1((offset, length)).map_err(|e| {
             let m = e.to_string();
             raised = Some(e);
             m
-        })
+        })?;
+        match v.extract::<PyBackedBytes>() {
+            Ok(b) => Ok(b.to_vec()),
+            Err(_) => Err(format!(
+                "read({offset}, {length}) returned {}, expected bytes or bytearray",
+                v.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "?".into())
+            )),
+        }
     };
     let out = api::digest_content(size_bytes, offset_bytes, page_bytes, pages, &mut cb);
     match out {
