@@ -24,7 +24,7 @@ Each start is a new owner lifetime:
 
 The content digests go to the state file: the descriptor carries them as
 each allocation's ``content`` member once the descriptor schema has it
-(the import issue, §1); until then a descriptor with it would be refused
+(the import issue, item 1); until then a descriptor with it would be refused
 (KV007), so this producer does not write it.
 """
 

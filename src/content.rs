@@ -1,4 +1,4 @@
-//! The content digest of one allocation (issue #20 §1): SHA-256 over pages
+//! The content digest of one allocation (issue #20, item 1): SHA-256 over pages
 //! sampled at fixed offsets of the rank's byte range, so an importer can
 //! check it holds the memory the owner described, not merely a valid handle.
 //!

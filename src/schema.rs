@@ -52,7 +52,7 @@ impl Kind {
             Kind::Profile => crate::profile::PROFILE_SCHEMA,
             Kind::ImportReport => crate::import::report::REPORT_SCHEMA,
             Kind::Ready => crate::import::ready::READY_SCHEMA,
-            Kind::ImportPlan => crate::import::readiness::PLAN_SCHEMA,
+            Kind::ImportPlan => crate::import::plan_document::PLAN_SCHEMA,
         }
     }
 }

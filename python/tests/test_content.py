@@ -1,4 +1,4 @@
-"""kvcr.content_digest: the sampling rule of the import issue (§1), from a
+"""kvcr.content_digest: the sampling rule of the import issue (item 1), from a
 read callback."""
 
 from __future__ import annotations

@@ -204,8 +204,13 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
             report.refusals = refusals;
             report.result = ResultKind::Planned;
             report.ranks = rank_rows(&plan, None);
-            report.plan =
-                super::readiness::ImportPlan::new(&audited, group, &plan, &descriptors).ok();
+            report.plan = super::readiness::ImportPlan::new(
+                super::readiness::origin(&audited),
+                group,
+                &plan,
+                &descriptors,
+            )
+            .ok();
             return Ok(Done::of(report, None));
         }
         Action::Trial { gpu } => (gpu, None),

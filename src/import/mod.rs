@@ -27,6 +27,7 @@ pub mod gate;
 pub mod ledger;
 pub mod pidfd;
 pub mod plan;
+pub mod plan_document;
 pub mod print;
 pub mod readiness;
 pub mod ready;

@@ -138,7 +138,7 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// Dry run of an accepted group: the import plan (docs/format.md §13.4).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan: Option<super::readiness::ImportPlan>,
+    pub plan: Option<super::plan_document::ImportPlan>,
 }
 
 impl Report {
