@@ -29,10 +29,12 @@
 //! integration tests, fuzz targets, benchmarks and the GPU proof drive
 //! directly; it is not API and may change with any release.
 
+#[deny(missing_docs)]
 pub mod api;
 pub(crate) mod app;
 pub(crate) mod audit;
 pub(crate) mod cli;
+#[deny(missing_docs)]
 pub mod content;
 pub(crate) mod cuda_ffi;
 pub mod descriptor;

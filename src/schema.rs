@@ -10,7 +10,7 @@ use crate::report::json::REPORT_SCHEMA;
 pub enum Kind {
     /// The audit report (`kvcr audit --format json`), kvcr.audit-report/v1.
     Report,
-    /// A retained-rank descriptor (rank-<R>.json), kvcr.retained-rank/v1.
+    /// A retained-rank descriptor (`rank-<R>.json`), kvcr.retained-rank/v1.
     Descriptor,
     /// A deployment profile (--profile FILE), kvcr.profile/v1.
     Profile,
