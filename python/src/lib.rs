@@ -101,9 +101,7 @@ fn audit(
     incarnation: Option<String>,
 ) -> PyResult<(String, i32)> {
     let incarnation = incarnation
-        .map(|s| {
-            uuid::Uuid::parse_str(&s).map_err(|e| usage(format!("incarnation {s:?}: {e}")))
-        })
+        .map(|s| uuid::Uuid::parse_str(&s).map_err(|e| usage(format!("incarnation {s:?}: {e}"))))
         .transpose()?;
     let o = api::AuditOptions {
         profile: profile(profile_path, profile_json),
