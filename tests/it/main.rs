@@ -9,6 +9,7 @@
 mod util;
 
 mod adversarial;
+mod api;
 mod architecture;
 mod cli_output;
 mod cli_terminal;
