@@ -50,7 +50,6 @@ fn audit_and_examine_are_the_clis_documents() {
     let got = api::audit(&case.join("inventory"), &o).unwrap();
     assert_eq!(got.exit_status(), code);
     let mut got: Value = serde_json::from_str(got.as_json()).unwrap();
-    let mut want = want;
     // The CLI ran with a relative profile path.
     got["options"]["profile"] = want["options"]["profile"].clone();
     assert_eq!(testkit::without_clock(got), testkit::without_clock(want));
