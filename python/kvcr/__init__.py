@@ -10,8 +10,10 @@ re-implements a check. See docs/python.md and docs/format.md §13.
 from __future__ import annotations
 
 import json as _json
+import operator as _operator
 import os as _os
 import pathlib as _pathlib
+import uuid as _uuid
 from typing import Any, Callable, Dict, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 from . import _native
@@ -112,11 +114,23 @@ def _path(name: str, p: Any) -> bytes:
         ) from None
 
 
+def _as_int(v: Any) -> Optional[int]:
+    """An integer (int, or anything with __index__ such as numpy's), never a bool."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return _operator.index(v)
+    except TypeError:
+        return None
+
+
 def _int_option(name: str, v: Any, lo: int = 0, hi: int = _U64_MAX) -> int:
     # Options take what the CLI flag takes: anything else is a usage error,
     # as `--min-epoch 1e3` is for the CLI.
-    if isinstance(v, bool) or not isinstance(v, int):
+    n = _as_int(v)
+    if n is None:
         raise UsageError("%s: expected an integer, found %r" % (name, v))
+    v = n
     if not lo <= v <= hi:
         raise UsageError("%s: %d is out of range (%d to %d)" % (name, v, lo, hi))
     return v
@@ -124,10 +138,12 @@ def _int_option(name: str, v: Any, lo: int = 0, hi: int = _U64_MAX) -> int:
 
 def _content_int(name: str, v: Any) -> int:
     # A content member's integers, as the audit would judge them (KV007).
-    if isinstance(v, bool) or not isinstance(v, int):
+    n = _as_int(v)
+    if n is None:
         raise DescriptorError(
             "KV007", name, "%s: wrong type, expected integer, found %r" % (name, v)
         )
+    v = n
     if not 0 <= v <= _U64_MAX:
         raise DescriptorError("KV007", name, "%s: out of range, found %d" % (name, v))
     return v
@@ -143,10 +159,12 @@ def _json_text(what: str, obj: Any) -> bytes:
         )
     try:
         return _json.dumps(dict(obj), ensure_ascii=False, allow_nan=True).encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: not UTF-8
+        raise DescriptorError("KV006", None, "malformed: %s" % e) from None
+    except RecursionError:
+        raise DescriptorError("KV006", None, "malformed: nested deeper than 32") from None
     except (TypeError, ValueError) as e:
         raise DescriptorError("KV007", None, "not JSON: %s" % e) from None
-    except UnicodeEncodeError as e:
-        raise DescriptorError("KV006", None, "malformed: %s" % e) from None
 
 
 def _profile_args(profile: Any) -> Tuple[Optional[bytes], Optional[bytes]]:
@@ -167,7 +185,7 @@ def _ranks(local_ranks: Any) -> Optional[str]:
     if isinstance(local_ranks, str):
         return local_ranks
     if isinstance(local_ranks, (list, tuple, set, frozenset, range)):
-        ranks = sorted(_int_option("local_ranks", r) for r in local_ranks)
+        ranks = sorted({_int_option("local_ranks", r) for r in local_ranks})
         if not ranks:
             raise UsageError("local_ranks: an empty list names no rank")
         return ",".join(str(r) for r in ranks)
@@ -283,7 +301,7 @@ def audit(
     local_ranks: Union[str, Sequence[int], None] = None,
     min_epoch: Optional[int] = None,
     max_age: Union[int, str, None] = None,
-    incarnation: Optional[str] = None,
+    incarnation: Union[str, _uuid.UUID, None] = None,
 ) -> Dict[str, Any]:
     """The document ``kvcr audit ROOT --format json`` prints with the same
     options, computed in-process with the GIL released. A rejected group is
@@ -295,6 +313,8 @@ def audit(
         raise UsageError("live and strict are booleans")
     if engine is not None and not isinstance(engine, str):
         raise UsageError("engine: expected a string, found %r" % (engine,))
+    if isinstance(incarnation, _uuid.UUID):
+        incarnation = str(incarnation)
     if incarnation is not None and not isinstance(incarnation, str):
         raise UsageError("incarnation: expected a UUID string, found %r" % (incarnation,))
     me = None if min_epoch is None else _int_option("min_epoch", min_epoch)

@@ -1,5 +1,6 @@
 import os
 import pathlib
+import uuid
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
 
 StrPath = Union[str, "os.PathLike[str]"]
@@ -49,7 +50,7 @@ def audit(
     local_ranks: Union[str, Sequence[int], None] = None,
     min_epoch: Optional[int] = None,
     max_age: Union[int, str, None] = None,
-    incarnation: Optional[str] = None,
+    incarnation: Union[str, uuid.UUID, None] = None,
 ) -> Dict[str, Any]: ...
 def examine(path: StrPath) -> Dict[str, Any]: ...
 def gate(

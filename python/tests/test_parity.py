@@ -146,3 +146,25 @@ def test_paths_take_str_and_pathlike(tmp_path: Path) -> None:
     c = kvcr.audit(P())  # type: ignore[arg-type]
     assert without_clock(a) == without_clock(b) == without_clock(c)
     assert kvcr.examine(str(root / "rank-0.json"))["verdict"] == "accept"
+
+
+def test_option_values_python_callers_have() -> None:
+    import uuid as _uuid
+
+    root = FIXTURES / "kv107-profile-incarnation" / "inventory"
+    inc = json.loads(sorted(root.rglob("*.json"))[0].read_text())["incarnation"]
+    a = kvcr.audit(root, incarnation=inc)
+    b = kvcr.audit(root, incarnation=_uuid.UUID(inc))
+    assert without_clock(a) == without_clock(b)
+
+    class Index:
+        def __index__(self) -> int:
+            return 2
+
+    root = FIXTURES / "accept-tp4" / "inventory"
+    assert without_clock(kvcr.audit(root, min_epoch=Index())) == without_clock(  # type: ignore[arg-type]
+        kvcr.audit(root, min_epoch=2)
+    )
+    assert without_clock(kvcr.audit(root, local_ranks=[3, 0, 1, 2, 2])) == without_clock(
+        kvcr.audit(root, local_ranks="0-3")
+    )

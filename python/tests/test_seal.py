@@ -207,3 +207,31 @@ def test_proc_start_ticks_and_boot_id() -> None:
             kvcr.proc_start_ticks(pid)
     with pytest.raises(kvcr.UsageError):
         kvcr.proc_start_ticks(True)
+
+
+def test_odd_python_values_are_descriptor_errors() -> None:
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = [deep]
+    d = descriptor()
+    d["model"]["quantization"] = deep
+    with pytest.raises(kvcr.DescriptorError) as e:
+        kvcr.seal(d)
+    assert e.value.code == "KV006"
+    d = descriptor()
+    d["model"]["name"] = "\ud800"  # a lone surrogate is not UTF-8
+    with pytest.raises(kvcr.DescriptorError) as e:
+        kvcr.seal(d)
+    assert e.value.code == "KV006"
+    d = descriptor()
+    d["model"]["name"] = b"bytes"
+    with pytest.raises(kvcr.DescriptorError) as e:
+        kvcr.seal(d)
+    assert e.value.code == "KV007"
+    # Two keys that json writes alike are a duplicate key: KV006.
+    d = descriptor()
+    d["node"][1] = "a"  # type: ignore[index]
+    d["node"]["1"] = "b"
+    with pytest.raises(kvcr.DescriptorError) as e:
+        kvcr.seal(d)
+    assert e.value.code == "KV006"
