@@ -5,12 +5,15 @@
 
 use crate::report::json::REPORT_SCHEMA;
 
-/// A JSON format kvcr reads or writes.
+/// A JSON format kvcr reads or writes. The variants' doc comments are
+/// `kvcr schema`'s help text, printed as written (`rank-<R>.json` is no
+/// HTML tag).
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
     /// The audit report (`kvcr audit --format json`), kvcr.audit-report/v1.
     Report,
-    /// A retained-rank descriptor (`rank-<R>.json`), kvcr.retained-rank/v1.
+    /// A retained-rank descriptor (rank-<R>.json), kvcr.retained-rank/v1.
     Descriptor,
     /// A deployment profile (--profile FILE), kvcr.profile/v1.
     Profile,
