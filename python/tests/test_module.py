@@ -41,6 +41,12 @@ def test_version_is_the_crates() -> None:
         line.split('"')[1] for line in cargo.splitlines() if line.startswith("version = ")
     )
     assert kvcr.__version__ == version
+    # The wheel's own version (python/Cargo.toml) is kept equal to it.
+    from importlib.metadata import version as dist_version
+
+    assert dist_version("kvcr") == version
+    binding = (REPO / "python" / "Cargo.toml").read_text()
+    assert 'version = "%s"' % version in binding
 
 
 def test_py_typed_and_stubs_ship() -> None:
