@@ -379,6 +379,13 @@ pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Resul
             root.display()
         )));
     }
+    // Held open from the root down, each component opened with O_NOFOLLOW
+    // below the one before: a directory swapped for a symlink at any moment
+    // is refused, never followed (the checks and the write name one inode).
+    use rustix::fs::{Mode, OFlags};
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::open(root, dir_flags, Mode::empty())
+        .map_err(|e| Error::usage(format!("inventory root {}: {e}", root.display())))?;
     let mut dir = root.to_path_buf();
     if let Some(sub) = subdir {
         for c in sub.components() {
@@ -389,8 +396,26 @@ pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Resul
                 )));
             };
             dir.push(name);
-            match std::fs::symlink_metadata(&dir) {
-                Ok(m) if m.file_type().is_symlink() => {
+            let open = |fd: &rustix::fd::OwnedFd| {
+                rustix::fs::openat(fd, name, dir_flags | OFlags::NOFOLLOW, Mode::empty())
+            };
+            let next = match open(&fd) {
+                Err(rustix::io::Errno::NOENT) => {
+                    match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o700)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => open(&fd),
+                        Err(e) => Err(e),
+                    }
+                }
+                other => other,
+            };
+            // O_NOFOLLOW | O_DIRECTORY on a symlink is ELOOP or ENOTDIR.
+            let is_link = || {
+                rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_symlink())
+            };
+            fd = match next {
+                Ok(n) => n,
+                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) if is_link() => {
                     return Err(Error::Other {
                         message: format!(
                             "{} is a symlink; descriptors are never written through one",
@@ -399,47 +424,38 @@ pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Resul
                         status: crate::exit::REJECTED,
                     })
                 }
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => {
+                Err(rustix::io::Errno::NOTDIR) => {
                     return Err(Error::usage(format!(
                         "{} exists and is not a directory",
                         dir.display()
                     )))
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    use std::os::unix::fs::DirBuilderExt;
-                    std::fs::DirBuilder::new()
-                        .mode(0o700)
-                        .create(&dir)
-                        .or_else(|e| match e.kind() {
-                            std::io::ErrorKind::AlreadyExists => Ok(()),
-                            _ => Err(e),
-                        })
-                        .map_err(|e| {
-                            Error::usage(format!("cannot create {}: {e}", dir.display()))
-                        })?;
-                    // A directory created by a racing writer is checked again.
-                    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-                        return Err(Error::usage(format!(
-                            "{} is not a directory after creating it",
-                            dir.display()
-                        )));
-                    }
+                Err(e) => {
+                    return Err(Error::usage(format!(
+                        "cannot open or create {}: {e}",
+                        dir.display()
+                    )))
                 }
-                Err(e) => return Err(Error::usage(format!("{}: {e}", dir.display()))),
-            }
+            };
         }
     }
     let name = format!("rank-{rank}.json");
-    crate::writer::write_atomic(&dir, std::ffi::OsStr::new(&name), &sealed, 0o600, None).map_err(
+    // The held directory, by its descriptor: nothing is resolved by name again.
+    let held = PathBuf::from(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&fd)
+    ));
+    let shown = |m: String| m.replace(&held.display().to_string(), &dir.display().to_string());
+    crate::writer::write_atomic(&held, std::ffi::OsStr::new(&name), &sealed, 0o600, None).map_err(
         |e| match e {
             crate::writer::Error::Refused(m) => Error::Other {
-                message: m,
+                message: shown(m),
                 status: crate::exit::REJECTED,
             },
-            io => Error::usage(io.to_string()),
+            io => Error::usage(shown(io.to_string())),
         },
     )?;
+    drop(fd);
     Ok(dir.join(name))
 }
 

@@ -180,6 +180,15 @@ def test_write_rank_never_goes_through_a_symlink(tmp_path: Path) -> None:
     with pytest.raises(kvcr.Error):
         kvcr.write_rank(root, descriptor(), subdir="link/deeper")
     assert os.listdir(elsewhere) == []
+    (root / "file").write_text("x")
+    with pytest.raises(kvcr.UsageError) as e:
+        kvcr.write_rank(root, descriptor(), subdir="file/x")
+    assert "not a directory" in str(e.value)
+    # A dangling symlink is refused too, and nothing is created behind it.
+    os.symlink(tmp_path / "nowhere", root / "dangling")
+    with pytest.raises(kvcr.Error) as e:
+        kvcr.write_rank(root, descriptor(), subdir="dangling")
+    assert "symlink" in str(e.value) and not (tmp_path / "nowhere").exists()
     for bad in ("../out", "/abs", "a/../b", "."):
         with pytest.raises(kvcr.UsageError):
             kvcr.write_rank(root, descriptor(), subdir=bad)
