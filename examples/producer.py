@@ -22,10 +22,8 @@ Each start is a new owner lifetime:
    "collected"}``; on SIGTERM or SIGINT removes its own descriptors
    (retirement), prints ``{"event": "retired"}`` and exits 0.
 
-The content digests go to the state file: the descriptor carries them as
-each allocation's ``content`` member once the descriptor schema has it
-(the import issue, item 1); until then a descriptor with it would be refused
-(KV007), so this producer does not write it.
+Each allocation carries its ``content`` member (docs/format.md §3.6), so
+an importer can check it holds these bytes, not merely a valid handle.
 """
 
 from __future__ import annotations
@@ -92,7 +90,7 @@ def gpu_uuid(engine: str, rank: int) -> str:
 
 def descriptor(
     engine: str, incarnation: str, epoch: int, rank: int, tp: int, memory: bytes,
-    quiesced: bool,
+    quiesced: bool, content: Dict[str, Any],
 ) -> Dict[str, Any]:
     me = os.getpid()
     ticks = kvcr.proc_start_ticks(me)
@@ -113,7 +111,8 @@ def descriptor(
         "owner": {"pid": me, "start_ticks": ticks},
         "writer": {"pid": me, "start_ticks": ticks, "quiesced": quiesced},
         "allocations": [
-            {"id": "kv-%d" % rank, "size_bytes": len(memory), "handle": {"kind": "fabric", "hex": handle}}
+            {"id": "kv-%d" % rank, "size_bytes": len(memory),
+             "handle": {"kind": "fabric", "hex": handle}, "content": content}
         ],
         "created_unix_ms": int(time.time() * 1000),
     }
@@ -150,11 +149,12 @@ class Producer:
         ]
         self.stop: Optional[int] = None
 
-    def write_all(self, quiesced: bool) -> List[Path]:
+    def write_all(self, quiesced: bool, content: List[Dict[str, Any]]) -> List[Path]:
         return [
             kvcr.write_rank(
                 self.root,
-                descriptor(self.engine, self.incarnation, self.epoch, r, self.tp, m, quiesced),
+                descriptor(self.engine, self.incarnation, self.epoch, r, self.tp, m, quiesced,
+                           content[r]),
                 subdir=self.subdir,
             )
             for r, m in enumerate(self.memory)
@@ -166,8 +166,8 @@ class Producer:
         self.state["epoch"] = self.epoch
         save_state(self.state_path, self.state)
         content = [kvcr.content_digest(reader(m), len(m)) for m in self.memory]
-        self.write_all(quiesced=False)  # the engine still writes KV
-        paths = self.write_all(quiesced=True)  # it stopped: mark quiesced
+        self.write_all(False, content)  # the engine still writes KV
+        paths = self.write_all(True, content)  # it stopped: mark quiesced
         self.state["lifetimes"].append(
             {"incarnation": self.incarnation, "epoch": self.epoch, "subdir": self.subdir,
              "pid": os.getpid(), "content": content}

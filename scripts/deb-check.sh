@@ -18,6 +18,8 @@ for f in ./usr/bin/kvcr ./usr/share/man/man1/kvcr.1.gz ./usr/share/man/man1/kvcr
          ./usr/share/fish/vendor_completions.d/kvcr.fish \
          ./usr/lib/systemd/system/kvcr-audit-textfile.service \
          ./usr/lib/systemd/system/kvcr-audit-textfile.timer ./etc/default/kvcr \
+         ./usr/share/kvcr/prometheus/kvcr-alerts.yml \
+         ./usr/lib/systemd/system/kvcr-hold.service ./usr/lib/tmpfiles.d/kvcr.conf \
          ./usr/share/doc/kvcr/format.md ./usr/share/doc/kvcr/copyright; do
   grep -q " $f\$" "$root.list" || fail "$f is not in the package"
 done
@@ -55,7 +57,7 @@ bash -c "source '$root/usr/share/bash-completion/completions/kvcr' && complete -
 # The service's own command line, with the EnvironmentFile's variables.
 units="$root/units"
 mkdir -p "$units"
-for u in kvcr-audit-textfile.service kvcr-audit-textfile.timer; do
+for u in kvcr-audit-textfile.service kvcr-audit-textfile.timer kvcr-hold.service; do
   sed "s#/usr/bin/kvcr#$kvcr#" "$root/usr/lib/systemd/system/$u" > "$units/$u"
 done
 exec_start=$(sed -n 's/^ExecStart=//p' "$units/kvcr-audit-textfile.service")
@@ -77,8 +79,16 @@ echo "deb-check: the service's command wrote $root/kvcr.prom"
 
 if command -v systemd-analyze >/dev/null; then
   MANPATH="$root/usr/share/man" systemd-analyze verify "$units"/kvcr-audit-textfile.{service,timer} \
-    || fail "systemd-analyze verify"
+    "$units"/kvcr-hold.service || fail "systemd-analyze verify"
   echo "deb-check: systemd-analyze verify passed"
+  for u in kvcr-audit-textfile.service kvcr-hold.service; do
+    systemd-analyze security --offline=yes --threshold=30 "$units/$u" >/dev/null \
+      || fail "$u: systemd-analyze security rates it above 3.0: $(systemd-analyze security --offline=yes "$units/$u" | tail -1)"
+    echo "deb-check: $(systemd-analyze security --offline=yes "$units/$u" | tail -1)"
+  done
+  systemd-tmpfiles --root="$root" --create "$root/usr/lib/tmpfiles.d/kvcr.conf" \
+    && [ "$(stat -c %a "$root/run/kvcr")" = 755 ] || fail "tmpfiles.d/kvcr.conf does not create /run/kvcr 0755"
+  echo "deb-check: tmpfiles.d/kvcr.conf creates /run/kvcr"
 else
   echo "deb-check: skipped systemd-analyze verify (not installed)"
 fi

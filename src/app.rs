@@ -13,7 +13,7 @@ use std::io::{self, Write};
 pub fn run(cli: Cli) -> i32 {
     let text = |t: &[u8]| emit(|out| out.write_all(t)).map(|()| crate::exit::OK);
     let r = match &cli.command {
-        Command::Audit(a) => settings::Audit::resolve(a).and_then(|s| crate::audit::run(&s)),
+        Command::Audit(a) => crate::audit::run_args(a),
         Command::Import(a) => {
             settings::Import::resolve(a).and_then(|s| crate::import::setup::run(&s))
         }

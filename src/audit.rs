@@ -55,7 +55,11 @@ pub struct Audited {
 /// resolved (symlinks followed) and compared with the resolved root
 /// component by component, on raw bytes.
 pub fn refuse_inside_inventory(inv: &Inventory, path: &Path, what: &str) -> Result<(), Failure> {
-    let root = inv.root()?;
+    refuse_inside_root(&inv.root()?, path, what)
+}
+
+/// [`refuse_inside_inventory`] for an inventory root already resolved.
+fn refuse_inside_root(root: &Path, path: &Path, what: &str) -> Result<(), Failure> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -83,7 +87,7 @@ pub fn refuse_inside_inventory(inv: &Inventory, path: &Path, what: &str) -> Resu
                 ids.insert((m.dev(), m.ino()));
             }
         }
-        walkdir::WalkDir::new(&root)
+        walkdir::WalkDir::new(root)
             .follow_links(false)
             .into_iter()
             .filter_map(Result::ok)
@@ -93,16 +97,16 @@ pub fn refuse_inside_inventory(inv: &Inventory, path: &Path, what: &str) -> Resu
                     .is_ok_and(|m| ids.contains(&(m.dev(), m.ino())))
             })
     });
-    if inside_by_identity || resolved.is_some_and(|d| d.starts_with(&root)) {
+    if inside_by_identity || resolved.is_some_and(|d| d.starts_with(root)) {
         return Err(Failure::usage(
             format!(
                 "{what} {} is inside the inventory {}; kvcr never writes inside the inventory",
                 crate::inventory::display_path(path),
-                crate::inventory::display_path(&root)
+                crate::inventory::display_path(root)
             ),
             Some(format!(
                 "choose a {what} path outside {}",
-                crate::inventory::display_path(&root)
+                crate::inventory::display_path(root)
             )),
         ));
     }
@@ -347,26 +351,60 @@ pub fn print_audit(
     }
 }
 
-/// `kvcr audit`.
-pub fn run(a: &settings::Audit) -> Result<i32, Failure> {
-    let p = &a.printer;
-    let facts = a.inventory.node_facts.as_deref();
-    let probe = a
-        .live
-        .then(|| node::probe(facts))
-        .transpose()
-        .map_err(|e| Failure::usage(e, None))?;
-    let textfile = a
+/// `kvcr audit`, from its command line. With `--textfile`, a run that
+/// cannot happen (exit 2 from the settings or the audit: no inventory, a bad
+/// profile, no node probe) still replaces the file, with
+/// `kvcr_audit_success 0` (docs/format.md §9.5): a textfile collector must
+/// never go on exporting an earlier run's verdict. A `--textfile` that cannot
+/// be used at all (inside the inventory, no such directory) is refused first
+/// and nothing is written.
+pub fn run_args(args: &crate::cli::AuditArgs) -> Result<i32, Failure> {
+    let textfile = args
         .textfile
         .as_deref()
-        .map(|t| textfile_target(t, &a.inventory))
+        .map(|t| textfile_target(t, args.inventory.root.as_deref()))
         .transpose()?;
-    let started = std::time::Instant::now();
-    let run = audit(&a.inventory, probe.as_deref(), p.progress, false, a.strict)?.run;
-    let took = started.elapsed();
+    let judged = settings::Audit::resolve(args).and_then(|a| {
+        let started = std::time::Instant::now();
+        let run = judge(&a)?;
+        Ok((a, run, started.elapsed()))
+    });
+    let (a, run, took) = match judged {
+        Ok(x) => x,
+        Err(f) => {
+            if let Some((dir, name)) = &textfile {
+                let text = report::prometheus::render_failure(&report::prometheus::Meta {
+                    now_unix_ms: now_unix_ms(),
+                    live: args.live,
+                    duration: None,
+                    exit_status: f.status,
+                });
+                if let Err(e) = crate::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None)
+                {
+                    eprintln!(
+                        "kvcr: warning: cannot write kvcr_audit_success 0 to the --textfile: {}",
+                        report::sanitize::terminal(&e.to_string())
+                    );
+                }
+            }
+            return Err(f);
+        }
+    };
+    let p = &a.printer;
     let status = run.judgement.exit_status();
     if let Some((dir, name)) = &textfile {
-        let text = prometheus_text(&run, Some(took));
+        // A judgement that says the audit could not run (exit 2) carries no
+        // verdict a monitor may show: the same text as a failed run.
+        let text = if status == exit::USAGE {
+            report::prometheus::render_failure(&report::prometheus::Meta {
+                now_unix_ms: run.now_ms,
+                live: run.live,
+                duration: Some(took),
+                exit_status: status,
+            })
+        } else {
+            prometheus_text(&run, Some(took))
+        };
         crate::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None).map_err(|e| {
             Failure::new(
                 exit::USAGE,
@@ -379,6 +417,24 @@ pub fn run(a: &settings::Audit) -> Result<i32, Failure> {
     }
     emit(|out| print_audit(out, p, &run, Some(took)))?;
     Ok(status)
+}
+
+/// The audit of `kvcr audit`: the node probe (live) and the judgement.
+fn judge(a: &settings::Audit) -> Result<AuditRun, Failure> {
+    let facts = a.inventory.node_facts.as_deref();
+    let probe = a
+        .live
+        .then(|| node::probe(facts))
+        .transpose()
+        .map_err(|e| Failure::usage(e, None))?;
+    Ok(audit(
+        &a.inventory,
+        probe.as_deref(),
+        a.printer.progress,
+        false,
+        a.strict,
+    )?
+    .run)
 }
 
 /// The Prometheus exposition of an audit run (docs/format.md §9.5).
@@ -395,8 +451,13 @@ fn prometheus_text(run: &AuditRun, took: Option<std::time::Duration>) -> String 
 }
 
 /// `--textfile PATH`: its directory and file name, refusing a PATH inside
-/// the inventory (kvcr never writes there) or one without a file name.
-fn textfile_target(path: &Path, inv: &Inventory) -> Result<(PathBuf, std::ffi::OsString), Failure> {
+/// the inventory `root` (kvcr never writes there) or one without a file
+/// name. Checked before the settings, so that a run that then fails can
+/// still write `kvcr_audit_success 0` there.
+fn textfile_target(
+    path: &Path,
+    root: Option<&Path>,
+) -> Result<(PathBuf, std::ffi::OsString), Failure> {
     let bad = |why: String| {
         Failure::usage(
             format!("--textfile {}: {why}", path.display()),
@@ -424,9 +485,24 @@ fn textfile_target(path: &Path, inv: &Inventory) -> Result<(PathBuf, std::ffi::O
     let dir = dir
         .canonicalize()
         .map_err(|e| bad(format!("its directory cannot be used: {e}")))?;
-    // The same check as --ready-file: by resolved path and by the (device,
-    // inode) of the directory and its ancestors (a bind-mount alias too).
-    refuse_inside_inventory(inv, path, "--textfile")?;
+    match root.map(crate::inventory::resolve_root) {
+        // The same check as --ready-file: by resolved path and by the
+        // (device, inode) of the directory and its ancestors (a bind-mount
+        // alias too).
+        Some(Ok(root)) => refuse_inside_root(&root, path, "--textfile")?,
+        // A root that does not resolve (missing, not a directory, not
+        // searchable) holds no directory this process can reach, and the
+        // textfile's directory did resolve; the audit then fails on the root
+        // and writes `kvcr_audit_success 0`. Refused all the same when its
+        // directory lies lexically below that root.
+        Some(Err(_)) => {
+            let abs = std::path::absolute(root.unwrap_or(Path::new("."))).ok();
+            if abs.is_some_and(|r| dir.starts_with(r)) {
+                return Err(bad("lies inside the inventory root".to_string()));
+            }
+        }
+        None => {}
+    }
     Ok((dir, name))
 }
 

@@ -1,73 +1,72 @@
-//! The content digest of one allocation (issue #20, item 1): SHA-256 over pages
-//! sampled at fixed offsets of the rank's byte range, so an importer can
-//! check it holds the memory the owner described, not merely a valid handle.
+//! docs/format.md §3.6: the content check. Pure: no I/O, the bytes come
+//! from a read callback (the import backend's own mapping, the writer
+//! API's caller, the Python package's producer).
 //!
 //! With `S = size_bytes`, `O = offset_bytes`, `P = page_bytes`, `N = pages`:
-//! if `S <= P`, one range `[O, O+S)` and `N` must be 1; otherwise range `i`
-//! (`0 <= i < N`, `N >= 2`) starts at `O + floor(i * (S - P) / (N - 1))` and
-//! is `P` bytes long, so the first and the last page are always sampled.
-//! `page_bytes` is a power of two from 512 to 1 MiB; `pages` is 1 to 64.
+//! if `S <= P` there is one range `[O, O + S)` and `N` must be 1; otherwise
+//! range `i` (for `i` in `0..N`) starts at `O + floor(i × (S − P) / (N − 1))`
+//! and is `P` bytes long (`N >= 2`, so the first and the last page are always
+//! sampled). `sha256` is SHA-256 over the sampled bytes concatenated in
+//! order. `page_bytes` is a power of two from 512 to 1 MiB; `pages` is 1 to
+//! 64. Offsets count from the start of the exported allocation (`O`
+//! included), as `offset_bytes` does.
 
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::ops::Range;
 
 /// Smallest `page_bytes`.
-pub const MIN_PAGE_BYTES: u64 = 512;
+pub(crate) const PAGE_MIN: u64 = 512;
 /// Largest `page_bytes` (1 MiB).
-pub const MAX_PAGE_BYTES: u64 = 1 << 20;
+pub(crate) const PAGE_MAX: u64 = 1 << 20;
 /// Largest `pages`.
-pub const MAX_PAGES: u64 = 64;
+pub(crate) const PAGES_MAX: u64 = 64;
 
-/// An allocation's `content` member: how it was sampled and the digest.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An allocation's `content` member: how it was sampled and the digest of
+/// the samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Content {
-    /// Bytes per sampled page.
     pub page_bytes: u64,
-    /// How many pages were sampled.
     pub pages: u64,
-    /// SHA-256 of the sampled bytes, concatenated in order.
     pub sha256: [u8; 32],
 }
 
 /// Why a content digest could not be computed.
 #[derive(Debug)]
 pub enum ContentError {
-    /// The sampling parameters break the rule (a `page_bytes` that is not a
-    /// power of two in range, `pages` out of range, one page for a large
-    /// allocation, an overflowing range...).
+    /// The sampling parameters break the rule (a descriptor with them is
+    /// KV007).
     Shape(String),
-    /// The read callback failed or returned the wrong number of bytes.
+    /// A read failed or returned the wrong number of bytes.
     Read(String),
 }
 
 impl fmt::Display for ContentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ContentError::Shape(m) => write!(f, "content: {m}"),
-            ContentError::Read(m) => write!(f, "content: read failed: {m}"),
+            ContentError::Shape(s) => write!(f, "bad content sampling: {s}"),
+            ContentError::Read(s) => write!(f, "reading the sampled bytes failed: {s}"),
         }
     }
 }
 
 impl std::error::Error for ContentError {}
 
-/// The byte ranges the rule samples, in order (absolute offsets inside the
-/// exported allocation).
+/// The byte ranges the rule samples, in order (docs/format.md §3.6).
 pub fn sampled_ranges(
     size_bytes: u64,
     offset_bytes: u64,
     page_bytes: u64,
     pages: u64,
 ) -> Result<Vec<Range<u64>>, ContentError> {
-    let shape = |m: String| Err(ContentError::Shape(m));
-    if !page_bytes.is_power_of_two() || !(MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&page_bytes) {
+    let shape = |s: String| Err(ContentError::Shape(s));
+    if !(PAGE_MIN..=PAGE_MAX).contains(&page_bytes) || !page_bytes.is_power_of_two() {
         return shape(format!(
-            "page_bytes is {page_bytes}, not a power of two from {MIN_PAGE_BYTES} to {MAX_PAGE_BYTES}"
+            "page_bytes {page_bytes} is not a power of two from {PAGE_MIN} to {PAGE_MAX}"
         ));
     }
-    if !(1..=MAX_PAGES).contains(&pages) {
-        return shape(format!("pages is {pages}, not 1 to {MAX_PAGES}"));
+    if !(1..=PAGES_MAX).contains(&pages) {
+        return shape(format!("pages {pages} is not from 1 to {PAGES_MAX}"));
     }
     if size_bytes == 0 {
         return shape("size_bytes is 0".into());
@@ -80,28 +79,28 @@ pub fn sampled_ranges(
     if size_bytes <= page_bytes {
         if pages != 1 {
             return shape(format!(
-                "size_bytes {size_bytes} fits in one page of {page_bytes}: pages must be 1, found {pages}"
+                "pages {pages}: size_bytes {size_bytes} ≤ page_bytes {page_bytes} samples one range, so pages must be 1"
             ));
         }
         return Ok(std::iter::once(offset_bytes..end).collect());
     }
     if pages < 2 {
         return shape(format!(
-            "size_bytes {size_bytes} is larger than page_bytes {page_bytes}: pages must be at least 2, found {pages}"
+            "pages {pages}: size_bytes {size_bytes} > page_bytes {page_bytes} samples the first and the last page, so pages must be at least 2"
         ));
     }
-    let span = (size_bytes - page_bytes) as u128;
+    let span = u128::from(size_bytes - page_bytes);
     Ok((0..pages)
         .map(|i| {
-            // i * span < 64 * 2^64 fits u128; the quotient is at most span.
-            let start = offset_bytes + (i as u128 * span / (pages - 1) as u128) as u64;
+            // ≤ size_bytes − page_bytes, so the sum fits below `end`.
+            let step = (u128::from(i) * span / u128::from(pages - 1)) as u64;
+            let start = offset_bytes + step;
             start..start + page_bytes
         })
         .collect())
 }
 
-/// Computes the content digest, reading each sampled range with
-/// `read(offset, length)` (absolute offsets, as [`sampled_ranges`] gives them).
+/// Reads the sampled ranges through `read(offset, length)` and digests them.
 pub fn digest_content(
     size_bytes: u64,
     offset_bytes: u64,
@@ -113,10 +112,11 @@ pub fn digest_content(
     let mut h = Sha256::new();
     for r in ranges {
         let len = r.end - r.start;
-        let bytes = read(r.start, len).map_err(ContentError::Read)?;
+        let bytes = read(r.start, len)
+            .map_err(|e| ContentError::Read(format!("at offset {} ({len} bytes): {e}", r.start)))?;
         if bytes.len() as u64 != len {
             return Err(ContentError::Read(format!(
-                "read({}, {len}) returned {} bytes, expected {len}",
+                "at offset {}: {} bytes returned, {len} asked",
                 r.start,
                 bytes.len()
             )));
@@ -130,55 +130,121 @@ pub fn digest_content(
     })
 }
 
+/// 64 lowercase hex digits.
+pub(crate) fn hex(sha: &[u8; 32]) -> String {
+    sha.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn ranges_follow_the_rule() {
-        // S <= P: one range, N must be 1.
-        let one = sampled_ranges(100, 8, 4096, 1).unwrap();
-        assert_eq!((one.len(), one[0].clone()), (1, 8..108));
-        assert!(sampled_ranges(100, 0, 4096, 2).is_err());
-        // S > P: the first and the last page.
-        let r = sampled_ranges(10_000, 0, 4096, 2).unwrap();
-        assert_eq!(r, vec![0..4096, 5904..10_000]);
-        let r = sampled_ranges(8192 + 1, 100, 512, 3).unwrap();
-        // span 7681: 0, 3840, 7681.
-        assert_eq!(r, vec![100..612, 3940..4452, 7781..8293]);
-        assert!(sampled_ranges(10_000, 0, 4096, 1).is_err());
-        for bad in [0, 511, 513, 3000, 2 << 20] {
-            assert!(sampled_ranges(10_000, 0, bad, 2).is_err(), "{bad}");
-        }
-        assert!(sampled_ranges(10_000, 0, 512, 65).is_err());
-        assert!(sampled_ranges(10_000, 0, 512, 0).is_err());
-        assert!(sampled_ranges(0, 0, 512, 1).is_err());
-        assert!(sampled_ranges(10, u64::MAX - 5, 512, 1).is_err());
-        // Huge sizes do not overflow the arithmetic.
-        let r = sampled_ranges(u64::MAX - 1, 0, 1 << 20, 64).unwrap();
-        assert_eq!(r.last().unwrap().end, u64::MAX - 1);
+    fn pattern(o: u64) -> u8 {
+        (o.wrapping_mul(131) ^ (o >> 9)) as u8
+    }
+
+    fn reader() -> impl FnMut(u64, u64) -> Result<Vec<u8>, String> {
+        |o, n| Ok((o..o + n).map(pattern).collect())
     }
 
     #[test]
-    fn digest_hashes_the_sampled_bytes_in_order() {
-        let mem: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
-        let mut read = |o: u64, n: u64| Ok(mem[o as usize..(o + n) as usize].to_vec());
-        let c = digest_content(10_000, 16, 4096, 3, &mut read).unwrap();
-        let mut h = Sha256::new();
-        for r in sampled_ranges(10_000, 16, 4096, 3).unwrap() {
-            h.update(&mem[r.start as usize..r.end as usize]);
+    fn ranges_follow_the_rule() {
+        // S ≤ P: one range of S bytes at O.
+        assert_eq!(
+            sampled_ranges(100, 7, 512, 1).unwrap(),
+            [Range { start: 7, end: 107 }]
+        );
+        assert_eq!(
+            sampled_ranges(512, 0, 512, 1).unwrap(),
+            [Range { start: 0, end: 512 }]
+        );
+        // S > P: first and last page, evenly spread, floored.
+        assert_eq!(
+            sampled_ranges(10_000, 0, 4096, 2).unwrap(),
+            vec![0..4096, 5904..10_000]
+        );
+        assert_eq!(
+            sampled_ranges(10_000, 100, 4096, 3).unwrap(),
+            vec![100..4196, 3052..7148, 6004..10_100]
+        );
+        // floor(i × 1 / 2) for S − P = 1.
+        assert_eq!(
+            sampled_ranges(513, 0, 512, 3).unwrap(),
+            vec![0..512, 0..512, 1..513]
+        );
+        // Huge sizes do not overflow the product (u128).
+        let r = sampled_ranges(u64::MAX - 1, 1, 1 << 20, 64).unwrap();
+        assert_eq!(r[0].start, 1);
+        assert_eq!(r[63].end, u64::MAX);
+    }
+
+    #[test]
+    fn shapes_that_break_the_rule_are_refused() {
+        for (s, o, p, n, want) in [
+            (10_000, 0, 4096, 1, "at least 2"),
+            (100, 0, 512, 2, "must be 1"),
+            (10_000, 0, 4095, 2, "power of two"),
+            (10_000, 0, 256, 2, "power of two"),
+            (10_000, 0, 2 << 20, 2, "power of two"),
+            (10_000, 0, 0, 2, "power of two"),
+            (10_000, 0, 4096, 0, "from 1 to 64"),
+            (10_000, 0, 4096, 65, "from 1 to 64"),
+            (0, 0, 4096, 1, "size_bytes is 0"),
+            (10, u64::MAX - 5, 512, 1, "overflows"),
+        ] {
+            match sampled_ranges(s, o, p, n) {
+                Err(ContentError::Shape(m)) => assert!(m.contains(want), "{m}"),
+                other => panic!("{s} {o} {p} {n}: {other:?}"),
+            }
         }
-        assert_eq!(c.sha256, <[u8; 32]>::from(h.finalize()));
+    }
+
+    #[test]
+    fn digest_reads_exactly_the_sampled_bytes() {
+        let mut asked = Vec::new();
+        let mut read = |o: u64, n: u64| {
+            asked.push((o, n));
+            Ok((o..o + n).map(pattern).collect())
+        };
+        let c = digest_content(10_000, 100, 4096, 3, &mut read).unwrap();
+        assert_eq!(asked, vec![(100, 4096), (3052, 4096), (6004, 4096)]);
+        let mut h = Sha256::new();
+        for (o, n) in asked {
+            h.update((o..o + n).map(pattern).collect::<Vec<u8>>());
+        }
+        let want: [u8; 32] = h.finalize().into();
+        assert_eq!(c.sha256, want);
         assert_eq!((c.page_bytes, c.pages), (4096, 3));
-        let mut short = |_: u64, _: u64| Ok(vec![0u8; 3]);
+        // Another byte anywhere sampled changes the digest.
+        let mut flipped = |o: u64, n: u64| {
+            Ok((o..o + n)
+                .map(|x| pattern(x) ^ u8::from(x == 9_999))
+                .collect())
+        };
+        let d = digest_content(10_000, 100, 4096, 3, &mut flipped).unwrap();
+        assert_ne!(d.sha256, c.sha256);
+        assert_eq!(hex(&c.sha256).len(), 64);
+    }
+
+    #[test]
+    fn short_long_and_failed_reads_are_read_errors() {
+        for bad in [0usize, 1, 2] {
+            let mut read = |o: u64, n: u64| match bad {
+                0 => Ok(vec![0; n as usize - 1]),
+                1 => Ok(vec![0; n as usize + 1]),
+                _ => Err(format!("device gone at {o}")),
+            };
+            match digest_content(4096, 0, 1024, 2, &mut read) {
+                Err(e @ ContentError::Read(_)) => {
+                    assert!(e.to_string().contains("at offset 0"), "{e}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        let mut r = reader();
         assert!(matches!(
-            digest_content(10_000, 0, 4096, 2, &mut short),
-            Err(ContentError::Read(_))
-        ));
-        let mut fails = |_: u64, _: u64| Err("boom".to_string());
-        assert!(matches!(
-            digest_content(10_000, 0, 4096, 2, &mut fails),
-            Err(ContentError::Read(m)) if m == "boom"
+            digest_content(4096, 0, 1000, 2, &mut r),
+            Err(ContentError::Shape(_))
         ));
     }
 }

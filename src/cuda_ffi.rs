@@ -245,10 +245,13 @@ driver_api! {
     mem_release = "cuMemRelease": fn(MemHandle);
     address_range = "cuMemGetAddressRange_v2": fn(*mut DevicePtr, *mut usize, DevicePtr);
     pointer_attribute = "cuPointerGetAttribute": fn(*mut c_void, c_int, DevicePtr);
+    memcpy_dtoh = "cuMemcpyDtoH_v2": fn(*mut c_void, DevicePtr, usize);
+    mem_properties = "cuMemGetAllocationPropertiesFromHandle": fn(*mut MemAllocationProp, MemHandle);
+    mem_get_access = "cuMemGetAccess": fn(*mut u64, *const MemLocation, DevicePtr);
 }
 
 /// Every entry point the import backend calls.
-pub const IMPORT_SYMBOLS: [&str; 20] = [
+pub const IMPORT_SYMBOLS: [&str; 23] = [
     "cuInit",
     "cuDeviceGetCount",
     "cuDeviceGet",
@@ -269,6 +272,9 @@ pub const IMPORT_SYMBOLS: [&str; 20] = [
     "cuMemGetAddressRange_v2",
     "cuPointerGetAttribute",
     "cuGetErrorString",
+    "cuMemcpyDtoH_v2",
+    "cuMemGetAllocationPropertiesFromHandle",
+    "cuMemGetAccess",
 ];
 
 /// A retained primary context. Only [`Driver::primary_ctx_retain`] makes
@@ -403,8 +409,10 @@ impl Driver {
         Ok(u.bytes)
     }
 
-    /// `cuDeviceGetUuid` (v1): the physical GPU; `None` where the driver
-    /// lacks it or refuses.
+    /// `cuDeviceGetUuid` (v1); `None` where the driver lacks it or refuses.
+    /// Older drivers answer the physical GPU for a MIG instance; current
+    /// CUDA documents it as MIG-aware (the instance's UUID, like v2), so it
+    /// may only ever name a device MIG where it differs from v2.
     pub fn device_uuid_v1(&self, dev: CuDevice) -> Option<[u8; 16]> {
         let f = self.api.device_get_uuid?;
         let mut u = CuUuid::default();
@@ -426,9 +434,9 @@ impl Driver {
     /// The caller took a reference on `dev` that it has not dropped yet, and
     /// nothing it still uses lives in that context.
     pub unsafe fn primary_ctx_release(&self, dev: CuDevice) -> Result<(), CallError> {
-        let f = sym!(self.primary_ctx_release, "cuDevicePrimaryCtxRelease");
+        let f = sym!(self.primary_ctx_release, "cuDevicePrimaryCtxRelease_v2");
         // SAFETY (caller): balances one retain of ours.
-        self.check("cuDevicePrimaryCtxRelease", unsafe { f(dev) })
+        self.check("cuDevicePrimaryCtxRelease_v2", unsafe { f(dev) })
     }
 
     /// Makes `ctx` current on this thread (`None` unbinds).
@@ -443,12 +451,12 @@ impl Driver {
     /// `cuIpcOpenMemHandle` with lazy peer access: maps the exporter's
     /// whole allocation into the current context.
     pub fn ipc_open(&self, handle: &[u8; 64]) -> Result<DevicePtr, CallError> {
-        let f = sym!(self.ipc_open, "cuIpcOpenMemHandle");
+        let f = sym!(self.ipc_open, "cuIpcOpenMemHandle_v2");
         let mut ptr: DevicePtr = 0;
         let h = IpcMemHandle { reserved: *handle };
         // SAFETY: the handle is passed by value (64 bytes, as cuda.h declares
         // it); the driver validates it and writes one pointer.
-        self.check("cuIpcOpenMemHandle", unsafe {
+        self.check("cuIpcOpenMemHandle_v2", unsafe {
             f(&mut ptr, h, consts::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
         })?;
         Ok(ptr)
@@ -606,10 +614,10 @@ impl Driver {
     /// A lookup only: the driver answers NOT_FOUND for an address it does
     /// not know.
     pub fn address_range(&self, ptr: DevicePtr) -> Result<(DevicePtr, u64), CallError> {
-        let f = sym!(self.address_range, "cuMemGetAddressRange");
+        let f = sym!(self.address_range, "cuMemGetAddressRange_v2");
         let (mut base, mut size): (DevicePtr, usize) = (0, 0);
         // SAFETY: writes a base and a size through valid pointers.
-        self.check("cuMemGetAddressRange", unsafe {
+        self.check("cuMemGetAddressRange_v2", unsafe {
             f(&mut base, &mut size, ptr)
         })?;
         Ok((base, size as u64))
@@ -629,6 +637,71 @@ impl Driver {
             )
         })?;
         Ok(ordinal)
+    }
+}
+
+impl Driver {
+    /// `cuMemcpyDtoH_v2`: copies `len` bytes at device address `src` into a
+    /// fresh host buffer. Reads only: kvcr never writes GPU memory.
+    ///
+    /// # Safety
+    /// `src..src + len` lies inside a mapping this process made (an IPC
+    /// mapping or a VMM mapping with access granted) that is still mapped.
+    pub unsafe fn read(&self, src: DevicePtr, len: u64) -> Result<Vec<u8>, CallError> {
+        let f = sym!(self.memcpy_dtoh, "cuMemcpyDtoH_v2");
+        let n = usize::try_from(len).map_err(|_| CallError {
+            call: "cuMemcpyDtoH_v2",
+            status: Some(Status(1)),
+            text: Some(format!("{len} bytes do not fit in memory")),
+        })?;
+        let mut buf = vec![0u8; n];
+        // SAFETY (caller): the source is our mapping; the destination is
+        // our buffer of exactly `n` bytes.
+        self.check("cuMemcpyDtoH_v2", unsafe {
+            f(buf.as_mut_ptr().cast(), src, n)
+        })?;
+        Ok(buf)
+    }
+
+    /// `cuMemGetAllocationPropertiesFromHandle`: the allocation type, and
+    /// the location type and id, each as the integer the driver wrote.
+    ///
+    /// # Safety
+    /// `handle` came from an import in this process and was not released.
+    pub unsafe fn allocation_properties(
+        &self,
+        handle: MemHandle,
+    ) -> Result<MemAllocationProp, CallError> {
+        let f = sym!(
+            self.mem_properties,
+            "cuMemGetAllocationPropertiesFromHandle"
+        );
+        let mut prop = MemAllocationProp {
+            type_: -1,
+            requested_handle_types: 0,
+            location: MemLocation { type_: -1, id: -1 },
+            win32_handle_meta_data: std::ptr::null_mut(),
+            alloc_flags: AllocFlags::default(),
+        };
+        // SAFETY (caller); the driver writes one CUmemAllocationProp.
+        self.check("cuMemGetAllocationPropertiesFromHandle", unsafe {
+            f(&mut prop, handle)
+        })?;
+        Ok(prop)
+    }
+
+    /// `cuMemGetAccess` of device `ordinal` on `ptr`: the flags as the
+    /// integer the driver wrote (a lookup only).
+    pub fn access_flags(&self, ordinal: i32, ptr: DevicePtr) -> Result<u64, CallError> {
+        let f = sym!(self.mem_get_access, "cuMemGetAccess");
+        let loc = MemLocation {
+            type_: consts::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: ordinal,
+        };
+        let mut flags: u64 = u64::MAX;
+        // SAFETY: reads one location, writes one 64-bit flags word.
+        self.check("cuMemGetAccess", unsafe { f(&mut flags, &loc, ptr) })?;
+        Ok(flags)
     }
 }
 
@@ -769,6 +842,43 @@ mod tests {
             text: None,
         };
         assert!(missing.to_string().contains("lacks the entry point"));
+    }
+
+    #[test]
+    fn a_missing_entry_point_is_named_as_resolved() {
+        // A libcuda that lacks everything: each call names the very symbol
+        // kvcr resolves (the `_v2` ones included), and calls nothing.
+        // SAFETY: every field of Api is an Option of a function pointer,
+        // for which all-zero bytes are None.
+        let d = Driver {
+            api: unsafe { std::mem::zeroed::<Api>() },
+        };
+        let name = |r: Result<(), CallError>| {
+            let e = r.unwrap_err();
+            assert!(e.status.is_none(), "{e}");
+            assert!(e.to_string().contains("lacks the entry point"), "{e}");
+            e.call
+        };
+        assert_eq!(
+            name(d.ipc_open(&[0; 64]).map(drop)),
+            "cuIpcOpenMemHandle_v2"
+        );
+        assert_eq!(
+            name(d.address_range(0).map(drop)),
+            "cuMemGetAddressRange_v2"
+        );
+        // SAFETY: nothing is called: the entry point is missing.
+        assert_eq!(
+            name(unsafe { d.primary_ctx_release(0x100) }),
+            "cuDevicePrimaryCtxRelease_v2"
+        );
+        assert_eq!(name(d.device_uuid(0).map(drop)), "cuDeviceGetUuid_v2");
+        // SAFETY: as above.
+        assert_eq!(name(unsafe { d.read(0, 8) }.map(drop)), "cuMemcpyDtoH_v2");
+        assert_eq!(name(d.access_flags(0, 0).map(drop)), "cuMemGetAccess");
+        // Every name the backend requires is one the table resolves.
+        let all = d.missing(&IMPORT_SYMBOLS);
+        assert_eq!(all.len(), IMPORT_SYMBOLS.len());
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub struct Examined {
     pub allocations: Option<usize>,
     /// Handle kind → how many allocations use it.
     pub handle_kinds: BTreeMap<&'static str, usize>,
+    /// How many allocations carry a content check (docs/format.md §3.6).
+    pub content_checked: Option<usize>,
     pub verdict: verdict::Verdict,
     pub findings: Vec<Finding>,
     pub exit_status: i32,
@@ -179,6 +181,7 @@ fn summary(
         bytes_needed: d.and_then(|d| d.geometry.bytes_needed()),
         bytes_allocated: d.map(|d| d.allocated_bytes()),
         allocations: d.map(|d| d.alloc_summary.count),
+        content_checked: d.map(|d| d.alloc_summary.with_content),
         handle_kinds: kinds,
         verdict: if rejected {
             verdict::Verdict::Reject
@@ -253,6 +256,13 @@ fn write_table(out: &mut dyn Write, e: &Examined) -> std::io::Result<()> {
         (
             "allocations",
             format!("{}  {}", opt(&e.allocations), kinds.join(", ")),
+        ),
+        (
+            "content",
+            match (e.content_checked, e.allocations) {
+                (Some(c), Some(n)) => format!("{c} of {n} allocations carry a content check"),
+                _ => "-".into(),
+            },
         ),
     ];
     for (k, v) in rows {

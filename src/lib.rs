@@ -13,11 +13,11 @@
 //! - [`api`]: the library API (audit, examine, seal, digest, write, the
 //!   readiness gate and its import plan), the one the Python package uses
 //!   (docs/format.md §13, docs/python.md);
-//! - [`content`]: the sampled content digest of an allocation;
 //! - [`descriptor`]: the strict descriptor reader ([`descriptor::parse_descriptor`]),
 //!   its types and the canonical digest;
 //! - [`profile`]: the deployment-profile reader;
 //! - [`writer`]: seal, digest and write descriptors (for sidecars in Rust);
+//! - [`content`]: the content check's sampling rule and digest (docs/format.md §3.6);
 //! - [`finding`]: finding codes and findings; [`exit`]: exit statuses;
 //!   [`rankset`]: rank lists (`0-3,8-11`, a profile's `local_ranks`);
 //!   [`schema`]: the JSON Schemas of kvcr's documents; [`VERSION`];
@@ -34,7 +34,6 @@ pub mod api;
 pub(crate) mod app;
 pub(crate) mod audit;
 pub(crate) mod cli;
-#[deny(missing_docs)]
 pub mod content;
 pub(crate) mod cuda_ffi;
 pub mod descriptor;

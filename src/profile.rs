@@ -27,6 +27,7 @@ const PROFILE_FIELDS: &[&str] = &[
     "min_epoch",
     "max_age_s",
     "local_ranks",
+    "require_content",
 ];
 
 /// A parsed, valid deployment profile.
@@ -46,6 +47,9 @@ pub struct Profile {
     /// The ranks this node holds of a group spanning nodes, such as `0-7,12`
     /// (`--local-ranks` overrides it).
     pub local_ranks: Option<RankSet>,
+    /// Import refuses an allocation without a `content` member (docs/format.md
+    /// §3.6, §4): exit 1 at the gate, before any GPU call.
+    pub require_content: bool,
 }
 
 impl Profile {
@@ -144,6 +148,7 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
     let local_ranks = opt(o.at("local_ranks"), |f| {
         c.string(f, 1, 1024).map(str::to_owned)
     });
+    let require_content = opt(o.at("require_content"), |f| c.boolean(f));
 
     // Relations within the profile itself: a profile that contradicts
     // itself could never accept any group.
@@ -182,6 +187,7 @@ fn extract(c: &mut Checker, root: Field<'_, '_>) -> Option<Extracted> {
             min_epoch: min_epoch?,
             max_age_s: max_age_s?,
             local_ranks: None,
+            require_content: require_content?.unwrap_or(false),
         },
         local_ranks,
     ))

@@ -128,8 +128,6 @@ pub struct Audit {
     pub live: bool,
     /// `--strict`: a live fact not checked rejects its rank.
     pub strict: bool,
-    /// `--textfile PATH`: also write the Prometheus metrics there.
-    pub textfile: Option<PathBuf>,
 }
 
 impl Audit {
@@ -139,7 +137,6 @@ impl Audit {
             inventory: Inventory::resolve(&a.inventory)?,
             live: a.live,
             strict: a.strict,
-            textfile: a.textfile.clone(),
         })
     }
 }
@@ -159,6 +156,8 @@ pub struct Import {
     pub map_read_write: bool,
     /// `KVCR_IMPORT_BACKEND` (test-only; CUDA by default).
     pub backend: BackendSpec,
+    /// `KVCR_IMPORT_LOG` (and the journal socket): where the record goes.
+    pub import_log: crate::import::log::Target,
 }
 
 impl Import {
@@ -194,6 +193,7 @@ impl Import {
             max_report_age_s: a.max_report_age,
             map_read_write: a.map_read_write,
             backend,
+            import_log: crate::import::log::Target::from_env(),
         })
     }
 }

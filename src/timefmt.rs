@@ -17,6 +17,25 @@ pub fn utc(ms: u64) -> String {
     )
 }
 
+/// RFC 3339 in UTC with milliseconds (`2025-11-30T07:10:25.123Z`), for
+/// machine-read logs; a time past year 9999 prints as milliseconds.
+pub fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = secs / 86_400;
+    if days > 2_932_896 {
+        return format!("unix ms {ms}");
+    }
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
 /// Howard Hinnant's days-from-civil inverse (proleptic Gregorian).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -39,5 +58,7 @@ mod tests {
     fn utc_examples() {
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(utc(1_764_486_625_000), "2025-11-30 07:10:25 UTC");
+        assert_eq!(rfc3339(1_764_486_625_123), "2025-11-30T07:10:25.123Z");
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
     }
 }

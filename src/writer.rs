@@ -17,6 +17,10 @@
 //! # Ok::<(), kvcr::writer::Error>(())
 //! ```
 //!
+//! [`content_member`] computes an allocation's optional `content` member
+//! (docs/format.md §3.6) from a read callback over the owner's memory, once
+//! the writer is quiesced.
+//!
 //! [`seal_value`] returns the sealed bytes without writing them;
 //! [`write_atomic`] is the staging/rename step on its own. `kvcr seal` and
 //! `kvcr digest` are built on [`check_file`] and [`digest_file`].
@@ -60,6 +64,28 @@ impl Error {
             Error::Io { .. } => crate::exit::USAGE,
         }
     }
+}
+
+/// An allocation's `content` member (docs/format.md §3.6), computed with
+/// the very code import verifies it with: `read(offset, length)` returns
+/// the owner's bytes at `offset` from the start of the exported allocation
+/// (`offset_bytes` included). `page_bytes` 4096 and `pages` 16 suit most
+/// caches (`pages` must be 1 when `size_bytes ≤ page_bytes`). Refused when
+/// the sampling breaks the rule or a read fails or comes back short.
+pub fn content_member(
+    size_bytes: u64,
+    offset_bytes: u64,
+    page_bytes: u64,
+    pages: u64,
+    read: &mut dyn FnMut(u64, u64) -> Result<Vec<u8>, String>,
+) -> Result<Value, Error> {
+    let c = crate::content::digest_content(size_bytes, offset_bytes, page_bytes, pages, read)
+        .map_err(|e| Error::Refused(e.to_string()))?;
+    Ok(serde_json::json!({
+        "page_bytes": c.page_bytes,
+        "pages": c.pages,
+        "sha256": crate::content::hex(&c.sha256),
+    }))
 }
 
 /// The canonical digest (`sha256:…`) of a JSON object without its top-level

@@ -81,6 +81,23 @@ def test_posix_fd_handles_and_offsets_as_stated(tmp_path: Path, node: Path) -> N
     assert [r["allocations"][0]["offset_bytes"] for r in plan["ranks"]] == [4096, 8192]
 
 
+def test_the_plan_carries_content_as_stated(tmp_path: Path, node: Path) -> None:
+    root = tmp_path / "inv"
+    root.mkdir(mode=0o700)
+    mem = bytes(range(256)) * 256
+    c = kvcr.content_digest(lambda o, n: mem[o : o + n], 65536, pages=4)
+    for r in range(2):
+        d = descriptor(rank=r, world=2)
+        if r == 0:
+            d["allocations"][0]["content"] = c
+        kvcr.write_rank(root, d)
+    facts(node, 2)
+    plan = kvcr.gate(root, profile=profile(world=2))
+    validate(plan, "import-plan.schema.json")
+    assert plan["ranks"][0]["allocations"][0]["content"] == c
+    assert "content" not in plan["ranks"][1]["allocations"][0]
+
+
 def test_a_missing_or_incomplete_profile_is_a_usage_error(group: Path) -> None:
     with pytest.raises(kvcr.UsageError) as e:
         kvcr.gate(group)

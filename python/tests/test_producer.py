@@ -63,6 +63,7 @@ def test_a_producer_restarts_supersedes_and_retires(tmp_path: Path) -> None:
     assert d["owner"]["start_ticks"] == kvcr.proc_start_ticks(a.p.pid)
     assert d["writer"]["quiesced"] is True
     assert [c["pages"] for c in ready["content"]] == [16] * 4
+    assert d["allocations"][0]["content"] == ready["content"][0]
     rc, out, _ = cli("audit", str(root), "--format", "json")
     assert rc == 0 and without_clock(json.loads(out)) == without_clock(r)
 

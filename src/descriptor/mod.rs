@@ -253,6 +253,9 @@ pub struct Allocation {
     /// (docs/format.md §3.3; 0 when absent). `offset_bytes + size_bytes` never overflows.
     pub offset_bytes: u64,
     pub handle: Handle,
+    /// The optional content check (docs/format.md §3.6), its shape checked
+    /// against `size_bytes` and `offset_bytes` at parse time.
+    pub content: Option<crate::content::Content>,
 }
 
 /// What the verdict needs to know about `allocations`, computed while
@@ -273,6 +276,13 @@ pub struct AllocSummary {
     /// refuse one handle used twice (KV111) even when the allocations
     /// themselves are dropped.
     pub handles: Vec<HandleId>,
+    /// Every allocation's byte range `[offset_bytes, offset_bytes +
+    /// size_bytes)` in its handle's memory, in order: one handle at
+    /// disjoint ranges is one exported segment carved into allocations, at
+    /// overlapping ranges the same memory twice (KV111, docs/format.md §8.10).
+    pub ranges: Vec<(u64, u64)>,
+    /// How many allocations carry a `content` member (docs/format.md §3.6).
+    pub with_content: usize,
 }
 
 /// A handle's identity in 17 bytes instead of 65: its kind and, for

@@ -89,7 +89,8 @@ const GEOMETRY_FIELDS: &[&str] = &[
 ];
 const OWNER_FIELDS: &[&str] = &["pid", "start_ticks"];
 const WRITER_FIELDS: &[&str] = &["pid", "start_ticks", "quiesced"];
-const ALLOCATION_FIELDS: &[&str] = &["id", "size_bytes", "offset_bytes", "handle"];
+const ALLOCATION_FIELDS: &[&str] = &["id", "size_bytes", "offset_bytes", "handle", "content"];
+const CONTENT_FIELDS: &[&str] = &["page_bytes", "pages", "sha256"];
 const HANDLE_KINDS: &[&str] = &["cuda_ipc", "fabric", "posix_fd"];
 const DTYPE_NAMES: &[&str] = &[
     "float16",
@@ -383,8 +384,8 @@ fn allocations(
     let mut handle = Handle::PosixFd(0);
     for (i, item) in items.iter().enumerate() {
         match allocation(c, f.item(i, item), &mut handle) {
-            Some((id, size_bytes, offset_bytes)) if ok => {
-                b.push(id, size_bytes, offset_bytes, &handle)
+            Some((id, size_bytes, offset_bytes, content)) if ok => {
+                b.push(id, size_bytes, offset_bytes, &handle, content)
             }
             Some(_) => {}
             None => ok = false,
@@ -409,23 +410,36 @@ impl<'v> AllocBuilder<'v> {
             ids: Vec::with_capacity(n),
             sum: AllocSummary {
                 handles: Vec::with_capacity(n),
+                ranges: Vec::with_capacity(n),
                 ..AllocSummary::default()
             },
         }
     }
 
-    fn push(&mut self, id: &'v str, size_bytes: u64, offset_bytes: u64, handle: &Handle) {
+    fn push(
+        &mut self,
+        id: &'v str,
+        size_bytes: u64,
+        offset_bytes: u64,
+        handle: &Handle,
+        content: Option<crate::content::Content>,
+    ) {
         self.sum.count += 1;
         self.sum.total_bytes += u128::from(size_bytes);
         self.sum.carries_bytes |= handle.carries_bytes();
+        self.sum.with_content += usize::from(content.is_some());
         self.ids.push(id);
         self.sum.handles.push(super::HandleId::of(handle));
+        self.sum
+            .ranges
+            .push((offset_bytes, offset_bytes.saturating_add(size_bytes)));
         if self.keep {
             self.out.push(Allocation {
                 id: id.to_owned(),
                 size_bytes,
                 offset_bytes,
                 handle: handle.clone(),
+                content,
             });
         }
     }
@@ -480,7 +494,7 @@ fn allocation<'v>(
     c: &mut Checker,
     f: Field<'_, 'v>,
     handle: &mut Handle,
-) -> Option<(&'v str, u64, u64)> {
+) -> Option<(&'v str, u64, u64, Option<crate::content::Content>)> {
     let o = c.object(f, ALLOCATION_FIELDS)?;
     let id = c.string(o.at("id"), 1, 128);
     let size_bytes = c.uint(o.at("size_bytes"), 1, u64::MAX);
@@ -501,7 +515,83 @@ fn allocation<'v>(
         }
     }
     let handle = self::handle(c, o.at("handle"), handle);
-    Some((id?, size_bytes?, offset_bytes?)).filter(|_| handle.is_some())
+    let cf = o.at("content");
+    let content = match cf.value {
+        None => Some(None),
+        Some(_) => self::content(c, cf, size_bytes, offset_bytes).map(Some),
+    };
+    Some((id?, size_bytes?, offset_bytes?, content?)).filter(|_| handle.is_some())
+}
+
+/// `content` (docs/format.md §3.6): `page_bytes` a power of two from 512 to
+/// 1 MiB, `pages` 1 to 64 (1 exactly when `size_bytes ≤ page_bytes`, at
+/// least 2 otherwise), `sha256` 64 lowercase hex digits.
+fn content(
+    c: &mut Checker,
+    f: Field<'_, '_>,
+    size_bytes: Option<u64>,
+    offset_bytes: Option<u64>,
+) -> Option<crate::content::Content> {
+    use crate::content::{PAGES_MAX, PAGE_MAX, PAGE_MIN};
+    let o = c.object(f, CONTENT_FIELDS)?;
+    let page_bytes = c.uint(o.at("page_bytes"), PAGE_MIN, PAGE_MAX);
+    if let Some(p) = page_bytes.filter(|p| !p.is_power_of_two()) {
+        c.fail(
+            &o.at("page_bytes").path,
+            "not a power of two",
+            format!("a power of two from {PAGE_MIN} to {PAGE_MAX}"),
+            p.to_string(),
+        );
+        return None;
+    }
+    let pages = c.uint(o.at("pages"), 1, PAGES_MAX);
+    let sf = o.at("sha256");
+    let sha = match c.string(sf, 0, usize::MAX) {
+        Some(s) => {
+            let mut out = [0u8; 32];
+            if s.len() == 64
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                && super::check::decode_hex(s.as_bytes(), &mut out, false)
+            {
+                Some(out)
+            } else {
+                let shown: String = s.chars().take(80).collect();
+                c.fail(
+                    &o.at("sha256").path,
+                    "malformed sha256",
+                    "64 lowercase hex digits",
+                    format!("{shown:?}"),
+                );
+                None
+            }
+        }
+        None => None,
+    };
+    let (page_bytes, pages, sha256) = (page_bytes?, pages?, sha?);
+    let (size, offset) = (size_bytes?, offset_bytes?);
+    if let Err(e) = crate::content::sampled_ranges(size, offset, page_bytes, pages) {
+        let want = if size <= page_bytes {
+            "pages 1 (size_bytes ≤ page_bytes)".to_string()
+        } else {
+            "pages from 2 to 64 (size_bytes > page_bytes)".to_string()
+        };
+        let why = match e {
+            crate::content::ContentError::Shape(s) | crate::content::ContentError::Read(s) => s,
+        };
+        c.fail(
+            &o.path,
+            why,
+            want,
+            format!("pages {pages}, size_bytes {size}"),
+        );
+        return None;
+    }
+    Some(crate::content::Content {
+        page_bytes,
+        pages,
+        sha256,
+    })
 }
 
 /// A valid handle is written to `out`.

@@ -193,6 +193,14 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         message: format!("internal error while planning: {e}"),
         hint: Some("nothing was imported; please report this".into()),
     })?;
+    // The profile's require_content (exit 1), before any GPU call.
+    if let Some(r) = gate::content(req.inventory.expect.profile.as_ref(), &plan) {
+        if mode != Mode::DryRun {
+            report.refusals.push(r);
+            return Ok(Done::of(report, None));
+        }
+        refusals.push(r);
+    }
     let not_checked = gate::not_checked(group);
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {

@@ -14,7 +14,7 @@
 //! each check can and cannot catch.
 
 use super::pidfd;
-use super::{Backend, BackendError, Device, Mapped, Resource};
+use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource};
 use crate::cuda_ffi::{self, consts, CallError, Driver};
 use crate::descriptor::{GpuUuid, Handle, Owner};
 use crate::node::gpus;
@@ -38,6 +38,56 @@ pub fn uuid_matches(gpu: &GpuUuid, raw: &[u8; 16]) -> bool {
     gpu.uuid.as_bytes() == raw
 }
 
+/// `CUmemAccess_flags` by name, for messages (the decision compares integers).
+fn access_name(flags: u64) -> &'static str {
+    match flags {
+        0 => "PROT_NONE",
+        1 => "PROT_READ",
+        3 => "PROT_READWRITE",
+        _ => "unknown to this build",
+    }
+}
+
+/// `CUmemLocationType` by name, for messages.
+fn location_name(t: c_int) -> &'static str {
+    match t {
+        0 => "invalid",
+        1 => "device",
+        2 => "host",
+        3 => "host NUMA node",
+        4 => "host NUMA node of the calling thread",
+        _ => "unknown to this build",
+    }
+}
+
+/// docs/format.md §8.4: an imported VMM allocation is pinned
+/// (`CU_MEM_ALLOCATION_TYPE_PINNED`, 1) device memory
+/// (`CU_MEM_LOCATION_TYPE_DEVICE`, 1) on the planned device. Every value is
+/// the integer the driver wrote.
+pub fn check_location(
+    alloc_type: c_int,
+    location_type: c_int,
+    location_id: c_int,
+    ordinal: i32,
+) -> Result<(), BackendError> {
+    if alloc_type != consts::CU_MEM_ALLOCATION_TYPE_PINNED {
+        return Err(format!(
+            "cuMemGetAllocationPropertiesFromHandle reports allocation type {alloc_type}, kvcr imports only pinned device memory (type {})",
+            consts::CU_MEM_ALLOCATION_TYPE_PINNED
+        )
+        .into());
+    }
+    if location_type != consts::CU_MEM_LOCATION_TYPE_DEVICE || location_id != ordinal {
+        return Err(format!(
+            "cuMemGetAllocationPropertiesFromHandle reports location type {location_type} ({}) id {location_id}, the plan put it on device {ordinal} (location type {} id {ordinal})",
+            location_name(location_type),
+            consts::CU_MEM_LOCATION_TYPE_DEVICE
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Why the CUDA backend cannot be used on this machine (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DriverError {
@@ -50,7 +100,7 @@ pub enum DriverError {
 }
 
 /// Every driver entry point the backend calls.
-pub const REQUIRED_SYMBOLS: [&str; 20] = cuda_ffi::IMPORT_SYMBOLS;
+pub const REQUIRED_SYMBOLS: [&str; 23] = cuda_ffi::IMPORT_SYMBOLS;
 
 /// True when libcuda can be loaded. Calls nothing in it.
 pub fn driver_present() -> bool {
@@ -66,40 +116,68 @@ pub struct CudaBackend {
     contexts: BTreeMap<i32, (cuda_ffi::CuDevice, cuda_ffi::Context, usize)>,
     /// The handle type of each imported handle (for the granularity query).
     handle_types: BTreeMap<u64, c_int>,
+    /// What the kernel says each imported `posix_fd` handle is (the file
+    /// behind the owner's fd), for [`Backend::memory_id`].
+    files: BTreeMap<u64, MemoryId>,
+    /// The owner fds taken so far that are not regular files: (pid, fd,
+    /// identity), compared with `kcmp` against each new one.
+    owner_files: Vec<(i32, i32, MemoryId)>,
     /// What this backend minted and has not released, contexts aside
     /// (`contexts` counts those).
     held: Held,
 }
 
-/// The resources a backend returned and has not released. The backend maps,
-/// inspects, frees and releases only these: a [`Resource`] is a plain value
-/// any code can write, so without this check safe code could hand
-/// `release` an address it never mapped and have the driver unmap it. The
-/// `SAFETY` comments below rely on it.
+/// The resources a backend returned and has not released, with how many
+/// times each was handed out. The backend maps, inspects, frees and
+/// releases only these: a [`Resource`] is a plain value any code can write,
+/// so without this check safe code could hand `release` an address it never
+/// mapped and have the driver unmap it. The `SAFETY` comments below rely on
+/// it.
+///
+/// The driver hands out one value more than once: `cuIpcOpenMemHandle` of a
+/// handle already open in the context returns the existing pointer and
+/// increments its reference count (two allocations at disjoint ranges of
+/// one exported segment share one open, docs/format.md §8.10), and an
+/// import may return a handle already held. Each such return is one more
+/// reference, released by one more driver call: the count keeps the second
+/// release from being refused as "not held" (exit 4 on a clean trial, and a
+/// leaked reference).
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    live: std::collections::BTreeSet<Resource>,
+    live: BTreeMap<Resource, usize>,
 }
 
 impl Held {
-    /// Records a resource the driver just handed out and returns it.
+    /// Records one more reference to a resource the driver just handed out
+    /// and returns it.
     pub(crate) fn mint(&mut self, r: Resource) -> Resource {
-        self.live.insert(r);
+        *self.live.entry(r).or_default() += 1;
         r
     }
 
-    /// `Ok` when `r` was minted here and not forgotten since.
+    /// `Ok` when `r` was minted here and not all of its references were
+    /// forgotten since.
     pub(crate) fn check(&self, r: &Resource) -> Result<(), BackendError> {
-        if self.live.contains(r) {
+        if self.live.contains_key(r) {
             Ok(())
         } else {
             Err(format!("internal: {r} is not a resource this backend holds").into())
         }
     }
 
-    /// Drops `r` after it was released.
+    /// How many references to `r` are held (0: none).
+    pub(crate) fn count(&self, r: &Resource) -> usize {
+        self.live.get(r).copied().unwrap_or(0)
+    }
+
+    /// Drops one reference to `r` after it was released.
     pub(crate) fn forget(&mut self, r: &Resource) {
-        self.live.remove(r);
+        if let Some(n) = self.live.get_mut(r) {
+            *n -= 1;
+            if *n == 0 {
+                self.live.remove(r);
+            }
+        }
     }
 }
 
@@ -127,6 +205,8 @@ impl CudaBackend {
             read_write: false,
             contexts: BTreeMap::new(),
             handle_types: BTreeMap::new(),
+            files: BTreeMap::new(),
+            owner_files: Vec::new(),
             held: Held::default(),
         })
     }
@@ -144,6 +224,30 @@ impl CudaBackend {
             .get(&ordinal)
             .ok_or_else(|| format!("no retained context for device {ordinal}"))?;
         self.drv.ctx_set_current(Some(*ctx)).map_err(call)
+    }
+
+    /// The file behind the owner's `fd` (our duplicate `dup`): a regular
+    /// file (a memfd) by device and inode; anything else by `kcmp` against
+    /// the owner's fds taken before, so two fds of one open file are one
+    /// memory (docs/format.md §8.10).
+    fn file_identity(&mut self, pid: i32, fd: i32, dup: std::os::fd::BorrowedFd<'_>) -> MemoryId {
+        if let Ok(st) = rustix::fs::fstat(dup) {
+            if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+            {
+                return MemoryId::File {
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                };
+            }
+        }
+        let same = self
+            .owner_files
+            .iter()
+            .find(|(p, f, _)| *p == pid && pidfd::same_open_file(pid, *f, fd) == Some(true))
+            .map(|e| e.2);
+        let id = same.unwrap_or(MemoryId::OwnerFile { pid, fd });
+        self.owner_files.push((pid, fd, id));
+        id
     }
 
     fn handle_of(r: &Resource) -> Result<u64, BackendError> {
@@ -222,12 +326,12 @@ impl Backend for CudaBackend {
                 let dup =
                     pidfd::take_fd(owner.pid, *fd, owner.start_ticks, &pidfd::proc_start_ticks)
                         .map_err(|e| format!("taking fd {fd} of owner {}: {e}", owner.pid))?;
+                let file = self.file_identity(owner.pid, *fd, dup.as_fd());
                 let r = self.drv.import_fd(dup.as_fd());
                 drop(dup); // our duplicate is closed whether or not the import worked
-                (
-                    r.map_err(call)?,
-                    consts::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-                )
+                let h = r.map_err(call)?;
+                self.files.insert(h, file);
+                (h, consts::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
             }
             Handle::CudaIpc(_) => return Err("internal: cuda_ipc is not a shareable handle".into()),
         };
@@ -299,7 +403,59 @@ impl Backend for CudaBackend {
                 );
             }
             err
-        })
+        })?;
+        // The driver's word on what it granted (docs/format.md §8.3): exactly
+        // the flags asked for, compared as integers.
+        let want = if self.read_write {
+            consts::CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        } else {
+            consts::CU_MEM_ACCESS_FLAGS_PROT_READ
+        } as u64;
+        let got = self.drv.access_flags(dev.0, ptr).map_err(call)?;
+        if got != want {
+            return Err(format!(
+                "cuMemGetAccess reports access flags {got} ({}) for device {} on mapping {ptr:#x}, kvcr asked for {want} ({})",
+                access_name(got),
+                dev.0,
+                access_name(want)
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError> {
+        self.held.check(imported)?;
+        self.enter(dev.0)?;
+        let h = Self::handle_of(imported)?;
+        // SAFETY: a handle this backend imported and holds (checked above).
+        let p = unsafe { self.drv.allocation_properties(h) }.map_err(call)?;
+        check_location(p.type_, p.location.type_, p.location.id, dev.0)
+    }
+
+    fn read(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        self.held.check(mapping)?;
+        self.enter(dev.0)?;
+        let ptr = match *mapping {
+            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
+            other => return Err(format!("internal: cannot read from {other}").into()),
+        };
+        if len > crate::content::PAGE_MAX {
+            return Err(format!("internal: a read of {len} bytes is more than one page").into());
+        }
+        let src = ptr
+            .checked_add(offset)
+            .ok_or_else(|| format!("internal: {ptr:#x} + {offset} overflows"))?;
+        // SAFETY: a mapping this backend holds; the engine reads only the
+        // sampled ranges of [offset_bytes, offset_bytes + size_bytes), which
+        // `verify` found inside it. Device memory is only read.
+        unsafe { self.drv.read(src, len) }.map_err(call)
     }
 
     fn inspect(
@@ -334,6 +490,19 @@ impl Backend for CudaBackend {
             device,
             end_device,
         })
+    }
+
+    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
+        match *imported {
+            Resource::IpcMapping { device, ptr } => Some(MemoryId::IpcPointer { device, ptr }),
+            Resource::Imported { device, handle } => Some(
+                self.files
+                    .get(&handle)
+                    .copied()
+                    .unwrap_or(MemoryId::VmmHandle { device, handle }),
+            ),
+            _ => None,
+        }
     }
 
     fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
@@ -374,14 +543,17 @@ impl CudaBackend {
             }
             Resource::IpcMapping { device, ptr } => {
                 self.enter(device)?;
-                // SAFETY: a mapping from ipc_open that the ledger holds once.
+                // SAFETY: a mapping from ipc_open with a reference of ours left (Held counts each open).
                 unsafe { self.drv.ipc_close(ptr) }.map_err(call)
             }
             Resource::Imported { device, handle } => {
                 self.enter(device)?;
-                // SAFETY: a handle from import_shareable that the ledger holds once.
+                // SAFETY: a handle from import_shareable with a reference of ours left (Held counts each import).
                 unsafe { self.drv.mem_release(handle) }.map_err(call)?;
-                self.handle_types.remove(&handle);
+                if self.held.count(r) <= 1 {
+                    self.handle_types.remove(&handle);
+                    self.files.remove(&handle);
+                }
                 Ok(())
             }
             Resource::Reservation { device, ptr, size } => {
@@ -448,6 +620,47 @@ mod tests {
         // Released once: a second release is refused, not passed to the driver.
         h.forget(&m);
         assert!(h.check(&m).is_err());
+    }
+
+    #[test]
+    fn a_resource_handed_out_twice_is_released_twice() {
+        // cuIpcOpenMemHandle of a handle already open returns the same
+        // pointer: two references, two releases, then none.
+        let mut h = Held::default();
+        let ipc = Resource::IpcMapping {
+            device: 0,
+            ptr: 0x7f00_0000_0000,
+        };
+        h.mint(ipc);
+        h.mint(ipc);
+        assert_eq!(h.count(&ipc), 2);
+        h.forget(&ipc);
+        assert!(h.check(&ipc).is_ok(), "one reference remains");
+        h.forget(&ipc);
+        assert!(h.check(&ipc).is_err());
+        assert_eq!(h.count(&ipc), 0);
+        h.forget(&ipc); // forgetting what is not held changes nothing
+        assert_eq!(h.count(&ipc), 0);
+    }
+
+    #[test]
+    fn location_and_access_compare_integers() {
+        assert!(check_location(1, 1, 2, 2).is_ok());
+        for (t, lt, id, want) in [
+            (0, 1, 0, "allocation type 0"),
+            (7, 1, 0, "allocation type 7"),
+            (1, 2, 0, "location type 2 (host)"),
+            (1, 3, 0, "location type 3 (host NUMA node)"),
+            (1, 0, 0, "location type 0 (invalid)"),
+            (1, 919, 0, "location type 919 (unknown to this build)"),
+            (1, 1, 1, "id 1, the plan put it on device 0"),
+            (1, 1, -1, "id -1"),
+        ] {
+            let e = check_location(t, lt, id, 0).unwrap_err();
+            assert!(e.message.contains(want), "{}", e.message);
+        }
+        assert_eq!(access_name(1), "PROT_READ");
+        assert_eq!(access_name(2), "unknown to this build");
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub enum Gate {
     Profile,
     /// `--local-ranks` without proof of the whole group.
     FleetReport,
+    /// The profile's `require_content` and an allocation without `content`.
+    Content,
     /// No usable CUDA driver.
     Driver,
     /// A live fact could not be read.
@@ -50,7 +52,7 @@ impl Refusal {
     pub fn new(gate: Gate, message: impl Into<String>) -> Refusal {
         let status = match gate {
             Gate::Profile | Gate::Driver => crate::exit::USAGE,
-            Gate::FleetReport | Gate::NotChecked => crate::exit::REJECTED,
+            Gate::FleetReport | Gate::Content | Gate::NotChecked => crate::exit::REJECTED,
         };
         Refusal {
             gate,
@@ -77,6 +79,43 @@ pub fn profile(p: Option<&Profile>) -> Option<Refusal> {
         }
     };
     Some(Refusal::new(Gate::Profile, msg))
+}
+
+/// The profile's `"require_content": true` (docs/format.md §3.6, §4): every
+/// planned allocation must carry a `content` member. Names the first ones
+/// missing it (rank and allocation id) and how many there are.
+pub fn content(p: Option<&Profile>, plan: &super::Plan) -> Option<Refusal> {
+    if !p.is_some_and(|p| p.require_content) {
+        return None;
+    }
+    let missing: Vec<String> = plan
+        .ranks
+        .iter()
+        .flat_map(|r| {
+            r.allocations
+                .iter()
+                .filter(|a| a.content.is_none())
+                .map(move |a| format!("rank {} allocation {}", r.rank, terminal(&a.id)))
+        })
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let shown: Vec<&str> = missing.iter().take(3).map(String::as_str).collect();
+    let more = if missing.len() > 3 {
+        format!(" and {} more", missing.len() - 3)
+    } else {
+        String::new()
+    };
+    Some(Refusal::new(
+        Gate::Content,
+        format!(
+            "the profile requires a content check (require_content) and {} of {} allocations have none: {}{more}",
+            missing.len(),
+            plan.allocations(),
+            shown.join(", ")
+        ),
+    ))
 }
 
 /// Every live fact the group was judged on that could not be read, one

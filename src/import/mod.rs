@@ -25,6 +25,7 @@ pub mod command;
 pub mod cuda;
 pub mod gate;
 pub mod ledger;
+pub mod log;
 pub mod pidfd;
 pub mod plan;
 pub mod plan_document;
@@ -59,9 +60,20 @@ pub enum Step {
     Map,
     /// `cuMemSetAccess` (read-only unless `--map-read-write`).
     SetAccess,
+    /// Two allocations resolve to one memory at overlapping ranges, or
+    /// across ranks (docs/format.md §8.10): the same IPC pointer, the same
+    /// imported handle, or two POSIX fds of one file. No driver call.
+    VerifyDistinct,
+    /// VMM: `cuMemGetAllocationPropertiesFromHandle` says pinned device
+    /// memory on the planned device (docs/format.md §8.4).
+    VerifyLocation,
     /// `cuMemGetAddressRange` + `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` of the
     /// rank's first and last byte.
     Verify,
+    /// The allocation's `content` check (docs/format.md §3.6): the sampled
+    /// bytes read through kvcr's own mapping (`cuMemcpyDtoH_v2`) against
+    /// the descriptor's `sha256`.
+    VerifyContent,
     /// `--hold`: publishing the ready file.
     ReadyFile,
     /// Releasing a ledger entry.
@@ -86,7 +98,10 @@ impl Step {
             Step::Reserve => "reserve",
             Step::Map => "map",
             Step::SetAccess => "set-access",
+            Step::VerifyDistinct => "verify-distinct",
+            Step::VerifyLocation => "verify-location",
             Step::Verify => "verify",
+            Step::VerifyContent => "verify-content",
             Step::ReadyFile => "ready-file",
             Step::Release => "release",
         }
@@ -99,7 +114,10 @@ impl Step {
             Step::Reserve,
             Step::Map,
             Step::SetAccess,
+            Step::VerifyDistinct,
+            Step::VerifyLocation,
             Step::Verify,
+            Step::VerifyContent,
             Step::ReadyFile,
             Step::Release,
         ]
@@ -124,7 +142,7 @@ pub struct Device(pub i32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Resource {
-    /// A retained primary context (released by `cuDevicePrimaryCtxRelease`).
+    /// A retained primary context (released by `cuDevicePrimaryCtxRelease_v2`).
     Context { device: i32 },
     /// A legacy IPC mapping (released by `cuIpcCloseMemHandle`).
     IpcMapping { device: i32, ptr: u64 },
@@ -175,7 +193,7 @@ impl Resource {
     /// The driver call that releases it.
     pub fn release_call(&self) -> &'static str {
         match self {
-            Resource::Context { .. } => "cuDevicePrimaryCtxRelease",
+            Resource::Context { .. } => "cuDevicePrimaryCtxRelease_v2",
             Resource::IpcMapping { .. } => "cuIpcCloseMemHandle",
             Resource::Imported { .. } => "cuMemRelease",
             Resource::Reservation { .. } => "cuMemAddressFree",
@@ -216,6 +234,85 @@ pub struct Mapped {
     pub device: i32,
     /// The device the rank's last byte resides on (-1: not asked).
     pub end_device: i32,
+}
+
+/// What the driver or the kernel says an allocation's memory is, so that
+/// two allocations naming one memory are found even when their handle bytes
+/// differ (docs/format.md §8.10). Compared as values, never as text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum MemoryId {
+    /// The pointer `cuIpcOpenMemHandle` returned: one exported allocation
+    /// opened twice in a context answers the same pointer.
+    IpcPointer { device: i32, ptr: u64 },
+    /// The handle `cuMemImportFromShareableHandle` returned.
+    VmmHandle { device: i32, handle: u64 },
+    /// The file behind a `posix_fd` (`fstat`: device and inode of a
+    /// regular file, as a memfd is).
+    File { dev: u64, ino: u64 },
+    /// The owner's open file behind a `posix_fd` that is not a regular file:
+    /// the first of the owner's fds that `kcmp(KCMP_FILE)` found to be it.
+    OwnerFile { pid: i32, fd: i32 },
+}
+
+impl fmt::Display for MemoryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            MemoryId::IpcPointer { device, ptr } => {
+                write!(f, "IPC pointer {ptr:#x} on device {device}")
+            }
+            MemoryId::VmmHandle { device, handle } => {
+                write!(f, "imported handle {handle:#x} on device {device}")
+            }
+            MemoryId::File { dev, ino } => write!(f, "file dev {dev} inode {ino}"),
+            MemoryId::OwnerFile { pid, fd } => write!(f, "the open file of owner {pid}'s fd {fd}"),
+        }
+    }
+}
+
+/// The memory each imported allocation resolved to, and the rule of
+/// docs/format.md §8.10: one memory may back several allocations of one
+/// rank at disjoint ranges `[offset_bytes, offset_bytes + size_bytes)` (a
+/// caching allocator exports whole segments); overlapping ranges are the
+/// same memory twice, and one memory in two ranks is refused outright.
+#[derive(Debug, Default)]
+pub struct Distinct {
+    seen: Vec<(MemoryId, u64, String, u64, u64)>,
+}
+
+impl Distinct {
+    /// Admits allocation `id` of `rank` at `[offset, offset + size)` of
+    /// memory `mem`, or says which earlier allocation it collides with.
+    pub fn admit(
+        &mut self,
+        mem: Option<MemoryId>,
+        rank: u64,
+        id: &str,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), BackendError> {
+        let Some(mem) = mem else { return Ok(()) };
+        let end = offset.saturating_add(size);
+        for (m, r, other, o, e) in &self.seen {
+            if *m != mem {
+                continue;
+            }
+            if *r != rank {
+                return Err(format!(
+                    "allocation {id:?} resolves to the same memory ({mem}) as allocation {other:?} of rank {r}: a rank's memory lives on its own GPU, so one memory cannot back two ranks"
+                )
+                .into());
+            }
+            if offset < *e && *o < end {
+                return Err(format!(
+                    "allocation {id:?} resolves to the same memory ({mem}) as allocation {other:?}, and their ranges [{offset}, {end}) and [{o}, {e}) overlap: the same memory would be imported twice"
+                )
+                .into());
+            }
+        }
+        self.seen.push((mem, rank, id.to_string(), offset, end));
+        Ok(())
+    }
 }
 
 /// A GPU memory backend, one method per step so the engine can record each
@@ -265,6 +362,22 @@ pub trait Backend {
     ) -> Result<Mapped, BackendError>;
     /// Releases one resource.
     fn release(&mut self, r: &Resource) -> Result<(), BackendError>;
+    /// The memory an imported resource (an IPC mapping or an imported
+    /// handle) resolves to, when the backend can tell ([`Distinct`]).
+    fn memory_id(&self, imported: &Resource) -> Option<MemoryId>;
+    /// VMM: the driver's word that `imported` is pinned device memory on
+    /// `dev` (docs/format.md §8.4); every enum read as an integer.
+    fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError>;
+    /// Reads `len` bytes at `offset` from the start of `mapping` (an IPC
+    /// mapping, or a VMM mapping with access granted): the exported
+    /// allocation's bytes, `offset_bytes` included. Never writes.
+    fn read(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, BackendError>;
 }
 
 /// The driver call that failed and the integer status it returned (any
@@ -482,6 +595,7 @@ fn import_all(
     progress: &mut dyn FnMut(Event),
     done: &mut Vec<RankResult>,
 ) -> Result<(), Stop> {
+    let mut distinct = Distinct::default();
     for pr in &plan.ranks {
         let started = Instant::now();
         progress(Event::RankStarted {
@@ -505,7 +619,7 @@ fn import_all(
                 rank: pr.rank,
                 allocation: Some(&a.id),
             };
-            import_one(&s, backend, ledger, dev, pr, a)?;
+            import_one(&s, backend, ledger, &mut distinct, dev, pr, a)?;
             progress(Event::AllocationDone {
                 rank: pr.rank,
                 id: &a.id,
@@ -530,12 +644,24 @@ fn import_one(
     s: &Stepper,
     backend: &mut dyn Backend,
     ledger: &mut Ledger,
+    distinct: &mut Distinct,
     dev: Device,
     pr: &PlannedRank,
     a: &Allocation,
 ) -> Result<(), Stop> {
     let rank = pr.rank;
     let id = Some(a.id.as_str());
+    let mut admit = |backend: &dyn Backend, r: &Resource| {
+        s.run(Step::VerifyDistinct, || {
+            distinct.admit(
+                backend.memory_id(r),
+                rank,
+                &a.id,
+                a.offset_bytes,
+                a.size_bytes,
+            )
+        })
+    };
     match &a.handle {
         Handle::CudaIpc(bytes) => {
             let mapping = s.run(Step::Import, || {
@@ -543,10 +669,12 @@ fn import_one(
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
+            admit(&*backend, &mapping)?;
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
                 check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
-            })
+            })?;
+            verify_content(s, backend, dev, &mapping, a)
         }
         Handle::Fabric(_) | Handle::PosixFd(_) => {
             // The parser refuses an overflowing offset + size (KV007).
@@ -562,6 +690,10 @@ fn import_one(
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
+            admit(&*backend, &imported)?;
+            s.run(Step::VerifyLocation, || {
+                backend.verify_location(dev, &imported)
+            })?;
             let reservation = s.run(Step::Reserve, || {
                 let r = backend.reserve(dev, &imported, extent)?;
                 ledger.record(rank, id, r);
@@ -576,9 +708,60 @@ fn import_one(
             s.run(Step::Verify, || {
                 let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
                 check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
-            })
+            })?;
+            verify_content(s, backend, dev, &mapping, a)
         }
     }
+}
+
+/// docs/format.md §3.6: when the allocation carries `content`, its sampled
+/// bytes, read through kvcr's own mapping, must digest to its `sha256`.
+/// Runs after `verify`, so every read lies inside the verified range.
+fn verify_content(
+    s: &Stepper,
+    backend: &mut dyn Backend,
+    dev: Device,
+    mapping: &Resource,
+    a: &Allocation,
+) -> Result<(), Stop> {
+    let Some(want) = a.content else {
+        return Ok(());
+    };
+    s.run(Step::VerifyContent, || {
+        let mut failed: Option<BackendError> = None;
+        let got = crate::content::digest_content(
+            a.size_bytes,
+            a.offset_bytes,
+            want.page_bytes,
+            want.pages,
+            &mut |o, n| {
+                backend.read(dev, mapping, o, n).map_err(|e| {
+                    let m = e.message.clone();
+                    failed = Some(e);
+                    m
+                })
+            },
+        );
+        match got {
+            Ok(c) if c.sha256 == want.sha256 => Ok(()),
+            Ok(c) => Err(format!(
+                "content mismatch: the {} sampled range{} ({} bytes each, docs/format.md §3.6) digest to sha256 {}, the descriptor says {}: this handle maps other memory than the owner described (another rank's or model's, or a restarted owner's)",
+                c.pages,
+                if c.pages == 1 { "" } else { "s" },
+                want.page_bytes.min(a.size_bytes),
+                crate::content::hex(&c.sha256),
+                crate::content::hex(&want.sha256)
+            )
+            .into()),
+            Err(e) => Err(match failed {
+                Some(mut b) => {
+                    b.message = format!("reading the sampled bytes: {}", b.message);
+                    b
+                }
+                None => e.to_string().into(),
+            }),
+        }
+    })
 }
 
 /// docs/format.md §8.4: the mapping covers `offset_bytes + size_bytes` from
@@ -641,3 +824,5 @@ pub fn human_bytes(n: u128) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_memory;

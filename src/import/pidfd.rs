@@ -139,6 +139,31 @@ pub fn parse_start_ticks(stat: &[u8]) -> Option<u64> {
     rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
 }
 
+/// `kcmp(pid, pid, KCMP_FILE, a, b)`: whether the owner's fds `a` and `b`
+/// are one open file (two fds of one VMM export are one memory). `None`
+/// when the kernel cannot say (no kcmp, or not permitted): then they are
+/// not known to be the same, and the driver's own answers stand.
+pub fn same_open_file(pid: i32, a: i32, b: i32) -> Option<bool> {
+    const KCMP_FILE: libc::c_long = 0;
+    // SAFETY: kcmp only compares kernel objects of a process; every argument
+    // is an integer and nothing is written to our memory.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            libc::c_long::from(pid),
+            libc::c_long::from(pid),
+            KCMP_FILE,
+            libc::c_long::from(a),
+            libc::c_long::from(b),
+        )
+    };
+    match r {
+        0 => Some(true),
+        1..=2 => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +200,32 @@ mod tests {
             take_fd(0, 0, 1, &|_| Ok(Some(1))).unwrap_err(),
             PidfdError::BadPid { pid: 0 }
         );
+    }
+}
+
+#[cfg(test)]
+mod kcmp_tests {
+    use super::same_open_file;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn two_fds_of_one_open_file_are_the_same() {
+        let me = std::process::id() as i32;
+        let a = tempfile::tempfile().unwrap();
+        let dup = a.try_clone().unwrap();
+        let other = tempfile::tempfile().unwrap();
+        match same_open_file(me, a.as_raw_fd(), dup.as_raw_fd()) {
+            // The kernel cannot say here (no kcmp, or not permitted).
+            None => eprintln!("skipped: kcmp unavailable"),
+            Some(same) => {
+                assert!(same);
+                assert_eq!(
+                    same_open_file(me, a.as_raw_fd(), other.as_raw_fd()),
+                    Some(false)
+                );
+            }
+        }
+        // A closed fd: the kernel cannot say, never "the same".
+        assert_ne!(same_open_file(me, a.as_raw_fd(), 1_000_000), Some(true));
     }
 }

@@ -175,6 +175,10 @@ pub struct PlannedAllocation {
     /// Where the rank's bytes start in the exported allocation (omitted when 0).
     #[serde(skip_serializing_if = "is_zero")]
     pub offset_bytes: u64,
+    /// The content check (docs/format.md §3.6): `"none"` (the descriptor
+    /// has no `content` member), `"planned"` (a dry run), `"verified"` (the
+    /// sampled bytes matched).
+    pub content: &'static str,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -182,7 +186,9 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl PlannedRank {
-    pub fn planned_allocations(&self) -> Vec<PlannedAllocation> {
+    /// The allocations as reported; `imported` when the rank was imported
+    /// (so every content check it carries was verified).
+    pub fn planned_allocations(&self, imported: bool) -> Vec<PlannedAllocation> {
         self.allocations
             .iter()
             .map(|a| PlannedAllocation {
@@ -190,6 +196,11 @@ impl PlannedRank {
                 kind: a.handle.kind(),
                 size_bytes: a.size_bytes,
                 offset_bytes: a.offset_bytes,
+                content: match (a.content.is_some(), imported) {
+                    (false, _) => "none",
+                    (true, false) => "planned",
+                    (true, true) => "verified",
+                },
             })
             .collect()
     }

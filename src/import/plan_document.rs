@@ -76,6 +76,18 @@ pub struct PlanAllocation {
     pub size_bytes: u64,
     pub offset_bytes: u64,
     pub handle: PlanHandle,
+    /// The allocation's `content` member (§3.6), when it declares one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<PlanContent>,
+}
+
+/// An allocation's `content` member, as the descriptor states it.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanContent {
+    pub page_bytes: u64,
+    pub pages: u64,
+    /// 64 lowercase hex digits.
+    pub sha256: String,
 }
 
 /// A memory handle, as in the descriptor (§3.3).
@@ -134,6 +146,11 @@ impl ImportPlan {
                             Handle::Fabric(b) => PlanHandle::Fabric { hex: hex(b) },
                             Handle::PosixFd(fd) => PlanHandle::PosixFd { fd: *fd },
                         },
+                        content: a.content.map(|c| PlanContent {
+                            page_bytes: c.page_bytes,
+                            pages: c.pages,
+                            sha256: hex(&c.sha256),
+                        }),
                     })
                     .collect(),
             });

@@ -165,7 +165,7 @@ pub(crate) fn rank_rows(plan: &Plan, done: Option<&[RankResult]>) -> Vec<RankRow
                 allocations: pr.allocations.len(),
                 bytes: pr.bytes(),
                 ms: r.map(|r| r.ms),
-                items: pr.planned_allocations(),
+                items: pr.planned_allocations(r.is_some()),
             })
         })
         .collect()

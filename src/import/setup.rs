@@ -44,7 +44,16 @@ pub fn run(s: &settings::Import) -> Result<i32, Failure> {
         }
         Ok(b)
     };
-    let mut on_ready = |r: &_| print::holding(p, r);
+    // The import log is never inside the inventory (exit 2, before anything
+    // is imported); a dry run writes none.
+    if s.mode != Mode::DryRun {
+        crate::audit::refuse_inside_inventory(&s.inventory, &s.import_log.file, super::log::ENV)?;
+    }
+    let quiet = p.verbosity == Verbosity::Quiet;
+    let mut on_ready = |r: &_| {
+        print::holding(p, r);
+        super::log::write(&s.import_log, r, super::log::Event::Holding, quiet);
+    };
     let run = match s.mode {
         // The command line never asks for the library's gate mode.
         Mode::DryRun | Mode::Gate => Action::DryRun { driver: &driver },
@@ -67,6 +76,7 @@ pub fn run(s: &settings::Import) -> Result<i32, Failure> {
         progress: p.progress,
     };
     let done = import(&req, run)?;
+    super::log::write(&s.import_log, &done.report, super::log::Event::Ended, quiet);
     print::done(p, &done)?;
     Ok(done.report.status())
 }

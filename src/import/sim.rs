@@ -15,7 +15,7 @@
 //! Selected with `KVCR_IMPORT_BACKEND` (see [`BackendSpec::parse`]); never
 //! used unless asked for, and always named in the report.
 
-use super::{Backend, BackendError, Device, Mapped, Resource, Step};
+use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource, Step};
 use crate::descriptor::{GpuUuid, Handle, Owner};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -147,6 +147,14 @@ pub enum SimEvent {
     },
 }
 
+/// The simulator's (and the fake driver's, tests/fakecuda/fakecuda.c) memory:
+/// the byte at `offset` of an exported allocation whose content seed is
+/// `seed` (the first handle byte; for `posix_fd` in the simulator, the fd's
+/// low byte).
+pub fn sim_byte(seed: u8, offset: u64) -> u8 {
+    (offset.wrapping_mul(131) ^ (offset >> 9) ^ u64::from(seed)) as u8
+}
+
 /// Granularity the simulator rounds reservations to.
 pub const SIM_GRANULARITY: u64 = 2 << 20;
 
@@ -162,10 +170,20 @@ pub struct SimBackend {
     pub lie_size: Option<u64>,
     /// Report another device from `inspect`.
     pub lie_device: bool,
+    /// Report VMM memory on another device from `verify_location`.
+    pub lie_location: bool,
+    /// Read other bytes than the memory holds (every byte flipped).
+    pub lie_content: bool,
+    /// The content seed of every IPC mapping, imported handle and mapping
+    /// ([`sim_byte`]).
+    seeds: BTreeMap<Resource, u8>,
     log_file: Option<File>,
     hook: Option<Hook>,
     devices: BTreeMap<GpuUuid, i32>,
     held: BTreeMap<Resource, usize>,
+    /// The pointer each IPC handle opened at: like the driver, a handle
+    /// already open answers its existing pointer (one more reference).
+    ipc_ptrs: BTreeMap<(i32, [u8; 64]), u64>,
     next: u64,
 }
 
@@ -284,27 +302,48 @@ impl Backend for SimBackend {
         Ok((Device(ordinal), r))
     }
 
-    fn ipc_open(&mut self, dev: Device, _handle: &[u8; 64]) -> Result<Resource, BackendError> {
+    fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError> {
         self.step(Step::Import)?;
-        let ptr = 0x7f00_0000_0000 + self.fresh() * 0x1_0000_0000;
-        Ok(self.acquire(Step::Import, Resource::IpcMapping { device: dev.0, ptr }))
+        let open = self.ipc_ptrs.get(&(dev.0, *handle)).copied().filter(|p| {
+            self.held.contains_key(&Resource::IpcMapping {
+                device: dev.0,
+                ptr: *p,
+            })
+        });
+        let ptr = match open {
+            Some(p) => p,
+            None => {
+                let p = 0x7f00_0000_0000 + self.fresh() * 0x1_0000_0000;
+                self.ipc_ptrs.insert((dev.0, *handle), p);
+                p
+            }
+        };
+        let r = self.acquire(Step::Import, Resource::IpcMapping { device: dev.0, ptr });
+        self.seeds.insert(r, handle[0]);
+        Ok(r)
     }
 
     fn import_shareable(
         &mut self,
         dev: Device,
-        _handle: &Handle,
+        handle: &Handle,
         _owner: &Owner,
     ) -> Result<Resource, BackendError> {
         self.step(Step::Import)?;
-        let handle = 0x1000 + self.fresh();
-        Ok(self.acquire(
+        let seed = match handle {
+            Handle::CudaIpc(b) | Handle::Fabric(b) => b[0],
+            Handle::PosixFd(fd) => *fd as u8,
+        };
+        let h = 0x1000 + self.fresh();
+        let r = self.acquire(
             Step::Import,
             Resource::Imported {
                 device: dev.0,
-                handle,
+                handle: h,
             },
-        ))
+        );
+        self.seeds.insert(r, seed);
+        Ok(r)
     }
 
     fn reserve(
@@ -340,14 +379,18 @@ impl Backend for SimBackend {
         let Resource::Reservation { ptr, size, .. } = *reservation else {
             return Err(format!("sim: map into {reservation}").into());
         };
-        Ok(self.acquire(
+        let r = self.acquire(
             Step::Map,
             Resource::Mapping {
                 device: dev.0,
                 ptr,
                 size,
             },
-        ))
+        );
+        if let Some(seed) = self.seeds.get(imported).copied() {
+            self.seeds.insert(r, seed);
+        }
+        Ok(r)
     }
 
     fn set_access(&mut self, _dev: Device, mapping: &Resource) -> Result<(), BackendError> {
@@ -402,6 +445,53 @@ impl Backend for SimBackend {
         }
         self.event(SimEvent::Release { resource: *r });
         Ok(())
+    }
+
+    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
+        match *imported {
+            Resource::IpcMapping { device, ptr } => Some(MemoryId::IpcPointer { device, ptr }),
+            Resource::Imported { device, handle } => Some(MemoryId::VmmHandle { device, handle }),
+            _ => None,
+        }
+    }
+
+    fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError> {
+        self.step(Step::VerifyLocation)?;
+        self.check_held(imported, "verify the location of")?;
+        self.event(SimEvent::Call {
+            step: Step::VerifyLocation,
+        });
+        if self.lie_location {
+            return Err(format!(
+                "sim: {imported} is pinned device memory on device {}, the plan put it on device {}",
+                dev.0 + 100,
+                dev.0
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    fn read(
+        &mut self,
+        _dev: Device,
+        mapping: &Resource,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        self.step(Step::VerifyContent)?;
+        self.check_held(mapping, "read from")?;
+        self.event(SimEvent::Call {
+            step: Step::VerifyContent,
+        });
+        if len > crate::content::PAGE_MAX {
+            return Err(format!("sim: read of {len} bytes, more than one page").into());
+        }
+        let seed = self.seeds.get(mapping).copied().unwrap_or(0);
+        let flip = if self.lie_content { 0xff } else { 0 };
+        Ok((offset..offset + len)
+            .map(|o| sim_byte(seed, o) ^ flip)
+            .collect())
     }
 }
 
@@ -478,6 +568,23 @@ impl<B: Backend> Backend for Injected<B> {
         self.faults.before_release()?;
         self.inner.release(r)
     }
+    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
+        self.inner.memory_id(imported)
+    }
+    fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError> {
+        self.faults.before(Step::VerifyLocation)?;
+        self.inner.verify_location(dev, imported)
+    }
+    fn read(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, BackendError> {
+        self.faults.before(Step::VerifyContent)?;
+        self.inner.read(dev, mapping, offset, len)
+    }
 }
 
 /// Which backend `kvcr import` uses, from `KVCR_IMPORT_BACKEND` (test-only).
@@ -489,6 +596,8 @@ pub struct BackendSpec {
     pub log: Option<PathBuf>,
     pub lie_size: Option<u64>,
     pub lie_device: bool,
+    pub lie_location: bool,
+    pub lie_content: bool,
 }
 
 impl BackendSpec {
@@ -501,7 +610,8 @@ impl BackendSpec {
     /// `fail=N` (the Nth step overall fails), `fail-release=N`,
     /// `interrupt-after=N` (act as if SIGINT arrived after N acquisitions),
     /// `delay-ms=N` (before every step and release), and for `sim` only
-    /// `log=PATH`, `lie-size=N`, `lie-device`.
+    /// `log=PATH`, `lie-size=N`, `lie-device`, `lie-location` (VMM memory
+    /// on another device), `lie-content` (other bytes than described).
     pub fn parse(s: &str) -> Result<BackendSpec, String> {
         let (kind, opts) = match s.split_once(':') {
             Some((k, o)) => (k, o),
@@ -528,7 +638,10 @@ impl BackendSpec {
                     spec.faults.fail = Some(match v.split_once('@') {
                         Some((st, n)) => {
                             let step = Step::parse(st)
-                                .filter(|s| Step::BACKEND.contains(s))
+                                .filter(|s| {
+                                    Step::BACKEND.contains(s)
+                                        || [Step::VerifyLocation, Step::VerifyContent].contains(s)
+                                })
                                 .ok_or_else(|| format!("fail={v:?}: unknown step {st:?}"))?;
                             (Some(step), num(k, n)?)
                         }
@@ -546,6 +659,8 @@ impl BackendSpec {
                     spec.lie_size = Some(v.parse().map_err(|_| format!("lie-size={v:?}"))?)
                 }
                 "lie-device" if spec.sim => spec.lie_device = true,
+                "lie-location" if spec.sim => spec.lie_location = true,
+                "lie-content" if spec.sim => spec.lie_content = true,
                 _ => return Err(format!("unknown option {opt:?} for backend {kind:?}")),
             }
         }
@@ -571,6 +686,8 @@ impl BackendSpec {
         let mut b = SimBackend::with_faults(self.faults.clone());
         b.lie_size = self.lie_size;
         b.lie_device = self.lie_device;
+        b.lie_location = self.lie_location;
+        b.lie_content = self.lie_content;
         if let Some(p) = &self.log {
             b.log_to(p)?;
         }

@@ -58,6 +58,7 @@ fn plan_with(kinds: impl Fn(u64, usize) -> &'static str) -> Plan {
                         size_bytes: 3 << 20,
                         offset_bytes: 0,
                         handle: handle(kinds(rank, i), rank, i),
+                        content: None,
                     })
                     .collect(),
             })

@@ -92,17 +92,22 @@ pub struct CudaDevice {
     pub handle: i32,
     /// `cuDeviceGetUuid_v2`: the MIG instance's UUID in MIG mode.
     pub uuid: Uuid,
-    /// `cuDeviceGetUuid` (v1) where the driver has it: the physical GPU.
+    /// `cuDeviceGetUuid` (v1) where the driver has it. Older drivers answer
+    /// the physical GPU there; current CUDA documents v1 as MIG-aware too
+    /// (the MIG instance's UUID, like v2), so an equal answer proves nothing.
     pub parent: Option<Uuid>,
 }
 
-/// Names a CUDA device: MIG when the driver says the device is part of
-/// another GPU (v1 and v2 UUIDs differ), or, without v1, when /proc lists
-/// the physical GPUs and this UUID is not one of them.
+/// Names a CUDA device GPU or MIG (the label and the KV106 message only:
+/// decisions compare the 16 bytes). When /proc lists the node's physical
+/// GPUs, a UUID not among them is a MIG instance, whatever v1 said. Without
+/// /proc, a v1 UUID that differs from v2 (an older driver naming the parent
+/// GPU) shows a MIG instance; an equal one cannot tell, and the device is
+/// named a GPU.
 pub fn classify(dev: &CudaDevice, physical: Option<&BTreeSet<GpuUuid>>) -> GpuUuid {
-    let mig = match (dev.parent, physical) {
-        (Some(p), _) => p != dev.uuid,
-        (None, Some(phys)) => !phys.iter().any(|g| g.uuid == dev.uuid),
+    let mig = match (physical, dev.parent) {
+        (Some(phys), _) => !phys.iter().any(|g| g.uuid == dev.uuid),
+        (None, Some(p)) => p != dev.uuid,
         (None, None) => false,
     };
     GpuUuid {
@@ -230,7 +235,7 @@ fn enumerate() -> Result<Enumeration, EnumError> {
                 ordinal,
                 handle,
                 uuid: Uuid::from_bytes(uuid),
-                // The pre-MIG call gives the physical GPU: kept only to name MIG devices.
+                // Only names MIG devices, and only where it differs (classify).
                 parent: drv.device_uuid_v1(handle).map(Uuid::from_bytes),
             }),
             Err(e) => out.unreadable.push(format!("device {ordinal}: {e}")),
@@ -321,6 +326,24 @@ mod tests {
         };
         assert_eq!(classify(&d, Some(&on)).kind, GpuKind::Mig);
         assert_eq!(classify(&d, None).kind, GpuKind::Gpu);
+        // A MIG-aware v1 (current CUDA) answers the MIG UUID, equal to v2:
+        // /proc still tells it is not a physical GPU.
+        let d = CudaDevice {
+            ordinal: 0,
+            handle: 0,
+            uuid: mig,
+            parent: Some(mig),
+        };
+        assert_eq!(classify(&d, Some(&on)).kind, GpuKind::Mig);
+        assert_eq!(classify(&d, None).kind, GpuKind::Gpu);
+        // A physical GPU listed by /proc is a GPU even if v1 disagreed.
+        let d = CudaDevice {
+            ordinal: 0,
+            handle: 0,
+            uuid: phys.uuid,
+            parent: Some(mig),
+        };
+        assert_eq!(classify(&d, Some(&on)).kind, GpuKind::Gpu);
     }
 
     #[test]

@@ -79,14 +79,13 @@ fn tally<'a>(t: &mut Tally, findings: impl Iterator<Item = &'a Finding>) {
     }
 }
 
-/// The whole exposition text.
-pub fn render(j: &Judgement, meta: &Meta) -> String {
-    let mut o = Out(String::new());
-    o.family(
-        "kvcr_audit_success",
-        "1 when the audit ran (a run that cannot happen writes no metrics).",
-    );
-    o.sample("kvcr_audit_success", &[], 1);
+const SUCCESS_HELP: &str =
+    "1 when the audit ran, 0 when it could not run (exit 2: no verdict, no group metrics).";
+
+/// The metrics every text carries, whether or not the audit ran.
+fn header(o: &mut Out, success: bool, meta: &Meta) {
+    o.family("kvcr_audit_success", SUCCESS_HELP);
+    o.sample("kvcr_audit_success", &[], u8::from(success));
     if let Some(d) = meta.duration {
         o.family(
             "kvcr_audit_duration_seconds",
@@ -110,7 +109,7 @@ pub fn render(j: &Judgement, meta: &Meta) -> String {
     o.sample("kvcr_audit_live", &[], u8::from(meta.live));
     o.family(
         "kvcr_audit_exit_status",
-        "The exit status of the audit: 0 accepted, 1 rejected.",
+        "The exit status of the audit: 0 accepted, 1 rejected, 2 could not run.",
     );
     o.sample("kvcr_audit_exit_status", &[], meta.exit_status);
     o.family(
@@ -118,6 +117,29 @@ pub fn render(j: &Judgement, meta: &Meta) -> String {
         "The kvcr version that wrote these metrics.",
     );
     o.sample("kvcr_build_info", &[("version", crate::VERSION)], 1);
+}
+
+/// The text for a run that could not happen (exit 2: no inventory, a bad
+/// profile, no node probe, permission denied): `kvcr_audit_success 0`, the
+/// time, the mode and the exit status, and no verdict at all, so a textfile
+/// never goes on saying what an earlier run found (docs/format.md §9.5).
+pub fn render_failure(meta: &Meta) -> String {
+    let mut o = Out(String::new());
+    header(&mut o, false, meta);
+    o.0
+}
+
+/// The whole exposition text.
+pub fn render(j: &Judgement, meta: &Meta) -> String {
+    let mut o = Out(String::new());
+    header(&mut o, true, meta);
+    if meta.live {
+        o.family(
+            "kvcr_audit_facts_not_checked",
+            "Live facts (boot id, hostname, owner, writer, GPU) that could not be read, over every rank in scope (only with --live).",
+        );
+        o.sample("kvcr_audit_facts_not_checked", &[], j.summary.not_checked);
+    }
 
     let s = &j.summary;
     o.family("kvcr_groups", "Rank groups in scope, by verdict.");
@@ -159,6 +181,7 @@ pub fn render(j: &Judgement, meta: &Meta) -> String {
     let mut expected: PerGroup = Vec::new();
     let mut epoch: PerGroup = Vec::new();
     let mut oldest: PerGroup = Vec::new();
+    let mut unchecked: PerGroup = Vec::new();
     let mut findings: Vec<(&str, (&str, &str, &str), u64)> = Vec::new();
     for g in &j.groups {
         let e = g.engine_id.as_str();
@@ -175,6 +198,10 @@ pub fn render(j: &Judgement, meta: &Meta) -> String {
         if let Some(created) = g.ranks.iter().filter_map(|r| r.created_unix_ms).min() {
             let age_ms = meta.now_unix_ms.saturating_sub(created);
             oldest.push((e, (age_ms as f64 / 1000.0).to_string()));
+        }
+        if meta.live {
+            let n: usize = g.ranks.iter().map(|r| r.not_checked.len()).sum();
+            unchecked.push((e, n.to_string()));
         }
         let mut t = Tally::new();
         tally(&mut t, g.findings.iter());
@@ -211,6 +238,11 @@ pub fn render(j: &Judgement, meta: &Meta) -> String {
             "kvcr_group_oldest_descriptor_age_seconds",
             "Age of the group's oldest current descriptor (0 for one from the future).",
             &oldest,
+        ),
+        (
+            "kvcr_group_facts_not_checked",
+            "Live facts of the group's ranks that could not be read (only with --live).",
+            &unchecked,
         ),
     ] {
         o.family(name, help);
@@ -263,5 +295,27 @@ mod tests {
         assert!(text.contains("\nkvcr_audit_exit_status 1\n"));
         assert!(text.contains("# TYPE kvcr_group_accepted gauge\n"));
         assert!(!text.contains("_total"));
+        // Offline: nothing was read from the node, so no "not checked" count.
+        assert!(!text.contains("kvcr_audit_facts_not_checked"));
+    }
+
+    #[test]
+    fn a_failed_run_says_success_0_and_nothing_about_groups() {
+        let text = render_failure(&Meta {
+            now_unix_ms: 2_000,
+            live: true,
+            duration: None,
+            exit_status: 2,
+        });
+        assert!(text.contains("\nkvcr_audit_success 0\n"), "{text}");
+        assert!(
+            text.contains("\nkvcr_audit_timestamp_seconds 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nkvcr_audit_exit_status 2\n"));
+        assert!(text.contains("\nkvcr_audit_live 1\n"));
+        assert!(!text.contains("kvcr_group"), "{text}");
+        assert!(!text.contains("kvcr_findings"), "{text}");
+        assert!(!text.contains("duration"), "{text}");
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! A memory handle's identity is its kind plus its bytes: the 64 bytes of a
 //! `cuda_ipc` or `fabric` handle, the owner pid and fd of a `posix_fd`
-//! (docs/format.md §3.4). The same handle twice in one descriptor makes
-//! its size sum count the memory twice; the same handle in two ranks makes
-//! two ranks share one cache. Either rejects.
+//! (docs/format.md §3.4). The same handle twice in one descriptor at
+//! overlapping byte ranges makes its size sum count the memory twice; at
+//! disjoint ranges it is one exported segment carved into allocations
+//! (§8.10), which is accepted. The same handle in two ranks makes two ranks
+//! share one cache. Either rejection is KV111.
 
 use super::claims::{name_bounded, Claims};
 use super::Row;
@@ -53,6 +55,43 @@ pub(crate) fn keys(d: &Descriptor) -> Vec<HandleKey> {
         .collect()
 }
 
+/// The allocation pairs of one row and one handle whose byte ranges
+/// overlap (each pair once, lower index first), found in one sort by start:
+/// a range that starts before the furthest end seen so far overlaps the
+/// range that reached it. A range list that does not cover every allocation
+/// (it always does after a parse) counts every pair as overlapping.
+fn overlaps(same: &[(HandleKey, u32, u32)], ranges: &[(u64, u64)]) -> Vec<(usize, usize)> {
+    let mut spans: Vec<(u64, u64, usize)> = Vec::with_capacity(same.len());
+    for p in same {
+        let a = p.2 as usize;
+        match ranges.get(a) {
+            Some(&(o, e)) => spans.push((o, e, a)),
+            None => {
+                return same
+                    .windows(2)
+                    .map(|w| (w[0].2 as usize, w[1].2 as usize))
+                    .collect()
+            }
+        }
+    }
+    spans.sort_unstable();
+    let mut out = Vec::new();
+    let mut reach: Option<(u64, usize)> = None;
+    for &(o, e, a) in &spans {
+        if let Some((end, b)) = reach {
+            if o < end {
+                out.push((a.min(b), a.max(b)));
+            }
+            if e > end {
+                reach = Some((e, a));
+            }
+        } else {
+            reach = Some((e, a));
+        }
+    }
+    out
+}
+
 pub(crate) fn check(rows: &mut [Row]) {
     // One sort of every (key, row, allocation) of the group: equal keys are
     // neighbours. The same row twice in a run is a repeat within the
@@ -91,14 +130,29 @@ pub(crate) fn check(rows: &mut [Row]) {
             j += 1;
         }
         let run = &pairs[i..j];
-        for w in run.windows(2) {
-            if w[0].1 == w[1].1 {
-                repeats
-                    .entry(w[0].1 as usize)
-                    .or_default()
-                    .push((w[0].2 as usize, w[1].2 as usize));
+        // Within one row (the run is sorted by row): one handle at disjoint
+        // ranges is one exported segment carved into allocations; at
+        // overlapping ranges it is the same memory twice.
+        let mut k = 0;
+        while k < run.len() {
+            let mut l = k + 1;
+            while l < run.len() && run[l].1 == run[k].1 {
+                l += 1;
             }
+            if l - k > 1 {
+                let row = run[k].1 as usize;
+                let ranges = rows[row]
+                    .desc()
+                    .map(|d| d.alloc_summary.ranges.as_slice())
+                    .unwrap_or(&[]);
+                repeats
+                    .entry(row)
+                    .or_default()
+                    .extend(overlaps(&run[k..l], ranges));
+            }
+            k = l;
         }
+        repeats.retain(|_, v| !v.is_empty());
         if run.iter().any(|p| p.1 != run[0].1) {
             let mut last = None;
             for &(k, r, a) in run {
@@ -185,5 +239,36 @@ pub(crate) fn check(rows: &mut [Row]) {
         if row.desc().is_some() {
             row.check("handles", ok);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::Handle;
+
+    fn same(n: u32) -> Vec<(HandleKey, u32, u32)> {
+        let k = HandleKey {
+            owner_pid: 0,
+            id: HandleId::of(&Handle::Fabric([3; 64])),
+        };
+        (0..n).map(|a| (k, 0, a)).collect()
+    }
+
+    #[test]
+    fn overlapping_pairs_are_found_in_one_sort() {
+        // Disjoint, adjacent, any order: none.
+        assert!(overlaps(&same(3), &[(20, 30), (0, 10), (10, 20)]).is_empty());
+        // [0] reaches furthest; [2] starts inside it although [1] ended.
+        assert_eq!(
+            overlaps(&same(3), &[(0, 100), (10, 20), (50, 60)]),
+            vec![(0, 1), (0, 2)]
+        );
+        // Identical ranges.
+        assert_eq!(overlaps(&same(2), &[(5, 9), (5, 9)]), vec![(0, 1)]);
+        // One byte of overlap, reported lower index first.
+        assert_eq!(overlaps(&same(2), &[(9, 20), (0, 10)]), vec![(0, 1)]);
+        // Ranges that do not cover every allocation: every pair counts.
+        assert_eq!(overlaps(&same(3), &[(0, 1)]), vec![(0, 1), (1, 2)]);
     }
 }

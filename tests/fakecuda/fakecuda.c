@@ -11,8 +11,18 @@
  *
  * Environment:
  *   FAKECUDA_LOG=PATH          append one line per event (below)
- *   FAKECUDA_GPUS=U,U,...      visible GPUs by UUID (GPU-/MIG- prefix optional)
- *   FAKECUDA_IPC=HEX:DEV:SIZE,...     importable cuda_ipc handles (128 hex)
+ *   FAKECUDA_GPUS=U,U,...      visible GPUs by UUID (GPU-/MIG- prefix optional);
+ *                              U@P is a MIG instance U of physical GPU P:
+ *                              cuDeviceGetUuid_v2 answers U, and so does
+ *                              cuDeviceGetUuid (v1 is MIG-aware in current
+ *                              CUDA), unless FAKECUDA_V1_PHYSICAL=1 (older
+ *                              drivers: v1 answers P)
+ *   FAKECUDA_IPC=HEX:DEV:SIZE[:ALIAS],...  importable cuda_ipc handles (128 hex);
+ *                              handles with one nonzero ALIAS are one exported
+ *                              allocation (they open at one pointer). As the
+ *                              driver documents, opening a handle already open
+ *                              in the context returns the existing pointer and
+ *                              counts a reference; each close drops one.
  *   FAKECUDA_FABRIC=HEX:DEV:SIZE,...  importable fabric handles
  *     posix_fd handles: a memfd named "fakecuda-devN" is device N's memory,
  *     its size is the allocation's size.
@@ -23,6 +33,14 @@
  *   FAKECUDA_DELAY=SYM:N:MS,...    the Nth call of SYM sleeps MS first
  *   FAKECUDA_STUB=1            behave as the toolkit's stub: every call 34
  *   FAKECUDA_NO_READONLY=1     cuMemSetAccess refuses PROT_READ (801)
+ *   FAKECUDA_LOCATION=TYPE:ID  cuMemGetAllocationPropertiesFromHandle reports
+ *                              this location (any integers) for VMM imports
+ *   FAKECUDA_ALLOC_TYPE=N      ... and this allocation type (default 1, pinned)
+ *   FAKECUDA_ACCESS=N          cuMemGetAccess reports N whatever was set
+ * Memory contents (cuMemcpyDtoH_v2 reads them; nothing writes them): a
+ * posix_fd allocation's bytes are its memfd's; cuda_ipc and fabric memory
+ * holds byte (o * 131) ^ (o >> 9) ^ SEED at offset o, SEED the first handle
+ * byte (kvcr's sim_byte, src/import/sim.rs).
  * Built with -DFAKECUDA_OLD_DRIVER it lacks cuMemImportFromShareableHandle.
  *
  * Log lines (tab-separated):
@@ -127,9 +145,15 @@ struct res {
     unsigned long long handle; /* map: the mapped mem handle */
     int access;              /* map: access flags set, -1 none */
     unsigned char bytes[64]; /* ipc: the handle bytes */
+    int refs;                /* ipc: opens not yet closed */
+    int memfd;               /* mem (posix_fd): our dup of the memfd, else -1 */
+    int seed;                /* ipc, mem (fabric): the content seed */
+    int htype;               /* mem: the handle type it was imported from */
+    int alias;               /* ipc: the handle's ALIAS (0: none) */
+    int ctx;                 /* ipc: the context it was opened in */
 };
 
-struct cfg_handle { unsigned char bytes[64]; int dev; unsigned long long size; };
+struct cfg_handle { unsigned char bytes[64]; int dev; unsigned long long size; int alias; };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int log_fd = -1;
@@ -138,6 +162,8 @@ static int stub_mode, no_readonly;
 static unsigned long long granularity = 2ull << 20;
 static int ngpus;
 static unsigned char gpu_uuid[MAX_GPUS][16];
+static unsigned char gpu_parent[MAX_GPUS][16]; /* MIG: the physical GPU */
+static int gpu_is_mig[MAX_GPUS], v1_physical;
 static struct CUctx_st ctxs[MAX_GPUS];
 static int ctx_refs[MAX_GPUS];
 static __thread CUcontext current;
@@ -207,6 +233,7 @@ static void parse_handles(const char *env, struct cfg_handle *out, int *n) {
             char *end;
             h.dev = (int)strtol(s + 129, &end, 10);
             if (*end == ':') h.size = strtoull(end + 1, &end, 10);
+            if (*end == ':') h.alias = (int)strtol(end + 1, &end, 10);
             out[(*n)++] = h;
             s = end;
         }
@@ -240,8 +267,14 @@ __attribute__((constructor)) static void setup(void) {
     no_readonly = getenv("FAKECUDA_NO_READONLY") && *getenv("FAKECUDA_NO_READONLY") == '1';
     if (getenv("FAKECUDA_GRANULARITY")) granularity = strtoull(getenv("FAKECUDA_GRANULARITY"), 0, 10);
     const char *g = getenv("FAKECUDA_GPUS");
+    v1_physical = getenv("FAKECUDA_V1_PHYSICAL") && *getenv("FAKECUDA_V1_PHYSICAL") == '1';
     while (g && *g && ngpus < MAX_GPUS) {
         parse_uuid(g, gpu_uuid[ngpus]);
+        const char *at = strchr(g, '@'), *comma = strchr(g, ',');
+        if (at && (!comma || at < comma)) {
+            parse_uuid(at + 1, gpu_parent[ngpus]);
+            gpu_is_mig[ngpus] = 1;
+        }
         ctxs[ngpus].ordinal = ngpus;
         ngpus++;
         g = strchr(g, ',');
@@ -258,7 +291,7 @@ __attribute__((destructor)) static void teardown(void) {
     for (int i = 0; i < MAX_GPUS; i++)
         for (int k = 0; k < ctx_refs[i]; k++) logf_("held\tctx\tdev%d", i);
     for (int i = 0; i < nres; i++)
-        if (res[i].live)
+        for (int k = 0; res[i].live && k < (res[i].kind == K_IPC ? res[i].refs : 1); k++)
             logf_("held\t%s\t0x%llx+%llu", kind_name[res[i].kind], res[i].ptr, res[i].size);
     logf_("exit");
 }
@@ -348,6 +381,7 @@ static struct res *new_res(enum kind k) {
     r->live = 1;
     r->kind = k;
     r->access = -1;
+    r->memfd = -1;
     return r;
 }
 
@@ -453,21 +487,22 @@ EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
     END(CUDA_SUCCESS, "ordinal=%d", ordinal);
 }
 
-static CUresult uuid_common(const char *name, CUuuid *uuid, CUdevice dev) {
+static CUresult uuid_common(const char *name, CUuuid *uuid, CUdevice dev, int v1) {
     BEGIN(name, 1);
     int o = ordinal_of(dev);
     if (!uuid) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null uuid");
     if (o < 0) VIOLATION(CUDA_ERROR_INVALID_DEVICE, "device handle %d", dev);
-    memcpy(uuid->bytes, gpu_uuid[o], 16);
-    END(CUDA_SUCCESS, "dev=%d", o);
+    int parent = v1 && v1_physical && gpu_is_mig[o];
+    memcpy(uuid->bytes, parent ? gpu_parent[o] : gpu_uuid[o], 16);
+    END(CUDA_SUCCESS, "dev=%d%s", o, gpu_is_mig[o] ? (parent ? " mig parent" : " mig") : "");
 }
 
 EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
-    return uuid_common("cuDeviceGetUuid", uuid, dev);
+    return uuid_common("cuDeviceGetUuid", uuid, dev, 1);
 }
 
 EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
-    return uuid_common("cuDeviceGetUuid_v2", uuid, dev);
+    return uuid_common("cuDeviceGetUuid_v2", uuid, dev, 0);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
@@ -520,14 +555,25 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
         if (!memcmp(ipc_cfg[i].bytes, handle.reserved, 64)) h = &ipc_cfg[i];
     if (!h) END(CUDA_ERROR_INVALID_VALUE, "unknown handle");
     for (int i = 0; i < nres; i++)
-        if (res[i].live && res[i].kind == K_IPC && !memcmp(res[i].bytes, handle.reserved, 64))
-            END(CUDA_ERROR_ALREADY_MAPPED, "handle already open");
+        if (res[i].live && res[i].kind == K_IPC && res[i].ctx == current->ordinal &&
+            (!memcmp(res[i].bytes, handle.reserved, 64) || (h->alias && res[i].alias == h->alias))) {
+            /* Already open in this context: the same pointer, one more reference. */
+            res[i].refs++;
+            *pdptr = res[i].ptr;
+            acquired(&res[i]);
+            END(CUDA_SUCCESS, "ptr=0x%llx size=%llu dev=%d refs=%d", res[i].ptr, res[i].size,
+                res[i].dev, res[i].refs);
+        }
     struct res *r = new_res(K_IPC);
     if (!r) END(2, "out of slots");
     r->ptr = fresh_va(h->size);
     r->size = h->size;
     r->dev = h->dev;
     memcpy(r->bytes, handle.reserved, 64);
+    r->refs = 1;
+    r->seed = handle.reserved[0] & 0xff;
+    r->alias = h->alias;
+    r->ctx = current->ordinal;
     *pdptr = r->ptr;
     acquired(r);
     END(CUDA_SUCCESS, "ptr=0x%llx size=%llu dev=%d", r->ptr, r->size, r->dev);
@@ -538,6 +584,10 @@ EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
     if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
     struct res *r = find(K_IPC, dptr);
     if (!r) VIOLATION(CUDA_ERROR_INVALID_VALUE, "0x%llx is not an open IPC mapping", dptr);
+    if (--r->refs > 0) {
+        logf_("release\t%s\t0x%llx+%llu", kind_name[r->kind], r->ptr, r->size);
+        END(CUDA_SUCCESS, "ptr=0x%llx refs=%d", dptr, r->refs);
+    }
     released(r);
     END(CUDA_SUCCESS, "ptr=0x%llx", dptr);
 }
@@ -561,7 +611,7 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
                                                CUmemAllocationHandleType type) {
     BEGIN("cuMemImportFromShareableHandle", 1);
     if (!handle) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null handle pointer");
-    int dev = -1;
+    int dev = -1, seed = 0, memfd = -1;
     unsigned long long size = 0;
     if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
         if (!os) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null fabric handle");
@@ -570,20 +620,29 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
             if (!memcmp(fabric_cfg[i].bytes, fh->data, 64)) {
                 dev = fabric_cfg[i].dev;
                 size = fabric_cfg[i].size;
+                seed = fh->data[0];
             }
         if (dev < 0) END(CUDA_ERROR_INVALID_VALUE, "unknown fabric handle");
     } else if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
         int fd = (int)(intptr_t)os;
         dev = memfd_device(fd, &size);
         if (dev < 0) END(CUDA_ERROR_INVALID_VALUE, "fd %d is not a fake allocation", fd);
+        /* The driver keeps the memory, not the caller's fd: so does the fake. */
+        memfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     } else {
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle type %d", (int)type);
     }
     struct res *r = new_res(K_MEM);
-    if (!r) END(2, "out of slots");
+    if (!r) {
+        if (memfd >= 0) close(memfd);
+        END(2, "out of slots");
+    }
     r->ptr = next_handle++;
     r->size = size;
     r->dev = dev;
+    r->seed = seed;
+    r->memfd = memfd;
+    r->htype = (int)type;
     *handle = r->ptr;
     acquired(r);
     END(CUDA_SUCCESS, "type=%d handle=0x%llx size=%llu dev=%d", (int)type, r->ptr, size, dev);
@@ -699,6 +758,8 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     BEGIN("cuMemRelease", 1);
     struct res *r = find(K_MEM, handle);
     if (!r) VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle 0x%llx is not held (double release?)", handle);
+    if (r->memfd >= 0) close(r->memfd);
+    r->memfd = -1;
     released(r);
     END(CUDA_SUCCESS, "handle=0x%llx", handle);
 }
@@ -725,4 +786,78 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     if (!r) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", ptr);
     *(int *)data = r->dev;
     END(CUDA_SUCCESS, "ptr=0x%llx dev=%d", ptr, r->dev);
+}
+
+/* ---- import-side verification: location, access, reading contents ---- */
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return (v && *v) ? atoi(v) : dflt;
+}
+
+EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle handle) {
+    BEGIN("cuMemGetAllocationPropertiesFromHandle", 1);
+    if (!prop) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null prop");
+    struct res *h = find(K_MEM, handle);
+    if (!h) VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle 0x%llx is not held", handle);
+    memset(prop, 0, sizeof *prop);
+    prop->type = (CUmemAllocationType)env_int("FAKECUDA_ALLOC_TYPE", CU_MEM_ALLOCATION_TYPE_PINNED);
+    prop->requestedHandleTypes = (CUmemAllocationHandleType)h->htype;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = h->dev;
+    const char *loc = getenv("FAKECUDA_LOCATION");
+    if (loc && *loc) {
+        char *end;
+        prop->location.type = (CUmemLocationType)strtol(loc, &end, 10);
+        if (*end == ':') prop->location.id = (int)strtol(end + 1, &end, 10);
+    }
+    END(CUDA_SUCCESS, "handle=0x%llx type=%d location=%d/%d", handle, (int)prop->type,
+        (int)prop->location.type, prop->location.id);
+}
+
+EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location,
+                               CUdeviceptr ptr) {
+    BEGIN("cuMemGetAccess", 1);
+    if (!flags || !location) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null pointer");
+    if (location->type != CU_MEM_LOCATION_TYPE_DEVICE || location->id < 0 || location->id >= ngpus)
+        VIOLATION(CUDA_ERROR_INVALID_VALUE, "location %d/%d", (int)location->type, location->id);
+    struct res *m = containing(K_MAP, ptr);
+    if (!m) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", ptr);
+    int f = m->access < 0 ? 0 : m->access;
+    f = env_int("FAKECUDA_ACCESS", f);
+    *flags = (unsigned long long)f;
+    END(CUDA_SUCCESS, "ptr=0x%llx dev=%d flags=%d", ptr, location->id, f);
+}
+
+static unsigned char pattern(int seed, unsigned long long o) {
+    return (unsigned char)((o * 131ull) ^ (o >> 9) ^ (unsigned long long)seed);
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    BEGIN("cuMemcpyDtoH_v2", 1);
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (!dst) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null destination");
+    struct res *r = containing(K_IPC, src);
+    struct res *mem = NULL;
+    unsigned long long off;
+    if (r) {
+        off = src - r->ptr;
+        if (n > r->size - off) END(CUDA_ERROR_INVALID_VALUE, "0x%llx+%zu leaves the IPC mapping", src, n);
+    } else {
+        r = containing(K_MAP, src);
+        if (!r) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", src);
+        if (r->access < 1) VIOLATION(CUDA_ERROR_INVALID_VALUE, "read of 0x%llx before cuMemSetAccess", src);
+        off = src - r->ptr;
+        if (n > r->size - off) END(CUDA_ERROR_INVALID_VALUE, "0x%llx+%zu leaves the mapping", src, n);
+        mem = find(K_MEM, r->handle);
+        if (!mem) VIOLATION(CUDA_ERROR_INVALID_VALUE, "the mapping's handle is released");
+    }
+    if (mem && mem->memfd >= 0) {
+        ssize_t got = pread(mem->memfd, dst, n, (off_t)off);
+        if (got != (ssize_t)n) END(CUDA_ERROR_INVALID_VALUE, "memfd read of %zu at %llu: %zd", n, off, got);
+    } else {
+        int seed = mem ? mem->seed : r->seed;
+        for (size_t i = 0; i < n; i++) ((unsigned char *)dst)[i] = pattern(seed, off + i);
+    }
+    END(CUDA_SUCCESS, "src=0x%llx n=%zu off=%llu", src, n, off);
 }

@@ -24,16 +24,16 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakecuda");
-const MIB: u64 = 1 << 20;
+pub(crate) const MIB: u64 = 1 << 20;
 
 /// The fake driver and the owner program, built once per test run.
-struct Built {
+pub(crate) struct Built {
     _dir: tempfile::TempDir,
     lib_dir: PathBuf,
     owner: PathBuf,
 }
 
-fn built() -> Option<&'static Built> {
+pub(crate) fn built() -> Option<&'static Built> {
     static B: OnceLock<Option<Built>> = OnceLock::new();
     B.get_or_init(|| {
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -96,7 +96,7 @@ fn built() -> Option<&'static Built> {
 /// Whether this kernel and sandbox let a process take another's fd
 /// (pidfd_open + pidfd_getfd): where they refuse, posix_fd allocations are
 /// replaced by fabric ones, with a message.
-fn pidfd_works(b: &Built) -> bool {
+pub(crate) fn pidfd_works(b: &Built) -> bool {
     static W: OnceLock<bool> = OnceLock::new();
     *W.get_or_init(|| {
         let mut owner = Command::new(&b.owner)
@@ -137,18 +137,18 @@ fn pidfd_works(b: &Built) -> bool {
 
 macro_rules! need_cc {
     () => {
-        match built() {
+        match $crate::fakecuda::built() {
             Some(b) => b,
             None => return,
         }
     };
 }
 
-fn gpu(i: usize) -> String {
+pub(crate) fn gpu(i: usize) -> String {
     format!("GPU-{:08x}-1111-4222-8333-{:012x}", 0x6a1f_0c2e + i, i)
 }
 
-fn hex(kind: &str, rank: usize, i: usize) -> String {
+pub(crate) fn hex(kind: &str, rank: usize, i: usize) -> String {
     let salt = if kind == "fabric" { 0x55 } else { 0x11 };
     (0..64)
         .map(|b| format!("{:02x}", (b * 7 + rank * 31 + i * 13 + salt) % 256))
@@ -158,27 +158,65 @@ fn hex(kind: &str, rank: usize, i: usize) -> String {
 /// One allocation of a rank: its handle kind, the device its memory really
 /// lives on, the exported allocation's size, and what the descriptor says.
 #[derive(Clone, Debug)]
-struct Alloc {
-    kind: &'static str,
-    mem_dev: usize,
-    alloc_size: u64,
-    size_bytes: u64,
-    offset_bytes: u64,
+pub(crate) struct Alloc {
+    pub(crate) kind: &'static str,
+    pub(crate) mem_dev: usize,
+    pub(crate) alloc_size: u64,
+    pub(crate) size_bytes: u64,
+    pub(crate) offset_bytes: u64,
+    /// Carry the very handle of this rank's allocation N (one exported
+    /// segment carved into allocations).
+    pub(crate) handle_of: Option<usize>,
+    /// `cuda_ipc`: the fake's ALIAS (handles with one alias are one
+    /// allocation); `posix_fd`: the owner's fd is a dup() of this rank's
+    /// allocation N's fd (two fds of one file).
+    pub(crate) same_memory_as: Option<usize>,
+    /// A `content` member (docs/format.md §3.6): page_bytes, pages, and
+    /// whether its sha256 matches what the fake's memory holds.
+    pub(crate) content: Option<(u64, u64, bool)>,
 }
 
-fn alloc(kind: &'static str, dev: usize) -> Alloc {
+pub(crate) fn alloc(kind: &'static str, dev: usize) -> Alloc {
     Alloc {
         kind,
         mem_dev: dev,
         alloc_size: 2 * MIB,
         size_bytes: MIB,
         offset_bytes: 0,
+        handle_of: None,
+        same_memory_as: None,
+        content: None,
     }
 }
 
+/// The fake's memory (tests/fakecuda/fakecuda.c): a posix_fd allocation is
+/// its memfd (zeros: the owner only sizes it); cuda_ipc and fabric memory
+/// holds `(o × 131) ^ (o >> 9) ^ seed` at offset `o`, seed the first handle byte.
+pub(crate) fn fake_byte(kind: &str, seed: u8, o: u64) -> u8 {
+    if kind == "posix_fd" {
+        0
+    } else {
+        (o.wrapping_mul(131) ^ (o >> 9) ^ u64::from(seed)) as u8
+    }
+}
+
+fn content_of(a: &Alloc, hex: Option<&str>) -> Option<Value> {
+    let (page, pages, good) = a.content?;
+    let seed = hex.map_or(0, |h| u8::from_str_radix(&h[..2], 16).unwrap());
+    let mut read = |o: u64, n: u64| Ok((o..o + n).map(|x| fake_byte(a.kind, seed, x)).collect());
+    let c = kvcr::content::digest_content(a.size_bytes, a.offset_bytes, page, pages, &mut read)
+        .unwrap();
+    let mut sha = c.sha256;
+    if !good {
+        sha[31] ^= 1;
+    }
+    let hex: String = sha.iter().map(|b| format!("{b:02x}")).collect();
+    Some(json!({"page_bytes": page, "pages": pages, "sha256": hex}))
+}
+
 /// A node with `gpus` GPUs and one group: rank r on GPU r with `allocs(r)`.
-struct Scenario {
-    dir: tempfile::TempDir,
+pub(crate) struct Scenario {
+    pub(crate) dir: tempfile::TempDir,
     gpus: usize,
     env: Vec<(String, String)>,
     owner: Child,
@@ -196,7 +234,12 @@ fn read_trim(p: &str) -> String {
 }
 
 impl Scenario {
-    fn new(b: &Built, gpus: usize, ranks: usize, allocs: impl Fn(usize) -> Vec<Alloc>) -> Scenario {
+    pub(crate) fn new(
+        b: &Built,
+        gpus: usize,
+        ranks: usize,
+        allocs: impl Fn(usize) -> Vec<Alloc>,
+    ) -> Scenario {
         let dir = tempfile::tempdir().unwrap();
         let mut plan: Vec<Vec<Alloc>> = (0..ranks).map(&allocs).collect();
         if !pidfd_works(b) {
@@ -204,13 +247,22 @@ impl Scenario {
                 a.kind = "fabric";
             }
         }
-        // The owner holds one memfd per posix_fd allocation.
-        let fd_args: Vec<String> = plan
-            .iter()
-            .flatten()
-            .filter(|a| a.kind == "posix_fd")
-            .map(|a| format!("{}:{}", a.mem_dev, a.alloc_size))
-            .collect();
+        // The owner holds one memfd per posix_fd allocation (a dup of an
+        // earlier one for `same_memory_as`; none for `handle_of`).
+        let mut fd_args: Vec<String> = Vec::new();
+        let mut fd_index: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        for (rank, list) in plan.iter().enumerate() {
+            for (i, a) in list.iter().enumerate() {
+                if a.kind != "posix_fd" || a.handle_of.is_some() {
+                    continue;
+                }
+                fd_index.insert((rank, i), fd_args.len());
+                fd_args.push(match a.same_memory_as {
+                    Some(j) => format!("dup:{}", fd_index[&(rank, j)]),
+                    None => format!("{}:{}", a.mem_dev, a.alloc_size),
+                });
+            }
+        }
         let mut owner = Command::new(&b.owner)
             .args(&fd_args)
             .stdin(Stdio::null())
@@ -221,7 +273,10 @@ impl Scenario {
         BufReader::new(owner.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let mut fds = line.split_whitespace().map(|s| s.parse::<u64>().unwrap());
+        let fds: Vec<u64> = line
+            .split_whitespace()
+            .map(|s| s.parse::<u64>().unwrap())
+            .collect();
         let pid = owner.id() as i32;
         let ticks = kvcr::internals::import::pidfd::proc_start_ticks(pid)
             .unwrap()
@@ -246,16 +301,33 @@ impl Scenario {
                 .iter()
                 .enumerate()
                 .map(|(i, a)| {
+                    let own = a.handle_of.unwrap_or(i);
                     let handle = match a.kind {
-                        "posix_fd" => json!({"kind": "posix_fd", "fd": fds.next().unwrap()}),
+                        "posix_fd" => json!({"kind": "posix_fd", "fd": fds[fd_index[&(rank, own)]]}),
                         k => {
-                            let h = hex(k, rank, i);
-                            let cfg = format!("{h}:{}:{}", a.mem_dev, a.alloc_size);
-                            if k == "fabric" { fabric.push(cfg) } else { ipc.push(cfg) }
+                            let h = hex(k, rank, own);
+                            let alias = a.same_memory_as.map_or(0, |j| 1 + rank * 64 + j);
+                            let cfg = format!("{h}:{}:{}:{alias}", a.mem_dev, a.alloc_size);
+                            if a.handle_of.is_some() {
+                            } else if k == "fabric" {
+                                fabric.push(cfg)
+                            } else {
+                                if let Some(j) = a.same_memory_as {
+                                    // The first of the alias group carries it too.
+                                    let first = hex(k, rank, j);
+                                    ipc.retain(|c: &String| !c.starts_with(&first));
+                                    ipc.push(format!("{first}:{}:{}:{alias}", list[j].mem_dev, list[j].alloc_size));
+                                }
+                                ipc.push(cfg)
+                            }
                             json!({"kind": k, "hex": h})
                         }
                     };
+                    let hex_of = handle["hex"].as_str().map(str::to_owned);
                     let mut o = json!({"id": format!("kv-{i}"), "size_bytes": a.size_bytes, "handle": handle});
+                    if let Some(c) = content_of(a, hex_of.as_deref()) {
+                        o["content"] = c;
+                    }
                     if a.offset_bytes > 0 {
                         o["offset_bytes"] = json!(a.offset_bytes);
                     }
@@ -299,24 +371,35 @@ impl Scenario {
 
     /// Every rank on its own GPU with one allocation of each kind (the
     /// posix_fd one at an offset), plus one GPU no rank uses.
+    /// The IPC and posix_fd allocations carry a content check of two pages
+    /// (docs/format.md §3.6), so every call position includes the reads.
     fn mixed(b: &Built) -> Scenario {
         Scenario::new(b, 3, 2, |r| {
             vec![
-                alloc("cuda_ipc", r),
+                Alloc {
+                    content: Some((4096, 2, true)),
+                    ..alloc("cuda_ipc", r)
+                },
                 alloc("fabric", r),
                 Alloc {
                     offset_bytes: MIB,
+                    content: Some((4096, 2, true)),
                     ..alloc("posix_fd", r)
                 },
             ]
         })
     }
 
-    fn inv(&self) -> PathBuf {
+    pub(crate) fn inv(&self) -> PathBuf {
         self.dir.path().join("inv")
     }
 
-    fn command(&self, log: &Path, extra_env: &[(&str, String)], args: &[&str]) -> Command {
+    pub(crate) fn command(
+        &self,
+        log: &Path,
+        extra_env: &[(&str, String)],
+        args: &[&str],
+    ) -> Command {
         // Nothing inherited but PATH (no LD_LIBRARY_PATH to a real
         // libcuda), then the test environment and the fake's variables.
         let mut c = Command::new(crate::util::bin());
@@ -338,7 +421,7 @@ impl Scenario {
     }
 
     /// `kvcr import INV --format json ARGS` with the fake; a fresh log per run.
-    fn import(&self, tag: &str, extra_env: &[(&str, String)], args: &[&str]) -> Run {
+    pub(crate) fn import(&self, tag: &str, extra_env: &[(&str, String)], args: &[&str]) -> Run {
         let log = self.dir.path().join(format!("{tag}.log"));
         let _ = std::fs::remove_file(&log);
         let inv = self.inv();
@@ -350,22 +433,22 @@ impl Scenario {
 }
 
 /// What one kvcr run did, from its report and the fake's log.
-struct Run {
-    code: i32,
-    report: Option<Value>,
-    stderr: String,
-    log: Log,
+pub(crate) struct Run {
+    pub(crate) code: i32,
+    pub(crate) report: Option<Value>,
+    pub(crate) stderr: String,
+    pub(crate) log: Log,
 }
 
 #[derive(Default, Debug)]
-struct Log {
+pub(crate) struct Log {
     /// (seq, symbol, status, details) of every counted call.
-    calls: Vec<(u64, String, i32, String)>,
-    acquired: Vec<String>,
-    released: Vec<String>,
-    held: Vec<String>,
-    violations: Vec<String>,
-    exited: bool,
+    pub(crate) calls: Vec<(u64, String, i32, String)>,
+    pub(crate) acquired: Vec<String>,
+    pub(crate) released: Vec<String>,
+    pub(crate) held: Vec<String>,
+    pub(crate) violations: Vec<String>,
+    pub(crate) exited: bool,
 }
 
 fn parse_log(text: &str) -> Log {
@@ -390,7 +473,7 @@ fn parse_log(text: &str) -> Log {
     l
 }
 
-fn finish(child: Child, log: &Path) -> Run {
+pub(crate) fn finish(child: Child, log: &Path) -> Run {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -405,13 +488,13 @@ fn finish(child: Child, log: &Path) -> Run {
 }
 
 impl Run {
-    fn report(&self) -> &Value {
+    pub(crate) fn report(&self) -> &Value {
         self.report
             .as_ref()
             .unwrap_or_else(|| panic!("no JSON report (exit {}): {}", self.code, self.stderr))
     }
 
-    fn why(&self) -> String {
+    pub(crate) fn why(&self) -> String {
         format!(
             "exit {}\nreport: {}\nstderr: {}\nviolations: {:?}",
             self.code,
@@ -427,7 +510,7 @@ impl Run {
     /// The fake saw no broken rule, the process ran to its normal exit, and
     /// every release undid the latest acquisition still held: the releases
     /// are the acquisitions in exact reverse order, less what remains.
-    fn assert_clean_reverse(&self) {
+    pub(crate) fn assert_clean_reverse(&self) {
         let w = self.why();
         assert!(self.log.violations.is_empty(), "{w}");
         assert!(self.log.exited, "the process did not exit normally: {w}");
@@ -445,7 +528,7 @@ impl Run {
     }
 
     /// The fake holds at exit exactly what the report lists as remaining.
-    fn assert_held_matches_report(&self) {
+    pub(crate) fn assert_held_matches_report(&self) {
         let mut from_report: Vec<String> = self
             .report()
             .get("remaining")
@@ -489,7 +572,7 @@ impl Run {
         );
     }
 
-    fn failure_message(&self) -> String {
+    pub(crate) fn failure_message(&self) -> String {
         self.report()["failure"]["message"]
             .as_str()
             .unwrap_or_default()
@@ -684,12 +767,17 @@ fn verify_catches_memory_on_another_device_and_a_short_allocation() {
         let s = Scenario::new(b, 2, 1, |_| vec![alloc(kind, 1)]);
         let r = s.import("dev", &[], &[]);
         assert_eq!(r.code, 3, "{kind}: {}", r.why());
-        assert_eq!(r.report()["failure"]["step"], "verify");
-        assert!(
-            r.failure_message().contains("resides on device 1"),
-            "{kind}: {}",
-            r.why()
-        );
+        // VMM: the allocation's own properties say so first (§8.4).
+        let (step, says) = if kind == "cuda_ipc" {
+            ("verify", "resides on device 1")
+        } else {
+            (
+                "verify-location",
+                "location type 1 (device) id 1, the plan put it on device 0",
+            )
+        };
+        assert_eq!(r.report()["failure"]["step"], step, "{kind}");
+        assert!(r.failure_message().contains(says), "{kind}: {}", r.why());
         r.assert_clean_reverse();
         assert!(r.log.held.is_empty());
     }
@@ -829,7 +917,7 @@ fn a_failure_at_every_call_position_rolls_back() {
     // The trial's release phase starts after the last verify query.
     let first_release = calls
         .iter()
-        .rposition(|c| c.1 == "cuPointerGetAttribute")
+        .rposition(|c| c.1 == "cuPointerGetAttribute" || c.1 == "cuMemcpyDtoH_v2")
         .unwrap()
         + 1;
     assert!(calls.len() > 60, "{} calls", calls.len());

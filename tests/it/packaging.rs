@@ -50,6 +50,9 @@ fn every_deb_asset_exists() {
         "packaging/systemd/kvcr-audit-textfile.service",
         "packaging/systemd/kvcr-audit-textfile.timer",
         "packaging/default/kvcr",
+        "packaging/systemd/kvcr-hold.service",
+        "packaging/tmpfiles.d/kvcr.conf",
+        "packaging/prometheus/kvcr-alerts.yml",
     ] {
         assert!(sources.iter().any(|s| s == unit), "{unit} is not shipped");
     }
@@ -80,7 +83,15 @@ fn the_service_command_writes_the_textfile() {
         .expect("ExecStart");
     let env = environment_file(&repo("packaging/default/kvcr"));
     let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(keys, ["KVCR_INVENTORY", "KVCR_TEXTFILE", "KVCR_AUDIT_ARGS"]);
+    assert_eq!(
+        keys,
+        [
+            "KVCR_INVENTORY",
+            "KVCR_TEXTFILE",
+            "KVCR_AUDIT_ARGS",
+            "KVCR_HOLD_ARGS"
+        ]
+    );
     let dir = tempfile::tempdir().unwrap();
     let prom = dir.path().join("kvcr.prom");
     // systemd: ${X} is one argument, $X splits on whitespace.
@@ -145,7 +156,11 @@ fn systemd_units_pass_systemd_analyze_verify() {
         std::fs::copy(e.path(), man1.join(e.file_name())).unwrap();
     }
     let mut units = Vec::new();
-    for u in ["kvcr-audit-textfile.service", "kvcr-audit-textfile.timer"] {
+    for u in [
+        "kvcr-audit-textfile.service",
+        "kvcr-audit-textfile.timer",
+        "kvcr-hold.service",
+    ] {
         let text = std::fs::read_to_string(repo(&format!("packaging/systemd/{u}")))
             .unwrap()
             .replace("/usr/bin/kvcr", crate::util::bin().to_str().unwrap());

@@ -342,6 +342,14 @@ fn files(r: &mut Roff, sub: Option<&str>) {
     if sub == Some("import") {
         item(
             r,
+            italic("/var/log/kvcr/import.jsonl"),
+            "The import log ($KVCR_IMPORT_LOG): one JSON line per import and hold, never a dry \
+             run, appended and fsynced; created 0600 with its directory (0700) if missing. The \
+             same record goes to the journal when /run/systemd/journal/socket exists. A log that \
+             cannot be written is a warning.",
+        );
+        item(
+            r,
             italic("PATH"),
             "The --ready-file: written atomically (a temporary file, then rename) only after \
              every rank is imported; removed on release.",
@@ -384,6 +392,13 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
             bold("KVCR_INVENTORY"),
             "The inventory root when no ROOT argument is given.",
         );
+        item(
+            r,
+            bold("KVCR_PROFILE"),
+            "The deployment profile (kvcr.profile/v1) when --profile is not given, for audit and \
+             import alike. Import requires one (docs/format.md §8.9); the packaged \
+             /etc/default/kvcr names it for kvcr-hold.service.",
+        );
     }
     item(
         r,
@@ -412,6 +427,14 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
              on the node but hidden by it is rejected as not visible (KV106); import plans each \
              rank on a visible GPU by UUID, never by ordinal.",
         );
+        if sub == Some("import") {
+            item(
+                r,
+                bold("KVCR_IMPORT_LOG"),
+                "The import log file (default /var/log/kvcr/import.jsonl); never inside the \
+                 inventory (exit 2).",
+            );
+        }
         item(
             r,
             bold("KVCR_THREADS"),
@@ -428,121 +451,178 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
     }
 }
 
-fn examples(r: &mut Roff, sub: Option<&str>) {
-    let ex: &[(&str, &str)] = match sub {
-        None => &[
-            (
-                "Audit a retained inventory; exit 0 only when every group is usable:",
+/// One EXAMPLES entry: what it does, the command line, and the exit status
+/// it has on a healthy node (rendered as "(exit N)"; `tests/it/examples_run.rs`
+/// runs every example of the committed pages and checks that status).
+pub struct Example {
+    pub what: &'static str,
+    pub cmd: &'static str,
+    pub status: i32,
+}
+
+fn ex(what: &'static str, cmd: &'static str, status: i32) -> Example {
+    Example { what, cmd, status }
+}
+
+/// The EXAMPLES of a page (`None`: kvcr.1).
+pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
+    match sub {
+        None => vec![
+            ex(
+                "Audit a retained inventory; 0 only when every group is usable",
                 "kvcr audit /var/lib/kvcr/inventory",
+                0,
             ),
-            (
-                "The same in live mode, as one JSON document for a script:",
+            ex(
+                "The same in live mode, as one JSON document for a script",
                 "kvcr audit --live --format json /var/lib/kvcr/inventory | jq '.groups[] | {engine_id, verdict}'",
+                0,
             ),
-            (
-                "Print the import plan for one group without any CUDA call:",
-                "kvcr import --engine llama3-70b-a --dry-run /var/lib/kvcr/inventory",
+            ex(
+                "Print the import plan for one group without any CUDA call",
+                "kvcr import --profile /etc/kvcr/profile.json --dry-run /var/lib/kvcr/inventory",
+                0,
             ),
-            ("What a finding means and the safe next step:", "kvcr explain KV104"),
+            ex(
+                "Write the node's Prometheus metrics for node-exporter's textfile collector",
+                "kvcr audit --live -q --textfile /var/lib/prometheus/node-exporter/kvcr.prom /var/lib/kvcr/inventory",
+                0,
+            ),
+            ex("What a finding means and the safe next step", "kvcr explain KV104", 0),
         ],
-        Some("audit") => &[
-            (
-                "Audit an inventory shipped in the source tree (exit 1: rank 2 is missing):",
+        Some("audit") => vec![
+            ex(
+                "Audit an inventory shipped in the source tree; rank 2 is missing",
                 "kvcr audit fixtures/kv103-missing-rank/inventory",
+                1,
             ),
-            (
-                "Check against this node too, showing every check per rank:",
+            ex(
+                "Check against this node too, showing every check per rank",
                 "KVCR_INVENTORY=/var/lib/kvcr/inventory kvcr audit --live -v",
+                0,
             ),
-            (
-                "Check one group against its deployment profile:",
-                "kvcr audit --profile profile.json --engine llama3-70b-a /var/lib/kvcr/inventory",
+            ex(
+                "Check one group against its deployment profile",
+                "kvcr audit --profile /etc/kvcr/profile.json --engine llama3-70b-a /var/lib/kvcr/inventory",
+                0,
             ),
-            (
-                "Only the exit status:",
+            ex(
+                "Only the exit status",
                 "kvcr audit -q --live /var/lib/kvcr/inventory && echo usable",
+                0,
             ),
-            (
-                "A report for CI; status 1 fails the job, 2 means the audit could not run:",
+            ex(
+                "A report for CI; status 1 fails the job, 2 means the audit could not run",
                 "kvcr audit --format json fixtures/accept-tp4/inventory > report.json",
+                0,
+            ),
+            ex(
+                "The metrics file the packaged timer writes every minute; a run that cannot happen writes kvcr_audit_success 0",
+                "kvcr audit --live -q --textfile /var/lib/prometheus/node-exporter/kvcr.prom /var/lib/kvcr/inventory",
+                0,
             ),
         ],
-        Some("import") => &[
-            (
-                "Print the plan (rank, GPU, allocations) without any CUDA call:",
-                "kvcr import --engine llama3-70b-a --dry-run /var/lib/kvcr/inventory",
+        Some("import") => vec![
+            ex(
+                "Print the plan (rank, GPU, allocations) without any CUDA call",
+                "kvcr import --profile /etc/kvcr/profile.json --dry-run /var/lib/kvcr/inventory",
+                0,
             ),
-            (
-                "Trial import: import every rank, verify, release everything, exit 0:",
-                "kvcr import --engine llama3-70b-a /var/lib/kvcr/inventory",
+            ex(
+                "Trial import: import every rank, verify, release everything",
+                "kvcr import --profile /etc/kvcr/profile.json /var/lib/kvcr/inventory",
+                0,
             ),
-            (
-                "Hold the group until SIGINT or SIGTERM; a ready file tells when it is held:",
-                "kvcr import --engine llama3-70b-a --hold --ready-file /run/kvcr/ready /var/lib/kvcr/inventory",
+            ex(
+                "The profile from the environment, as the packaged kvcr-hold.service reads it",
+                "KVCR_PROFILE=/etc/kvcr/profile.json kvcr import --engine llama3-70b-a /var/lib/kvcr/inventory",
+                0,
+            ),
+            ex(
+                "Hold the group until SIGINT or SIGTERM (0 once released); a ready file tells when it is held",
+                "kvcr import --profile /etc/kvcr/profile.json --hold --ready-file /run/kvcr/ready.json /var/lib/kvcr/inventory",
+                0,
             ),
         ],
-        Some("explain") => &[
-            ("List every finding code:", "kvcr explain"),
-            ("One code, by code or by name:", "kvcr explain KV108; kvcr explain geometry"),
+        Some("explain") => vec![
+            ex("List every finding code", "kvcr explain", 0),
+            ex(
+                "One code, by code or by name",
+                "kvcr explain KV108; kvcr explain geometry",
+                0,
+            ),
         ],
-        Some("merge") => &[(
-            "Merge the reports of a group that spans two nodes:",
+        Some("merge") => vec![ex(
+            "Merge the live reports of a group that spans two nodes",
             "kvcr merge node-a.json node-b.json",
+            0,
         )],
-        Some("examine") => &[
-            (
-                "One descriptor's fields, digest, sizes and own findings:",
+        Some("examine") => vec![
+            ex(
+                "One descriptor's fields, digest, sizes and own findings",
                 "kvcr examine /var/lib/kvcr/inventory/rank-3.json",
+                0,
             ),
-            (
-                "The same as JSON, for a script:",
+            ex(
+                "The same as JSON, for a script",
                 "kvcr examine --format json /var/lib/kvcr/inventory/rank-3.json",
+                0,
             ),
         ],
-        Some("completions") => &[
-            ("Bash, for this shell:", "source <(kvcr completions bash)"),
-            ("Zsh:", "kvcr completions zsh > ~/.zfunc/_kvcr"),
-            (
-                "Fish:",
+        Some("completions") => vec![
+            ex("Bash, for this shell", "source <(kvcr completions bash)", 0),
+            ex("Zsh", "kvcr completions zsh > ~/.zfunc/_kvcr", 0),
+            ex(
+                "Fish",
                 "kvcr completions fish > ~/.config/fish/completions/kvcr.fish",
+                0,
             ),
         ],
-        Some("schema") => &[
-            (
-                "Save the report schema for a validator in CI:",
+        Some("schema") => vec![
+            ex(
+                "Save the report schema for a validator in CI",
                 "kvcr schema report > kvcr-audit-report.schema.json",
+                0,
             ),
-            (
-                "Check an owner's descriptor with any JSON Schema validator:",
-                "kvcr schema descriptor > d.json && check-jsonschema --schemafile d.json rank-0.json",
+            ex(
+                "The descriptor schema, for any JSON Schema validator (check-jsonschema --schemafile descriptor.schema.json rank-0.json)",
+                "kvcr schema descriptor > descriptor.schema.json",
+                0,
             ),
         ],
-        Some("seal") => &[
-            (
-                "Fix the digest of a descriptor edited by hand, then audit:",
+        Some("seal") => vec![
+            ex(
+                "Fix the digest of a descriptor edited by hand, then audit",
                 "kvcr seal inventory/rank-1.json && kvcr audit inventory",
+                0,
             ),
-            (
-                "Reseal every descriptor of a fixture inventory in CI:",
-                "find fixtures -name 'rank-*.json' -type f -exec kvcr seal -q {} +",
+            ex(
+                "Reseal every descriptor of a fixture inventory in CI",
+                "find fixtures/accept-tp4 -name 'rank-*.json' -type f -exec kvcr seal -q {} +",
+                0,
             ),
         ],
-        Some("digest") => &[(
-            "Compare a descriptor's digest with the one it carries:",
+        Some("digest") => vec![ex(
+            "Compare a descriptor's digest with the one it carries",
             "kvcr digest rank-0.json; jq -r .digest rank-0.json",
+            0,
         )],
-        Some(_) => &[],
-    };
+        Some(_) => vec![],
+    }
+}
+
+fn examples(r: &mut Roff, sub: Option<&str>) {
+    let ex = examples_of(sub);
     if ex.is_empty() {
         return;
     }
     r.control("SH", ["EXAMPLES"]);
-    for (what, cmd) in ex {
+    for e in ex {
         r.control("PP", []);
-        r.text([roman(*what)]);
+        r.text([roman(format!("{} (exit {}):", e.what, e.status))]);
         r.control("RS", ["4"]);
         r.control("nf", []);
-        r.text([bold(*cmd)]);
+        r.text([bold(e.cmd)]);
         r.control("fi", []);
         r.control("RE", []);
     }

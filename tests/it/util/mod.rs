@@ -37,7 +37,21 @@ pub const KVCR_READS: &[&str] = &[
     "TERM",
     "COLUMNS",
     "CUDA_VISIBLE_DEVICES",
+    "KVCR_IMPORT_LOG",
+    "KVCR_JOURNAL_SOCKET",
 ];
+
+/// Where the import log of every command [`test_env`] prepares goes: a
+/// shared file under the temp directory, never /var/log/kvcr (appends of
+/// one line are atomic, so parallel tests may share it). A test that
+/// checks the log sets its own path on top.
+pub fn test_import_log() -> PathBuf {
+    std::env::temp_dir().join("kvcr-tests").join("import.jsonl")
+}
+
+/// The journal socket of every command [`test_env`] prepares: one that does
+/// not exist, so no test sends records to the journal of the machine.
+pub const TEST_JOURNAL_SOCKET: &str = "/nonexistent/kvcr-tests/journal.socket";
 
 /// Set in every command [`test_env`] prepares: no colour, no progress bar.
 pub const FIXED: &[(&str, &str)] = &[("TERM", "dumb")];
@@ -71,6 +85,8 @@ pub fn test_env(c: &mut std::process::Command) -> &mut std::process::Command {
     for (k, v) in FIXED {
         c.env(k, v);
     }
+    c.env("KVCR_IMPORT_LOG", test_import_log());
+    c.env("KVCR_JOURNAL_SOCKET", TEST_JOURNAL_SOCKET);
     c
 }
 
