@@ -251,7 +251,11 @@ fn the_dry_run_carries_the_import_plan() {
     put_group(&dir.path().join("inv"), "", &d);
     let mut off = d.clone();
     off.rank = 1;
-    let bytes = off.bytes_with(|v| v["allocations"][2]["offset_bytes"] = json!(4096));
+    let bytes = off.bytes_with(|v| {
+        v["allocations"][2]["offset_bytes"] = json!(4096);
+        v["allocations"][0]["content"] =
+            json!({"page_bytes": 4096, "pages": 2, "sha256": "ab".repeat(32)});
+    });
     std::fs::write(dir.path().join("inv/rank-1.json"), bytes).unwrap();
     private(&dir.path().join("inv"));
     let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
@@ -299,6 +303,13 @@ fn the_dry_run_carries_the_import_plan() {
         }
     }
     assert_eq!(ranks[1]["allocations"][2]["offset_bytes"], 4096);
+    // content (§3.6) as the descriptor states it, only where declared.
+    assert_eq!(
+        ranks[1]["allocations"][0]["content"],
+        json!({"page_bytes": 4096, "pages": 2, "sha256": "ab".repeat(32)})
+    );
+    assert!(ranks[0]["allocations"][0].get("content").is_none());
+    assert!(ranks[1]["allocations"][1].get("content").is_none());
     // A rejected group's dry run carries no plan.
     std::fs::remove_file(dir.path().join("inv/rank-1.json")).unwrap();
     let out = kvcr()
