@@ -483,7 +483,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__schema)
-            opts="-h --help report descriptor profile import-report ready error"
+            opts="-h --help report descriptor profile import-report ready error import-plan"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

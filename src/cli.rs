@@ -209,7 +209,7 @@ pub fn print_error(e: &clap::Error) -> i32 {
 }
 
 /// The docs/format.md §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
-fn parse_engine_id(s: &str) -> Result<String, String> {
+pub(crate) fn parse_engine_id(s: &str) -> Result<String, String> {
     let ok = (1..=128).contains(&s.chars().count())
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b));

@@ -10,6 +10,9 @@
 //!
 //! The library is the `kvcr` binary's engine; what it exports on purpose:
 //!
+//! - [`api`]: the library API (audit, examine, seal, digest, write, the
+//!   readiness gate and its import plan), the one the Python package uses
+//!   (docs/format.md §13, docs/python.md);
 //! - [`descriptor`]: the strict descriptor reader ([`descriptor::parse_descriptor`]),
 //!   its types and the canonical digest;
 //! - [`profile`]: the deployment-profile reader;
@@ -26,6 +29,8 @@
 //! integration tests, fuzz targets, benchmarks and the GPU proof drive
 //! directly; it is not API and may change with any release.
 
+#[deny(missing_docs)]
+pub mod api;
 pub(crate) mod app;
 pub(crate) mod audit;
 pub(crate) mod cli;

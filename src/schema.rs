@@ -5,7 +5,10 @@
 
 use crate::report::json::REPORT_SCHEMA;
 
-/// A JSON format kvcr reads or writes.
+/// A JSON format kvcr reads or writes. The variants' doc comments are
+/// `kvcr schema`'s help text, printed as written (`rank-<R>.json` is no
+/// HTML tag).
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
     /// The audit report (`kvcr audit --format json`), kvcr.audit-report/v1.
@@ -20,16 +23,19 @@ pub enum Kind {
     Ready,
     /// The error document (`--format json` when the run could not happen), kvcr.error/v1.
     Error,
+    /// The import plan (the library's gate, `kvcr import --dry-run`), kvcr.import-plan/v1.
+    ImportPlan,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Report,
         Kind::Descriptor,
         Kind::Profile,
         Kind::ImportReport,
         Kind::Ready,
         Kind::Error,
+        Kind::ImportPlan,
     ];
 
     /// The schema document, as committed under `schemas/`.
@@ -41,6 +47,7 @@ impl Kind {
             Kind::ImportReport => include_str!("../schemas/import-report.schema.json"),
             Kind::Ready => include_str!("../schemas/ready.schema.json"),
             Kind::Error => include_str!("../schemas/error.schema.json"),
+            Kind::ImportPlan => include_str!("../schemas/import-plan.schema.json"),
         }
     }
 
@@ -53,6 +60,7 @@ impl Kind {
             Kind::ImportReport => crate::import::report::REPORT_SCHEMA,
             Kind::Ready => crate::import::ready::READY_SCHEMA,
             Kind::Error => crate::error::ERROR_SCHEMA,
+            Kind::ImportPlan => crate::import::plan_document::PLAN_SCHEMA,
         }
     }
 }

@@ -49,6 +49,15 @@ impl Inventory {
             .as_deref()
             .map(|p| load_profile(p, a.profile_from_env))
             .transpose()?;
+        Inventory::resolve_loaded(a, profile)
+    }
+
+    /// [`Inventory::resolve`] with the profile already loaded (the library
+    /// takes one as JSON text too, `crate::api`).
+    pub fn resolve_loaded(
+        a: &InventoryArgs,
+        profile: Option<Profile>,
+    ) -> Result<Inventory, Failure> {
         if let (Some(p), Some(e)) = (&profile, &a.engine) {
             if p.engine_id != *e {
                 return Err(Failure::usage(
@@ -127,7 +136,7 @@ impl Inventory {
     }
 }
 
-fn load_profile(path: &Path, from_env: bool) -> Result<Profile, Failure> {
+pub(crate) fn load_profile(path: &Path, from_env: bool) -> Result<Profile, Failure> {
     // A profile named only by the environment says so in every message.
     let shown = if from_env {
         format!("{} (from $KVCR_PROFILE)", path.display())

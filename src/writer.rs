@@ -119,6 +119,18 @@ pub fn seal_value(value: &Value) -> Result<Vec<u8>, Error> {
     Ok(bytes)
 }
 
+/// The sealed bytes of a descriptor given as JSON text: what `kvcr seal`
+/// writes for a file with these bytes, and what the library's seal returns
+/// (`crate::api::seal_json`).
+pub fn seal_text(bytes: &[u8]) -> Result<Vec<u8>, Error> {
+    // Strict first: serde_json would silently take the last of two equal keys.
+    // One number reader for seal and the audit (§3.2): `-0` is 0, 2^64 is
+    // out of range (serde_json alone would make floats of both).
+    let doc = json::parse(bytes).map_err(|e| Error::Refused(format!("not strict JSON: {e}")))?;
+    let value: Value = json::to_serde(doc.root()).map_err(|e| Error::Refused(e.to_string()))?;
+    seal_value(&value)
+}
+
 /// Refuses bytes that are not a descriptor passing every file-level check.
 fn check_descriptor(bytes: &[u8]) -> Result<(), Error> {
     if bytes.len() as u64 > MAX_FILE_BYTES {
@@ -314,14 +326,7 @@ pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
             r.meta.nlink()
         )));
     }
-    // Strict first: serde_json would silently take the last of two equal keys.
-    // One number reader for seal and the audit (§3.2): `-0` is 0, 2^64 is
-    // out of range (serde_json alone would make floats of both).
-    let doc = json::parse(&r.bytes)
-        .map_err(|e| Error::Refused(format!("{shown}: not strict JSON: {e}")))?;
-    let value: Value =
-        json::to_serde(doc.root()).map_err(|e| Error::Refused(format!("{shown}: {e}")))?;
-    let bytes = seal_value(&value).map_err(|e| match e {
+    let bytes = seal_text(&r.bytes).map_err(|e| match e {
         Error::Refused(m) => Error::Refused(format!("{shown}: {m}")),
         other => other,
     })?;

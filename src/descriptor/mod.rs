@@ -16,6 +16,7 @@ use serde::Serialize;
 use std::fmt;
 use uuid::Uuid;
 
+pub use check::FieldError;
 pub use parse::{parse_descriptor, parse_descriptor_with, Ident, ParseOutcome};
 
 pub const SCHEMA: &str = "kvcr.retained-rank/v1";

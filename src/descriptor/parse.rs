@@ -40,6 +40,10 @@ pub struct ParseOutcome {
     pub ident: Ident,
     /// KV006 / KV007 / KV008 findings, without a path (the caller adds it).
     pub findings: Vec<Finding>,
+    /// The schema problems behind the KV007 findings shown, with each
+    /// field's path (`node.boot_id`), for callers that report the field on
+    /// its own (the library's descriptor errors).
+    pub schema_errors: Vec<super::check::FieldError>,
 }
 
 /// At most this many findings are reported for one file; when schema
@@ -148,6 +152,7 @@ pub fn parse_descriptor_with(bytes: &[u8], keep_allocations: bool) -> ParseOutco
     if total > slots {
         shown.truncate(slots - 1);
     }
+    out.schema_errors = shown.clone();
     out.findings.extend(
         shown
             .iter()

@@ -154,6 +154,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         files: Vec::new(),
         refusals: Vec::new(),
         warnings: Vec::new(),
+        plan: None,
     };
     let judgement = &audited.judgement;
     // A dry run of a refused group still says that the real import would
@@ -216,6 +217,13 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
             report.refusals = refusals;
             report.result = ResultKind::Planned;
             report.ranks = rank_rows(&plan, None);
+            report.plan = super::readiness::ImportPlan::new(
+                super::readiness::origin(&audited),
+                group,
+                &plan,
+                &descriptors,
+            )
+            .ok();
             return Ok(Done::of(report, None));
         }
         Action::Trial { gpu } => (gpu, None),

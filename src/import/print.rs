@@ -67,6 +67,7 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
             Mode::DryRun => "dry run",
             Mode::Trial => "trial",
             Mode::Hold => "hold",
+            Mode::Gate => "gate",
         }
     );
     if r.backend != "none" {

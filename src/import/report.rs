@@ -23,6 +23,9 @@ pub enum Mode {
     Trial,
     /// Import, verify, publish the ready file, wait for SIGINT/SIGTERM, release.
     Hold,
+    /// The library's readiness gate (docs/format.md §13.3): audit, prove
+    /// and plan for an engine that imports with its own driver; no CUDA call.
+    Gate,
 }
 
 /// The `result` of an import report.
@@ -133,6 +136,9 @@ pub struct Report {
     /// file could not be removed).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Dry run of an accepted group: the import plan (docs/format.md §13.4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<super::plan_document::ImportPlan>,
 }
 
 impl Report {

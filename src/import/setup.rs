@@ -55,7 +55,8 @@ pub fn run(s: &settings::Import) -> Result<i32, Failure> {
         super::log::write(&s.import_log, r, super::log::Event::Holding, quiet);
     };
     let run = match s.mode {
-        Mode::DryRun => Action::DryRun { driver: &driver },
+        // The command line never asks for the library's gate mode.
+        Mode::DryRun | Mode::Gate => Action::DryRun { driver: &driver },
         Mode::Trial => Action::Trial {
             gpu: Gpu::Connect(&open),
         },

@@ -511,7 +511,7 @@ fn core(
     };
     let mut on_ready = |_: &Report| {};
     let run = match mode {
-        Mode::DryRun => Action::DryRun { driver: &none },
+        Mode::DryRun | Mode::Gate => Action::DryRun { driver: &none },
         Mode::Trial => Action::Trial { gpu },
         Mode::Hold => Action::Hold {
             gpu,

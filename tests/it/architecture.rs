@@ -547,7 +547,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "audit", "examine", "import", "merge", "seal", "schema", "derive",
         ],
     ),
-    ("app", &["app", "main", "crate"]),
+    ("app", &["app", "main", "crate", "api"]),
 ];
 
 /// The back arrows still in `src/` (issue #23), by top-level module: each

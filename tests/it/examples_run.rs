@@ -41,6 +41,17 @@ use Expect::*;
 /// (file, the line as written, what it claims). A block with shell control
 /// flow (`case`, `for`) is one entry, keyed by its first line.
 const EXPECTED: &[(&str, &str, Expect)] = &[
+    ("README.md", "pip install maturin && (cd python && maturin build --release --locked) && pip install python/target/wheels/kvcr-*.whl", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
+    ("docs/bench.md", "cargo build --release --locked --bin kvcr", Skip("a build (.ci/run)")),
+    ("docs/bench.md", "(cd python && maturin develop --release --locked) && pip install pytest", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
+    ("docs/bench.md", "python3 python/bench/audit_inprocess.py --runs 300", Skip("a benchmark (docs/bench.md)")),
+    ("docs/python.md", "pip install maturin", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
+    ("docs/python.md", "(cd python && maturin build --release --locked) && pip install python/target/wheels/kvcr-*.whl", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
+    ("docs/python.md", "# or, into the active virtual environment: (cd python && maturin develop --release --locked)", Skip("a comment")),
+    ("docs/python.md", "cargo build --locked                      # the CLI the tests compare with", Skip("a build (.ci/run)")),
+    ("docs/python.md", "cd python && maturin develop --locked && pip install pytest mypy jsonschema", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
+    ("docs/python.md", "python -m pytest                           # parity, seal, gate, producer, stubs", Skip("the Python test suite (.ci/run runs it)")),
+    ("docs/python.md", "python bench/audit_inprocess.py            # release builds: docs/bench.md", Skip("a benchmark (docs/bench.md)")),
     ("README.md", "cargo run -q -- audit fixtures/accept-superseded/inventory   # audit a shipped inventory: accepted, exit 0", Status(0)),
     ("README.md", "cargo test --locked                                          # the whole test suite; no GPU or CUDA driver needed", Skip("the test suite itself")),
     ("README.md", "$ COLUMNS=80 kvcr audit fixtures/kv104-geometry/inventory", Status(1)),

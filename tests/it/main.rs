@@ -9,6 +9,7 @@
 mod util;
 
 mod adversarial;
+mod api;
 mod architecture;
 mod blame_and_file_kinds;
 mod cli_output;

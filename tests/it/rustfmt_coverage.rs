@@ -67,6 +67,7 @@ const KNOWN: &[&str] = &[
     "src/verdict/incarnation.rs",
     "src/verdict/live.rs",
     "src/verdict/mod.rs",
+    "tests/it/api.rs",
     "tests/it/edges2.rs",
     "tests/it/examples_run.rs",
     "tests/it/fakecuda.rs",

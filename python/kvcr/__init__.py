@@ -1,0 +1,369 @@
+"""kvcr: audit retained KV-cache inventories, write them, and ask the import gate.
+
+The producer side (a sidecar that keeps KV memory alive) writes descriptors
+with :func:`write_rank`; the engine side asks :func:`gate` before it becomes
+ready and imports from the plan it returns. Every rule is kvcr's own Rust
+code (``kvcr::api``), the same the ``kvcr`` command runs: nothing here
+re-implements a check. See docs/python.md and docs/format.md §13.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import operator as _operator
+import os as _os
+import pathlib as _pathlib
+import uuid as _uuid
+from typing import Any, Callable, Dict, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+
+from . import _native
+
+__version__: str = _native.version()
+
+__all__ = [
+    "__version__",
+    "Error",
+    "UsageError",
+    "DescriptorError",
+    "Refused",
+    "seal",
+    "digest",
+    "write_rank",
+    "proc_start_ticks",
+    "boot_id",
+    "content_digest",
+    "audit",
+    "examine",
+    "gate",
+]
+
+StrPath = Union[str, "_os.PathLike[str]"]
+
+_U64_MAX = (1 << 64) - 1
+
+
+class Error(Exception):
+    """Base of every kvcr error. ``exit_status`` is what the CLI exits with
+    for the same input; ``message`` the text."""
+
+    exit_status: int
+    message: str
+
+    def __init__(self, message: str, exit_status: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_status = exit_status
+
+
+class UsageError(Error):
+    """Where the CLI exits 2: a bad option, a missing or bad profile, a root
+    or file that cannot be read, a write that failed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 2)
+
+
+class DescriptorError(Error):
+    """A descriptor (or a member of one) that kvcr rejects: ``code`` is the
+    finding code the audit gives it (``KV006``, ``KV007``, ``KV004``),
+    ``field`` the member's dotted path as the CLI prints it (``node.boot_id``,
+    ``allocations[0].size_bytes``) or ``None``."""
+
+    code: str
+    field: Optional[str]
+
+    def __init__(self, code: str, field: Optional[str], message: str) -> None:
+        super().__init__(message, 1)
+        self.code = code
+        self.field = field
+
+    def __str__(self) -> str:
+        return "%s %s" % (self.code, self.message)
+
+
+class Refused(Error):
+    """The import gate refused the group; ``report`` is the
+    ``kvcr.import-report/v1`` document (mode ``gate``) as a dict."""
+
+    report: Dict[str, Any]
+
+    def __init__(self, message: str, report: Dict[str, Any]) -> None:
+        super().__init__(message, 1)
+        self.report = report
+
+
+def _raise(e: BaseException) -> NoReturn:
+    kind, status, code, field, message, report = e.args
+    if kind == "usage":
+        raise UsageError(message) from None
+    if kind == "descriptor":
+        raise DescriptorError(code, field, message) from None
+    if kind == "refused":
+        raise Refused(message, _json.loads(report)) from None
+    raise Error(message, status) from None
+
+
+def _path(name: str, p: Any) -> bytes:
+    if isinstance(p, bytes):
+        return p
+    try:
+        return _os.fsencode(_os.fspath(p))
+    except TypeError:
+        raise UsageError(
+            "%s: expected a str or os.PathLike path, found %s" % (name, type(p).__name__)
+        ) from None
+
+
+def _as_int(v: Any) -> Optional[int]:
+    """An integer (int, or anything with __index__ such as numpy's), never a bool."""
+    if isinstance(v, bool):
+        return None
+    try:
+        return _operator.index(v)
+    except TypeError:
+        return None
+
+
+def _int_option(name: str, v: Any, lo: int = 0, hi: int = _U64_MAX) -> int:
+    # Options take what the CLI flag takes: anything else is a usage error,
+    # as `--min-epoch 1e3` is for the CLI.
+    n = _as_int(v)
+    if n is None:
+        raise UsageError("%s: expected an integer, found %r" % (name, v))
+    v = n
+    if not lo <= v <= hi:
+        raise UsageError("%s: %d is out of range (%d to %d)" % (name, v, lo, hi))
+    return v
+
+
+def _content_int(name: str, v: Any) -> int:
+    # A content member's integers, as the audit would judge them (KV007).
+    n = _as_int(v)
+    if n is None:
+        raise DescriptorError(
+            "KV007", name, "%s: wrong type, expected integer, found %r" % (name, v)
+        )
+    v = n
+    if not 0 <= v <= _U64_MAX:
+        raise DescriptorError("KV007", name, "%s: out of range, found %d" % (name, v))
+    return v
+
+
+def _json_text(what: str, obj: Any) -> bytes:
+    # Exact text for every JSON value: ints in full (never rounded), floats
+    # as floats (which the descriptor rules reject), NaN as NaN (not JSON:
+    # KV006), non-ASCII raw.
+    if not isinstance(obj, Mapping):
+        raise DescriptorError(
+            "KV007", None, "a %s is a JSON object (a dict), found %s" % (what, type(obj).__name__)
+        )
+    try:
+        return _json.dumps(dict(obj), ensure_ascii=False, allow_nan=True).encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: not UTF-8
+        raise DescriptorError("KV006", None, "malformed: %s" % e) from None
+    except RecursionError:
+        raise DescriptorError("KV006", None, "malformed: nested deeper than 32") from None
+    except (TypeError, ValueError) as e:
+        raise DescriptorError("KV007", None, "not JSON: %s" % e) from None
+
+
+def _profile_args(profile: Any) -> Tuple[Optional[bytes], Optional[bytes]]:
+    if profile is None:
+        return None, None
+    if isinstance(profile, Mapping):
+        try:
+            text = _json.dumps(dict(profile), ensure_ascii=False, allow_nan=True)
+        except (TypeError, ValueError) as e:
+            raise UsageError("bad profile: not JSON: %s" % e) from None
+        return None, text.encode("utf-8")
+    return _path("profile", profile), None
+
+
+def _ranks(local_ranks: Any) -> Optional[str]:
+    if local_ranks is None:
+        return None
+    if isinstance(local_ranks, str):
+        return local_ranks
+    if isinstance(local_ranks, (list, tuple, set, frozenset, range)):
+        ranks = sorted({_int_option("local_ranks", r) for r in local_ranks})
+        if not ranks:
+            raise UsageError("local_ranks: an empty list names no rank")
+        return ",".join(str(r) for r in ranks)
+    raise UsageError(
+        "local_ranks: expected a string such as \"0-3,8\" or a list of ints, found %r"
+        % (local_ranks,)
+    )
+
+
+def _age(name: str, v: Any) -> Optional[int]:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            return int(_native.parse_age(v))
+        except _native.NativeError as e:
+            _raise(e)
+    return _int_option(name, v)
+
+
+def seal(descriptor: Mapping[str, Any]) -> Dict[str, Any]:
+    """A copy of ``descriptor`` with ``digest`` set (docs/format.md §3.2),
+    after every check the audit makes apart from the digest; raises
+    :class:`DescriptorError` with the audit's code otherwise."""
+    try:
+        sealed = _native.seal(_json_text("descriptor", descriptor))
+    except _native.NativeError as e:
+        _raise(e)
+    out: Dict[str, Any] = _json.loads(sealed)
+    return out
+
+
+def digest(descriptor: Mapping[str, Any]) -> str:
+    """The canonical digest (``sha256:…``) of ``descriptor`` without its
+    ``digest`` member, as ``kvcr digest`` computes it."""
+    try:
+        return str(_native.digest(_json_text("descriptor", descriptor)))
+    except _native.NativeError as e:
+        _raise(e)
+
+
+def write_rank(
+    root: StrPath, descriptor: Mapping[str, Any], *, subdir: Optional[str] = None
+) -> _pathlib.Path:
+    """Validates, seals and writes ``descriptor`` as ``root/[subdir/]rank-<R>.json``
+    atomically (docs/format.md §3.5: exclusive staging file, mode 0600,
+    fsync, rename, directory fsync; never through a symlink). ``subdir``
+    is created (0700) where missing. Returns the path written."""
+    r = _path("root", root)
+    s = None if subdir is None else _path("subdir", subdir)
+    text = _json_text("descriptor", descriptor)
+    try:
+        written = _native.write_rank(r, text, s)
+    except _native.NativeError as e:
+        _raise(e)
+    return _pathlib.Path(_os.fsdecode(written))
+
+
+def proc_start_ticks(pid: int) -> int:
+    """Field 22 of ``/proc/<pid>/stat`` (clock ticks since boot), read the
+    way the live audit reads it; :class:`Error` when no such process runs."""
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise UsageError("pid: expected an integer, found %r" % (pid,))
+    if not 1 <= pid <= (1 << 31) - 1:
+        raise Error("no running process %d" % pid, 1)
+    try:
+        return int(_native.proc_start_ticks(pid))
+    except _native.NativeError as e:
+        _raise(e)
+
+
+def boot_id() -> str:
+    """This boot's id (``/proc/sys/kernel/random/boot_id`` without its newline)."""
+    try:
+        return str(_native.boot_id())
+    except _native.NativeError as e:
+        _raise(e)
+
+
+def content_digest(
+    read: Callable[[int, int], bytes],
+    size_bytes: int,
+    *,
+    offset_bytes: int = 0,
+    pages: int = 16,
+    page_bytes: int = 4096,
+) -> Dict[str, Any]:
+    """The ``content`` member of an allocation: SHA-256 over the pages the
+    sampling rule picks, each read with ``read(offset, length)`` (absolute
+    offsets in the exported allocation). Returns
+    ``{"page_bytes": …, "pages": …, "sha256": "<64 hex>"}``. If ``size_bytes``
+    fits in one page, ``pages`` must be 1."""
+    args = [
+        _content_int("size_bytes", size_bytes),
+        _content_int("offset_bytes", offset_bytes),
+        _content_int("content.pages", pages),
+        _content_int("content.page_bytes", page_bytes),
+    ]
+    try:
+        pb, n, sha = _native.content_digest(read, *args)
+    except _native.NativeError as e:
+        _raise(e)
+    return {"page_bytes": pb, "pages": n, "sha256": sha}
+
+
+def audit(
+    root: StrPath,
+    *,
+    profile: Union[StrPath, Mapping[str, Any], None] = None,
+    engine: Optional[str] = None,
+    live: bool = False,
+    strict: bool = False,
+    local_ranks: Union[str, Sequence[int], None] = None,
+    min_epoch: Optional[int] = None,
+    max_age: Union[int, str, None] = None,
+    incarnation: Union[str, _uuid.UUID, None] = None,
+) -> Dict[str, Any]:
+    """The document ``kvcr audit ROOT --format json`` prints with the same
+    options, computed in-process with the GIL released. A rejected group is
+    no exception: read ``report["exit_status"]``. ``$KVCR_PROFILE`` applies
+    when ``profile`` is not given, as on the command line."""
+    r = _path("root", root)
+    pp, pj = _profile_args(profile)
+    if not isinstance(live, bool) or not isinstance(strict, bool):
+        raise UsageError("live and strict are booleans")
+    if engine is not None and not isinstance(engine, str):
+        raise UsageError("engine: expected a string, found %r" % (engine,))
+    if isinstance(incarnation, _uuid.UUID):
+        incarnation = str(incarnation)
+    if incarnation is not None and not isinstance(incarnation, str):
+        raise UsageError("incarnation: expected a UUID string, found %r" % (incarnation,))
+    me = None if min_epoch is None else _int_option("min_epoch", min_epoch)
+    try:
+        text, _status = _native.audit(
+            r, pp, pj, engine, live, strict, _ranks(local_ranks), me,
+            _age("max_age", max_age), incarnation,
+        )
+    except _native.NativeError as e:
+        _raise(e)
+    out: Dict[str, Any] = _json.loads(text)
+    return out
+
+
+def examine(path: StrPath) -> Dict[str, Any]:
+    """The document ``kvcr examine FILE --format json`` prints (one
+    descriptor checked on its own)."""
+    try:
+        text = _native.examine(_path("path", path))
+    except _native.NativeError as e:
+        _raise(e)
+    out: Dict[str, Any] = _json.loads(text)
+    return out
+
+
+def gate(
+    root: StrPath,
+    *,
+    profile: Union[StrPath, Mapping[str, Any], None] = None,
+    engine: Optional[str] = None,
+    local_ranks: Union[str, Sequence[int], None] = None,
+    fleet_report: Optional[StrPath] = None,
+    max_report_age: Union[int, str] = 300,
+) -> Dict[str, Any]:
+    """The engine's readiness question: the import gate in live, strict mode,
+    in the documented order of answers, up to and not including the driver
+    check (no GPU call). Returns the accepted group's ``kvcr.import-plan/v1``
+    document; raises :class:`Refused` (with ``.report``) otherwise, and
+    :class:`UsageError` for a missing or incomplete profile.
+    ``$KVCR_PROFILE`` applies only when ``profile`` is not given."""
+    r = _path("root", root)
+    pp, pj = _profile_args(profile)
+    if engine is not None and not isinstance(engine, str):
+        raise UsageError("engine: expected a string, found %r" % (engine,))
+    fr = None if fleet_report is None else _path("fleet_report", fleet_report)
+    age = _age("max_report_age", max_report_age)
+    try:
+        text = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age)
+    except _native.NativeError as e:
+        _raise(e)
+    out: Dict[str, Any] = _json.loads(text)
+    return out

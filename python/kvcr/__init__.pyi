@@ -1,0 +1,64 @@
+import os
+import pathlib
+import uuid
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
+
+StrPath = Union[str, "os.PathLike[str]"]
+
+__version__: str
+__all__: list[str]
+
+class Error(Exception):
+    exit_status: int
+    message: str
+    def __init__(self, message: str, exit_status: int = 1) -> None: ...
+
+class UsageError(Error):
+    def __init__(self, message: str) -> None: ...
+
+class DescriptorError(Error):
+    code: str
+    field: Optional[str]
+    def __init__(self, code: str, field: Optional[str], message: str) -> None: ...
+
+class Refused(Error):
+    report: Dict[str, Any]
+    def __init__(self, message: str, report: Dict[str, Any]) -> None: ...
+
+def seal(descriptor: Mapping[str, Any]) -> Dict[str, Any]: ...
+def digest(descriptor: Mapping[str, Any]) -> str: ...
+def write_rank(
+    root: StrPath, descriptor: Mapping[str, Any], *, subdir: Optional[str] = None
+) -> pathlib.Path: ...
+def proc_start_ticks(pid: int) -> int: ...
+def boot_id() -> str: ...
+def content_digest(
+    read: Callable[[int, int], bytes],
+    size_bytes: int,
+    *,
+    offset_bytes: int = 0,
+    pages: int = 16,
+    page_bytes: int = 4096,
+) -> Dict[str, Any]: ...
+def audit(
+    root: StrPath,
+    *,
+    profile: Union[StrPath, Mapping[str, Any], None] = None,
+    engine: Optional[str] = None,
+    live: bool = False,
+    strict: bool = False,
+    local_ranks: Union[str, Sequence[int], None] = None,
+    min_epoch: Optional[int] = None,
+    max_age: Union[int, str, None] = None,
+    incarnation: Union[str, uuid.UUID, None] = None,
+) -> Dict[str, Any]: ...
+def examine(path: StrPath) -> Dict[str, Any]: ...
+def gate(
+    root: StrPath,
+    *,
+    profile: Union[StrPath, Mapping[str, Any], None] = None,
+    engine: Optional[str] = None,
+    local_ranks: Union[str, Sequence[int], None] = None,
+    fleet_report: Optional[StrPath] = None,
+    max_report_age: Union[int, str] = 300,
+) -> Dict[str, Any]: ...

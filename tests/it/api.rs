@@ -1,0 +1,350 @@
+//! The library API (`kvcr::api`, docs/format.md §13) answers what the
+//! command answers: the audit and examine documents, seal and digest bytes,
+//! the typed descriptor errors, the readiness gate's order of answers, and
+//! the import plan the dry run carries (§13.4).
+
+use crate::util::fleet::private;
+use crate::util::testkit::{self, put_group, Desc};
+use crate::util::{kvcr, repo};
+use kvcr::api::{self, AuditOptions, Error, GateOptions, Profile};
+use kvcr::finding::Code;
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn valid(kind: kvcr::schema::Kind, doc: &Value) {
+    let schema: Value = serde_json::from_str(kind.text()).unwrap();
+    let v = jsonschema::draft202012::new(&schema).unwrap();
+    let errs: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errs.is_empty(), "{kind:?}: {errs:?}\n{doc:#}");
+}
+
+fn cli_json(args: &[&str], cwd: &Path) -> (i32, Value) {
+    let out = kvcr().current_dir(cwd).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        serde_json::from_slice(&out.stdout).unwrap(),
+    )
+}
+
+#[test]
+fn audit_and_examine_are_the_clis_documents() {
+    let case = repo().join("fixtures/kv106-profile-gpu");
+    let (code, want) = cli_json(
+        &[
+            "audit",
+            "inventory",
+            "--format",
+            "json",
+            "--profile",
+            "profile.json",
+        ],
+        &case,
+    );
+    let o = AuditOptions {
+        profile: Some(Profile::Path(case.join("profile.json"))),
+        ..AuditOptions::default()
+    };
+    let got = api::audit(&case.join("inventory"), &o).unwrap();
+    assert_eq!(got.exit_status(), code);
+    let mut got: Value = serde_json::from_str(got.as_json()).unwrap();
+    // The CLI ran with a relative profile path.
+    got["options"]["profile"] = want["options"]["profile"].clone();
+    assert_eq!(testkit::without_clock(got), testkit::without_clock(want));
+
+    let file = case.join("inventory/rank-0.json");
+    let (code, want) = cli_json(
+        &["examine", file.to_str().unwrap(), "--format", "json"],
+        &case,
+    );
+    let got = api::examine(&file).unwrap();
+    assert_eq!(got.exit_status(), code);
+    let got: Value = serde_json::from_str(got.as_json()).unwrap();
+    assert_eq!(testkit::without_clock(got), testkit::without_clock(want));
+
+    // Options the flags would refuse are usage errors (exit 2).
+    let strict = AuditOptions {
+        strict: true,
+        ..AuditOptions::default()
+    };
+    assert!(matches!(
+        api::audit(&case.join("inventory"), &strict),
+        Err(Error::Usage { .. })
+    ));
+    let engine = AuditOptions {
+        engine: Some("bad id!".into()),
+        ..AuditOptions::default()
+    };
+    assert_eq!(api::audit(&case, &engine).unwrap_err().exit_status(), 2);
+    assert_eq!(api::parse_age("15m").unwrap(), 900);
+    assert!(api::parse_age("5y").is_err());
+}
+
+#[test]
+fn seal_json_is_kvcr_seal_and_errors_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = Desc::new("e", 0, 1, 1).value();
+    v["model"]["name"] = json!("Qwen/通义千问 \u{1} \"q\"");
+    let text = serde_json::to_vec(&v).unwrap();
+    let f = dir.path().join("rank-0.json");
+    std::fs::write(&f, &text).unwrap();
+    let out = kvcr().args(["seal", "-q"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(api::seal_json(&text).unwrap(), std::fs::read(&f).unwrap());
+    let out = kvcr().arg("digest").arg(&f).output().unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        api::digest_json(&text).unwrap()
+    );
+
+    for (edit, field) in [
+        (json!({"epoch": 18446744073709551616u128 as f64}), "epoch"),
+        (json!({"epoch": true}), "epoch"),
+        (json!({"rank": 1.0}), "rank"),
+    ] {
+        let mut bad = v.clone();
+        for (k, x) in edit.as_object().unwrap() {
+            bad[k] = x.clone();
+        }
+        match api::seal_json(&serde_json::to_vec(&bad).unwrap()) {
+            Err(Error::Descriptor {
+                code,
+                field: Some(f),
+                message,
+            }) => {
+                assert_eq!((code, f.as_str()), (Code::KV007, field), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Integers past u64 as written: out of range, not a float.
+    let big = String::from_utf8(text.clone()).unwrap().replacen(
+        "\"epoch\":1",
+        "\"epoch\":18446744073709551616",
+        1,
+    );
+    match api::seal_json(big.as_bytes()) {
+        Err(Error::Descriptor {
+            code: Code::KV007,
+            field: Some(f),
+            message,
+        }) => {
+            assert_eq!(f, "epoch");
+            assert!(message.contains("18446744073709551616"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        api::seal_json(b"{\"a\":1,\"a\":2}"),
+        Err(Error::Descriptor {
+            code: Code::KV006,
+            ..
+        })
+    ));
+    assert!(matches!(
+        api::digest_json(b"[1]"),
+        Err(Error::Descriptor { .. })
+    ));
+
+    // write_rank_json: 0600, subdir 0700, never through a symlink.
+    use std::os::unix::fs::PermissionsExt;
+    let root = dir.path().join("inv");
+    std::fs::create_dir(&root).unwrap();
+    let p = api::write_rank_json(&root, &text, Some(Path::new("a/b"))).unwrap();
+    assert_eq!(p, root.join("a/b/rank-0.json"));
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(root.join("a"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    std::os::unix::fs::symlink(dir.path(), root.join("link")).unwrap();
+    assert!(api::write_rank_json(&root, &text, Some(Path::new("link"))).is_err());
+    assert!(matches!(
+        api::write_rank_json(&root, &text, Some(Path::new("../x"))),
+        Err(Error::Usage { .. })
+    ));
+}
+
+#[test]
+fn proc_and_boot_id_read_as_the_live_audit_reads() {
+    let me = std::process::id() as i32;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let ticks: u64 = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(api::proc_start_ticks(me).unwrap(), ticks);
+    assert!(api::proc_start_ticks(0).is_err());
+    let b = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    assert_eq!(api::boot_id().unwrap().to_string(), b.trim());
+}
+
+#[test]
+fn gate_usage_errors_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Desc::new("llama3-70b-a", 0, 2, 1);
+    put_group(&dir.path().join("inv"), "", &d);
+    private(&dir.path().join("inv"));
+    let inv = dir.path().join("inv");
+    // No profile: a usage error before anything is read.
+    assert!(
+        matches!(api::gate(&inv, &GateOptions::default()), Err(Error::Usage { message, .. }) if message.contains("profile"))
+    );
+    // An incomplete profile (no gpus): a usage error too.
+    let mut p = testkit::profile(&d);
+    p.as_object_mut().unwrap().remove("gpus");
+    let o = GateOptions {
+        profile: Some(Profile::Json(serde_json::to_vec(&p).unwrap())),
+        ..GateOptions::default()
+    };
+    assert!(
+        matches!(api::gate(&inv, &o), Err(Error::Usage { message, .. }) if message.contains("gpus"))
+    );
+    // On this node the descriptors' node is foreign: refused with the
+    // import report (mode gate), and no GPU call.
+    let o = GateOptions {
+        profile: Some(Profile::Json(
+            serde_json::to_vec(&testkit::profile(&d)).unwrap(),
+        )),
+        ..GateOptions::default()
+    };
+    match api::gate(&inv, &o) {
+        Err(Error::Refused { report, message }) => {
+            let r: Value = serde_json::from_str(report.as_json()).unwrap();
+            valid(kvcr::schema::Kind::ImportReport, &r);
+            assert_eq!(
+                (r["mode"].as_str(), r["result"].as_str()),
+                (Some("gate"), Some("rejected"))
+            );
+            assert_eq!(r["exit_status"], 1);
+            assert_eq!(r["backend"], "none");
+            assert!(!message.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    // An empty inventory: refused, no descriptor.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    private(&empty);
+    assert!(matches!(api::gate(&empty, &o), Err(Error::Refused { .. })));
+}
+
+#[test]
+fn the_dry_run_carries_the_import_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut d = Desc::new("llama3-70b-a", 0, 2, 1);
+    d.allocations = 3;
+    put_group(&dir.path().join("inv"), "", &d);
+    let mut off = d.clone();
+    off.rank = 1;
+    let bytes = off.bytes_with(|v| {
+        v["allocations"][2]["offset_bytes"] = json!(4096);
+        v["allocations"][0]["content"] =
+            json!({"page_bytes": 4096, "pages": 2, "sha256": "ab".repeat(32)});
+    });
+    std::fs::write(dir.path().join("inv/rank-1.json"), bytes).unwrap();
+    private(&dir.path().join("inv"));
+    let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
+    let facts = json!({
+        "boot_id": testkit::BOOT_ID, "hostname": testkit::HOSTNAME,
+        "processes": {"4242": 123456}, "processes_unreadable": null,
+        "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
+    });
+    std::fs::write(dir.path().join("facts.json"), facts.to_string()).unwrap();
+    let out = kvcr()
+        .args(["import", "--dry-run", "--format", "json"])
+        .arg(dir.path().join("inv"))
+        .env("KVCR_NODE_FACTS", dir.path().join("facts.json"))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // No profile: the real import would stop there with exit 2, and the dry
+    // run says so (docs/format.md §8.7); the plan is carried all the same.
+    assert_eq!(out.status.code(), Some(2), "{v:#}");
+    valid(kvcr::schema::Kind::ImportReport, &v);
+    let plan = &v["plan"];
+    valid(kvcr::schema::Kind::ImportPlan, plan);
+    assert_eq!(plan["schema"], "kvcr.import-plan/v1");
+    assert_eq!(plan["engine_id"], "llama3-70b-a");
+    assert_eq!(plan["epoch"], 1);
+    assert_eq!(plan["local_ranks"], Value::Null);
+    let ranks = plan["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2);
+    for r in ranks {
+        let file: Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join("inv").join(r["path"].as_str().unwrap())).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(r["digest"], file["digest"]);
+        assert_eq!(r["gpu_uuid"], file["gpu_uuid"]);
+        assert_eq!(r["owner"], file["owner"]);
+        let allocs = r["allocations"].as_array().unwrap();
+        assert_eq!(allocs.len(), 3);
+        for (a, f) in allocs.iter().zip(file["allocations"].as_array().unwrap()) {
+            assert_eq!(a["id"], f["id"]);
+            assert_eq!(a["size_bytes"], f["size_bytes"]);
+            assert_eq!(a["handle"], f["handle"]);
+            assert_eq!(
+                a["offset_bytes"],
+                f.get("offset_bytes").cloned().unwrap_or(json!(0))
+            );
+        }
+    }
+    assert_eq!(ranks[1]["allocations"][2]["offset_bytes"], 4096);
+    // content (§3.6) as the descriptor states it, only where declared.
+    assert_eq!(
+        ranks[1]["allocations"][0]["content"],
+        json!({"page_bytes": 4096, "pages": 2, "sha256": "ab".repeat(32)})
+    );
+    assert!(ranks[0]["allocations"][0].get("content").is_none());
+    assert!(ranks[1]["allocations"][1].get("content").is_none());
+    // A rejected group's dry run carries no plan.
+    std::fs::remove_file(dir.path().join("inv/rank-1.json")).unwrap();
+    let out = kvcr()
+        .args(["import", "--dry-run", "--format", "json"])
+        .arg(dir.path().join("inv"))
+        .env("KVCR_NODE_FACTS", dir.path().join("facts.json"))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Still no profile, which is answered first (exit 2, §8.9).
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(v["result"], "rejected", "{v:#}");
+    assert!(v.get("plan").is_none(), "{v:#}");
+}
+
+#[test]
+fn content_digest_follows_the_sampling_rule() {
+    let mem: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut calls = Vec::new();
+    let mut read = |o: u64, n: u64| {
+        calls.push((o, n));
+        Ok(mem[o as usize..(o + n) as usize].to_vec())
+    };
+    let c = api::digest_content(8193, 100, 512, 3, &mut read).unwrap();
+    assert_eq!(calls, [(100, 512), (3940, 512), (7781, 512)]);
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for (o, n) in &calls {
+        h.update(&mem[*o as usize..(*o + *n) as usize]);
+    }
+    assert_eq!(c.sha256, <[u8; 32]>::from(h.finalize()));
+    assert!(matches!(
+        api::sampled_ranges(8193, 0, 512, 1),
+        Err(api::ContentError::Shape(_))
+    ));
+}
