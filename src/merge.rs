@@ -155,7 +155,14 @@ impl<T: serde::Serialize> Clone for Json<'_, T> {
     }
 }
 
-/// Merges per-node reports (name, report) into group verdicts.
+/// The identity of a report's host (docs/format.md §10): hostnames are
+/// DNS names, so ASCII case and one trailing dot (the root) do not make
+/// another node; every other byte counts (a look-alike letter is another
+/// name). Merge and the fleet gate compare hosts only through this.
+pub fn host_key(h: &str) -> String {
+    h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
+}
+
 /// How far in the future a report may be dated: the descriptors' clock
 /// slack (docs/format.md §5.4), one rule for both.
 pub use crate::verdict::FUTURE_SLACK_MS;
@@ -218,10 +225,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
     let mut by_host: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for (name, r) in &reports {
         match r.host.as_deref().filter(|h| !h.is_empty()) {
-            Some(h) => by_host
-                .entry(h.to_ascii_lowercase())
-                .or_default()
-                .push(name),
+            Some(h) => by_host.entry(host_key(h)).or_default().push(name),
             None => global.push(
                 Finding::reject(
                     Code::KV110,
@@ -237,7 +241,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                 Finding::reject(
                     Code::KV102,
                     format!(
-                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case): {}; each node must be audited once",
+                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case and a trailing dot): {}; each node must be audited once",
                         names.len(),
                         bounded(names)
                     ),

@@ -324,7 +324,7 @@ fn check_fleet(
         .filter(|i| {
             i.host
                 .as_deref()
-                .is_some_and(|h| h.eq_ignore_ascii_case(host))
+                .is_some_and(|h| crate::merge::host_key(h) == crate::merge::host_key(host))
         })
         .collect();
     let input = match mine.as_slice() {
@@ -480,10 +480,10 @@ fn judge_report_data(
                 terminal(&i.report)
             )
         })?;
-        let lower = host.to_ascii_lowercase();
+        let lower = crate::merge::host_key(host);
         if hosts.contains(&lower) {
             return Err(format!(
-                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring ASCII case)",
+                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring ASCII case and a trailing dot)",
                 terminal(host)
             ));
         }

@@ -1,0 +1,181 @@
+//! Merge and the fleet gate hold against forged and malformed reports: one
+//! descriptor is one rank, one node is one host whatever its spelling, a
+//! report with duplicate members is refused whole, and a not-counted notice
+//! never covers a rank the group counts. Each case starts from two genuine
+//! live node reports (util::fleet::Fleet) that merge to an accepted group,
+//! and edits one thing.
+
+use crate::util::fleet::Fleet;
+use crate::util::*;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn merge_bytes(f: &Fleet, a: &[u8], b: &[u8], format: &str) -> Run {
+    let pa = f.dir.path().join("attack-a.json");
+    let pb = f.dir.path().join("attack-b.json");
+    std::fs::write(&pa, a).unwrap();
+    std::fs::write(&pb, b).unwrap();
+    merge_paths(&[pa, pb], format)
+}
+
+fn merge_paths(paths: &[PathBuf], format: &str) -> Run {
+    let out = kvcr()
+        .arg("merge")
+        .args(paths)
+        .args(["--format", format])
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn merge_edited(
+    f: &Fleet,
+    edit_a: impl FnOnce(&mut Value),
+    edit_b: impl FnOnce(&mut Value),
+) -> Run {
+    let (mut a, mut b) = (f.node_report("a"), f.node_report("b"));
+    edit_a(&mut a);
+    edit_b(&mut b);
+    merge_bytes(
+        f,
+        &serde_json::to_vec_pretty(&a).unwrap(),
+        &serde_json::to_vec_pretty(&b).unwrap(),
+        "json",
+    )
+}
+
+/// Rejected (exit 1), `code` among the findings and in the headline.
+fn rejected_with(r: &Run, code: &str) -> Value {
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    assert_eq!(v["exit_status"], 1);
+    assert!(
+        codes(&v).iter().any(|c| c == code),
+        "{code} missing: {:?}\n{v:#}",
+        codes(&v)
+    );
+    assert!(
+        v["groups"][0]["cause"].as_str().unwrap().contains(code),
+        "headline names {code}: {v:#}"
+    );
+    v
+}
+
+/// Refused whole (exit 2, nothing judged), the error naming the file and `what`.
+fn refused(r: &Run, file: &str, what: &str) {
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.is_empty(), "nothing judged: {}", r.stdout);
+    assert!(r.stderr.contains(file), "names the file: {}", r.stderr);
+    assert!(r.stderr.contains(what), "names {what}: {}", r.stderr);
+}
+
+#[test]
+fn the_genuine_pair_merges_accepted() {
+    let f = Fleet::new();
+    let r = merge_edited(&f, |_| {}, |_| {});
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+/// Hostnames compare as DNS names: ASCII case and one trailing dot do not
+/// make another node.
+#[test]
+fn one_host_spelled_two_ways_is_one_node() {
+    let f = Fleet::new();
+    for spelling in ["GPU-NODE-17.", "gpu-node-17.", "Gpu-Node-17"] {
+        let r = merge_edited(&f, |_| {}, |b| b["host"] = json!(spelling));
+        rejected_with(&r, "KV102");
+    }
+    // Bytes decide: a look-alike (Cyrillic е) is another name, so another
+    // node, and the group of both is accepted.
+    let r = merge_edited(&f, |_| {}, |b| b["host"] = json!("gpu-nod\u{435}-17"));
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+/// serde would take the last of two equal members; a reader that takes the
+/// first would see another report. Refused whole, naming the member.
+#[test]
+fn a_report_with_a_duplicate_member_is_refused_whole() {
+    let f = Fleet::new();
+    let a = serde_json::to_string(&f.node_report("a")).unwrap();
+    let b = serde_json::to_vec(&f.node_report("b")).unwrap();
+    for (what, forged) in [
+        ("host", a.replacen("{", "{\"host\":\"gpu-node-99\",", 1)),
+        // An escaped spelling of the same key.
+        (
+            "host",
+            a.replacen("{", "{\"ho\\u0073t\":\"gpu-node-99\",", 1),
+        ),
+        (
+            "epoch",
+            a.replacen("\"epoch\":", "\"epoch\":9,\"epoch\":", 1),
+        ),
+        (
+            "verdict",
+            a.replacen("\"verdict\":", "\"verdict\":\"reject\",\"verdict\":", 1),
+        ),
+    ] {
+        assert_ne!(forged, a);
+        let r = merge_bytes(&f, forged.as_bytes(), &b, "json");
+        refused(&r, "attack-a.json", what);
+        assert!(r.stderr.contains("duplicate"), "{}", r.stderr);
+    }
+}
+
+/// Bytes that are not exactly one JSON report are refused whole, naming the
+/// file: a byte-order mark, trailing garbage, NaN, 1e400, -0 and deep
+/// nesting.
+#[test]
+fn malformed_json_is_refused_whole_naming_the_file() {
+    let f = Fleet::new();
+    let a = serde_json::to_string(&f.node_report("a")).unwrap();
+    let b = serde_json::to_vec(&f.node_report("b")).unwrap();
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    for forged in [
+        format!("\u{feff}{a}"),
+        format!("{a}garbage"),
+        format!("{a}{a}"),
+        a.replacen("\"epoch\":1", "\"epoch\":NaN", 1),
+        a.replacen("\"epoch\":1", "\"epoch\":1e400", 1),
+        a.replacen("\"epoch\":1", "\"epoch\":-0", 1),
+        a.replacen("\"files\":[]", &format!("\"files\":{deep}"), 1),
+    ] {
+        assert_ne!(forged, a, "the case edits the report");
+        let r = merge_bytes(&f, forged.as_bytes(), &b, "json");
+        refused(&r, "attack-a.json", "attack-a.json");
+    }
+}
+
+/// The fleet gate compares hosts by the same rule: two inputs from one host
+/// spelled two ways are refused, and this node's input is found whatever
+/// its spelling.
+#[test]
+fn the_fleet_gate_knows_one_host_spelled_two_ways() {
+    let f = Fleet::new();
+    let mut twice = f.fleet();
+    let mut twin = twice["inputs"][0].clone();
+    twin["host"] = json!(format!(
+        "{}.",
+        twin["host"].as_str().unwrap().to_uppercase()
+    ));
+    twin["report"] = json!("twin.json");
+    twice["inputs"].as_array_mut().unwrap().push(twin);
+    f.refused(Some(&twice), &[], "two inputs from host");
+    let mut dotted = f.fleet();
+    for i in dotted["inputs"].as_array_mut().unwrap() {
+        let h = i["host"].as_str().unwrap().to_uppercase();
+        i["host"] = json!(format!("{h}."));
+    }
+    let (code, v) = f.import(Some(&dotted), &[]);
+    assert_eq!(code, 0, "{v:#}");
+}
