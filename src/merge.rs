@@ -163,6 +163,14 @@ pub fn host_key(h: &str) -> String {
     h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
 }
 
+/// Whether a report's rank `rank` was read from a file named for it: the
+/// last component of `path` is `rank-<rank>.json` (docs/format.md §10.1),
+/// by the audit's own name parser. Merge and the fleet gate both ask this.
+pub fn file_names_rank(path: &str, rank: Option<u64>) -> bool {
+    let file = path.rsplit('/').next().unwrap_or_default();
+    crate::inventory::parse_rank_name(std::ffi::OsStr::new(file)) == Some(rank)
+}
+
 /// How far in the future a report may be dated: the descriptors' clock
 /// slack (docs/format.md §5.4), one rule for both.
 pub use crate::verdict::FUTURE_SLACK_MS;
@@ -535,6 +543,16 @@ fn merge_group(
                     )
                     .values(format!("{field} {}", shown(&theirs)), format!("{field} {}", shown(&mine)))));
                 }
+            }
+            // One descriptor file is one rank: the rank is the one its
+            // file name names (docs/format.md §10.1), by the audit's own
+            // name parser.
+            if let Some(n) = r.rank.filter(|_| !file_names_rank(&r.path, r.rank)) {
+                rank_findings.push(at(Finding::reject(
+                    Code::KV101,
+                    format!("report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json", r.path),
+                )
+                .values(format!("rank-{n}.json"), format!("{:?}", r.path))));
             }
             match r.rank {
                 None => rank_findings.push(at(Finding::reject(

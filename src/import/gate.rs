@@ -245,6 +245,12 @@ fn check_fleet(
                 "--fleet-report {name} accepts group {engine} but rejects its rank {n}"
             ));
         }
+        if !crate::merge::file_names_rank(&r.path, r.rank) {
+            return Err(format!(
+                "--fleet-report {name} lists rank {n} of group {engine} read from {}, a file not named rank-{n}.json",
+                terminal(&r.path)
+            ));
+        }
         *seen.entry(n).or_default() += 1;
     }
     let ws = g.world_size.unwrap_or(0);

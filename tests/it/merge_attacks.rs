@@ -179,3 +179,39 @@ fn the_fleet_gate_knows_one_host_spelled_two_ways() {
     let (code, v) = f.import(Some(&dotted), &[]);
     assert_eq!(code, 0, "{v:#}");
 }
+/// One descriptor file is one rank: a report listing one path for two rank
+/// numbers (or a path naming another rank) counts a rank that was never
+/// audited.
+#[test]
+fn a_rank_is_the_rank_its_file_name_names() {
+    let f = Fleet::new();
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| {
+            let p = b["groups"][0]["ranks"][0]["path"].clone();
+            b["groups"][0]["ranks"][1]["path"] = p;
+        },
+    );
+    let v = rejected_with(&r, "KV101");
+    assert!(
+        has(&v, "KV101", "rank-2.json"),
+        "the rank naming another's file: {v:#}"
+    );
+    let r = merge_edited(
+        &f,
+        |a| a["groups"][0]["ranks"][1]["path"] = json!("rank-7.json"),
+        |_| {},
+    );
+    rejected_with(&r, "KV101");
+}
+
+/// The fleet gate asks the same question of a merged report's ranks.
+#[test]
+fn the_fleet_gate_refuses_a_rank_read_from_another_ranks_file() {
+    let f = Fleet::new();
+    let mut forged = f.fleet();
+    let p = forged["groups"][0]["ranks"][0]["path"].clone();
+    forged["groups"][0]["ranks"][1]["path"] = p;
+    f.refused(Some(&forged), &[], "a file not named rank-1.json");
+}
