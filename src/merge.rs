@@ -432,7 +432,17 @@ fn merge_group(
             .find(|f| f.severity == Severity::Reject)
             .and_then(|f| Code::parse(&f.code))
             .unwrap_or(Code::KV007);
-        for f in std::mem::take(&mut g.findings) {
+        for mut f in std::mem::take(&mut g.findings) {
+            // Not counted means outside the current incarnation: a notice
+            // naming one of the group's own ranks contradicts its report,
+            // and counts (docs/format.md §10.1).
+            if !f.counted
+                && f.path
+                    .as_deref()
+                    .is_some_and(|p| g.ranks.iter().any(|r| r.path == p))
+            {
+                f.counted = true;
+            }
             if f.code != "KV103" {
                 findings.push(finding(name, f, Place::Group));
             }

@@ -215,3 +215,20 @@ fn the_fleet_gate_refuses_a_rank_read_from_another_ranks_file() {
     forged["groups"][0]["ranks"][1]["path"] = p;
     f.refused(Some(&forged), &[], "a file not named rank-1.json");
 }
+/// A not-counted notice is about a descriptor outside the current
+/// incarnation: one naming a rank the group counts is a contradiction, and
+/// the group is rejected.
+#[test]
+fn a_not_counted_notice_never_covers_a_counted_rank() {
+    let f = Fleet::new();
+    let r = merge_edited(
+        &f,
+        |a| {
+            let p = a["groups"][0]["ranks"][0]["path"].clone();
+            a["groups"][0]["findings"] = json!([{"code": "KV106", "name": "gpu", "severity": "notice",
+                "message": "superseded; not counted", "path": p, "counted": false}]);
+        },
+        |_| {},
+    );
+    rejected_with(&r, "KV106");
+}
