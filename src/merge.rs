@@ -163,6 +163,13 @@ pub fn host_key(h: &str) -> String {
     h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
 }
 
+/// Whether a rank created at `created` (ms) is dated beyond the clock
+/// slack after the report that lists it was written at `written`
+/// (docs/format.md §10.3). Merge and the fleet gate both ask this.
+pub fn created_after(created: u64, written: u64) -> bool {
+    created > written.saturating_add(FUTURE_SLACK_MS)
+}
+
 /// Whether a report's rank `rank` was read from a file named for it: the
 /// last component of `path` is `rank-<rank>.json` (docs/format.md §10.1),
 /// by the audit's own name parser. Merge and the fleet gate both ask this.
@@ -282,6 +289,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         let NodeReport {
             files: node_files,
             groups: node_groups,
+            generated_unix_ms: written,
             ..
         } = r;
         for f in node_files {
@@ -298,7 +306,31 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         for g in &node_groups {
             *seen.entry(g.engine_id.clone()).or_default() += 1;
         }
-        for g in node_groups {
+        for mut g in node_groups {
+            // A rank created after its report was written (beyond the
+            // clock slack) is dated in the future: the descriptors' rule
+            // (docs/format.md §5.4, §10.3), whatever the report says of it.
+            for rank in &mut g.ranks {
+                if let Some(c) = rank.created_unix_ms.filter(|&c| created_after(c, written)) {
+                    rank.findings.push(wire::Finding {
+                        code: Code::KV108.as_str().to_string(),
+                        name: Code::KV108.name().to_string(),
+                        severity: Severity::Reject,
+                        message: format!(
+                            "created {} s after its report was written (created_unix_ms {c}, generated_unix_ms {written}), beyond the {} s clock slack",
+                            (c - written) / 1000,
+                            FUTURE_SLACK_MS / 1000
+                        ),
+                        path: Some(rank.path.clone()),
+                        expected: Some(format!(
+                            "created_unix_ms at most {}",
+                            written.saturating_add(FUTURE_SLACK_MS)
+                        )),
+                        found: Some(format!("created_unix_ms {c}")),
+                        counted: true,
+                    });
+                }
+            }
             let e = g.engine_id.as_str();
             let notes = about.entry(e.to_string()).or_default();
             if let Some(first) = &first_unclean {

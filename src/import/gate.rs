@@ -245,6 +245,15 @@ fn check_fleet(
                 "--fleet-report {name} accepts group {engine} but rejects its rank {n}"
             ));
         }
+        if let Some(c) = r
+            .created_unix_ms
+            .filter(|&c| crate::merge::created_after(c, v.generated_unix_ms))
+        {
+            return Err(format!(
+                "--fleet-report {name}: rank {n} of group {engine} was created (created_unix_ms {c}) after the report was written (generated_unix_ms {}), beyond the clock slack",
+                v.generated_unix_ms
+            ));
+        }
         if !crate::merge::file_names_rank(&r.path, r.rank) {
             return Err(format!(
                 "--fleet-report {name} lists rank {n} of group {engine} read from {}, a file not named rank-{n}.json",

@@ -232,3 +232,132 @@ fn a_not_counted_notice_never_covers_a_counted_rank() {
     );
     rejected_with(&r, "KV106");
 }
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A rank created after its own report was written (beyond the clock
+/// slack) is dated in the future: the audit's rule (§5.4) holds in merge.
+#[test]
+fn a_rank_created_after_its_report_was_written_is_future_dated() {
+    let f = Fleet::new();
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| {
+            let t = b["generated_unix_ms"].as_u64().unwrap() + 86_400_000;
+            b["groups"][0]["ranks"][0]["created_unix_ms"] = json!(t);
+        },
+    );
+    let v = rejected_with(&r, "KV108");
+    assert!(has(&v, "KV108", "rank-2.json"), "{v:#}");
+    // Ahead of the merge's clock too, with the report dated to match.
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| b["groups"][0]["ranks"][1]["created_unix_ms"] = json!(now_ms() + 86_400_000),
+    );
+    rejected_with(&r, "KV108");
+}
+
+/// One GPU is its 16 UUID bytes, whatever its prefix (GPU-/MIG-).
+#[test]
+fn one_gpu_spelled_two_ways_on_two_nodes_is_one_gpu() {
+    let f = Fleet::new();
+    let a = f.node_report("a");
+    let gpu = a["groups"][0]["ranks"][0]["gpu_uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Uppercase is no descriptor's spelling (§3): refused whole.
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| b["groups"][0]["ranks"][0]["gpu_uuid"] = json!(gpu.to_uppercase()),
+    );
+    refused(&r, "attack-b.json", "groups[0].ranks[0].gpu_uuid");
+    // A MIG- spelling of the same 16 bytes is the same device.
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| b["groups"][0]["ranks"][0]["gpu_uuid"] = json!(gpu.replacen("GPU-", "MIG-", 1)),
+    );
+    rejected_with(&r, "KV106");
+}
+
+/// Every string a report carries, with every dangerous character class,
+/// reaches no output raw: table, JSON and prometheus.
+#[test]
+fn dangerous_characters_in_any_report_string_never_reach_any_output() {
+    let f = Fleet::new();
+    let evil = "x\u{1b}[31m\u{7}\r\n\u{8}\u{202e}\u{2066}\u{2028}\u{2029}\u{9b}\u{feff}\u{200b}y";
+    let edit = |v: &mut Value| {
+        v["node_facts_source"] = json!(evil);
+        v["options"]["engine"] = json!(evil);
+        v["options"]["local_ranks"] = json!(evil);
+        v["options"]["incarnation"] = json!(evil);
+        let g = &mut v["groups"][0];
+        if g["model"].is_object() {
+            for (_, m) in g["model"].as_object_mut().unwrap() {
+                if m.is_string() {
+                    *m = json!(format!("m{evil}"));
+                }
+            }
+        }
+        g["findings"] = json!([{"code": evil, "name": evil, "severity": "reject",
+            "message": evil, "path": evil, "expected": evil, "found": evil}]);
+        for r in g["ranks"].as_array_mut().unwrap() {
+            r["not_checked"] = json!([evil]);
+        }
+    };
+    for format in ["table", "json", "prometheus"] {
+        let (mut a, b) = (f.node_report("a"), f.node_report("b"));
+        edit(&mut a);
+        let pa = f
+            .dir
+            .path()
+            .join(format!("evil\u{1b}]0;t\u{7}\u{202e}.json"));
+        let pb = f.dir.path().join("plain-b.json");
+        std::fs::write(&pa, serde_json::to_vec(&a).unwrap()).unwrap();
+        std::fs::write(&pb, serde_json::to_vec(&b).unwrap()).unwrap();
+        let r = merge_paths(&[pa, pb], format);
+        assert!(
+            r.code == 1 || r.code == 2,
+            "{format}: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        for (what, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+            let bad: Vec<char> = text
+                .chars()
+                .filter(|&c| {
+                    (c.is_control() && c != '\n')
+                        || matches!(
+                            c,
+                            '\u{202e}'
+                                | '\u{2066}'
+                                | '\u{2028}'
+                                | '\u{2029}'
+                                | '\u{feff}'
+                                | '\u{200b}'
+                        )
+                })
+                .collect();
+            assert!(bad.is_empty(), "{format} {what} carries {bad:?}:\n{text}");
+        }
+    }
+}
+
+/// The fleet gate asks the same of a merged report's ranks.
+#[test]
+fn the_fleet_gate_refuses_a_rank_created_after_the_report() {
+    let f = Fleet::new();
+    let mut forged = f.fleet();
+    let t = forged["generated_unix_ms"].as_u64().unwrap() + 86_400_000;
+    forged["groups"][0]["ranks"][1]["created_unix_ms"] = json!(t);
+    f.refused(Some(&forged), &[], "after the report was written");
+}
