@@ -163,6 +163,14 @@ pub fn host_key(h: &str) -> String {
     h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
 }
 
+/// Whether a report proves a live audit: it says `live` and names the
+/// boot it was audited in (a live claim without a boot id cannot be matched
+/// to a node's boot, docs/format.md §10). `all_inputs_live` is this of
+/// every input.
+pub fn proves_live(r: &NodeReport) -> bool {
+    r.live && r.boot_id.is_some()
+}
+
 /// Whether a rank created at `created` (ms) is dated beyond the clock
 /// slack after the report that lists it was written at `written`
 /// (docs/format.md §10.3). Merge and the fleet gate both ask this.

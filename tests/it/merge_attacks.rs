@@ -289,6 +289,23 @@ fn one_gpu_spelled_two_ways_on_two_nodes_is_one_gpu() {
     rejected_with(&r, "KV106");
 }
 
+/// An input that claims to be live but names no boot id cannot be matched
+/// to a boot: the merged report does not call all its inputs live.
+#[test]
+fn a_live_claim_without_a_boot_id_is_not_live() {
+    let f = Fleet::new();
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| {
+            b.as_object_mut().unwrap().remove("boot_id");
+        },
+    );
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["all_inputs_live"], false, "{v:#}");
+    f.refused(Some(&v), &[], "not built only from live reports");
+}
+
 /// Every string a report carries, with every dangerous character class,
 /// reaches no output raw: table, JSON and prometheus.
 #[test]
