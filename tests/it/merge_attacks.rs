@@ -334,10 +334,7 @@ fn dangerous_characters_in_any_report_string_never_reach_any_output() {
     for format in ["table", "json", "prometheus"] {
         let (mut a, b) = (f.node_report("a"), f.node_report("b"));
         edit(&mut a);
-        let pa = f
-            .dir
-            .path()
-            .join(format!("evil\u{1b}]0;t\u{7}\u{202e}.json"));
+        let pa = f.dir.path().join("evil\u{1b}]0;t\u{7}\u{202e}.json");
         let pb = f.dir.path().join("plain-b.json");
         std::fs::write(&pa, serde_json::to_vec(&a).unwrap()).unwrap();
         std::fs::write(&pb, serde_json::to_vec(&b).unwrap()).unwrap();
