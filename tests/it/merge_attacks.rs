@@ -375,3 +375,46 @@ fn the_fleet_gate_refuses_a_rank_created_after_the_report() {
     forged["groups"][0]["ranks"][1]["created_unix_ms"] = json!(t);
     f.refused(Some(&forged), &[], "after the report was written");
 }
+
+/// The import gate reads a fleet report through the same strict layer as
+/// merge: duplicate members and bytes that are not exactly one report are
+/// refused, never imported.
+#[test]
+fn the_fleet_gate_refuses_what_merge_refuses_to_read() {
+    let f = Fleet::new();
+    let genuine = serde_json::to_string(&f.fleet()).unwrap();
+    let import = |bytes: &str| {
+        let p = f.dir.path().join("raw-fleet.json");
+        std::fs::write(&p, bytes).unwrap();
+        let out = kvcr()
+            .arg("import")
+            .arg(f.dir.path().join("a"))
+            .args(["--local-ranks", "0-1", "--format", "json"])
+            .arg("--fleet-report")
+            .arg(&p)
+            .env("KVCR_NODE_FACTS", f.dir.path().join("facts-a.json"))
+            .env("KVCR_PROFILE", f.dir.path().join("profile.json"))
+            .env("KVCR_IMPORT_BACKEND", "sim")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = import(&genuine);
+    assert_eq!(code, 0, "set-up: the genuine fleet report imports: {out}");
+    for forged in [
+        genuine.replacen("{", "{\"generated_unix_ms\":1,", 1),
+        genuine.replacen("\"verdict\":", "\"verdict\":\"reject\",\"verdict\":", 1),
+        format!("\u{feff}{genuine}"),
+        format!("{genuine}{{}}"),
+        genuine.replacen("\"epoch\":1", "\"epoch\":-0", 1),
+    ] {
+        assert_ne!(forged, genuine);
+        let (code, out) = import(&forged);
+        assert_ne!(code, 0, "imported a malformed fleet report: {out}");
+        assert!(!out.contains("\"imported\""), "{out}");
+        assert!(out.contains("raw-fleet.json"), "names the file: {out}");
+    }
+}
