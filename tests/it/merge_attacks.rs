@@ -418,3 +418,44 @@ fn the_fleet_gate_refuses_what_merge_refuses_to_read() {
         assert!(out.contains("raw-fleet.json"), "names the file: {out}");
     }
 }
+
+/// A group split across reports whose shapes or lifetimes differ is not one
+/// group, even when the union of their ranks covers 0..world_size-1: each
+/// report edited consistently (group and ranks) still disagrees with the
+/// other.
+#[test]
+fn a_union_of_ranks_from_another_shape_or_lifetime_is_rejected() {
+    let f = Fleet::new();
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| {
+            b["groups"][0]["world_size"] = json!(8);
+            b["groups"][0]["tp"] = json!(8);
+        },
+    );
+    rejected_with(&r, "KV104");
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| {
+            let inc = crate::util::testkit::INCARNATION_B;
+            b["groups"][0]["incarnation"] = json!(inc);
+            for r in b["groups"][0]["ranks"].as_array_mut().unwrap() {
+                r["incarnation"] = json!(inc);
+            }
+        },
+    );
+    rejected_with(&r, "KV107");
+    let r = merge_edited(
+        &f,
+        |_| {},
+        |b| {
+            b["groups"][0]["epoch"] = json!(2);
+            for r in b["groups"][0]["ranks"].as_array_mut().unwrap() {
+                r["epoch"] = json!(2);
+            }
+        },
+    );
+    rejected_with(&r, "KV107");
+}
