@@ -459,3 +459,16 @@ fn a_union_of_ranks_from_another_shape_or_lifetime_is_rejected() {
     );
     rejected_with(&r, "KV107");
 }
+
+/// A rank of an accepted fleet group carries no finding at all: a forged
+/// notice on a rank, or a not-counted one, does not pass the gate.
+#[test]
+fn the_fleet_gate_refuses_a_rank_with_any_finding() {
+    let f = Fleet::new();
+    for (severity, counted) in [("notice", false), ("notice", true), ("reject", true)] {
+        f.must_refuse("a finding on a rank", |v| {
+            v["groups"][0]["ranks"][0]["findings"] = json!([{"code": "KV010", "name": "stray",
+                "severity": severity, "message": "m", "path": "rank-0.json", "counted": counted}]);
+        });
+    }
+}
