@@ -630,7 +630,7 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
         })?;
         reports.push((name, r));
     }
-    let live = reports.iter().all(|(_, r)| r.live);
+    let live = reports.iter().all(|(_, r)| crate::merge::proves_live(r));
     let names: Vec<String> = reports.iter().map(|(n, _)| n.clone()).collect();
     // Dated no earlier than its newest input (within the clock slack).
     let now_ms = crate::merge::merged_at(&reports, now_unix_ms());

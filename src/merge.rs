@@ -155,7 +155,37 @@ impl<T: serde::Serialize> Clone for Json<'_, T> {
     }
 }
 
-/// Merges per-node reports (name, report) into group verdicts.
+/// The identity of a report's host (docs/format.md §10): hostnames are
+/// DNS names, so ASCII case and one trailing dot (the root) do not make
+/// another node; every other byte counts (a look-alike letter is another
+/// name). Merge and the fleet gate compare hosts only through this.
+pub fn host_key(h: &str) -> String {
+    h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
+}
+
+/// Whether a report proves a live audit: it says `live` and names the
+/// boot it was audited in (a live claim without a boot id cannot be matched
+/// to a node's boot, docs/format.md §10). `all_inputs_live` is this of
+/// every input.
+pub fn proves_live(r: &NodeReport) -> bool {
+    r.live && r.boot_id.is_some()
+}
+
+/// Whether a rank created at `created` (ms) is dated beyond the clock
+/// slack after the report that lists it was written at `written`
+/// (docs/format.md §10.3). Merge and the fleet gate both ask this.
+pub fn created_after(created: u64, written: u64) -> bool {
+    created > written.saturating_add(FUTURE_SLACK_MS)
+}
+
+/// Whether a report's rank `rank` was read from a file named for it: the
+/// last component of `path` is `rank-<rank>.json` (docs/format.md §10.1),
+/// by the audit's own name parser. Merge and the fleet gate both ask this.
+pub fn file_names_rank(path: &str, rank: Option<u64>) -> bool {
+    let file = path.rsplit('/').next().unwrap_or_default();
+    crate::inventory::parse_rank_name(std::ffi::OsStr::new(file)) == Some(rank)
+}
+
 /// How far in the future a report may be dated: the descriptors' clock
 /// slack (docs/format.md §5.4), one rule for both.
 pub use crate::verdict::FUTURE_SLACK_MS;
@@ -218,10 +248,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
     let mut by_host: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for (name, r) in &reports {
         match r.host.as_deref().filter(|h| !h.is_empty()) {
-            Some(h) => by_host
-                .entry(h.to_ascii_lowercase())
-                .or_default()
-                .push(name),
+            Some(h) => by_host.entry(host_key(h)).or_default().push(name),
             None => global.push(
                 Finding::reject(
                     Code::KV110,
@@ -237,7 +264,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                 Finding::reject(
                     Code::KV102,
                     format!(
-                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case): {}; each node must be audited once",
+                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case and a trailing dot): {}; each node must be audited once",
                         names.len(),
                         bounded(names)
                     ),
@@ -270,6 +297,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         let NodeReport {
             files: node_files,
             groups: node_groups,
+            generated_unix_ms: written,
             ..
         } = r;
         for f in node_files {
@@ -286,7 +314,31 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         for g in &node_groups {
             *seen.entry(g.engine_id.clone()).or_default() += 1;
         }
-        for g in node_groups {
+        for mut g in node_groups {
+            // A rank created after its report was written (beyond the
+            // clock slack) is dated in the future: the descriptors' rule
+            // (docs/format.md §5.4, §10.3), whatever the report says of it.
+            for rank in &mut g.ranks {
+                if let Some(c) = rank.created_unix_ms.filter(|&c| created_after(c, written)) {
+                    rank.findings.push(wire::Finding {
+                        code: Code::KV108.as_str().to_string(),
+                        name: Code::KV108.name().to_string(),
+                        severity: Severity::Reject,
+                        message: format!(
+                            "created {} s after its report was written (created_unix_ms {c}, generated_unix_ms {written}), beyond the {} s clock slack",
+                            (c - written) / 1000,
+                            FUTURE_SLACK_MS / 1000
+                        ),
+                        path: Some(rank.path.clone()),
+                        expected: Some(format!(
+                            "created_unix_ms at most {}",
+                            written.saturating_add(FUTURE_SLACK_MS)
+                        )),
+                        found: Some(format!("created_unix_ms {c}")),
+                        counted: true,
+                    });
+                }
+            }
             let e = g.engine_id.as_str();
             let notes = about.entry(e.to_string()).or_default();
             if let Some(first) = &first_unclean {
@@ -420,7 +472,17 @@ fn merge_group(
             .find(|f| f.severity == Severity::Reject)
             .and_then(|f| Code::parse(&f.code))
             .unwrap_or(Code::KV007);
-        for f in std::mem::take(&mut g.findings) {
+        for mut f in std::mem::take(&mut g.findings) {
+            // Not counted means outside the current incarnation: a notice
+            // naming one of the group's own ranks contradicts its report,
+            // and counts (docs/format.md §10.1).
+            if !f.counted
+                && f.path
+                    .as_deref()
+                    .is_some_and(|p| g.ranks.iter().any(|r| r.path == p))
+            {
+                f.counted = true;
+            }
             if f.code != "KV103" {
                 findings.push(finding(name, f, Place::Group));
             }
@@ -531,6 +593,16 @@ fn merge_group(
                     )
                     .values(format!("{field} {}", shown(&theirs)), format!("{field} {}", shown(&mine)))));
                 }
+            }
+            // One descriptor file is one rank: the rank is the one its
+            // file name names (docs/format.md §10.1), by the audit's own
+            // name parser.
+            if let Some(n) = r.rank.filter(|_| !file_names_rank(&r.path, r.rank)) {
+                rank_findings.push(at(Finding::reject(
+                    Code::KV101,
+                    format!("report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json", r.path),
+                )
+                .values(format!("rank-{n}.json"), format!("{:?}", r.path))));
             }
             match r.rank {
                 None => rank_findings.push(at(Finding::reject(

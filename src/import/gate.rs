@@ -245,6 +245,21 @@ fn check_fleet(
                 "--fleet-report {name} accepts group {engine} but rejects its rank {n}"
             ));
         }
+        if let Some(c) = r
+            .created_unix_ms
+            .filter(|&c| crate::merge::created_after(c, v.generated_unix_ms))
+        {
+            return Err(format!(
+                "--fleet-report {name}: rank {n} of group {engine} was created (created_unix_ms {c}) after the report was written (generated_unix_ms {}), beyond the clock slack",
+                v.generated_unix_ms
+            ));
+        }
+        if !crate::merge::file_names_rank(&r.path, r.rank) {
+            return Err(format!(
+                "--fleet-report {name} lists rank {n} of group {engine} read from {}, a file not named rank-{n}.json",
+                terminal(&r.path)
+            ));
+        }
         *seen.entry(n).or_default() += 1;
     }
     let ws = g.world_size.unwrap_or(0);
@@ -324,7 +339,7 @@ fn check_fleet(
         .filter(|i| {
             i.host
                 .as_deref()
-                .is_some_and(|h| h.eq_ignore_ascii_case(host))
+                .is_some_and(|h| crate::merge::host_key(h) == crate::merge::host_key(host))
         })
         .collect();
     let input = match mine.as_slice() {
@@ -480,10 +495,10 @@ fn judge_report_data(
                 terminal(&i.report)
             )
         })?;
-        let lower = host.to_ascii_lowercase();
+        let lower = crate::merge::host_key(host);
         if hosts.contains(&lower) {
             return Err(format!(
-                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring ASCII case)",
+                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring ASCII case and a trailing dot)",
                 terminal(host)
             ));
         }

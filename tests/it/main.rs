@@ -43,6 +43,7 @@ mod lifecycle;
 mod live;
 mod man;
 mod memory_identity;
+mod merge_attacks;
 mod merge_judge;
 mod monitoring;
 mod operator;

@@ -74,6 +74,7 @@ const KNOWN: &[&str] = &[
     "tests/it/fleet.rs",
     "tests/it/hostile.rs",
     "tests/it/import_cli.rs",
+    "tests/it/merge_attacks.rs",
     "tests/it/merge_judge.rs",
     "tests/it/props.rs",
     "tests/it/util/man.rs",
