@@ -169,6 +169,10 @@ pub type Report = Document;
 pub enum Profile {
     /// `--profile FILE`.
     Path(PathBuf),
+    /// A file named by `$KVCR_PROFILE` ([`Profile::from_env`]): judged as
+    /// [`Profile::Path`], and the report's `options.profile_source` is
+    /// `"env"`, as on the command line.
+    FromEnv(PathBuf),
     /// The profile's JSON text (docs/format.md §4); the report's
     /// `options.profile` is then `null`.
     Json(Vec<u8>),
@@ -179,7 +183,7 @@ impl Profile {
     pub fn from_env() -> Option<Profile> {
         std::env::var_os("KVCR_PROFILE")
             .filter(|p| !p.is_empty())
-            .map(|p| Profile::Path(PathBuf::from(p)))
+            .map(|p| Profile::FromEnv(PathBuf::from(p)))
     }
 }
 
@@ -220,11 +224,12 @@ fn inventory(
     if let Some(e) = engine {
         crate::cli::parse_engine_id(e).map_err(|m| Error::usage(format!("engine {e:?}: {m}")))?;
     }
+    let from_env = matches!(profile, Some(Profile::FromEnv(_)));
     let (path, loaded) = match profile {
         None => (None, None),
-        Some(Profile::Path(p)) => (
+        Some(Profile::Path(p) | Profile::FromEnv(p)) => (
             Some(p.clone()),
-            Some(crate::settings::load_profile(p, false)?),
+            Some(crate::settings::load_profile(p, from_env)?),
         ),
         Some(Profile::Json(bytes)) => {
             let p = crate::profile::parse_profile(bytes).map_err(|e| Error::Usage {
@@ -242,7 +247,7 @@ fn inventory(
         max_age: o.max_age_s,
         local_ranks: o.local_ranks.clone(),
         incarnation: o.incarnation,
-        profile_from_env: false,
+        profile_from_env: from_env,
     };
     Ok(Inventory::resolve_loaded(&args, loaded)?)
 }

@@ -91,7 +91,10 @@ def test_profile_as_dict_judges_like_the_file(tmp_path: Path) -> None:
     by_file = kvcr.audit(case / "inventory", profile=case / "profile.json")
     by_dict = kvcr.audit(case / "inventory", profile=p)
     assert by_dict["options"]["profile"] is None
+    # A dict names no file: no path and no source in the options.
     by_file["options"]["profile"] = None
+    assert by_file["options"].pop("profile_source") == "flag"
+    assert "profile_source" not in by_dict["options"]
     assert without_clock(by_dict) == without_clock(by_file)
     assert "KV106" in codes(by_dict)
 

@@ -94,7 +94,8 @@ def test_a_producer_restarts_supersedes_and_retires(tmp_path: Path) -> None:
     assert b.event()["event"] == "retired"
     assert b.p.wait(timeout=10) == 0
     r = kvcr.audit(root)
-    assert r["groups"] == [] and r["exit_status"] == 1  # no descriptor found (§6)
+    # Nothing retained is a healthy node, not a rejection (§6): exit 0, "empty:".
+    assert r["groups"] == [] and r["exit_status"] == 0 and r["cause"].startswith("empty:")
     assert os.listdir(root) == []
     st = json.loads(state.read_text())
     assert st["epoch"] == 2 and st["lifetimes"] == []
