@@ -164,7 +164,7 @@ fn summary(
     let status = if rejected { exit::REJECTED } else { exit::OK };
     Examined {
         schema: EXAMINE_SCHEMA,
-        kvcr_version: env!("CARGO_PKG_VERSION"),
+        kvcr_version: crate::version::VERSION,
         path,
         name_rank,
         digest,

@@ -53,7 +53,7 @@ pub struct Meta {
 impl Meta {
     pub fn new(live: bool, now_ms: u64) -> Meta {
         Meta {
-            kvcr_version: env!("CARGO_PKG_VERSION"),
+            kvcr_version: crate::version::VERSION,
             generated_unix_ms: now_ms,
             host: None,
             boot_id: None,

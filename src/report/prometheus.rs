@@ -123,7 +123,7 @@ fn header(o: &mut Out, success: bool, meta: &Meta) {
         "kvcr_build_info",
         "The kvcr version that wrote these metrics.",
     );
-    o.sample("kvcr_build_info", &[("version", crate::VERSION)], 1);
+    o.sample("kvcr_build_info", &[("version", crate::version::VERSION)], 1);
 }
 
 /// The text for a run that could not happen (exit 2: no inventory, a bad

@@ -554,9 +554,6 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// is a helper or a value in the wrong room. The test fails if one of them
 /// is gone (remove it here) as well as on any arrow not listed.
 const KNOWN_BACK: &[(&str, &str)] = &[
-    // report::prometheus reads crate::VERSION from lib.rs, while the JSON
-    // printer reads the version another way.
-    ("report", "crate"),
     // verdict::staleness formats durations with report::human_duration_ms
     // into messages: the core should carry numbers, the printer format them.
     ("verdict", "report"),
