@@ -26,10 +26,7 @@ pub fn run(inv: &Inventory) -> Result<i32, Failure> {
     let audited = crate::audit::audit(inv, Some(probe.as_ref()), false, false, true)?.run;
     let j = &audited.judgement;
     let refuse = |why: String| {
-        eprintln!(
-            "kvcr: no profile derived: {}",
-            crate::report::sanitize::terminal(&why)
-        );
+        eprintln!("kvcr: no profile derived: {}", crate::text::terminal(&why));
         Ok(exit::REJECTED)
     };
     let Some(g) = crate::import::plan::select(&j.groups, inv.expect.engine.as_deref())? else {
@@ -61,7 +58,7 @@ pub fn run(inv: &Inventory) -> Result<i32, Failure> {
     })?;
     eprintln!(
         "kvcr: profile derived from the live audit of {}; review it before use (see its \"derived\" member)",
-        crate::report::sanitize::terminal(&g.engine_id)
+        crate::text::terminal(&g.engine_id)
     );
     Ok(exit::OK)
 }

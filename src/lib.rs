@@ -54,6 +54,7 @@ pub(crate) mod report;
 pub mod schema;
 pub(crate) mod seal;
 pub(crate) mod settings;
+pub(crate) mod text;
 pub(crate) mod timefmt;
 pub(crate) mod verdict;
 pub(crate) mod version;
@@ -166,7 +167,7 @@ pub mod internals {
     }
     pub mod report {
         pub use crate::report::json::write as write_json;
-        pub use crate::report::sanitize::{is_dangerous, terminal};
+        pub use crate::text::{is_dangerous, terminal};
         pub mod explain {
             pub use crate::report::explain::{action, explain};
         }

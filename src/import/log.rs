@@ -227,7 +227,7 @@ pub fn write(t: &Target, r: &Report, event: Event, quiet: bool) {
             let _ = writeln!(
                 err,
                 "kvcr: warning: the import log was not written: {}",
-                crate::report::sanitize::terminal(e)
+                crate::text::terminal(e)
             );
         }
     }
@@ -235,7 +235,7 @@ pub fn write(t: &Target, r: &Report, event: Event, quiet: bool) {
         let _ = writeln!(
             err,
             "kvcr: warning: the import record was not sent to the journal: {}",
-            crate::report::sanitize::terminal(&e)
+            crate::text::terminal(&e)
         );
     }
 }

@@ -191,7 +191,7 @@ pub fn probe(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
         if let Some(why) = proc::ProcFs::system().untrusted() {
             eprintln!(
                 "kvcr: note: {}; the boot id, owner processes and /proc GPU list are not checked",
-                crate::report::sanitize::terminal(why)
+                crate::text::terminal(why)
             );
         }
         return Ok(Box::new(LinuxProbe));
@@ -200,7 +200,7 @@ pub fn probe(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
     eprintln!(
         "kvcr: note: node facts come from {}={}, not from this node",
         facts_file::ENV,
-        crate::report::sanitize::terminal(&path.to_string_lossy())
+        crate::text::terminal(&path.to_string_lossy())
     );
     Ok(Box::new(probe))
 }

@@ -8,7 +8,7 @@
 //! requires (DEL, C1 controls and bidi overrides as `\uXXXX`), so the document
 //! is safe to print on a terminal and means the same to any JSON reader.
 
-use super::sanitize::{is_dangerous, is_plain_ascii};
+use crate::text::{is_dangerous, is_plain_ascii};
 use serde::Serialize;
 use std::io::{self, Write};
 

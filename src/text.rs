@@ -1,3 +1,6 @@
+//! Text helpers every layer may use (a leaf: it names no other module of
+//! the crate): the terminal sanitizer and the operator's duration.
+//!
 //! Terminal safety: descriptor strings and file names are untrusted, so
 //! characters a terminal could act on, or that change what an operator
 //! reads without being seen, are escaped before they reach a terminal (the
@@ -59,9 +62,37 @@ pub fn terminal(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `3d 4h`, `5m 2s`, `850ms`: coarse, for operators.
+pub fn human_duration_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    if s == 0 {
+        return format!("{ms}ms");
+    }
+    let (d, h, m, sec) = (s / 86400, (s % 86400) / 3600, (s % 3600) / 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else if m > 0 {
+        format!("{m}m {sec}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::terminal;
+    use super::{human_duration_ms, terminal};
+
+    #[test]
+    fn durations() {
+        assert_eq!(human_duration_ms(850), "850ms");
+        assert_eq!(human_duration_ms(62_000), "1m 2s");
+        assert_eq!(
+            human_duration_ms(3 * 86400 * 1000 + 4 * 3600 * 1000),
+            "3d 4h"
+        );
+    }
 
     #[test]
     fn escapes_controls_and_bidi() {
