@@ -43,6 +43,7 @@ pub(crate) mod examine;
 pub mod exit;
 pub mod finding;
 pub(crate) mod import;
+pub(crate) mod import_spec;
 pub(crate) mod input;
 pub(crate) mod inventory;
 pub(crate) mod merge;

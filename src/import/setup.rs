@@ -5,7 +5,7 @@
 use super::command::{import, Action, Gpu, Request};
 use super::cuda::{CudaBackend, DriverError};
 use super::report::Mode;
-use super::sim::{BackendSpec, Injected};
+use super::sim::{BackendSpec, Faults, Injected};
 use super::{print, signals, Backend};
 use crate::error::Failure;
 use crate::node;
@@ -107,7 +107,7 @@ fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>
     } else {
         Ok(Box::new(Injected {
             inner: cuda,
-            faults: spec.faults.clone(),
+            faults: Faults::from_plan(&spec.faults),
         }))
     }
 }

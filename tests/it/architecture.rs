@@ -522,7 +522,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf helpers",
         &[
-            "error", "exit", "finding", "timefmt", "version", "cuda_ffi", "content", "text",
+            "error",
+            "exit",
+            "finding",
+            "timefmt",
+            "version",
+            "cuda_ffi",
+            "content",
+            "text",
+            "import_spec",
         ],
     ),
     (
@@ -554,9 +562,6 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// is a helper or a value in the wrong room. The test fails if one of them
 /// is gone (remove it here) as well as on any arrow not listed.
 const KNOWN_BACK: &[(&str, &str)] = &[
-    // settings takes Mode and BackendSpec from import (import::report,
-    // import::sim), while import reads settings.
-    ("settings", "import"),
     // cli names schema::Kind; schema sits with the commands only because it
     // pulls ids from report, import and profile.
     ("cli", "schema"),
