@@ -391,7 +391,7 @@ pub struct CompletionsArgs {
 pub struct SchemaArgs {
     /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report, the ready file or the error document.
     #[arg(value_enum, value_name = "WHICH")]
-    pub which: crate::schema::Kind,
+    pub which: crate::ids::Kind,
 }
 
 #[cfg(test)]

@@ -12,9 +12,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
+pub use crate::ids::IMPORT_LOG as SCHEMA;
 pub use crate::import_spec::{Target, ENV};
-/// The record's schema name.
-pub const SCHEMA: &str = "kvcr.import-log/v1";
 
 /// What the record says happened: the end of an import or hold, or a hold
 /// that reached its ready point (written then, so that a hold later killed

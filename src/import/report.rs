@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 pub use crate::import_spec::Mode;
 
-pub const REPORT_SCHEMA: &str = "kvcr.import-report/v1";
+pub use crate::ids::IMPORT_REPORT as REPORT_SCHEMA;
 
 /// The `result` of an import report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -12,7 +12,7 @@ use crate::text::{is_dangerous, is_plain_ascii};
 use serde::Serialize;
 use std::io::{self, Write};
 
-pub const REPORT_SCHEMA: &str = "kvcr.audit-report/v1";
+pub use crate::ids::AUDIT_REPORT as REPORT_SCHEMA;
 
 /// The options a run was judged under (flags, else the profile's).
 #[derive(Clone, Debug, Default, Serialize)]
