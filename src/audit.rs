@@ -479,12 +479,22 @@ pub fn run_args(args: &crate::cli::AuditArgs) -> Result<i32, Failure> {
     Ok(status)
 }
 
+/// [`node::probe`], its notes printed on stderr (`kvcr: note: …`): the
+/// one place a command (or the library API) takes the node probe.
+pub(crate) fn probe_node(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
+    let (probe, notes) = node::probe(facts)?;
+    for n in notes {
+        eprintln!("kvcr: note: {n}");
+    }
+    Ok(probe)
+}
+
 /// The audit of `kvcr audit`: the node probe (live) and the judgement.
 fn judge(a: &settings::Audit) -> Result<AuditRun, Failure> {
     let facts = a.inventory.node_facts.as_deref();
     let probe = a
         .live
-        .then(|| node::probe(facts))
+        .then(|| probe_node(facts))
         .transpose()
         .map_err(|e| Failure::usage(e, None))?;
     Ok(audit(

@@ -8,7 +8,6 @@ use super::report::Mode;
 use super::sim::{BackendSpec, Faults, Injected};
 use super::{print, signals, Backend};
 use crate::error::Failure;
-use crate::node;
 use crate::report::Verbosity;
 use crate::settings;
 use std::sync::atomic::Ordering;
@@ -18,8 +17,8 @@ use std::time::Duration;
 pub fn run(s: &settings::Import) -> Result<i32, Failure> {
     let p = &s.printer;
     let spec = &s.backend;
-    let probe =
-        node::probe(s.inventory.node_facts.as_deref()).map_err(|e| Failure::usage(e, None))?;
+    let probe = crate::audit::probe_node(s.inventory.node_facts.as_deref())
+        .map_err(|e| Failure::usage(e, None))?;
     let flag = spec.flag();
     let interrupted = move || signals::interrupted() || flag.load(Ordering::SeqCst);
     let _signals = match s.mode {

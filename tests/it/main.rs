@@ -46,6 +46,7 @@ mod memory_identity;
 mod merge_attacks;
 mod merge_judge;
 mod monitoring;
+mod node_notes;
 mod operator;
 mod packaging;
 mod parallel;
