@@ -718,24 +718,6 @@ pub fn check_mapping(
     Ok(())
 }
 
-/// `1.5 GiB`, `512 MiB`, `4 KiB`, `17 B`.
-pub fn human_bytes(n: u128) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else if v >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -3,12 +3,11 @@
 //! report as one JSON document.
 
 use super::command::Done;
-use super::human_bytes;
 use super::report::{Mode, Report, ResultKind};
 use super::{Cause, Step};
 use crate::error::Failure;
 use crate::report::{self, emit, Format, Printer, Verbosity};
-use crate::text::terminal;
+use crate::text::{human_bytes, terminal};
 use std::io::{self, Write};
 
 /// A hold has imported every rank: the table now (the closing lines come
