@@ -39,6 +39,7 @@ mod import_pidfd;
 mod json_oracle;
 mod json_report;
 mod json_schema;
+mod leaf_modules;
 mod lifecycle;
 mod live;
 mod man;
