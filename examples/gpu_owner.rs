@@ -451,7 +451,10 @@ fn check(inv: &Path, expect: &Path) -> R<()> {
         serde_json::from_slice(&std::fs::read(expect).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
     let inventory = kvcr::internals::settings::Inventory::at(inv);
-    let probe = kvcr::internals::node::probe(None)?;
+    let (probe, notes) = kvcr::internals::node::probe(None)?;
+    for n in notes {
+        eprintln!("kvcr: note: {n}");
+    }
     let audited =
         kvcr::internals::audit::audit(&inventory, Some(probe.as_ref()), false, true, false)
             .map_err(|f| f.message)?;

@@ -263,7 +263,7 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
     let inv = inventory(root, o.profile.as_ref(), o.engine.as_deref(), o)?;
     let probe = o
         .live
-        .then(|| crate::node::probe(inv.node_facts.as_deref()))
+        .then(|| crate::audit::probe_node(inv.node_facts.as_deref()))
         .transpose()
         .map_err(Error::usage)?;
     let run = crate::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
@@ -541,7 +541,7 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         o.engine.as_deref(),
         &audit_options,
     )?;
-    let probe = crate::node::probe(inv.node_facts.as_deref()).map_err(Error::usage)?;
+    let probe = crate::audit::probe_node(inv.node_facts.as_deref()).map_err(Error::usage)?;
     let req = crate::import::readiness::Request {
         inventory: &inv,
         fleet_report: o.fleet_report.as_deref(),

@@ -51,7 +51,7 @@ pub fn run(cli: Cli) -> i32 {
             None => text(explain::render_list().as_bytes()),
             Some((_, Some(code))) => text(explain::render(code).as_bytes()),
             Some((c, None)) => Err(Failure::usage(
-                format!("unknown finding code {:?}", report::sanitize::terminal(c)),
+                format!("unknown finding code {:?}", crate::text::terminal(c)),
                 Some("run `kvcr explain` to list every code".to_string()),
             )),
         },
@@ -70,11 +70,7 @@ pub fn run(cli: Cli) -> i32 {
             print_error_document(&f, Some(name));
         }
         let mut err = io::stderr().lock();
-        let _ = writeln!(
-            err,
-            "kvcr: error: {}",
-            report::sanitize::terminal(&f.message)
-        );
+        let _ = writeln!(err, "kvcr: error: {}", crate::text::terminal(&f.message));
         if let Some(h) = f.hint {
             let _ = writeln!(err, "  hint: {h}");
         }

@@ -443,7 +443,7 @@ pub fn run_args(args: &crate::cli::AuditArgs) -> Result<i32, Failure> {
                 {
                     eprintln!(
                         "kvcr: warning: cannot write kvcr_audit_success 0 to the --textfile: {}",
-                        report::sanitize::terminal(&e.to_string())
+                        crate::text::terminal(&e.to_string())
                     );
                 }
             }
@@ -479,12 +479,22 @@ pub fn run_args(args: &crate::cli::AuditArgs) -> Result<i32, Failure> {
     Ok(status)
 }
 
+/// [`node::probe`], its notes printed on stderr (`kvcr: note: …`): the
+/// one place a command (or the library API) takes the node probe.
+pub(crate) fn probe_node(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
+    let (probe, notes) = node::probe(facts)?;
+    for n in notes {
+        eprintln!("kvcr: note: {n}");
+    }
+    Ok(probe)
+}
+
 /// The audit of `kvcr audit`: the node probe (live) and the judgement.
 fn judge(a: &settings::Audit) -> Result<AuditRun, Failure> {
     let facts = a.inventory.node_facts.as_deref();
     let probe = a
         .live
-        .then(|| node::probe(facts))
+        .then(|| probe_node(facts))
         .transpose()
         .map_err(|e| Failure::usage(e, None))?;
     Ok(audit(
@@ -574,7 +584,7 @@ const MAX_MERGE_INPUT: u64 = 64 << 20;
 fn merge_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
     let mut out = Vec::new();
     for path in paths {
-        let shown = report::sanitize::terminal(&path.display().to_string()).into_owned();
+        let shown = crate::text::terminal(&path.display().to_string()).into_owned();
         let Ok(meta) = std::fs::metadata(path) else {
             out.push(path.clone());
             continue;
@@ -617,7 +627,7 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
     let mut reports = Vec::new();
     for path in merge_inputs(paths)? {
         let name = path.display().to_string();
-        let shown = report::sanitize::terminal(&name).into_owned();
+        let shown = crate::text::terminal(&name).into_owned();
         // A merge input is an audit report: bounded like a fleet report,
         // and read straight into the typed wire layer (no JSON value tree).
         let file = crate::input::open_regular(&path, MAX_MERGE_INPUT)

@@ -185,7 +185,7 @@ pub fn parse() -> Result<Cli, clap::Error> {
 /// Prints a command-line error (or `--help`, `--version`) and returns its
 /// exit status. The text goes through the terminal sanitizer line by line:
 /// clap quotes the arguments it could not use, and an argument may hold
-/// ESC, U+202E or any character [`crate::report::sanitize::is_dangerous`]
+/// ESC, U+202E or any character [`crate::text::is_dangerous`]
 /// names (docs/format.md §9.6).
 pub fn print_error(e: &clap::Error) -> i32 {
     use std::io::Write;
@@ -198,7 +198,7 @@ pub fn print_error(e: &clap::Error) -> i32 {
         if i > 0 {
             safe.push('\n');
         }
-        safe.push_str(&crate::report::sanitize::terminal(line));
+        safe.push_str(&crate::text::terminal(line));
     }
     let _ = if e.use_stderr() {
         std::io::stderr().lock().write_all(safe.as_bytes())
@@ -391,7 +391,7 @@ pub struct CompletionsArgs {
 pub struct SchemaArgs {
     /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report, the ready file or the error document.
     #[arg(value_enum, value_name = "WHICH")]
-    pub which: crate::schema::Kind,
+    pub which: crate::ids::Kind,
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@
 
 use crate::error::Failure;
 use crate::exit;
-use crate::node;
 use crate::report::emit;
 use crate::settings::Inventory;
 use crate::verdict::{GroupVerdict, Verdict};
@@ -21,15 +20,13 @@ pub const REVIEW: &str = "derived by kvcr profile from the very inventory it is 
 
 /// `kvcr profile`.
 pub fn run(inv: &Inventory) -> Result<i32, Failure> {
-    let probe = node::probe(inv.node_facts.as_deref()).map_err(|e| Failure::usage(e, None))?;
+    let probe =
+        crate::audit::probe_node(inv.node_facts.as_deref()).map_err(|e| Failure::usage(e, None))?;
     // Strict, as the import it prepares: a fact not checked rejects.
     let audited = crate::audit::audit(inv, Some(probe.as_ref()), false, false, true)?.run;
     let j = &audited.judgement;
     let refuse = |why: String| {
-        eprintln!(
-            "kvcr: no profile derived: {}",
-            crate::report::sanitize::terminal(&why)
-        );
+        eprintln!("kvcr: no profile derived: {}", crate::text::terminal(&why));
         Ok(exit::REJECTED)
     };
     let Some(g) = crate::import::plan::select(&j.groups, inv.expect.engine.as_deref())? else {
@@ -61,7 +58,7 @@ pub fn run(inv: &Inventory) -> Result<i32, Failure> {
     })?;
     eprintln!(
         "kvcr: profile derived from the live audit of {}; review it before use (see its \"derived\" member)",
-        crate::report::sanitize::terminal(&g.engine_id)
+        crate::text::terminal(&g.engine_id)
     );
     Ok(exit::OK)
 }

@@ -5,8 +5,7 @@
 use crate::exit;
 use serde::Serialize;
 
-/// The `schema` member of the error document (`schemas/error.schema.json`).
-pub const ERROR_SCHEMA: &str = "kvcr.error/v1";
+pub use crate::ids::ERROR as ERROR_SCHEMA;
 
 /// What kind of run could not happen: the error document's `code`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -13,8 +13,8 @@ use crate::descriptor::{parse_descriptor, Descriptor, MAX_FILE_BYTES};
 use crate::error::Failure;
 use crate::exit;
 use crate::finding::{Code, Finding};
-use crate::report::sanitize::terminal;
 use crate::report::{self, emit, Format};
+use crate::text::terminal;
 use crate::verdict::{self, Candidate, Context, Expectations};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -164,7 +164,7 @@ fn summary(
     let status = if rejected { exit::REJECTED } else { exit::OK };
     Examined {
         schema: EXAMINE_SCHEMA,
-        kvcr_version: env!("CARGO_PKG_VERSION"),
+        kvcr_version: crate::version::VERSION,
         path,
         name_rank,
         digest,

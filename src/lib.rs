@@ -42,7 +42,9 @@ pub(crate) mod error;
 pub(crate) mod examine;
 pub mod exit;
 pub mod finding;
+pub(crate) mod ids;
 pub(crate) mod import;
+pub(crate) mod import_spec;
 pub(crate) mod input;
 pub(crate) mod inventory;
 pub(crate) mod merge;
@@ -54,6 +56,7 @@ pub(crate) mod report;
 pub mod schema;
 pub(crate) mod seal;
 pub(crate) mod settings;
+pub(crate) mod text;
 pub(crate) mod timefmt;
 pub(crate) mod verdict;
 pub(crate) mod version;
@@ -166,7 +169,7 @@ pub mod internals {
     }
     pub mod report {
         pub use crate::report::json::write as write_json;
-        pub use crate::report::sanitize::{is_dangerous, terminal};
+        pub use crate::text::{is_dangerous, terminal};
         pub mod explain {
             pub use crate::report::explain::{action, explain};
         }

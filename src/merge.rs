@@ -24,7 +24,7 @@ type NodeFinding = wire::Finding;
 /// §10.2); anything that is not a per-node kvcr audit report v1 is an error
 /// naming the file and the field.
 pub fn read_report(name: &str, r: impl std::io::Read) -> Result<NodeReport, String> {
-    let name = crate::report::sanitize::terminal(name);
+    let name = crate::text::terminal(name);
     let report = wire::read(&name, r)?;
     if report.is_merged() {
         return Err(format!(

@@ -12,7 +12,7 @@ use crate::rankset::RankSet;
 use std::fmt;
 use uuid::Uuid;
 
-pub const PROFILE_SCHEMA: &str = "kvcr.profile/v1";
+pub use crate::ids::PROFILE as PROFILE_SCHEMA;
 
 const PROFILE_FIELDS: &[&str] = &[
     "schema",

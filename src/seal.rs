@@ -3,7 +3,7 @@
 
 use crate::error::Failure;
 use crate::exit;
-use crate::report::{self, emit};
+use crate::report::emit;
 use crate::writer;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {
                 let _ = writeln!(
                     io::stderr(),
                     "kvcr: error: {}",
-                    report::sanitize::terminal(&format!("{msg:#}"))
+                    crate::text::terminal(&format!("{msg:#}"))
                 );
             }
         }
@@ -66,7 +66,7 @@ pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {
         let verb = if wrote { "sealed" } else { "already sealed" };
         lines.push_str(&format!(
             "{verb} {}\n",
-            report::sanitize::terminal(&p.path.display().to_string())
+            crate::text::terminal(&p.path.display().to_string())
         ));
     }
     if !quiet {

@@ -5,8 +5,7 @@
 
 use crate::cli::{AuditArgs, ImportArgs, InventoryArgs, OutputArgs};
 use crate::error::Failure;
-use crate::import::report::Mode;
-use crate::import::sim::BackendSpec;
+use crate::import_spec::{BackendSpec, Mode, Target};
 use crate::profile::{parse_profile, Profile, ProfileError};
 use crate::report::Printer;
 use crate::verdict::Expectations;
@@ -200,7 +199,7 @@ pub struct Import {
     /// `KVCR_IMPORT_BACKEND` (test-only; CUDA by default).
     pub backend: BackendSpec,
     /// `KVCR_IMPORT_LOG` (and the journal socket): where the record goes.
-    pub import_log: crate::import::log::Target,
+    pub import_log: Target,
 }
 
 impl Import {
@@ -230,7 +229,7 @@ impl Import {
             max_report_age_s: a.max_report_age,
             map_read_write: a.map_read_write,
             backend,
-            import_log: crate::import::log::Target::from_env(),
+            import_log: Target::from_env(),
         })
     }
 }

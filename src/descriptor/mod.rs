@@ -19,7 +19,7 @@ use uuid::Uuid;
 pub use check::FieldError;
 pub use parse::{parse_descriptor, parse_descriptor_with, Ident, ParseOutcome};
 
-pub const SCHEMA: &str = "kvcr.retained-rank/v1";
+pub use crate::ids::RETAINED_RANK as SCHEMA;
 /// Files larger than this are rejected unread (KV004).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Deepest allowed nesting of arrays/objects (the top-level object is depth 1).

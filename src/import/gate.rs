@@ -11,8 +11,8 @@
 use crate::node::{Fact, NodeFacts};
 use crate::profile::Profile;
 use crate::rankset::RankSet;
-use crate::report::sanitize::terminal;
 use crate::report::wire;
+use crate::text::terminal;
 use crate::verdict::GroupVerdict;
 use serde::Serialize;
 use std::path::Path;
@@ -589,10 +589,8 @@ mod erased {
         fn shown(&self) -> String {
             match self {
                 None => "none".into(),
-                Some(v) => {
-                    crate::report::sanitize::terminal(&serde_json::to_string(v).unwrap_or_default())
-                        .into_owned()
-                }
+                Some(v) => crate::text::terminal(&serde_json::to_string(v).unwrap_or_default())
+                    .into_owned(),
             }
         }
     }

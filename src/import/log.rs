@@ -10,41 +10,10 @@ use serde_json::{json, Value};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The default log file.
-pub const DEFAULT_PATH: &str = "/var/log/kvcr/import.jsonl";
-/// The variable that names the log file.
-pub const ENV: &str = "KVCR_IMPORT_LOG";
-/// The journal's native socket.
-pub const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
-/// A test hook: another socket path for the journal record.
-pub const JOURNAL_ENV: &str = "KVCR_JOURNAL_SOCKET";
-/// The record's schema name.
-pub const SCHEMA: &str = "kvcr.import-log/v1";
-
-/// Where the records go (resolved with the other settings).
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub file: PathBuf,
-    pub journal: PathBuf,
-}
-
-impl Target {
-    /// From `KVCR_IMPORT_LOG` and `KVCR_JOURNAL_SOCKET` (unset or empty: the defaults).
-    pub fn from_env() -> Target {
-        let var = |k: &str, d: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(d))
-        };
-        Target {
-            file: var(ENV, DEFAULT_PATH),
-            journal: var(JOURNAL_ENV, JOURNAL_SOCKET),
-        }
-    }
-}
+pub use crate::ids::IMPORT_LOG as SCHEMA;
+pub use crate::import_spec::{Target, ENV};
 
 /// What the record says happened: the end of an import or hold, or a hold
 /// that reached its ready point (written then, so that a hold later killed
@@ -227,7 +196,7 @@ pub fn write(t: &Target, r: &Report, event: Event, quiet: bool) {
             let _ = writeln!(
                 err,
                 "kvcr: warning: the import log was not written: {}",
-                crate::report::sanitize::terminal(e)
+                crate::text::terminal(e)
             );
         }
     }
@@ -235,7 +204,7 @@ pub fn write(t: &Target, r: &Report, event: Event, quiet: bool) {
         let _ = writeln!(
             err,
             "kvcr: warning: the import record was not sent to the journal: {}",
-            crate::report::sanitize::terminal(&e)
+            crate::text::terminal(&e)
         );
     }
 }

@@ -42,95 +42,9 @@ use serde::Serialize;
 use std::fmt;
 use std::time::Instant;
 
+pub use crate::import_spec::Step;
 pub use ledger::{Ledger, ReleaseReport};
 pub use plan::{Plan, PlannedRank};
-
-/// One step of the import, as reported when it fails.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Step {
-    /// Find the GPU by UUID and retain its primary context.
-    Device,
-    /// `cuIpcOpenMemHandle` (cuda_ipc) or `cuMemImportFromShareableHandle`
-    /// (fabric, posix_fd; for posix_fd also pidfd_open + pidfd_getfd).
-    Import,
-    /// `cuMemAddressReserve` (granularity from `cuMemGetAllocationGranularity`).
-    Reserve,
-    /// `cuMemMap`.
-    Map,
-    /// `cuMemSetAccess` (read-only unless `--map-read-write`).
-    SetAccess,
-    /// Two allocations resolve to one memory at overlapping ranges, or
-    /// across ranks (docs/format.md §8.10): the same IPC pointer, the same
-    /// imported handle, or two POSIX fds of one file. No driver call.
-    VerifyDistinct,
-    /// VMM: `cuMemGetAllocationPropertiesFromHandle` says pinned device
-    /// memory on the planned device (docs/format.md §8.4).
-    VerifyLocation,
-    /// `cuMemGetAddressRange` + `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` of the
-    /// rank's first and last byte.
-    Verify,
-    /// The allocation's `content` check (docs/format.md §3.6): the sampled
-    /// bytes read through kvcr's own mapping (`cuMemcpyDtoH_v2`) against
-    /// the descriptor's `sha256`.
-    VerifyContent,
-    /// `--hold`: publishing the ready file.
-    ReadyFile,
-    /// Releasing a ledger entry.
-    Release,
-}
-
-impl Step {
-    /// The steps a backend can be told to fail at (test-only fault injection).
-    pub const BACKEND: [Step; 6] = [
-        Step::Device,
-        Step::Import,
-        Step::Reserve,
-        Step::Map,
-        Step::SetAccess,
-        Step::Verify,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::Device => "device",
-            Step::Import => "import",
-            Step::Reserve => "reserve",
-            Step::Map => "map",
-            Step::SetAccess => "set-access",
-            Step::VerifyDistinct => "verify-distinct",
-            Step::VerifyLocation => "verify-location",
-            Step::Verify => "verify",
-            Step::VerifyContent => "verify-content",
-            Step::ReadyFile => "ready-file",
-            Step::Release => "release",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Step> {
-        [
-            Step::Device,
-            Step::Import,
-            Step::Reserve,
-            Step::Map,
-            Step::SetAccess,
-            Step::VerifyDistinct,
-            Step::VerifyLocation,
-            Step::Verify,
-            Step::VerifyContent,
-            Step::ReadyFile,
-            Step::Release,
-        ]
-        .into_iter()
-        .find(|st| st.as_str() == s)
-    }
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A device chosen for one rank: the backend's number for it (CUDA: the
 /// ordinal in this process, found by UUID, never assumed).
@@ -802,24 +716,6 @@ pub fn check_mapping(
         }
     }
     Ok(())
-}
-
-/// `1.5 GiB`, `512 MiB`, `4 KiB`, `17 B`.
-pub fn human_bytes(n: u128) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else if v >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 #[cfg(test)]

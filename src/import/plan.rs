@@ -7,7 +7,7 @@
 
 use crate::descriptor::{Allocation, Descriptor, GpuUuid, Owner};
 use crate::error::Failure;
-use crate::report::sanitize::terminal;
+use crate::text::terminal;
 use crate::verdict::{GroupVerdict, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -20,8 +20,7 @@ pub struct Origin {
     pub root: String,
 }
 
-/// The `schema` of an import plan.
-pub const PLAN_SCHEMA: &str = "kvcr.import-plan/v1";
+pub use crate::ids::IMPORT_PLAN as PLAN_SCHEMA;
 
 /// An accepted group as kvcr judged it: everything an importer needs, from
 /// the very bytes the audit read (docs/format.md §13.4).

@@ -3,12 +3,11 @@
 //! report as one JSON document.
 
 use super::command::Done;
-use super::human_bytes;
 use super::report::{Mode, Report, ResultKind};
 use super::{Cause, Step};
 use crate::error::Failure;
-use crate::report::sanitize::terminal;
 use crate::report::{self, emit, Format, Printer, Verbosity};
+use crate::text::{human_bytes, terminal};
 use std::io::{self, Write};
 
 /// A hold has imported every rank: the table now (the closing lines come
@@ -124,7 +123,9 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
         cells.push(if dry {
             terminal(&row.path).into_owned()
         } else {
-            row.ms.map(report::human_duration_ms).unwrap_or_default()
+            row.ms
+                .map(crate::text::human_duration_ms)
+                .unwrap_or_default()
         });
         rows.push(cells);
     }

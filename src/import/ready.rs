@@ -19,7 +19,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
-pub const READY_SCHEMA: &str = "kvcr.import-ready/v1";
+pub use crate::ids::IMPORT_READY as READY_SCHEMA;
 
 /// The content of the ready file.
 #[derive(Serialize)]

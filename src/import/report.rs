@@ -12,21 +12,9 @@ use crate::verdict::{FileVerdict, GroupVerdict};
 use serde::Serialize;
 use uuid::Uuid;
 
-pub const REPORT_SCHEMA: &str = "kvcr.import-report/v1";
+pub use crate::import_spec::Mode;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Audit and plan; no CUDA call.
-    DryRun,
-    /// Import, verify, release in reverse (the default).
-    Trial,
-    /// Import, verify, publish the ready file, wait for SIGINT/SIGTERM, release.
-    Hold,
-    /// The library's readiness gate (docs/format.md §13.3): audit, prove
-    /// and plan for an engine that imports with its own driver; no CUDA call.
-    Gate,
-}
+pub use crate::ids::IMPORT_REPORT as REPORT_SCHEMA;
 
 /// The `result` of an import report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

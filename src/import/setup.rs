@@ -5,10 +5,9 @@
 use super::command::{import, Action, Gpu, Request};
 use super::cuda::{CudaBackend, DriverError};
 use super::report::Mode;
-use super::sim::{BackendSpec, Injected};
+use super::sim::{BackendSpec, Faults, Injected};
 use super::{print, signals, Backend};
 use crate::error::Failure;
-use crate::node;
 use crate::report::Verbosity;
 use crate::settings;
 use std::sync::atomic::Ordering;
@@ -18,8 +17,8 @@ use std::time::Duration;
 pub fn run(s: &settings::Import) -> Result<i32, Failure> {
     let p = &s.printer;
     let spec = &s.backend;
-    let probe =
-        node::probe(s.inventory.node_facts.as_deref()).map_err(|e| Failure::usage(e, None))?;
+    let probe = crate::audit::probe_node(s.inventory.node_facts.as_deref())
+        .map_err(|e| Failure::usage(e, None))?;
     let flag = spec.flag();
     let interrupted = move || signals::interrupted() || flag.load(Ordering::SeqCst);
     let _signals = match s.mode {
@@ -107,7 +106,7 @@ fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>
     } else {
         Ok(Box::new(Injected {
             inner: cuda,
-            faults: spec.faults.clone(),
+            faults: Faults::from_plan(&spec.faults),
         }))
     }
 }

@@ -17,11 +17,11 @@
 
 use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource, Step};
 use crate::descriptor::{GpuUuid, Handle, Owner};
+pub use crate::import_spec::{BackendSpec, FaultPlan};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +48,19 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// Fresh counters for the faults `plan` asks for (the interrupt flag is
+    /// the plan's, shared).
+    pub fn from_plan(plan: &FaultPlan) -> Faults {
+        Faults {
+            fail: plan.fail,
+            fail_release: plan.fail_release,
+            interrupt_after: plan.interrupt_after,
+            delay: plan.delay,
+            flag: plan.flag.clone(),
+            ..Faults::default()
+        }
+    }
+
     #[cfg(test)]
     pub fn fail_at(step: Step, nth: usize) -> Faults {
         Faults {
@@ -587,103 +600,10 @@ impl<B: Backend> Backend for Injected<B> {
     }
 }
 
-/// Which backend `kvcr import` uses, from `KVCR_IMPORT_BACKEND` (test-only).
-#[derive(Clone, Debug, Default)]
-pub struct BackendSpec {
-    pub sim: bool,
-    pub faults: Faults,
-    /// Sim: append the event log here.
-    pub log: Option<PathBuf>,
-    pub lie_size: Option<u64>,
-    pub lie_device: bool,
-    pub lie_location: bool,
-    pub lie_content: bool,
-}
-
 impl BackendSpec {
-    /// The environment variable that selects the backend.
-    pub const ENV: &'static str = "KVCR_IMPORT_BACKEND";
-
-    /// `cuda` (the default) or `sim`, optionally followed by `:` and
-    /// comma-separated options: `fail=STEP@N` (the Nth call of STEP fails;
-    /// STEP is device, import, reserve, map, set-access or verify),
-    /// `fail=N` (the Nth step overall fails), `fail-release=N`,
-    /// `interrupt-after=N` (act as if SIGINT arrived after N acquisitions),
-    /// `delay-ms=N` (before every step and release), and for `sim` only
-    /// `log=PATH`, `lie-size=N`, `lie-device`, `lie-location` (VMM memory
-    /// on another device), `lie-content` (other bytes than described).
-    pub fn parse(s: &str) -> Result<BackendSpec, String> {
-        let (kind, opts) = match s.split_once(':') {
-            Some((k, o)) => (k, o),
-            None => (s, ""),
-        };
-        let mut spec = BackendSpec {
-            sim: match kind {
-                "sim" => true,
-                "cuda" | "" => false,
-                other => return Err(format!("unknown backend {other:?} (cuda or sim)")),
-            },
-            ..BackendSpec::default()
-        };
-        let num = |k: &str, v: &str| -> Result<usize, String> {
-            v.parse::<usize>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| format!("{k}={v:?}: expected a number ≥ 1"))
-        };
-        for opt in opts.split(',').filter(|o| !o.is_empty()) {
-            let (k, v) = opt.split_once('=').unwrap_or((opt, ""));
-            match k {
-                "fail" => {
-                    spec.faults.fail = Some(match v.split_once('@') {
-                        Some((st, n)) => {
-                            let step = Step::parse(st)
-                                .filter(|s| {
-                                    Step::BACKEND.contains(s)
-                                        || [Step::VerifyLocation, Step::VerifyContent].contains(s)
-                                })
-                                .ok_or_else(|| format!("fail={v:?}: unknown step {st:?}"))?;
-                            (Some(step), num(k, n)?)
-                        }
-                        None => (None, num(k, v)?),
-                    })
-                }
-                "fail-release" => spec.faults.fail_release = Some(num(k, v)?),
-                "interrupt-after" => spec.faults.interrupt_after = Some(num(k, v)?),
-                "delay-ms" => {
-                    let ms: u64 = v.parse().map_err(|_| format!("delay-ms={v:?}"))?;
-                    spec.faults.delay = Duration::from_millis(ms);
-                }
-                "log" if spec.sim && !v.is_empty() => spec.log = Some(PathBuf::from(v)),
-                "lie-size" if spec.sim => {
-                    spec.lie_size = Some(v.parse().map_err(|_| format!("lie-size={v:?}"))?)
-                }
-                "lie-device" if spec.sim => spec.lie_device = true,
-                "lie-location" if spec.sim => spec.lie_location = true,
-                "lie-content" if spec.sim => spec.lie_content = true,
-                _ => return Err(format!("unknown option {opt:?} for backend {kind:?}")),
-            }
-        }
-        Ok(spec)
-    }
-
-    /// True when nothing but the plain CUDA backend was asked for.
-    pub fn is_plain_cuda(&self) -> bool {
-        !self.sim
-            && self.faults.fail.is_none()
-            && self.faults.fail_release.is_none()
-            && self.faults.interrupt_after.is_none()
-            && self.faults.delay.is_zero()
-    }
-
-    /// The interrupt flag the injected faults raise.
-    pub fn flag(&self) -> Arc<AtomicBool> {
-        self.faults.flag.clone()
-    }
-
     /// A simulator configured by this spec.
     pub fn build_sim(&self) -> std::io::Result<SimBackend> {
-        let mut b = SimBackend::with_faults(self.faults.clone());
+        let mut b = SimBackend::with_faults(Faults::from_plan(&self.faults));
         b.lie_size = self.lie_size;
         b.lie_device = self.lie_device;
         b.lie_location = self.lie_location;
@@ -698,40 +618,6 @@ impl BackendSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_specs() {
-        let s = BackendSpec::parse("sim").unwrap();
-        assert!(s.sim && s.faults.fail.is_none());
-        assert!(BackendSpec::parse("cuda").unwrap().is_plain_cuda());
-        let s = BackendSpec::parse(
-            "sim:fail=map@5,fail-release=2,interrupt-after=4,delay-ms=10,log=/tmp/x,lie-device",
-        )
-        .unwrap();
-        assert_eq!(s.faults.fail, Some((Some(Step::Map), 5)));
-        assert_eq!(s.faults.fail_release, Some(2));
-        assert_eq!(s.faults.interrupt_after, Some(4));
-        assert_eq!(s.faults.delay, Duration::from_millis(10));
-        assert_eq!(s.log, Some(PathBuf::from("/tmp/x")));
-        assert!(s.lie_device);
-        assert_eq!(
-            BackendSpec::parse("sim:fail=7").unwrap().faults.fail,
-            Some((None, 7))
-        );
-        let c = BackendSpec::parse("cuda:fail=set-access@1").unwrap();
-        assert!(!c.sim && !c.is_plain_cuda());
-        for bad in [
-            "gpu",
-            "sim:fail=teleport@1",
-            "sim:fail=map@0",
-            "sim:fail=release@1",
-            "sim:bogus",
-            "cuda:log=/tmp/x",
-            "sim:fail-release=x",
-        ] {
-            assert!(BackendSpec::parse(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn refuses_foreign_and_double_release() {

@@ -415,13 +415,6 @@ fn mapping_checks() {
     .is_err());
 }
 
-#[test]
-fn human_sizes() {
-    assert_eq!(human_bytes(17), "17 B");
-    assert_eq!(human_bytes(3 << 20), "3 MiB");
-    assert_eq!(human_bytes(1536 << 20), "1.5 GiB");
-}
-
 // ---- The command core on real inventories ----
 
 /// Writes a 4-rank × 3-allocation group with private modes (live mode

@@ -184,25 +184,32 @@ pub fn facts_source(facts: Option<&Path>) -> String {
 
 /// The probe live mode and the import use: this machine, or, with
 /// `KVCR_NODE_FACTS` (resolved into the settings), the node that file
-/// describes (a test and demo hook; a note on stderr says so). A file that
-/// cannot be read or parsed is an error: the run cannot happen.
-pub fn probe(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
+/// describes (a test and demo hook). A file that cannot be read or parsed
+/// is an error: the run cannot happen. Beside the probe come the notes the
+/// operator is owed about where its facts come from (the facts file, or a
+/// `/proc` that is not trusted), terminal-safe; the caller prints them
+/// (`crate::audit::probe_node`), this module prints nothing.
+pub fn probe(facts: Option<&Path>) -> Result<(Box<dyn NodeProbe>, Vec<String>), String> {
     let Some(path) = facts else {
-        if let Some(why) = proc::ProcFs::system().untrusted() {
-            eprintln!(
-                "kvcr: note: {}; the boot id, owner processes and /proc GPU list are not checked",
-                crate::report::sanitize::terminal(why)
-            );
-        }
-        return Ok(Box::new(LinuxProbe));
+        let notes = proc::ProcFs::system()
+            .untrusted()
+            .map(|why| {
+                format!(
+                    "{}; the boot id, owner processes and /proc GPU list are not checked",
+                    crate::text::terminal(why)
+                )
+            })
+            .into_iter()
+            .collect();
+        return Ok((Box::new(LinuxProbe), notes));
     };
     let probe = facts_file::load(path)?;
-    eprintln!(
-        "kvcr: note: node facts come from {}={}, not from this node",
+    let note = format!(
+        "node facts come from {}={}, not from this node",
         facts_file::ENV,
-        crate::report::sanitize::terminal(&path.to_string_lossy())
+        crate::text::terminal(&path.to_string_lossy())
     );
-    Ok(Box::new(probe))
+    Ok((Box::new(probe), vec![note]))
 }
 
 /// This node's name from uname(2) (the report's `host`).

@@ -85,7 +85,7 @@ impl ProcFs {
                     let path = PathBuf::from(v);
                     eprintln!(
                         "kvcr: note: /proc is read from {ROOT_ENV}={}, a test hook",
-                        crate::report::sanitize::terminal(&path.to_string_lossy())
+                        crate::text::terminal(&path.to_string_lossy())
                     );
                     ProcFs::open(&path)
                 }

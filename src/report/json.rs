@@ -8,11 +8,11 @@
 //! requires (DEL, C1 controls and bidi overrides as `\uXXXX`), so the document
 //! is safe to print on a terminal and means the same to any JSON reader.
 
-use super::sanitize::{is_dangerous, is_plain_ascii};
+use crate::text::{is_dangerous, is_plain_ascii};
 use serde::Serialize;
 use std::io::{self, Write};
 
-pub const REPORT_SCHEMA: &str = "kvcr.audit-report/v1";
+pub use crate::ids::AUDIT_REPORT as REPORT_SCHEMA;
 
 /// The options a run was judged under (flags, else the profile's).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -53,7 +53,7 @@ pub struct Meta {
 impl Meta {
     pub fn new(live: bool, now_ms: u64) -> Meta {
         Meta {
-            kvcr_version: env!("CARGO_PKG_VERSION"),
+            kvcr_version: crate::version::VERSION,
             generated_unix_ms: now_ms,
             host: None,
             boot_id: None,

@@ -1,13 +1,12 @@
 //! Printers: the table, the JSON document, Prometheus text, the group
 //! headline (cause and action, picked by causal order in `headline.rs`),
-//! `explain` texts and terminal sanitising. The verdict core judges and
+//! `explain` texts (terminal sanitising lives in `crate::text`). The verdict core judges and
 //! words each finding; this module never judges.
 
 pub mod explain;
 pub mod headline;
 pub mod json;
 pub mod prometheus;
-pub mod sanitize;
 pub mod table;
 pub mod wire;
 
@@ -147,24 +146,6 @@ fn terminal_width() -> Option<u16> {
         .filter(|&c| c > 0)
 }
 
-/// `3d 4h`, `5m 2s`, `850ms`: coarse, for operators.
-pub fn human_duration_ms(ms: u64) -> String {
-    let s = ms / 1000;
-    if s == 0 {
-        return format!("{ms}ms");
-    }
-    let (d, h, m, sec) = (s / 86400, (s % 86400) / 3600, (s % 3600) / 60, s % 60);
-    if d > 0 {
-        format!("{d}d {h}h")
-    } else if h > 0 {
-        format!("{h}h {m}m")
-    } else if m > 0 {
-        format!("{m}m {sec}s")
-    } else {
-        format!("{sec}s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,15 +190,5 @@ mod tests {
             true,
         );
         assert!(!quiet.progress && quiet.verbosity == Verbosity::Quiet);
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(human_duration_ms(850), "850ms");
-        assert_eq!(human_duration_ms(62_000), "1m 2s");
-        assert_eq!(
-            human_duration_ms(3 * 86400 * 1000 + 4 * 3600 * 1000),
-            "3d 4h"
-        );
     }
 }

@@ -37,9 +37,9 @@ pub fn escape_label(v: &str) -> String {
             '\\' => s.push_str("\\\\"),
             '"' => s.push_str("\\\""),
             '\n' => s.push_str("\\n"),
-            c if super::sanitize::is_dangerous(c) => s.push_str(
-                &super::sanitize::terminal(c.encode_utf8(&mut buf)).replace('\\', "\\\\"),
-            ),
+            c if crate::text::is_dangerous(c) => {
+                s.push_str(&crate::text::terminal(c.encode_utf8(&mut buf)).replace('\\', "\\\\"))
+            }
             c => s.push(c),
         }
     }
@@ -123,7 +123,11 @@ fn header(o: &mut Out, success: bool, meta: &Meta) {
         "kvcr_build_info",
         "The kvcr version that wrote these metrics.",
     );
-    o.sample("kvcr_build_info", &[("version", crate::VERSION)], 1);
+    o.sample(
+        "kvcr_build_info",
+        &[("version", crate::version::VERSION)],
+        1,
+    );
 }
 
 /// The text for a run that could not happen (exit 2: no inventory, a bad

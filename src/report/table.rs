@@ -1,9 +1,10 @@
 //! The human table (docs/format.md §9): per group a header (verdict, one-line cause,
 //! the safe next step), one row per rank, then file-level findings.
 
-use super::sanitize::terminal;
-use super::{human_duration_ms, Printer, Verbosity};
+use super::{Printer, Verbosity};
 use crate::finding::{Code, Finding};
+use crate::text::human_duration_ms;
+use crate::text::terminal;
 use crate::verdict::{GroupVerdict, Judgement, RankVerdict, Verdict};
 use std::io::{self, Write};
 

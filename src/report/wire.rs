@@ -41,7 +41,7 @@ impl<'de> Deserialize<'de> for Schema {
         } else {
             Err(serde::de::Error::custom(format!(
                 "schema {:?} is not {REPORT_SCHEMA:?}; only kvcr audit reports of this version are read",
-                super::sanitize::terminal(&s)
+                crate::text::terminal(&s)
             )))
         }
     }
@@ -411,13 +411,13 @@ pub fn read(name: &str, r: impl Read) -> Result<Report, String> {
         } else {
             format!("malformed kvcr audit report at `{at}`: {inner}")
         };
-        format!("{name}: {}", super::sanitize::terminal(&what))
+        format!("{name}: {}", crate::text::terminal(&what))
     })?;
     de.end()
         .map_err(|e| format!("{name}: trailing data after the report: {e}"))?;
     report
         .validate()
-        .map_err(|e| format!("{name}: {}", super::sanitize::terminal(&e)))?;
+        .map_err(|e| format!("{name}: {}", crate::text::terminal(&e)))?;
     Ok(report)
 }
 

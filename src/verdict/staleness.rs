@@ -46,7 +46,7 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
                              slack: its age cannot be proven against the maximum age of {}",
                                 d.created_unix_ms,
                                 FUTURE_SLACK_MS / 1000,
-                                crate::report::human_duration_ms(max.saturating_mul(1000))
+                                crate::text::human_duration_ms(max.saturating_mul(1000))
                             ),
                         )
                         .values(
@@ -61,8 +61,8 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
                             Code::KV108,
                             format!(
                                 "sealed {} ago, older than the maximum age of {}",
-                                crate::report::human_duration_ms(age_ms),
-                                crate::report::human_duration_ms(max.saturating_mul(1000))
+                                crate::text::human_duration_ms(age_ms),
+                                crate::text::human_duration_ms(max.saturating_mul(1000))
                             ),
                         )
                         .values(format!("age ≤ {max} s"), format!("age {} s", age_ms / 1000)),

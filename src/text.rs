@@ -1,3 +1,6 @@
+//! Text helpers every layer may use (a leaf: it names no other module of
+//! the crate): the terminal sanitizer, the operator's duration and size.
+//!
 //! Terminal safety: descriptor strings and file names are untrusted, so
 //! characters a terminal could act on, or that change what an operator
 //! reads without being seen, are escaped before they reach a terminal (the
@@ -59,9 +62,69 @@ pub fn terminal(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `3d 4h`, `5m 2s`, `850ms`: coarse, for operators.
+pub fn human_duration_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    if s == 0 {
+        return format!("{ms}ms");
+    }
+    let (d, h, m, sec) = (s / 86400, (s % 86400) / 3600, (s % 3600) / 60, s % 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else if m > 0 {
+        format!("{m}m {sec}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+/// `1.5 GiB`, `512 MiB`, `4 KiB`, `17 B`.
+pub fn human_bytes(n: u128) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else if v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::terminal;
+    use super::{human_bytes, human_duration_ms, terminal};
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_bytes(17), "17 B");
+        assert_eq!(human_bytes(3 << 20), "3 MiB");
+        assert_eq!(human_bytes(1536 << 20), "1.5 GiB");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1 KiB");
+        assert_eq!(human_bytes(150 << 30), "150 GiB");
+        assert_eq!(
+            human_bytes(u128::MAX),
+            format!("{:.0} PiB", u128::MAX as f64 / 1024f64.powi(5))
+        );
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(human_duration_ms(850), "850ms");
+        assert_eq!(human_duration_ms(62_000), "1m 2s");
+        assert_eq!(
+            human_duration_ms(3 * 86400 * 1000 + 4 * 3600 * 1000),
+            "3d 4h"
+        );
+    }
 
     #[test]
     fn escapes_controls_and_bidi() {
