@@ -171,7 +171,7 @@ pub mod internals {
             pub use crate::report::explain::{action, explain};
         }
         pub mod headline {
-            pub use crate::report::headline::{fill, Invocation};
+            pub use crate::report::headline::{fill, Invocation, ROOT_ORDER};
         }
     }
     pub mod settings {

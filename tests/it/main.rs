@@ -14,6 +14,7 @@ mod architecture;
 mod blame_and_file_kinds;
 mod cli_output;
 mod cli_terminal;
+mod code_table;
 mod content;
 mod edges;
 mod edges2;
