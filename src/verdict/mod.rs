@@ -94,6 +94,31 @@ pub struct Expectations {
     pub strict: bool,
 }
 
+/// "A flag beats the profile", worked out in one place: each option is the
+/// flag when given, else the field of `profile` (the profile that applies to
+/// the group at hand, or the run's for its options record).
+impl Expectations {
+    pub fn min_epoch(&self, profile: Option<&Profile>) -> Option<u64> {
+        self.min_epoch.or(profile.and_then(|p| p.min_epoch))
+    }
+
+    pub fn max_age_s(&self, profile: Option<&Profile>) -> Option<u64> {
+        self.max_age_s.or(profile.and_then(|p| p.max_age_s))
+    }
+
+    pub fn local_ranks(&self, profile: Option<&Profile>) -> Option<RankSet> {
+        self.local_ranks
+            .clone()
+            .or_else(|| profile.and_then(|p| p.local_ranks.clone()))
+    }
+
+    /// The incarnation asked for. For a group, [`pinned`] also requires
+    /// that one of its descriptors has the flag's incarnation.
+    pub fn incarnation(&self, profile: Option<&Profile>) -> Option<Uuid> {
+        self.incarnation.or(profile.and_then(|p| p.incarnation))
+    }
+}
+
 /// Facts from outside the core.
 #[derive(Clone, Debug)]
 pub struct Context<'a> {
@@ -496,9 +521,7 @@ fn judge_group(
     // The flag wins over the profile's list.
     let local = ctx
         .expect
-        .local_ranks
-        .clone()
-        .or_else(|| profile.and_then(|p| p.local_ranks.clone()))
+        .local_ranks(profile)
         // Local ranks that are exactly 0..world_size-1 are the whole group:
         // nothing is expected elsewhere, and no fleet proof is needed.
         .filter(|l| match world_size {

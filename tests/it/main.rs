@@ -27,6 +27,7 @@ mod fakecuda_memory;
 mod fakecuda_mig;
 mod fakecuda_signals;
 mod fixtures;
+mod flag_beats_profile;
 mod fleet;
 mod fleet_gate_and_operator_files;
 mod format_refs;
