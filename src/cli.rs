@@ -15,7 +15,7 @@ use std::path::PathBuf;
 descriptor per tensor-parallel rank) and imports a rank group's GPU memory all-or-nothing. \
 Importing the wrong memory is silent corruption, so every doubt is a rejection.",
     after_help = "Exit status: 0 accepted/imported, 1 rejected (nothing imported), 2 usage or \
-cannot run, 3 import failed and released, 4 release failed, 130 interrupted.\n\
+cannot run, 3 import failed and released, 4 release failed, 70 internal error, 130 interrupted.\n\
 Run `kvcr explain` for the finding codes."
 )]
 pub struct Cli {
