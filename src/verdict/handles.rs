@@ -26,7 +26,7 @@ impl HandleKey {
     /// 64 bits of the key, for a first sort: equal keys always share one.
     pub(crate) fn fingerprint(&self) -> u64 {
         let lo = u64::from_le_bytes(self.id.id[..8].try_into().unwrap_or([0; 8]));
-        (lo ^ (self.owner_pid as u32 as u64).rotate_left(32) ^ u64::from(self.id.kind) << 61)
+        (lo ^ (self.owner_pid as u32 as u64).rotate_left(32) ^ u64::from(self.id.kind as u8) << 61)
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
 

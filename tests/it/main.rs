@@ -33,6 +33,7 @@ mod fleet_gate_and_operator_files;
 mod format_refs;
 mod gpu_proof;
 mod group_and_merge_rules;
+mod handle_kind;
 mod headline;
 mod hostile;
 mod import_cli;
