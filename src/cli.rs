@@ -210,14 +210,9 @@ pub fn print_error(e: &clap::Error) -> i32 {
 
 /// The docs/format.md §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
 pub(crate) fn parse_engine_id(s: &str) -> Result<String, String> {
-    let ok = (1..=128).contains(&s.chars().count())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b));
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err("an engine_id is 1-128 characters of A-Z a-z 0-9 . _ : / -".to_string())
-    }
+    crate::descriptor::EngineId::parse(s)
+        .map(crate::descriptor::EngineId::into_string)
+        .map_err(str::to_string)
 }
 
 /// `--max-age`: plain seconds or a number with the unit s, m, h or d, in seconds.

@@ -231,6 +231,48 @@ pub enum Handle {
     PosixFd(i32),
 }
 
+/// An engine id (docs/format.md §3 `engine_id`), with its rule in one
+/// place: 1–128 characters, each one of `A-Z a-z 0-9 . _ : / -`. The
+/// descriptor reader (and a report's ids), `--engine` and the library API
+/// all check it here.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EngineId(String);
+
+impl EngineId {
+    pub const MIN_CHARS: usize = 1;
+    pub const MAX_CHARS: usize = 128;
+    /// The rule, as a finding's `expected` value.
+    pub const EXPECTED: &'static str = "string of 1–128 chars from [A-Za-z0-9._:/-]";
+
+    /// Whether `c` may appear in an engine id.
+    pub fn allowed(c: char) -> bool {
+        c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '-')
+    }
+
+    /// The first character the rule refuses, with its byte offset.
+    pub fn first_bad(s: &str) -> Option<(usize, char)> {
+        s.char_indices().find(|&(_, c)| !Self::allowed(c))
+    }
+
+    /// `s` when it is an engine id; else the rule, in words.
+    pub fn parse(s: &str) -> Result<EngineId, &'static str> {
+        let n = s.chars().count();
+        if (Self::MIN_CHARS..=Self::MAX_CHARS).contains(&n) && Self::first_bad(s).is_none() {
+            Ok(EngineId(s.to_owned()))
+        } else {
+            Err("an engine_id is 1-128 characters of A-Z a-z 0-9 . _ : / -")
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
 /// The kind of a [`Handle`] (docs/format.md §3.3 `handle.kind`): every
 /// kind the reader accepts, so a new one cannot be mislabelled. The
 /// discriminant is the kind's byte in a [`HandleId`].

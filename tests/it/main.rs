@@ -18,6 +18,7 @@ mod code_table;
 mod content;
 mod edges;
 mod edges2;
+mod engine_id;
 mod examine;
 mod examples_run;
 mod explain;
