@@ -179,7 +179,7 @@ pub mod internals {
     }
     pub mod verdict {
         pub use crate::verdict::{
-            judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict,
+            judge, Candidate, CheckStatus, Context, Expectations, FileVerdict, Judgement, Verdict,
         };
     }
 }

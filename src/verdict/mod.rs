@@ -139,9 +139,43 @@ pub enum Verdict {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Check {
     pub name: &'static str,
-    /// "pass", "fail" or "not checked: <why>" (borrowed when static: one
-    /// per check per rank adds up in a large inventory).
-    pub status: std::borrow::Cow<'static, str>,
+    pub status: CheckStatus,
+}
+
+/// How one check on one rank ended. Printed (and serialized) as "pass",
+/// "fail", "not checked: <why>" or "skipped: <why>"; only the last two
+/// carry text, so a passing check allocates nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CheckStatus {
+    Pass,
+    Fail,
+    /// The fact could not be read (never a mismatch).
+    NotChecked(String),
+    /// Not made: another finding makes it moot.
+    Skipped(String),
+}
+
+impl CheckStatus {
+    pub fn is_not_checked(&self) -> bool {
+        matches!(self, CheckStatus::NotChecked(_))
+    }
+}
+
+impl std::fmt::Display for CheckStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckStatus::Pass => f.write_str("pass"),
+            CheckStatus::Fail => f.write_str("fail"),
+            CheckStatus::NotChecked(why) => write!(f, "not checked: {why}"),
+            CheckStatus::Skipped(why) => write!(f, "skipped: {why}"),
+        }
+    }
+}
+
+impl Serialize for CheckStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -438,14 +472,18 @@ impl Row {
     pub fn check(&mut self, name: &'static str, ok: bool) {
         self.checks.push(Check {
             name,
-            status: if ok { "pass" } else { "fail" }.into(),
+            status: if ok {
+                CheckStatus::Pass
+            } else {
+                CheckStatus::Fail
+            },
         });
     }
     pub fn not_checked(&mut self, name: &'static str, why: &str) {
         self.not_checked.push(format!("{name}: {why}"));
         self.checks.push(Check {
             name,
-            status: format!("not checked: {why}").into(),
+            status: CheckStatus::NotChecked(why.to_owned()),
         });
     }
     pub fn is_clean(&self) -> bool {

@@ -12,6 +12,7 @@ mod adversarial;
 mod api;
 mod architecture;
 mod blame_and_file_kinds;
+mod check_status;
 mod cli_output;
 mod cli_terminal;
 mod code_table;
