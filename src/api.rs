@@ -379,7 +379,10 @@ pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Resul
     let rank = crate::descriptor::parse_descriptor(&sealed)
         .descriptor
         .map(|d| d.rank)
-        .ok_or_else(|| Error::usage("internal error: the sealed descriptor does not parse"))?;
+        .ok_or_else(|| Error::Other {
+            message: "internal error: the sealed descriptor does not parse".to_string(),
+            status: crate::exit::INTERNAL,
+        })?;
     let meta = std::fs::metadata(root)
         .map_err(|e| Error::usage(format!("inventory root {}: {e}", root.display())))?;
     if !meta.is_dir() {

@@ -273,13 +273,10 @@ pub fn audit(
                 "flag"
             }
         }),
-        min_epoch: expect.min_epoch.or(profile.and_then(|p| p.min_epoch)),
-        max_age_s: expect.max_age_s.or(profile.and_then(|p| p.max_age_s)),
-        local_ranks: expect
-            .local_ranks
-            .clone()
-            .or(profile.and_then(|p| p.local_ranks.clone())),
-        incarnation: expect.incarnation.or(profile.and_then(|p| p.incarnation)),
+        min_epoch: expect.min_epoch(profile),
+        max_age_s: expect.max_age_s(profile),
+        local_ranks: expect.local_ranks(profile),
+        incarnation: expect.incarnation(profile),
     };
     meta.exit_status = judgement.exit_status();
     let run = AuditRun {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 descriptor per tensor-parallel rank) and imports a rank group's GPU memory all-or-nothing. \
 Importing the wrong memory is silent corruption, so every doubt is a rejection.",
     after_help = "Exit status: 0 accepted/imported, 1 rejected (nothing imported), 2 usage or \
-cannot run, 3 import failed and released, 4 release failed, 130 interrupted.\n\
+cannot run, 3 import failed and released, 4 release failed, 70 internal error, 130 interrupted.\n\
 Run `kvcr explain` for the finding codes."
 )]
 pub struct Cli {
@@ -210,14 +210,9 @@ pub fn print_error(e: &clap::Error) -> i32 {
 
 /// The docs/format.md §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
 pub(crate) fn parse_engine_id(s: &str) -> Result<String, String> {
-    let ok = (1..=128).contains(&s.chars().count())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._:/-".contains(&b));
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err("an engine_id is 1-128 characters of A-Z a-z 0-9 . _ : / -".to_string())
-    }
+    crate::descriptor::EngineId::parse(s)
+        .map(crate::descriptor::EngineId::into_string)
+        .map_err(str::to_string)
 }
 
 /// `--max-age`: plain seconds or a number with the unit s, m, h or d, in seconds.

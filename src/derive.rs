@@ -47,7 +47,7 @@ pub fn run(inv: &Inventory) -> Result<i32, Failure> {
     let root = audited.root.clone();
     let host = audited.meta.host.clone().unwrap_or_else(|| "?".to_string());
     let doc = profile_of(g, &root, &host, audited.now_ms).map_err(|e| {
-        Failure::usage(
+        Failure::internal(
             format!("internal error: the derived profile does not parse: {e}"),
             Some("nothing was written; please report this".to_string()),
         )

@@ -19,6 +19,9 @@ pub enum Kind {
     /// This user may not list, open or read part of the inventory: no
     /// verdict is possible (run as root or as the owner's user).
     PermissionDenied,
+    /// kvcr broke one of its own invariants: a bug to report, not the
+    /// operator's mistake (exit 70, docs/format.md §6).
+    Internal,
 }
 
 #[derive(Debug)]
@@ -46,6 +49,17 @@ impl Failure {
             message: message.into(),
             hint: hint.into(),
             kind: Kind::CannotRun,
+        }
+    }
+
+    /// An internal error (exit 70, [`Kind::Internal`]): `message` says what
+    /// broke; the hint asks for a report.
+    pub fn internal(message: impl Into<String>, hint: impl Into<Option<String>>) -> Failure {
+        Failure {
+            status: exit::INTERNAL,
+            message: message.into(),
+            hint: hint.into(),
+            kind: Kind::Internal,
         }
     }
 
@@ -111,4 +125,46 @@ pub struct ErrorDocument {
     pub code: Kind,
     pub message: String,
     pub hint: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_internal_error_is_not_a_usage_error() {
+        let f = Failure::internal("internal error while planning: x", None);
+        assert_eq!(f.status, exit::INTERNAL);
+        assert_eq!(exit::INTERNAL, 70);
+        assert_ne!(f.status, exit::USAGE);
+        assert_eq!(f.kind, Kind::Internal);
+        let doc = serde_json::to_value(f.document(Some("import"), 1)).unwrap();
+        assert_eq!(doc["exit_status"], 70);
+        assert_eq!(doc["code"], "internal");
+        // The library API keeps the status the command line would exit with.
+        let e: crate::api::Error = f.into();
+        assert_eq!(e.exit_status(), exit::INTERNAL);
+        // A usage failure stays exit 2, kind cannot-run.
+        let u = Failure::usage("bad", None);
+        assert_eq!((u.status, u.kind), (exit::USAGE, Kind::CannotRun));
+    }
+
+    #[test]
+    fn the_error_schema_lists_every_kind() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../schemas/error.schema.json")).unwrap();
+        let listed = &schema["properties"]["code"]["enum"];
+        for k in [
+            Kind::Usage,
+            Kind::CannotRun,
+            Kind::PermissionDenied,
+            Kind::Internal,
+        ] {
+            let name = serde_json::to_value(k).unwrap();
+            assert!(
+                listed.as_array().unwrap().contains(&name),
+                "{name} missing from schemas/error.schema.json"
+            );
+        }
+    }
 }

@@ -11,5 +11,9 @@ pub const USAGE: i32 = 2;
 pub const IMPORT_FAILED: i32 = 3;
 /// Import failed and releasing what it took also failed.
 pub const RELEASE_FAILED: i32 = 4;
+/// An internal error: kvcr broke one of its own invariants (a bug, never the
+/// operator's input). `EX_SOFTWARE` of sysexits(3), so it is never read as a
+/// usage error (2). Nothing was imported or written.
+pub const INTERNAL: i32 = 70;
 /// Interrupted (SIGINT/SIGTERM); everything taken was released first.
 pub const INTERRUPTED: i32 = 130;

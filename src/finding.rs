@@ -3,108 +3,121 @@
 use serde::Serialize;
 use std::fmt;
 
-/// Every finding code of docs/format.md §5, in table order.
+/// Every finding code of docs/format.md §5, in table order: the
+/// discriminant is the code's row in [`TABLE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
 pub enum Code {
-    KV001,
-    KV002,
-    KV003,
-    KV004,
-    KV005,
-    KV006,
-    KV007,
-    KV008,
-    KV009,
-    KV010,
-    KV101,
-    KV102,
-    KV103,
-    KV104,
-    KV105,
-    KV106,
-    KV107,
-    KV108,
-    KV109,
-    KV110,
-    KV111,
+    KV001 = 0,
+    KV002 = 1,
+    KV003 = 2,
+    KV004 = 3,
+    KV005 = 4,
+    KV006 = 5,
+    KV007 = 6,
+    KV008 = 7,
+    KV009 = 8,
+    KV010 = 9,
+    KV101 = 10,
+    KV102 = 11,
+    KV103 = 12,
+    KV104 = 13,
+    KV105 = 14,
+    KV106 = 15,
+    KV107 = 16,
+    KV108 = 17,
+    KV109 = 18,
+    KV110 = 19,
+    KV111 = 20,
 }
 
+/// One row of the finding-code table: everything a code is, in one place.
+/// The explanation (`kvcr explain`) is `report::explain`'s exhaustive match,
+/// so a new code without one does not compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spec {
+    pub code: Code,
+    /// The code as printed (`KV104`).
+    pub id: &'static str,
+    /// The stable short name (docs/format.md §5 "name" column).
+    pub name: &'static str,
+    /// The severity the code is listed with in §5 (a finding may still be
+    /// made a notice, e.g. outside the current incarnation).
+    pub severity: Severity,
+    /// Place in the headline's root-cause order (0 is named first); the
+    /// ranks are a permutation of 0..21, checked when compiling
+    /// `report::headline::ROOT_ORDER`.
+    pub root_rank: u8,
+}
+
+const fn row(code: Code, id: &'static str, name: &'static str, root_rank: u8) -> Spec {
+    Spec {
+        code,
+        id,
+        name,
+        severity: Severity::Reject,
+        root_rank,
+    }
+}
+
+/// The finding codes of docs/format.md §5, in table order (row `i` is the
+/// code with discriminant `i`).
+pub const TABLE: [Spec; 21] = [
+    row(Code::KV001, "KV001", "symlink", 2),
+    row(Code::KV002, "KV002", "not-regular", 3),
+    row(Code::KV003, "KV003", "unsafe-permissions", 11),
+    row(Code::KV004, "KV004", "too-large", 4),
+    row(Code::KV005, "KV005", "unreadable", 5),
+    row(Code::KV006, "KV006", "malformed", 6),
+    row(Code::KV007, "KV007", "schema", 7),
+    row(Code::KV008, "KV008", "digest", 0),
+    row(Code::KV009, "KV009", "torn", 8),
+    Spec {
+        severity: Severity::Notice,
+        ..row(Code::KV010, "KV010", "stray", 20)
+    },
+    row(Code::KV101, "KV101", "wrong-rank", 12),
+    row(Code::KV102, "KV102", "duplicate-rank", 13),
+    row(Code::KV103, "KV103", "missing-rank", 19),
+    row(Code::KV104, "KV104", "geometry", 15),
+    row(Code::KV105, "KV105", "model", 16),
+    row(Code::KV106, "KV106", "gpu-uuid", 18),
+    row(Code::KV107, "KV107", "incarnation", 1),
+    row(Code::KV108, "KV108", "stale", 10),
+    row(Code::KV109, "KV109", "not-quiesced", 14),
+    row(Code::KV110, "KV110", "foreign-node", 9),
+    row(Code::KV111, "KV111", "handle-reuse", 17),
+];
+
 impl Code {
-    pub const ALL: [Code; 21] = [
-        Code::KV001,
-        Code::KV002,
-        Code::KV003,
-        Code::KV004,
-        Code::KV005,
-        Code::KV006,
-        Code::KV007,
-        Code::KV008,
-        Code::KV009,
-        Code::KV010,
-        Code::KV101,
-        Code::KV102,
-        Code::KV103,
-        Code::KV104,
-        Code::KV105,
-        Code::KV106,
-        Code::KV107,
-        Code::KV108,
-        Code::KV109,
-        Code::KV110,
-        Code::KV111,
-    ];
+    pub const ALL: [Code; 21] = {
+        let mut all = [Code::KV001; 21];
+        let mut i = 0;
+        while i < TABLE.len() {
+            assert!(TABLE[i].code as usize == i, "TABLE row out of order");
+            all[i] = TABLE[i].code;
+            i += 1;
+        }
+        all
+    };
+
+    /// This code's row of [`TABLE`].
+    pub fn spec(self) -> &'static Spec {
+        &TABLE[self as usize]
+    }
 
     /// The stable short name (docs/format.md §5 "name" column).
     pub fn name(self) -> &'static str {
-        match self {
-            Code::KV001 => "symlink",
-            Code::KV002 => "not-regular",
-            Code::KV003 => "unsafe-permissions",
-            Code::KV004 => "too-large",
-            Code::KV005 => "unreadable",
-            Code::KV006 => "malformed",
-            Code::KV007 => "schema",
-            Code::KV008 => "digest",
-            Code::KV009 => "torn",
-            Code::KV010 => "stray",
-            Code::KV101 => "wrong-rank",
-            Code::KV102 => "duplicate-rank",
-            Code::KV103 => "missing-rank",
-            Code::KV104 => "geometry",
-            Code::KV105 => "model",
-            Code::KV106 => "gpu-uuid",
-            Code::KV107 => "incarnation",
-            Code::KV108 => "stale",
-            Code::KV109 => "not-quiesced",
-            Code::KV110 => "foreign-node",
-            Code::KV111 => "handle-reuse",
-        }
+        self.spec().name
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Code::KV001 => "KV001",
-            Code::KV002 => "KV002",
-            Code::KV003 => "KV003",
-            Code::KV004 => "KV004",
-            Code::KV005 => "KV005",
-            Code::KV006 => "KV006",
-            Code::KV007 => "KV007",
-            Code::KV008 => "KV008",
-            Code::KV009 => "KV009",
-            Code::KV010 => "KV010",
-            Code::KV101 => "KV101",
-            Code::KV102 => "KV102",
-            Code::KV103 => "KV103",
-            Code::KV104 => "KV104",
-            Code::KV105 => "KV105",
-            Code::KV106 => "KV106",
-            Code::KV107 => "KV107",
-            Code::KV108 => "KV108",
-            Code::KV109 => "KV109",
-            Code::KV110 => "KV110",
-            Code::KV111 => "KV111",
-        }
+        self.spec().id
+    }
+
+    /// The severity docs/format.md §5 lists the code with.
+    pub fn severity(self) -> Severity {
+        self.spec().severity
     }
 
     /// Accepts `KV104`, `kv104`, the bare number (`104`, and `9` or `009`

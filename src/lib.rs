@@ -174,7 +174,7 @@ pub mod internals {
             pub use crate::report::explain::{action, explain};
         }
         pub mod headline {
-            pub use crate::report::headline::{fill, Invocation};
+            pub use crate::report::headline::{fill, Invocation, ROOT_ORDER};
         }
     }
     pub mod settings {
@@ -182,7 +182,7 @@ pub mod internals {
     }
     pub mod verdict {
         pub use crate::verdict::{
-            judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict,
+            judge, Candidate, CheckStatus, Context, Expectations, FileVerdict, Judgement, Verdict,
         };
     }
 }

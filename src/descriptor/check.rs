@@ -8,7 +8,7 @@
 //! order is accepted), and nothing is formatted unless a check fails.
 
 use super::json::{preview, quote_preview, Items, Members, NumKind, Value, View};
-use super::{parse_canonical_uuid, GpuUuid};
+use super::{parse_canonical_uuid, EngineId, GpuUuid};
 use std::cell::Cell;
 use std::fmt::{self, Write as _};
 use uuid::Uuid;
@@ -537,7 +537,7 @@ impl Checker {
 
     /// `engine_id`: 1–128 chars of `[A-Za-z0-9._:/-]`.
     pub(crate) fn engine_id(&mut self, f: Field<'_, '_>) -> Option<String> {
-        let expected = || "string of 1–128 chars from [A-Za-z0-9._:/-]".to_owned();
+        let expected = || EngineId::EXPECTED.to_owned();
         let s = self.str_value(&f, expected)?;
         self.engine_id_str(&f.path, s).then(|| s.to_owned())
     }
@@ -545,14 +545,11 @@ impl Checker {
     /// The `engine_id` rule on a string already read (a descriptor's, or a
     /// report's: docs/format.md §10.2): true when it holds.
     pub(crate) fn engine_id_str(&mut self, path: &Path<'_>, s: &str) -> bool {
-        let expected = || "string of 1–128 chars from [A-Za-z0-9._:/-]".to_owned();
-        if !self.check_len(path, s, 1, 128, expected) {
+        let expected = || EngineId::EXPECTED.to_owned();
+        if !self.check_len(path, s, EngineId::MIN_CHARS, EngineId::MAX_CHARS, expected) {
             return false;
         }
-        let bad = s.char_indices().find(|&(_, c)| {
-            !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '-'))
-        });
-        if let Some((i, c)) = bad {
+        if let Some((i, c)) = EngineId::first_bad(s) {
             self.fail(
                 path,
                 format!("invalid character {c:?} at byte {i}"),

@@ -231,13 +231,81 @@ pub enum Handle {
     PosixFd(i32),
 }
 
-impl Handle {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Handle::CudaIpc(_) => "cuda_ipc",
-            Handle::Fabric(_) => "fabric",
-            Handle::PosixFd(_) => "posix_fd",
+/// An engine id (docs/format.md §3 `engine_id`), with its rule in one
+/// place: 1–128 characters, each one of `A-Z a-z 0-9 . _ : / -`. The
+/// descriptor reader (and a report's ids), `--engine` and the library API
+/// all check it here.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EngineId(String);
+
+impl EngineId {
+    pub const MIN_CHARS: usize = 1;
+    pub const MAX_CHARS: usize = 128;
+    /// The rule, as a finding's `expected` value.
+    pub const EXPECTED: &'static str = "string of 1–128 chars from [A-Za-z0-9._:/-]";
+
+    /// Whether `c` may appear in an engine id.
+    pub fn allowed(c: char) -> bool {
+        c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '/' | '-')
+    }
+
+    /// The first character the rule refuses, with its byte offset.
+    pub fn first_bad(s: &str) -> Option<(usize, char)> {
+        s.char_indices().find(|&(_, c)| !Self::allowed(c))
+    }
+
+    /// `s` when it is an engine id; else the rule, in words.
+    pub fn parse(s: &str) -> Result<EngineId, &'static str> {
+        let n = s.chars().count();
+        if (Self::MIN_CHARS..=Self::MAX_CHARS).contains(&n) && Self::first_bad(s).is_none() {
+            Ok(EngineId(s.to_owned()))
+        } else {
+            Err("an engine_id is 1-128 characters of A-Z a-z 0-9 . _ : / -")
         }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// The kind of a [`Handle`] (docs/format.md §3.3 `handle.kind`): every
+/// kind the reader accepts, so a new one cannot be mislabelled. The
+/// discriminant is the kind's byte in a [`HandleId`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum HandleKind {
+    CudaIpc = 0,
+    Fabric = 1,
+    PosixFd = 2,
+}
+
+impl HandleKind {
+    /// The kind as a descriptor writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HandleKind::CudaIpc => "cuda_ipc",
+            HandleKind::Fabric => "fabric",
+            HandleKind::PosixFd => "posix_fd",
+        }
+    }
+}
+
+impl Handle {
+    pub fn handle_kind(&self) -> HandleKind {
+        match self {
+            Handle::CudaIpc(_) => HandleKind::CudaIpc,
+            Handle::Fabric(_) => HandleKind::Fabric,
+            Handle::PosixFd(_) => HandleKind::PosixFd,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.handle_kind().name()
     }
     /// True when the descriptor itself carries bytes that grant access.
     pub fn carries_bytes(&self) -> bool {
@@ -293,8 +361,7 @@ pub struct AllocSummary {
 /// accepted — a crafted collision only rejects its own group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct HandleId {
-    /// 0 `cuda_ipc`, 1 `fabric`, 2 `posix_fd`.
-    pub kind: u8,
+    pub kind: HandleKind,
     pub id: [u8; 16],
 }
 
@@ -309,9 +376,9 @@ impl HandleId {
             k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
             k ^ (k >> 33)
         }
-        let mix = |kind: u8, b: &[u8; 64]| {
+        let mix = |kind: HandleKind, b: &[u8; 64]| {
             let (mut h1, mut h2) = (
-                0x9e37_79b9_7f4a_7c15u64 ^ kind as u64,
+                0x9e37_79b9_7f4a_7c15u64 ^ kind as u8 as u64,
                 0x6a09_e667_f3bc_c909u64,
             );
             for w in b.chunks_exact(8) {
@@ -329,27 +396,26 @@ impl HandleId {
             HandleId { kind, id }
         };
         match h {
-            Handle::CudaIpc(b) => mix(0, b),
-            Handle::Fabric(b) => mix(1, b),
+            Handle::CudaIpc(b) => mix(HandleKind::CudaIpc, b),
+            Handle::Fabric(b) => mix(HandleKind::Fabric, b),
             Handle::PosixFd(fd) => {
                 let mut id = [0u8; 16];
                 id[..4].copy_from_slice(&fd.to_be_bytes());
-                HandleId { kind: 2, id }
+                HandleId {
+                    kind: HandleKind::PosixFd,
+                    id,
+                }
             }
         }
     }
 
     pub fn kind_name(&self) -> &'static str {
-        match self.kind {
-            0 => "cuda_ipc",
-            1 => "fabric",
-            _ => "posix_fd",
-        }
+        self.kind.name()
     }
 
     /// The fd of a `posix_fd` handle.
     pub fn fd(&self) -> Option<i32> {
-        (self.kind == 2)
+        (self.kind == HandleKind::PosixFd)
             .then(|| i32::from_be_bytes([self.id[0], self.id[1], self.id[2], self.id[3]]))
     }
 }

@@ -193,7 +193,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
 
     // Plan from the very descriptors the audit judged.
     let plan = Plan::from_group(group, &descriptors).map_err(|e| {
-        Failure::usage(
+        Failure::internal(
             format!("internal error while planning: {e}"),
             Some("nothing was imported; please report this".into()),
         )

@@ -45,8 +45,9 @@ pub struct Request<'a> {
 /// Why the gate did not answer with a plan.
 #[derive(Debug)]
 pub enum NotReady {
-    /// A usage error (exit 2): no or an incomplete profile, several groups
-    /// without an engine, a root that cannot be read.
+    /// The run could not happen (the failure's status: exit 2 for no or an
+    /// incomplete profile, several groups without an engine, a root that
+    /// cannot be read; exit 70 for an internal error).
     Usage(Failure),
     /// Refused (exit 1): the report says why (mode `gate`).
     Refused(Box<Report>),
@@ -127,7 +128,7 @@ pub fn gate(req: &Request) -> Result<ImportPlan, NotReady> {
         return Err(refuse(report, Some(r)));
     }
     let internal = |e: String| {
-        NotReady::Usage(Failure::usage(
+        NotReady::Usage(Failure::internal(
             format!("internal error while planning: {e}"),
             Some("please report this".to_string()),
         ))

@@ -64,12 +64,22 @@ pub fn explains(a: Code, b: Code) -> bool {
 
 /// Among findings that nothing else explains, the one named first: the
 /// likeliest root cause, and the one whose action is safe to take first.
-pub const ROOT_ORDER: [Code; 21] = {
-    use Code::*;
-    [
-        KV008, KV107, KV001, KV002, KV004, KV005, KV006, KV007, KV009, KV110, KV108, KV003, KV101,
-        KV102, KV109, KV104, KV105, KV111, KV106, KV103, KV010,
-    ]
+/// Derived from each code's `root_rank` in [`crate::finding::TABLE`];
+/// compiling it checks that the ranks are a permutation of all codes.
+pub const ROOT_ORDER: [Code; Code::ALL.len()] = {
+    let table = &crate::finding::TABLE;
+    let mut order = [Code::KV001; Code::ALL.len()];
+    let mut placed = [false; Code::ALL.len()];
+    let mut i = 0;
+    while i < table.len() {
+        let r = table[i].root_rank as usize;
+        assert!(r < order.len(), "root_rank out of range");
+        assert!(!placed[r], "two codes share a root_rank");
+        placed[r] = true;
+        order[r] = table[i].code;
+        i += 1;
+    }
+    order
 };
 
 /// One rejecting finding the headline may name, and where it is.
@@ -161,10 +171,7 @@ fn unclaimed<'a>(g: &GroupVerdict, files: &'a [FileVerdict]) -> Vec<Candidate<'a
 }
 
 fn order(c: Code) -> usize {
-    ROOT_ORDER
-        .iter()
-        .position(|&x| x == c)
-        .unwrap_or(ROOT_ORDER.len())
+    c.spec().root_rank as usize
 }
 
 /// The headline finding, and the other codes it explains (sorted, unique).

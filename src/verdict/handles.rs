@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 /// owner pid (fd 7 of two processes is two handles).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct HandleKey {
-    owner_pid: i32,
+    /// The owner's pid for a `posix_fd` handle; `None` for a handle whose
+    /// bytes alone are its identity (never a pid of 0 standing for "none").
+    owner_pid: Option<i32>,
     id: HandleId,
 }
 
@@ -26,13 +28,17 @@ impl HandleKey {
     /// 64 bits of the key, for a first sort: equal keys always share one.
     pub(crate) fn fingerprint(&self) -> u64 {
         let lo = u64::from_le_bytes(self.id.id[..8].try_into().unwrap_or([0; 8]));
-        (lo ^ (self.owner_pid as u32 as u64).rotate_left(32) ^ u64::from(self.id.kind) << 61)
+        (lo ^ self
+            .owner_pid
+            .map_or(0, |p| p as u32 as u64)
+            .rotate_left(32)
+            ^ u64::from(self.id.kind as u8) << 61)
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
     }
 
     fn of(h: &HandleId, d: &Descriptor) -> HandleKey {
         HandleKey {
-            owner_pid: if h.fd().is_some() { d.owner.pid } else { 0 },
+            owner_pid: h.fd().map(|_| d.owner.pid),
             id: *h,
         }
     }
@@ -40,9 +46,9 @@ impl HandleKey {
     /// Short, printable: `fabric handle` or `posix_fd 7 of owner pid 42`
     /// (the allocation index names where the bytes are).
     fn describe(&self) -> String {
-        match self.id.fd() {
-            Some(fd) => format!("posix_fd {fd} of owner pid {}", self.owner_pid),
-            None => format!("{} handle", self.id.kind_name()),
+        match (self.id.fd(), self.owner_pid) {
+            (Some(fd), Some(pid)) => format!("posix_fd {fd} of owner pid {pid}"),
+            _ => format!("{} handle", self.id.kind_name()),
         }
     }
 }
@@ -249,7 +255,7 @@ mod tests {
 
     fn same(n: u32) -> Vec<(HandleKey, u32, u32)> {
         let k = HandleKey {
-            owner_pid: 0,
+            owner_pid: None,
             id: HandleId::of(&Handle::Fabric([3; 64])),
         };
         (0..n).map(|a| (k, 0, a)).collect()

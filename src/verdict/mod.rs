@@ -94,6 +94,31 @@ pub struct Expectations {
     pub strict: bool,
 }
 
+/// "A flag beats the profile", worked out in one place: each option is the
+/// flag when given, else the field of `profile` (the profile that applies to
+/// the group at hand, or the run's for its options record).
+impl Expectations {
+    pub fn min_epoch(&self, profile: Option<&Profile>) -> Option<u64> {
+        self.min_epoch.or(profile.and_then(|p| p.min_epoch))
+    }
+
+    pub fn max_age_s(&self, profile: Option<&Profile>) -> Option<u64> {
+        self.max_age_s.or(profile.and_then(|p| p.max_age_s))
+    }
+
+    pub fn local_ranks(&self, profile: Option<&Profile>) -> Option<RankSet> {
+        self.local_ranks
+            .clone()
+            .or_else(|| profile.and_then(|p| p.local_ranks.clone()))
+    }
+
+    /// The incarnation asked for. For a group, [`pinned`] also requires
+    /// that one of its descriptors has the flag's incarnation.
+    pub fn incarnation(&self, profile: Option<&Profile>) -> Option<Uuid> {
+        self.incarnation.or(profile.and_then(|p| p.incarnation))
+    }
+}
+
 /// Facts from outside the core.
 #[derive(Clone, Debug)]
 pub struct Context<'a> {
@@ -114,9 +139,43 @@ pub enum Verdict {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Check {
     pub name: &'static str,
-    /// "pass", "fail" or "not checked: <why>" (borrowed when static: one
-    /// per check per rank adds up in a large inventory).
-    pub status: std::borrow::Cow<'static, str>,
+    pub status: CheckStatus,
+}
+
+/// How one check on one rank ended. Printed (and serialized) as "pass",
+/// "fail", "not checked: <why>" or "skipped: <why>"; only the last two
+/// carry text, so a passing check allocates nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CheckStatus {
+    Pass,
+    Fail,
+    /// The fact could not be read (never a mismatch).
+    NotChecked(String),
+    /// Not made: another finding makes it moot.
+    Skipped(String),
+}
+
+impl CheckStatus {
+    pub fn is_not_checked(&self) -> bool {
+        matches!(self, CheckStatus::NotChecked(_))
+    }
+}
+
+impl std::fmt::Display for CheckStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckStatus::Pass => f.write_str("pass"),
+            CheckStatus::Fail => f.write_str("fail"),
+            CheckStatus::NotChecked(why) => write!(f, "not checked: {why}"),
+            CheckStatus::Skipped(why) => write!(f, "skipped: {why}"),
+        }
+    }
+}
+
+impl Serialize for CheckStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -413,14 +472,18 @@ impl Row {
     pub fn check(&mut self, name: &'static str, ok: bool) {
         self.checks.push(Check {
             name,
-            status: if ok { "pass" } else { "fail" }.into(),
+            status: if ok {
+                CheckStatus::Pass
+            } else {
+                CheckStatus::Fail
+            },
         });
     }
     pub fn not_checked(&mut self, name: &'static str, why: &str) {
         self.not_checked.push(format!("{name}: {why}"));
         self.checks.push(Check {
             name,
-            status: format!("not checked: {why}").into(),
+            status: CheckStatus::NotChecked(why.to_owned()),
         });
     }
     pub fn is_clean(&self) -> bool {
@@ -496,9 +559,7 @@ fn judge_group(
     // The flag wins over the profile's list.
     let local = ctx
         .expect
-        .local_ranks
-        .clone()
-        .or_else(|| profile.and_then(|p| p.local_ranks.clone()))
+        .local_ranks(profile)
         // Local ranks that are exactly 0..world_size-1 are the whole group:
         // nothing is expected elsewhere, and no fleet proof is needed.
         .filter(|l| match world_size {

@@ -14,8 +14,8 @@ use crate::profile::Profile;
 pub const FUTURE_SLACK_MS: u64 = 300_000;
 
 pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) {
-    let min_epoch = ctx.expect.min_epoch.or(profile.and_then(|p| p.min_epoch));
-    let max_age_s = ctx.expect.max_age_s.or(profile.and_then(|p| p.max_age_s));
+    let min_epoch = ctx.expect.min_epoch(profile);
+    let max_age_s = ctx.expect.max_age_s(profile);
     for row in rows.iter_mut() {
         row.with_desc(|row, d| {
             let mut ok = true;

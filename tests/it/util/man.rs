@@ -270,7 +270,7 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
              was imported."
         }
     };
-    let all: [(i32, &str); 6] = [
+    let all: [(i32, &str); 7] = [
         (exit::OK, ok),
         (exit::REJECTED, rejected),
         (exit::USAGE, usage),
@@ -282,6 +282,11 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             exit::RELEASE_FAILED,
             "The import failed and releasing what it took also failed: the report lists what \
              remains.",
+        ),
+        (
+            exit::INTERNAL,
+            "An internal error: kvcr broke one of its own invariants (a bug to report, not a \
+             usage error); nothing was imported or written.",
         ),
         (
             exit::INTERRUPTED,
@@ -299,6 +304,7 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             exit::USAGE,
             exit::IMPORT_FAILED,
             exit::RELEASE_FAILED,
+            exit::INTERNAL,
             exit::INTERRUPTED,
         ],
     };

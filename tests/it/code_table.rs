@@ -1,0 +1,61 @@
+//! The finding-code table (src/finding.rs `TABLE`) is the one source of every
+//! code's id, name, severity and root-cause rank.
+
+use kvcr::finding::{Code, Severity, TABLE};
+use kvcr::internals::report::explain::explain;
+use kvcr::internals::report::headline::ROOT_ORDER;
+use std::collections::BTreeSet;
+
+#[test]
+fn root_cause_order_is_a_permutation_of_all_codes() {
+    let order: BTreeSet<Code> = ROOT_ORDER.iter().copied().collect();
+    let all: BTreeSet<Code> = Code::ALL.iter().copied().collect();
+    assert_eq!(ROOT_ORDER.len(), Code::ALL.len());
+    assert_eq!(order, all, "a code is missing from the root-cause order");
+    let mut ranks: Vec<u8> = TABLE.iter().map(|s| s.root_rank).collect();
+    ranks.sort_unstable();
+    assert_eq!(ranks, (0..TABLE.len() as u8).collect::<Vec<_>>());
+    for (i, c) in ROOT_ORDER.iter().enumerate() {
+        assert_eq!(c.spec().root_rank as usize, i, "{c}");
+    }
+}
+
+#[test]
+fn root_cause_order_is_unchanged() {
+    use Code::*;
+    assert_eq!(
+        ROOT_ORDER,
+        [
+            KV008, KV107, KV001, KV002, KV004, KV005, KV006, KV007, KV009, KV110, KV108, KV003,
+            KV101, KV102, KV109, KV104, KV105, KV111, KV106, KV103, KV010,
+        ]
+    );
+}
+
+#[test]
+fn every_row_describes_its_own_code() {
+    let mut ids = BTreeSet::new();
+    let mut names = BTreeSet::new();
+    for (i, spec) in TABLE.iter().enumerate() {
+        assert_eq!(spec.code as usize, i);
+        assert_eq!(Code::ALL[i], spec.code);
+        assert_eq!(spec.id, format!("{:?}", spec.code));
+        assert_eq!(spec.code.as_str(), spec.id);
+        assert_eq!(spec.code.name(), spec.name);
+        assert_eq!(Code::parse(spec.id), Some(spec.code));
+        assert_eq!(Code::parse(spec.name), Some(spec.code));
+        assert!(ids.insert(spec.id), "duplicate id {}", spec.id);
+        assert!(names.insert(spec.name), "duplicate name {}", spec.name);
+        // `kvcr explain` takes the severity from the table, never its own.
+        assert_eq!(explain(spec.code).severity, spec.severity);
+    }
+}
+
+#[test]
+fn only_stray_is_a_notice_code() {
+    let notices: Vec<Code> = Code::ALL
+        .into_iter()
+        .filter(|c| c.severity() == Severity::Notice)
+        .collect();
+    assert_eq!(notices, [Code::KV010]);
+}
