@@ -12,12 +12,16 @@ use super::report::{
     first_release_failure, rank_rows, rejecting_files, remaining_rows, Mode, Report, ResultKind,
     REPORT_SCHEMA,
 };
-use super::{execute, Backend, Cause, Event, Ledger, Outcome, RankResult, Step, StepFailure};
+use super::{
+    execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, Step, StepFailure,
+};
 use crate::audit::{self, AuditRun, Audited};
+use crate::descriptor::Descriptor;
 use crate::error::Failure;
 use crate::node::NodeProbe;
 use crate::settings::Inventory;
-use crate::verdict::Verdict;
+use crate::verdict::{GroupVerdict, Verdict};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -104,56 +108,18 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         descriptors,
     } = audit::audit(req.inventory, Some(req.probe), req.progress, true, false)?;
     let mut report = new_report(&audited, mode);
-    let judgement = &audited.judgement;
-    // A dry run of a refused group still says that the real import would
-    // have stopped at the profile first (exit 2).
-    let profile_refusal = refusals.clone();
-    let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
-    else {
-        report.files = rejecting_files(&judgement.files);
-        report.refusals = profile_refusal;
-        return Ok(Done::of(report, Some(audited)));
+    let (group, plan) = match gate_group(
+        req,
+        mode,
+        &audited,
+        &descriptors,
+        &mut report,
+        &mut refusals,
+    )? {
+        Gated::Go { group, plan } => (group, plan),
+        Gated::Refused { audit: true } => return Ok(Done::of(report, Some(audited))),
+        Gated::Refused { audit: false } => return Ok(Done::of(report, None)),
     };
-    report.engine_id = Some(group.engine_id.clone());
-    report.incarnation = group.incarnation;
-    report.epoch = group.epoch;
-    let files = rejecting_files(&judgement.files);
-    if group.verdict == Verdict::Reject || !files.is_empty() {
-        // Refused before any GPU call.
-        report.audit = Some(group.clone());
-        report.files = files;
-        report.refusals = profile_refusal;
-        return Ok(Done::of(report, Some(audited)));
-    }
-    // A local part needs proof of the whole group (exit 1).
-    let fleet = gate::Fleet {
-        report: req.fleet_report,
-        max_age_s: req.max_report_age_s,
-        now_ms: audited.now_ms,
-    };
-    if let Some(r) = gate::fleet(&fleet, group, audited.node.as_ref()) {
-        if mode != Mode::DryRun {
-            report.refusals.push(r);
-            return Ok(Done::of(report, None));
-        }
-        refusals.push(r);
-    }
-
-    // Plan from the very descriptors the audit judged.
-    let plan = Plan::from_group(group, &descriptors).map_err(|e| {
-        Failure::usage(
-            format!("internal error while planning: {e}"),
-            Some("nothing was imported; please report this".into()),
-        )
-    })?;
-    // The profile's require_content (exit 1), before any GPU call.
-    if let Some(r) = gate::content(req.inventory.expect.profile.as_ref(), &plan) {
-        if mode != Mode::DryRun {
-            report.refusals.push(r);
-            return Ok(Done::of(report, None));
-        }
-        refusals.push(r);
-    }
     let not_checked = gate::not_checked(group);
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
@@ -221,18 +187,103 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
             release,
         }
         | Outcome::Interrupted { at, ranks, release } => {
-            report.ranks = rank_rows(&plan, Some(&ranks));
-            report.result = match at.cause {
-                _ if !release.is_clean() => ResultKind::ReleaseFailed,
-                Cause::Failed => ResultKind::Failed,
-                Cause::Interrupted => ResultKind::Interrupted,
-            };
-            report.failure = Some(at);
-            report.released = Some(release.released.len());
-            report.remaining = remaining_rows(&release);
+            not_imported(&mut report, &plan, at, &ranks, &release)
         }
     }
     Ok(Done::of(report, None))
+}
+
+/// How far the gates before the driver let the import go.
+enum Gated<'a> {
+    /// The group, accepted, and the plan of its import.
+    Go { group: &'a GroupVerdict, plan: Plan },
+    /// Refused: the report says why; `audit` when the table prints the
+    /// live audit with it.
+    Refused { audit: bool },
+}
+
+/// The gates before the driver (docs/format.md §8.9): select the group, the
+/// audit's verdict, the fleet report for a local part, the plan and the
+/// profile's required content. A dry run collects the refusals the real
+/// import would stop at (`refusals`) and goes on.
+fn gate_group<'a>(
+    req: &Request,
+    mode: Mode,
+    audited: &'a AuditRun,
+    descriptors: &BTreeMap<Vec<u8>, Descriptor>,
+    report: &mut Report,
+    refusals: &mut Vec<Refusal>,
+) -> Result<Gated<'a>, Failure> {
+    let judgement = &audited.judgement;
+    // A dry run of a refused group still says that the real import would
+    // have stopped at the profile first (exit 2).
+    let profile_refusal = refusals.clone();
+    let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
+    else {
+        report.files = rejecting_files(&judgement.files);
+        report.refusals = profile_refusal;
+        return Ok(Gated::Refused { audit: true });
+    };
+    report.engine_id = Some(group.engine_id.clone());
+    report.incarnation = group.incarnation;
+    report.epoch = group.epoch;
+    let files = rejecting_files(&judgement.files);
+    if group.verdict == Verdict::Reject || !files.is_empty() {
+        // Refused before any GPU call.
+        report.audit = Some(group.clone());
+        report.files = files;
+        report.refusals = profile_refusal;
+        return Ok(Gated::Refused { audit: true });
+    }
+    // A local part needs proof of the whole group (exit 1).
+    let fleet = gate::Fleet {
+        report: req.fleet_report,
+        max_age_s: req.max_report_age_s,
+        now_ms: audited.now_ms,
+    };
+    if let Some(r) = gate::fleet(&fleet, group, audited.node.as_ref()) {
+        if mode != Mode::DryRun {
+            report.refusals.push(r);
+            return Ok(Gated::Refused { audit: false });
+        }
+        refusals.push(r);
+    }
+
+    // Plan from the very descriptors the audit judged.
+    let plan = Plan::from_group(group, descriptors).map_err(|e| {
+        Failure::usage(
+            format!("internal error while planning: {e}"),
+            Some("nothing was imported; please report this".into()),
+        )
+    })?;
+    // The profile's require_content (exit 1), before any GPU call.
+    if let Some(r) = gate::content(req.inventory.expect.profile.as_ref(), &plan) {
+        if mode != Mode::DryRun {
+            report.refusals.push(r);
+            return Ok(Gated::Refused { audit: false });
+        }
+        refusals.push(r);
+    }
+    Ok(Gated::Go { group, plan })
+}
+
+/// A step failed or was interrupted; the ledger was released in reverse.
+fn not_imported(
+    report: &mut Report,
+    plan: &Plan,
+    at: StepFailure,
+    ranks: &[RankResult],
+    release: &ReleaseReport,
+) {
+    report.ranks = rank_rows(plan, Some(ranks));
+    report.result = match at.cause {
+        _ if !release.is_clean() => ResultKind::ReleaseFailed,
+        Cause::Failed => ResultKind::Failed,
+        Cause::Interrupted => ResultKind::Interrupted,
+    };
+    report.failure = Some(at);
+    report.released = Some(release.released.len());
+    report.remaining = remaining_rows(release);
 }
 
 /// A hold's ready file is prepared before anything else, so a bad path is
