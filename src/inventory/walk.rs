@@ -1,4 +1,5 @@
-//! The inventory walk: classify, check and (for descriptors) read each entry.
+//! The inventory walk: list, classify and check each entry; descriptors are
+//! handed to the reader (`reader.rs`).
 //!
 //! The walk and the reading are separate steps: [`InventoryRoot::walk`]
 //! lists and classifies entries in walk order and hands each descriptor out
@@ -8,11 +9,12 @@
 
 use super::beneath::{Beneath, Now};
 use super::open::{self, mode_type_name, mount_id, FileId, OpenError};
+use super::perms::{findings_of, permission_issues, PermIssue};
+use super::reader::{ReadJob, Reader};
 use super::{
     classify_name, display_path, parse_rank_name, Entry, EntryKind, InventoryError, ScanStats,
     MAX_DESCRIPTOR_DEPTH,
 };
-use crate::descriptor::MAX_FILE_BYTES;
 use crate::finding::{Code, Finding};
 use rustix::fs::Stat;
 use std::fs::{File, Metadata};
@@ -48,52 +50,11 @@ pub fn resolve_root(root: &Path) -> Result<PathBuf, InventoryError> {
     Ok(resolved)
 }
 
-/// One KV003 reason: the finding and the words a descriptor below inherits.
-#[derive(Clone)]
-struct PermIssue {
-    why: String,
-    finding: Finding,
-}
-
 /// One directory found unsafe (KV003), inherited by the descriptors below it.
 struct UnsafeDir {
     depth: usize,
     at: String,
     issues: Vec<PermIssue>,
-}
-
-/// KV003 checks on a mode/uid pair: writable by group/others, or owned by a
-/// uid that is neither root nor the effective uid of this process.
-fn permission_issues(mode: u32, uid: u32, euid: u32, what: &str, at: &str) -> Vec<PermIssue> {
-    let mut out = Vec::new();
-    if mode & 0o022 != 0 {
-        let why = "is writable by group/others".to_string();
-        out.push(PermIssue {
-            finding: Finding::reject(Code::KV003, format!("{what} {why}"))
-                .at(at)
-                .values("not group/other-writable", format!("{:04o}", mode & 0o7777)),
-            why,
-        });
-    }
-    if uid != 0 && uid != euid {
-        let expected = if euid == 0 {
-            "uid 0".to_string()
-        } else {
-            format!("uid 0 or {euid}")
-        };
-        let why = format!("is owned by uid {uid}, neither root nor the invoking user");
-        out.push(PermIssue {
-            finding: Finding::reject(Code::KV003, format!("{what} {why}"))
-                .at(at)
-                .values(expected, format!("uid {uid}")),
-            why,
-        });
-    }
-    out
-}
-
-fn findings_of(issues: &[PermIssue]) -> impl Iterator<Item = Finding> + '_ {
-    issues.iter().map(|i| i.finding.clone())
 }
 
 /// The KV003 a descriptor inherits from an unsafe directory above it.
@@ -127,21 +88,6 @@ pub struct InventoryRoot {
     euid: u32,
 }
 
-/// A descriptor listed by [`InventoryRoot::walk`], to be opened and read by
-/// a [`Reader`], on any thread. It carries everything the walk knew, so the
-/// entry a reader makes of it is the one a sequential walk would make.
-#[derive(Debug)]
-pub struct ReadJob {
-    rel: PathBuf,
-    kind: EntryKind,
-    at: String,
-    /// The inode number in the directory listing (`d_ino`).
-    listed_ino: u64,
-    /// KV003 inherited from unsafe directories above; they follow the
-    /// descriptor's own findings.
-    inherited: Vec<Finding>,
-}
-
 /// One step of the walk, in walk order.
 #[derive(Debug)]
 pub enum Listed {
@@ -173,12 +119,7 @@ impl InventoryRoot {
 
     /// A reader with its own buffer; one per thread.
     pub fn reader(&self) -> Reader<'_> {
-        Reader {
-            root_fd: self.file.as_fd(),
-            root_dev: self.md.dev(),
-            euid: self.euid,
-            buf: Vec::new(),
-        }
+        Reader::new(self.file.as_fd(), self.md.dev(), self.euid)
     }
 
     /// Lists beneath the root and calls `visit` once per reported entry or
@@ -688,154 +629,5 @@ impl Scanner<'_> {
             f = f.about(crate::finding::Subject::Access);
         }
         self.with_inherited(self.entry(rel, kind, vec![f], 0), &at)
-    }
-}
-
-/// KV002 for a descriptor whose inode has more than one name (docs/format.md
-/// §2.5): the same rule `kvcr seal` refuses it by, and `kvcr examine`
-/// reports. The link count is taken
-/// from the open fd, so it is the count of the file that is read.
-pub(crate) fn hard_links(nlink: u64, at: &str) -> Option<Finding> {
-    (nlink > 1).then(|| {
-        Finding::reject(
-            Code::KV002,
-            format!(
-                "has {nlink} hard links: another name, perhaps outside the inventory, reaches the same file"
-            ),
-        )
-        .at(at)
-        .values("1 link", format!("{nlink} links"))
-    })
-}
-
-/// Opens and reads descriptors listed by [`InventoryRoot::walk`]. Each
-/// thread has its own; the buffer is reused from one file to the next.
-pub struct Reader<'a> {
-    root_fd: BorrowedFd<'a>,
-    root_dev: u64,
-    euid: u32,
-    buf: Vec<u8>,
-}
-
-fn entry(rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>, mode: u32) -> Entry {
-    Entry {
-        rel_path,
-        kind,
-        findings,
-        mode,
-    }
-}
-
-impl Reader<'_> {
-    /// Opens (race-free) and reads the descriptor of `job`. Returns its entry
-    /// with every finding, and its bytes when it was read completely.
-    pub fn read(&mut self, job: ReadJob) -> (Entry, Option<&[u8]>) {
-        let ReadJob {
-            rel,
-            kind,
-            at,
-            listed_ino,
-            inherited,
-        } = job;
-        let (mut entry, ok) = self.read_descriptor(rel, kind, listed_ino, &at);
-        entry.findings.extend(inherited);
-        (entry, if ok { Some(&self.buf[..]) } else { None })
-    }
-
-    /// Opens the file at `rel` and checks it is still the one listed: the
-    /// listing's inode number is enough when it matches on the root's
-    /// device; otherwise (another mount below the root, a swap) the
-    /// identity is taken from an lstat, as a listing with metadata would.
-    fn open(&self, rel: &Path, listed_ino: u64) -> Result<(File, Stat), Box<Finding>> {
-        let (file, md) = open::open_regular(self.root_fd, rel, open::Strategy::Auto)?;
-        if md.st_ino == listed_ino && md.st_dev == self.root_dev {
-            return Ok((file, md));
-        }
-        let at = display_path(rel);
-        if md.st_dev != self.root_dev {
-            // openat2 refuses mounts (RESOLVE_NO_XDEV); this catches the
-            // per-component fallback.
-            return Err(open::other_mount(&at));
-        }
-        let st = rustix::fs::statat(self.root_fd, rel, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| {
-                let e = std::io::Error::from(e);
-                Box::new(
-                    Finding::reject(Code::KV005, format!("cannot stat: {e}"))
-                        .at(&at)
-                        .denied_if(&e),
-                )
-            })?;
-        let listed = FileId {
-            dev: st.st_dev,
-            ino: st.st_ino,
-        };
-        open::check_same(&at, listed, &md)?;
-        Ok((file, md))
-    }
-
-    /// Opens (race-free) and reads one descriptor. Returns the entry and
-    /// whether `self.buf` holds its complete bytes.
-    fn read_descriptor(
-        &mut self,
-        rel: PathBuf,
-        kind: EntryKind,
-        listed_ino: u64,
-        at: &str,
-    ) -> (Entry, bool) {
-        let (mut file, md) = match self.open(&rel, listed_ino) {
-            Ok(x) => x,
-            Err(f) => return (entry(rel, kind, vec![*f], 0), false),
-        };
-        let mode = md.st_mode;
-        let size = md.st_size as u64;
-        let mut findings: Vec<Finding> = findings_of(&permission_issues(
-            mode,
-            md.st_uid,
-            self.euid,
-            "descriptor",
-            at,
-        ))
-        .collect();
-        // st_nlink is narrower than u64 on some architectures.
-        #[allow(clippy::unnecessary_cast)]
-        let nlink = md.st_nlink as u64;
-        if let Some(f) = hard_links(nlink, at) {
-            findings.push(f);
-        }
-        if size > MAX_FILE_BYTES {
-            findings.push(
-                Finding::reject(
-                    Code::KV004,
-                    format!("larger than {MAX_FILE_BYTES} bytes; rejected unread"),
-                )
-                .at(at)
-                .values(format!("≤ {MAX_FILE_BYTES} bytes"), format!("{size} bytes")),
-            );
-            return (entry(rel, kind, findings, mode), false);
-        }
-        if let Err(e) = open::read_sized(&mut file, &mut self.buf, size) {
-            findings.push(
-                Finding::reject(Code::KV005, format!("cannot read: {e}"))
-                    .at(at)
-                    .denied_if(&e),
-            );
-            return (entry(rel, kind, findings, mode), false);
-        }
-        if self.buf.len() as u64 > MAX_FILE_BYTES {
-            findings.push(
-                Finding::reject(
-                    Code::KV004,
-                    format!("grew past {MAX_FILE_BYTES} bytes while being read"),
-                )
-                .at(at)
-                .values(
-                    format!("≤ {MAX_FILE_BYTES} bytes"),
-                    format!("more than {MAX_FILE_BYTES} bytes"),
-                ),
-            );
-            return (entry(rel, kind, findings, mode), false);
-        }
-        (entry(rel, kind, findings, mode), true)
     }
 }
