@@ -10,7 +10,8 @@
 use crate::descriptor::{Geometry, Model};
 use crate::finding::{Code, Finding, Subject};
 use crate::report::wire::{self, Severity};
-use crate::verdict::{compress_ranks, FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
+use crate::verdict::across::{bounded, missing_ranks, one_node_per_rank, one_rank_per_gpu};
+use crate::verdict::{FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use uuid::Uuid;
@@ -92,21 +93,6 @@ fn finding(name: &str, f: NodeFinding, place: Place) -> Finding {
         // A report carries findings about its node's files.
         subject: Subject::Files,
     }
-}
-
-/// `a, b and N more`: at most [`MAX_NAMED`] names (docs/format.md §9.3).
-fn bounded(names: &[&str]) -> String {
-    const MAX_NAMED: usize = 8;
-    let mut s = names
-        .iter()
-        .take(MAX_NAMED)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > MAX_NAMED {
-        s.push_str(&format!(" and {} more", names.len() - MAX_NAMED));
-    }
-    s
 }
 
 /// Compares one group field across nodes; a disagreement is one finding
@@ -413,7 +399,8 @@ fn merge_group(
     let mut ranks = judge_ranks(parts, &names, agreed.world_size, &mut seen);
     one_rank_per_gpu(&mut ranks);
     one_node_per_rank(&mut ranks, &seen);
-    let missing = missing_ranks(&mut findings, agreed.world_size, &seen, &names);
+    let (missing, absent) = missing_ranks(agreed.world_size, &seen, &names);
+    findings.extend(absent);
     findings.extend(node_rejects);
     ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.report.cmp(&b.report)));
     let accepted = agreed.world_size.is_some()
@@ -778,107 +765,4 @@ fn judge_rank<'a>(
         owner_pid: r.owner_pid,
         checks: Vec::new(),
     }
-}
-
-/// One GPU (its 16 UUID bytes) for one rank across the whole fleet.
-fn one_rank_per_gpu(ranks: &mut [RankVerdict]) {
-    let mut by_gpu: BTreeMap<crate::descriptor::GpuUuid, Vec<usize>> = BTreeMap::new();
-    for (i, r) in ranks.iter().enumerate() {
-        if let Some(g) = r
-            .gpu_uuid
-            .as_deref()
-            .and_then(crate::descriptor::GpuUuid::parse)
-        {
-            by_gpu.entry(g).or_default().push(i);
-        }
-    }
-    for (gpu, idx) in by_gpu.iter().filter(|(_, v)| v.len() > 1) {
-        let names: Vec<String> = idx
-            .iter()
-            .map(|&i| {
-                let r = &ranks[i];
-                format!(
-                    "rank {} ({})",
-                    r.rank.map_or("?".to_string(), |n| n.to_string()),
-                    r.report.as_deref().unwrap_or("?")
-                )
-            })
-            .collect();
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        for &i in idx {
-            let at = ranks[i].path.clone();
-            ranks[i].verdict = Verdict::Reject;
-            ranks[i].findings.push(
-                Finding::reject(
-                    Code::KV106,
-                    format!(
-                        "GPU {gpu} is claimed by {} ranks: {}",
-                        idx.len(),
-                        bounded(&refs)
-                    ),
-                )
-                .values("one rank per GPU", format!("{gpu} shared"))
-                .at(at),
-            );
-        }
-    }
-}
-
-/// One node per rank: a rank listed by two reports is rejected in both.
-fn one_node_per_rank(ranks: &mut [RankVerdict], seen: &BTreeMap<u64, Vec<&str>>) {
-    for r in ranks.iter_mut() {
-        let Some(n) = r.rank else {
-            continue;
-        };
-        let names = &seen[&n];
-        if names.len() > 1 {
-            r.verdict = Verdict::Reject;
-            r.findings.push(
-                Finding::reject(
-                    Code::KV102,
-                    format!(
-                        "rank {n} is reported by {} reports: {}",
-                        names.len(),
-                        bounded(names)
-                    ),
-                )
-                .values("one node per rank", bounded(names))
-                .at(r.path.clone()),
-            );
-        }
-    }
-}
-
-/// Ranks 0..world_size-1 that no node reports (KV103, recomputed over all
-/// nodes), as runs for the verdict's `missing` list.
-fn missing_ranks(
-    findings: &mut Vec<Finding>,
-    world_size: Option<u64>,
-    seen: &BTreeMap<u64, Vec<&str>>,
-    names: &[String],
-) -> Vec<(u64, u64)> {
-    let mut missing = Vec::new();
-    if let Some(ws) = world_size {
-        let absent: Vec<u64> = (0..ws.min(crate::descriptor::MAX_WORLD_SIZE))
-            .filter(|r| !seen.contains_key(r))
-            .collect();
-        missing = crate::rankset::runs(absent.iter().copied());
-        if !absent.is_empty() {
-            let list = compress_ranks(&absent);
-            let all: Vec<&str> = names.iter().map(String::as_str).collect();
-            let names = [bounded(&all)];
-            findings.push(
-                Finding::reject(
-                    Code::KV103,
-                    format!(
-                        "no node reports rank{} {list} of {ws} (reports: {})",
-                        if absent.len() == 1 { "" } else { "s" },
-                        names.join(", ")
-                    ),
-                )
-                .values(format!("ranks 0-{}", ws - 1), format!("missing {list}")),
-            );
-        }
-    }
-    missing
 }
