@@ -657,83 +657,13 @@ fn judge_rank<'a>(
     }
     let path = r.path.clone();
     let at = |f: Finding| f.at(path.clone());
-    // The rank's own lifetime, never its group's word for it
-    // (docs/format.md §10.1): each rank carries the incarnation and
-    // epoch of its group, or the rank is rejected.
     let (inc, epoch) = (wire::uuid(r.incarnation.as_deref()), r.epoch);
-    let (group_inc, group_epoch) = group;
-    for (field, mine, theirs) in [
-        (
-            "incarnation",
-            inc.map(|u| u.to_string()),
-            group_inc.map(|u| u.to_string()),
-        ),
-        (
-            "epoch",
-            epoch.map(|e| e.to_string()),
-            group_epoch.map(|e| e.to_string()),
-        ),
-    ] {
-        if mine.is_none() || mine != theirs {
-            let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-            rank_findings.push(at(Finding::reject(
-                Code::KV107,
-                format!(
-                    "report {name}: this rank carries {field} {}, its group {}: a rank is judged by its own data, and every rank of a group has the group's",
-                    shown(&mine),
-                    shown(&theirs)
-                ),
-            )
-            .values(format!("{field} {}", shown(&theirs)), format!("{field} {}", shown(&mine)))));
-        }
-    }
-    // One descriptor file is one rank: the rank is the one its
-    // file name names (docs/format.md §10.1), by the audit's own
-    // name parser.
-    if let Some(n) = r.rank.filter(|_| !file_names_rank(&r.path, r.rank)) {
-        rank_findings.push(at(Finding::reject(
-            Code::KV101,
-            format!(
-                "report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json",
-                r.path
-            ),
-        )
-        .values(format!("rank-{n}.json"), format!("{:?}", r.path))));
-    }
-    match r.rank {
-        None => rank_findings.push(at(Finding::reject(
-            Code::KV101,
-            format!("report {name} lists a rank with no number"),
-        )
-        .values("a rank number", "null"))),
-        Some(n) => {
-            seen.entry(n).or_default().push(name);
-            if let Some(ws) = world_size.filter(|&ws| n >= ws) {
-                rank_findings.push(at(Finding::reject(
-                    Code::KV101,
-                    format!("report {name} lists rank {n}, not below world_size {ws}"),
-                )
-                .values(format!("rank < {ws}"), n)));
-            }
-            match local {
-                Some((_, Ok(set))) if !set.contains(n) => {
-                    rank_findings.push(at(Finding::reject(
-                        Code::KV101,
-                        format!("report {name} lists rank {n}, outside its own local ranks {set}"),
-                    )
-                    .values(format!("a rank in {set}"), n)));
-                }
-                Some((s, Err(_))) => {
-                    rank_findings.push(at(Finding::reject(
-                        Code::KV101,
-                        format!("report {name} has unreadable local_ranks {s:?}"),
-                    )
-                    .values("a rank list such as 0-3", format!("{s:?}"))));
-                }
-                _ => {}
-            }
-        }
-    }
+    rank_findings.extend(own_lifetime(name, (inc, epoch), group).into_iter().map(&at));
+    rank_findings.extend(
+        rank_number(name, &r.path, r.rank, world_size, local, seen)
+            .into_iter()
+            .map(&at),
+    );
     if r.verdict == wire::Verdict::Reject && !rank_findings.iter().any(Finding::is_reject) {
         rank_findings.push(at(Finding::reject(
             Code::KV007,
@@ -765,4 +695,115 @@ fn judge_rank<'a>(
         owner_pid: r.owner_pid,
         checks: Vec::new(),
     }
+}
+
+/// The rank's own lifetime, never its group's word for it (docs/format.md
+/// §10.1): each rank carries the incarnation and epoch of its group
+/// (`group`), or the rank is rejected (KV107).
+fn own_lifetime(
+    name: &str,
+    (inc, epoch): (Option<Uuid>, Option<u64>),
+    group: (Option<Uuid>, Option<u64>),
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let (group_inc, group_epoch) = group;
+    for (field, mine, theirs) in [
+        (
+            "incarnation",
+            inc.map(|u| u.to_string()),
+            group_inc.map(|u| u.to_string()),
+        ),
+        (
+            "epoch",
+            epoch.map(|e| e.to_string()),
+            group_epoch.map(|e| e.to_string()),
+        ),
+    ] {
+        if mine.is_none() || mine != theirs {
+            let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
+            out.push(Finding::reject(
+                Code::KV107,
+                format!(
+                    "report {name}: this rank carries {field} {}, its group {}: a rank is judged by its own data, and every rank of a group has the group's",
+                    shown(&mine),
+                    shown(&theirs)
+                ),
+            )
+            .values(format!("{field} {}", shown(&theirs)), format!("{field} {}", shown(&mine))));
+        }
+    }
+    out
+}
+
+/// The rank's number (KV101): the one its file names, below the world size
+/// and inside the report's own local ranks. Records the report in `seen`.
+fn rank_number<'a>(
+    name: &'a str,
+    path: &str,
+    rank: Option<u64>,
+    world_size: Option<u64>,
+    local: &Option<(&str, Result<crate::rankset::RankSet, String>)>,
+    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    // One descriptor file is one rank: the rank is the one its
+    // file name names (docs/format.md §10.1), by the audit's own
+    // name parser.
+    if let Some(n) = rank.filter(|_| !file_names_rank(path, rank)) {
+        out.push(
+            Finding::reject(
+                Code::KV101,
+                format!(
+                    "report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json",
+                    path
+                ),
+            )
+            .values(format!("rank-{n}.json"), format!("{:?}", path)),
+        );
+    }
+    match rank {
+        None => out.push(
+            Finding::reject(
+                Code::KV101,
+                format!("report {name} lists a rank with no number"),
+            )
+            .values("a rank number", "null"),
+        ),
+        Some(n) => {
+            seen.entry(n).or_default().push(name);
+            if let Some(ws) = world_size.filter(|&ws| n >= ws) {
+                out.push(
+                    Finding::reject(
+                        Code::KV101,
+                        format!("report {name} lists rank {n}, not below world_size {ws}"),
+                    )
+                    .values(format!("rank < {ws}"), n),
+                );
+            }
+            match local {
+                Some((_, Ok(set))) if !set.contains(n) => {
+                    out.push(
+                        Finding::reject(
+                            Code::KV101,
+                            format!(
+                                "report {name} lists rank {n}, outside its own local ranks {set}"
+                            ),
+                        )
+                        .values(format!("a rank in {set}"), n),
+                    );
+                }
+                Some((s, Err(_))) => {
+                    out.push(
+                        Finding::reject(
+                            Code::KV101,
+                            format!("report {name} has unreadable local_ranks {s:?}"),
+                        )
+                        .values("a rank list such as 0-3", format!("{s:?}")),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
