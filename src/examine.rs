@@ -113,7 +113,7 @@ pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
             .iter()
             .cloned()
             .map(|f| f.at(shown.clone()))
-            .chain(crate::inventory::walk::hard_links(nlink, &shown))
+            .chain(crate::inventory::reader::hard_links(nlink, &shown))
             .collect(),
     };
     let expect = Expectations::default();

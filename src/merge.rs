@@ -10,7 +10,8 @@
 use crate::descriptor::{Geometry, Model};
 use crate::finding::{Code, Finding, Subject};
 use crate::report::wire::{self, Severity};
-use crate::verdict::{compress_ranks, FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
+use crate::verdict::across::{bounded, missing_ranks, one_node_per_rank, one_rank_per_gpu};
+use crate::verdict::{FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
 use std::collections::BTreeMap;
 use std::fmt::Display;
 use uuid::Uuid;
@@ -92,21 +93,6 @@ fn finding(name: &str, f: NodeFinding, place: Place) -> Finding {
         // A report carries findings about its node's files.
         subject: Subject::Files,
     }
-}
-
-/// `a, b and N more`: at most [`MAX_NAMED`] names (docs/format.md §9.3).
-fn bounded(names: &[&str]) -> String {
-    const MAX_NAMED: usize = 8;
-    let mut s = names
-        .iter()
-        .take(MAX_NAMED)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > MAX_NAMED {
-        s.push_str(&format!(" and {} more", names.len() - MAX_NAMED));
-    }
-    s
 }
 
 /// Compares one group field across nodes; a disagreement is one finding
@@ -384,14 +370,73 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
     Judgement::new(groups, files, descriptors)
 }
 
+/// The group's identity as the nodes agree on it (docs/format.md §10):
+/// `None` where the nodes disagree or a value is missing.
+struct Agreed {
+    incarnation: Option<Uuid>,
+    epoch: Option<u64>,
+    world_size: Option<u64>,
+    tp: Option<u64>,
+    pp: Option<u64>,
+    geometry_ok: bool,
+    model_ok: bool,
+}
+
 fn merge_group(
     engine: &str,
     mut parts: Vec<(String, NodeGroup)>,
     global: &[Finding],
 ) -> GroupVerdict {
     let mut findings: Vec<Finding> = global.to_vec();
+    let agreed = agree_identity(&mut findings, &parts);
+    shape_rules(&mut findings, &agreed);
     // Listed after the merge's own reasons, which say more.
-    let mut node_rejects: Vec<Finding> = Vec::new();
+    let node_rejects = carry_node_findings(&mut findings, &mut parts);
+
+    let mut seen: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    let names: Vec<String> = parts.iter().map(|(n, _)| n.clone()).collect();
+    let (model0, geometry0) = (parts[0].1.model.clone(), parts[0].1.geometry.clone());
+    let mut ranks = judge_ranks(parts, &names, agreed.world_size, &mut seen);
+    one_rank_per_gpu(&mut ranks);
+    one_node_per_rank(&mut ranks, &seen);
+    let (missing, absent) = missing_ranks(agreed.world_size, &seen, &names);
+    findings.extend(absent);
+    findings.extend(node_rejects);
+    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.report.cmp(&b.report)));
+    let accepted = agreed.world_size.is_some()
+        && agreed.geometry_ok
+        && agreed.model_ok
+        && missing.is_empty()
+        && ranks.iter().all(|r| r.verdict == Verdict::Accept)
+        && !findings.iter().any(Finding::is_reject);
+    let verdict = if accepted {
+        Verdict::Accept
+    } else {
+        Verdict::Reject
+    };
+    GroupVerdict {
+        engine_id: engine.to_string(),
+        incarnation: agreed.incarnation,
+        epoch: agreed.epoch,
+        world_size: agreed.world_size,
+        tp: agreed.tp,
+        pp: agreed.pp,
+        model: if agreed.model_ok { model0 } else { None },
+        geometry: if agreed.geometry_ok { geometry0 } else { None },
+        local_ranks: None,
+        verdict,
+        cause: String::new(),
+        action: String::new(),
+        cause_code: None,
+        findings,
+        ranks,
+        missing,
+    }
+}
+
+/// Incarnation, epoch, world_size, tp, pp, geometry and model must agree
+/// across the nodes' reports of one group.
+fn agree_identity(findings: &mut Vec<Finding>, parts: &[(String, NodeGroup)]) -> Agreed {
     let col = |f: fn(&NodeGroup) -> Option<u64>| -> Vec<(&str, Option<u64>)> {
         parts.iter().map(|(n, g)| (n.as_str(), f(g))).collect()
     };
@@ -399,32 +444,38 @@ fn merge_group(
         .iter()
         .map(|(n, g)| (n.as_str(), wire::uuid(g.incarnation.as_deref())))
         .collect();
-    let incarnation = agree(&mut findings, Code::KV107, "incarnation", &incs);
-    let epoch = agree(&mut findings, Code::KV107, "epoch", &col(|g| g.epoch));
-    let world_size = agree(
-        &mut findings,
-        Code::KV104,
-        "world_size",
-        &col(|g| g.world_size),
-    );
-    let tp = agree(&mut findings, Code::KV104, "tp", &col(|g| g.tp));
-    let pp = agree(&mut findings, Code::KV104, "pp", &col(|g| g.pp));
+    let incarnation = agree(findings, Code::KV107, "incarnation", &incs);
+    let epoch = agree(findings, Code::KV107, "epoch", &col(|g| g.epoch));
+    let world_size = agree(findings, Code::KV104, "world_size", &col(|g| g.world_size));
+    let tp = agree(findings, Code::KV104, "tp", &col(|g| g.tp));
+    let pp = agree(findings, Code::KV104, "pp", &col(|g| g.pp));
     let geos: Vec<(&str, Option<Json<Geometry>>)> = parts
         .iter()
         .map(|(n, g)| (n.as_str(), g.geometry.as_ref().map(Json)))
         .collect();
-    let geometry_ok = agree(&mut findings, Code::KV104, "geometry", &geos).is_some();
+    let geometry_ok = agree(findings, Code::KV104, "geometry", &geos).is_some();
     let models: Vec<(&str, Option<Json<Model>>)> = parts
         .iter()
         .map(|(n, g)| (n.as_str(), g.model.as_ref().map(Json)))
         .collect();
-    let model_ok = agree(&mut findings, Code::KV105, "model", &models).is_some();
+    let model_ok = agree(findings, Code::KV105, "model", &models).is_some();
+    Agreed {
+        incarnation,
+        epoch,
+        world_size,
+        tp,
+        pp,
+        geometry_ok,
+        model_ok,
+    }
+}
 
-    // Judged from the ranks' own data (docs/format.md §10), never from a
-    // report's verdict fields alone.
+/// Judged from the ranks' own data (docs/format.md §10), never from a
+/// report's verdict fields alone.
+fn shape_rules(findings: &mut Vec<Finding>, agreed: &Agreed) {
     // tp × pp = world_size is a rule between fields (KV101 in the audit
     // too, a finding there, not a schema error): judged on the agreed values.
-    if let (Some(ws), Some(tp), Some(pp)) = (world_size, tp, pp) {
+    if let (Some(ws), Some(tp), Some(pp)) = (agreed.world_size, agreed.tp, agreed.pp) {
         if tp.checked_mul(pp) != Some(ws) {
             findings.push(
                 Finding::reject(
@@ -438,12 +489,22 @@ fn merge_group(
             );
         }
     }
-    if world_size == Some(0) {
+    if agreed.world_size == Some(0) {
         findings.push(
             Finding::reject(Code::KV104, "world_size is 0 in the reports")
                 .values("world_size ≥ 1", 0),
         );
     }
+}
+
+/// Each node's group-level findings carry over (its own findings taken out
+/// of `parts`), with the reasons a node's report of the group is incomplete.
+/// Returns the node rejections, listed after the merge's own reasons.
+fn carry_node_findings(
+    findings: &mut Vec<Finding>,
+    parts: &mut [(String, NodeGroup)],
+) -> Vec<Finding> {
+    let mut node_rejects: Vec<Finding> = Vec::new();
     for (name, g) in parts.iter_mut() {
         if g.geometry.is_none() {
             findings.push(
@@ -527,265 +588,222 @@ fn merge_group(
             }
         }
     }
+    node_rejects
+}
 
+/// Every rank of every part judged from its own data; the parts are
+/// consumed here: each rank's strings move into its verdict. `seen` maps
+/// each rank number to the reports that list it.
+fn judge_ranks<'a>(
+    parts: Vec<(String, NodeGroup)>,
+    names: &'a [String],
+    world_size: Option<u64>,
+    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+) -> Vec<RankVerdict> {
     let mut ranks: Vec<RankVerdict> = Vec::new();
-    let mut seen: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
-    let names: Vec<String> = parts.iter().map(|(n, _)| n.clone()).collect();
-    let (model0, geometry0) = (parts[0].1.model.clone(), parts[0].1.geometry.clone());
-    // The parts are consumed here: each rank's strings move into its verdict.
     for (pi, (_, g)) in parts.into_iter().enumerate() {
         let name = names[pi].as_str();
         let local = g
             .local_ranks
             .as_deref()
             .map(|s| (s, crate::rankset::RankSet::parse(s)));
-        for mut r in g.ranks {
-            let mut rank_findings: Vec<Finding> = std::mem::take(&mut r.findings)
-                .into_iter()
-                .map(|f| finding(name, f, Place::Rank))
-                .collect();
-            // The GPU must be a GPU UUID (docs/format.md §3).
-            if r.gpu_uuid
-                .as_deref()
-                .and_then(crate::descriptor::GpuUuid::parse)
-                .is_none()
-            {
-                rank_findings.push(
+        let group_inc = wire::uuid(g.incarnation.as_deref());
+        for r in g.ranks {
+            ranks.push(judge_rank(
+                name,
+                r,
+                (group_inc, g.epoch),
+                &local,
+                world_size,
+                seen,
+            ));
+        }
+    }
+    ranks
+}
+
+/// One rank of report `name`, judged from its own data against its group's
+/// lifetime (`group`: incarnation and epoch), the agreed world size and the
+/// report's own local ranks.
+fn judge_rank<'a>(
+    name: &'a str,
+    mut r: wire::Rank,
+    group: (Option<Uuid>, Option<u64>),
+    local: &Option<(&str, Result<crate::rankset::RankSet, String>)>,
+    world_size: Option<u64>,
+    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+) -> RankVerdict {
+    let mut rank_findings: Vec<Finding> = std::mem::take(&mut r.findings)
+        .into_iter()
+        .map(|f| finding(name, f, Place::Rank))
+        .collect();
+    // The GPU must be a GPU UUID (docs/format.md §3).
+    if r.gpu_uuid
+        .as_deref()
+        .and_then(crate::descriptor::GpuUuid::parse)
+        .is_none()
+    {
+        rank_findings.push(
+            Finding::reject(
+                Code::KV106,
+                format!("report {name} gives this rank no valid GPU UUID"),
+            )
+            .values(
+                "GPU-<uuid> or MIG-<uuid>",
+                format!("{:?}", r.gpu_uuid.as_deref().unwrap_or("null")),
+            )
+            .at(r.path.clone()),
+        );
+    }
+    let path = r.path.clone();
+    let at = |f: Finding| f.at(path.clone());
+    let (inc, epoch) = (wire::uuid(r.incarnation.as_deref()), r.epoch);
+    rank_findings.extend(own_lifetime(name, (inc, epoch), group).into_iter().map(&at));
+    rank_findings.extend(
+        rank_number(name, &r.path, r.rank, world_size, local, seen)
+            .into_iter()
+            .map(&at),
+    );
+    if r.verdict == wire::Verdict::Reject && !rank_findings.iter().any(Finding::is_reject) {
+        rank_findings.push(at(Finding::reject(
+            Code::KV007,
+            format!("report {name} rejects this rank without a reason"),
+        )
+        .values("accept", "reject")));
+    }
+    // A rank is accepted only when nothing in its own data rejects it.
+    let verdict =
+        if r.verdict == wire::Verdict::Accept && !rank_findings.iter().any(Finding::is_reject) {
+            Verdict::Accept
+        } else {
+            Verdict::Reject
+        };
+    RankVerdict {
+        rank: r.rank,
+        raw_path: r.path.as_bytes().to_vec(),
+        path: r.path,
+        gpu_uuid: r.gpu_uuid,
+        verdict,
+        findings: rank_findings,
+        not_checked: r.not_checked,
+        report: Some(name.to_string()),
+        incarnation: inc,
+        epoch,
+        created_unix_ms: r.created_unix_ms,
+        // Set by the caller against the merge's clock.
+        age_ms: None,
+        owner_pid: r.owner_pid,
+        checks: Vec::new(),
+    }
+}
+
+/// The rank's own lifetime, never its group's word for it (docs/format.md
+/// §10.1): each rank carries the incarnation and epoch of its group
+/// (`group`), or the rank is rejected (KV107).
+fn own_lifetime(
+    name: &str,
+    (inc, epoch): (Option<Uuid>, Option<u64>),
+    group: (Option<Uuid>, Option<u64>),
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let (group_inc, group_epoch) = group;
+    for (field, mine, theirs) in [
+        (
+            "incarnation",
+            inc.map(|u| u.to_string()),
+            group_inc.map(|u| u.to_string()),
+        ),
+        (
+            "epoch",
+            epoch.map(|e| e.to_string()),
+            group_epoch.map(|e| e.to_string()),
+        ),
+    ] {
+        if mine.is_none() || mine != theirs {
+            let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
+            out.push(Finding::reject(
+                Code::KV107,
+                format!(
+                    "report {name}: this rank carries {field} {}, its group {}: a rank is judged by its own data, and every rank of a group has the group's",
+                    shown(&mine),
+                    shown(&theirs)
+                ),
+            )
+            .values(format!("{field} {}", shown(&theirs)), format!("{field} {}", shown(&mine))));
+        }
+    }
+    out
+}
+
+/// The rank's number (KV101): the one its file names, below the world size
+/// and inside the report's own local ranks. Records the report in `seen`.
+fn rank_number<'a>(
+    name: &'a str,
+    path: &str,
+    rank: Option<u64>,
+    world_size: Option<u64>,
+    local: &Option<(&str, Result<crate::rankset::RankSet, String>)>,
+    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    // One descriptor file is one rank: the rank is the one its
+    // file name names (docs/format.md §10.1), by the audit's own
+    // name parser.
+    if let Some(n) = rank.filter(|_| !file_names_rank(path, rank)) {
+        out.push(
+            Finding::reject(
+                Code::KV101,
+                format!(
+                    "report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json",
+                    path
+                ),
+            )
+            .values(format!("rank-{n}.json"), format!("{:?}", path)),
+        );
+    }
+    match rank {
+        None => out.push(
+            Finding::reject(
+                Code::KV101,
+                format!("report {name} lists a rank with no number"),
+            )
+            .values("a rank number", "null"),
+        ),
+        Some(n) => {
+            seen.entry(n).or_default().push(name);
+            if let Some(ws) = world_size.filter(|&ws| n >= ws) {
+                out.push(
                     Finding::reject(
-                        Code::KV106,
-                        format!("report {name} gives this rank no valid GPU UUID"),
+                        Code::KV101,
+                        format!("report {name} lists rank {n}, not below world_size {ws}"),
                     )
-                    .values(
-                        "GPU-<uuid> or MIG-<uuid>",
-                        format!("{:?}", r.gpu_uuid.as_deref().unwrap_or("null")),
-                    )
-                    .at(r.path.clone()),
+                    .values(format!("rank < {ws}"), n),
                 );
             }
-            let path = r.path.clone();
-            let at = |f: Finding| f.at(path.clone());
-            // The rank's own lifetime, never its group's word for it
-            // (docs/format.md §10.1): each rank carries the incarnation and
-            // epoch of its group, or the rank is rejected.
-            let (inc, epoch) = (wire::uuid(r.incarnation.as_deref()), r.epoch);
-            let group_inc = wire::uuid(g.incarnation.as_deref());
-            for (field, mine, theirs) in [
-                (
-                    "incarnation",
-                    inc.map(|u| u.to_string()),
-                    group_inc.map(|u| u.to_string()),
-                ),
-                (
-                    "epoch",
-                    epoch.map(|e| e.to_string()),
-                    g.epoch.map(|e| e.to_string()),
-                ),
-            ] {
-                if mine.is_none() || mine != theirs {
-                    let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-                    rank_findings.push(at(Finding::reject(
-                        Code::KV107,
-                        format!(
-                            "report {name}: this rank carries {field} {}, its group {}: a rank is judged by its own data, and every rank of a group has the group's",
-                            shown(&mine),
-                            shown(&theirs)
-                        ),
-                    )
-                    .values(format!("{field} {}", shown(&theirs)), format!("{field} {}", shown(&mine)))));
-                }
-            }
-            // One descriptor file is one rank: the rank is the one its
-            // file name names (docs/format.md §10.1), by the audit's own
-            // name parser.
-            if let Some(n) = r.rank.filter(|_| !file_names_rank(&r.path, r.rank)) {
-                rank_findings.push(at(Finding::reject(
-                    Code::KV101,
-                    format!("report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json", r.path),
-                )
-                .values(format!("rank-{n}.json"), format!("{:?}", r.path))));
-            }
-            match r.rank {
-                None => rank_findings.push(at(Finding::reject(
-                    Code::KV101,
-                    format!("report {name} lists a rank with no number"),
-                )
-                .values("a rank number", "null"))),
-                Some(n) => {
-                    seen.entry(n).or_default().push(name);
-                    if let Some(ws) = world_size.filter(|&ws| n >= ws) {
-                        rank_findings.push(at(Finding::reject(
+            match local {
+                Some((_, Ok(set))) if !set.contains(n) => {
+                    out.push(
+                        Finding::reject(
                             Code::KV101,
-                            format!("report {name} lists rank {n}, not below world_size {ws}"),
+                            format!(
+                                "report {name} lists rank {n}, outside its own local ranks {set}"
+                            ),
                         )
-                        .values(format!("rank < {ws}"), n)));
-                    }
-                    match &local {
-                        Some((_, Ok(set))) if !set.contains(n) => {
-                            rank_findings.push(at(Finding::reject(
-                                Code::KV101,
-                                format!("report {name} lists rank {n}, outside its own local ranks {set}"),
-                            )
-                            .values(format!("a rank in {set}"), n)));
-                        }
-                        Some((s, Err(_))) => {
-                            rank_findings.push(at(Finding::reject(
-                                Code::KV101,
-                                format!("report {name} has unreadable local_ranks {s:?}"),
-                            )
-                            .values("a rank list such as 0-3", format!("{s:?}"))));
-                        }
-                        _ => {}
-                    }
+                        .values(format!("a rank in {set}"), n),
+                    );
                 }
+                Some((s, Err(_))) => {
+                    out.push(
+                        Finding::reject(
+                            Code::KV101,
+                            format!("report {name} has unreadable local_ranks {s:?}"),
+                        )
+                        .values("a rank list such as 0-3", format!("{s:?}")),
+                    );
+                }
+                _ => {}
             }
-            if r.verdict == wire::Verdict::Reject && !rank_findings.iter().any(Finding::is_reject) {
-                rank_findings.push(at(Finding::reject(
-                    Code::KV007,
-                    format!("report {name} rejects this rank without a reason"),
-                )
-                .values("accept", "reject")));
-            }
-            // A rank is accepted only when nothing in its own data rejects it.
-            let verdict = if r.verdict == wire::Verdict::Accept
-                && !rank_findings.iter().any(Finding::is_reject)
-            {
-                Verdict::Accept
-            } else {
-                Verdict::Reject
-            };
-            ranks.push(RankVerdict {
-                rank: r.rank,
-                raw_path: r.path.as_bytes().to_vec(),
-                path: r.path,
-                gpu_uuid: r.gpu_uuid,
-                verdict,
-                findings: rank_findings,
-                not_checked: r.not_checked,
-                report: Some(name.to_string()),
-                incarnation: inc,
-                epoch,
-                created_unix_ms: r.created_unix_ms,
-                // Set by the caller against the merge's clock.
-                age_ms: None,
-                owner_pid: r.owner_pid,
-                checks: Vec::new(),
-            });
         }
     }
-    // One GPU (its 16 UUID bytes) for one rank across the whole fleet.
-    let mut by_gpu: BTreeMap<crate::descriptor::GpuUuid, Vec<usize>> = BTreeMap::new();
-    for (i, r) in ranks.iter().enumerate() {
-        if let Some(g) = r
-            .gpu_uuid
-            .as_deref()
-            .and_then(crate::descriptor::GpuUuid::parse)
-        {
-            by_gpu.entry(g).or_default().push(i);
-        }
-    }
-    for (gpu, idx) in by_gpu.iter().filter(|(_, v)| v.len() > 1) {
-        let names: Vec<String> = idx
-            .iter()
-            .map(|&i| {
-                let r = &ranks[i];
-                format!(
-                    "rank {} ({})",
-                    r.rank.map_or("?".to_string(), |n| n.to_string()),
-                    r.report.as_deref().unwrap_or("?")
-                )
-            })
-            .collect();
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        for &i in idx {
-            let at = ranks[i].path.clone();
-            ranks[i].verdict = Verdict::Reject;
-            ranks[i].findings.push(
-                Finding::reject(
-                    Code::KV106,
-                    format!(
-                        "GPU {gpu} is claimed by {} ranks: {}",
-                        idx.len(),
-                        bounded(&refs)
-                    ),
-                )
-                .values("one rank per GPU", format!("{gpu} shared"))
-                .at(at),
-            );
-        }
-    }
-    for r in ranks.iter_mut() {
-        let Some(n) = r.rank else {
-            continue;
-        };
-        let names = &seen[&n];
-        if names.len() > 1 {
-            r.verdict = Verdict::Reject;
-            r.findings.push(
-                Finding::reject(
-                    Code::KV102,
-                    format!(
-                        "rank {n} is reported by {} reports: {}",
-                        names.len(),
-                        bounded(names)
-                    ),
-                )
-                .values("one node per rank", bounded(names))
-                .at(r.path.clone()),
-            );
-        }
-    }
-    let mut missing = Vec::new();
-    if let Some(ws) = world_size {
-        let absent: Vec<u64> = (0..ws.min(crate::descriptor::MAX_WORLD_SIZE))
-            .filter(|r| !seen.contains_key(r))
-            .collect();
-        missing = crate::rankset::runs(absent.iter().copied());
-        if !absent.is_empty() {
-            let list = compress_ranks(&absent);
-            let all: Vec<&str> = names.iter().map(String::as_str).collect();
-            let names = [bounded(&all)];
-            findings.push(
-                Finding::reject(
-                    Code::KV103,
-                    format!(
-                        "no node reports rank{} {list} of {ws} (reports: {})",
-                        if absent.len() == 1 { "" } else { "s" },
-                        names.join(", ")
-                    ),
-                )
-                .values(format!("ranks 0-{}", ws - 1), format!("missing {list}")),
-            );
-        }
-    }
-    findings.extend(node_rejects);
-    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.report.cmp(&b.report)));
-    let accepted = world_size.is_some()
-        && geometry_ok
-        && model_ok
-        && missing.is_empty()
-        && ranks.iter().all(|r| r.verdict == Verdict::Accept)
-        && !findings.iter().any(Finding::is_reject);
-    let verdict = if accepted {
-        Verdict::Accept
-    } else {
-        Verdict::Reject
-    };
-    GroupVerdict {
-        engine_id: engine.to_string(),
-        incarnation,
-        epoch,
-        world_size,
-        tp,
-        pp,
-        model: if model_ok { model0 } else { None },
-        geometry: if geometry_ok { geometry0 } else { None },
-        local_ranks: None,
-        verdict,
-        cause: String::new(),
-        action: String::new(),
-        cause_code: None,
-        findings,
-        ranks,
-        missing,
-    }
+    out
 }

@@ -12,12 +12,16 @@ use super::report::{
     first_release_failure, rank_rows, rejecting_files, remaining_rows, Mode, Report, ResultKind,
     REPORT_SCHEMA,
 };
-use super::{execute, Backend, Cause, Event, Ledger, Outcome, Step, StepFailure};
+use super::{
+    execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, Step, StepFailure,
+};
 use crate::audit::{self, AuditRun, Audited};
+use crate::descriptor::Descriptor;
 use crate::error::Failure;
 use crate::node::NodeProbe;
 use crate::settings::Inventory;
-use crate::verdict::Verdict;
+use crate::verdict::{GroupVerdict, Verdict};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -94,36 +98,8 @@ impl Done {
 pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     let mode = run.mode();
     // 1. Usage errors (exit 2): a bad ready file, then the declared profile.
-    // A hold's ready file is prepared before anything else, so a bad path is
-    // a usage error and not a failed import.
-    let mut ready = match &run {
-        Action::Hold {
-            ready_file: Some(p),
-            ..
-        } => {
-            audit::refuse_inside_inventory(req.inventory, p, "--ready-file")?;
-            Some(ReadyFile::prepare(p).map_err(|e| {
-                Failure::usage(
-                    format!("cannot prepare --ready-file {}: {e}", p.display()),
-                    Some(
-                        "choose a path in an existing, writable directory that does not exist yet"
-                            .into(),
-                    ),
-                )
-            })?)
-        }
-        _ => None,
-    };
-    let mut refusals = Vec::new();
-    if let Some(r) = gate::profile(req.inventory.expect.profile.as_ref()) {
-        if mode != Mode::DryRun {
-            return Err(Failure::usage(
-                r.message,
-                Some("write the profile the group was deployed with (docs/format.md §4; `kvcr schema profile`), or plan without one: kvcr import --dry-run".into()),
-            ));
-        }
-        refusals.push(r);
-    }
+    let mut ready = prepare_ready_file(req, &run)?;
+    let mut refusals = profile_gate(req, mode)?;
 
     // 2. The live audit, one group: a rejection on facts that were checked is exit 1.
     // Not strict here: facts not checked are the gate's fourth answer, after the driver.
@@ -131,81 +107,19 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         run: audited,
         descriptors,
     } = audit::audit(req.inventory, Some(req.probe), req.progress, true, false)?;
-    // `strict` (in the metadata) is true for a real import, which refuses
-    // facts not checked; false for a dry run, which only lists them
-    // (docs/format.md §8.9).
-    let mut meta = audited.meta.clone();
-    meta.strict = mode != Mode::DryRun;
-    let mut report = Report {
-        schema: REPORT_SCHEMA,
-        meta,
-        root: audited.root.clone(),
-        engine_id: None,
+    let mut report = new_report(&audited, mode);
+    let (group, plan) = match gate_group(
+        req,
         mode,
-        backend: "none",
-        result: ResultKind::Rejected,
-        incarnation: None,
-        epoch: None,
-        ranks: Vec::new(),
-        failure: None,
-        released: None,
-        remaining: Vec::new(),
-        audit: None,
-        files: Vec::new(),
-        refusals: Vec::new(),
-        warnings: Vec::new(),
-        plan: None,
+        &audited,
+        &descriptors,
+        &mut report,
+        &mut refusals,
+    )? {
+        Gated::Go { group, plan } => (group, plan),
+        Gated::Refused { audit: true } => return Ok(Done::of(report, Some(audited))),
+        Gated::Refused { audit: false } => return Ok(Done::of(report, None)),
     };
-    let judgement = &audited.judgement;
-    // A dry run of a refused group still says that the real import would
-    // have stopped at the profile first (exit 2).
-    let profile_refusal = refusals.clone();
-    let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
-    else {
-        report.files = rejecting_files(&judgement.files);
-        report.refusals = profile_refusal;
-        return Ok(Done::of(report, Some(audited)));
-    };
-    report.engine_id = Some(group.engine_id.clone());
-    report.incarnation = group.incarnation;
-    report.epoch = group.epoch;
-    let files = rejecting_files(&judgement.files);
-    if group.verdict == Verdict::Reject || !files.is_empty() {
-        // Refused before any GPU call.
-        report.audit = Some(group.clone());
-        report.files = files;
-        report.refusals = profile_refusal;
-        return Ok(Done::of(report, Some(audited)));
-    }
-    // A local part needs proof of the whole group (exit 1).
-    let fleet = gate::Fleet {
-        report: req.fleet_report,
-        max_age_s: req.max_report_age_s,
-        now_ms: audited.now_ms,
-    };
-    if let Some(r) = gate::fleet(&fleet, group, audited.node.as_ref()) {
-        if mode != Mode::DryRun {
-            report.refusals.push(r);
-            return Ok(Done::of(report, None));
-        }
-        refusals.push(r);
-    }
-
-    // Plan from the very descriptors the audit judged.
-    let plan = Plan::from_group(group, &descriptors).map_err(|e| {
-        Failure::internal(
-            format!("internal error while planning: {e}"),
-            Some("nothing was imported; please report this".into()),
-        )
-    })?;
-    // The profile's require_content (exit 1), before any GPU call.
-    if let Some(r) = gate::content(req.inventory.expect.profile.as_ref(), &plan) {
-        if mode != Mode::DryRun {
-            report.refusals.push(r);
-            return Ok(Done::of(report, None));
-        }
-        refusals.push(r);
-    }
     let not_checked = gate::not_checked(group);
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
@@ -256,6 +170,194 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
 
     // 3–5. Import everything, all or nothing.
     let mut ledger = Ledger::new();
+    let outcome = execute_with_progress(req, &plan, backend, &mut ledger);
+    match outcome {
+        Outcome::Imported { ranks } => {
+            let end = Imported {
+                req,
+                mode,
+                plan: &plan,
+                ranks: &ranks,
+            };
+            end.finish(&mut report, &mut ready, hold.as_mut(), ledger, backend);
+        }
+        Outcome::Failed {
+            failure: at,
+            ranks,
+            release,
+        }
+        | Outcome::Interrupted { at, ranks, release } => {
+            not_imported(&mut report, &plan, at, &ranks, &release)
+        }
+    }
+    Ok(Done::of(report, None))
+}
+
+/// How far the gates before the driver let the import go.
+enum Gated<'a> {
+    /// The group, accepted, and the plan of its import.
+    Go { group: &'a GroupVerdict, plan: Plan },
+    /// Refused: the report says why; `audit` when the table prints the
+    /// live audit with it.
+    Refused { audit: bool },
+}
+
+/// The gates before the driver (docs/format.md §8.9): select the group, the
+/// audit's verdict, the fleet report for a local part, the plan and the
+/// profile's required content. A dry run collects the refusals the real
+/// import would stop at (`refusals`) and goes on.
+fn gate_group<'a>(
+    req: &Request,
+    mode: Mode,
+    audited: &'a AuditRun,
+    descriptors: &BTreeMap<Vec<u8>, Descriptor>,
+    report: &mut Report,
+    refusals: &mut Vec<Refusal>,
+) -> Result<Gated<'a>, Failure> {
+    let judgement = &audited.judgement;
+    // A dry run of a refused group still says that the real import would
+    // have stopped at the profile first (exit 2).
+    let profile_refusal = refusals.clone();
+    let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
+    else {
+        report.files = rejecting_files(&judgement.files);
+        report.refusals = profile_refusal;
+        return Ok(Gated::Refused { audit: true });
+    };
+    report.engine_id = Some(group.engine_id.clone());
+    report.incarnation = group.incarnation;
+    report.epoch = group.epoch;
+    let files = rejecting_files(&judgement.files);
+    if group.verdict == Verdict::Reject || !files.is_empty() {
+        // Refused before any GPU call.
+        report.audit = Some(group.clone());
+        report.files = files;
+        report.refusals = profile_refusal;
+        return Ok(Gated::Refused { audit: true });
+    }
+    // A local part needs proof of the whole group (exit 1).
+    let fleet = gate::Fleet {
+        report: req.fleet_report,
+        max_age_s: req.max_report_age_s,
+        now_ms: audited.now_ms,
+    };
+    if let Some(r) = gate::fleet(&fleet, group, audited.node.as_ref()) {
+        if mode != Mode::DryRun {
+            report.refusals.push(r);
+            return Ok(Gated::Refused { audit: false });
+        }
+        refusals.push(r);
+    }
+
+    // Plan from the very descriptors the audit judged.
+    let plan = Plan::from_group(group, descriptors).map_err(|e| {
+        Failure::internal(
+            format!("internal error while planning: {e}"),
+            Some("nothing was imported; please report this".into()),
+        )
+    })?;
+    // The profile's require_content (exit 1), before any GPU call.
+    if let Some(r) = gate::content(req.inventory.expect.profile.as_ref(), &plan) {
+        if mode != Mode::DryRun {
+            report.refusals.push(r);
+            return Ok(Gated::Refused { audit: false });
+        }
+        refusals.push(r);
+    }
+    Ok(Gated::Go { group, plan })
+}
+
+/// A step failed or was interrupted; the ledger was released in reverse.
+fn not_imported(
+    report: &mut Report,
+    plan: &Plan,
+    at: StepFailure,
+    ranks: &[RankResult],
+    release: &ReleaseReport,
+) {
+    report.ranks = rank_rows(plan, Some(ranks));
+    report.result = match at.cause {
+        _ if !release.is_clean() => ResultKind::ReleaseFailed,
+        Cause::Failed => ResultKind::Failed,
+        Cause::Interrupted => ResultKind::Interrupted,
+    };
+    report.failure = Some(at);
+    report.released = Some(release.released.len());
+    report.remaining = remaining_rows(release);
+}
+
+/// A hold's ready file is prepared before anything else, so a bad path is
+/// a usage error and not a failed import.
+fn prepare_ready_file(req: &Request, run: &Action) -> Result<Option<ReadyFile>, Failure> {
+    let Action::Hold {
+        ready_file: Some(p),
+        ..
+    } = run
+    else {
+        return Ok(None);
+    };
+    audit::refuse_inside_inventory(req.inventory, p, "--ready-file")?;
+    let ready = ReadyFile::prepare(p).map_err(|e| {
+        Failure::usage(
+            format!("cannot prepare --ready-file {}: {e}", p.display()),
+            Some("choose a path in an existing, writable directory that does not exist yet".into()),
+        )
+    })?;
+    Ok(Some(ready))
+}
+
+/// The declared profile: a usage error (exit 2) for a real import, the
+/// first refusal listed by a dry run.
+fn profile_gate(req: &Request, mode: Mode) -> Result<Vec<Refusal>, Failure> {
+    let mut refusals = Vec::new();
+    if let Some(r) = gate::profile(req.inventory.expect.profile.as_ref()) {
+        if mode != Mode::DryRun {
+            return Err(Failure::usage(
+                r.message,
+                Some("write the profile the group was deployed with (docs/format.md §4; `kvcr schema profile`), or plan without one: kvcr import --dry-run".into()),
+            ));
+        }
+        refusals.push(r);
+    }
+    Ok(refusals)
+}
+
+/// The report of an import that has not got past the audit yet.
+fn new_report(audited: &AuditRun, mode: Mode) -> Report {
+    // `strict` (in the metadata) is true for a real import, which refuses
+    // facts not checked; false for a dry run, which only lists them
+    // (docs/format.md §8.9).
+    let mut meta = audited.meta.clone();
+    meta.strict = mode != Mode::DryRun;
+    Report {
+        schema: REPORT_SCHEMA,
+        meta,
+        root: audited.root.clone(),
+        engine_id: None,
+        mode,
+        backend: "none",
+        result: ResultKind::Rejected,
+        incarnation: None,
+        epoch: None,
+        ranks: Vec::new(),
+        failure: None,
+        released: None,
+        remaining: Vec::new(),
+        audit: None,
+        files: Vec::new(),
+        refusals: Vec::new(),
+        warnings: Vec::new(),
+        plan: None,
+    }
+}
+
+/// The plan executed, all or nothing, with a progress bar when asked for.
+fn execute_with_progress(
+    req: &Request,
+    plan: &Plan,
+    backend: &mut dyn Backend,
+    ledger: &mut Ledger,
+) -> Outcome {
     let bar = progress_bar(req.progress, plan.allocations());
     let mut on_event = |e: Event| {
         if let Some(b) = &bar {
@@ -268,93 +370,112 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
             }
         }
     };
-    let outcome = execute(&plan, backend, &mut ledger, req.interrupted, &mut on_event);
+    let outcome = execute(plan, backend, ledger, req.interrupted, &mut on_event);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    outcome
+}
 
-    match outcome {
-        Outcome::Imported { ranks } => {
-            report.ranks = rank_rows(&plan, Some(&ranks));
-            let last = ranks.last().map(|r| r.rank).unwrap_or(0);
-            // A signal that arrived during the last step still interrupts.
-            let mut stop: Option<StepFailure> = (req.interrupted)().then(|| StepFailure {
-                rank: last,
-                allocation: None,
-                step: if mode == Mode::Hold {
-                    Step::ReadyFile
-                } else {
-                    Step::Release
-                },
-                cause: Cause::Interrupted,
-                error: "interrupted by a signal after every rank was imported".into(),
-            });
-            let mut failed = None;
-            if let (None, Some((poll, on_ready))) = (&stop, hold.as_mut()) {
-                if let Some(rf) = ready.as_mut() {
-                    if let Err(e) = rf.publish(&ready_content(&plan, &ranks, report.backend)) {
-                        failed = Some(StepFailure {
-                            rank: last,
-                            allocation: None,
-                            step: Step::ReadyFile,
-                            cause: Cause::Failed,
-                            error: format!("cannot publish {}: {e}", rf.path().display()).into(),
-                        });
-                    }
-                }
-                // A signal from here on (the supervisor reacting to the
-                // file, say) is the normal end of a hold: exit 0.
-                if failed.is_none() {
-                    report.result = ResultKind::Imported;
-                    on_ready(&report);
-                    while !(req.interrupted)() {
-                        std::thread::sleep(*poll);
-                    }
-                }
-            }
-            // The ready file goes before the memory does.
-            if let Some(mut rf) = ready.take() {
-                if let Err(e) = rf.remove() {
-                    report.warnings.push(format!(
-                        "cannot remove ready file {}: {e}",
-                        rf.path().display()
-                    ));
-                }
-            }
-            let rel = ledger.release_all(backend);
-            report.released = Some(rel.released.len());
-            report.remaining = remaining_rows(&rel);
-            report.result = if !rel.is_clean() {
-                ResultKind::ReleaseFailed
-            } else if failed.is_some() {
-                ResultKind::Failed
-            } else if stop.is_some() {
-                ResultKind::Interrupted
+/// A hold's wait: how often the interrupt is asked, and what is told once
+/// the group is ready.
+type Hold<'a> = (Duration, &'a mut dyn FnMut(&Report));
+
+/// Every rank imported: the hold (ready file, wait), then the release.
+struct Imported<'r> {
+    req: &'r Request<'r>,
+    mode: Mode,
+    plan: &'r Plan,
+    ranks: &'r [RankResult],
+}
+
+impl Imported<'_> {
+    fn finish(
+        &self,
+        report: &mut Report,
+        ready: &mut Option<ReadyFile>,
+        hold: Option<&mut Hold>,
+        mut ledger: Ledger,
+        backend: &mut dyn Backend,
+    ) {
+        let (req, plan, ranks) = (self.req, self.plan, self.ranks);
+        report.ranks = rank_rows(plan, Some(ranks));
+        let last = ranks.last().map(|r| r.rank).unwrap_or(0);
+        // A signal that arrived during the last step still interrupts.
+        let mut stop: Option<StepFailure> = (req.interrupted)().then(|| StepFailure {
+            rank: last,
+            allocation: None,
+            step: if self.mode == Mode::Hold {
+                Step::ReadyFile
             } else {
-                ResultKind::Imported
-            };
-            report.failure = failed
-                .or(stop.take())
-                .or_else(|| first_release_failure(&rel));
+                Step::Release
+            },
+            cause: Cause::Interrupted,
+            error: "interrupted by a signal after every rank was imported".into(),
+        });
+        let mut failed = None;
+        if let (None, Some((poll, on_ready))) = (&stop, hold) {
+            failed = self.hold(report, ready, *poll, &mut **on_ready, last);
         }
-        Outcome::Failed {
-            failure: at,
-            ranks,
-            release,
+        // The ready file goes before the memory does.
+        if let Some(mut rf) = ready.take() {
+            if let Err(e) = rf.remove() {
+                report.warnings.push(format!(
+                    "cannot remove ready file {}: {e}",
+                    rf.path().display()
+                ));
+            }
         }
-        | Outcome::Interrupted { at, ranks, release } => {
-            report.ranks = rank_rows(&plan, Some(&ranks));
-            report.result = match at.cause {
-                _ if !release.is_clean() => ResultKind::ReleaseFailed,
-                Cause::Failed => ResultKind::Failed,
-                Cause::Interrupted => ResultKind::Interrupted,
-            };
-            report.failure = Some(at);
-            report.released = Some(release.released.len());
-            report.remaining = remaining_rows(&release);
-        }
+        let rel = ledger.release_all(backend);
+        report.released = Some(rel.released.len());
+        report.remaining = remaining_rows(&rel);
+        report.result = if !rel.is_clean() {
+            ResultKind::ReleaseFailed
+        } else if failed.is_some() {
+            ResultKind::Failed
+        } else if stop.is_some() {
+            ResultKind::Interrupted
+        } else {
+            ResultKind::Imported
+        };
+        report.failure = failed
+            .or(stop.take())
+            .or_else(|| first_release_failure(&rel));
     }
-    Ok(Done::of(report, None))
+
+    /// Publishes the ready file, tells `on_ready` and waits for the
+    /// interrupt; a ready file that cannot be published is the failure.
+    fn hold(
+        &self,
+        report: &mut Report,
+        ready: &mut Option<ReadyFile>,
+        poll: Duration,
+        on_ready: &mut dyn FnMut(&Report),
+        last: u64,
+    ) -> Option<StepFailure> {
+        let mut failed = None;
+        if let Some(rf) = ready.as_mut() {
+            if let Err(e) = rf.publish(&ready_content(self.plan, self.ranks, report.backend)) {
+                failed = Some(StepFailure {
+                    rank: last,
+                    allocation: None,
+                    step: Step::ReadyFile,
+                    cause: Cause::Failed,
+                    error: format!("cannot publish {}: {e}", rf.path().display()).into(),
+                });
+            }
+        }
+        // A signal from here on (the supervisor reacting to the
+        // file, say) is the normal end of a hold: exit 0.
+        if failed.is_none() {
+            report.result = ResultKind::Imported;
+            on_ready(report);
+            while !(self.req.interrupted)() {
+                std::thread::sleep(poll);
+            }
+        }
+        failed
+    }
 }
 
 fn progress_bar(enabled: bool, total: usize) -> Option<indicatif::ProgressBar> {

@@ -183,6 +183,30 @@ fn check_fleet(
     node: Option<&NodeFacts>,
 ) -> Result<(), String> {
     let engine = terminal(&g.engine_id);
+    let (name, v) = read_fleet_report(f, &engine, local)?;
+    let inputs = live_inputs(&name, &v)?;
+    let group = accepted_group(&name, &engine, &v, g)?;
+    every_rank_once(&name, &engine, &v, group, g)?;
+    same_lifetime(&name, &engine, group, g)?;
+
+    // Then everything merge would have refused, from the data itself.
+    judge_report_data(&name, &engine, &v, group, inputs, g, f.now_ms)?;
+
+    // This node's share: the input from this host and this boot.
+    let input = this_nodes_input(&name, inputs, node)?;
+    this_nodes_ranks(&name, group, input, g, local)?;
+
+    // Fresh: its oldest input is no older than --max-report-age.
+    fresh(&name, f, inputs)
+}
+
+/// The `--fleet-report` file, read by the same typed, strict reader merge
+/// uses (docs/format.md §10.2), with its name as shown in messages.
+fn read_fleet_report(
+    f: &Fleet,
+    engine: &str,
+    local: &RankSet,
+) -> Result<(String, wire::Report), String> {
     let Some(path) = f.report else {
         return Err(format!(
             "--local-ranks {local}: this node holds only part of group {engine}; import requires --fleet-report FILE, a `kvcr merge --format json` report of every node's live audit that accepts the whole group"
@@ -191,8 +215,12 @@ fn check_fleet(
     let name = terminal(&path.display().to_string()).into_owned();
     let file = crate::input::open_regular(path, MAX_FLEET_REPORT)
         .map_err(|e| format!("cannot read --fleet-report {name}: {e}"))?;
-    // The same typed, strict reader merge uses (docs/format.md §10.2).
     let v = wire::read(&format!("--fleet-report {name}"), file)?;
+    Ok((name, v))
+}
+
+/// A merge report's inputs, every one of them a live report.
+fn live_inputs<'v>(name: &str, v: &'v wire::Report) -> Result<&'v [wire::Input], String> {
     let (Some(inputs), Some(_)) = (v.inputs.as_deref(), v.reports.as_ref()) else {
         return Err(format!(
             "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it with kvcr merge --format json"
@@ -210,6 +238,16 @@ fn check_fleet(
             terminal(&i.report)
         ));
     }
+    Ok(inputs)
+}
+
+/// The report's one entry for this group (by engine id bytes), accepted.
+fn accepted_group<'v>(
+    name: &str,
+    engine: &str,
+    v: &'v wire::Report,
+    g: &GroupVerdict,
+) -> Result<&'v wire::Group, String> {
     let entries: Vec<&wire::Group> = v
         .groups
         .iter()
@@ -231,8 +269,18 @@ fn check_fleet(
             terminal(&group.cause)
         ));
     }
-    // Judged from the ranks themselves too, not the verdict field alone:
-    // every rank 0..world_size-1 exactly once, each accepted.
+    Ok(group)
+}
+
+/// Judged from the ranks themselves too, not the verdict field alone:
+/// every rank 0..world_size-1 exactly once, each accepted.
+fn every_rank_once(
+    name: &str,
+    engine: &str,
+    v: &wire::Report,
+    group: &wire::Group,
+    g: &GroupVerdict,
+) -> Result<(), String> {
     let mut seen: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
     for r in &group.ranks {
         let Some(n) = r.rank else {
@@ -276,6 +324,16 @@ fn check_fleet(
             list(&odd)
         ));
     }
+    Ok(())
+}
+
+/// The accepted group has this node's incarnation, epoch and world size.
+fn same_lifetime(
+    name: &str,
+    engine: &str,
+    group: &wire::Group,
+    g: &GroupVerdict,
+) -> Result<(), String> {
     let shown_u64 = |x: Option<u64>| x.map_or_else(|| "none".to_string(), |e| e.to_string());
     let group_inc = wire::uuid(group.incarnation.as_deref());
     for (field, same, here, there) in [
@@ -307,11 +365,16 @@ fn check_fleet(
             ));
         }
     }
+    Ok(())
+}
 
-    // Then everything merge would have refused, from the data itself.
-    judge_report_data(&name, &engine, &v, group, inputs, g, f.now_ms)?;
-
-    // This node's share: the input from this host and this boot.
+/// The one input of the report from this host (by host key) and this boot
+/// (by the boot id's 16 bytes).
+fn this_nodes_input<'v>(
+    name: &str,
+    inputs: &'v [wire::Input],
+    node: Option<&NodeFacts>,
+) -> Result<&'v wire::Input, String> {
     let (host, boot) = match node {
         Some(n) => (&n.hostname, &n.boot_id),
         None => return Err("this node's hostname and boot id were not read".into()),
@@ -367,6 +430,18 @@ fn check_fleet(
             input.boot_id.as_deref().map_or("none".into(), |b| terminal(b).into_owned())
         ));
     }
+    Ok(input)
+}
+
+/// The ranks the report names from this node's input are this import's
+/// local ranks (below the world size).
+fn this_nodes_ranks(
+    name: &str,
+    group: &wire::Group,
+    input: &wire::Input,
+    g: &GroupVerdict,
+    local: &RankSet,
+) -> Result<(), String> {
     let want: Vec<u64> = match g.world_size {
         Some(ws) => local.iter().take_while(|r| *r < ws).collect(),
         None => local.iter().collect(),
@@ -386,8 +461,12 @@ fn check_fleet(
             list(&want)
         ));
     }
+    Ok(())
+}
 
-    // Fresh: its oldest input is no older than --max-report-age.
+/// Fresh: the report's oldest input is no older than --max-report-age, and
+/// none is dated in the future.
+fn fresh(name: &str, f: &Fleet, inputs: &[wire::Input]) -> Result<(), String> {
     let mut oldest: Option<(u64, &str)> = None;
     for i in inputs {
         let Some(t) = i.generated_unix_ms else {

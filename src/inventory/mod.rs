@@ -9,6 +9,8 @@
 
 mod beneath;
 pub mod open;
+mod perms;
+pub(crate) mod reader;
 pub(crate) mod walk;
 
 #[cfg(test)]
@@ -19,7 +21,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-pub use walk::{resolve_root, InventoryRoot, Listed, ReadJob, Reader};
+pub use reader::{ReadJob, Reader};
+pub use walk::{resolve_root, InventoryRoot, Listed};
 
 /// Deepest level at which descriptors are read (depth 1 = directly in the root).
 pub const MAX_DESCRIPTOR_DEPTH: usize = 8;

@@ -1,4 +1,5 @@
-//! The inventory walk: classify, check and (for descriptors) read each entry.
+//! The inventory walk: list, classify and check each entry; descriptors are
+//! handed to the reader (`reader.rs`).
 //!
 //! The walk and the reading are separate steps: [`InventoryRoot::walk`]
 //! lists and classifies entries in walk order and hands each descriptor out
@@ -8,11 +9,12 @@
 
 use super::beneath::{Beneath, Now};
 use super::open::{self, mode_type_name, mount_id, FileId, OpenError};
+use super::perms::{findings_of, permission_issues, PermIssue};
+use super::reader::{ReadJob, Reader};
 use super::{
     classify_name, display_path, parse_rank_name, Entry, EntryKind, InventoryError, ScanStats,
     MAX_DESCRIPTOR_DEPTH,
 };
-use crate::descriptor::MAX_FILE_BYTES;
 use crate::finding::{Code, Finding};
 use rustix::fs::Stat;
 use std::fs::{File, Metadata};
@@ -48,52 +50,11 @@ pub fn resolve_root(root: &Path) -> Result<PathBuf, InventoryError> {
     Ok(resolved)
 }
 
-/// One KV003 reason: the finding and the words a descriptor below inherits.
-#[derive(Clone)]
-struct PermIssue {
-    why: String,
-    finding: Finding,
-}
-
 /// One directory found unsafe (KV003), inherited by the descriptors below it.
 struct UnsafeDir {
     depth: usize,
     at: String,
     issues: Vec<PermIssue>,
-}
-
-/// KV003 checks on a mode/uid pair: writable by group/others, or owned by a
-/// uid that is neither root nor the effective uid of this process.
-fn permission_issues(mode: u32, uid: u32, euid: u32, what: &str, at: &str) -> Vec<PermIssue> {
-    let mut out = Vec::new();
-    if mode & 0o022 != 0 {
-        let why = "is writable by group/others".to_string();
-        out.push(PermIssue {
-            finding: Finding::reject(Code::KV003, format!("{what} {why}"))
-                .at(at)
-                .values("not group/other-writable", format!("{:04o}", mode & 0o7777)),
-            why,
-        });
-    }
-    if uid != 0 && uid != euid {
-        let expected = if euid == 0 {
-            "uid 0".to_string()
-        } else {
-            format!("uid 0 or {euid}")
-        };
-        let why = format!("is owned by uid {uid}, neither root nor the invoking user");
-        out.push(PermIssue {
-            finding: Finding::reject(Code::KV003, format!("{what} {why}"))
-                .at(at)
-                .values(expected, format!("uid {uid}")),
-            why,
-        });
-    }
-    out
-}
-
-fn findings_of(issues: &[PermIssue]) -> impl Iterator<Item = Finding> + '_ {
-    issues.iter().map(|i| i.finding.clone())
 }
 
 /// The KV003 a descriptor inherits from an unsafe directory above it.
@@ -127,21 +88,6 @@ pub struct InventoryRoot {
     euid: u32,
 }
 
-/// A descriptor listed by [`InventoryRoot::walk`], to be opened and read by
-/// a [`Reader`], on any thread. It carries everything the walk knew, so the
-/// entry a reader makes of it is the one a sequential walk would make.
-#[derive(Debug)]
-pub struct ReadJob {
-    rel: PathBuf,
-    kind: EntryKind,
-    at: String,
-    /// The inode number in the directory listing (`d_ino`).
-    listed_ino: u64,
-    /// KV003 inherited from unsafe directories above; they follow the
-    /// descriptor's own findings.
-    inherited: Vec<Finding>,
-}
-
 /// One step of the walk, in walk order.
 #[derive(Debug)]
 pub enum Listed {
@@ -173,12 +119,7 @@ impl InventoryRoot {
 
     /// A reader with its own buffer; one per thread.
     pub fn reader(&self) -> Reader<'_> {
-        Reader {
-            root_fd: self.file.as_fd(),
-            root_dev: self.md.dev(),
-            euid: self.euid,
-            buf: Vec::new(),
-        }
+        Reader::new(self.file.as_fd(), self.md.dev(), self.euid)
     }
 
     /// Lists beneath the root and calls `visit` once per reported entry or
@@ -190,56 +131,107 @@ impl InventoryRoot {
     }
 }
 
+/// What the walk does with one listed entry: what it reports (if anything)
+/// and whether it skips the rest of the current directory (walkdir's
+/// `skip_current_dir`: a directory's contents when the entry is a
+/// directory, the rest of its parent otherwise).
+#[derive(Default)]
+struct Step {
+    listed: Option<Listed>,
+    skip_dir: bool,
+}
+
+impl Step {
+    fn entry(entry: Entry) -> Step {
+        Step {
+            listed: Some(Listed::Entry(entry)),
+            skip_dir: false,
+        }
+    }
+
+    fn read(job: ReadJob) -> Step {
+        Step {
+            listed: Some(Listed::Read(job)),
+            skip_dir: false,
+        }
+    }
+
+    fn skip_dir(mut self, skip: bool) -> Step {
+        self.skip_dir |= skip;
+        self
+    }
+}
+
+/// The state of one walk: the scanner (unsafe directories above, the last
+/// directory that failed) and the parents held open beneath the root.
+struct Walker<'a> {
+    sc: Scanner<'a>,
+    /// Entries reported without being opened are looked up again through
+    /// their parent, held open beneath the root (see `beneath`).
+    beneath: Beneath<'a>,
+    root_md: &'a Metadata,
+    root_mnt: Option<u64>,
+}
+
 fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats, InventoryError> {
     let root = inv.root.as_path();
-    let root_md = &inv.md;
-    let mut sc = Scanner {
-        root,
-        root_fd: inv.file.as_fd(),
-        euid: inv.euid,
-        unsafe_dirs: Vec::new(),
-        failed_dir: None,
+    let mut w = Walker {
+        sc: Scanner {
+            root,
+            root_fd: inv.file.as_fd(),
+            euid: inv.euid,
+            unsafe_dirs: Vec::new(),
+            failed_dir: None,
+        },
+        beneath: Beneath::new(inv.file.as_fd()),
+        root_md: &inv.md,
+        root_mnt: None,
     };
     let mut stats = ScanStats::default();
-    let mut emit = |listed: Listed, stats: &mut ScanStats| {
-        stats.entries += 1;
-        let descriptor = match &listed {
-            Listed::Entry(e) => matches!(e.kind, EntryKind::Descriptor { .. }),
-            Listed::Read(_) => true,
-        };
-        if descriptor {
-            stats.descriptors += 1;
-        }
-        visit(listed);
-    };
-
-    // Entries reported without being opened are looked up again through
-    // their parent, held open beneath the root (see `beneath`).
-    let mut beneath = Beneath::new(inv.file.as_fd());
     // No depth limit on the walk: the limit bounds where descriptors are
     // read, not where unsafe entries (symlinks, devices, mounts) are found.
     let mut it = WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
         .into_iter();
-    let root_mnt = mount_id(inv.file.as_fd(), None);
+    w.root_mnt = mount_id(inv.file.as_fd(), None);
     while let Some(item) = it.next() {
-        let dent = match item {
-            Ok(d) => d,
-            Err(err) => {
-                let entry = sc.walk_error(&err);
-                emit(Listed::Entry(entry), &mut stats);
-                continue;
-            }
+        let step = match item {
+            Ok(dent) => w.step(&dent)?,
+            Err(err) => Step::entry(w.sc.walk_error(&err)),
         };
-        let depth = dent.depth();
-        sc.unsafe_dirs.retain(|u| u.depth < depth);
-        if depth == 0 {
-            if let Some(entry) = sc.root_entry(&dent, root_md)? {
-                emit(Listed::Entry(entry), &mut stats);
-            }
-            continue;
+        if step.skip_dir {
+            it.skip_current_dir();
         }
+        if let Some(listed) = step.listed {
+            stats.entries += 1;
+            let descriptor = match &listed {
+                Listed::Entry(e) => matches!(e.kind, EntryKind::Descriptor { .. }),
+                Listed::Read(_) => true,
+            };
+            if descriptor {
+                stats.descriptors += 1;
+            }
+            visit(listed);
+        }
+    }
+    Ok(stats)
+}
+
+impl Walker<'_> {
+    /// One listed entry: the root, or an entry looked up again beneath the
+    /// root and then classified.
+    fn step(&mut self, dent: &walkdir::DirEntry) -> Result<Step, InventoryError> {
+        let depth = dent.depth();
+        self.sc.unsafe_dirs.retain(|u| u.depth < depth);
+        if depth == 0 {
+            let listed = self.sc.root_entry(dent, self.root_md)?.map(Listed::Entry);
+            return Ok(Step {
+                listed,
+                skip_dir: false,
+            });
+        }
+        let root = self.sc.root;
         let rel = dent
             .path()
             .strip_prefix(root)
@@ -260,79 +252,97 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
         let now = if read_later {
             None
         } else {
-            match beneath.stat(&rel) {
+            match self.beneath.stat(&rel) {
                 Now::Here(st) => Some(Ok(st)),
                 Now::Failed(e) => Some(Err(std::io::Error::from(e))),
-                Now::Gone => {
-                    if ft.is_dir() {
-                        it.skip_current_dir();
-                    }
-                    continue;
-                }
-                Now::ParentFailed(e) => {
-                    // Reported once, at the first entry; the rest of the
-                    // directory is skipped.
-                    let parent = rel.parent().unwrap_or(Path::new("")).to_path_buf();
-                    if ft.is_dir() {
-                        it.skip_current_dir();
-                    }
-                    if sc.failed_dir.as_ref() != Some(&parent) {
-                        let pat = display_path(&parent);
-                        let f = match e {
-                            OpenError::Symlink => {
-                                let found = open::symlink_description(sc.root_fd, &parent);
-                                Finding::reject(
-                                    Code::KV001,
-                                    "directory replaced by a symlink while auditing; not followed",
-                                )
-                                .at(&pat)
-                                .values("directory", found)
-                            }
-                            OpenError::Os(e) => {
-                                let e = std::io::Error::from(e);
-                                Finding::reject(Code::KV005, format!("cannot open directory: {e}"))
-                                    .at(&pat)
-                                    .denied_if(&e)
-                            }
-                        };
-                        let kind = dir_kind(parent.file_name().unwrap_or_default());
-                        let entry =
-                            sc.with_inherited(sc.entry(parent.clone(), kind, vec![f], 0), &pat);
-                        emit(Listed::Entry(entry), &mut stats);
-                        sc.failed_dir = Some(parent);
-                    }
-                    if !ft.is_dir() {
-                        it.skip_current_dir();
-                    }
-                    continue;
-                }
+                Now::Gone => return Ok(Step::default().skip_dir(ft.is_dir())),
+                Now::ParentFailed(e) => return Ok(self.parent_failed(&rel, e)),
             }
         };
         if let Some(Ok(st)) = &now {
             let was = open::type_name(ft);
             let is = mode_type_name(st.st_mode);
             if was != is {
-                if ft.is_dir() {
-                    it.skip_current_dir();
-                }
-                let f = Finding::reject(
-                    Code::KV005,
-                    format!("changed while auditing (a {was} when listed, a {is} now)"),
-                )
-                .at(&at)
-                .values(was, is);
-                let kind = if ft.is_dir() {
-                    dir_kind(dent.file_name())
-                } else {
-                    classify_name(dent.file_name())
-                };
-                let entry = sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at);
-                emit(Listed::Entry(entry), &mut stats);
-                continue;
+                return Ok(self.changed_type(dent, rel, &at, was, is));
             }
         }
+        Ok(self.classify(dent, rel, at, now))
+    }
 
-        if depth > MAX_DESCRIPTOR_DEPTH && ft.is_file() {
+    /// The listed entry's parent could not be opened beneath the root:
+    /// reported once, at the first entry; the rest of the directory is
+    /// skipped.
+    fn parent_failed(&mut self, rel: &Path, e: OpenError) -> Step {
+        let sc = &mut self.sc;
+        let parent = rel.parent().unwrap_or(Path::new("")).to_path_buf();
+        let mut step = Step::default().skip_dir(true);
+        if sc.failed_dir.as_ref() != Some(&parent) {
+            let pat = display_path(&parent);
+            let f = match e {
+                OpenError::Symlink => {
+                    let found = open::symlink_description(sc.root_fd, &parent);
+                    Finding::reject(
+                        Code::KV001,
+                        "directory replaced by a symlink while auditing; not followed",
+                    )
+                    .at(&pat)
+                    .values("directory", found)
+                }
+                OpenError::Os(e) => {
+                    let e = std::io::Error::from(e);
+                    Finding::reject(Code::KV005, format!("cannot open directory: {e}"))
+                        .at(&pat)
+                        .denied_if(&e)
+                }
+            };
+            let kind = dir_kind(parent.file_name().unwrap_or_default());
+            let entry = sc.with_inherited(sc.entry(parent.clone(), kind, vec![f], 0), &pat);
+            step.listed = Some(Listed::Entry(entry));
+            sc.failed_dir = Some(parent);
+        }
+        step
+    }
+
+    /// The entry's type now is not the type it was listed with.
+    fn changed_type(
+        &self,
+        dent: &walkdir::DirEntry,
+        rel: PathBuf,
+        at: &str,
+        was: &str,
+        is: &str,
+    ) -> Step {
+        let ft = dent.file_type();
+        let f = Finding::reject(
+            Code::KV005,
+            format!("changed while auditing (a {was} when listed, a {is} now)"),
+        )
+        .at(at)
+        .values(was, is);
+        let kind = if ft.is_dir() {
+            dir_kind(dent.file_name())
+        } else {
+            classify_name(dent.file_name())
+        };
+        let entry = self
+            .sc
+            .with_inherited(self.sc.entry(rel, kind, vec![f], 0), at);
+        Step::entry(entry).skip_dir(ft.is_dir())
+    }
+
+    /// An entry beneath the root, classified by its listed type and name;
+    /// `now` is its lstat beneath the root (`None` for a descriptor, which
+    /// the reader opens).
+    fn classify(
+        &mut self,
+        dent: &walkdir::DirEntry,
+        rel: PathBuf,
+        at: String,
+        now: Option<std::io::Result<Stat>>,
+    ) -> Step {
+        let sc = &self.sc;
+        let ft = dent.file_type();
+        if dent.depth() > MAX_DESCRIPTOR_DEPTH && ft.is_file() {
             // Deeper regular files are never read; unsafe entries are still
             // reported below as at any depth.
             let f = Finding::notice(
@@ -340,11 +350,7 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
                 format!("beyond the depth limit of {MAX_DESCRIPTOR_DEPTH}; not read"),
             )
             .at(&at);
-            emit(
-                Listed::Entry(sc.entry(rel, EntryKind::Stray, vec![f], 0)),
-                &mut stats,
-            );
-            continue;
+            return Step::entry(sc.entry(rel, EntryKind::Stray, vec![f], 0));
         }
         let name = dent.file_name();
         if ft.is_symlink() {
@@ -353,24 +359,20 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
                 .at(&at)
                 .values("regular file or directory", found);
             let kind = classify_name(name);
-            let entry = sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at);
-            emit(Listed::Entry(entry), &mut stats);
-            continue;
+            return Step::entry(sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at));
         }
 
         if ft.is_file() {
             if let kind @ EntryKind::Descriptor { .. } = classify_name(name) {
                 // No lstat: the reader checks the opened file against the
                 // listing's inode number (and lstats only if they differ).
-                let job = ReadJob {
+                return Step::read(ReadJob {
                     inherited: sc.inherited(&at),
                     listed_ino: dent.ino(),
                     rel,
                     kind,
                     at,
-                };
-                emit(Listed::Read(job), &mut stats);
-                continue;
+                });
             }
         }
 
@@ -386,126 +388,120 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
                 let f = Finding::reject(Code::KV005, format!("cannot stat: {e}"))
                     .at(&at)
                     .denied_if(&e);
-                let entry = sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at);
-                emit(Listed::Entry(entry), &mut stats);
-                continue;
+                return Step::entry(sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at));
             }
         };
-
         if ft.is_dir() {
-            let mut findings = Vec::new();
-            let kind = dir_kind(name);
-            // Another mount (a bind mount, another file system) is not
-            // entered: whatever it holds is not this inventory's.
-            let other_mount = md.st_dev != root_md.dev()
-                || match (root_mnt, beneath.mount_id(&rel)) {
-                    (Some(a), Some(b)) => a != b,
-                    _ => false,
-                };
-            if other_mount {
-                it.skip_current_dir();
-                findings.push(
-                    Finding::reject(
-                        Code::KV003,
-                        "directory is a mount point (another mount than the inventory root's); not entered",
-                    )
-                    .at(&at)
-                    .values("the inventory root's mount", "another mount"),
-                );
-                let entry = sc.with_inherited(sc.entry(rel, kind, findings, 0), &at);
-                emit(Listed::Entry(entry), &mut stats);
-                continue;
-            }
-            if crate::inventory::is_staging_name(name) {
-                // A staging leftover's name (§2.2) on a directory: a writer
-                // that stages a whole directory and renames it into place
-                // was interrupted. What it holds was never published, so it
-                // is reported and not entered (never judged as a group).
-                it.skip_current_dir();
-                let f = Finding::reject(
-                    Code::KV009,
-                    "a directory named like a staging leftover of an interrupted write; not entered",
-                )
-                .at(&at)
-                .values("a published directory", "a staging directory");
-                emit(
-                    Listed::Entry(sc.entry(rel, EntryKind::Torn, vec![f], 0)),
-                    &mut stats,
-                );
-                continue;
-            }
-            if let EntryKind::Descriptor { .. } = kind {
-                findings.push(
-                    Finding::reject(Code::KV002, "a directory with a descriptor's name")
-                        .at(&at)
-                        .values("regular file", "directory"),
-                );
-            }
-            let perms = permission_issues(md.st_mode, md.st_uid, sc.euid, "directory", &at);
-            findings.extend(findings_of(&perms));
-            // Inherit from the dirs above before registering this one.
-            let mut entry = sc.entry(rel, kind, findings, 0);
-            if matches!(entry.kind, EntryKind::Descriptor { .. }) {
-                entry = sc.with_inherited(entry, &at);
-            }
-            if !perms.is_empty() {
-                sc.unsafe_dirs.push(UnsafeDir {
-                    depth,
-                    at: at.clone(),
-                    issues: perms,
-                });
-            }
-            if !entry.findings.is_empty() {
-                emit(Listed::Entry(entry), &mut stats);
-            }
-            continue;
+            return self.directory(dent, rel, at, &md);
         }
-
         let kind = classify_name(name);
         if !ft.is_file() {
-            // FIFO, socket, device: decided from the listing, never opened.
-            let what = open::type_name(ft);
-            let mut findings = Vec::new();
-            if kind == EntryKind::Torn {
-                findings.push(torn(&at));
-            }
-            findings.push(
-                Finding::reject(
-                    Code::KV002,
-                    format!("not a regular file ({what}); not opened"),
-                )
-                .at(&at)
-                .values("regular file", what),
-            );
-            let entry = sc.with_inherited(sc.entry(rel, kind, findings, 0), &at);
-            emit(Listed::Entry(entry), &mut stats);
-            continue;
+            return Step::entry(sc.not_regular(ft, rel, kind, &at));
         }
-
         match kind {
-            EntryKind::Torn => {
-                let entry = sc.entry(rel, kind, vec![torn(&at)], 0);
-                emit(Listed::Entry(entry), &mut stats);
-            }
+            EntryKind::Torn => Step::entry(sc.entry(rel, kind, vec![torn(&at)], 0)),
             EntryKind::Stray | EntryKind::Dir => {
                 let f = Finding::notice(Code::KV010, "unexpected file; not read").at(&at);
-                let entry = sc.entry(rel, EntryKind::Stray, vec![f], 0);
-                emit(Listed::Entry(entry), &mut stats);
+                Step::entry(sc.entry(rel, EntryKind::Stray, vec![f], 0))
             }
-            EntryKind::Descriptor { .. } => {
-                // Regular files named as descriptors were handed out above.
-                let job = ReadJob {
-                    inherited: sc.inherited(&at),
-                    listed_ino: md.st_ino,
-                    rel,
-                    kind,
-                    at,
-                };
-                emit(Listed::Read(job), &mut stats);
-            }
+            // Regular files named as descriptors were handed out above.
+            EntryKind::Descriptor { .. } => Step::read(ReadJob {
+                inherited: sc.inherited(&at),
+                listed_ino: md.st_ino,
+                rel,
+                kind,
+                at,
+            }),
         }
     }
-    Ok(stats)
+
+    /// A directory beneath the root (lstat'ed as `md`): another mount and a
+    /// staging leftover are reported and not entered; an unsafe one is
+    /// registered for the descriptors below it.
+    fn directory(&mut self, dent: &walkdir::DirEntry, rel: PathBuf, at: String, md: &Stat) -> Step {
+        let sc = &mut self.sc;
+        let name = dent.file_name();
+        let mut findings = Vec::new();
+        let kind = dir_kind(name);
+        // Another mount (a bind mount, another file system) is not
+        // entered: whatever it holds is not this inventory's.
+        let other_mount = md.st_dev != self.root_md.dev()
+            || match (self.root_mnt, self.beneath.mount_id(&rel)) {
+                (Some(a), Some(b)) => a != b,
+                _ => false,
+            };
+        if other_mount {
+            findings.push(
+                Finding::reject(
+                    Code::KV003,
+                    "directory is a mount point (another mount than the inventory root's); not entered",
+                )
+                .at(&at)
+                .values("the inventory root's mount", "another mount"),
+            );
+            let entry = sc.with_inherited(sc.entry(rel, kind, findings, 0), &at);
+            return Step::entry(entry).skip_dir(true);
+        }
+        if crate::inventory::is_staging_name(name) {
+            // A staging leftover's name (§2.2) on a directory: a writer
+            // that stages a whole directory and renames it into place
+            // was interrupted. What it holds was never published, so it
+            // is reported and not entered (never judged as a group).
+            let f = Finding::reject(
+                Code::KV009,
+                "a directory named like a staging leftover of an interrupted write; not entered",
+            )
+            .at(&at)
+            .values("a published directory", "a staging directory");
+            return Step::entry(sc.entry(rel, EntryKind::Torn, vec![f], 0)).skip_dir(true);
+        }
+        if let EntryKind::Descriptor { .. } = kind {
+            findings.push(
+                Finding::reject(Code::KV002, "a directory with a descriptor's name")
+                    .at(&at)
+                    .values("regular file", "directory"),
+            );
+        }
+        let perms = permission_issues(md.st_mode, md.st_uid, sc.euid, "directory", &at);
+        findings.extend(findings_of(&perms));
+        // Inherit from the dirs above before registering this one.
+        let mut entry = sc.entry(rel, kind, findings, 0);
+        if matches!(entry.kind, EntryKind::Descriptor { .. }) {
+            entry = sc.with_inherited(entry, &at);
+        }
+        if !perms.is_empty() {
+            sc.unsafe_dirs.push(UnsafeDir {
+                depth: dent.depth(),
+                at: at.clone(),
+                issues: perms,
+            });
+        }
+        if entry.findings.is_empty() {
+            Step::default()
+        } else {
+            Step::entry(entry)
+        }
+    }
+}
+
+impl Scanner<'_> {
+    /// A FIFO, socket or device: decided from the listing, never opened.
+    fn not_regular(&self, ft: std::fs::FileType, rel: PathBuf, kind: EntryKind, at: &str) -> Entry {
+        let what = open::type_name(ft);
+        let mut findings = Vec::new();
+        if kind == EntryKind::Torn {
+            findings.push(torn(at));
+        }
+        findings.push(
+            Finding::reject(
+                Code::KV002,
+                format!("not a regular file ({what}); not opened"),
+            )
+            .at(at)
+            .values("regular file", what),
+        );
+        self.with_inherited(self.entry(rel, kind, findings, 0), at)
+    }
 }
 
 fn torn(at: &str) -> Finding {
@@ -633,154 +629,5 @@ impl Scanner<'_> {
             f = f.about(crate::finding::Subject::Access);
         }
         self.with_inherited(self.entry(rel, kind, vec![f], 0), &at)
-    }
-}
-
-/// KV002 for a descriptor whose inode has more than one name (docs/format.md
-/// §2.5): the same rule `kvcr seal` refuses it by, and `kvcr examine`
-/// reports. The link count is taken
-/// from the open fd, so it is the count of the file that is read.
-pub(crate) fn hard_links(nlink: u64, at: &str) -> Option<Finding> {
-    (nlink > 1).then(|| {
-        Finding::reject(
-            Code::KV002,
-            format!(
-                "has {nlink} hard links: another name, perhaps outside the inventory, reaches the same file"
-            ),
-        )
-        .at(at)
-        .values("1 link", format!("{nlink} links"))
-    })
-}
-
-/// Opens and reads descriptors listed by [`InventoryRoot::walk`]. Each
-/// thread has its own; the buffer is reused from one file to the next.
-pub struct Reader<'a> {
-    root_fd: BorrowedFd<'a>,
-    root_dev: u64,
-    euid: u32,
-    buf: Vec<u8>,
-}
-
-fn entry(rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>, mode: u32) -> Entry {
-    Entry {
-        rel_path,
-        kind,
-        findings,
-        mode,
-    }
-}
-
-impl Reader<'_> {
-    /// Opens (race-free) and reads the descriptor of `job`. Returns its entry
-    /// with every finding, and its bytes when it was read completely.
-    pub fn read(&mut self, job: ReadJob) -> (Entry, Option<&[u8]>) {
-        let ReadJob {
-            rel,
-            kind,
-            at,
-            listed_ino,
-            inherited,
-        } = job;
-        let (mut entry, ok) = self.read_descriptor(rel, kind, listed_ino, &at);
-        entry.findings.extend(inherited);
-        (entry, if ok { Some(&self.buf[..]) } else { None })
-    }
-
-    /// Opens the file at `rel` and checks it is still the one listed: the
-    /// listing's inode number is enough when it matches on the root's
-    /// device; otherwise (another mount below the root, a swap) the
-    /// identity is taken from an lstat, as a listing with metadata would.
-    fn open(&self, rel: &Path, listed_ino: u64) -> Result<(File, Stat), Box<Finding>> {
-        let (file, md) = open::open_regular(self.root_fd, rel, open::Strategy::Auto)?;
-        if md.st_ino == listed_ino && md.st_dev == self.root_dev {
-            return Ok((file, md));
-        }
-        let at = display_path(rel);
-        if md.st_dev != self.root_dev {
-            // openat2 refuses mounts (RESOLVE_NO_XDEV); this catches the
-            // per-component fallback.
-            return Err(open::other_mount(&at));
-        }
-        let st = rustix::fs::statat(self.root_fd, rel, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| {
-                let e = std::io::Error::from(e);
-                Box::new(
-                    Finding::reject(Code::KV005, format!("cannot stat: {e}"))
-                        .at(&at)
-                        .denied_if(&e),
-                )
-            })?;
-        let listed = FileId {
-            dev: st.st_dev,
-            ino: st.st_ino,
-        };
-        open::check_same(&at, listed, &md)?;
-        Ok((file, md))
-    }
-
-    /// Opens (race-free) and reads one descriptor. Returns the entry and
-    /// whether `self.buf` holds its complete bytes.
-    fn read_descriptor(
-        &mut self,
-        rel: PathBuf,
-        kind: EntryKind,
-        listed_ino: u64,
-        at: &str,
-    ) -> (Entry, bool) {
-        let (mut file, md) = match self.open(&rel, listed_ino) {
-            Ok(x) => x,
-            Err(f) => return (entry(rel, kind, vec![*f], 0), false),
-        };
-        let mode = md.st_mode;
-        let size = md.st_size as u64;
-        let mut findings: Vec<Finding> = findings_of(&permission_issues(
-            mode,
-            md.st_uid,
-            self.euid,
-            "descriptor",
-            at,
-        ))
-        .collect();
-        // st_nlink is narrower than u64 on some architectures.
-        #[allow(clippy::unnecessary_cast)]
-        let nlink = md.st_nlink as u64;
-        if let Some(f) = hard_links(nlink, at) {
-            findings.push(f);
-        }
-        if size > MAX_FILE_BYTES {
-            findings.push(
-                Finding::reject(
-                    Code::KV004,
-                    format!("larger than {MAX_FILE_BYTES} bytes; rejected unread"),
-                )
-                .at(at)
-                .values(format!("≤ {MAX_FILE_BYTES} bytes"), format!("{size} bytes")),
-            );
-            return (entry(rel, kind, findings, mode), false);
-        }
-        if let Err(e) = open::read_sized(&mut file, &mut self.buf, size) {
-            findings.push(
-                Finding::reject(Code::KV005, format!("cannot read: {e}"))
-                    .at(at)
-                    .denied_if(&e),
-            );
-            return (entry(rel, kind, findings, mode), false);
-        }
-        if self.buf.len() as u64 > MAX_FILE_BYTES {
-            findings.push(
-                Finding::reject(
-                    Code::KV004,
-                    format!("grew past {MAX_FILE_BYTES} bytes while being read"),
-                )
-                .at(at)
-                .values(
-                    format!("≤ {MAX_FILE_BYTES} bytes"),
-                    format!("more than {MAX_FILE_BYTES} bytes"),
-                ),
-            );
-            return (entry(rel, kind, findings, mode), false);
-        }
-        (entry(rel, kind, findings, mode), true)
     }
 }

@@ -5,7 +5,7 @@
 //! its own file, so "where is KV104 decided?" has one answer
 //! (`consistency.rs`).
 
-mod across;
+pub(crate) mod across;
 mod claims;
 mod consistency;
 mod handles;
