@@ -10,7 +10,6 @@ use super::plan::{self, Plan};
 use super::ready::{ready_content, ReadyFile};
 use super::report::{
     first_release_failure, rank_rows, rejecting_files, remaining_rows, Mode, Report, ResultKind,
-    REPORT_SCHEMA,
 };
 use super::{
     execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, Step, StepFailure,
@@ -107,7 +106,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         run: audited,
         descriptors,
     } = audit::audit(req.inventory, Some(req.probe), req.progress, true, false)?;
-    let mut report = new_report(&audited, mode);
+    let mut report = Report::before_gate(&audited.meta, &audited.root, mode);
     let (group, plan) = match gate_group(
         req,
         mode,
@@ -320,35 +319,6 @@ fn profile_gate(req: &Request, mode: Mode) -> Result<Vec<Refusal>, Failure> {
         refusals.push(r);
     }
     Ok(refusals)
-}
-
-/// The report of an import that has not got past the audit yet.
-fn new_report(audited: &AuditRun, mode: Mode) -> Report {
-    // `strict` (in the metadata) is true for a real import, which refuses
-    // facts not checked; false for a dry run, which only lists them
-    // (docs/format.md §8.9).
-    let mut meta = audited.meta.clone();
-    meta.strict = mode != Mode::DryRun;
-    Report {
-        schema: REPORT_SCHEMA,
-        meta,
-        root: audited.root.clone(),
-        engine_id: None,
-        mode,
-        backend: "none",
-        result: ResultKind::Rejected,
-        incarnation: None,
-        epoch: None,
-        ranks: Vec::new(),
-        failure: None,
-        released: None,
-        remaining: Vec::new(),
-        audit: None,
-        files: Vec::new(),
-        refusals: Vec::new(),
-        warnings: Vec::new(),
-        plan: None,
-    }
 }
 
 /// The plan executed, all or nothing, with a progress bar when asked for.

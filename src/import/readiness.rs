@@ -12,7 +12,7 @@
 
 use super::gate::{self, Refusal};
 use super::plan::{self, Plan};
-use super::report::{rejecting_files, Mode, Report, ResultKind, REPORT_SCHEMA};
+use super::report::{rejecting_files, Mode, Report};
 use crate::audit::{self, Audited};
 use crate::error::Failure;
 use crate::node::NodeProbe;
@@ -73,28 +73,7 @@ pub fn gate(req: &Request) -> Result<ImportPlan, NotReady> {
         run: audited,
         descriptors,
     } = audit::audit(req.inventory, Some(req.probe), false, true, false)?;
-    let mut meta = audited.meta.clone();
-    meta.strict = true;
-    let mut report = Report {
-        schema: REPORT_SCHEMA,
-        meta,
-        root: audited.root.clone(),
-        engine_id: None,
-        mode: Mode::Gate,
-        backend: "none",
-        result: ResultKind::Rejected,
-        incarnation: None,
-        epoch: None,
-        ranks: Vec::new(),
-        failure: None,
-        released: None,
-        remaining: Vec::new(),
-        audit: None,
-        files: Vec::new(),
-        refusals: Vec::new(),
-        warnings: Vec::new(),
-        plan: None,
-    };
+    let mut report = Report::before_gate(&audited.meta, &audited.root, Mode::Gate);
     let refuse = |mut report: Report, r: Option<Refusal>| {
         report.refusals.extend(r);
         report.meta.exit_status = report.status();

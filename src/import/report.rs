@@ -130,6 +130,36 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report of an import (or a readiness gate) that has not got past
+    /// the audit yet.
+    pub fn before_gate(meta: &report::json::Meta, root: &str, mode: Mode) -> Report {
+        // `strict` (in the metadata) is true for a real import and the
+        // readiness gate, which refuse facts not checked; false for a dry run,
+        // which only lists them (docs/format.md §8.9).
+        let mut meta = meta.clone();
+        meta.strict = mode != Mode::DryRun;
+        Report {
+            schema: REPORT_SCHEMA,
+            meta,
+            root: root.to_string(),
+            engine_id: None,
+            mode,
+            backend: "none",
+            result: ResultKind::Rejected,
+            incarnation: None,
+            epoch: None,
+            ranks: Vec::new(),
+            failure: None,
+            released: None,
+            remaining: Vec::new(),
+            audit: None,
+            files: Vec::new(),
+            refusals: Vec::new(),
+            warnings: Vec::new(),
+            plan: None,
+        }
+    }
+
     /// The exit status. A dry run predicts the real import's status at the
     /// gate (docs/format.md §8.7, like `zpool import -n`): a missing profile
     /// (2) is answered before the audit; a rejected group is 1; a plan is 0
