@@ -5,16 +5,9 @@
 //! live node reports (util::fleet::Fleet) that merge to an accepted group,
 //! and edits one thing.
 
-use crate::util::fleet::Fleet;
+use crate::util::fleet::{merge_paths, refused, rejected_with, Fleet, Run};
 use crate::util::*;
 use serde_json::{json, Value};
-use std::path::PathBuf;
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
 
 fn merge_bytes(f: &Fleet, a: &[u8], b: &[u8], format: &str) -> Run {
     let pa = f.dir.path().join("attack-a.json");
@@ -22,20 +15,6 @@ fn merge_bytes(f: &Fleet, a: &[u8], b: &[u8], format: &str) -> Run {
     std::fs::write(&pa, a).unwrap();
     std::fs::write(&pb, b).unwrap();
     merge_paths(&[pa, pb], format)
-}
-
-fn merge_paths(paths: &[PathBuf], format: &str) -> Run {
-    let out = kvcr()
-        .arg("merge")
-        .args(paths)
-        .args(["--format", format])
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 fn merge_edited(
@@ -52,38 +31,6 @@ fn merge_edited(
         &serde_json::to_vec_pretty(&b).unwrap(),
         "json",
     )
-}
-
-/// Rejected (exit 1), `code` among the findings and in the headline.
-fn rejected_with(r: &Run, code: &str) -> Value {
-    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
-    assert_eq!(v["exit_status"], 1);
-    assert!(
-        codes(&v).iter().any(|c| c == code),
-        "{code} missing: {:?}\n{v:#}",
-        codes(&v)
-    );
-    assert!(
-        v["groups"][0]["cause"].as_str().unwrap().contains(code),
-        "headline names {code}: {v:#}"
-    );
-    v
-}
-
-/// Refused whole (exit 2, nothing judged), the error naming the file and `what`.
-fn refused(r: &Run, file: &str, what: &str) {
-    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
-    // Nothing is judged: with --format json stdout carries only the
-    // kvcr.error/v1 document (docs/json.md), otherwise nothing.
-    if !r.stdout.is_empty() {
-        let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
-        assert_eq!(v["schema"], "kvcr.error/v1", "nothing judged: {}", r.stdout);
-        assert_eq!(v["exit_status"], 2);
-    }
-    assert!(r.stderr.contains(file), "names the file: {}", r.stderr);
-    assert!(r.stderr.contains(what), "names {what}: {}", r.stderr);
 }
 
 #[test]

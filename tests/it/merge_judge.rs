@@ -6,46 +6,18 @@
 //! live node reports (util::fleet::Fleet) that merge to an accepted group,
 //! and edits one thing.
 
-use crate::util::fleet::Fleet;
+use crate::util::fleet::{merge_paths, refused, rejected_with, Fleet, Run};
 use crate::util::testkit::INCARNATION_B;
-use crate::util::*;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
 /// One edit of a report, and the field its error must name.
 type Edit = Box<dyn Fn(&mut Value)>;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}\n{}", self.stdout, self.stderr))
-    }
-}
-
 fn write(f: &Fleet, name: &str, v: &Value) -> PathBuf {
     let p = f.dir.path().join(name);
     std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
     p
-}
-
-fn merge_paths(paths: &[PathBuf], format: &str) -> Run {
-    let out = kvcr()
-        .arg("merge")
-        .args(paths)
-        .args(["--format", format])
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// Merges node a's report (edited by `edit_a`) with node b's (edited by
@@ -62,37 +34,6 @@ fn merge_edited(
     let pa = write(f, "edited-a.json", &a);
     let pb = write(f, "edited-b.json", &b);
     merge_paths(&[pa, pb], format)
-}
-
-fn rejected_with(r: &Run, code: &str) -> Value {
-    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    let v = r.json();
-    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
-    assert_eq!(v["exit_status"], 1);
-    assert!(
-        codes(&v).iter().any(|c| c == code),
-        "{code} missing: {:?}\n{v:#}",
-        codes(&v)
-    );
-    assert!(
-        v["groups"][0]["cause"].as_str().unwrap().contains(code),
-        "headline names {code}: {v:#}"
-    );
-    v
-}
-
-/// Refused whole (exit 2), the error naming the file and `field`.
-fn refused(r: &Run, file: &str, field: &str) {
-    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
-    // Nothing is judged: with --format json stdout carries only the
-    // kvcr.error/v1 document (docs/json.md), otherwise nothing.
-    if !r.stdout.is_empty() {
-        let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
-        assert_eq!(v["schema"], "kvcr.error/v1", "nothing judged: {}", r.stdout);
-        assert_eq!(v["exit_status"], 2);
-    }
-    assert!(r.stderr.contains(file), "names the file: {}", r.stderr);
-    assert!(r.stderr.contains(field), "names {field}: {}", r.stderr);
 }
 
 #[test]

@@ -195,3 +195,66 @@ impl Fleet {
         assert_eq!(v["refusals"][0]["gate"], "fleet-report", "{what}: {v:#}");
     }
 }
+
+/// What `kvcr merge` printed and its exit status.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// stdout as one JSON document.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", self.stdout, self.stderr))
+    }
+}
+
+/// `kvcr merge PATHS… --format FORMAT`.
+pub fn merge_paths(paths: &[PathBuf], format: &str) -> Run {
+    let out = kvcr()
+        .arg("merge")
+        .args(paths)
+        .args(["--format", format])
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Rejected (exit 1), `code` among the findings and in the headline.
+pub fn rejected_with(r: &Run, code: &str) -> Value {
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let v = r.json();
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    assert_eq!(v["exit_status"], 1);
+    assert!(
+        super::codes(&v).iter().any(|c| c == code),
+        "{code} missing: {:?}\n{v:#}",
+        super::codes(&v)
+    );
+    assert!(
+        v["groups"][0]["cause"].as_str().unwrap().contains(code),
+        "headline names {code}: {v:#}"
+    );
+    v
+}
+
+/// Refused whole (exit 2, nothing judged), the error naming the file and
+/// `what` (a field path or a reason).
+pub fn refused(r: &Run, file: &str, what: &str) {
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    // Nothing is judged: with --format json stdout carries only the
+    // kvcr.error/v1 document (docs/json.md), otherwise nothing.
+    if !r.stdout.is_empty() {
+        let v: Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+        assert_eq!(v["schema"], "kvcr.error/v1", "nothing judged: {}", r.stdout);
+        assert_eq!(v["exit_status"], 2);
+    }
+    assert!(r.stderr.contains(file), "names the file: {}", r.stderr);
+    assert!(r.stderr.contains(what), "names {what}: {}", r.stderr);
+}
