@@ -545,11 +545,12 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         &audit_options,
     )?;
     let probe = crate::audit::probe_node(inv.node_facts.as_deref()).map_err(Error::usage)?;
-    let req = crate::import::readiness::Request {
+    let req = crate::import::sequence::Gates {
         inventory: &inv,
         fleet_report: o.fleet_report.as_deref(),
         max_report_age_s: o.max_report_age_s,
         probe: probe.as_ref(),
+        progress: false,
     };
     match crate::import::readiness::gate(&req) {
         Ok(plan) => Document::of(&plan, crate::exit::OK),

@@ -33,6 +33,7 @@ pub mod print;
 pub mod readiness;
 pub mod ready;
 pub mod report;
+pub mod sequence;
 pub mod setup;
 pub mod signals;
 pub mod sim;

@@ -33,6 +33,7 @@ mod flag_beats_profile;
 mod fleet;
 mod fleet_gate_and_operator_files;
 mod format_refs;
+mod gate_parity;
 mod gpu_proof;
 mod group_and_merge_rules;
 mod handle_kind;

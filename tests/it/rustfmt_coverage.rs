@@ -40,7 +40,6 @@ const KNOWN: &[&str] = &[
     "src/derive.rs",
     "src/descriptor/canon.rs",
     "src/descriptor/parse.rs",
-    "src/import/command.rs",
     "src/import/cuda.rs",
     "src/import/gate.rs",
     "src/import/log.rs",
