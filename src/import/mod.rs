@@ -723,3 +723,5 @@ pub fn check_mapping(
 mod tests;
 #[cfg(test)]
 mod tests_memory;
+#[cfg(test)]
+mod tests_pidfd;

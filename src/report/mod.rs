@@ -192,3 +192,6 @@ mod tests {
         assert!(!quiet.progress && quiet.verbosity == Verbosity::Quiet);
     }
 }
+
+#[cfg(test)]
+mod tests_code_table;

@@ -672,3 +672,10 @@ fn judge_group(
         missing,
     }
 }
+
+#[cfg(test)]
+mod tests_check_status;
+#[cfg(test)]
+mod tests_flag_beats_profile;
+#[cfg(test)]
+mod tests_props;

@@ -2,7 +2,7 @@
 //! methods): the verdict, the staleness checks and the report's options
 //! record all ask it.
 
-use kvcr::internals::verdict::Expectations;
+use crate::verdict::Expectations;
 use kvcr::profile::Profile;
 use kvcr::rankset::RankSet;
 use uuid::Uuid;

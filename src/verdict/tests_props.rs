@@ -12,20 +12,18 @@
 //! Case counts are kept to seconds in `cargo test`; `KVCR_PROP_CASES=N`
 //! runs N cases per property instead (e.g. 20000 for a long run).
 
-use crate::util::testkit::{seal, to_bytes, Desc, INCARNATION_A, INCARNATION_B};
+use crate::testkit::{seal, to_bytes, Desc, INCARNATION_A, INCARNATION_B};
+use crate::verdict::{judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict};
 use kvcr::descriptor::json;
 use kvcr::descriptor::parse::{compute_digest, MAX_FINDINGS};
 use kvcr::descriptor::{canon, parse_descriptor};
 use kvcr::finding::Code;
-use kvcr::internals::verdict::{
-    judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict,
-};
 use kvcr::profile::parse_profile;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{json, Value};
 
-const NOW_MS: u64 = crate::util::testkit::CREATED_UNIX_MS + 60_000;
+const NOW_MS: u64 = crate::testkit::CREATED_UNIX_MS + 60_000;
 
 /// `KVCR_PROP_CASES` when set, else `default`.
 fn cases(default: u32) -> u32 {
@@ -555,7 +553,7 @@ proptest! {
             "model": {"name": "m", "revision": "r", "quantization": null},
             "geometry": {"num_layers": 80, "kv_heads_per_rank": 2, "head_size": 128, "block_size": 16,
                          "num_blocks": 1024, "dtype": "bfloat16", "use_mla": false},
-            "gpus": [crate::util::testkit::gpu(0, 0), crate::util::testkit::gpu(0, 1)],
+            "gpus": [crate::testkit::gpu(0, 0), crate::testkit::gpu(0, 1)],
             "incarnation": INCARNATION_A, "min_epoch": 1, "max_age_s": 3600
         });
         prop_assert!(parse_profile(&to_bytes(&v)).is_ok());
@@ -689,7 +687,7 @@ fn build(spec: &FileSpec) -> (Vec<u8>, u64) {
     let mut v = d.value();
     let mut name_rank = spec.rank;
     match spec.twist {
-        Twist::SameGpuAsRank0 => v["gpu_uuid"] = json!(crate::util::testkit::gpu(d.group, 0)),
+        Twist::SameGpuAsRank0 => v["gpu_uuid"] = json!(crate::testkit::gpu(d.group, 0)),
         Twist::Schema => v["tp"] = json!(0),
         Twist::Model => v["model"]["name"] = json!("other/model"),
         Twist::NameRank => name_rank = spec.rank + 1,
