@@ -71,6 +71,8 @@ extern crate self as kvcr;
 #[cfg(test)]
 #[path = "../tests/it/util/testkit.rs"]
 mod testkit;
+#[cfg(test)]
+mod tests_pipeline;
 
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).
@@ -124,6 +126,18 @@ fn parse_error(e: clap::Error) -> i32 {
 /// The command-line definition, for rendering man pages and completions.
 pub fn command() -> clap::Command {
     <cli::Cli as clap::CommandFactory>::command()
+}
+
+/// Terminal safety (docs/format.md §9.6): the rule by which kvcr escapes
+/// untrusted text (file names, descriptor strings, text read from reports)
+/// before it reaches a terminal, and the JSON writer every kvcr document goes
+/// through, which escapes the same characters as `\uXXXX`. A program that
+/// shows what kvcr shows (an engine logging a descriptor's `engine_id`, a
+/// dashboard printing a report) prints it the same way with these.
+#[deny(missing_docs)]
+pub mod display {
+    pub use crate::report::json::write as write_json;
+    pub use crate::text::{is_dangerous, terminal};
 }
 
 /// Not API: engine entry points for `tests/it`, `fuzz/`, `benches/` and

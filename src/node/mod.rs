@@ -227,3 +227,8 @@ pub fn now_unix_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests_notes;
+#[cfg(test)]
+mod tests_proc;

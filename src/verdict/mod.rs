@@ -678,4 +678,6 @@ mod tests_check_status;
 #[cfg(test)]
 mod tests_flag_beats_profile;
 #[cfg(test)]
+mod tests_live;
+#[cfg(test)]
 mod tests_props;
