@@ -118,8 +118,6 @@ pub mod consts {
 pub struct Status(pub i32);
 
 impl Status {
-    pub const SUCCESS: Status = Status(0);
-    pub const NOT_INITIALIZED: Status = Status(3);
     pub const STUB_LIBRARY: Status = Status(34);
     pub const NO_DEVICE: Status = Status(100);
 

@@ -241,8 +241,8 @@ fn execute_with_progress(
                 Event::RankStarted { rank, gpu, .. } => {
                     b.set_message(format!("rank {rank} → {gpu}"))
                 }
-                Event::AllocationDone { .. } => b.inc(1),
-                Event::RankDone { .. } => {}
+                Event::AllocationDone => b.inc(1),
+                Event::RankDone => {}
             }
         }
     };

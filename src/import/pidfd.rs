@@ -110,6 +110,7 @@ fn refused(call: &'static str, e: Errno) -> Option<PidfdError> {
 impl PidfdError {
     /// True when the kernel or sandbox refuses the calls themselves (tests
     /// skip on it).
+    #[cfg(test)]
     pub fn is_refused(&self) -> bool {
         matches!(self, PidfdError::Refused { .. })
     }

@@ -94,11 +94,6 @@ impl ProcFs {
         )
     }
 
-    /// How the root is named in messages.
-    pub fn label(&self) -> &str {
-        &self.label
-    }
-
     /// Why nothing from this root is trusted, or `None` when it is procfs.
     pub fn untrusted(&self) -> Option<&str> {
         self.root.as_ref().err().map(String::as_str)

@@ -82,6 +82,11 @@ pub const ROOT_ORDER: [Code; Code::ALL.len()] = {
     order
 };
 
+// The order is built at compile time, and building it fails unless the
+// table's root ranks are a permutation of all codes: this names it so that
+// every build, not only the tests' (src/report/tests_code_table.rs), checks.
+const _: [Code; Code::ALL.len()] = ROOT_ORDER;
+
 /// One rejecting finding the headline may name, and where it is.
 struct Candidate<'a> {
     finding: &'a Finding,

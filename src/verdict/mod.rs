@@ -156,6 +156,7 @@ pub enum CheckStatus {
 }
 
 impl CheckStatus {
+    #[cfg(test)]
     pub fn is_not_checked(&self) -> bool {
         matches!(self, CheckStatus::NotChecked(_))
     }
