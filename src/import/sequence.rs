@@ -66,6 +66,7 @@ pub struct Answer {
     /// A dry run's refusals so far, in the order of answers (empty for a
     /// real import and the readiness gate, which stop at the first).
     pub refusals: Vec<Refusal>,
+    /// How far the import may go.
     pub gated: Gated,
 }
 

@@ -240,8 +240,12 @@ fn library(cases: &[Case], facts: &Path, tmp: &Path) -> Vec<Value> {
 #[test]
 #[ignore = "the child process of the_library_gate_answers_what_the_dry_run_answers"]
 fn gate_child() {
-    let cases: Vec<Value> =
-        serde_json::from_str(&std::env::var(CASES_ENV).expect("run by the parent test")).unwrap();
+    // Run by hand (`--include-ignored`) it has no cases: nothing to answer.
+    let Ok(cases) = std::env::var(CASES_ENV) else {
+        eprintln!("gate_child answers the cases of its parent test; it has none");
+        return;
+    };
+    let cases: Vec<Value> = serde_json::from_str(&cases).unwrap();
     let mut out = Vec::new();
     for c in cases {
         let o = GateOptions {
