@@ -54,6 +54,7 @@ mod operator;
 mod packaging;
 mod parallel;
 mod prometheus;
+mod public_surface;
 mod race;
 mod rustfmt_coverage;
 mod units;
