@@ -13,7 +13,7 @@
 pub mod fleet;
 pub mod man;
 pub mod samples;
-pub mod testkit;
+pub use kvcr_testkit as testkit;
 
 use assert_cmd::Command;
 use serde_json::Value;
