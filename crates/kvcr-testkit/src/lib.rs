@@ -11,6 +11,12 @@
 //! returns plain data (strings, JSON values, bytes, paths), never a kvcr
 //! type: a kvcr value handed from here to a unit test would be a different
 //! type from the one the unit test names.
+//!
+//! [`json_oracle`] is the differential oracle of the hand-written JSON
+//! reader against serde_json (the `json` fuzz target and
+//! tests/it/json_oracle.rs).
+
+pub mod json_oracle;
 
 use serde_json::{json, Value};
 use std::path::Path;
