@@ -62,4 +62,5 @@ mod race;
 mod rustfmt_coverage;
 mod units;
 mod version;
+mod workspace_layout;
 mod writer;
