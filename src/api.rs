@@ -308,15 +308,14 @@ fn descriptor_error(text: &[u8], fallback: String) -> Error {
             field: Some(e.field),
         };
     }
-    let finding = out
-        .findings
-        .iter()
-        .find(|f| f.code != Code::KV008 && !f.message.starts_with("digest"));
+    let finding = out.findings.iter().find(|f| {
+        f.code != Code::KV008 && !crate::report::render(&f.message).starts_with("digest")
+    });
     match finding {
         Some(f) => Error::Descriptor {
             code: f.code,
             field: None,
-            message: f.message.clone(),
+            message: crate::report::render(&f.message),
         },
         None if fallback.contains("1 MiB") => Error::Descriptor {
             code: Code::KV004,

@@ -184,7 +184,7 @@ fn refuse_denied(root: &Path, cands: &[Candidate], files: &[FileVerdict]) -> Res
             "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, so there is no verdict",
             root.display(),
             f.path.as_deref().unwrap_or("."),
-            f.message,
+            crate::report::render(&f.message),
             if count > 1 {
                 format!(" (and {} more entries refused)", count - 1)
             } else {

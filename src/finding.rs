@@ -1,6 +1,7 @@
 //! Finding codes (docs/format.md §5): the stable vocabulary of every rejection and notice.
 
 use serde::Serialize;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Every finding code of docs/format.md §5, in table order: the
@@ -184,38 +185,198 @@ pub enum Subject {
     Access,
 }
 
+/// A finding's message: its text and the typed quantities in it (an age, a
+/// maximum age, a moment). The core carries the numbers and the printers
+/// format them: `report::render` is the one function that turns a message
+/// into text, so the table, the JSON document, the headline, Prometheus,
+/// `merge` and the import report all say the same. There is no `Display`
+/// on purpose, so the core cannot format one; tests of the core read the
+/// numbers from [`Message::parts`].
+///
+/// Adjacent text is kept as one part: a message without quantities is one
+/// [`Part::Text`] (or none when empty), which [`Message::as_text`] returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Message {
+    parts: Vec<Part>,
+}
+
+/// One piece of a [`Message`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Part {
+    /// Text, printed as it is (escaped for a terminal by the printer).
+    Text(Cow<'static, str>),
+    /// A length of time in milliseconds, printed coarse for operators
+    /// (`850ms`, `5m 2s`, `3d 4h`).
+    DurationMs(u64),
+    /// A moment in Unix milliseconds, printed as UTC
+    /// (`2025-11-30 07:10:25 UTC`).
+    UnixMs(u64),
+}
+
+impl Message {
+    /// An empty message.
+    pub fn new() -> Message {
+        Message::default()
+    }
+
+    /// Appends text.
+    pub fn text(mut self, s: impl Into<Cow<'static, str>>) -> Message {
+        self.push_text(s.into());
+        self
+    }
+
+    /// Appends a length of time in milliseconds ([`Part::DurationMs`]).
+    pub fn duration_ms(mut self, ms: u64) -> Message {
+        self.parts.push(Part::DurationMs(ms));
+        self
+    }
+
+    /// Appends a moment in Unix milliseconds ([`Part::UnixMs`]).
+    pub fn unix_ms(mut self, ms: u64) -> Message {
+        self.parts.push(Part::UnixMs(ms));
+        self
+    }
+
+    /// Appends the parts of `other`.
+    pub fn then(mut self, other: Message) -> Message {
+        for p in other.parts {
+            match p {
+                Part::Text(t) => self.push_text(t),
+                p => self.parts.push(p),
+            }
+        }
+        self
+    }
+
+    /// Appends text in place.
+    pub fn push_str(&mut self, s: &str) {
+        self.push_text(Cow::Owned(s.to_string()));
+    }
+
+    /// Puts text before the message.
+    pub fn prepend(&mut self, s: &str) {
+        match self.parts.first_mut() {
+            Some(Part::Text(t)) => t.to_mut().insert_str(0, s),
+            _ if s.is_empty() => {}
+            _ => self.parts.insert(0, Part::Text(Cow::Owned(s.to_string()))),
+        }
+    }
+
+    fn push_text(&mut self, s: Cow<'static, str>) {
+        if s.is_empty() {
+            return;
+        }
+        match self.parts.last_mut() {
+            Some(Part::Text(t)) => t.to_mut().push_str(&s),
+            _ => self.parts.push(Part::Text(s)),
+        }
+    }
+
+    /// The parts, in order.
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+
+    /// The message when it holds text only (`""` when empty); `None` when
+    /// it carries a quantity, which only a printer may turn into text.
+    pub fn as_text(&self) -> Option<&str> {
+        match self.parts.as_slice() {
+            [] => Some(""),
+            [Part::Text(t)] => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Whether one of the text parts contains `needle` (a quantity is not
+    /// text and never matches).
+    pub fn contains(&self, needle: &str) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::Text(t) if t.contains(needle)))
+    }
+
+    /// Whether the message begins with the text `prefix`.
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        match self.parts.first() {
+            Some(Part::Text(t)) => t.starts_with(prefix),
+            _ => prefix.is_empty(),
+        }
+    }
+
+    /// The lengths of time the message carries, in order (milliseconds).
+    pub fn durations_ms(&self) -> Vec<u64> {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::DurationMs(ms) => Some(*ms),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl From<String> for Message {
+    fn from(s: String) -> Message {
+        Message::new().text(s)
+    }
+}
+
+impl From<&'static str> for Message {
+    fn from(s: &'static str) -> Message {
+        Message::new().text(s)
+    }
+}
+
+impl From<Cow<'static, str>> for Message {
+    fn from(s: Cow<'static, str>) -> Message {
+        Message::new().text(s)
+    }
+}
+
+/// A message equals a string when it is that text and carries no quantity.
+impl PartialEq<str> for Message {
+    fn eq(&self, other: &str) -> bool {
+        self.as_text() == Some(other)
+    }
+}
+
+impl PartialEq<&str> for Message {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_text() == Some(*other)
+    }
+}
+
+impl PartialEq<String> for Message {
+    fn eq(&self, other: &String) -> bool {
+        self.as_text() == Some(other.as_str())
+    }
+}
+
 /// One finding. `path` is relative to the resolved root; `expected`/`found`
 /// are set wherever the finding compares two values.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
     pub code: Code,
     pub name: &'static str,
     pub severity: Severity,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Rendered to text by the printers only ([`Message`]).
+    pub message: Message,
     pub path: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub expected: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub found: Option<String>,
     /// `false` only for a problem of a descriptor outside the group's
     /// current incarnation (docs/format.md §10.1): listed as a notice, never
     /// counted against the group. Written as `"counted": false`; absent
     /// (true) everywhere else.
-    #[serde(skip_serializing_if = "is_true")]
     pub counted: bool,
     /// Not printed: chooses the headline's action ([`Subject`]).
-    #[serde(skip)]
     pub subject: Subject,
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
 }
 
 impl Finding {
     /// A rejecting finding.
-    pub fn reject(code: Code, message: impl Into<String>) -> Self {
+    pub fn reject(code: Code, message: impl Into<Message>) -> Self {
         Finding {
             code,
             name: code.name(),
@@ -230,7 +391,7 @@ impl Finding {
     }
 
     /// A notice: reported, never decides a verdict.
-    pub fn notice(code: Code, message: impl Into<String>) -> Self {
+    pub fn notice(code: Code, message: impl Into<Message>) -> Self {
         Finding {
             severity: Severity::Notice,
             ..Finding::reject(code, message)

@@ -85,7 +85,7 @@ fn finding(name: &str, f: NodeFinding, place: Place) -> Finding {
         code,
         name: code.name(),
         severity,
-        message,
+        message: message.into(),
         path: f.path,
         expected: f.expected,
         found: f.found,

@@ -842,7 +842,11 @@ pub(crate) mod tests {
         v["allocations"][2]["handle"]["fd"] = json!(3);
         let out = parse_v(v);
         assert!(out.descriptor.is_none());
-        let msgs: Vec<&str> = out.findings.iter().map(|f| f.message.as_str()).collect();
+        let msgs: Vec<&str> = out
+            .findings
+            .iter()
+            .map(|f| f.message.as_text().unwrap())
+            .collect();
         assert_eq!(
             msgs,
             [
@@ -1281,7 +1285,11 @@ pub(crate) mod tests {
         let out = parse_descriptor(bytes);
         assert!(out.descriptor.is_none());
         assert_eq!(out.ident, Ident::default());
-        only(&out, Code::KV006).message.clone()
+        only(&out, Code::KV006)
+            .message
+            .as_text()
+            .unwrap()
+            .to_string()
     }
 
     #[test]

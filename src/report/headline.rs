@@ -255,7 +255,7 @@ pub fn run_cause(j: &Judgement) -> String {
         return format!(
             "rejected: no descriptor any group could claim; {}: {}{}",
             f.path,
-            x.map(|x| format!("{} ({})", x.message, x.code))
+            x.map(|x| format!("{} ({})", super::render(&x.message), x.code))
                 .unwrap_or_default(),
             if bad_files.len() > 1 {
                 format!("; and {} more rejecting files", bad_files.len() - 1)
@@ -365,24 +365,24 @@ fn headline(
     let mut cause = match (root.rank, root.file) {
         (Some(r), Some(path)) => format!(
             "rank {r} has no usable descriptor: {path}: {} ({})",
-            f.message, f.code
+            super::render(&f.message), f.code
         ),
         // The full path is in the files list; a long one would not wrap.
         (None, Some(path)) => match path.rsplit_once('/') {
             None => format!(
                 "{path}: {} ({}); no group claims the file, so it may be this group's",
-                f.message, f.code
+                super::render(&f.message), f.code
             ),
             Some((_, name)) => format!(
                 "…/{name}: {} ({}); no group claims the file (its path is in the files list), so it may be this group's",
-                f.message, f.code
+                super::render(&f.message), f.code
             ),
         },
         (Some(r), None) => match f.path.as_deref() {
-            Some(p) => format!("rank {r} ({p}): {} ({})", f.message, f.code),
-            None => format!("rank {r}: {} ({})", f.message, f.code),
+            Some(p) => format!("rank {r} ({p}): {} ({})", super::render(&f.message), f.code),
+            None => format!("rank {r}: {} ({})", super::render(&f.message), f.code),
         },
-        _ => format!("{} ({})", f.message, f.code),
+        _ => format!("{} ({})", super::render(&f.message), f.code),
     };
     if !explained.is_empty() {
         let list: Vec<&str> = explained.iter().map(|c| c.as_str()).collect();

@@ -337,7 +337,7 @@ impl Finding {
                 crate::finding::Severity::Reject => Severity::Reject,
                 crate::finding::Severity::Notice => Severity::Notice,
             },
-            message: f.message.clone(),
+            message: super::render(&f.message),
             path: f.path.clone(),
             expected: f.expected.clone(),
             found: f.found.clone(),

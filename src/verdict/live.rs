@@ -318,7 +318,7 @@ mod tests {
         let r0: Vec<(&str, &str)> = j.groups[0].ranks[0]
             .findings
             .iter()
-            .map(|f| (f.code.as_str(), f.message.as_str()))
+            .map(|f| (f.code.as_str(), f.message.as_text().unwrap()))
             .collect();
         // hostname, boot_id, owner (process 4242 was never probed); the writer is quiesced.
         assert_eq!(r0.len(), 4, "{r0:?}");

@@ -178,14 +178,13 @@ impl Serialize for CheckStatus {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct RankVerdict {
     /// The rank slot (from the file name); `None` when the name's rank does
     /// not fit in 64 bits.
     pub rank: Option<u64>,
     pub path: String,
     /// Raw path bytes: the identity the import plan looks descriptors up by.
-    #[serde(skip)]
     pub raw_path: Vec<u8>,
     pub gpu_uuid: Option<String>,
     pub verdict: Verdict,
@@ -193,7 +192,6 @@ pub struct RankVerdict {
     /// Live facts that could not be read for this rank; never a mismatch.
     pub not_checked: Vec<String>,
     /// `kvcr merge` only: the per-node report this rank came from.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<String>,
     pub incarnation: Option<Uuid>,
     pub epoch: Option<u64>,
@@ -202,11 +200,10 @@ pub struct RankVerdict {
     /// `now - created_unix_ms` at the audit; `None` when dated in the future.
     pub age_ms: Option<u64>,
     pub owner_pid: Option<i32>,
-    #[serde(skip)]
     pub checks: Vec<Check>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct GroupVerdict {
     pub engine_id: String,
     pub incarnation: Option<Uuid>,
@@ -233,12 +230,11 @@ pub struct GroupVerdict {
     pub findings: Vec<Finding>,
     pub ranks: Vec<RankVerdict>,
     /// Ranks 0..world_size-1 with no current descriptor, as inclusive runs.
-    #[serde(skip)]
     pub missing: Vec<(u64, u64)>,
 }
 
 /// A file that could not be attributed to a group, with its findings.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct FileVerdict {
     pub path: String,
     pub findings: Vec<Finding>,
@@ -630,7 +626,7 @@ fn judge_group(
         .flat_map(|c| c.findings)
         .map(|mut f| {
             f.severity = crate::finding::Severity::Notice;
-            f.message = format!("{NOT_COUNTED} {}", f.message);
+            f.message.prepend(&format!("{NOT_COUNTED} "));
             f.counted = false;
             f
         })

@@ -51,7 +51,6 @@ const KNOWN: &[&str] = &[
     "src/verdict/across.rs",
     "src/verdict/consistency.rs",
     "src/verdict/handles.rs",
-    "src/verdict/incarnation.rs",
     "src/verdict/live.rs",
     "src/verdict/mod.rs",
     "tests/it/api.rs",
