@@ -166,6 +166,7 @@ pub mod internals {
     }
     pub mod report {
         pub use crate::report::json::write as write_json;
+        pub use crate::report::render;
         pub use crate::text::{is_dangerous, terminal};
         pub mod explain {
             pub use crate::report::explain::{action, explain};
