@@ -429,3 +429,85 @@ impl Finding {
         self.severity == Severity::Reject
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Message, Part};
+
+    #[test]
+    fn adjacent_text_is_one_part_and_quantities_stay_numbers() {
+        let m = Message::from("sealed ")
+            .text("")
+            .duration_ms(61_000)
+            .text(" ago")
+            .text(String::from(", older than "))
+            .duration_ms(60_000);
+        assert_eq!(
+            m.parts(),
+            [
+                Part::Text("sealed ".into()),
+                Part::DurationMs(61_000),
+                Part::Text(" ago, older than ".into()),
+                Part::DurationMs(60_000),
+            ]
+        );
+        assert_eq!(m.durations_ms(), [61_000, 60_000]);
+        assert_eq!(m.as_text(), None);
+        // A message with a quantity never equals a string, whatever a
+        // printer would make of it.
+        assert!(m != "sealed 1m 1s ago, older than 1m 0s");
+        assert!(m.starts_with("sealed "));
+        assert!(m.contains(" ago, older"));
+        // A quantity is not text: no match across it.
+        assert!(!m.contains("sealed 61"));
+        assert!(!m.contains("sealed  ago"));
+    }
+
+    #[test]
+    fn text_only_messages_compare_as_their_text() {
+        assert_eq!(Message::new().as_text(), Some(""));
+        assert!(Message::new() == "");
+        let m = Message::from("a").then(Message::from("b")).text("c");
+        assert_eq!(m.parts().len(), 1);
+        let abc = String::from("abc");
+        assert!(m == "abc" && m == abc);
+        let mut m = Message::from(String::from("owner pid 7 is gone"));
+        m.push_str(" (and 2 more)");
+        m.prepend("(not counted) ");
+        assert_eq!(
+            m.as_text(),
+            Some("(not counted) owner pid 7 is gone (and 2 more)")
+        );
+    }
+
+    #[test]
+    fn prepend_and_then_keep_the_quantities() {
+        let mut m = Message::new().duration_ms(5).text(" late");
+        assert!(!m.starts_with("late"));
+        assert!(m.starts_with(""));
+        m.prepend("");
+        assert_eq!(m.parts().len(), 2);
+        m.prepend("(not counted) ");
+        assert_eq!(
+            m.parts(),
+            [
+                Part::Text("(not counted) ".into()),
+                Part::DurationMs(5),
+                Part::Text(" late".into()),
+            ]
+        );
+        let joined = Message::from("x ").then(m).unix_ms(9).then(Message::new());
+        assert_eq!(
+            joined.parts(),
+            [
+                Part::Text("x (not counted) ".into()),
+                Part::DurationMs(5),
+                Part::Text(" late".into()),
+                Part::UnixMs(9),
+            ]
+        );
+        let mut empty = Message::new();
+        empty.prepend("now");
+        assert_eq!(empty.as_text(), Some("now"));
+    }
+}

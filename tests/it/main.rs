@@ -60,6 +60,7 @@ mod prometheus;
 mod props;
 mod race;
 mod rustfmt_coverage;
+mod typed_messages;
 mod units;
 mod version;
 mod workspace_layout;
