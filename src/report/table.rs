@@ -577,7 +577,8 @@ pub fn write(
         _ => String::new(),
     };
     let line = format!(
-        "{} group{}: {} accepted, {} rejected · {} descriptor{} · {} file{} rejected · {} notice{}{facts} · exit {status}",
+        "{} group{}: {} accepted, {} rejected · {} descriptor{} · {} file{} rejected · {} \
+         notice{}{facts} · exit {status}",
         s.groups,
         if s.groups == 1 { "" } else { "s" },
         s.accepted,
