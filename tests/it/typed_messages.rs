@@ -293,6 +293,22 @@ fn every_printer_writes_the_same_age() {
     let mut m = Vec::new();
     messages(&v["audit"], &mut m);
     assert_eq!(m, [STALE, STALE], "{v:#}");
+    // The import report as text: the audit's cause.
+    let out = kvcr()
+        .args(["import", "--dry-run", "--max-age", "60"])
+        .arg(&inv)
+        .env(
+            "KVCR_NODE_FACTS",
+            crate::util::repo().join("fixtures/live/node-match.json"),
+        )
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(STALE), "{text}");
 }
 
 #[test]
