@@ -28,8 +28,7 @@
 //!   everything in reverse. Exit 0 when the import was clean, every
 //!   allocation FILE lists was verified, and nothing remains held.
 
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use cudarc::driver::sys;
 use serde_json::json;

@@ -67,15 +67,14 @@ pub mod writer;
 
 pub use version::VERSION;
 
-// The test builders are dev-only (tests/it/util/testkit.rs); the unit tests
-// include the same file, which names this crate `kvcr`.
+// The test builders are the dev-only crate crates/kvcr-testkit (a
+// dev-dependency); the unit tests name it `crate::testkit`.
 #[cfg(test)]
-extern crate self as kvcr;
-#[cfg(test)]
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 #[cfg(test)]
 mod tests_pipeline;
+#[cfg(test)]
+mod tests_typed_messages;
 
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).

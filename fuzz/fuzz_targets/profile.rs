@@ -10,8 +10,7 @@
 //! order of the files.
 #![no_main]
 
-#[path = "../../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use kvcr::api::{AuditOptions, Profile};
 use kvcr::descriptor::parse_descriptor;

@@ -5,6 +5,7 @@
 //! node (the fake probe); and the real probe on this machine. The command's
 //! end (`KVCR_NODE_FACTS`, `--live` on this node) is tests/it/live.rs.
 
+use crate::finding::Message;
 use crate::node::{self, Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};
 use crate::testkit::{self, seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
 use crate::verdict::{self, Context, Expectations, Judgement, Verdict};
@@ -19,8 +20,8 @@ const OWNER_TICKS: u64 = 123456;
 const WRITER: i32 = 4100;
 const WRITER_TICKS: u64 = 120000;
 
-fn gpu(rank: u64) -> kvcr::descriptor::GpuUuid {
-    kvcr::descriptor::GpuUuid::parse(&testkit::gpu(0, rank)).unwrap()
+fn gpu(rank: u64) -> crate::descriptor::GpuUuid {
+    crate::descriptor::GpuUuid::parse(&testkit::gpu(0, rank)).unwrap()
 }
 
 /// The node the testkit descriptors were written on: owner alive, writer
@@ -98,7 +99,7 @@ fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
 }
 
 /// Every (rank, code, message) of the only group.
-fn codes(j: &Judgement) -> Vec<(Option<u64>, String, String)> {
+fn codes(j: &Judgement) -> Vec<(Option<u64>, String, Message)> {
     assert_eq!(j.groups.len(), 1, "{:#?}", j.groups);
     j.groups[0]
         .ranks
@@ -310,8 +311,8 @@ fn gpu_present() {
         unreachable!()
     };
     g.visible = (0..2)
-        .map(|r| kvcr::descriptor::GpuUuid {
-            kind: kvcr::descriptor::GpuKind::Mig,
+        .map(|r| crate::descriptor::GpuUuid {
+            kind: crate::descriptor::GpuKind::Mig,
             ..gpu(r)
         })
         .collect();
@@ -357,7 +358,7 @@ fn gpu_on_node_but_not_visible_is_kv106_and_says_so() {
     assert!(
         c[0].2
             .contains("on this node but not visible to this process"),
-        "{}",
+        "{:?}",
         c[0].2
     );
     // Without the node's full list it cannot tell which.
@@ -369,7 +370,7 @@ fn gpu_on_node_but_not_visible_is_kv106_and_says_so() {
     assert!(
         c[0].2
             .contains("not visible to this process (per cuda driver)"),
-        "{}",
+        "{:?}",
         c[0].2
     );
     assert!(c[0].2.contains("cannot be told"));

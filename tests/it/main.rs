@@ -57,6 +57,8 @@ mod prometheus;
 mod public_surface;
 mod race;
 mod rustfmt_coverage;
+mod typed_messages;
 mod units;
 mod version;
+mod workspace_layout;
 mod writer;
