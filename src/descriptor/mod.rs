@@ -437,10 +437,11 @@ pub struct Descriptor {
     pub geometry: Geometry,
     pub owner: Owner,
     pub writer: Writer,
-    /// The allocations with their handles. Empty when the descriptor was
+    /// The allocations with their handles; `None` when the descriptor was
     /// parsed without them ([`parse_descriptor_with`], as `kvcr audit`
-    /// does); [`Descriptor::alloc_summary`] is always complete.
-    pub allocations: Vec<Allocation>,
+    /// does; a descriptor always has at least one). [`Descriptor::alloc_summary`]
+    /// is always complete.
+    pub allocations: Option<Vec<Allocation>>,
     /// Computed from every allocation at parse time.
     pub alloc_summary: AllocSummary,
     pub created_unix_ms: u64,

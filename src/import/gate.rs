@@ -310,7 +310,14 @@ fn every_rank_once(
         }
         *seen.entry(n).or_default() += 1;
     }
-    let ws = g.world_size.unwrap_or(0);
+    // Without a world size here no rank is "missing": refuse as
+    // `same_lifetime` would, instead of calling every rank out of range.
+    let Some(ws) = g.world_size else {
+        return Err(format!(
+            "--fleet-report {name} accepted group {engine} with world_size {}, this node holds world_size none",
+            group.world_size.map_or("none".into(), |w| w.to_string())
+        ));
+    };
     let missing: Vec<u64> = (0..ws).filter(|r| !seen.contains_key(r)).collect();
     let odd: Vec<u64> = seen
         .iter()
@@ -566,7 +573,8 @@ fn judge_report_data(
     // Inputs: each names a host, no two the same host (ASCII case-insensitive).
     let mut hosts: Vec<String> = Vec::new();
     let mut names: Vec<&str> = Vec::new();
-    let mut newest_input = 0u64;
+    // The newest input's time; `None` while no input names one.
+    let mut newest_input: Option<u64> = None;
     for i in inputs {
         let host = i.host.as_deref().filter(|h| !h.is_empty()).ok_or_else(|| {
             format!(
@@ -589,11 +597,11 @@ fn judge_report_data(
             ));
         }
         names.push(&i.report);
-        newest_input = newest_input.max(i.generated_unix_ms.unwrap_or(0));
+        newest_input = newest_input.max(i.generated_unix_ms);
     }
     // The report itself: written after its inputs, not from the future.
     let t = v.generated_unix_ms;
-    if t > now_ms.saturating_add(FUTURE_SLACK_MS) || t < newest_input {
+    if t > now_ms.saturating_add(FUTURE_SLACK_MS) || newest_input.is_some_and(|n| t < n) {
         return Err(format!(
             "--fleet-report {name} is dated {t}, which is in the future or before its own inputs"
         ));

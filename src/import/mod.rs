@@ -143,11 +143,11 @@ pub struct Mapped {
     pub base: u64,
     /// Size of that range.
     pub size: u64,
-    /// The device the rank's first byte resides on (-1: not asked, the
+    /// The device the rank's first byte resides on (`None`: not asked, the
     /// range does not reach it).
-    pub device: i32,
-    /// The device the rank's last byte resides on (-1: not asked).
-    pub end_device: i32,
+    pub device: Option<i32>,
+    /// The device the rank's last byte resides on (`None`: not asked).
+    pub end_device: Option<i32>,
 }
 
 /// What the driver or the kernel says an allocation's memory is, so that
@@ -707,12 +707,22 @@ pub fn check_mapping(
         .into());
     }
     for (which, d) in [("first", m.device), ("last", m.end_device)] {
-        if d != dev.0 {
-            return Err(format!(
-                "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
-                dev.0
-            )
-            .into());
+        match d {
+            Some(d) if d == dev.0 => {}
+            Some(d) => {
+                return Err(format!(
+                    "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
+                    dev.0
+                )
+                .into())
+            }
+            // The backend did not ask although the range covers the bytes.
+            None => {
+                return Err(format!(
+                    "internal: the device of the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) was not asked of the driver"
+                )
+                .into())
+            }
         }
     }
     Ok(())

@@ -93,9 +93,11 @@ impl Plan {
             let d = descriptors
                 .get(&rv.raw_path)
                 .ok_or_else(|| PlanError::NotKept(rv.path.clone()))?;
-            if d.allocations.is_empty() || d.allocations.len() != d.alloc_summary.count {
-                return Err(PlanError::NoAllocations(rv.path.clone()));
-            }
+            // Kept, and every one of them (the summary counts them all).
+            let allocations = match &d.allocations {
+                Some(a) if a.len() == d.alloc_summary.count => a.clone(),
+                _ => return Err(PlanError::NoAllocations(rv.path.clone())),
+            };
             if Some(d.rank) != rv.rank || d.engine_id != g.engine_id {
                 return Err(PlanError::WrongRank {
                     path: rv.path.clone(),
@@ -108,7 +110,7 @@ impl Plan {
                 gpu: d.gpu_uuid,
                 path: rv.path.clone(),
                 owner: d.owner,
-                allocations: d.allocations.clone(),
+                allocations,
             });
         }
         let planned: Vec<u64> = ranks.iter().map(|r| r.rank).collect();

@@ -379,8 +379,8 @@ fn mapping_checks() {
     let at = |base, size, device| Mapped {
         base,
         size,
-        device,
-        end_device: device,
+        device: Some(device),
+        end_device: Some(device),
     };
     assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0, 0x2000).is_ok());
     assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0, 0x2001).is_err());
@@ -391,11 +391,21 @@ fn mapping_checks() {
     assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), u64::MAX, u64::MAX).is_err());
     // The last byte on another device fails even when the first is right.
     let split = Mapped {
-        end_device: 2,
+        end_device: Some(2),
         ..at(0x1000, 0x2000, 1)
     };
     let e = check_mapping(&m, &split, Device(1), 0, 0x2000).unwrap_err();
     assert!(e.message.contains("last byte"), "{e}");
+    // A device not asked is never taken for the planned one (it was -1).
+    let unasked = Mapped {
+        end_device: None,
+        ..at(0x1000, 0x2000, 1)
+    };
+    let e = check_mapping(&m, &unasked, Device(1), 0, 0x2000).unwrap_err();
+    assert!(
+        e.message.contains("last byte") && e.message.contains("not asked"),
+        "{e}"
+    );
     // An IPC pointer inside a larger range: covered from the pointer on.
     let ipc = Resource::IpcMapping {
         device: 0,

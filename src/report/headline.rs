@@ -475,7 +475,8 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
         // group does not have: nothing in the files is wrong.
         Code::KV101 if f.subject == Subject::Request => format!(
             "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); this inventory holds ranks {}",
-            g.world_size.unwrap_or(0),
+            g.world_size
+                .map_or_else(|| "(not known)".to_string(), |ws| ws.to_string()),
             if present.is_empty() {
                 "none".to_string()
             } else {
@@ -524,7 +525,9 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
 }
 
 fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
-    let ws = g.world_size.unwrap_or(0);
+    // Both judges accept a group only with a world size; a verdict built
+    // without one still never claims "0 ranks".
+    let ws = g.world_size;
     let unchecked = not_checked(g);
     let checked = if !inv.live {
         "; offline: node not checked".to_string()
@@ -535,7 +538,8 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
     };
     if let Some(inputs) = &inv.merged {
         let cause = format!(
-            "all {ws} ranks present once across {}, accepted and consistent{}",
+            "all {}ranks present once across {}, accepted and consistent{}",
+            ws.map_or_else(String::new, |ws| format!("{ws} ")),
             plural(inputs.len(), "report", "reports"),
             if inv.live {
                 "; every input live"
@@ -648,7 +652,8 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         let audit = command("audit", true, root, &g.engine_id, &inv.flags);
         return (
             format!(
-                "local part accepted: ranks {l} of {ws} present, current and consistent{checked}; the other ranks are expected on other nodes"
+                "local part accepted: ranks {l}{} present, current and consistent{checked}; the other ranks are expected on other nodes",
+                ws.map_or_else(String::new, |ws| format!(" of {ws}"))
             ),
             format!(
                 "write this node's report ({audit} --format json > \"$(hostname).json\") and judge the whole group with kvcr merge over every node's report"
@@ -657,7 +662,10 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
     }
     let cause = format!(
         "all {} present, current and consistent{checked}",
-        plural(ws as usize, "rank", "ranks")
+        ws.map_or_else(
+            || "ranks".to_string(),
+            |ws| plural(ws as usize, "rank", "ranks")
+        )
     );
     let import = format!(
         "{}{}",

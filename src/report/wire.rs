@@ -505,12 +505,18 @@ impl Report {
                     c.uint_value(&p.key("created_unix_ms"), t, 0, I63_MAX);
                 }
                 if let Some(pid) = r.owner_pid {
-                    c.uint_value(
-                        &p.key("owner_pid"),
-                        u64::try_from(pid).unwrap_or(0),
-                        1,
-                        i32::MAX as u64,
-                    );
+                    // A negative pid is shown as written, never as 0.
+                    match u64::try_from(pid) {
+                        Ok(v) => {
+                            c.uint_value(&p.key("owner_pid"), v, 1, i32::MAX as u64);
+                        }
+                        Err(_) => c.fail(
+                            &p.key("owner_pid"),
+                            "out of range",
+                            format!("integer 1..={}", i32::MAX),
+                            pid.to_string(),
+                        ),
+                    }
                 }
             }
         }

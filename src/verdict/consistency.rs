@@ -35,17 +35,14 @@ pub(crate) struct Reference {
 pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
     let lowest = |clean: bool| {
         rows.iter()
-            .filter(|r| r.desc().is_some() && (!clean || r.is_clean()))
-            .min_by(|a, b| {
+            .enumerate()
+            .filter(|(_, r)| r.desc().is_some() && (!clean || r.is_clean()))
+            .min_by(|(_, a), (_, b)| {
                 let (da, db) = (a.desc().map(|d| d.rank), b.desc().map(|d| d.rank));
                 da.cmp(&db).then_with(|| a.raw_path().cmp(b.raw_path()))
             })
     };
-    let best_row = lowest(true).or_else(|| lowest(false))?;
-    let row = rows
-        .iter()
-        .position(|r| std::ptr::eq(r, best_row))
-        .unwrap_or(0);
+    let (row, best_row) = lowest(true).or_else(|| lowest(false))?;
     let best = best_row.desc()?;
     Some(Reference {
         row,

@@ -199,9 +199,15 @@ pub(crate) fn strict(row: &mut Row) {
 /// memory, so a descriptor carrying them must not be readable by group or
 /// others.
 fn handle_exposure(row: &mut Row, d: &Descriptor) {
-    let exposed = row.cand.mode & 0o044 != 0;
-    let carries = d.carries_handle_bytes();
-    if exposed && carries {
+    if !d.carries_handle_bytes() {
+        row.check("handle-exposure", true);
+        return;
+    }
+    let Some(mode) = row.cand.mode else {
+        skipped(row, "handle-exposure", "the file's mode is not known");
+        return;
+    };
+    if mode & 0o044 != 0 {
         row.check("handle-exposure", false);
         row.reject(
             Finding::reject(
@@ -210,7 +216,7 @@ fn handle_exposure(row: &mut Row, d: &Descriptor) {
             )
             .values(
                 "not readable by group/others (mode 0600 or stricter)",
-                format!("mode {:04o}", row.cand.mode & 0o7777),
+                format!("mode {:04o}", mode & 0o7777),
             ),
         );
     } else {
@@ -227,7 +233,7 @@ mod tests {
     use std::collections::BTreeMap;
     use uuid::Uuid;
 
-    fn group(mode: u32, edit: impl Fn(&mut Desc)) -> Vec<Candidate> {
+    fn group(mode: Option<u32>, edit: impl Fn(&mut Desc)) -> Vec<Candidate> {
         (0..2)
             .map(|rank| {
                 let mut d = Desc::new("unit", rank, 2, 1);
@@ -297,7 +303,7 @@ mod tests {
     #[test]
     fn strict_turns_every_fact_not_checked_into_a_rejection() {
         let unknown = NodeFacts::unknown("unreadable (test)");
-        let j = run(group(0o600, |_| {}), &unknown);
+        let j = run(group(Some(0o600), |_| {}), &unknown);
         assert_eq!(
             j.groups[0].verdict,
             Verdict::Accept,
@@ -313,7 +319,7 @@ mod tests {
             node: Some(&unknown),
             expect: &expect,
         };
-        let j = judge(group(0o600, |_| {}), Vec::new(), &ctx);
+        let j = judge(group(Some(0o600), |_| {}), Vec::new(), &ctx);
         assert_eq!(j.groups[0].verdict, Verdict::Reject);
         let r0: Vec<(&str, &str)> = j.groups[0].ranks[0]
             .findings
@@ -339,7 +345,7 @@ mod tests {
 
     #[test]
     fn matching_node_accepts() {
-        let j = run(group(0o600, |_| {}), &node());
+        let j = run(group(Some(0o600), |_| {}), &node());
         assert_eq!(j.groups[0].verdict, Verdict::Accept, "{:?}", codes(&j));
     }
 
@@ -350,7 +356,7 @@ mod tests {
         n.boot_id = Fact::Known(Uuid::from_u128(7));
         n.processes.clear();
         n.gpus = Fact::Known(Gpus::default());
-        let j = run(group(0o600, |_| {}), &n);
+        let j = run(group(Some(0o600), |_| {}), &n);
         assert_eq!(codes(&j), ["KV110", "KV110"]);
         for c in ["boot_id", "owner", "writer", "gpu-present"] {
             assert!(status(&j, c).starts_with("skipped"), "{c}");
@@ -363,7 +369,7 @@ mod tests {
         n.boot_id = Fact::Known(Uuid::from_u128(7));
         // A new process with the owner's and the writer's pid and start time.
         n.processes.insert(4100, Fact::Known(Some(120000)));
-        let j = run(group(0o600, |_| {}), &n);
+        let j = run(group(Some(0o600), |_| {}), &n);
         assert_eq!(codes(&j), ["KV108", "KV108"]);
         assert!(status(&j, "owner").starts_with("skipped"));
     }
@@ -382,9 +388,9 @@ mod tests {
                 ..*u
             })
             .collect();
-        let j = run(group(0o644, |d| d.handle_kind = "posix_fd"), &n);
+        let j = run(group(Some(0o644), |d| d.handle_kind = "posix_fd"), &n);
         assert_eq!(j.groups[0].verdict, Verdict::Accept, "{:?}", codes(&j));
-        let j = run(group(0o644, |_| {}), &n);
+        let j = run(group(Some(0o644), |_| {}), &n);
         assert_eq!(codes(&j), ["KV003", "KV003"]);
     }
 
@@ -398,7 +404,7 @@ mod tests {
         let rank1 = crate::descriptor::GpuUuid::parse(&testkit::gpu(0, 1)).unwrap();
         g.visible.remove(&rank1);
         g.unreadable = vec!["device 1: cuDeviceGetUuid_v2 failed: CUDA error 919".into()];
-        let j = run(group(0o600, |_| {}), &n);
+        let j = run(group(Some(0o600), |_| {}), &n);
         assert!(codes(&j).is_empty(), "{:?}", codes(&j));
         let r1 = &j.groups[0].ranks[1];
         let c = r1.checks.iter().find(|c| c.name == "gpu-present").unwrap();
@@ -415,6 +421,6 @@ mod tests {
             unreachable!()
         };
         g.unreadable.clear();
-        assert_eq!(codes(&run(group(0o600, |_| {}), &n)), ["KV106"]);
+        assert_eq!(codes(&run(group(Some(0o600), |_| {}), &n)), ["KV106"]);
     }
 }

@@ -41,8 +41,9 @@ pub struct Candidate {
     pub raw_path: Vec<u8>,
     /// R of `rank-<R>.json`.
     pub name_rank: Option<u64>,
-    /// st_mode of the file, for the live capability-exposure check.
-    pub mode: u32,
+    /// st_mode of the file, for the live capability-exposure check; `None`
+    /// when it is not known (that check is then skipped, never passed).
+    pub mode: Option<u32>,
     pub ident: Ident,
     /// Present when the file parsed and is schema-valid.
     pub descriptor: Option<Descriptor>,

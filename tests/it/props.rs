@@ -462,7 +462,7 @@ fn candidate(path: &str, name_rank: Option<u64>, bytes: &[u8]) -> Candidate {
         path: path.to_string(),
         raw_path: path.as_bytes().to_vec(),
         name_rank,
-        mode: 0o600,
+        mode: Some(0o600),
         ident: out.ident,
         descriptor: out.descriptor,
         findings: out.findings.into_iter().map(|f| f.at(path)).collect(),
