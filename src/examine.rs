@@ -31,7 +31,7 @@ pub struct Examined {
     /// The R of `rank-<R>.json`, when the file is named so.
     pub name_rank: Option<u64>,
     pub digest: &'static str,
-    pub engine_id: Option<String>,
+    pub engine_id: Option<crate::descriptor::EngineId>,
     pub incarnation: Option<uuid::Uuid>,
     pub epoch: Option<u64>,
     pub rank: Option<u64>,

@@ -7,7 +7,7 @@
 //! the group for another reason, and incarnation, epoch, world_size, tp, pp,
 //! geometry and model agree across nodes.
 
-use crate::descriptor::{Geometry, Model};
+use crate::descriptor::{EngineId, Geometry, Model};
 use crate::finding::{Code, Finding, Subject};
 use crate::report::wire::{self, Severity};
 use crate::verdict::across::{bounded, missing_ranks, one_node_per_rank, one_rank_per_gpu};
@@ -261,7 +261,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         }
     }
 
-    let mut engines: BTreeMap<String, Vec<(String, NodeGroup)>> = BTreeMap::new();
+    let mut engines: BTreeMap<EngineId, Vec<(String, NodeGroup)>> = BTreeMap::new();
     // Per engine: findings about the reports its parts come from.
     let mut about: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
     // Each report is consumed as it is judged: its strings move into the
@@ -301,6 +301,22 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
             *seen.entry(g.engine_id.clone()).or_default() += 1;
         }
         for mut g in node_groups {
+            // `read_report` checked every engine_id already; a report built
+            // otherwise (the library's `merge`) is refused here, not trusted.
+            let id = match EngineId::parse(&g.engine_id) {
+                Ok(id) => id,
+                Err(why) => {
+                    files.push(FileVerdict {
+                        path: format!("{name}: groups"),
+                        findings: vec![Finding::reject(
+                            Code::KV007,
+                            format!("report {name} lists group {:?}: {why}", g.engine_id),
+                        )
+                        .values(EngineId::EXPECTED, format!("{:?}", g.engine_id))],
+                    });
+                    continue;
+                }
+            };
             // A rank created after its report was written (beyond the
             // clock slack) is dated in the future: the descriptors' rule
             // (docs/format.md §5.4, §10.3), whatever the report says of it.
@@ -353,14 +369,13 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                     .values("one entry per group", seen[e]),
                 );
             }
-            let e = e.to_string();
-            engines.entry(e).or_default().push((name.clone(), g));
+            engines.entry(id).or_default().push((name.clone(), g));
         }
     }
     let mut groups = Vec::new();
     for (engine, parts) in engines {
         let mut pre = global.clone();
-        if let Some(mut notes) = about.remove(&engine) {
+        if let Some(mut notes) = about.remove(engine.as_str()) {
             notes.dedup();
             pre.extend(notes);
         }
@@ -383,7 +398,7 @@ struct Agreed {
 }
 
 fn merge_group(
-    engine: &str,
+    engine: &EngineId,
     mut parts: Vec<(String, NodeGroup)>,
     global: &[Finding],
 ) -> GroupVerdict {
@@ -415,7 +430,7 @@ fn merge_group(
         Verdict::Reject
     };
     GroupVerdict {
-        engine_id: engine.to_string(),
+        engine_id: engine.clone(),
         incarnation: agreed.incarnation,
         epoch: agreed.epoch,
         world_size: agreed.world_size,

@@ -47,7 +47,7 @@ pub struct Derived {
 /// A parsed, valid deployment profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Profile {
-    pub engine_id: String,
+    pub engine_id: crate::descriptor::EngineId,
     pub world_size: Option<u64>,
     pub tp: Option<u64>,
     pub pp: Option<u64>,

@@ -26,7 +26,7 @@ use uuid::Uuid;
 /// valid, so a broken descriptor can still be attributed to its group.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ident {
-    pub engine_id: Option<String>,
+    pub engine_id: Option<super::EngineId>,
     pub incarnation: Option<Uuid>,
     pub epoch: Option<u64>,
     pub rank: Option<u64>,

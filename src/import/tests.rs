@@ -40,7 +40,7 @@ fn handle(kind: &str, rank: u64, i: usize) -> Handle {
 /// A 4-rank × 3-allocation plan; `kinds(rank, i)` picks each handle kind.
 fn plan_with(kinds: impl Fn(u64, usize) -> &'static str) -> Plan {
     Plan {
-        engine_id: "llama3-70b-a".into(),
+        engine_id: crate::descriptor::EngineId::parse("llama3-70b-a").unwrap(),
         incarnation: None,
         epoch: Some(1),
         ranks: (0..RANKS)
@@ -479,7 +479,7 @@ fn args(root: &Path, engine: Option<&str>) -> Inventory {
         root: Some(root.to_path_buf()),
         profile: Some(profile),
         profile_from_env: false,
-        engine: engine.map(str::to_string),
+        engine: engine.map(|e| crate::descriptor::EngineId::parse(e).unwrap()),
         min_epoch: None,
         max_age: None,
         local_ranks: None,

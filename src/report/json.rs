@@ -17,7 +17,7 @@ pub use crate::ids::AUDIT_REPORT as REPORT_SCHEMA;
 /// The options a run was judged under (flags, else the profile's).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Options {
-    pub engine: Option<String>,
+    pub engine: Option<crate::descriptor::EngineId>,
     pub profile: Option<String>,
     /// Where `profile` came from, `"flag"` or `"env"`; absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -159,6 +159,9 @@ pub struct Input {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Group {
+    /// As read: a report is untrusted input, so this stays a string, which
+    /// [`Report::validate`] checks by the engine-id rule; merge parses it
+    /// into a `descriptor::EngineId` before using it as a group's id.
     pub engine_id: String,
     pub incarnation: Option<String>,
     pub epoch: Option<u64>,
@@ -279,7 +282,7 @@ pub fn printed<'a>(
         strict: meta.strict,
         node_facts_source: meta.node_facts_source.clone(),
         options: Options {
-            engine: o.engine.clone(),
+            engine: o.engine.as_ref().map(|e| e.to_string()),
             profile: o.profile.clone(),
             profile_source: o.profile_source.map(str::to_string),
             min_epoch: o.min_epoch,
@@ -349,7 +352,7 @@ impl Finding {
 impl Group {
     pub fn of(g: &crate::verdict::GroupVerdict) -> Group {
         Group {
-            engine_id: g.engine_id.clone(),
+            engine_id: g.engine_id.to_string(),
             incarnation: g.incarnation.map(|u| u.to_string()),
             epoch: g.epoch,
             world_size: g.world_size,

@@ -760,7 +760,7 @@ fn expectations(which: u8) -> Expectations {
             e.profile = Some(parse_profile(&to_bytes(&p)).unwrap());
         }
         2 => e.min_epoch = Some(2),
-        3 => e.engine = Some("order-b".into()),
+        3 => e.engine = Some("order-b".parse().unwrap()),
         _ => {}
     }
     e
