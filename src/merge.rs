@@ -822,3 +822,47 @@ fn rank_number<'a>(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{self, Desc};
+
+    /// A genuine two-rank audit report, read without `read_report` (which
+    /// would check its ids): what a library caller can hand to `merge`.
+    fn report() -> NodeReport {
+        let dir = tempfile::tempdir().unwrap();
+        for rank in 0..2 {
+            let p = dir.path().join(format!("rank-{rank}.json"));
+            std::fs::write(p, Desc::new("unit", rank, 2, 1).bytes()).unwrap();
+        }
+        let doc = crate::api::audit(dir.path(), &crate::api::AuditOptions::default()).unwrap();
+        assert_eq!(doc.exit_status(), 0, "{}", doc.as_json());
+        serde_json::from_str(doc.as_json()).unwrap()
+    }
+
+    /// A group id is an `EngineId` only once checked: a report whose
+    /// engine_id breaks the rule is a KV007 of that report, never a group.
+    #[test]
+    fn a_report_built_with_a_bad_engine_id_is_refused_not_made_a_group() {
+        let now = testkit::CREATED_UNIX_MS + 1000;
+        let j = merge(vec![("a.json".into(), report())], now);
+        assert_eq!(j.groups.len(), 1);
+        assert_eq!(j.groups[0].engine_id, "unit");
+        for bad in ["bad id", "", "e\u{1b}[31m"] {
+            let mut r = report();
+            r.groups[0].engine_id = bad.into();
+            let j = merge(vec![("a.json".into(), r)], now);
+            assert!(j.groups.is_empty(), "{bad:?}: {:?}", j.groups);
+            let f = j.files.iter().find(|f| f.path == "a.json: groups").unwrap();
+            assert_eq!(f.findings[0].code, Code::KV007);
+            assert!(f.findings[0].is_reject());
+            assert!(
+                f.findings[0].message.contains(&format!("{bad:?}")),
+                "{}",
+                f.findings[0].message
+            );
+            assert_eq!(j.exit_status(), crate::exit::REJECTED);
+        }
+    }
+}

@@ -186,6 +186,7 @@ pub(crate) fn strict(row: &mut Row) {
             "boot_id" | "owner" => Code::KV108,
             "writer" => Code::KV109,
             "hostname" => Code::KV110,
+            "handle-exposure" => Code::KV003,
             _ => Code::KV106,
         };
         row.reject(
@@ -203,8 +204,10 @@ fn handle_exposure(row: &mut Row, d: &Descriptor) {
         row.check("handle-exposure", true);
         return;
     }
+    // Unknown only for a candidate built without its file: that the bytes
+    // are not exposed is then not known (import refuses it, --strict rejects).
     let Some(mode) = row.cand.mode else {
-        skipped(row, "handle-exposure", "the file's mode is not known");
+        row.not_checked("handle-exposure", "the file's mode is not known");
         return;
     };
     if mode & 0o044 != 0 {
@@ -298,6 +301,42 @@ mod tests {
             .unwrap()
             .status
             .to_string()
+    }
+
+    /// A mode that is not known is never taken for a private one (it was
+    /// 0, which passed): the exposure of handle bytes is "not checked",
+    /// which --strict rejects as KV003; a posix_fd descriptor carries no
+    /// bytes and passes whatever its mode.
+    #[test]
+    fn an_unknown_mode_leaves_handle_exposure_not_checked_never_passed() {
+        let n = node();
+        let j = run(group(None, |_| {}), &n);
+        assert_eq!(
+            status(&j, "handle-exposure"),
+            "not checked: the file's mode is not known"
+        );
+        assert!(j.groups[0].ranks[0]
+            .not_checked
+            .iter()
+            .any(|x| x.starts_with("handle-exposure: ")));
+        assert_eq!(
+            status(&run(group(Some(0o600), |_| {}), &n), "handle-exposure"),
+            "pass"
+        );
+        let fd = run(group(None, |d| d.handle_kind = "posix_fd"), &n);
+        assert_eq!(status(&fd, "handle-exposure"), "pass");
+        let expect = Expectations {
+            strict: true,
+            ..Expectations::default()
+        };
+        let ctx = Context {
+            now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
+            node: Some(&n),
+            expect: &expect,
+        };
+        let j = judge(group(None, |_| {}), Vec::new(), &ctx);
+        assert_eq!(j.groups[0].verdict, Verdict::Reject);
+        assert_eq!(codes(&j), ["KV003", "KV003"]);
     }
 
     #[test]

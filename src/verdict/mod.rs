@@ -42,7 +42,7 @@ pub struct Candidate {
     /// R of `rank-<R>.json`.
     pub name_rank: Option<u64>,
     /// st_mode of the file, for the live capability-exposure check; `None`
-    /// when it is not known (that check is then skipped, never passed).
+    /// when it is not known (that check is then not checked, never passed).
     pub mode: Option<u32>,
     pub ident: Ident,
     /// Present when the file parsed and is schema-valid.
