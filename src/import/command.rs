@@ -313,7 +313,11 @@ fn profile_gate(req: &Request, mode: Mode) -> Result<Vec<Refusal>, Failure> {
         if mode != Mode::DryRun {
             return Err(Failure::usage(
                 r.message,
-                Some("write the profile the group was deployed with (docs/format.md §4; `kvcr schema profile`), or plan without one: kvcr import --dry-run".into()),
+                Some(
+                    "write the profile the group was deployed with (docs/format.md §4; `kvcr \
+                    schema profile`), or plan without one: kvcr import --dry-run"
+                        .into(),
+                ),
             ));
         }
         refusals.push(r);

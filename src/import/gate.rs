@@ -65,14 +65,18 @@ impl Refusal {
 /// The declared profile an import requires, or why there is none.
 pub fn profile(p: Option<&Profile>) -> Option<Refusal> {
     let msg = match p {
-        None => "no deployment profile: import requires the declared profile (--profile FILE or $KVCR_PROFILE) with engine_id, world_size, tp, pp, model, geometry and gpus".to_string(),
+        None => "no deployment profile: import requires the declared profile (--profile FILE or \
+            $KVCR_PROFILE) with engine_id, world_size, tp, pp, model, geometry and \
+            gpus"
+            .to_string(),
         Some(p) => {
             let missing = p.missing_for_import();
             if missing.is_empty() {
                 return None;
             }
             format!(
-                "the deployment profile for {} does not declare {}: import requires engine_id, world_size, tp, pp, model, geometry and gpus",
+                "the deployment profile for {} does not declare {}: import requires engine_id, \
+                    world_size, tp, pp, model, geometry and gpus",
                 terminal(&p.engine_id),
                 missing.join(", ")
             )
@@ -110,7 +114,8 @@ pub fn content(p: Option<&Profile>, plan: &super::Plan) -> Option<Refusal> {
     Some(Refusal::new(
         Gate::Content,
         format!(
-            "the profile requires a content check (require_content) and {} of {} allocations have none: {}{more}",
+            "the profile requires a content check (require_content) and {} of {} allocations have \
+                none: {}{more}",
             missing.len(),
             plan.allocations(),
             shown.join(", ")
@@ -209,7 +214,9 @@ fn read_fleet_report(
 ) -> Result<(String, wire::Report), String> {
     let Some(path) = f.report else {
         return Err(format!(
-            "--local-ranks {local}: this node holds only part of group {engine}; import requires --fleet-report FILE, a `kvcr merge --format json` report of every node's live audit that accepts the whole group"
+            "--local-ranks {local}: this node holds only part of group {engine}; import requires \
+                --fleet-report FILE, a `kvcr merge --format json` report of every node's live \
+                audit that accepts the whole group"
         ));
     };
     let name = terminal(&path.display().to_string()).into_owned();
@@ -223,13 +230,16 @@ fn read_fleet_report(
 fn live_inputs<'v>(name: &str, v: &'v wire::Report) -> Result<&'v [wire::Input], String> {
     let (Some(inputs), Some(_)) = (v.inputs.as_deref(), v.reports.as_ref()) else {
         return Err(format!(
-            "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it with kvcr merge --format json"
+            "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it \
+                with kvcr merge --format json"
         ));
     };
     if v.all_inputs_live != Some(true) {
         return Err(format!(
-            "--fleet-report {name} was not built only from live reports (all_inputs_live is {}); audit every node with kvcr audit --live",
-            v.all_inputs_live.map_or("missing".into(), |b| b.to_string())
+            "--fleet-report {name} was not built only from live reports (all_inputs_live is {}); \
+                audit every node with kvcr audit --live",
+            v.all_inputs_live
+                .map_or("missing".into(), |b| b.to_string())
         ));
     }
     if let Some(i) = inputs.iter().find(|i| !i.live) {
@@ -298,13 +308,16 @@ fn every_rank_once(
             .filter(|&c| crate::merge::created_after(c, v.generated_unix_ms))
         {
             return Err(format!(
-                "--fleet-report {name}: rank {n} of group {engine} was created (created_unix_ms {c}) after the report was written (generated_unix_ms {}), beyond the clock slack",
+                "--fleet-report {name}: rank {n} of group {engine} was created (created_unix_ms \
+                    {c}) after the report was written (generated_unix_ms {}), beyond the clock \
+                    slack",
                 v.generated_unix_ms
             ));
         }
         if !crate::merge::file_names_rank(&r.path, r.rank) {
             return Err(format!(
-                "--fleet-report {name} lists rank {n} of group {engine} read from {}, a file not named rank-{n}.json",
+                "--fleet-report {name} lists rank {n} of group {engine} read from {}, a file not \
+                    named rank-{n}.json",
                 terminal(&r.path)
             ));
         }
@@ -314,7 +327,8 @@ fn every_rank_once(
     // `same_lifetime` would, instead of calling every rank out of range.
     let Some(ws) = g.world_size else {
         return Err(format!(
-            "--fleet-report {name} accepted group {engine} with world_size {}, this node holds world_size none",
+            "--fleet-report {name} accepted group {engine} with world_size {}, this node holds \
+                world_size none",
             group.world_size.map_or("none".into(), |w| w.to_string())
         ));
     };
@@ -326,7 +340,8 @@ fn every_rank_once(
         .collect();
     if !missing.is_empty() || !odd.is_empty() {
         return Err(format!(
-            "--fleet-report {name} does not hold every rank of group {engine} exactly once (missing {}, duplicate or out of range {})",
+            "--fleet-report {name} does not hold every rank of group {engine} exactly once \
+                (missing {}, duplicate or out of range {})",
             list(&missing),
             list(&odd)
         ));
@@ -368,7 +383,8 @@ fn same_lifetime(
     ] {
         if !same {
             return Err(format!(
-                "--fleet-report {name} accepted group {engine} with {field} {there}, this node holds {field} {here}"
+                "--fleet-report {name} accepted group {engine} with {field} {there}, this node \
+                    holds {field} {here}"
             ));
         }
     }
@@ -431,10 +447,14 @@ fn this_nodes_input<'v>(
     // Boot ids compare as their 16 bytes (validated canonical by the reader).
     if wire::uuid(input.boot_id.as_deref()).map(|u| *u.as_bytes()) != Some(*boot.as_bytes()) {
         return Err(format!(
-            "--fleet-report {name}: input {} from host {} was audited in boot {}, this node is in boot {boot} (rebooted since?)",
+            "--fleet-report {name}: input {} from host {} was audited in boot {}, this node is in \
+                boot {boot} (rebooted since?)",
             terminal(&input.report),
             terminal(host),
-            input.boot_id.as_deref().map_or("none".into(), |b| terminal(b).into_owned())
+            input
+                .boot_id
+                .as_deref()
+                .map_or("none".into(), |b| terminal(b).into_owned())
         ));
     }
     Ok(input)
@@ -462,7 +482,8 @@ fn this_nodes_ranks(
     named.sort_unstable();
     if named != want {
         return Err(format!(
-            "--fleet-report {name} names ranks {} from this node (input {}), this import holds ranks {}",
+            "--fleet-report {name} names ranks {} from this node (input {}), this import holds \
+                ranks {}",
             list(&named),
             terminal(&input.report),
             list(&want)
@@ -478,13 +499,15 @@ fn fresh(name: &str, f: &Fleet, inputs: &[wire::Input]) -> Result<(), String> {
     for i in inputs {
         let Some(t) = i.generated_unix_ms else {
             return Err(format!(
-                "--fleet-report {name}: input {} does not say when it was written, so its age cannot be proven",
+                "--fleet-report {name}: input {} does not say when it was written, so its age \
+                    cannot be proven",
                 terminal(&i.report)
             ));
         };
         if t > f.now_ms.saturating_add(FUTURE_SLACK_MS) {
             return Err(format!(
-                "--fleet-report {name}: input {} is dated {} s in the future, so its age cannot be proven",
+                "--fleet-report {name}: input {} is dated {} s in the future, so its age cannot be \
+                    proven",
                 terminal(&i.report),
                 (t - f.now_ms) / 1000
             ));
@@ -497,7 +520,8 @@ fn fresh(name: &str, f: &Fleet, inputs: &[wire::Input]) -> Result<(), String> {
     let age_ms = f.now_ms.saturating_sub(t);
     if age_ms > f.max_age_s.saturating_mul(1000) {
         return Err(format!(
-            "--fleet-report {name} is too old: its input {} was written {} s ago, more than --max-report-age {} s; audit every node again and merge",
+            "--fleet-report {name} is too old: its input {} was written {} s ago, more than \
+                --max-report-age {} s; audit every node again and merge",
             terminal(which),
             age_ms / 1000,
             f.max_age_s
@@ -526,7 +550,8 @@ fn judge_report_data(
         .any(|x| x.severity != wire::Severity::Notice || x.code != "KV010")
     {
         return Err(format!(
-            "--fleet-report {name} lists rejecting file-level findings: a node's inventory was not clean"
+            "--fleet-report {name} lists rejecting file-level findings: a node's inventory was not \
+                clean"
         ));
     }
     // Group findings: only notices about descriptors outside the current
@@ -549,7 +574,8 @@ fn judge_report_data(
         if here.is_none() || there != here {
             let s = |x: Option<u64>| x.map_or_else(|| "none".to_string(), |v| v.to_string());
             return Err(format!(
-                "--fleet-report {name} describes group {engine} with {field} {}, this node audited {field} {}",
+                "--fleet-report {name} describes group {engine} with {field} {}, this node audited \
+                    {field} {}",
                 s(there),
                 s(here)
             ));
@@ -558,14 +584,16 @@ fn judge_report_data(
     let json = |x: &dyn erased::Shown| x.shown();
     if g.model.is_none() || group.model != g.model {
         return Err(format!(
-            "--fleet-report {name} describes group {engine} with model {}, this node audited model {}",
+            "--fleet-report {name} describes group {engine} with model {}, this node audited model \
+                {}",
             json(&group.model),
             json(&g.model)
         ));
     }
     if g.geometry.is_none() || group.geometry != g.geometry {
         return Err(format!(
-            "--fleet-report {name} describes group {engine} with geometry {}, this node audited geometry {}",
+            "--fleet-report {name} describes group {engine} with geometry {}, this node audited \
+                geometry {}",
             json(&group.geometry),
             json(&g.geometry)
         ));
@@ -585,7 +613,8 @@ fn judge_report_data(
         let lower = crate::merge::host_key(host);
         if hosts.contains(&lower) {
             return Err(format!(
-                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring ASCII case and a trailing dot)",
+                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring \
+                    ASCII case and a trailing dot)",
                 terminal(host)
             ));
         }
@@ -614,20 +643,24 @@ fn judge_report_data(
         let n = r.rank.map_or("?".to_string(), |n| n.to_string());
         if let Some(x) = r.findings.first() {
             return Err(format!(
-                "--fleet-report {name} accepts rank {n} of group {engine} although it carries finding {} ({})",
+                "--fleet-report {name} accepts rank {n} of group {engine} although it carries \
+                    finding {} ({})",
                 terminal(&x.code),
                 terminal(&x.message)
             ));
         }
         if let Some(x) = r.not_checked.first() {
             return Err(format!(
-                "--fleet-report {name}: rank {n} of group {engine} was accepted with facts not checked ({}); import needs every node's facts checked: audit that node with kvcr audit --live --strict",
+                "--fleet-report {name}: rank {n} of group {engine} was accepted with facts not \
+                    checked ({}); import needs every node's facts checked: audit that node with \
+                    kvcr audit --live --strict",
                 terminal(x)
             ));
         }
         if !r.report.as_deref().is_some_and(|x| names.contains(&x)) {
             return Err(format!(
-                "--fleet-report {name}: rank {n} of group {engine} comes from {}, which is not one of its inputs",
+                "--fleet-report {name}: rank {n} of group {engine} comes from {}, which is not one \
+                    of its inputs",
                 r.report.as_deref().map_or("none".into(), |x| terminal(x).into_owned())
             ));
         }
@@ -638,7 +671,8 @@ fn judge_report_data(
         let inc = wire::uuid(r.incarnation.as_deref());
         if inc.is_none() || inc != wire::uuid(group.incarnation.as_deref()) {
             return Err(format!(
-                "--fleet-report {name}: rank {n} of group {engine} has incarnation {}, the group {}",
+                "--fleet-report {name}: rank {n} of group {engine} has incarnation {}, the group \
+                    {}",
                 shown(&r.incarnation),
                 shown(&group.incarnation)
             ));
@@ -659,7 +693,8 @@ fn judge_report_data(
         })?;
         if let Some((_, other)) = gpus.iter().find(|(x, _)| *x == gpu) {
             return Err(format!(
-                "--fleet-report {name}: GPU {gpu} is claimed by ranks {other} and {n} of group {engine}"
+                "--fleet-report {name}: GPU {gpu} is claimed by ranks {other} and {n} of group \
+                    {engine}"
             ));
         }
         gpus.push((gpu, n));

@@ -229,7 +229,8 @@ pub fn run_cause(j: &Judgement) -> String {
         .collect();
     if j.is_empty() {
         return format!(
-            "{EMPTY}: no descriptor and no rejecting file in the inventory; nothing is retained here, so there is nothing to import"
+            "{EMPTY}: no descriptor and no rejecting file in the inventory; nothing is retained \
+                here, so there is nothing to import"
         );
     }
     let rejected: Vec<&GroupVerdict> = j
@@ -317,7 +318,8 @@ fn profile_note(flags: &[String]) -> &'static str {
     if flags.iter().any(|f| f == "--profile") {
         ""
     } else {
-        " (PROFILE.json: the group's declared deployment profile, which import requires; `kvcr schema profile`)"
+        " (PROFILE.json: the group's declared deployment profile, which import requires; `kvcr \
+            schema profile`)"
     }
 }
 
@@ -374,7 +376,8 @@ fn headline(
                 f.message, f.code
             ),
             Some((_, name)) => format!(
-                "…/{name}: {} ({}); no group claims the file (its path is in the files list), so it may be this group's",
+                "…/{name}: {} ({}); no group claims the file (its path is in the files list), so \
+                    it may be this group's",
                 f.message, f.code
             ),
         },
@@ -456,7 +459,11 @@ fn partial_view(g: &GroupVerdict, own: &[Candidate], inv: &Invocation) -> Option
     .concat();
     let audit = command("audit", true, root, &g.engine_id, &flags);
     Some(format!(
-        "if {} on other nodes, this is one node's part of the group ({} of {ws} ranks here): write this node's report ({audit} --format json > \"$(hostname).json\"), do the same on every node, and judge the whole group with kvcr merge over every node's report; if they were never elsewhere, start the engine with an empty cache; see `kvcr explain KV103`",
+        "if {} on other nodes, this is one node's part of the group ({} of {ws} ranks here): write \
+            this node's report ({audit} --format json > \"$(hostname).json\"), do the same on \
+            every node, and judge the whole group with kvcr merge over every node's report; if \
+            they were never elsewhere, start the engine with an empty cache; see `kvcr explain \
+            KV103`",
         if a == b {
             format!("rank {a} lives")
         } else {
@@ -474,7 +481,8 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
         // The operator's --local-ranks (or the profile's) names ranks the
         // group does not have: nothing in the files is wrong.
         Code::KV101 if f.subject == Subject::Request => format!(
-            "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); this inventory holds ranks {}",
+            "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); \
+                this inventory holds ranks {}",
             g.world_size
                 .map_or_else(|| "(not known)".to_string(), |ws| ws.to_string()),
             if present.is_empty() {
@@ -489,8 +497,15 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
             f.found.as_deref().unwrap_or("them")
         ),
         // Ranks of one lifetime disagree on its epoch: not a tie to pin.
-        Code::KV107 if f.expected.as_deref().is_some_and(|e| e.parse::<u64>().is_ok()) => {
-            "the ranks of one owner lifetime disagree on its epoch: a descriptor was edited or written by another owner; do not import, have the owner rewrite the group's descriptors, then audit again".to_string()
+        Code::KV107
+            if f.expected
+                .as_deref()
+                .is_some_and(|e| e.parse::<u64>().is_ok()) =>
+        {
+            "the ranks of one owner lifetime disagree on its epoch: a descriptor was edited or \
+                written by another owner; do not import, have the owner rewrite the group's \
+                descriptors, then audit again"
+                .to_string()
         }
         Code::KV107 if inv.root.is_some() => {
             let root = inv.root.as_deref().unwrap_or_default();
@@ -502,7 +517,8 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
                 .map(str::to_string)
                 .collect();
             format!(
-                "find the lifetime whose owner pid still runs, then pin it: {} (or {}); or remove the dead lifetime's descriptors",
+                "find the lifetime whose owner pid still runs, then pin it: {} (or {}); or remove \
+                    the dead lifetime's descriptors",
                 command(
                     "audit",
                     true,
@@ -607,7 +623,8 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
             return (
                 cause,
                 format!(
-                    "none needed; an import needs every node audited live with every fact checked: {}; then kvcr merge every node's report again",
+                    "none needed; an import needs every node audited live with every fact checked: \
+                        {}; then kvcr merge every node's report again",
                     steps.join("; ")
                 ),
             );
@@ -641,7 +658,8 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         return (
             cause,
             format!(
-                "none needed; to reuse the cache, save this report as fleet.json (kvcr merge … --format json > fleet.json) and copy it to each node, then {}{}",
+                "none needed; to reuse the cache, save this report as fleet.json (kvcr merge … \
+                    --format json > fleet.json) and copy it to each node, then {}{}",
                 steps.join("; "),
                 profile_note(&[])
             ),
@@ -652,11 +670,13 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         let audit = command("audit", true, root, &g.engine_id, &inv.flags);
         return (
             format!(
-                "local part accepted: ranks {l}{} present, current and consistent{checked}; the other ranks are expected on other nodes",
+                "local part accepted: ranks {l}{} present, current and consistent{checked}; the \
+                    other ranks are expected on other nodes",
                 ws.map_or_else(String::new, |ws| format!(" of {ws}"))
             ),
             format!(
-                "write this node's report ({audit} --format json > \"$(hostname).json\") and judge the whole group with kvcr merge over every node's report"
+                "write this node's report ({audit} --format json > \"$(hostname).json\") and judge \
+                    the whole group with kvcr merge over every node's report"
             ),
         );
     }
@@ -678,7 +698,10 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
             command("audit", true, root, &g.engine_id, &inv.flags)
         )
     } else if unchecked > 0 {
-        format!("see which facts with -v (import refuses facts it cannot check); to reuse the cache: {import}")
+        format!(
+            "see which facts with -v (import refuses facts it cannot check); to reuse the \
+            cache: {import}"
+        )
     } else {
         format!("none needed; to reuse the cache: {import}")
     };
