@@ -93,7 +93,7 @@ fuzz_target!(|data: &[u8]| {
             path: path.clone(),
             raw_path: path.clone().into_bytes(),
             name_rank: Some(name_rank),
-            mode: 0o600,
+            mode: Some(0o600),
             ident: out.ident,
             descriptor: out.descriptor,
             findings: out

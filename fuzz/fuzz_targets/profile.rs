@@ -47,7 +47,7 @@ fn inventory() -> &'static [Candidate] {
                     raw_path: path.clone().into_bytes(),
                     path,
                     name_rank: Some(d.rank),
-                    mode: 0o600,
+                    mode: Some(0o600),
                     ident: out.ident,
                     descriptor: out.descriptor,
                     findings: Vec::new(),
