@@ -434,7 +434,8 @@ impl Walker<'_> {
             findings.push(
                 Finding::reject(
                     Code::KV003,
-                    "directory is a mount point (another mount than the inventory root's); not entered",
+                    "directory is a mount point (another mount than the inventory root's); not \
+                        entered",
                 )
                 .at(&at)
                 .values("the inventory root's mount", "another mount"),

@@ -145,10 +145,14 @@ pub(crate) fn check(
         let f = Finding::reject(
             Code::KV111,
             format!(
-                "the handle in allocations[{ai}] is also used by {who}: one memory would back two groups{more}"
+                "the handle in allocations[{ai}] is also used by {who}: one memory would back two \
+                    groups{more}"
             ),
         )
-        .values("a handle used by one group only", format!("also used by {who}"))
+        .values(
+            "a handle used by one group only",
+            format!("also used by {who}"),
+        )
         .at(c.path.clone());
         c.findings.push(f);
     }
@@ -182,7 +186,8 @@ pub(crate) fn check(
                 Finding::reject(
                     Code::KV110,
                     format!(
-                        "the inventory holds descriptors of {} nodes: {list}; one inventory is one node's, so no group in it can be trusted",
+                        "the inventory holds descriptors of {} nodes: {list}; one inventory is one \
+                            node's, so no group in it can be trusted",
                         by_node.len()
                     ),
                 )

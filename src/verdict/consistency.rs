@@ -259,7 +259,8 @@ fn odd_reference(rows: &mut [Row], r: &Reference, p: Option<&Profile>) {
                 Finding::reject(
                     code,
                     format!(
-                        "{field} is {mine} here but {n} of the {others} other ranks have {value}: this rank is the odd one"
+                        "{field} is {mine} here but {n} of the {others} other ranks have {value}: \
+                            this rank is the odd one"
                     ),
                 )
                 .values(value, mine),
@@ -345,7 +346,8 @@ fn geometry(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Pro
                 Finding::reject(
                     Code::KV104,
                     format!(
-                        "allocations total {have} bytes, fewer than the {need} bytes the geometry needs"
+                        "allocations total {have} bytes, fewer than the {need} bytes the geometry \
+                            needs"
                     ),
                 )
                 .values(format!("≥ {need} bytes"), format!("{have} bytes")),
@@ -503,11 +505,15 @@ fn node(row: &mut Row, d: &Descriptor, r: Option<&Reference>) {
             Finding::reject(
                 Code::KV110,
                 format!(
-                    "node.hostname is {:?} but {from} has {:?}: one inventory holds one node's descriptors",
+                    "node.hostname is {:?} but {from} has {:?}: one inventory holds one node's \
+                        descriptors",
                     d.node.hostname, r.node.hostname
                 ),
             )
-            .values(format!("{:?}", r.node.hostname), format!("{:?}", d.node.hostname)),
+            .values(
+                format!("{:?}", r.node.hostname),
+                format!("{:?}", d.node.hostname),
+            ),
         );
     }
     if d.node.boot_id != r.node.boot_id {
@@ -516,7 +522,8 @@ fn node(row: &mut Row, d: &Descriptor, r: Option<&Reference>) {
             Finding::reject(
                 Code::KV110,
                 format!(
-                    "node.boot_id is {} but {from} has {}: the descriptors were written in different boots or on different nodes",
+                    "node.boot_id is {} but {from} has {}: the descriptors were written in \
+                        different boots or on different nodes",
                     d.node.boot_id, r.node.boot_id
                 ),
             )

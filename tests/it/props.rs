@@ -553,8 +553,9 @@ proptest! {
         let v = json!({
             "schema": "kvcr.profile/v1", "engine_id": "props-a", "world_size": 2, "tp": 2, "pp": 1,
             "model": {"name": "m", "revision": "r", "quantization": null},
-            "geometry": {"num_layers": 80, "kv_heads_per_rank": 2, "head_size": 128, "block_size": 16,
-                         "num_blocks": 1024, "dtype": "bfloat16", "use_mla": false},
+            "geometry": {"num_layers": 80, "kv_heads_per_rank": 2, "head_size": 128,
+                         "block_size": 16, "num_blocks": 1024, "dtype": "bfloat16",
+                         "use_mla": false},
             "gpus": [crate::util::testkit::gpu(0, 0), crate::util::testkit::gpu(0, 1)],
             "incarnation": INCARNATION_A, "min_epoch": 1, "max_age_s": 3600
         });
@@ -586,7 +587,12 @@ proptest! {
         let text = styled(&v, &mut st);
         prop_assert_eq!(compute_digest(&text).unwrap(), want);
         let out = parse_descriptor(&text);
-        prop_assert!(out.findings.is_empty(), "{:?}\n{}", out.findings, String::from_utf8_lossy(&text));
+        prop_assert!(
+            out.findings.is_empty(),
+            "{:?}\n{}",
+            out.findings,
+            String::from_utf8_lossy(&text)
+        );
         // And the canonical bytes are the same, not just the hash.
         let a = canon::canonical_bytes(&json::parse(&text).unwrap(), None);
         let b = canon::canonical_bytes(&json::parse(&compact).unwrap(), None);
@@ -596,7 +602,11 @@ proptest! {
     /// Changing any value (outside the digest member) changes the digest,
     /// and the sealed file then fails its digest check.
     #[test]
-    fn digest_changes_when_any_value_changes(at in any::<Index>(), to in any::<Index>(), bits in prop::collection::vec(any::<u8>(), 1..16)) {
+    fn digest_changes_when_any_value_changes(
+        at in any::<Index>(),
+        to in any::<Index>(),
+        bits in prop::collection::vec(any::<u8>(), 1..16),
+    ) {
         let v = sealed_value(&base_desc("fabric", 2));
         let paths: Vec<Vec<Seg>> = all_paths(&v)
             .into_iter()
