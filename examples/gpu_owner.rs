@@ -24,8 +24,7 @@
 //!   is gone (`cuMemGetAddressRange` fails in the still-live context).
 //!   Exit 0 when every byte matches and everything was released.
 
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use cudarc::driver::sys;
 use kvcr::internals::import::{self, cuda::CudaBackend, Ledger, Outcome, Plan, Resource};

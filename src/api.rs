@@ -208,6 +208,20 @@ pub struct AuditOptions {
     pub incarnation: Option<uuid::Uuid>,
 }
 
+/// A finding's message as every kvcr output writes it: its text, with the
+/// numbers it carries (an age, a moment) in the operator's units. The
+/// numbers themselves are the message's parts
+/// ([`Message::parts`](crate::finding::Message::parts)).
+///
+/// ```
+/// use kvcr::finding::Message;
+/// let m = Message::from("sealed ").duration_ms(90_000).text(" ago");
+/// assert_eq!(kvcr::api::message_text(&m), "sealed 1m 30s ago");
+/// ```
+pub fn message_text(m: &crate::finding::Message) -> String {
+    crate::report::render(m)
+}
+
 /// `--max-age` and `--max-report-age`: plain seconds or a number with the
 /// unit s, m, h or d, in seconds.
 pub fn parse_age(s: &str) -> Result<u64, Error> {
@@ -318,7 +332,7 @@ fn descriptor_error(text: &[u8], fallback: String) -> Error {
         Some(f) => Error::Descriptor {
             code: f.code,
             field: None,
-            message: f.message.clone(),
+            message: crate::report::render(&f.message),
         },
         None if fallback.contains("1 MiB") => Error::Descriptor {
             code: Code::KV004,

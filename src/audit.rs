@@ -181,10 +181,11 @@ fn refuse_denied(root: &Path, cands: &[Candidate], files: &[FileVerdict]) -> Res
         .count();
     Err(Failure::usage(
         format!(
-            "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, so there is no verdict",
+            "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, so there is no \
+             verdict",
             root.display(),
             f.path.as_deref().unwrap_or("."),
-            f.message,
+            crate::report::render(&f.message),
             if count > 1 {
                 format!(" (and {} more entries refused)", count - 1)
             } else {
@@ -528,7 +529,11 @@ fn textfile_target(
     let bad = |why: String| {
         Failure::usage(
             format!("--textfile {}: {why}", path.display()),
-            Some("name a file in node-exporter's textfile directory, such as /var/lib/prometheus/node-exporter/kvcr.prom".to_string()),
+            Some(
+                "name a file in node-exporter's textfile directory, such as \
+             /var/lib/prometheus/node-exporter/kvcr.prom"
+                    .to_string(),
+            ),
         )
     };
     let name = path
@@ -540,7 +545,8 @@ fn textfile_target(
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_file() {
             return Err(bad(
-                "exists and is not a regular file (a symlink, a directory or a device); kvcr replaces only a regular file"
+                "exists and is not a regular file (a symlink, a directory or a device); kvcr \
+                 replaces only a regular file"
                     .to_string(),
             ));
         }

@@ -64,13 +64,10 @@ pub mod writer;
 
 pub use version::VERSION;
 
-// The test builders are dev-only (tests/it/util/testkit.rs); the unit tests
-// include the same file, which names this crate `kvcr`.
+// The test builders are the dev-only crate crates/kvcr-testkit (a
+// dev-dependency); the unit tests name it `crate::testkit`.
 #[cfg(test)]
-extern crate self as kvcr;
-#[cfg(test)]
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).
@@ -169,6 +166,7 @@ pub mod internals {
     }
     pub mod report {
         pub use crate::report::json::write as write_json;
+        pub use crate::report::render;
         pub use crate::text::{is_dangerous, terminal};
         pub mod explain {
             pub use crate::report::explain::{action, explain};

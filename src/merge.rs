@@ -30,7 +30,7 @@ pub fn read_report(name: &str, r: impl std::io::Read) -> Result<NodeReport, Stri
     if report.is_merged() {
         return Err(format!(
             "{name} is a merged report (it lists \"reports\" and \"inputs\"); merge takes the \
-                per-node reports of `kvcr audit --format json`, so merge those again"
+             per-node reports of `kvcr audit --format json`, so merge those again"
         ));
     }
     Ok(report)
@@ -86,7 +86,7 @@ fn finding(name: &str, f: NodeFinding, place: Place) -> Finding {
         code,
         name: code.name(),
         severity,
-        message,
+        message: message.into(),
         path: f.path,
         expected: f.expected,
         found: f.found,
@@ -215,7 +215,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                     Code::KV108,
                     format!(
                         "report {name} is dated {} s in the future (generated_unix_ms {}), beyond \
-                            the {} s clock slack: its age cannot be proven",
+                         the {} s clock slack: its age cannot be proven",
                         ahead / 1000,
                         r.generated_unix_ms,
                         FUTURE_SLACK_MS / 1000
@@ -253,7 +253,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                     Code::KV102,
                     format!(
                         "{} reports come from node {host:?} (hostnames compare ignoring ASCII case \
-                            and a trailing dot): {}; each node must be audited once",
+                         and a trailing dot): {}; each node must be audited once",
                         names.len(),
                         bounded(names)
                     ),
@@ -331,7 +331,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                         severity: Severity::Reject,
                         message: format!(
                             "created {} s after its report was written (created_unix_ms {c}, \
-                                generated_unix_ms {written}), beyond the {} s clock slack",
+                             generated_unix_ms {written}), beyond the {} s clock slack",
                             (c - written) / 1000,
                             FUTURE_SLACK_MS / 1000
                         ),
@@ -353,7 +353,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                         Code::parse(&first.0).unwrap_or(Code::KV007),
                         format!(
                             "report {name}'s inventory has {unclean} rejecting file-level \
-                                finding{} (first: {} {}); a node that is not clean proves nothing",
+                             finding{} (first: {} {}); a node that is not clean proves nothing",
                             if unclean == 1 { "" } else { "s" },
                             first.0,
                             first.1
@@ -368,7 +368,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                         Code::KV102,
                         format!(
                             "report {name} lists group {e:?} {} times; an audit lists each group \
-                                once",
+                             once",
                             seen[e]
                         ),
                     )
@@ -533,7 +533,7 @@ fn carry_node_findings(
                     Code::KV104,
                     format!(
                         "report {name} carries no geometry for the group: the shape cannot be \
-                        compared across nodes"
+                     compared across nodes"
                     ),
                 )
                 .values("geometry", "none"),
@@ -545,7 +545,7 @@ fn carry_node_findings(
                     Code::KV105,
                     format!(
                         "report {name} carries no model for the group: the model cannot be \
-                        compared across nodes"
+                     compared across nodes"
                     ),
                 )
                 .values("model", "none"),
@@ -588,7 +588,7 @@ fn carry_node_findings(
                         "report {name} rejects the group{}",
                         if g.local_ranks.is_none() {
                             " (audited without --local-ranks: audit each node with --local-ranks \
-                                RANKS)"
+                             RANKS)"
                         } else {
                             ""
                         }
@@ -754,7 +754,7 @@ fn own_lifetime(
                     Code::KV107,
                     format!(
                     "report {name}: this rank carries {field} {}, its group {}: a rank is judged \
-                        by its own data, and every rank of a group has the group's",
+                     by its own data, and every rank of a group has the group's",
                     shown(&mine),
                     shown(&theirs)
                 ),
@@ -876,11 +876,8 @@ mod tests {
             let f = j.files.iter().find(|f| f.path == "a.json: groups").unwrap();
             assert_eq!(f.findings[0].code, Code::KV007);
             assert!(f.findings[0].is_reject());
-            assert!(
-                f.findings[0].message.contains(&format!("{bad:?}")),
-                "{}",
-                f.findings[0].message
-            );
+            let message = crate::report::render(&f.findings[0].message);
+            assert!(message.contains(&format!("{bad:?}")), "{message}");
             assert_eq!(j.exit_status(), crate::exit::REJECTED);
         }
     }

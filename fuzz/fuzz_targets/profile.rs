@@ -9,8 +9,7 @@
 //! order of the files.
 #![no_main]
 
-#[path = "../../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use kvcr::descriptor::parse_descriptor;
 use kvcr::profile::{parse_profile, ProfileError};

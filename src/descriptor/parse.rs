@@ -846,7 +846,11 @@ pub(crate) mod tests {
         v["allocations"][2]["handle"]["fd"] = json!(3);
         let out = parse_v(v);
         assert!(out.descriptor.is_none());
-        let msgs: Vec<&str> = out.findings.iter().map(|f| f.message.as_str()).collect();
+        let msgs: Vec<&str> = out
+            .findings
+            .iter()
+            .map(|f| f.message.as_text().unwrap())
+            .collect();
         assert_eq!(
             msgs,
             [
@@ -1285,7 +1289,11 @@ pub(crate) mod tests {
         let out = parse_descriptor(bytes);
         assert!(out.descriptor.is_none());
         assert_eq!(out.ident, Ident::default());
-        only(&out, Code::KV006).message.clone()
+        only(&out, Code::KV006)
+            .message
+            .as_text()
+            .unwrap()
+            .to_string()
     }
 
     #[test]
@@ -1558,8 +1566,7 @@ pub(crate) mod tests {
             fn arbitrary_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..512)) {
                 let out = parse_descriptor(&b);
                 prop_assert!(
-                    out.descriptor.is_none()
-                        || out.findings.iter().all(|f| f.code == Code::KV008)
+                    out.descriptor.is_none() || out.findings.iter().all(|f| f.code == Code::KV008)
                 );
             }
         }

@@ -408,8 +408,8 @@ impl Backend for CudaBackend {
             let mut err = call(e);
             if !self.read_write {
                 err.message.push_str(
-                    "; the driver refused a read-only mapping: --map-read-write allows kvcr to map \
-                        it read-write",
+                    "; the driver refused a read-only mapping: --map-read-write allows kvcr to \
+                        map it read-write",
                 );
             }
             err
@@ -424,8 +424,8 @@ impl Backend for CudaBackend {
         let got = self.drv.access_flags(dev.0, ptr).map_err(call)?;
         if got != want {
             return Err(format!(
-                "cuMemGetAccess reports access flags {got} ({}) for device {} on mapping {ptr:#x}, \
-                    kvcr asked for {want} ({})",
+                "cuMemGetAccess reports access flags {got} ({}) for device {} on mapping \
+                    {ptr:#x}, kvcr asked for {want} ({})",
                 access_name(got),
                 dev.0,
                 access_name(want)

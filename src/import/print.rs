@@ -230,13 +230,14 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
             if r.remaining.is_empty() {
                 writeln!(
                     out,
-                    "released all {released}resources taken, in reverse order; nothing remains held"
+                    "released all {released}resources taken, in reverse order; nothing remains \
+                        held"
                 )?;
             } else {
                 writeln!(
                     out,
-                    "release failed: released {released}resources in reverse order; {} remain held \
-                        by this process:",
+                    "release failed: released {released}resources in reverse order; {} remain \
+                        held by this process:",
                     r.remaining.len()
                 )?;
                 for x in &r.remaining {

@@ -230,7 +230,7 @@ pub fn run_cause(j: &Judgement) -> String {
     if j.is_empty() {
         return format!(
             "{EMPTY}: no descriptor and no rejecting file in the inventory; nothing is retained \
-                here, so there is nothing to import"
+             here, so there is nothing to import"
         );
     }
     let rejected: Vec<&GroupVerdict> = j
@@ -256,7 +256,7 @@ pub fn run_cause(j: &Judgement) -> String {
         return format!(
             "rejected: no descriptor any group could claim; {}: {}{}",
             f.path,
-            x.map(|x| format!("{} ({})", x.message, x.code))
+            x.map(|x| format!("{} ({})", super::render(&x.message), x.code))
                 .unwrap_or_default(),
             if bad_files.len() > 1 {
                 format!("; and {} more rejecting files", bad_files.len() - 1)
@@ -319,7 +319,7 @@ fn profile_note(flags: &[String]) -> &'static str {
         ""
     } else {
         " (PROFILE.json: the group's declared deployment profile, which import requires; `kvcr \
-            schema profile`)"
+         schema profile`)"
     }
 }
 
@@ -367,25 +367,28 @@ fn headline(
     let mut cause = match (root.rank, root.file) {
         (Some(r), Some(path)) => format!(
             "rank {r} has no usable descriptor: {path}: {} ({})",
-            f.message, f.code
+            super::render(&f.message),
+            f.code
         ),
         // The full path is in the files list; a long one would not wrap.
         (None, Some(path)) => match path.rsplit_once('/') {
             None => format!(
                 "{path}: {} ({}); no group claims the file, so it may be this group's",
-                f.message, f.code
+                super::render(&f.message),
+                f.code
             ),
             Some((_, name)) => format!(
                 "…/{name}: {} ({}); no group claims the file (its path is in the files list), so \
-                    it may be this group's",
-                f.message, f.code
+                 it may be this group's",
+                super::render(&f.message),
+                f.code
             ),
         },
         (Some(r), None) => match f.path.as_deref() {
-            Some(p) => format!("rank {r} ({p}): {} ({})", f.message, f.code),
-            None => format!("rank {r}: {} ({})", f.message, f.code),
+            Some(p) => format!("rank {r} ({p}): {} ({})", super::render(&f.message), f.code),
+            None => format!("rank {r}: {} ({})", super::render(&f.message), f.code),
         },
-        _ => format!("{} ({})", f.message, f.code),
+        _ => format!("{} ({})", super::render(&f.message), f.code),
     };
     if !explained.is_empty() {
         let list: Vec<&str> = explained.iter().map(|c| c.as_str()).collect();
@@ -460,10 +463,9 @@ fn partial_view(g: &GroupVerdict, own: &[Candidate], inv: &Invocation) -> Option
     let audit = command("audit", true, root, &g.engine_id, &flags);
     Some(format!(
         "if {} on other nodes, this is one node's part of the group ({} of {ws} ranks here): write \
-            this node's report ({audit} --format json > \"$(hostname).json\"), do the same on \
-            every node, and judge the whole group with kvcr merge over every node's report; if \
-            they were never elsewhere, start the engine with an empty cache; see `kvcr explain \
-            KV103`",
+         this node's report ({audit} --format json > \"$(hostname).json\"), do the same on every \
+         node, and judge the whole group with kvcr merge over every node's report; if they were \
+         never elsewhere, start the engine with an empty cache; see `kvcr explain KV103`",
         if a == b {
             format!("rank {a} lives")
         } else {
@@ -482,7 +484,7 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
         // group does not have: nothing in the files is wrong.
         Code::KV101 if f.subject == Subject::Request => format!(
             "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); \
-                this inventory holds ranks {}",
+             this inventory holds ranks {}",
             g.world_size
                 .map_or_else(|| "(not known)".to_string(), |ws| ws.to_string()),
             if present.is_empty() {
@@ -503,8 +505,8 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
                 .is_some_and(|e| e.parse::<u64>().is_ok()) =>
         {
             "the ranks of one owner lifetime disagree on its epoch: a descriptor was edited or \
-                written by another owner; do not import, have the owner rewrite the group's \
-                descriptors, then audit again"
+             written by another owner; do not import, have the owner rewrite the group's \
+             descriptors, then audit again"
                 .to_string()
         }
         Code::KV107 if inv.root.is_some() => {
@@ -518,7 +520,7 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
                 .collect();
             format!(
                 "find the lifetime whose owner pid still runs, then pin it: {} (or {}); or remove \
-                    the dead lifetime's descriptors",
+                 the dead lifetime's descriptors",
                 command(
                     "audit",
                     true,
@@ -624,7 +626,7 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
                 cause,
                 format!(
                     "none needed; an import needs every node audited live with every fact checked: \
-                        {}; then kvcr merge every node's report again",
+                     {}; then kvcr merge every node's report again",
                     steps.join("; ")
                 ),
             );
@@ -659,7 +661,7 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
             cause,
             format!(
                 "none needed; to reuse the cache, save this report as fleet.json (kvcr merge … \
-                    --format json > fleet.json) and copy it to each node, then {}{}",
+                 --format json > fleet.json) and copy it to each node, then {}{}",
                 steps.join("; "),
                 profile_note(&[])
             ),
@@ -670,13 +672,13 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         let audit = command("audit", true, root, &g.engine_id, &inv.flags);
         return (
             format!(
-                "local part accepted: ranks {l}{} present, current and consistent{checked}; the \
-                    other ranks are expected on other nodes",
+                "local part accepted: ranks {l}{} present, current and consistent{checked}; \
+                 the other ranks are expected on other nodes",
                 ws.map_or_else(String::new, |ws| format!(" of {ws}"))
             ),
             format!(
                 "write this node's report ({audit} --format json > \"$(hostname).json\") and judge \
-                    the whole group with kvcr merge over every node's report"
+                 the whole group with kvcr merge over every node's report"
             ),
         );
     }
@@ -700,7 +702,7 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
     } else if unchecked > 0 {
         format!(
             "see which facts with -v (import refuses facts it cannot check); to reuse the \
-            cache: {import}"
+         cache: {import}"
         )
     } else {
         format!("none needed; to reuse the cache: {import}")

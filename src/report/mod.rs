@@ -6,9 +6,12 @@
 pub mod explain;
 pub mod headline;
 pub mod json;
+pub mod message;
 pub mod prometheus;
 pub mod table;
 pub mod wire;
+
+pub use message::render;
 
 use crate::error::Failure;
 use std::io::{self, IsTerminal, Write};

@@ -41,7 +41,7 @@ impl<'de> Deserialize<'de> for Schema {
         } else {
             Err(serde::de::Error::custom(format!(
                 "schema {:?} is not {REPORT_SCHEMA:?}; only kvcr audit reports of this version are \
-                    read",
+                 read",
                 crate::text::terminal(&s)
             )))
         }
@@ -341,7 +341,7 @@ impl Finding {
                 crate::finding::Severity::Reject => Severity::Reject,
                 crate::finding::Severity::Notice => Severity::Notice,
             },
-            message: f.message.clone(),
+            message: super::render(&f.message),
             path: f.path.clone(),
             expected: f.expected.clone(),
             found: f.found.clone(),

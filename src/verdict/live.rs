@@ -63,7 +63,7 @@ fn hostname(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
                     Code::KV110,
                     format!(
                         "descriptor was written on node {:?}, this is {h:?}: its handles mean \
-                            nothing here",
+                         nothing here",
                         d.node.hostname
                     ),
                 )
@@ -96,7 +96,7 @@ fn writer(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
                     Code::KV109,
                     format!(
                         "writer pid {} still runs and has not quiesced; it may still be writing \
-                            this KV",
+                         this KV",
                         d.writer.pid
                     ),
                 )
@@ -171,7 +171,7 @@ fn gpu_present(row: &mut Row, d: &Descriptor, gpus: &Fact<Gpus>) {
         ),
         None => format!(
             "GPU {want} is not visible to this process (per {}); whether it is on this node cannot \
-                be told",
+             be told",
             g.source
         ),
     };
@@ -219,7 +219,7 @@ fn handle_exposure(row: &mut Row, d: &Descriptor) {
             Finding::reject(
                 Code::KV003,
                 "descriptor carries cuda_ipc/fabric handle bytes and is readable by group/others; \
-                    those bytes grant access to the memory",
+                 those bytes grant access to the memory",
             )
             .values(
                 "not readable by group/others (mode 0600 or stricter)",
@@ -367,7 +367,7 @@ mod tests {
         let r0: Vec<(&str, &str)> = j.groups[0].ranks[0]
             .findings
             .iter()
-            .map(|f| (f.code.as_str(), f.message.as_str()))
+            .map(|f| (f.code.as_str(), f.message.as_text().unwrap()))
             .collect();
         // hostname, boot_id, owner (process 4242 was never probed); the writer is quiesced.
         assert_eq!(r0.len(), 4, "{r0:?}");

@@ -8,6 +8,7 @@
 
 use crate::util::testkit::{self, seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
 use crate::util::*;
+use kvcr::finding::Message;
 use kvcr::internals::node::{self, Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};
 use kvcr::internals::verdict::{self, Context, Expectations, Judgement, Verdict};
 use serde_json::{json, Value};
@@ -100,7 +101,7 @@ fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
 }
 
 /// Every (rank, code, message) of the only group.
-fn codes(j: &Judgement) -> Vec<(Option<u64>, String, String)> {
+fn codes(j: &Judgement) -> Vec<(Option<u64>, String, Message)> {
     assert_eq!(j.groups.len(), 1, "{:#?}", j.groups);
     j.groups[0]
         .ranks
@@ -359,7 +360,7 @@ fn gpu_on_node_but_not_visible_is_kv106_and_says_so() {
     assert!(
         c[0].2
             .contains("on this node but not visible to this process"),
-        "{}",
+        "{:?}",
         c[0].2
     );
     // Without the node's full list it cannot tell which.
@@ -371,7 +372,7 @@ fn gpu_on_node_but_not_visible_is_kv106_and_says_so() {
     assert!(
         c[0].2
             .contains("not visible to this process (per cuda driver)"),
-        "{}",
+        "{:?}",
         c[0].2
     );
     assert!(c[0].2.contains("cannot be told"));

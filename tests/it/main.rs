@@ -61,6 +61,8 @@ mod prometheus;
 mod props;
 mod race;
 mod rustfmt_coverage;
+mod typed_messages;
 mod units;
 mod version;
+mod workspace_layout;
 mod writer;

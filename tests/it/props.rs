@@ -723,14 +723,15 @@ fn build(spec: &FileSpec) -> (Vec<u8>, u64) {
     (bytes, name_rank)
 }
 
+/// Everything the judgement holds (its `Debug` form: every field, the
+/// messages' typed quantities included).
 fn render(j: &Judgement) -> String {
     format!(
-        "{}\n{}\n{}\n{}\n{:?}",
-        serde_json::to_string_pretty(&j.groups).unwrap(),
-        serde_json::to_string_pretty(&j.files).unwrap(),
+        "{:#?}\n{:#?}\n{}\n{}",
+        j.groups,
+        j.files,
         serde_json::to_string(&j.summary).unwrap(),
         j.exit_status(),
-        j.groups.iter().map(|g| &g.missing).collect::<Vec<_>>(),
     )
 }
 
