@@ -725,3 +725,66 @@ fn list(ranks: &[u64]) -> String {
         crate::verdict::compress_ranks(ranks)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{self, Desc};
+    use crate::verdict::{judge, Candidate, Context, Expectations};
+
+    /// One clean two-rank group: its audit report as the gate reads it,
+    /// and this node's verdict of it.
+    fn report_and_verdict() -> (wire::Report, GroupVerdict) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cands = Vec::new();
+        for rank in 0..2 {
+            let bytes = Desc::new("unit", rank, 2, 1).bytes();
+            let name = format!("rank-{rank}.json");
+            std::fs::write(dir.path().join(&name), &bytes).unwrap();
+            let p = crate::descriptor::parse_descriptor(&bytes);
+            cands.push(Candidate {
+                path: name.clone(),
+                raw_path: name.into_bytes(),
+                name_rank: Some(rank),
+                mode: Some(0o600),
+                ident: p.ident,
+                descriptor: p.descriptor,
+                findings: p.findings,
+            });
+        }
+        let doc = crate::api::audit(dir.path(), &crate::api::AuditOptions::default()).unwrap();
+        let v: wire::Report = serde_json::from_str(doc.as_json()).unwrap();
+        let expect = Expectations::default();
+        let ctx = Context {
+            now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
+            node: None,
+            expect: &expect,
+        };
+        (v, judge(cands, Vec::new(), &ctx).groups.remove(0))
+    }
+
+    /// Without a world size here (was `unwrap_or(0)`: no rank missing,
+    /// every rank "out of range"), the ranks check refuses with the
+    /// lifetime check's own words, naming both world sizes.
+    #[test]
+    fn no_world_size_here_is_refused_as_a_world_size_mismatch_not_as_odd_ranks() {
+        let (v, g) = report_and_verdict();
+        assert_eq!(g.world_size, Some(2));
+        assert_eq!(
+            every_rank_once("f.json", "unit", &v, &v.groups[0], &g),
+            Ok(())
+        );
+        assert_eq!(same_lifetime("f.json", "unit", &v.groups[0], &g), Ok(()));
+        let g = GroupVerdict {
+            world_size: None,
+            ..g
+        };
+        let e = every_rank_once("f.json", "unit", &v, &v.groups[0], &g).unwrap_err();
+        assert_eq!(
+            e,
+            "--fleet-report f.json accepted group unit with world_size 2, this node holds \
+             world_size none"
+        );
+        assert_eq!(same_lifetime("f.json", "unit", &v.groups[0], &g), Err(e));
+    }
+}
