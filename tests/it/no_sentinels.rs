@@ -4,8 +4,9 @@
 //! the boundary where the old sentinel could be seen. Unit tests beside
 //! the code cover what has no outside boundary: the headline's world size
 //! (report/headline.rs), an unknown file mode (verdict/live.rs), a device
-//! not asked of the driver (import/tests.rs) and a hand-built report with
-//! a bad engine id (merge.rs).
+//! not asked of the driver (import/tests.rs), a hand-built report with a
+//! bad engine id (merge.rs) and a fleet check without a local world size
+//! (import/gate.rs).
 
 use crate::util::fleet::{merge_paths, refused, Fleet};
 use crate::util::testkit::Desc;
