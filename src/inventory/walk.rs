@@ -296,7 +296,7 @@ impl Walker<'_> {
                 }
             };
             let kind = dir_kind(parent.file_name().unwrap_or_default());
-            let entry = sc.with_inherited(sc.entry(parent.clone(), kind, vec![f], 0), &pat);
+            let entry = sc.with_inherited(sc.entry(parent.clone(), kind, vec![f]), &pat);
             step.listed = Some(Listed::Entry(entry));
             sc.failed_dir = Some(parent);
         }
@@ -326,7 +326,7 @@ impl Walker<'_> {
         };
         let entry = self
             .sc
-            .with_inherited(self.sc.entry(rel, kind, vec![f], 0), at);
+            .with_inherited(self.sc.entry(rel, kind, vec![f]), at);
         Step::entry(entry).skip_dir(ft.is_dir())
     }
 
@@ -350,7 +350,7 @@ impl Walker<'_> {
                 format!("beyond the depth limit of {MAX_DESCRIPTOR_DEPTH}; not read"),
             )
             .at(&at);
-            return Step::entry(sc.entry(rel, EntryKind::Stray, vec![f], 0));
+            return Step::entry(sc.entry(rel, EntryKind::Stray, vec![f]));
         }
         let name = dent.file_name();
         if ft.is_symlink() {
@@ -359,7 +359,7 @@ impl Walker<'_> {
                 .at(&at)
                 .values("regular file or directory", found);
             let kind = classify_name(name);
-            return Step::entry(sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at));
+            return Step::entry(sc.with_inherited(sc.entry(rel, kind, vec![f]), &at));
         }
 
         if ft.is_file() {
@@ -388,7 +388,7 @@ impl Walker<'_> {
                 let f = Finding::reject(Code::KV005, format!("cannot stat: {e}"))
                     .at(&at)
                     .denied_if(&e);
-                return Step::entry(sc.with_inherited(sc.entry(rel, kind, vec![f], 0), &at));
+                return Step::entry(sc.with_inherited(sc.entry(rel, kind, vec![f]), &at));
             }
         };
         if ft.is_dir() {
@@ -399,10 +399,10 @@ impl Walker<'_> {
             return Step::entry(sc.not_regular(ft, rel, kind, &at));
         }
         match kind {
-            EntryKind::Torn => Step::entry(sc.entry(rel, kind, vec![torn(&at)], 0)),
+            EntryKind::Torn => Step::entry(sc.entry(rel, kind, vec![torn(&at)])),
             EntryKind::Stray | EntryKind::Dir => {
                 let f = Finding::notice(Code::KV010, "unexpected file; not read").at(&at);
-                Step::entry(sc.entry(rel, EntryKind::Stray, vec![f], 0))
+                Step::entry(sc.entry(rel, EntryKind::Stray, vec![f]))
             }
             // Regular files named as descriptors were handed out above.
             EntryKind::Descriptor { .. } => Step::read(ReadJob {
@@ -434,12 +434,13 @@ impl Walker<'_> {
             findings.push(
                 Finding::reject(
                     Code::KV003,
-                    "directory is a mount point (another mount than the inventory root's); not entered",
+                    "directory is a mount point (another mount than the inventory root's); not \
+                        entered",
                 )
                 .at(&at)
                 .values("the inventory root's mount", "another mount"),
             );
-            let entry = sc.with_inherited(sc.entry(rel, kind, findings, 0), &at);
+            let entry = sc.with_inherited(sc.entry(rel, kind, findings), &at);
             return Step::entry(entry).skip_dir(true);
         }
         if crate::inventory::is_staging_name(name) {
@@ -453,7 +454,7 @@ impl Walker<'_> {
             )
             .at(&at)
             .values("a published directory", "a staging directory");
-            return Step::entry(sc.entry(rel, EntryKind::Torn, vec![f], 0)).skip_dir(true);
+            return Step::entry(sc.entry(rel, EntryKind::Torn, vec![f])).skip_dir(true);
         }
         if let EntryKind::Descriptor { .. } = kind {
             findings.push(
@@ -465,7 +466,7 @@ impl Walker<'_> {
         let perms = permission_issues(md.st_mode, md.st_uid, sc.euid, "directory", &at);
         findings.extend(findings_of(&perms));
         // Inherit from the dirs above before registering this one.
-        let mut entry = sc.entry(rel, kind, findings, 0);
+        let mut entry = sc.entry(rel, kind, findings);
         if matches!(entry.kind, EntryKind::Descriptor { .. }) {
             entry = sc.with_inherited(entry, &at);
         }
@@ -500,7 +501,7 @@ impl Scanner<'_> {
             .at(at)
             .values("regular file", what),
         );
-        self.with_inherited(self.entry(rel, kind, findings, 0), at)
+        self.with_inherited(self.entry(rel, kind, findings), at)
     }
 }
 
@@ -517,18 +518,13 @@ fn dir_kind(name: &std::ffi::OsStr) -> EntryKind {
 }
 
 impl Scanner<'_> {
-    fn entry(
-        &self,
-        rel_path: PathBuf,
-        kind: EntryKind,
-        findings: Vec<Finding>,
-        mode: u32,
-    ) -> Entry {
+    fn entry(&self, rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>) -> Entry {
+        // The walk opens no file: only the reader knows a mode.
         Entry {
             rel_path,
             kind,
             findings,
-            mode,
+            mode: None,
         }
     }
 
@@ -599,7 +595,6 @@ impl Scanner<'_> {
             PathBuf::from("."),
             EntryKind::Dir,
             findings,
-            0,
         )))
     }
 
@@ -628,6 +623,6 @@ impl Scanner<'_> {
         if denied {
             f = f.about(crate::finding::Subject::Access);
         }
-        self.with_inherited(self.entry(rel, kind, vec![f], 0), &at)
+        self.with_inherited(self.entry(rel, kind, vec![f]), &at)
     }
 }
