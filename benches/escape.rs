@@ -156,8 +156,10 @@ fn report(name: impl Fn(usize, usize) -> String) -> Value {
                            "bytes": 5_368_709_120u64})
                 })
                 .collect();
-            json!({"engine_id": format!("bench-{g:05}"), "incarnation": "3f2b8c1e-7d4a-4b6e-9c2f-1a5d8e7b4c90",
-                   "epoch": 1, "verdict": "accept", "headline": "accepted: 8 of 8 ranks", "ranks": ranks})
+            json!({"engine_id": format!("bench-{g:05}"),
+                   "incarnation": "3f2b8c1e-7d4a-4b6e-9c2f-1a5d8e7b4c90",
+                   "epoch": 1, "verdict": "accept", "headline": "accepted: 8 of 8 \
+                       ranks", "ranks": ranks})
         })
         .collect();
     json!({"schema": "kvcr.audit-report/v1", "root": "/var/lib/kvcr/inventory", "groups": groups})

@@ -277,7 +277,8 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         )?;
         let raw: Vec<u8> = ih.reserved.iter().map(|b| *b as u8).collect();
         allocations.push(json!({"id": "kv-ipc", "size_bytes": size,
-            "handle": {"kind": "cuda_ipc", "hex": hex(&raw)}, "content": content(size, 0, pat(0))?}));
+            "handle": {"kind": "cuda_ipc", "hex": hex(&raw)},
+            "content": content(size, 0, pat(0))?}));
         bytes.insert("kv-ipc".to_string(), pat(0));
 
         // cuda_ipc with offset_bytes: a segment whose first half is another

@@ -110,7 +110,8 @@ impl Inventory {
                 Some(crate::error::access_hint(root))
             } else if !given {
                 Some(format!(
-                    "no ROOT and no KVCR_INVENTORY, so kvcr used the default {DEFAULT_ROOT} (where the package keeps it); pass ROOT or set KVCR_INVENTORY"
+                    "no ROOT and no KVCR_INVENTORY, so kvcr used the default {DEFAULT_ROOT} \
+                        (where the package keeps it); pass ROOT or set KVCR_INVENTORY"
                 ))
             } else {
                 None

@@ -187,7 +187,8 @@ pub(crate) fn check(rows: &mut [Row]) {
                 Finding::reject(
                     Code::KV111,
                     format!(
-                        "allocations[{a}] and allocations[{b}] carry the same {}: the memory would be counted twice{more}",
+                        "allocations[{a}] and allocations[{b}] carry the same {}: the memory \
+                            would be counted twice{more}",
                         k.describe()
                     ),
                 )
@@ -228,11 +229,15 @@ pub(crate) fn check(rows: &mut [Row]) {
                 Finding::reject(
                     Code::KV111,
                     format!(
-                        "the {} in allocations[{ai}] is also used by {who}: the same memory would be imported twice{more}",
+                        "the {} in allocations[{ai}] is also used by {who}: the same memory would \
+                            be imported twice{more}",
                         k.describe()
                     ),
                 )
-                .values("a handle used by one rank only", format!("also used by {who}")),
+                .values(
+                    "a handle used by one rank only",
+                    format!("also used by {who}"),
+                ),
             );
         }
         out.push(findings);

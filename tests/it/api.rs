@@ -201,9 +201,8 @@ fn gate_usage_errors_and_refusals() {
     private(&dir.path().join("inv"));
     let inv = dir.path().join("inv");
     // No profile: a usage error before anything is read.
-    assert!(
-        matches!(api::gate(&inv, &GateOptions::default()), Err(Error::Usage { message, .. }) if message.contains("profile"))
-    );
+    let r = api::gate(&inv, &GateOptions::default());
+    assert!(matches!(r, Err(Error::Usage { message, .. }) if message.contains("profile")));
     // An incomplete profile (no gpus): a usage error too.
     let mut p = testkit::profile(&d);
     p.as_object_mut().unwrap().remove("gpus");

@@ -460,7 +460,8 @@ fn ready_schema_requires_the_backend() {
     let doc = |backend: Option<serde_json::Value>| {
         let mut d = serde_json::json!({"schema": "kvcr.import-ready/v1", "engine_id": "e",
             "incarnation": null, "epoch": null, "pid": 7, "start_ticks": 9,
-            "ranks": [{"rank": 0, "gpu_uuid": "GPU-x", "device": 0, "allocations": 1, "bytes": 1}]});
+            "ranks": [{"rank": 0, "gpu_uuid": "GPU-x", "device": 0,
+                       "allocations": 1, "bytes": 1}]});
         if let Some(b) = backend {
             d["backend"] = b;
         }

@@ -298,7 +298,9 @@ impl Scenario {
                 .map(|(i, a)| {
                     let own = a.handle_of.unwrap_or(i);
                     let handle = match a.kind {
-                        "posix_fd" => json!({"kind": "posix_fd", "fd": fds[fd_index[&(rank, own)]]}),
+                        "posix_fd" => {
+                            json!({"kind": "posix_fd", "fd": fds[fd_index[&(rank, own)]]})
+                        }
                         k => {
                             let h = hex(k, rank, own);
                             let alias = a.same_memory_as.map_or(0, |j| 1 + rank * 64 + j);
@@ -311,7 +313,8 @@ impl Scenario {
                                     // The first of the alias group carries it too.
                                     let first = hex(k, rank, j);
                                     ipc.retain(|c: &String| !c.starts_with(&first));
-                                    ipc.push(format!("{first}:{}:{}:{alias}", list[j].mem_dev, list[j].alloc_size));
+                                    let (dev, size) = (list[j].mem_dev, list[j].alloc_size);
+                                    ipc.push(format!("{first}:{dev}:{size}:{alias}"));
                                 }
                                 ipc.push(cfg)
                             }
@@ -319,7 +322,8 @@ impl Scenario {
                         }
                     };
                     let hex_of = handle["hex"].as_str().map(str::to_owned);
-                    let mut o = json!({"id": format!("kv-{i}"), "size_bytes": a.size_bytes, "handle": handle});
+                    let id = format!("kv-{i}");
+                    let mut o = json!({"id": id, "size_bytes": a.size_bytes, "handle": handle});
                     if let Some(c) = content_of(a, hex_of.as_deref()) {
                         o["content"] = c;
                     }

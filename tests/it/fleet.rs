@@ -297,7 +297,8 @@ fn machines(names: &[&str]) -> Option<Machines> {
                 &crate::util::testkit::to_bytes(&v),
             );
         }
-        let profile = serde_json::json!({"schema": "kvcr.profile/v1", "engine_id": "llama3-405b-fleet",
+        let profile = serde_json::json!({"schema": "kvcr.profile/v1",
+            "engine_id": "llama3-405b-fleet",
             "local_ranks": format!("{}-{}", ranks.start, ranks.end - 1)});
         put(&dir, "profile.json", &serde_json::to_vec(&profile).unwrap());
     }
@@ -412,7 +413,10 @@ fn assert_merged(name: &str, code: i32, text: &str, reports: &Path, nodes: usize
 #[test]
 fn readme_pdsh_recipe_runs_verbatim_on_real_pdsh() {
     if !have("/usr/bin/pdsh") {
-        eprintln!("SKIP readme_pdsh_recipe_runs_verbatim_on_real_pdsh: pdsh not installed (apt-get install pdsh)");
+        eprintln!(
+            "SKIP readme_pdsh_recipe_runs_verbatim_on_real_pdsh: pdsh not installed \
+            (apt-get install pdsh)"
+        );
         return;
     }
     let Some(m) = machines(&["node-0", "node-1"]) else {
@@ -558,14 +562,24 @@ mod slurm {
                 .to_string_lossy()
                 .into_owned();
             let mut conf = format!(
-                "ClusterName=kvcrtest\nSlurmctldHost={host}(127.0.0.1)\nSlurmUser=root\nSlurmdUser=root\n\
+                "ClusterName=kvcrtest\nSlurmctldHost={host}(127.0.0.1)\nSlurmUser=root\n\
+                 SlurmdUser=root\n\
                  SlurmctldPort={}\nAuthType=auth/munge\nAuthInfo=socket={}\nCredType=cred/munge\n\
                  StateSaveLocation={}\nSlurmdSpoolDir={}\nSlurmctldPidFile={}\nSlurmdPidFile={}\n\
-                 SlurmctldLogFile={}\nSlurmdLogFile={}\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
-                 SelectType=select/linear\nMpiDefault=none\nReturnToService=2\nSwitchType=switch/none\n\
-                 JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n",
-                free_port(), p("munge.sock"), p("state"), p("spool-%n"), p("slurmctld.pid"),
-                p("slurmd-%n.pid"), p("log/slurmctld.log"), p("log/slurmd-%n.log"),
+                 SlurmctldLogFile={}\nSlurmdLogFile={}\nProctrackType=proctrack/linuxproc\n\
+                 TaskPlugin=task/none\n\
+                 SelectType=select/linear\nMpiDefault=none\nReturnToService=2\n\
+                 SwitchType=switch/none\n\
+                 JobAcctGatherType=jobacct_gather/none\n\
+                 AccountingStorageType=accounting_storage/none\n",
+                free_port(),
+                p("munge.sock"),
+                p("state"),
+                p("spool-%n"),
+                p("slurmctld.pid"),
+                p("slurmd-%n.pid"),
+                p("log/slurmctld.log"),
+                p("log/slurmd-%n.log"),
             );
             for n in nodes {
                 conf.push_str(&format!(
@@ -590,9 +604,22 @@ mod slurm {
             for n in nodes {
                 // slurmd forks into the background inside the node's namespaces.
                 let ok = Command::new("unshare")
-                    .args(["-u", "-m", "--propagation", "private", "sh", "-c",
-                           r#"mount --bind "$1/nodes/$2" "$1/node" && hostname "$2" && exec /usr/sbin/slurmd -f "$3" -N "$2""#,
-                           "sh", &fleet, n, &conf_path.display().to_string()])
+                    .args([
+                        "-u",
+                        "-m",
+                        "--propagation",
+                        "private",
+                        "sh",
+                        "-c",
+                        concat!(
+                            r#"mount --bind "$1/nodes/$2" "$1/node" && hostname "$2" "#,
+                            r#"&& exec /usr/sbin/slurmd -f "$3" -N "$2""#
+                        ),
+                        "sh",
+                        &fleet,
+                        n,
+                        &conf_path.display().to_string(),
+                    ])
                     .status();
                 if !ok.is_ok_and(|s| s.success()) {
                     return skip(&format!("slurmd for {n} did not start"));

@@ -789,7 +789,10 @@ fn a_stale_ready_file_names_its_holder_and_whether_it_runs() {
     .unwrap();
     let err = hold();
     assert!(
-        err.contains("left by pid 4194305, which is gone: remove the file after checking nothing holds the group"),
+        err.contains(
+            "left by pid 4194305, which is gone: remove the file after checking nothing \
+            holds the group"
+        ),
         "{err}"
     );
     // Held by a process that still runs: this test.
