@@ -56,6 +56,7 @@ mod node_notes;
 mod operator;
 mod packaging;
 mod parallel;
+mod proc_note;
 mod prometheus;
 mod props;
 mod race;
