@@ -181,7 +181,8 @@ fn refuse_denied(root: &Path, cands: &[Candidate], files: &[FileVerdict]) -> Res
         .count();
     Err(Failure::usage(
         format!(
-            "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, so there is no verdict",
+            "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, \
+             so there is no verdict",
             root.display(),
             f.path.as_deref().unwrap_or("."),
             f.message,
@@ -541,7 +542,11 @@ fn textfile_target(
     let bad = |why: String| {
         Failure::usage(
             format!("--textfile {}: {why}", path.display()),
-            Some("name a file in node-exporter's textfile directory, such as /var/lib/prometheus/node-exporter/kvcr.prom".to_string()),
+            Some(
+                "name a file in node-exporter's textfile directory, \
+                 such as /var/lib/prometheus/node-exporter/kvcr.prom"
+                    .to_string(),
+            ),
         )
     };
     let name = path
@@ -553,7 +558,8 @@ fn textfile_target(
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_file() {
             return Err(bad(
-                "exists and is not a regular file (a symlink, a directory or a device); kvcr replaces only a regular file"
+                "exists and is not a regular file (a symlink, a directory or a device); \
+                 kvcr replaces only a regular file"
                     .to_string(),
             ));
         }

@@ -49,11 +49,14 @@ fn check_procfs(fd: BorrowedFd<'_>, what: &str) -> Result<(), String> {
     match rustix::fs::fstatfs(fd) {
         Ok(st) if st.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64 => Ok(()),
         Ok(st) => Err(format!(
-            "{what} is not procfs (file system magic {:#x}, procfs is {:#x}), so nothing read from it is trusted",
+            "{what} is not procfs (file system magic {:#x}, procfs is {:#x}), \
+             so nothing read from it is trusted",
             st.f_type as i64,
             rustix::fs::PROC_SUPER_MAGIC as i64
         )),
-        Err(e) => Err(format!("cannot statfs {what}: {e}, so nothing read from it is trusted")),
+        Err(e) => Err(format!(
+            "cannot statfs {what}: {e}, so nothing read from it is trusted"
+        )),
     }
 }
 
@@ -311,7 +314,10 @@ mod tests {
 
     fn stat_line(comm: &str, state: char, start: u64) -> Vec<u8> {
         // 52 fields as in Linux 5.x+; field 22 is `start`.
-        let mut s = format!("4242 ({comm}) {state} 1 4242 4242 0 -1 4194560 1234 0 0 0 12 3 0 0 20 0 8 0 {start} 123456789 1000");
+        let mut s = format!(
+            "4242 ({comm}) {state} 1 4242 4242 0 -1 4194560 1234 0 0 0 12 3 0 0 20 0 8 0 \
+             {start} 123456789 1000"
+        );
         for _ in 25..=52 {
             s.push_str(" 0");
         }
