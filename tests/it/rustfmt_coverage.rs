@@ -49,7 +49,6 @@ const KNOWN: &[&str] = &[
     "src/import/ready.rs",
     "src/import/setup.rs",
     "src/import/sim.rs",
-    "src/inventory/walk.rs",
     "src/merge.rs",
     "src/node/gpus.rs",
     "src/profile.rs",
