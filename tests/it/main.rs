@@ -63,4 +63,5 @@ mod race;
 mod rustfmt_coverage;
 mod units;
 mod version;
+mod walk_held_fd;
 mod writer;
