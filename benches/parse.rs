@@ -11,8 +11,7 @@
 //! counts that no other load disturbs:
 //! KVCR_BENCH_ITERS=100 valgrind --tool=callgrind target/release/deps/parse-*
 
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use kvcr::descriptor::{canon, json, parse_descriptor_with};
 use std::hint::black_box;

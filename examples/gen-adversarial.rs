@@ -8,8 +8,7 @@
 //!
 //! Usage: cargo run --release --example gen-adversarial -- copies|wide DIR N
 
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use std::path::PathBuf;
 use testkit::{put, Desc};

@@ -8,8 +8,7 @@
 //! sees what a node with many engines would hold. Groups differ in
 //! engine_id and GPU UUIDs; every group is accepted by `kvcr audit`.
 
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use std::path::PathBuf;
 use testkit::{seal, to_bytes, Desc};

@@ -5,8 +5,7 @@
 //!
 //! Usage: cargo run --example gen-fixtures [-- OUT_DIR]   (default: fixtures)
 
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

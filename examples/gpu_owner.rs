@@ -17,18 +17,20 @@
 //!   It allows any process to ptrace it (`PR_SET_PTRACER_ANY`), so kvcr's
 //!   `pidfd_getfd` works under Yama `ptrace_scope=1`.
 //!
-//! `gpu_owner check --inventory DIR --expect FILE`
-//!   imports the group through kvcr's own library (live audit, plan, the
-//!   CUDA backend, the ledger), reads the start and end of every mapping and
-//!   compares them with FILE, releases the ledger, then proves each mapping
-//!   is gone (`cuMemGetAddressRange` fails in the still-live context).
-//!   Exit 0 when every byte matches and everything was released.
+//!   Every allocation declares `content` (docs/format.md §3.6), the digest
+//!   of its sampled pages, and the profile requires it.
+//!
+//! `gpu_owner check --inventory DIR --expect FILE [--kvcr PATH]`
+//!   imports the group with the kvcr command (a trial: `kvcr import
+//!   --profile FILE.profile.json DIR --format json`; PATH defaults to the
+//!   `kvcr` built beside this example), which maps every allocation,
+//!   compares the sampled pages with the declared content, and releases
+//!   everything in reverse. Exit 0 when the import was clean, every
+//!   allocation FILE lists was verified, and nothing remains held.
 
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
 use cudarc::driver::sys;
-use kvcr::internals::import::{self, cuda::CudaBackend, Ledger, Outcome, Plan, Resource};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -63,11 +65,14 @@ fn main() -> ExitCode {
             let ranks: Option<usize> = arg(&args, "--ranks").and_then(|s| s.parse().ok());
             serve(&inv, &expect, mib << 20, ranks)
         }
-        (Some("check"), Some(inv), Some(expect)) => check(&inv, &expect),
-        _ => Err(
-            "usage: gpu_owner serve|check --inventory DIR --expect FILE [--size-mib N] [--ranks N]"
-                .into(),
-        ),
+        (Some("check"), Some(inv), Some(expect)) => {
+            check(&inv, &expect, arg(&args, "--kvcr").map(PathBuf::from))
+        }
+        _ => Err(concat!(
+            "usage: gpu_owner serve|check --inventory DIR --expect FILE ",
+            "[--size-mib N] [--ranks N] [--kvcr PATH]"
+        )
+        .into()),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -78,8 +83,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// True when libcuda loads (cudarc's dynamic loading panics without it).
+fn driver_present() -> bool {
+    [c"libcuda.so.1", c"libcuda.so"].iter().any(|name| {
+        // SAFETY: dlopen of a NUL-terminated name; the handle is kept (the
+        // driver stays loaded for cudarc).
+        !unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null()
+    })
+}
+
+/// `n` rounded up to a multiple of `g` (> 0), or `None` on overflow.
+fn round_up(n: u64, g: u64) -> Option<u64> {
+    n.checked_add(g.checked_sub(1)?).map(|x| x / g * g)
+}
+
+/// The `content` member (docs/format.md §3.6) of `size` bytes at `offset`
+/// that all hold `byte`: 16 pages of 4096 bytes.
+fn content(size: u64, offset: u64, byte: u8) -> R<serde_json::Value> {
+    let mut read = |_: u64, n: u64| Ok(vec![byte; n as usize]);
+    let c = kvcr::api::digest_content(size, offset, 4096, 16, &mut read)
+        .map_err(|e| format!("content: {e:?}"))?;
+    Ok(json!({"page_bytes": c.page_bytes, "pages": c.pages, "sha256": hex(&c.sha256)}))
+}
+
 fn init() -> R<i32> {
-    if !kvcr::internals::import::cuda::driver_present() {
+    if !driver_present() {
         return Err("no NVIDIA driver (libcuda) on this machine".into());
     }
     // SAFETY: flags must be 0; libcuda is loaded by cudarc on first use
@@ -100,7 +128,7 @@ fn device(ordinal: i32) -> R<sys::CUdevice> {
 
 fn retain_ctx(dev: sys::CUdevice) -> R<sys::CUcontext> {
     let mut ctx = std::ptr::null_mut();
-    // SAFETY: writes one context handle; released by release_ctx.
+    // SAFETY: writes one context handle; held until the process ends.
     ck(
         unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
         "cuDevicePrimaryCtxRetain",
@@ -108,11 +136,6 @@ fn retain_ctx(dev: sys::CUdevice) -> R<sys::CUcontext> {
     // SAFETY: ctx was just retained.
     ck(unsafe { sys::cuCtxSetCurrent(ctx) }, "cuCtxSetCurrent")?;
     Ok(ctx)
-}
-
-fn release_ctx(dev: sys::CUdevice) {
-    // SAFETY: balances a retain_ctx on this device.
-    unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
 }
 
 fn hex(b: &[u8]) -> String {
@@ -162,7 +185,7 @@ fn vmm_alloc(
         },
         "cuMemGetAllocationGranularity",
     )?;
-    let size = kvcr::internals::import::cuda::round_up(size, gran as u64).ok_or("size overflow")?;
+    let size = round_up(size, gran as u64).ok_or("size overflow")?;
     let mut h = 0;
     // SAFETY: creates a physical allocation we own.
     ck(
@@ -207,14 +230,15 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
     }
     let ranks = want_ranks.unwrap_or(n).min(n).max(1);
     let pid = std::process::id() as i32;
-    let ticks = kvcr::internals::import::pidfd::proc_start_ticks(pid)
-        .map_err(|e| e.to_string())?
-        .ok_or("no /proc/self/stat")?;
+    let ticks = kvcr::api::proc_start_ticks(pid).map_err(|e| e.to_string())?;
     let hostname =
         std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(|e| e.to_string())?;
     let boot_id =
         std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map_err(|e| e.to_string())?;
-    let now_ms = kvcr::internals::node::now_unix_ms();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_millis() as u64;
     let incarnation = uuid::Uuid::new_v4().to_string();
     std::fs::create_dir_all(inv).map_err(|e| e.to_string())?;
     std::fs::set_permissions(inv, std::fs::Permissions::from_mode(0o700))
@@ -252,7 +276,8 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
             "cuIpcGetMemHandle",
         )?;
         let raw: Vec<u8> = ih.reserved.iter().map(|b| *b as u8).collect();
-        allocations.push(json!({"id": "kv-ipc", "size_bytes": size, "handle": {"kind": "cuda_ipc", "hex": hex(&raw)}}));
+        allocations.push(json!({"id": "kv-ipc", "size_bytes": size,
+            "handle": {"kind": "cuda_ipc", "hex": hex(&raw)}, "content": content(size, 0, pat(0))?}));
         bytes.insert("kv-ipc".to_string(), pat(0));
 
         // cuda_ipc with offset_bytes: a segment whose first half is another
@@ -284,7 +309,8 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         let raw: Vec<u8> = ih.reserved.iter().map(|b| *b as u8).collect();
         allocations.push(
             json!({"id": "kv-ipc-off", "size_bytes": size - half, "offset_bytes": half,
-                                "handle": {"kind": "cuda_ipc", "hex": hex(&raw)}}),
+                "handle": {"kind": "cuda_ipc", "hex": hex(&raw)},
+                "content": content(size - half, half, pat(3))?}),
         );
         bytes.insert("kv-ipc-off".to_string(), pat(3));
 
@@ -310,7 +336,8 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         )?;
         keep_fds.push(fd);
         allocations.push(
-            json!({"id": "kv-fd", "size_bytes": sz, "handle": {"kind": "posix_fd", "fd": fd}}),
+            json!({"id": "kv-fd", "size_bytes": sz, "handle": {"kind": "posix_fd", "fd": fd},
+                "content": content(sz, 0, pat(1))?}),
         );
         bytes.insert("kv-fd".to_string(), pat(1));
 
@@ -353,7 +380,9 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
         };
         match fabric {
             Ok((data, sz)) => {
-                allocations.push(json!({"id": "kv-fabric", "size_bytes": sz, "handle": {"kind": "fabric", "hex": hex(&data)}}));
+                allocations.push(json!({"id": "kv-fabric", "size_bytes": sz,
+                    "handle": {"kind": "fabric", "hex": hex(&data)},
+                    "content": content(sz, 0, pat(2))?}));
                 bytes.insert("kv-fabric".to_string(), pat(2));
             }
             Err(e) => eprintln!("gpu_owner: rank {rank}: no fabric allocation ({e})"),
@@ -391,6 +420,7 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
                 "pp": 1,
                 "model": d["model"],
                 "geometry": d["geometry"],
+                "require_content": true,
             });
         }
         testkit::seal(&mut d);
@@ -435,110 +465,72 @@ fn write_private(path: &Path, bytes: &[u8]) -> R<()> {
     std::fs::rename(&tmp, path).map_err(|e| e.to_string())
 }
 
-/// Reads `len` bytes at `ptr` in the current context.
-fn read(ptr: u64, len: usize) -> R<Vec<u8>> {
-    let mut buf = vec![0u8; len];
-    // SAFETY: copies `len` bytes into a host buffer of that size.
-    ck(
-        unsafe { sys::cuMemcpyDtoH_v2(buf.as_mut_ptr().cast(), ptr, len) },
-        "cuMemcpyDtoH",
-    )?;
-    Ok(buf)
-}
-
-fn check(inv: &Path, expect: &Path) -> R<()> {
+/// The trial import by the kvcr command: exit 0, every allocation of
+/// `expect` imported with its content verified, nothing left held.
+fn check(inv: &Path, expect: &Path, kvcr: Option<PathBuf>) -> R<()> {
     let expected: BTreeMap<String, BTreeMap<String, u8>> =
         serde_json::from_slice(&std::fs::read(expect).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
-    let inventory = kvcr::internals::settings::Inventory::at(inv);
-    let (probe, notes) = kvcr::internals::node::probe(None)?;
-    for n in notes {
-        eprintln!("kvcr: note: {n}");
-    }
-    let audited =
-        kvcr::internals::audit::audit(&inventory, Some(probe.as_ref()), false, true, false)
-            .map_err(|f| f.message)?;
-    let group = import::plan::select(&audited.run.judgement.groups, None)
-        .map_err(|f| f.message)?
-        .ok_or("no group")?;
-    let plan = Plan::from_group(group, &audited.descriptors).map_err(|e| e.to_string())?;
-    let mut backend = CudaBackend::new().map_err(|e| e.to_string())?;
-    // Our own context references keep each context alive across kvcr's
-    // release, so the post-release lookups happen where the mappings were.
-    let n = init()?;
-    let devs: Vec<sys::CUdevice> = (0..n).map(device).collect::<R<_>>()?;
-    for d in &devs {
-        retain_ctx(*d)?;
-    }
-    let mut ledger = Ledger::new();
-    let out = import::execute(&plan, &mut backend, &mut ledger, &|| false, &mut |_| {});
-    let Outcome::Imported { ranks } = out else {
-        return Err(format!("import failed: {out:?}"));
+    let kvcr = match kvcr {
+        Some(p) => p,
+        // target/<profile>/examples/gpu_owner → target/<profile>/kvcr
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .parent()
+            .and_then(Path::parent)
+            .ok_or("no directory above this example")?
+            .join("kvcr"),
     };
-    let sizes: BTreeMap<(u64, String), (u64, u64)> = plan
-        .ranks
-        .iter()
-        .flat_map(|r| {
-            r.allocations
-                .iter()
-                .map(move |a| ((r.rank, a.id.clone()), (a.offset_bytes, a.size_bytes)))
-        })
-        .collect();
-    let mut mappings = Vec::new();
+    let out = std::process::Command::new(&kvcr)
+        .arg("import")
+        .arg(inv)
+        .arg("--profile")
+        .arg(expect.with_extension("profile.json"))
+        .args(["--format", "json"])
+        .output()
+        .map_err(|e| format!("{}: {e}", kvcr.display()))?;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "kvcr import printed no report ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    if out.status.code() != Some(0) || report["result"] != "imported" {
+        return Err(format!("kvcr import: {:?}\n{report:#}", out.status.code()));
+    }
     let mut checked = 0;
-    for e in ledger.entries() {
-        let (device, ptr) = match e.resource {
-            Resource::IpcMapping { device, ptr } | Resource::Mapping { device, ptr, .. } => {
-                (device, ptr)
+    for (rank, allocations) in &expected {
+        let row = report["ranks"]
+            .as_array()
+            .and_then(|rs| {
+                rs.iter()
+                    .find(|r| r["rank"].as_u64().is_some_and(|n| n.to_string() == *rank))
+            })
+            .ok_or(format!("rank {rank} was not imported"))?;
+        for id in allocations.keys() {
+            let item = row["items"]
+                .as_array()
+                .and_then(|is| is.iter().find(|i| i["id"] == id.as_str()))
+                .ok_or(format!("rank {rank} {id} was not imported"))?;
+            if item["content"] != "verified" {
+                return Err(format!("rank {rank} {id}: content {}", item["content"]));
             }
-            _ => continue,
-        };
-        let id = e.allocation.clone().unwrap_or_default();
-        let (offset, size) = sizes[&(e.rank, id.clone())];
-        let want = *expected
-            .get(&e.rank.to_string())
-            .and_then(|m| m.get(&id))
-            .ok_or(format!("no expected byte for rank {} {id}", e.rank))?;
-        retain_ctx(devs[device as usize])?;
-        let chunk = (size as usize).min(64 << 10);
-        for off in [0, size as usize - chunk] {
-            // The rank's bytes start offset_bytes into the mapping.
-            let got = read(ptr + offset + off as u64, chunk)?;
-            if let Some(bad) = got.iter().position(|b| *b != want) {
-                return Err(format!(
-                    "rank {} {id}: byte {} is {:#04x}, the owner wrote {want:#04x}",
-                    e.rank,
-                    off + bad,
-                    got[bad]
-                ));
-            }
-        }
-        release_ctx(devs[device as usize]);
-        mappings.push((device, ptr, e.rank, id));
-        checked += 1;
-    }
-    let rel = ledger.release_all(&mut backend);
-    if !rel.is_clean() {
-        return Err(format!("release failed: {:?}", rel.failed));
-    }
-    for (device, ptr, rank, id) in &mappings {
-        retain_ctx(devs[*device as usize])?;
-        let (mut base, mut size) = (0, 0usize);
-        // SAFETY: a lookup only; writes through valid pointers.
-        let r = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, *ptr) };
-        release_ctx(devs[*device as usize]);
-        if r == sys::CUresult::CUDA_SUCCESS {
-            return Err(format!(
-                "rank {rank} {id}: {ptr:#x} is still mapped after release"
-            ));
+            checked += 1;
         }
     }
-    for d in &devs {
-        release_ctx(*d);
+    if report["remaining"]
+        .as_array()
+        .is_some_and(|r| !r.is_empty())
+    {
+        return Err(format!(
+            "still held after the release: {}",
+            report["remaining"]
+        ));
     }
     println!(
         "{}",
-        json!({"ranks": ranks.len(), "mappings_checked": checked, "released": rel.released.len(), "bytes_match": true})
+        json!({"ranks": expected.len(), "allocations_verified": checked,
+               "released": report["released"], "bytes_match": true})
     );
     Ok(())
 }

@@ -208,6 +208,20 @@ pub struct AuditOptions {
     pub incarnation: Option<uuid::Uuid>,
 }
 
+/// A finding's message as every kvcr output writes it: its text, with the
+/// numbers it carries (an age, a moment) in the operator's units. The
+/// numbers themselves are the message's parts
+/// ([`Message::parts`](crate::finding::Message::parts)).
+///
+/// ```
+/// use kvcr::finding::Message;
+/// let m = Message::from("sealed ").duration_ms(90_000).text(" ago");
+/// assert_eq!(kvcr::api::message_text(&m), "sealed 1m 30s ago");
+/// ```
+pub fn message_text(m: &crate::finding::Message) -> String {
+    crate::report::render(m)
+}
+
 /// `--max-age` and `--max-report-age`: plain seconds or a number with the
 /// unit s, m, h or d, in seconds.
 pub fn parse_age(s: &str) -> Result<u64, Error> {
@@ -316,7 +330,7 @@ fn descriptor_error(text: &[u8], fallback: String) -> Error {
         Some(f) => Error::Descriptor {
             code: f.code,
             field: None,
-            message: f.message.clone(),
+            message: crate::report::render(&f.message),
         },
         None if fallback.contains("1 MiB") => Error::Descriptor {
             code: Code::KV004,
@@ -545,11 +559,12 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         &audit_options,
     )?;
     let probe = crate::audit::probe_node(inv.node_facts.as_deref()).map_err(Error::usage)?;
-    let req = crate::import::readiness::Request {
+    let req = crate::import::sequence::Gates {
         inventory: &inv,
         fleet_report: o.fleet_report.as_deref(),
         max_report_age_s: o.max_report_age_s,
         probe: probe.as_ref(),
+        progress: false,
     };
     match crate::import::readiness::gate(&req) {
         Ok(plan) => Document::of(&plan, crate::exit::OK),

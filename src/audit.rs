@@ -181,11 +181,11 @@ fn refuse_denied(root: &Path, cands: &[Candidate], files: &[FileVerdict]) -> Res
         .count();
     Err(Failure::usage(
         format!(
-            "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, \
-             so there is no verdict",
+            "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, so there is no \
+             verdict",
             root.display(),
             f.path.as_deref().unwrap_or("."),
-            f.message,
+            crate::report::render(&f.message),
             if count > 1 {
                 format!(" (and {} more entries refused)", count - 1)
             } else {
@@ -543,8 +543,8 @@ fn textfile_target(
         Failure::usage(
             format!("--textfile {}: {why}", path.display()),
             Some(
-                "name a file in node-exporter's textfile directory, \
-                 such as /var/lib/prometheus/node-exporter/kvcr.prom"
+                "name a file in node-exporter's textfile directory, such as \
+             /var/lib/prometheus/node-exporter/kvcr.prom"
                     .to_string(),
             ),
         )
@@ -558,8 +558,8 @@ fn textfile_target(
     if let Ok(m) = std::fs::symlink_metadata(path) {
         if !m.file_type().is_file() {
             return Err(bad(
-                "exists and is not a regular file (a symlink, a directory or a device); \
-                 kvcr replaces only a regular file"
+                "exists and is not a regular file (a symlink, a directory or a device); kvcr \
+                 replaces only a regular file"
                     .to_string(),
             ));
         }

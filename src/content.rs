@@ -79,14 +79,16 @@ pub fn sampled_ranges(
     if size_bytes <= page_bytes {
         if pages != 1 {
             return shape(format!(
-                "pages {pages}: size_bytes {size_bytes} ≤ page_bytes {page_bytes} samples one range, so pages must be 1"
+                "pages {pages}: size_bytes {size_bytes} ≤ page_bytes {page_bytes} samples one \
+                    range, so pages must be 1"
             ));
         }
         return Ok(std::iter::once(offset_bytes..end).collect());
     }
     if pages < 2 {
         return shape(format!(
-            "pages {pages}: size_bytes {size_bytes} > page_bytes {page_bytes} samples the first and the last page, so pages must be at least 2"
+            "pages {pages}: size_bytes {size_bytes} > page_bytes {page_bytes} samples the first \
+                and the last page, so pages must be at least 2"
         ));
     }
     let span = u128::from(size_bytes - page_bytes);

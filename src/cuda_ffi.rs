@@ -118,8 +118,6 @@ pub mod consts {
 pub struct Status(pub i32);
 
 impl Status {
-    pub const SUCCESS: Status = Status(0);
-    pub const NOT_INITIALIZED: Status = Status(3);
     pub const STUB_LIBRARY: Status = Status(34);
     pub const NO_DEVICE: Status = Status(100);
 
@@ -206,7 +204,10 @@ macro_rules! driver_api {
                             // int); a data pointer and a function pointer have the
                             // same size on every platform kvcr supports.
                             Some(unsafe {
-                                std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> c_int>(p)
+                                std::mem::transmute::<
+                                    *mut c_void,
+                                    unsafe extern "C" fn($($arg),*) -> c_int,
+                                >(p)
                             })
                         }
                     }, )*
@@ -236,7 +237,8 @@ driver_api! {
     ipc_open = "cuIpcOpenMemHandle_v2": fn(*mut DevicePtr, IpcMemHandle, c_uint);
     ipc_close = "cuIpcCloseMemHandle": fn(DevicePtr);
     mem_import = "cuMemImportFromShareableHandle": fn(*mut MemHandle, *mut c_void, c_int);
-    mem_granularity = "cuMemGetAllocationGranularity": fn(*mut usize, *const MemAllocationProp, c_int);
+    mem_granularity = "cuMemGetAllocationGranularity":
+        fn(*mut usize, *const MemAllocationProp, c_int);
     address_reserve = "cuMemAddressReserve": fn(*mut DevicePtr, usize, usize, DevicePtr, u64);
     address_free = "cuMemAddressFree": fn(DevicePtr, usize);
     mem_map = "cuMemMap": fn(DevicePtr, usize, usize, MemHandle, u64);
@@ -246,7 +248,8 @@ driver_api! {
     address_range = "cuMemGetAddressRange_v2": fn(*mut DevicePtr, *mut usize, DevicePtr);
     pointer_attribute = "cuPointerGetAttribute": fn(*mut c_void, c_int, DevicePtr);
     memcpy_dtoh = "cuMemcpyDtoH_v2": fn(*mut c_void, DevicePtr, usize);
-    mem_properties = "cuMemGetAllocationPropertiesFromHandle": fn(*mut MemAllocationProp, MemHandle);
+    mem_properties = "cuMemGetAllocationPropertiesFromHandle":
+        fn(*mut MemAllocationProp, MemHandle);
     mem_get_access = "cuMemGetAccess": fn(*mut u64, *const MemLocation, DevicePtr);
 }
 

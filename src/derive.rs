@@ -16,7 +16,10 @@ use crate::verdict::{GroupVerdict, Verdict};
 use serde_json::{json, Value};
 
 /// What a derived profile's `derived.review` says.
-pub const REVIEW: &str = "derived by kvcr profile from the very inventory it is meant to check: it proves only that the group agrees with itself; review every member against the engine's configuration (model, tp, pp, geometry, the GPU of each rank) before relying on it, and have the deployer write the production profile from that configuration";
+pub const REVIEW: &str = "derived by kvcr profile from the very inventory it is meant to check: \
+    it proves only that the group agrees with itself; review every member against the engine's \
+    configuration (model, tp, pp, geometry, the GPU of each rank) before relying on it, and have \
+    the deployer write the production profile from that configuration";
 
 /// `kvcr profile`.
 pub fn run(inv: &Inventory) -> Result<i32, Failure> {
@@ -40,7 +43,8 @@ pub fn run(inv: &Inventory) -> Result<i32, Failure> {
     }
     if g.local_ranks.is_some() {
         return refuse(format!(
-            "group {} is accepted only as a local part: a profile declares the whole group, with every rank's GPU",
+            "group {} is accepted only as a local part: a profile declares the whole group, with \
+                every rank's GPU",
             g.engine_id
         ));
     }
@@ -57,7 +61,8 @@ pub fn run(inv: &Inventory) -> Result<i32, Failure> {
         out.flush()
     })?;
     eprintln!(
-        "kvcr: profile derived from the live audit of {}; review it before use (see its \"derived\" member)",
+        "kvcr: profile derived from the live audit of {}; review it before use (see its \
+            \"derived\" member)",
         crate::text::terminal(&g.engine_id)
     );
     Ok(exit::OK)

@@ -53,8 +53,14 @@ pub struct Examined {
     /// How many allocations carry a content check (docs/format.md §3.6).
     pub content_checked: Option<usize>,
     pub verdict: verdict::Verdict,
+    /// Written as the report's findings are (`report::wire::Finding`).
+    #[serde(serialize_with = "wire_findings")]
     pub findings: Vec<Finding>,
     pub exit_status: i32,
+}
+
+fn wire_findings<S: serde::Serializer>(f: &[Finding], s: S) -> Result<S::Ok, S::Error> {
+    crate::report::wire::Each(f, crate::report::wire::Finding::of).serialize(s)
 }
 
 fn read(path: &Path) -> Result<(Vec<u8>, u64), Failure> {
@@ -274,7 +280,12 @@ fn write_table(out: &mut dyn Write, e: &Examined) -> std::io::Result<()> {
     }
     for f in &e.findings {
         let kind = if f.is_reject() { "reject" } else { "notice" };
-        writeln!(out, "{kind}: {} {}", f.code, terminal(&f.message))?;
+        writeln!(
+            out,
+            "{kind}: {} {}",
+            f.code,
+            terminal(&crate::report::render(&f.message))
+        )?;
     }
     writeln!(out, "exit {}", e.exit_status)
 }

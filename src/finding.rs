@@ -1,6 +1,7 @@
 //! Finding codes (docs/format.md §5): the stable vocabulary of every rejection and notice.
 
 use serde::Serialize;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Every finding code of docs/format.md §5, in table order: the
@@ -184,38 +185,199 @@ pub enum Subject {
     Access,
 }
 
+/// A finding's message: its text and the typed quantities in it (an age, a
+/// maximum age, a moment). The core carries the numbers and the printers
+/// format them: `report::render` (for library callers
+/// `kvcr::api::message_text`) is the one function that turns a message into
+/// text, so the table, the JSON document, the headline, `examine`, `merge`
+/// and the import report all say the same (docs/format.md §9.2). There is no `Display`
+/// on purpose, so the core cannot format one; tests of the core read the
+/// numbers from [`Message::parts`].
+///
+/// Adjacent text is kept as one part: a message without quantities is one
+/// [`Part::Text`] (or none when empty), which [`Message::as_text`] returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Message {
+    parts: Vec<Part>,
+}
+
+/// One piece of a [`Message`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Part {
+    /// Text, printed as it is (escaped for a terminal by the printer).
+    Text(Cow<'static, str>),
+    /// A length of time in milliseconds, printed coarse for operators
+    /// (`850ms`, `5m 2s`, `3d 4h`).
+    DurationMs(u64),
+    /// A moment in Unix milliseconds, printed as UTC
+    /// (`2025-11-30 07:10:25 UTC`).
+    UnixMs(u64),
+}
+
+impl Message {
+    /// An empty message.
+    pub fn new() -> Message {
+        Message::default()
+    }
+
+    /// Appends text.
+    pub fn text(mut self, s: impl Into<Cow<'static, str>>) -> Message {
+        self.push_text(s.into());
+        self
+    }
+
+    /// Appends a length of time in milliseconds ([`Part::DurationMs`]).
+    pub fn duration_ms(mut self, ms: u64) -> Message {
+        self.parts.push(Part::DurationMs(ms));
+        self
+    }
+
+    /// Appends a moment in Unix milliseconds ([`Part::UnixMs`]).
+    pub fn unix_ms(mut self, ms: u64) -> Message {
+        self.parts.push(Part::UnixMs(ms));
+        self
+    }
+
+    /// Appends the parts of `other`.
+    pub fn then(mut self, other: Message) -> Message {
+        for p in other.parts {
+            match p {
+                Part::Text(t) => self.push_text(t),
+                p => self.parts.push(p),
+            }
+        }
+        self
+    }
+
+    /// Appends text in place.
+    pub fn push_str(&mut self, s: &str) {
+        self.push_text(Cow::Owned(s.to_string()));
+    }
+
+    /// Puts text before the message.
+    pub fn prepend(&mut self, s: &str) {
+        match self.parts.first_mut() {
+            Some(Part::Text(t)) => t.to_mut().insert_str(0, s),
+            _ if s.is_empty() => {}
+            _ => self.parts.insert(0, Part::Text(Cow::Owned(s.to_string()))),
+        }
+    }
+
+    fn push_text(&mut self, s: Cow<'static, str>) {
+        if s.is_empty() {
+            return;
+        }
+        match self.parts.last_mut() {
+            Some(Part::Text(t)) => t.to_mut().push_str(&s),
+            _ => self.parts.push(Part::Text(s)),
+        }
+    }
+
+    /// The parts, in order.
+    pub fn parts(&self) -> &[Part] {
+        &self.parts
+    }
+
+    /// The message when it holds text only (`""` when empty); `None` when
+    /// it carries a quantity, which only a printer may turn into text.
+    pub fn as_text(&self) -> Option<&str> {
+        match self.parts.as_slice() {
+            [] => Some(""),
+            [Part::Text(t)] => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Whether one of the text parts contains `needle` (a quantity is not
+    /// text and never matches).
+    pub fn contains(&self, needle: &str) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::Text(t) if t.contains(needle)))
+    }
+
+    /// Whether the message begins with the text `prefix`.
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        match self.parts.first() {
+            Some(Part::Text(t)) => t.starts_with(prefix),
+            _ => prefix.is_empty(),
+        }
+    }
+
+    /// The lengths of time the message carries, in order (milliseconds).
+    pub fn durations_ms(&self) -> Vec<u64> {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::DurationMs(ms) => Some(*ms),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl From<String> for Message {
+    fn from(s: String) -> Message {
+        Message::new().text(s)
+    }
+}
+
+impl From<&'static str> for Message {
+    fn from(s: &'static str) -> Message {
+        Message::new().text(s)
+    }
+}
+
+impl From<Cow<'static, str>> for Message {
+    fn from(s: Cow<'static, str>) -> Message {
+        Message::new().text(s)
+    }
+}
+
+/// A message equals a string when it is that text and carries no quantity.
+impl PartialEq<str> for Message {
+    fn eq(&self, other: &str) -> bool {
+        self.as_text() == Some(other)
+    }
+}
+
+impl PartialEq<&str> for Message {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_text() == Some(*other)
+    }
+}
+
+impl PartialEq<String> for Message {
+    fn eq(&self, other: &String) -> bool {
+        self.as_text() == Some(other.as_str())
+    }
+}
+
 /// One finding. `path` is relative to the resolved root; `expected`/`found`
 /// are set wherever the finding compares two values.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
     pub code: Code,
     pub name: &'static str,
     pub severity: Severity,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Rendered to text by the printers only ([`Message`]).
+    pub message: Message,
     pub path: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub expected: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub found: Option<String>,
     /// `false` only for a problem of a descriptor outside the group's
     /// current incarnation (docs/format.md §10.1): listed as a notice, never
     /// counted against the group. Written as `"counted": false`; absent
     /// (true) everywhere else.
-    #[serde(skip_serializing_if = "is_true")]
     pub counted: bool,
     /// Not printed: chooses the headline's action ([`Subject`]).
-    #[serde(skip)]
     pub subject: Subject,
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
 }
 
 impl Finding {
     /// A rejecting finding.
-    pub fn reject(code: Code, message: impl Into<String>) -> Self {
+    pub fn reject(code: Code, message: impl Into<Message>) -> Self {
         Finding {
             code,
             name: code.name(),
@@ -230,7 +392,7 @@ impl Finding {
     }
 
     /// A notice: reported, never decides a verdict.
-    pub fn notice(code: Code, message: impl Into<String>) -> Self {
+    pub fn notice(code: Code, message: impl Into<Message>) -> Self {
         Finding {
             severity: Severity::Notice,
             ..Finding::reject(code, message)
@@ -266,5 +428,87 @@ impl Finding {
 
     pub fn is_reject(&self) -> bool {
         self.severity == Severity::Reject
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Message, Part};
+
+    #[test]
+    fn adjacent_text_is_one_part_and_quantities_stay_numbers() {
+        let m = Message::from("sealed ")
+            .text("")
+            .duration_ms(61_000)
+            .text(" ago")
+            .text(String::from(", older than "))
+            .duration_ms(60_000);
+        assert_eq!(
+            m.parts(),
+            [
+                Part::Text("sealed ".into()),
+                Part::DurationMs(61_000),
+                Part::Text(" ago, older than ".into()),
+                Part::DurationMs(60_000),
+            ]
+        );
+        assert_eq!(m.durations_ms(), [61_000, 60_000]);
+        assert_eq!(m.as_text(), None);
+        // A message with a quantity never equals a string, whatever a
+        // printer would make of it.
+        assert!(m != "sealed 1m 1s ago, older than 1m 0s");
+        assert!(m.starts_with("sealed "));
+        assert!(m.contains(" ago, older"));
+        // A quantity is not text: no match across it.
+        assert!(!m.contains("sealed 61"));
+        assert!(!m.contains("sealed  ago"));
+    }
+
+    #[test]
+    fn text_only_messages_compare_as_their_text() {
+        assert_eq!(Message::new().as_text(), Some(""));
+        assert!(Message::new() == "");
+        let m = Message::from("a").then(Message::from("b")).text("c");
+        assert_eq!(m.parts().len(), 1);
+        let abc = String::from("abc");
+        assert!(m == "abc" && m == abc);
+        let mut m = Message::from(String::from("owner pid 7 is gone"));
+        m.push_str(" (and 2 more)");
+        m.prepend("(not counted) ");
+        assert_eq!(
+            m.as_text(),
+            Some("(not counted) owner pid 7 is gone (and 2 more)")
+        );
+    }
+
+    #[test]
+    fn prepend_and_then_keep_the_quantities() {
+        let mut m = Message::new().duration_ms(5).text(" late");
+        assert!(!m.starts_with("late"));
+        assert!(m.starts_with(""));
+        m.prepend("");
+        assert_eq!(m.parts().len(), 2);
+        m.prepend("(not counted) ");
+        assert_eq!(
+            m.parts(),
+            [
+                Part::Text("(not counted) ".into()),
+                Part::DurationMs(5),
+                Part::Text(" late".into()),
+            ]
+        );
+        let joined = Message::from("x ").then(m).unix_ms(9).then(Message::new());
+        assert_eq!(
+            joined.parts(),
+            [
+                Part::Text("x (not counted) ".into()),
+                Part::DurationMs(5),
+                Part::Text(" late".into()),
+                Part::UnixMs(9),
+            ]
+        );
+        let mut empty = Message::new();
+        empty.prepend("now");
+        assert_eq!(empty.as_text(), Some("now"));
     }
 }

@@ -18,6 +18,8 @@
 //! - [`profile`]: the deployment-profile reader;
 //! - [`writer`]: seal, digest and write descriptors (for sidecars in Rust);
 //! - [`content`]: the content check's sampling rule and digest (docs/format.md §3.6);
+//! - [`display`]: the terminal-safety rule (docs/format.md §9.6) and the
+//!   JSON writer of every kvcr document;
 //! - [`finding`]: finding codes and findings; [`exit`]: exit statuses;
 //!   [`rankset`]: rank lists (`0-3,8-11`, a profile's `local_ranks`);
 //!   [`schema`]: the JSON Schemas of kvcr's documents; [`VERSION`];
@@ -25,9 +27,10 @@
 //!   pages and completions).
 //!
 //! Everything else is `pub(crate)`, so the compiler reports what nothing
-//! uses. [`internals`] re-exports, item by item, the engine entry points the
-//! integration tests, fuzz targets, benchmarks and the GPU proof drive
-//! directly; it is not API and may change with any release.
+//! uses: the integration tests, fuzz targets, benchmarks and examples use
+//! only the items above, and what tests the engine's inner parts lives
+//! inside the crate (the `tests_*` modules). docs/format.md §13 says how
+//! the public surface is versioned.
 
 #[deny(missing_docs)]
 pub mod api;
@@ -64,13 +67,14 @@ pub mod writer;
 
 pub use version::VERSION;
 
-// The test builders are dev-only (tests/it/util/testkit.rs); the unit tests
-// include the same file, which names this crate `kvcr`.
+// The test builders are the dev-only crate crates/kvcr-testkit (a
+// dev-dependency); the unit tests name it `crate::testkit`.
 #[cfg(test)]
-extern crate self as kvcr;
+use kvcr_testkit as testkit;
 #[cfg(test)]
-#[path = "../tests/it/util/testkit.rs"]
-mod testkit;
+mod tests_pipeline;
+#[cfg(test)]
+mod tests_typed_messages;
 
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).
@@ -126,63 +130,14 @@ pub fn command() -> clap::Command {
     <cli::Cli as clap::CommandFactory>::command()
 }
 
-/// Not API: engine entry points for `tests/it`, `fuzz/`, `benches/` and
-/// `examples/gpu_owner.rs` (the GPU proof). Listed item by item so that
-/// everything not named here stays crate-private and dead-code checked.
-#[doc(hidden)]
-pub mod internals {
-    pub mod audit {
-        pub use crate::audit::{audit, collect};
-    }
-    pub mod import {
-        pub use crate::import::{execute, Ledger, Outcome, Plan, Resource};
-        pub mod cuda {
-            pub use crate::import::cuda::{driver_present, round_up, CudaBackend};
-        }
-        pub mod pidfd {
-            pub use crate::import::pidfd::{proc_start_ticks, take_fd, PidfdError};
-        }
-        pub mod plan {
-            pub use crate::import::plan::select;
-        }
-    }
-    pub mod inventory {
-        pub use crate::inventory::resolve_root;
-        pub mod open {
-            pub use crate::inventory::open::reopen_for_reading_in;
-        }
-    }
-    pub mod node {
-        pub use crate::node::{
-            gather, hostname, now_unix_ms, probe, Fact, FakeProbe, Gpus, LinuxProbe, NodeFacts,
-            NodeProbe, ProcProbe,
-        };
-        pub mod facts_file {
-            pub use crate::node::facts_file::ENV;
-        }
-        pub mod proc {
-            pub use crate::node::proc::{parse_stat, ProcFs, ROOT_ENV};
-        }
-    }
-    pub mod pipeline {
-        pub use crate::pipeline::{collect, threads_from_env, Options};
-    }
-    pub mod report {
-        pub use crate::report::json::write as write_json;
-        pub use crate::text::{is_dangerous, terminal};
-        pub mod explain {
-            pub use crate::report::explain::{action, explain};
-        }
-        pub mod headline {
-            pub use crate::report::headline::{fill, Invocation, ROOT_ORDER};
-        }
-    }
-    pub mod settings {
-        pub use crate::settings::Inventory;
-    }
-    pub mod verdict {
-        pub use crate::verdict::{
-            judge, Candidate, CheckStatus, Context, Expectations, FileVerdict, Judgement, Verdict,
-        };
-    }
+/// Terminal safety (docs/format.md §9.6): the rule by which kvcr escapes
+/// untrusted text (file names, descriptor strings, text read from reports)
+/// before it reaches a terminal, and the JSON writer every kvcr document goes
+/// through, which escapes the same characters as `\uXXXX`. A program that
+/// shows what kvcr shows (an engine logging a descriptor's `engine_id`, a
+/// dashboard printing a report) prints it the same way with these.
+#[deny(missing_docs)]
+pub mod display {
+    pub use crate::report::json::write as write_json;
+    pub use crate::text::{is_dangerous, terminal};
 }

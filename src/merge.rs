@@ -29,7 +29,8 @@ pub fn read_report(name: &str, r: impl std::io::Read) -> Result<NodeReport, Stri
     let report = wire::read(&name, r)?;
     if report.is_merged() {
         return Err(format!(
-            "{name} is a merged report (it lists \"reports\" and \"inputs\"); merge takes the per-node reports of `kvcr audit --format json`, so merge those again"
+            "{name} is a merged report (it lists \"reports\" and \"inputs\"); merge takes the \
+             per-node reports of `kvcr audit --format json`, so merge those again"
         ));
     }
     Ok(report)
@@ -85,7 +86,7 @@ fn finding(name: &str, f: NodeFinding, place: Place) -> Finding {
         code,
         name: code.name(),
         severity,
-        message,
+        message: message.into(),
         path: f.path,
         expected: f.expected,
         found: f.found,
@@ -213,7 +214,8 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                 Finding::reject(
                     Code::KV108,
                     format!(
-                        "report {name} is dated {} s in the future (generated_unix_ms {}), beyond the {} s clock slack: its age cannot be proven",
+                        "report {name} is dated {} s in the future (generated_unix_ms {}), beyond \
+                         the {} s clock slack: its age cannot be proven",
                         ahead / 1000,
                         r.generated_unix_ms,
                         FUTURE_SLACK_MS / 1000
@@ -250,7 +252,8 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                 Finding::reject(
                     Code::KV102,
                     format!(
-                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case and a trailing dot): {}; each node must be audited once",
+                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case \
+                         and a trailing dot): {}; each node must be audited once",
                         names.len(),
                         bounded(names)
                     ),
@@ -311,7 +314,8 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                         name: Code::KV108.name().to_string(),
                         severity: Severity::Reject,
                         message: format!(
-                            "created {} s after its report was written (created_unix_ms {c}, generated_unix_ms {written}), beyond the {} s clock slack",
+                            "created {} s after its report was written (created_unix_ms {c}, \
+                             generated_unix_ms {written}), beyond the {} s clock slack",
                             (c - written) / 1000,
                             FUTURE_SLACK_MS / 1000
                         ),
@@ -332,7 +336,8 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                     Finding::reject(
                         Code::parse(&first.0).unwrap_or(Code::KV007),
                         format!(
-                            "report {name}'s inventory has {unclean} rejecting file-level finding{} (first: {} {}); a node that is not clean proves nothing",
+                            "report {name}'s inventory has {unclean} rejecting file-level \
+                             finding{} (first: {} {}); a node that is not clean proves nothing",
                             if unclean == 1 { "" } else { "s" },
                             first.0,
                             first.1
@@ -346,7 +351,8 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                     Finding::reject(
                         Code::KV102,
                         format!(
-                            "report {name} lists group {e:?} {} times; an audit lists each group once",
+                            "report {name} lists group {e:?} {} times; an audit lists each group \
+                             once",
                             seen[e]
                         ),
                     )
@@ -510,7 +516,10 @@ fn carry_node_findings(
             findings.push(
                 Finding::reject(
                     Code::KV104,
-                    format!("report {name} carries no geometry for the group: the shape cannot be compared across nodes"),
+                    format!(
+                        "report {name} carries no geometry for the group: the shape cannot be \
+                     compared across nodes"
+                    ),
                 )
                 .values("geometry", "none"),
             );
@@ -519,7 +528,10 @@ fn carry_node_findings(
             findings.push(
                 Finding::reject(
                     Code::KV105,
-                    format!("report {name} carries no model for the group: the model cannot be compared across nodes"),
+                    format!(
+                        "report {name} carries no model for the group: the model cannot be \
+                     compared across nodes"
+                    ),
                 )
                 .values("model", "none"),
             );
@@ -560,7 +572,8 @@ fn carry_node_findings(
                     format!(
                         "report {name} rejects the group{}",
                         if g.local_ranks.is_none() {
-                            " (audited without --local-ranks: audit each node with --local-ranks RANKS)"
+                            " (audited without --local-ranks: audit each node with --local-ranks \
+                             RANKS)"
                         } else {
                             ""
                         }
@@ -721,15 +734,21 @@ fn own_lifetime(
     ] {
         if mine.is_none() || mine != theirs {
             let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-            out.push(Finding::reject(
-                Code::KV107,
-                format!(
-                    "report {name}: this rank carries {field} {}, its group {}: a rank is judged by its own data, and every rank of a group has the group's",
+            out.push(
+                Finding::reject(
+                    Code::KV107,
+                    format!(
+                    "report {name}: this rank carries {field} {}, its group {}: a rank is judged \
+                     by its own data, and every rank of a group has the group's",
                     shown(&mine),
                     shown(&theirs)
                 ),
-            )
-            .values(format!("{field} {}", shown(&theirs)), format!("{field} {}", shown(&mine))));
+                )
+                .values(
+                    format!("{field} {}", shown(&theirs)),
+                    format!("{field} {}", shown(&mine)),
+                ),
+            );
         }
     }
     out

@@ -99,16 +99,6 @@ impl Inventory {
         inv
     }
 
-    /// The inventory at `root` with no profile and no flags.
-    pub fn at(root: &Path) -> Inventory {
-        Inventory {
-            root: Some(root.to_path_buf()),
-            threads: crate::pipeline::threads_from_env(),
-            node_facts: node_facts_from_env(),
-            ..Inventory::default()
-        }
-    }
-
     /// The resolved root: ROOT, else `$KVCR_INVENTORY`, else
     /// [`DEFAULT_ROOT`] (exit 2 when it cannot be used).
     pub fn root(&self) -> Result<PathBuf, Failure> {

@@ -146,7 +146,7 @@ fn check_descriptor(bytes: &[u8]) -> Result<(), Error> {
     let why: Vec<String> = out
         .findings
         .iter()
-        .map(|f| format!("{} {}", f.code, f.message))
+        .map(|f| format!("{} {}", f.code, crate::report::render(&f.message)))
         .collect();
     Err(Error::Refused(format!(
         "not a valid descriptor apart from its digest: {}",

@@ -3,8 +3,12 @@
 //! The input is one or more descriptor files separated by NUL bytes (a raw
 //! NUL can never occur inside valid JSON text, so a single valid descriptor
 //! is simply the whole input). Each file is parsed with
-//! `kvcr::descriptor::parse_descriptor`, then all of them are judged together
-//! as one inventory, forwards and backwards.
+//! `kvcr::descriptor::parse_descriptor`, then all of them are written to a
+//! private directory and audited together as one inventory through
+//! `kvcr::api::audit` (inventory.rs), created in one order and in the
+//! reverse order, and once more in live mode on a node about which nothing
+//! is known (`KVCR_NODE_FACTS`; its note goes to stderr: run with
+//! `-close_fd_mask=2`).
 //!
 //! Oracles (a failed assertion is a crash):
 //! - parsing never panics and reports at most `MAX_FINDINGS` findings;
@@ -17,29 +21,39 @@
 //! - judging never panics, exits 0 or 1, and only files without findings
 //!   ever sit in an accepted rank;
 //! - the verdicts and the whole report do not depend on the order in which
-//!   the files were found.
+//!   the files were created;
+//! - live mode on a node about which nothing is known changes no verdict.
 #![no_main]
 
 use kvcr::descriptor::parse::{compute_digest, MAX_FINDINGS};
 use kvcr::descriptor::{parse_descriptor, parse_descriptor_with};
+use kvcr::api::AuditOptions;
 use kvcr::finding::Code;
-use kvcr::internals::node::NodeFacts;
-use kvcr::internals::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
 use libfuzzer_sys::fuzz_target;
+use std::sync::Once;
+
+mod inventory;
 
 /// At most this many files per input, to keep one execution cheap.
 const MAX_FILES: usize = 16;
-const NOW_MS: u64 = 1_764_460_800_000 + 60_000;
 
-fn render(j: &Judgement) -> String {
-    let groups = serde_json::to_string(&j.groups).expect("groups serialise");
-    let files = serde_json::to_string(&j.files).expect("files serialise");
-    let summary = serde_json::to_string(&j.summary).expect("summary serialise");
-    format!("{groups}\n{files}\n{summary}\n{}", j.exit_status())
+/// A node about which nothing is known, for the live audit.
+fn unknown_node() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let p = std::env::temp_dir().join(format!("kvcr-fuzz-node-{}.json", std::process::id()));
+        let facts = r#"{"boot_id": null, "hostname": null, "processes": {},
+            "processes_unreadable": "fuzz", "gpus": null}"#;
+        std::fs::write(&p, facts).expect("write the node facts");
+        // The fuzzer runs one input at a time on this thread: nothing
+        // reads the environment meanwhile.
+        std::env::set_var("KVCR_NODE_FACTS", p);
+    });
 }
 
 fuzz_target!(|data: &[u8]| {
-    let mut cands = Vec::new();
+    unknown_node();
+    let mut written = Vec::new();
     let mut clean = Vec::new();
     for (i, bytes) in data.split(|&b| b == 0).take(MAX_FILES).enumerate() {
         let out = parse_descriptor(bytes);
@@ -88,59 +102,48 @@ fuzz_target!(|data: &[u8]| {
         if out.findings.is_empty() {
             clean.push(path.clone());
         }
-        cands.push(Candidate {
-            path: path.clone(),
-            raw_path: path.clone().into_bytes(),
-            name_rank: Some(name_rank),
-            mode: 0o600,
-            ident: out.ident,
-            descriptor: out.descriptor,
-            findings: out
-                .findings
-                .into_iter()
-                .map(|f| f.at(path.clone()))
-                .collect(),
-        });
+        written.push((path, bytes));
     }
 
-    let expect = Expectations::default();
-    let ctx = Context {
-        now_unix_ms: NOW_MS,
-        node: None,
-        expect: &expect,
-    };
-    let forward = judge(cands.clone(), Vec::new(), &ctx);
-    let status = forward.exit_status();
+    let forward = inventory::Dir::new();
+    for (path, bytes) in &written {
+        forward.write(path, bytes);
+    }
+    let backward = inventory::Dir::new();
+    for (path, bytes) in written.iter().rev() {
+        backward.write(path, bytes);
+    }
+    let o = AuditOptions::default();
+    let report = inventory::audit(&forward.0, &o);
+    let status = report["exit_status"].as_i64().expect("exit status");
     assert!(status == 0 || status == 1, "exit status {status}");
-    for g in &forward.groups {
-        if g.verdict == Verdict::Accept {
-            assert!(!g.ranks.is_empty());
-            for r in &g.ranks {
+    let groups = report["groups"].as_array().expect("groups");
+    for g in groups {
+        if g["verdict"] == "accept" {
+            let ranks = g["ranks"].as_array().expect("ranks");
+            assert!(!ranks.is_empty());
+            for r in ranks {
+                let path = r["path"].as_str().expect("path");
                 assert!(
-                    clean.contains(&r.path),
-                    "accepted a file with findings: {}",
-                    r.path
+                    clean.iter().any(|c| c == path),
+                    "accepted a file with findings: {path}"
                 );
             }
         }
     }
-    let mut reversed = cands.clone();
-    reversed.reverse();
-    let backward = judge(reversed, Vec::new(), &ctx);
     assert_eq!(
-        render(&forward),
-        render(&backward),
+        inventory::judgement(&report, &forward.0),
+        inventory::judgement(&inventory::audit(&backward.0, &o), &backward.0),
         "order-dependent verdict"
     );
 
     // Live mode with a node about which nothing is known: never a mismatch.
-    let facts = NodeFacts::unknown("fuzz");
-    let live = Context {
-        node: Some(&facts),
-        ..ctx
+    let live = AuditOptions {
+        live: true,
+        ..AuditOptions::default()
     };
-    let j = judge(cands, Vec::new(), &live);
-    for (a, b) in forward.groups.iter().zip(&j.groups) {
-        assert_eq!(a.verdict, b.verdict, "unknown node facts changed a verdict");
+    let j = inventory::audit(&forward.0, &live);
+    for (a, b) in groups.iter().zip(j["groups"].as_array().expect("groups")) {
+        assert_eq!(a["verdict"], b["verdict"], "unknown node facts changed a verdict");
     }
 });

@@ -4,15 +4,13 @@
 //! same tree when both accept; the hand reader may refuse what serde_json
 //! accepts only for its documented reasons (a duplicate key, nesting deeper
 //! than `MAX_DEPTH`), and accept what serde_json refuses only for a number
-//! literal beyond `f64`. The oracle is tests/it/json_oracle.rs, which
-//! `cargo test` also runs as property tests.
+//! literal beyond `f64`. The oracle is the test kit's `json_oracle`
+//! (crates/kvcr-testkit), which `cargo test` also runs as property tests
+//! (tests/it/json_oracle.rs).
 #![no_main]
-
-#[path = "../../tests/it/json_oracle.rs"]
-mod json_oracle;
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    json_oracle::check(data);
+    kvcr_testkit::json_oracle::check(data);
 });

@@ -2,27 +2,28 @@
 //!
 //! Any input is parsed with `kvcr::profile::parse_profile`; a profile that
 //! parses is then applied to a fixed inventory (two incarnations of the
-//! fixtures' `llama3-70b-a` group and one other group), forwards and
-//! backwards. Oracles: no panic; a refused profile says why; judging exits 0
+//! fixtures' `llama3-70b-a` group and one other group), audited through
+//! `kvcr::api::audit` (inventory.rs) in a directory written in one order
+//! and in one written in the reverse order. Oracles: no panic; a refused profile says why; judging exits 0
 //! or 1, never accepts a group the profile names without every rank (every
 //! local rank, for a group that spans nodes), and does not depend on the
 //! order of the files.
 #![no_main]
 
-#[path = "../../tests/it/util/testkit.rs"]
-mod testkit;
+use kvcr_testkit as testkit;
 
+use kvcr::api::{AuditOptions, Profile};
 use kvcr::descriptor::parse_descriptor;
 use kvcr::profile::{parse_profile, ProfileError};
 use testkit::{Desc, INCARNATION_B};
-use kvcr::internals::verdict::{judge, Candidate, Context, Expectations, Judgement, Verdict};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 
-const NOW_MS: u64 = 1_764_460_800_000 + 60_000;
+mod inventory;
 
-fn inventory() -> &'static [Candidate] {
-    static INV: OnceLock<Vec<Candidate>> = OnceLock::new();
+/// The fixed inventory, written in one order and in the reverse order.
+fn inventory() -> &'static (inventory::Dir, inventory::Dir) {
+    static INV: OnceLock<(inventory::Dir, inventory::Dir)> = OnceLock::new();
     INV.get_or_init(|| {
         let mut files = Vec::new();
         for rank in 0..2 {
@@ -38,32 +39,16 @@ fn inventory() -> &'static [Candidate] {
         let mut other = Desc::new("other", 0, 1, 1);
         other.group = 1;
         files.push(("c/rank-0.json".to_string(), other));
-        files
-            .into_iter()
-            .map(|(path, d)| {
-                let out = parse_descriptor(&d.bytes());
-                assert!(out.findings.is_empty());
-                Candidate {
-                    raw_path: path.clone().into_bytes(),
-                    path,
-                    name_rank: Some(d.rank),
-                    mode: 0o600,
-                    ident: out.ident,
-                    descriptor: out.descriptor,
-                    findings: Vec::new(),
-                }
-            })
-            .collect()
+        let (forward, backward) = (inventory::Dir::new(), inventory::Dir::new());
+        for (path, d) in &files {
+            assert!(parse_descriptor(&d.bytes()).findings.is_empty());
+            forward.write(path, &d.bytes());
+        }
+        for (path, d) in files.iter().rev() {
+            backward.write(path, &d.bytes());
+        }
+        (forward, backward)
     })
-}
-
-fn render(j: &Judgement) -> String {
-    format!(
-        "{}\n{}\n{}",
-        serde_json::to_string(&j.groups).unwrap(),
-        serde_json::to_string(&j.summary).unwrap(),
-        j.exit_status()
-    )
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -80,44 +65,40 @@ fuzz_target!(|data: &[u8]| {
     if let (Some(ws), Some(tp), Some(pp)) = (profile.world_size, profile.tp, profile.pp) {
         assert_eq!(ws, tp * pp, "a self-contradicting profile was accepted");
     }
-    let engine = profile.engine_id.clone();
+    let engine = profile.engine_id.to_string();
     let local = profile.local_ranks.clone();
-    let expect = Expectations {
-        profile: Some(profile),
-        ..Expectations::default()
+    let o = AuditOptions {
+        profile: Some(Profile::Json(data.to_vec())),
+        ..AuditOptions::default()
     };
-    let ctx = Context {
-        now_unix_ms: NOW_MS,
-        node: None,
-        expect: &expect,
-    };
-    let cands = inventory().to_vec();
-    let forward = judge(cands.clone(), Vec::new(), &ctx);
-    let status = forward.exit_status();
+    let (forward, backward) = inventory();
+    let report = inventory::audit(&forward.0, &o);
+    let status = report["exit_status"].as_i64().expect("exit status");
     assert!(status == 0 || status == 1);
-    let named = forward
-        .groups
+    let named = report["groups"]
+        .as_array()
+        .expect("groups")
         .iter()
-        .find(|g| g.engine_id == engine)
+        .find(|g| g["engine_id"] == engine.as_str())
         .expect("the profile's group is always judged");
-    if named.verdict == Verdict::Accept {
-        let ws = named.world_size.expect("accepted with a world size");
+    if named["verdict"] == "accept" {
+        let ws = named["world_size"].as_u64().expect("accepted with a world size");
+        let ranks = named["ranks"].as_array().expect("ranks");
         // Every rank, or (a group spanning nodes) every local rank.
         match local.as_ref() {
-            None => assert_eq!(named.ranks.len() as u64, ws),
+            None => assert_eq!(ranks.len() as u64, ws),
             Some(l) => {
                 let want = l.iter().filter(|&r| r < ws).count();
-                assert_eq!(named.ranks.len(), want);
-                assert!(named.ranks.iter().all(|r| r.rank.is_some_and(|n| l.contains(n))));
+                assert_eq!(ranks.len(), want);
+                assert!(ranks
+                    .iter()
+                    .all(|r| r["rank"].as_u64().is_some_and(|n| l.contains(n))));
             }
         }
     }
-    let mut reversed = cands;
-    reversed.reverse();
-    let backward = judge(reversed, Vec::new(), &ctx);
     assert_eq!(
-        render(&forward),
-        render(&backward),
+        inventory::judgement(&report, &forward.0),
+        inventory::judgement(&inventory::audit(&backward.0, &o), &backward.0),
         "order-dependent verdict"
     );
 });

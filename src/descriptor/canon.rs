@@ -369,7 +369,8 @@ mod tests {
     #[test]
     fn key_order_and_whitespace_invariance() {
         let a = r#"{"x":1,"y":{"q":[1,2],"p":"s"},"digest":"sha256:ab"}"#;
-        let b = "{ \"digest\" : \"other\",\n\t\"y\" : { \"p\" : \"s\" , \"q\" : [ 1 , 2 ] } ,\r\n \"x\" : 1 }";
+        let b = "{ \"digest\" : \"other\",\n\t\"y\" : { \"p\" : \"s\" , \"q\" : [ 1 , 2 ] } ,\r\n \
+            \"x\" : 1 }";
         assert_eq!(hex_digest(a, "digest"), hex_digest(b, "digest"));
         assert_ne!(hex_digest(a, "digest"), hex_digest(a, "x"));
     }

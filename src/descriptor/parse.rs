@@ -680,9 +680,11 @@ pub(crate) mod tests {
             "owner": {"pid": 4242, "start_ticks": 123456},
             "writer": {"pid": 4343, "start_ticks": 123999, "quiesced": true},
             "allocations": [
-                {"id": "kv-0", "size_bytes": 1342177280u64, "handle": {"kind": "cuda_ipc", "hex": "ab".repeat(64)}},
+                {"id": "kv-0", "size_bytes": 1342177280u64,
+                 "handle": {"kind": "cuda_ipc", "hex": "ab".repeat(64)}},
                 {"id": "kv-1", "size_bytes": 1024, "handle": {"kind": "posix_fd", "fd": 17}},
-                {"id": "kv-2", "size_bytes": 1024, "handle": {"kind": "fabric", "hex": "0F".repeat(64)}}
+                {"id": "kv-2", "size_bytes": 1024,
+                 "handle": {"kind": "fabric", "hex": "0F".repeat(64)}}
             ],
             "created_unix_ms": 1735689600000u64
         })
@@ -842,7 +844,11 @@ pub(crate) mod tests {
         v["allocations"][2]["handle"]["fd"] = json!(3);
         let out = parse_v(v);
         assert!(out.descriptor.is_none());
-        let msgs: Vec<&str> = out.findings.iter().map(|f| f.message.as_str()).collect();
+        let msgs: Vec<&str> = out
+            .findings
+            .iter()
+            .map(|f| f.message.as_text().unwrap())
+            .collect();
         assert_eq!(
             msgs,
             [
@@ -1281,7 +1287,11 @@ pub(crate) mod tests {
         let out = parse_descriptor(bytes);
         assert!(out.descriptor.is_none());
         assert_eq!(out.ident, Ident::default());
-        only(&out, Code::KV006).message.clone()
+        only(&out, Code::KV006)
+            .message
+            .as_text()
+            .unwrap()
+            .to_string()
     }
 
     #[test]
@@ -1499,7 +1509,11 @@ pub(crate) mod tests {
             #![proptest_config(ProptestConfig::with_cases(300))]
             // Keeping the allocations or not changes nothing else.
             #[test]
-            fn keeping_allocations_changes_nothing_else(pos in any::<prop::sample::Index>(), byte in any::<u8>(), cut in any::<bool>()) {
+            fn keeping_allocations_changes_nothing_else(
+                pos in any::<prop::sample::Index>(),
+                byte in any::<u8>(),
+                cut in any::<bool>(),
+            ) {
                 let mut b = sealed(|_| {});
                 let i = pos.index(b.len());
                 if cut { b.truncate(i); } else { b[i] = byte; }
@@ -1526,7 +1540,11 @@ pub(crate) mod tests {
             // never panics: a changed byte breaks the JSON, the schema or
             // the digest.
             #[test]
-            fn edits_never_pass_unnoticed(pos in any::<prop::sample::Index>(), byte in any::<u8>(), cut in any::<bool>()) {
+            fn edits_never_pass_unnoticed(
+                pos in any::<prop::sample::Index>(),
+                byte in any::<u8>(),
+                cut in any::<bool>(),
+            ) {
                 let sealed = seal(doc());
                 let mut b = sealed.clone();
                 let i = pos.index(b.len());
@@ -1542,7 +1560,9 @@ pub(crate) mod tests {
             #[test]
             fn arbitrary_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..512)) {
                 let out = parse_descriptor(&b);
-                prop_assert!(out.descriptor.is_none() || out.findings.iter().all(|f| f.code == Code::KV008));
+                prop_assert!(
+                    out.descriptor.is_none() || out.findings.iter().all(|f| f.code == Code::KV008)
+                );
             }
         }
 

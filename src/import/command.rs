@@ -1,26 +1,23 @@
-//! The `kvcr import` flow (docs/format.md §8): live audit → select → gate →
-//! plan → dry run, trial or hold → the report and its exit status.
+//! The `kvcr import` flow (docs/format.md §8): the gates before the driver
+//! ([`super::sequence`], shared with the readiness gate) → dry run, or the
+//! driver, facts not checked, trial or hold → the report and its exit status.
 //!
 //! Nothing process-wide happens here (the environment, signal handlers and
 //! stdout are [`super::setup`]'s): tests drive [`import`] with a described
 //! node, a simulated backend and an interrupt closure.
 
 use super::gate::{self, Gate, Refusal};
-use super::plan::{self, Plan};
+use super::plan::Plan;
 use super::ready::{ready_content, ReadyFile};
-use super::report::{
-    first_release_failure, rank_rows, rejecting_files, remaining_rows, Mode, Report, ResultKind,
-};
+use super::report::{first_release_failure, rank_rows, remaining_rows, Mode, Report, ResultKind};
+use super::sequence::{self, Answer, Gated, Gates};
 use super::{
     execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, Step, StepFailure,
 };
-use crate::audit::{self, AuditRun, Audited};
-use crate::descriptor::Descriptor;
+use crate::audit::{self, AuditRun};
 use crate::error::Failure;
 use crate::node::NodeProbe;
 use crate::settings::Inventory;
-use crate::verdict::{GroupVerdict, Verdict};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -96,43 +93,44 @@ impl Done {
 /// The whole `kvcr import` for one request.
 pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     let mode = run.mode();
-    // 1. Usage errors (exit 2): a bad ready file, then the declared profile.
+    // 1. Usage errors (exit 2): a bad ready file first.
     let mut ready = prepare_ready_file(req, &run)?;
-    let mut refusals = profile_gate(req, mode)?;
 
-    // 2. The live audit, one group: a rejection on facts that were checked is exit 1.
-    // Not strict here: facts not checked are the gate's fourth answer, after the driver.
-    let Audited {
-        run: audited,
+    // 2. The gates before the driver, in the order of answers: the profile
+    // (exit 2), the live audit's rejections, the fleet proof, the plan and
+    // its required content (exit 1). A dry run collects their refusals.
+    let gates = Gates {
+        inventory: req.inventory,
+        fleet_report: req.fleet_report,
+        max_report_age_s: req.max_report_age_s,
+        probe: req.probe,
+        progress: req.progress,
+    };
+    let Answer {
+        audited,
         descriptors,
-    } = audit::audit(req.inventory, Some(req.probe), req.progress, true, false)?;
-    let mut report = Report::before_gate(&audited.meta, &audited.root, mode);
-    let (group, plan) = match gate_group(
-        req,
-        mode,
-        &audited,
-        &descriptors,
-        &mut report,
-        &mut refusals,
-    )? {
+        mut report,
+        mut refusals,
+        gated,
+    } = sequence::before_driver(&gates, mode)?;
+    let (group, plan) = match gated {
         Gated::Go { group, plan } => (group, plan),
         Gated::Refused { audit: true } => return Ok(Done::of(report, Some(audited))),
         Gated::Refused { audit: false } => return Ok(Done::of(report, None)),
     };
-    let not_checked = gate::not_checked(group);
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
             // The plan lists what would still refuse the real import, in
             // the order it would; the first one is the exit status.
             refusals.extend(driver().map(|why| Refusal::new(Gate::Driver, why)));
-            refusals.extend(not_checked);
+            refusals.extend(gate::not_checked(&group));
             refusals.sort_by_key(|r| r.gate);
             report.refusals = refusals;
             report.result = ResultKind::Planned;
             report.ranks = rank_rows(&plan, None);
             report.plan = super::readiness::ImportPlan::new(
                 super::readiness::origin(&audited),
-                group,
+                &group,
                 &plan,
                 &descriptors,
             )
@@ -160,9 +158,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     };
 
     // 4. Facts that could not be checked (exit 1), before any GPU call.
-    if let Some(r) = not_checked {
-        report.audit = Some(group.clone());
-        report.refusals.push(r);
+    if sequence::not_checked(&mut report, &group) {
         return Ok(Done::of(report, None));
     }
     report.backend = backend.name();
@@ -190,80 +186,6 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         }
     }
     Ok(Done::of(report, None))
-}
-
-/// How far the gates before the driver let the import go.
-enum Gated<'a> {
-    /// The group, accepted, and the plan of its import.
-    Go { group: &'a GroupVerdict, plan: Plan },
-    /// Refused: the report says why; `audit` when the table prints the
-    /// live audit with it.
-    Refused { audit: bool },
-}
-
-/// The gates before the driver (docs/format.md §8.9): select the group, the
-/// audit's verdict, the fleet report for a local part, the plan and the
-/// profile's required content. A dry run collects the refusals the real
-/// import would stop at (`refusals`) and goes on.
-fn gate_group<'a>(
-    req: &Request,
-    mode: Mode,
-    audited: &'a AuditRun,
-    descriptors: &BTreeMap<Vec<u8>, Descriptor>,
-    report: &mut Report,
-    refusals: &mut Vec<Refusal>,
-) -> Result<Gated<'a>, Failure> {
-    let judgement = &audited.judgement;
-    // A dry run of a refused group still says that the real import would
-    // have stopped at the profile first (exit 2).
-    let profile_refusal = refusals.clone();
-    let Some(group) = plan::select(&judgement.groups, req.inventory.expect.engine.as_deref())?
-    else {
-        report.files = rejecting_files(&judgement.files);
-        report.refusals = profile_refusal;
-        return Ok(Gated::Refused { audit: true });
-    };
-    report.engine_id = Some(group.engine_id.clone());
-    report.incarnation = group.incarnation;
-    report.epoch = group.epoch;
-    let files = rejecting_files(&judgement.files);
-    if group.verdict == Verdict::Reject || !files.is_empty() {
-        // Refused before any GPU call.
-        report.audit = Some(group.clone());
-        report.files = files;
-        report.refusals = profile_refusal;
-        return Ok(Gated::Refused { audit: true });
-    }
-    // A local part needs proof of the whole group (exit 1).
-    let fleet = gate::Fleet {
-        report: req.fleet_report,
-        max_age_s: req.max_report_age_s,
-        now_ms: audited.now_ms,
-    };
-    if let Some(r) = gate::fleet(&fleet, group, audited.node.as_ref()) {
-        if mode != Mode::DryRun {
-            report.refusals.push(r);
-            return Ok(Gated::Refused { audit: false });
-        }
-        refusals.push(r);
-    }
-
-    // Plan from the very descriptors the audit judged.
-    let plan = Plan::from_group(group, descriptors).map_err(|e| {
-        Failure::internal(
-            format!("internal error while planning: {e}"),
-            Some("nothing was imported; please report this".into()),
-        )
-    })?;
-    // The profile's require_content (exit 1), before any GPU call.
-    if let Some(r) = gate::content(req.inventory.expect.profile.as_ref(), &plan) {
-        if mode != Mode::DryRun {
-            report.refusals.push(r);
-            return Ok(Gated::Refused { audit: false });
-        }
-        refusals.push(r);
-    }
-    Ok(Gated::Go { group, plan })
 }
 
 /// A step failed or was interrupted; the ledger was released in reverse.
@@ -305,22 +227,6 @@ fn prepare_ready_file(req: &Request, run: &Action) -> Result<Option<ReadyFile>, 
     Ok(Some(ready))
 }
 
-/// The declared profile: a usage error (exit 2) for a real import, the
-/// first refusal listed by a dry run.
-fn profile_gate(req: &Request, mode: Mode) -> Result<Vec<Refusal>, Failure> {
-    let mut refusals = Vec::new();
-    if let Some(r) = gate::profile(req.inventory.expect.profile.as_ref()) {
-        if mode != Mode::DryRun {
-            return Err(Failure::usage(
-                r.message,
-                Some("write the profile the group was deployed with (docs/format.md §4; `kvcr schema profile`), or plan without one: kvcr import --dry-run".into()),
-            ));
-        }
-        refusals.push(r);
-    }
-    Ok(refusals)
-}
-
 /// The plan executed, all or nothing, with a progress bar when asked for.
 fn execute_with_progress(
     req: &Request,
@@ -335,8 +241,8 @@ fn execute_with_progress(
                 Event::RankStarted { rank, gpu, .. } => {
                     b.set_message(format!("rank {rank} → {gpu}"))
                 }
-                Event::AllocationDone { .. } => b.inc(1),
-                Event::RankDone { .. } => {}
+                Event::AllocationDone => b.inc(1),
+                Event::RankDone => {}
             }
         }
     };

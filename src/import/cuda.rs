@@ -72,14 +72,16 @@ pub fn check_location(
 ) -> Result<(), BackendError> {
     if alloc_type != consts::CU_MEM_ALLOCATION_TYPE_PINNED {
         return Err(format!(
-            "cuMemGetAllocationPropertiesFromHandle reports allocation type {alloc_type}, kvcr imports only pinned device memory (type {})",
+            "cuMemGetAllocationPropertiesFromHandle reports allocation type {alloc_type}, kvcr \
+                imports only pinned device memory (type {})",
             consts::CU_MEM_ALLOCATION_TYPE_PINNED
         )
         .into());
     }
     if location_type != consts::CU_MEM_LOCATION_TYPE_DEVICE || location_id != ordinal {
         return Err(format!(
-            "cuMemGetAllocationPropertiesFromHandle reports location type {location_type} ({}) id {location_id}, the plan put it on device {ordinal} (location type {} id {ordinal})",
+            "cuMemGetAllocationPropertiesFromHandle reports location type {location_type} ({}) id \
+                {location_id}, the plan put it on device {ordinal} (location type {} id {ordinal})",
             location_name(location_type),
             consts::CU_MEM_LOCATION_TYPE_DEVICE
         )
@@ -91,7 +93,10 @@ pub fn check_location(
 /// Why the CUDA backend cannot be used on this machine (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DriverError {
-    #[error("no NVIDIA driver: libcuda could not be loaded, so kvcr cannot import GPU memory on this machine")]
+    #[error(
+        "no NVIDIA driver: libcuda could not be loaded, so kvcr cannot import GPU memory on \
+        this machine"
+    )]
     NotFound,
     #[error("the NVIDIA driver is too old: libcuda lacks {}", .missing.join(", "))]
     TooOld { missing: Vec<&'static str> },
@@ -103,6 +108,7 @@ pub enum DriverError {
 pub const REQUIRED_SYMBOLS: [&str; 23] = cuda_ffi::IMPORT_SYMBOLS;
 
 /// True when libcuda can be loaded. Calls nothing in it.
+#[cfg(test)]
 pub fn driver_present() -> bool {
     cuda_ffi::driver().is_ok()
 }
@@ -282,7 +288,8 @@ impl Backend for CudaBackend {
             .copied()
         else {
             let mut why = format!(
-                "{gpu} is not among the {} CUDA devices visible to this process (CUDA_VISIBLE_DEVICES?)",
+                "{gpu} is not among the {} CUDA devices visible to this process \
+                    (CUDA_VISIBLE_DEVICES?)",
                 list.devices.len()
             );
             if !list.unreadable.is_empty() {
@@ -399,7 +406,8 @@ impl Backend for CudaBackend {
             let mut err = call(e);
             if !self.read_write {
                 err.message.push_str(
-                    "; the driver refused a read-only mapping: --map-read-write allows kvcr to map it read-write",
+                    "; the driver refused a read-only mapping: --map-read-write allows kvcr to \
+                        map it read-write",
                 );
             }
             err
@@ -414,7 +422,8 @@ impl Backend for CudaBackend {
         let got = self.drv.access_flags(dev.0, ptr).map_err(call)?;
         if got != want {
             return Err(format!(
-                "cuMemGetAccess reports access flags {got} ({}) for device {} on mapping {ptr:#x}, kvcr asked for {want} ({})",
+                "cuMemGetAccess reports access flags {got} ({}) for device {} on mapping \
+                    {ptr:#x}, kvcr asked for {want} ({})",
                 access_name(got),
                 dev.0,
                 access_name(want)

@@ -1,7 +1,8 @@
 //! The import gate (docs/format.md §8.9): what must hold, besides the audit's
 //! verdict, before kvcr makes a GPU call. Each check returns the reason it
-//! refuses, or nothing; [`super::command::import`] asks them in the documented
-//! order and a dry run lists every one that would refuse.
+//! refuses, or nothing; [`super::sequence`] asks them in the documented
+//! order for `kvcr import` and the readiness gate alike, and a dry run lists
+//! every one that would refuse.
 //!
 //! - the declared profile (exit 2),
 //! - for a local part (`--local-ranks`), a fresh fleet report proving the

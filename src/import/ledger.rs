@@ -67,14 +67,12 @@ impl Ledger {
         self.next_seq += 1;
     }
 
-    pub fn entries(&self) -> &[Entry] {
-        &self.entries
-    }
-
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -37,7 +37,13 @@ pub fn record(r: &Report, event: Event, now_ms: u64) -> Value {
     let remaining: Vec<Value> = r
         .remaining
         .iter()
-        .map(|x| json!({"rank": x.rank, "allocation": x.allocation, "resource": x.resource.to_string()}))
+        .map(|x| {
+            json!({
+                "rank": x.rank,
+                "allocation": x.allocation,
+                "resource": x.resource.to_string(),
+            })
+        })
         .collect();
     let (result, status) = match event {
         Event::Holding => (json!("holding"), Value::Null),

@@ -33,6 +33,7 @@ pub mod print;
 pub mod readiness;
 pub mod ready;
 pub mod report;
+pub mod sequence;
 pub mod setup;
 pub mod signals;
 pub mod sim;
@@ -94,6 +95,7 @@ impl Resource {
     }
 
     /// The short name used in reports.
+    #[cfg(test)]
     pub fn kind(&self) -> &'static str {
         match self {
             Resource::Context { .. } => "context",
@@ -411,23 +413,13 @@ pub enum Outcome {
     },
 }
 
-/// Progress, for the bar.
+/// Progress, for the bar: what it shows (the rank and GPU being imported,
+/// one tick per allocation).
 #[derive(Clone, Copy, Debug)]
 pub enum Event<'a> {
-    RankStarted {
-        rank: u64,
-        gpu: &'a GpuUuid,
-        allocations: usize,
-    },
-    AllocationDone {
-        rank: u64,
-        id: &'a str,
-        bytes: u64,
-    },
-    RankDone {
-        rank: u64,
-        ms: u64,
-    },
+    RankStarted { rank: u64, gpu: &'a GpuUuid },
+    AllocationDone,
+    RankDone,
 }
 
 enum Stop {
@@ -515,7 +507,6 @@ fn import_all(
         progress(Event::RankStarted {
             rank: pr.rank,
             gpu: &pr.gpu,
-            allocations: pr.allocations.len(),
         });
         let s = Stepper {
             interrupted,
@@ -534,14 +525,10 @@ fn import_all(
                 allocation: Some(&a.id),
             };
             import_one(&s, backend, ledger, &mut distinct, dev, pr, a)?;
-            progress(Event::AllocationDone {
-                rank: pr.rank,
-                id: &a.id,
-                bytes: a.size_bytes,
-            });
+            progress(Event::AllocationDone);
         }
         let ms = started.elapsed().as_millis() as u64;
-        progress(Event::RankDone { rank: pr.rank, ms });
+        progress(Event::RankDone);
         done.push(RankResult {
             rank: pr.rank,
             gpu_uuid: pr.gpu.to_string(),
@@ -722,3 +709,5 @@ pub fn check_mapping(
 mod tests;
 #[cfg(test)]
 mod tests_memory;
+#[cfg(test)]
+mod tests_pidfd;

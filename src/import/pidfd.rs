@@ -19,7 +19,10 @@ pub enum PidfdError {
     BadPid { pid: i32 },
     #[error("owner process {pid} is gone")]
     Gone { pid: i32 },
-    #[error("owner pid {pid} now belongs to another process (start time {found}, descriptor says {expected})")]
+    #[error(
+        "owner pid {pid} now belongs to another process (start time {found}, descriptor says \
+        {expected})"
+    )]
     Reused { pid: i32, expected: u64, found: u64 },
     #[error("cannot read the start time of owner pid {pid}: {message}")]
     StartTime { pid: i32, message: String },
@@ -110,6 +113,7 @@ fn refused(call: &'static str, e: Errno) -> Option<PidfdError> {
 impl PidfdError {
     /// True when the kernel or sandbox refuses the calls themselves (tests
     /// skip on it).
+    #[cfg(test)]
     pub fn is_refused(&self) -> bool {
         matches!(self, PidfdError::Refused { .. })
     }
@@ -175,7 +179,8 @@ mod tests {
 
     #[test]
     fn start_ticks_after_the_last_paren() {
-        let line = b"4242 (evil) 1 2 3) S 1 4242 4242 0 -1 4194560 1 0 0 0 5 6 0 0 20 0 1 0 123456 1000 10 18446744073709551615\n";
+        let line = b"4242 (evil) 1 2 3) S 1 4242 4242 0 -1 4194560 1 0 0 0 5 6 0 0 20 0 1 0 \
+            123456 1000 10 18446744073709551615\n";
         assert_eq!(parse_start_ticks(line), Some(123456));
         assert_eq!(parse_start_ticks(b"1 (x) S 1"), None);
         assert_eq!(parse_start_ticks(b"garbage"), None);

@@ -130,10 +130,6 @@ impl Plan {
     pub fn allocations(&self) -> usize {
         self.ranks.iter().map(|r| r.allocations.len()).sum()
     }
-
-    pub fn bytes(&self) -> u128 {
-        self.ranks.iter().map(PlannedRank::bytes).sum()
-    }
 }
 
 /// The group to import: `--engine`, or the only group. More than one group

@@ -171,13 +171,23 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
             };
             writeln!(out, "dry run: the import would be refused: {why}")?;
             for x in &r.refusals {
-                writeln!(out, "  - (exit {}, answered first) {}", x.status, terminal(&x.message))?;
+                writeln!(
+                    out,
+                    "  - (exit {}, answered first) {}",
+                    x.status,
+                    terminal(&x.message)
+                )?;
             }
         }
         ResultKind::Rejected => {
             let why = match (&r.audit, r.refusals.first()) {
                 (_, Some(x)) => terminal(&x.message).into_owned(),
-                (Some(g), None) => format!("group {} rejected: {}", terminal(&g.engine_id), terminal(&g.cause)),
+                (Some(g), None) => format!(
+                    "group {} rejected: \
+                    {}",
+                    terminal(&g.engine_id),
+                    terminal(&g.cause)
+                ),
                 (None, None) if !r.files.is_empty() => format!(
                     "{} file(s) in the inventory carry rejecting findings",
                     r.files.len()
@@ -195,10 +205,15 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
         }
         ResultKind::Imported => writeln!(
             out,
-            "imported and verified {} ranks ({allocs} allocations, {}), then released all {released} resources in reverse order{}",
+            "imported and verified {} ranks ({allocs} allocations, {}), then released all \
+                {released} resources in reverse order{}",
             r.ranks.len(),
             human_bytes(bytes),
-            if r.mode == Mode::Hold { " on signal" } else { " (trial)" }
+            if r.mode == Mode::Hold {
+                " on signal"
+            } else {
+                " (trial)"
+            }
         )?,
         ResultKind::Failed | ResultKind::Interrupted | ResultKind::ReleaseFailed => {
             if let Some(f) = &r.failure {
@@ -214,12 +229,14 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
             if r.remaining.is_empty() {
                 writeln!(
                     out,
-                    "released all {released} resources taken, in reverse order; nothing remains held"
+                    "released all {released} resources taken, in reverse order; nothing remains \
+                        held"
                 )?;
             } else {
                 writeln!(
                     out,
-                    "release failed: released {released} resources in reverse order; {} remain held by this process:",
+                    "release failed: released {released} resources in reverse order; {} remain \
+                        held by this process:",
                     r.remaining.len()
                 )?;
                 for x in &r.remaining {

@@ -115,7 +115,9 @@ fn holder(path: &Path) -> String {
     // Never blocks on a FIFO, never opens a device left at PATH.
     if let Ok(m) = fs::symlink_metadata(path) {
         if !m.file_type().is_file() {
-            return "and is not a regular file (a FIFO, a device, a symlink or a directory): remove it or choose another path".into();
+            return "and is not a regular file (a FIFO, a device, a symlink or a directory): \
+                remove it or choose another path"
+                .into();
         }
     }
     let doc: Option<serde_json::Value> = crate::input::read_regular(path, 64 << 10)
@@ -131,16 +133,22 @@ fn holder(path: &Path) -> String {
     let ticks = doc.as_ref().and_then(|d| d["start_ticks"].as_u64());
     match crate::node::proc::start_ticks(pid) {
         crate::node::Fact::Known(Some(t)) if ticks.is_none_or(|want| want == t) => {
-            format!("held by pid {pid}, still running: release that hold first (kill -TERM {pid}), or choose another path")
+            format!(
+                "held by pid {pid}, still running: release that hold first (kill -TERM \
+                {pid}), or choose another path"
+            )
         }
         crate::node::Fact::Known(Some(_)) => format!(
-            "left by pid {pid}, which is gone (its pid now belongs to another process): remove the file after checking nothing holds the group"
+            "left by pid {pid}, which is gone (its pid now belongs to another process): remove \
+                the file after checking nothing holds the group"
         ),
         crate::node::Fact::Known(None) => format!(
-            "left by pid {pid}, which is gone: remove the file after checking nothing holds the group"
+            "left by pid {pid}, which is gone: remove the file after checking nothing holds the \
+                group"
         ),
         crate::node::Fact::NotChecked(why) => format!(
-            "held by pid {pid}, which may still run ({why}): check that process before removing the file"
+            "held by pid {pid}, which may still run ({why}): check that process before removing \
+                the file"
         ),
     }
 }
@@ -295,7 +303,10 @@ mod tests {
         // Pid 2^22+1 is above every default pid_max: no such process.
         let m = msg("{\"pid\": 4194305}".into());
         assert!(
-            m.contains("left by pid 4194305, which is gone: remove the file after checking nothing holds the group"),
+            m.contains(
+                "left by pid 4194305, which is gone: remove the file after checking \
+                nothing holds the group"
+            ),
             "{m}"
         );
         let m = msg(format!("{{\"pid\": {me}, \"start_ticks\": 1}}"));

@@ -110,11 +110,12 @@ pub struct Report {
     /// What is still held after a failed release (exit 4).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remaining: Vec<RemainingRow>,
-    /// The group's audit verdict when the import was refused.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The group's audit verdict when the import was refused, written as
+    /// the audit report writes a group (`report::wire`).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "wire_group")]
     pub audit: Option<GroupVerdict>,
     /// Rejecting file-level findings that refused the import.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "wire_files")]
     pub files: Vec<FileVerdict>,
     /// What refused the import (exit 1: the fleet report, facts not
     /// checked); in a dry run, everything that would refuse the real import.
@@ -127,6 +128,14 @@ pub struct Report {
     /// Dry run of an accepted group: the import plan (docs/format.md §13.4).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<super::plan_document::ImportPlan>,
+}
+
+fn wire_group<S: serde::Serializer>(g: &Option<GroupVerdict>, s: S) -> Result<S::Ok, S::Error> {
+    g.as_ref().map(report::wire::Group::of).serialize(s)
+}
+
+fn wire_files<S: serde::Serializer>(f: &[FileVerdict], s: S) -> Result<S::Ok, S::Error> {
+    report::wire::Each(f, report::wire::File::of).serialize(s)
 }
 
 impl Report {

@@ -92,15 +92,26 @@ fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>
         })?;
         return Ok(Box::new(b));
     }
-    let cuda = CudaBackend::new().map_err(|e| {
-        let hint = match e {
-            DriverError::NotFound => "install the NVIDIA driver (libcuda.so.1) on this node, or run `kvcr import --dry-run` to audit and plan without one",
-            DriverError::TooOld { .. } => "upgrade the NVIDIA driver, or run `kvcr import --dry-run` to audit and plan without one",
-            DriverError::Stub(_) => "remove the CUDA toolkit's stubs directory (…/lib64/stubs) from LD_LIBRARY_PATH, or install the NVIDIA driver; `kvcr import --dry-run` audits and plans without one",
-        };
-        Failure::usage(e.to_string(), Some(hint.to_string()))
-    })?
-    .read_write(read_write);
+    let cuda = CudaBackend::new()
+        .map_err(|e| {
+            let hint = match e {
+                DriverError::NotFound => {
+                    "install the NVIDIA driver (libcuda.so.1) on this node, or \
+                run `kvcr import --dry-run` to audit and plan without one"
+                }
+                DriverError::TooOld { .. } => {
+                    "upgrade the NVIDIA driver, or run `kvcr import \
+                --dry-run` to audit and plan without one"
+                }
+                DriverError::Stub(_) => {
+                    "remove the CUDA toolkit's stubs directory (…/lib64/stubs) \
+                from LD_LIBRARY_PATH, or install the NVIDIA driver; `kvcr import --dry-run` \
+                audits and plans without one"
+                }
+            };
+            Failure::usage(e.to_string(), Some(hint.to_string()))
+        })?
+        .read_write(read_write);
     if spec.is_plain_cuda() {
         Ok(Box::new(cuda))
     } else {

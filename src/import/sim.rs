@@ -476,7 +476,8 @@ impl Backend for SimBackend {
         });
         if self.lie_location {
             return Err(format!(
-                "sim: {imported} is pinned device memory on device {}, the plan put it on device {}",
+                "sim: {imported} is pinned device memory on device {}, the plan put it on device \
+                    {}",
                 dev.0 + 100,
                 dev.0
             )

@@ -232,7 +232,7 @@ fn symlink_to_outside_file_is_rejected_and_never_read() {
     assert_eq!(codes(s), [Code::KV001]);
     let f = &s.entry.findings[0];
     let target = secret.to_string_lossy();
-    assert!(f.message.contains(&*target), "{}", f.message);
+    assert!(f.message.contains(&target), "{:?}", f.message);
     assert_eq!(f.found.as_deref(), Some(&*format!("symlink to {target}")));
     assert!(s.bytes.is_none());
     assert_eq!(s.entry.mode, 0);
@@ -725,7 +725,7 @@ fn swap_race_other_regular_file_or_fifo() {
     )
     .unwrap_err();
     assert_eq!(f.code, Code::KV005);
-    assert!(f.message.contains("No such file"), "{}", f.message);
+    assert!(f.message.contains("No such file"), "{:?}", f.message);
 }
 
 #[test]

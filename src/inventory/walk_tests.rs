@@ -43,7 +43,7 @@ fn walk_with(root: &Path, mut during: impl FnMut(&str)) -> Vec<(String, Vec<Code
         let msg = entry
             .findings
             .first()
-            .map(|f| f.message.clone())
+            .map(|f| f.message.as_text().unwrap_or_default().to_string())
             .unwrap_or_default();
         out.push((at.clone(), codes, msg));
         during(&at);

@@ -259,7 +259,10 @@ mod tests {
         GpuUuid::parse(s).unwrap()
     }
 
-    const INFO: &str = "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t GPU-6a1f0c2e-0000-4000-8000-000000000003\nVideo BIOS: \t 96.00.74.00.0d\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t 0000:19:00.0\nDevice Minor: \t 3\nGPU Excluded:\t No\n";
+    const INFO: &str = "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 0\nGPU UUID: \t \
+        GPU-6a1f0c2e-0000-4000-8000-000000000003\nVideo BIOS: \t 96.00.74.00.0d\nBus Type: \t \
+        PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t \
+        0000:19:00.0\nDevice Minor: \t 3\nGPU Excluded:\t No\n";
 
     #[test]
     fn information_uuid_line() {

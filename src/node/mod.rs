@@ -63,6 +63,7 @@ pub struct NodeFacts {
 
 impl NodeFacts {
     /// A node about which nothing could be read.
+    #[cfg(test)]
     pub fn unknown(why: &str) -> NodeFacts {
         NodeFacts {
             boot_id: Fact::NotChecked(why.to_string()),
@@ -158,9 +159,11 @@ impl NodeProbe for LinuxProbe {
 /// This machine read through a given procfs root ([`LinuxProbe`] uses
 /// `/proc`; tests give a directory of forged files, which is never
 /// trusted).
+#[cfg(test)]
 #[derive(Clone, Copy, Debug)]
 pub struct ProcProbe<'a>(pub &'a proc::ProcFs);
 
+#[cfg(test)]
 impl NodeProbe for ProcProbe<'_> {
     fn boot_id(&self) -> Fact<Uuid> {
         proc::boot_id_in(self.0)
@@ -231,3 +234,10 @@ pub fn now_unix_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests_notes;
+#[cfg(test)]
+mod tests_proc;
+#[cfg(test)]
+mod tests_proc_note;

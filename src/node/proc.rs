@@ -114,11 +114,6 @@ impl ProcFs {
         self.note.as_deref()
     }
 
-    /// How the root is named in messages.
-    pub fn label(&self) -> &str {
-        &self.label
-    }
-
     /// Why nothing from this root is trusted, or `None` when it is procfs.
     pub fn untrusted(&self) -> Option<&str> {
         self.root.as_ref().err().map(String::as_str)

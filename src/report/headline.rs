@@ -82,6 +82,11 @@ pub const ROOT_ORDER: [Code; Code::ALL.len()] = {
     order
 };
 
+// The order is built at compile time, and building it fails unless the
+// table's root ranks are a permutation of all codes: this names it so that
+// every build, not only the tests' (src/report/tests_code_table.rs), checks.
+const _: [Code; Code::ALL.len()] = ROOT_ORDER;
+
 /// One rejecting finding the headline may name, and where it is.
 struct Candidate<'a> {
     finding: &'a Finding,
@@ -229,7 +234,8 @@ pub fn run_cause(j: &Judgement) -> String {
         .collect();
     if j.is_empty() {
         return format!(
-            "{EMPTY}: no descriptor and no rejecting file in the inventory; nothing is retained here, so there is nothing to import"
+            "{EMPTY}: no descriptor and no rejecting file in the inventory; nothing is retained \
+             here, so there is nothing to import"
         );
     }
     let rejected: Vec<&GroupVerdict> = j
@@ -255,7 +261,7 @@ pub fn run_cause(j: &Judgement) -> String {
         return format!(
             "rejected: no descriptor any group could claim; {}: {}{}",
             f.path,
-            x.map(|x| format!("{} ({})", x.message, x.code))
+            x.map(|x| format!("{} ({})", super::render(&x.message), x.code))
                 .unwrap_or_default(),
             if bad_files.len() > 1 {
                 format!("; and {} more rejecting files", bad_files.len() - 1)
@@ -317,7 +323,8 @@ fn profile_note(flags: &[String]) -> &'static str {
     if flags.iter().any(|f| f == "--profile") {
         ""
     } else {
-        " (PROFILE.json: the group's declared deployment profile, which import requires; `kvcr schema profile`)"
+        " (PROFILE.json: the group's declared deployment profile, which import requires; `kvcr \
+         schema profile`)"
     }
 }
 
@@ -365,24 +372,28 @@ fn headline(
     let mut cause = match (root.rank, root.file) {
         (Some(r), Some(path)) => format!(
             "rank {r} has no usable descriptor: {path}: {} ({})",
-            f.message, f.code
+            super::render(&f.message),
+            f.code
         ),
         // The full path is in the files list; a long one would not wrap.
         (None, Some(path)) => match path.rsplit_once('/') {
             None => format!(
                 "{path}: {} ({}); no group claims the file, so it may be this group's",
-                f.message, f.code
+                super::render(&f.message),
+                f.code
             ),
             Some((_, name)) => format!(
-                "…/{name}: {} ({}); no group claims the file (its path is in the files list), so it may be this group's",
-                f.message, f.code
+                "…/{name}: {} ({}); no group claims the file (its path is in the files list), so \
+                 it may be this group's",
+                super::render(&f.message),
+                f.code
             ),
         },
         (Some(r), None) => match f.path.as_deref() {
-            Some(p) => format!("rank {r} ({p}): {} ({})", f.message, f.code),
-            None => format!("rank {r}: {} ({})", f.message, f.code),
+            Some(p) => format!("rank {r} ({p}): {} ({})", super::render(&f.message), f.code),
+            None => format!("rank {r}: {} ({})", super::render(&f.message), f.code),
         },
-        _ => format!("{} ({})", f.message, f.code),
+        _ => format!("{} ({})", super::render(&f.message), f.code),
     };
     if !explained.is_empty() {
         let list: Vec<&str> = explained.iter().map(|c| c.as_str()).collect();
@@ -456,7 +467,10 @@ fn partial_view(g: &GroupVerdict, own: &[Candidate], inv: &Invocation) -> Option
     .concat();
     let audit = command("audit", true, root, &g.engine_id, &flags);
     Some(format!(
-        "if {} on other nodes, this is one node's part of the group ({} of {ws} ranks here): write this node's report ({audit} --format json > \"$(hostname).json\"), do the same on every node, and judge the whole group with kvcr merge over every node's report; if they were never elsewhere, start the engine with an empty cache; see `kvcr explain KV103`",
+        "if {} on other nodes, this is one node's part of the group ({} of {ws} ranks here): write \
+         this node's report ({audit} --format json > \"$(hostname).json\"), do the same on every \
+         node, and judge the whole group with kvcr merge over every node's report; if they were \
+         never elsewhere, start the engine with an empty cache; see `kvcr explain KV103`",
         if a == b {
             format!("rank {a} lives")
         } else {
@@ -474,7 +488,8 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
         // The operator's --local-ranks (or the profile's) names ranks the
         // group does not have: nothing in the files is wrong.
         Code::KV101 if f.subject == Subject::Request => format!(
-            "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); this inventory holds ranks {}",
+            "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); \
+             this inventory holds ranks {}",
             g.world_size.unwrap_or(0),
             if present.is_empty() {
                 "none".to_string()
@@ -488,8 +503,15 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
             f.found.as_deref().unwrap_or("them")
         ),
         // Ranks of one lifetime disagree on its epoch: not a tie to pin.
-        Code::KV107 if f.expected.as_deref().is_some_and(|e| e.parse::<u64>().is_ok()) => {
-            "the ranks of one owner lifetime disagree on its epoch: a descriptor was edited or written by another owner; do not import, have the owner rewrite the group's descriptors, then audit again".to_string()
+        Code::KV107
+            if f.expected
+                .as_deref()
+                .is_some_and(|e| e.parse::<u64>().is_ok()) =>
+        {
+            "the ranks of one owner lifetime disagree on its epoch: a descriptor was edited or \
+             written by another owner; do not import, have the owner rewrite the group's \
+             descriptors, then audit again"
+                .to_string()
         }
         Code::KV107 if inv.root.is_some() => {
             let root = inv.root.as_deref().unwrap_or_default();
@@ -501,7 +523,8 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
                 .map(str::to_string)
                 .collect();
             format!(
-                "find the lifetime whose owner pid still runs, then pin it: {} (or {}); or remove the dead lifetime's descriptors",
+                "find the lifetime whose owner pid still runs, then pin it: {} (or {}); or remove \
+                 the dead lifetime's descriptors",
                 command(
                     "audit",
                     true,
@@ -603,7 +626,8 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
             return (
                 cause,
                 format!(
-                    "none needed; an import needs every node audited live with every fact checked: {}; then kvcr merge every node's report again",
+                    "none needed; an import needs every node audited live with every fact checked: \
+                     {}; then kvcr merge every node's report again",
                     steps.join("; ")
                 ),
             );
@@ -637,7 +661,8 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         return (
             cause,
             format!(
-                "none needed; to reuse the cache, save this report as fleet.json (kvcr merge … --format json > fleet.json) and copy it to each node, then {}{}",
+                "none needed; to reuse the cache, save this report as fleet.json (kvcr merge … \
+                 --format json > fleet.json) and copy it to each node, then {}{}",
                 steps.join("; "),
                 profile_note(&[])
             ),
@@ -648,10 +673,12 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         let audit = command("audit", true, root, &g.engine_id, &inv.flags);
         return (
             format!(
-                "local part accepted: ranks {l} of {ws} present, current and consistent{checked}; the other ranks are expected on other nodes"
+                "local part accepted: ranks {l} of {ws} present, current and consistent{checked}; \
+                 the other ranks are expected on other nodes"
             ),
             format!(
-                "write this node's report ({audit} --format json > \"$(hostname).json\") and judge the whole group with kvcr merge over every node's report"
+                "write this node's report ({audit} --format json > \"$(hostname).json\") and judge \
+                 the whole group with kvcr merge over every node's report"
             ),
         );
     }
@@ -670,7 +697,10 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
             command("audit", true, root, &g.engine_id, &inv.flags)
         )
     } else if unchecked > 0 {
-        format!("see which facts with -v (import refuses facts it cannot check); to reuse the cache: {import}")
+        format!(
+            "see which facts with -v (import refuses facts it cannot check); to reuse the \
+         cache: {import}"
+        )
     } else {
         format!("none needed; to reuse the cache: {import}")
     };

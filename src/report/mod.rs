@@ -6,9 +6,12 @@
 pub mod explain;
 pub mod headline;
 pub mod json;
+pub mod message;
 pub mod prometheus;
 pub mod table;
 pub mod wire;
+
+pub use message::render;
 
 use crate::error::Failure;
 use std::io::{self, IsTerminal, Write};
@@ -192,3 +195,6 @@ mod tests {
         assert!(!quiet.progress && quiet.verbosity == Verbosity::Quiet);
     }
 }
+
+#[cfg(test)]
+mod tests_code_table;

@@ -147,7 +147,8 @@ pub fn render(j: &Judgement, meta: &Meta) -> String {
     if meta.live {
         o.family(
             "kvcr_audit_facts_not_checked",
-            "Live facts (boot id, hostname, owner, writer, GPU) that could not be read, over every rank in scope (only with --live).",
+            "Live facts (boot id, hostname, owner, writer, GPU) that could not be read, over \
+                every rank in scope (only with --live).",
         );
         o.sample("kvcr_audit_facts_not_checked", &[], j.summary.not_checked);
     }

@@ -17,7 +17,7 @@ fn paint(p: &Printer, s: &str, code: &str) -> String {
 }
 
 fn finding_line(f: &Finding) -> String {
-    terminal(&format!("{} {}", f.code, f.message)).into_owned()
+    terminal(&format!("{} {}", f.code, super::render(&f.message))).into_owned()
 }
 
 /// The reason cell: the first rejecting finding, or with `-v` every
@@ -527,7 +527,7 @@ pub fn write(
                     } else {
                         ("notice".to_string(), "0")
                     },
-                    reason: vec![terminal(&x.message).into_owned()],
+                    reason: vec![terminal(&super::render(&x.message)).into_owned()],
                 });
             }
         }
@@ -552,7 +552,7 @@ pub fn write(
                         out,
                         p,
                         "      ",
-                        &format!("{} {sev}: {}", x.code, terminal(&x.message)),
+                        &format!("{} {sev}: {}", x.code, terminal(&super::render(&x.message))),
                         " ",
                         8,
                     )?;
@@ -577,7 +577,8 @@ pub fn write(
         _ => String::new(),
     };
     let line = format!(
-        "{} group{}: {} accepted, {} rejected · {} descriptor{} · {} file{} rejected · {} notice{}{facts} · exit {status}",
+        "{} group{}: {} accepted, {} rejected · {} descriptor{} · {} file{} rejected · {} \
+         notice{}{facts} · exit {status}",
         s.groups,
         if s.groups == 1 { "" } else { "s" },
         s.accepted,

@@ -40,7 +40,8 @@ impl<'de> Deserialize<'de> for Schema {
             Ok(Schema)
         } else {
             Err(serde::de::Error::custom(format!(
-                "schema {:?} is not {REPORT_SCHEMA:?}; only kvcr audit reports of this version are read",
+                "schema {:?} is not {REPORT_SCHEMA:?}; only kvcr audit reports of this version are \
+                 read",
                 crate::text::terminal(&s)
             )))
         }
@@ -337,7 +338,7 @@ impl Finding {
                 crate::finding::Severity::Reject => Severity::Reject,
                 crate::finding::Severity::Notice => Severity::Notice,
             },
-            message: f.message.clone(),
+            message: super::render(&f.message),
             path: f.path.clone(),
             expected: f.expected.clone(),
             found: f.found.clone(),
@@ -585,7 +586,14 @@ mod tests {
 
     #[test]
     fn a_merge_report_member_must_be_present_when_null() {
-        let base = r#"{"schema":"kvcr.audit-report/v1","kvcr_version":"x","generated_unix_ms":1,"host":"h","live":false,"strict":false,"node_facts_source":null,"options":{"engine":null,"profile":null,"min_epoch":null,"max_age_s":null,"local_ranks":null,"incarnation":null},"exit_status":1,"root":"r","groups":[],"files":[],"summary":{"groups":0,"accepted":0,"rejected":0,"descriptors":0,"files_rejected":0,"notices":0,"not_checked":0}}"#;
+        let base = concat!(
+            r#"{"schema":"kvcr.audit-report/v1","kvcr_version":"x","generated_unix_ms":1,"#,
+            r#""host":"h","live":false,"strict":false,"node_facts_source":null,"#,
+            r#""options":{"engine":null,"profile":null,"min_epoch":null,"max_age_s":null,"#,
+            r#""local_ranks":null,"incarnation":null},"exit_status":1,"root":"r","#,
+            r#""groups":[],"files":[],"summary":{"groups":0,"accepted":0,"rejected":0,"#,
+            r#""descriptors":0,"files_rejected":0,"notices":0,"not_checked":0}}"#
+        );
         let r = super::read("r.json", base.as_bytes()).unwrap();
         assert!(!r.is_merged() && r.oldest_input_age_ms.is_none());
         let with = base.replace(

@@ -5,7 +5,7 @@
 //! reject it: they become notices. kvcr never falls back to an older one.
 
 use super::Candidate;
-use crate::finding::{Code, Finding};
+use crate::finding::{Code, Finding, Message};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -97,17 +97,21 @@ pub(crate) fn select(
             let names: Vec<String> = tied.iter().map(|u| u.to_string()).collect();
             // Who wrote each lifetime, and when: what the operator needs to
             // tell the dead owner from the live one.
-            let described: Vec<String> = tied
-                .iter()
-                .map(|u| format!("{u} ({})", lifetime(cands, *u)))
-                .collect();
+            let mut said = Message::from("incarnations ");
+            for (i, u) in tied.iter().enumerate() {
+                let and = if i == 0 { "" } else { " and " };
+                said = said
+                    .text(format!("{and}{u} ("))
+                    .then(lifetime(cands, *u))
+                    .text(")");
+            }
             group_findings.push(
                 Finding::reject(
                     Code::KV107,
-                    format!(
-                        "incarnations {} tie on the highest epoch {max}; cannot tell which owner lifetime is current",
-                        described.join(" and ")
-                    ),
+                    said.text(format!(
+                        " tie on the highest epoch {max}; \
+                         cannot tell which owner lifetime is current"
+                    )),
                 )
                 .values("one incarnation at the highest epoch", names.join(", ")),
             );
@@ -150,8 +154,9 @@ pub(crate) fn select(
 }
 
 /// "owner pid 4242, created 2025-11-30 07:10:25 UTC" for one incarnation:
-/// its descriptors' owner pids (at most 4) and their earliest seal time.
-fn lifetime(cands: &[Candidate], inc: Uuid) -> String {
+/// its descriptors' owner pids (at most 4) and their earliest seal time (a
+/// moment the printer writes).
+fn lifetime(cands: &[Candidate], inc: Uuid) -> Message {
     let mut pids = std::collections::BTreeSet::new();
     let mut created: Option<u64> = None;
     for d in cands
@@ -172,7 +177,7 @@ fn lifetime(cands: &[Candidate], inc: Uuid) -> String {
         _ => format!("owner pids {}", list.join(", ")),
     };
     match created {
-        Some(ms) => format!("{who}, created {}", crate::timefmt::utc(ms)),
-        None => who,
+        Some(ms) => Message::from(who).text(", created ").unix_ms(ms),
+        None => Message::from(who),
     }
 }

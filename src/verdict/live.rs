@@ -62,7 +62,8 @@ fn hostname(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
                 Finding::reject(
                     Code::KV110,
                     format!(
-                        "descriptor was written on node {:?}, this is {h:?}: its handles mean nothing here",
+                        "descriptor was written on node {:?}, this is {h:?}: its handles mean \
+                         nothing here",
                         d.node.hostname
                     ),
                 )
@@ -94,7 +95,8 @@ fn writer(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
                 Finding::reject(
                     Code::KV109,
                     format!(
-                        "writer pid {} still runs and has not quiesced; it may still be writing this KV",
+                        "writer pid {} still runs and has not quiesced; it may still be writing \
+                         this KV",
                         d.writer.pid
                     ),
                 )
@@ -168,7 +170,8 @@ fn gpu_present(row: &mut Row, d: &Descriptor, gpus: &Fact<Gpus>) {
             g.on_node.as_ref().map_or(0, |all| all.len())
         ),
         None => format!(
-            "GPU {want} is not visible to this process (per {}); whether it is on this node cannot be told",
+            "GPU {want} is not visible to this process (per {}); whether it is on this node cannot \
+             be told",
             g.source
         ),
     };
@@ -206,7 +209,8 @@ fn handle_exposure(row: &mut Row, d: &Descriptor) {
         row.reject(
             Finding::reject(
                 Code::KV003,
-                "descriptor carries cuda_ipc/fabric handle bytes and is readable by group/others; those bytes grant access to the memory",
+                "descriptor carries cuda_ipc/fabric handle bytes and is readable by group/others; \
+                 those bytes grant access to the memory",
             )
             .values(
                 "not readable by group/others (mode 0600 or stricter)",
@@ -318,7 +322,7 @@ mod tests {
         let r0: Vec<(&str, &str)> = j.groups[0].ranks[0]
             .findings
             .iter()
-            .map(|f| (f.code.as_str(), f.message.as_str()))
+            .map(|f| (f.code.as_str(), f.message.as_text().unwrap()))
             .collect();
         // hostname, boot_id, owner (process 4242 was never probed); the writer is quiesced.
         assert_eq!(r0.len(), 4, "{r0:?}");

@@ -156,6 +156,7 @@ pub enum CheckStatus {
 }
 
 impl CheckStatus {
+    #[cfg(test)]
     pub fn is_not_checked(&self) -> bool {
         matches!(self, CheckStatus::NotChecked(_))
     }
@@ -178,14 +179,13 @@ impl Serialize for CheckStatus {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct RankVerdict {
     /// The rank slot (from the file name); `None` when the name's rank does
     /// not fit in 64 bits.
     pub rank: Option<u64>,
     pub path: String,
     /// Raw path bytes: the identity the import plan looks descriptors up by.
-    #[serde(skip)]
     pub raw_path: Vec<u8>,
     pub gpu_uuid: Option<String>,
     pub verdict: Verdict,
@@ -193,7 +193,6 @@ pub struct RankVerdict {
     /// Live facts that could not be read for this rank; never a mismatch.
     pub not_checked: Vec<String>,
     /// `kvcr merge` only: the per-node report this rank came from.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<String>,
     pub incarnation: Option<Uuid>,
     pub epoch: Option<u64>,
@@ -202,11 +201,10 @@ pub struct RankVerdict {
     /// `now - created_unix_ms` at the audit; `None` when dated in the future.
     pub age_ms: Option<u64>,
     pub owner_pid: Option<i32>,
-    #[serde(skip)]
     pub checks: Vec<Check>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct GroupVerdict {
     pub engine_id: String,
     pub incarnation: Option<Uuid>,
@@ -233,12 +231,11 @@ pub struct GroupVerdict {
     pub findings: Vec<Finding>,
     pub ranks: Vec<RankVerdict>,
     /// Ranks 0..world_size-1 with no current descriptor, as inclusive runs.
-    #[serde(skip)]
     pub missing: Vec<(u64, u64)>,
 }
 
 /// A file that could not be attributed to a group, with its findings.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct FileVerdict {
     pub path: String,
     pub findings: Vec<Finding>,
@@ -616,7 +613,9 @@ fn judge_group(
                 if ranks_out.is_empty() {
                     "no descriptor of this group was found".to_string()
                 } else {
-                    "no descriptor of the current incarnation could be parsed, so the group's world size is unknown".to_string()
+                    "no descriptor of the current incarnation could be parsed, so the group's \
+                     world size is unknown"
+                        .to_string()
                 },
             )
             .values("a parsed descriptor for every rank", "world size unknown"),
@@ -630,7 +629,7 @@ fn judge_group(
         .flat_map(|c| c.findings)
         .map(|mut f| {
             f.severity = crate::finding::Severity::Notice;
-            f.message = format!("{NOT_COUNTED} {}", f.message);
+            f.message.prepend(&format!("{NOT_COUNTED} "));
             f.counted = false;
             f
         })
@@ -672,3 +671,12 @@ fn judge_group(
         missing,
     }
 }
+
+#[cfg(test)]
+mod tests_check_status;
+#[cfg(test)]
+mod tests_flag_beats_profile;
+#[cfg(test)]
+mod tests_live;
+#[cfg(test)]
+mod tests_props;

@@ -5,7 +5,7 @@
 use super::live::{foreign, rebooted, skipped, FOREIGN, REBOOTED};
 use super::{Context, Row};
 use crate::descriptor::Descriptor;
-use crate::finding::{Code, Finding};
+use crate::finding::{Code, Finding, Message};
 use crate::node::{Fact, NodeFacts};
 use crate::profile::Profile;
 
@@ -34,36 +34,37 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
             if let Some(max) = max_age_s {
                 let age_ms = ctx.now_unix_ms.saturating_sub(d.created_unix_ms);
                 let ahead_ms = d.created_unix_ms.saturating_sub(ctx.now_unix_ms);
+                let max_ms = max.saturating_mul(1000);
                 if ahead_ms > FUTURE_SLACK_MS {
                     // A clock far ahead (or a forged timestamp) must not make a
                     // descriptor look fresh: its age cannot be proven.
                     ok = false;
-                    row.reject(
-                        Finding::reject(
-                            Code::KV108,
-                            format!(
-                                "dated in the future (created_unix_ms {}), beyond the {} s clock \
-                             slack: its age cannot be proven against the maximum age of {}",
-                                d.created_unix_ms,
-                                FUTURE_SLACK_MS / 1000,
-                                crate::text::human_duration_ms(max.saturating_mul(1000))
-                            ),
-                        )
-                        .values(
-                            format!("created at most {} s in the future", FUTURE_SLACK_MS / 1000),
-                            format!("created_unix_ms {}", d.created_unix_ms),
-                        ),
+                    let said = format!(
+                        "dated in the future (created_unix_ms {}), beyond the {} s clock slack: \
+                         its age cannot be proven against the maximum age of ",
+                        d.created_unix_ms,
+                        FUTURE_SLACK_MS / 1000
                     );
-                } else if age_ms > max.saturating_mul(1000) {
+                    row.reject(
+                        Finding::reject(Code::KV108, Message::new().text(said).duration_ms(max_ms))
+                            .values(
+                                format!(
+                                    "created at most {} s in the future",
+                                    FUTURE_SLACK_MS / 1000
+                                ),
+                                format!("created_unix_ms {}", d.created_unix_ms),
+                            ),
+                    );
+                } else if age_ms > max_ms {
                     ok = false;
                     row.reject(
                         Finding::reject(
                             Code::KV108,
-                            format!(
-                                "sealed {} ago, older than the maximum age of {}",
-                                crate::text::human_duration_ms(age_ms),
-                                crate::text::human_duration_ms(max.saturating_mul(1000))
-                            ),
+                            Message::new()
+                                .text("sealed ")
+                                .duration_ms(age_ms)
+                                .text(" ago, older than the maximum age of ")
+                                .duration_ms(max_ms),
                         )
                         .values(format!("age ≤ {max} s"), format!("age {} s", age_ms / 1000)),
                     );

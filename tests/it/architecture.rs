@@ -517,7 +517,9 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 /// an arrow to a higher layer runs back up. `cli` (the clap definitions) and
 /// `settings` (flags, environment and profile resolved once) sit between
 /// the report and the commands: settings reads the parsed arguments, and
-/// every command reads settings.
+/// every command reads settings. `writer` (sealing, atomic writes) is the
+/// seal and audit commands' engine and words its refusals from findings,
+/// so it sits with the commands, above the printers' `report::render`.
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaf helpers",
@@ -543,7 +545,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "input",
             "profile",
             "rankset",
-            "writer",
         ],
     ),
     ("verdict", &["verdict", "pipeline"]),
@@ -553,7 +554,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "commands",
         &[
-            "audit", "examine", "import", "merge", "seal", "schema", "derive",
+            "audit", "examine", "import", "merge", "seal", "schema", "derive", "writer",
         ],
     ),
     ("app", &["app", "main", "crate", "api"]),

@@ -41,57 +41,314 @@ use Expect::*;
 /// (file, the line as written, what it claims). A block with shell control
 /// flow (`case`, `for`) is one entry, keyed by its first line.
 const EXPECTED: &[(&str, &str, Expect)] = &[
-    ("README.md", "pip install maturin && (cd python && maturin build --release --locked) && pip install python/target/wheels/kvcr-*.whl", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
-    ("docs/bench.md", "cargo build --release --locked --bin kvcr", Skip("a build (.ci/run)")),
-    ("docs/bench.md", "(cd python && maturin develop --release --locked) && pip install pytest", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
-    ("docs/bench.md", "python3 python/bench/audit_inprocess.py --runs 300", Skip("a benchmark (docs/bench.md)")),
-    ("docs/python.md", "pip install maturin", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
-    ("docs/python.md", "(cd python && maturin build --release --locked) && pip install python/target/wheels/kvcr-*.whl", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
-    ("docs/python.md", "# or, into the active virtual environment: (cd python && maturin develop --release --locked)", Skip("a comment")),
-    ("docs/python.md", "cargo build --locked                      # the CLI the tests compare with", Skip("a build (.ci/run)")),
-    ("docs/python.md", "cd python && maturin develop --locked && pip install pytest mypy jsonschema", Skip("builds or installs the Python package (.ci/run does, in a fresh venv)")),
-    ("docs/python.md", "python -m pytest                           # parity, seal, gate, producer, stubs", Skip("the Python test suite (.ci/run runs it)")),
-    ("docs/python.md", "python bench/audit_inprocess.py            # release builds: docs/bench.md", Skip("a benchmark (docs/bench.md)")),
-    ("README.md", "cargo run -q -- audit fixtures/accept-superseded/inventory   # audit a shipped inventory: accepted, exit 0", Status(0)),
-    ("README.md", "cargo test --locked                                          # the whole test suite; no GPU or CUDA driver needed", Skip("the test suite itself")),
-    ("README.md", "$ COLUMNS=80 kvcr audit fixtures/kv104-geometry/inventory", Status(1)),
-    ("README.md", "kvcr examine fixtures/kv104-geometry/inventory/rank-2.json", Status(1)),
-    ("README.md", "# The shipped fixture describes node gpu-node-17: describe that node, then plan", Skip("a comment")),
-    ("README.md", "# (exit 2 like the real import: no --profile; the plan says so).", Skip("a comment")),
-    ("README.md", "KVCR_NODE_FACTS=fixtures/live/node-match.json cargo run -q -- import --dry-run fixtures/accept-posix-fd/inventory", Status(2)),
-    ("README.md", "# The real import needs the declared profile, and a driver: without libcuda this exits 2 naming it.", Skip("a comment")),
-    ("README.md", "KVCR_NODE_FACTS=fixtures/live/node-match.json cargo run -q -- import --profile fixtures/accept-posix-fd/profile.json fixtures/accept-posix-fd/inventory", NoDriver(2)),
-    ("README.md", "benches/audit.sh            # ~1 min; inventories are kept in /tmp/kvcr-bench for the next run", Skip("a benchmark (docs/bench.md)")),
-    ("README.md", "cargo bench --bench parse   # per-descriptor parse/digest cost", Skip("a benchmark (docs/bench.md)")),
-    ("README.md", "kvcr audit /var/lib/kvcr/inventory --format prometheus              # exposition text on stdout", Status(0)),
-    ("README.md", "kvcr audit /var/lib/kvcr/inventory -q --textfile /var/lib/prometheus/node-exporter/kvcr.prom", Status(0)),
-    ("README.md", "kvcr audit fixtures/accept-tp4/inventory --format json > kvcr-report.json", Status(0)),
-    ("README.md", "kvcr seal fixtures/accept-tp4/inventory/rank-1.json   # after a hand edit: write the digest, atomically", Status(0)),
-    ("README.md", "kvcr digest fixtures/accept-tp4/inventory/rank-1.json # print the canonical digest (sha256:...)", Status(0)),
-    ("README.md", "source <(kvcr completions bash)              # also zsh, fish, elvish, powershell", Status(0)),
-    ("README.md", "man -l man/kvcr.1                            # kvcr-audit.1, kvcr-import.1, ... beside it", Skip("a pager (tests/it/man.rs checks the pages)")),
-    ("README.md", "cargo install --locked --path .             # ~/.cargo/bin/kvcr, a release build", Skip("a release build (.ci/run)")),
-    ("README.md", "cargo deb --locked                          # target/debian/kvcr_<version>_<arch>.deb (cargo install cargo-deb)", Skip("a release build (.ci/run)")),
-    ("README.md", "sudo dpkg -i target/debian/kvcr_*.deb       # binary, man pages, completions, systemd timer", Skip("installs a package (scripts/deb-check.sh)")),
-    ("README.md", "kvcr --version                              # version, git commit, build date, CUDA headers", Status(0)),
-    ("docs/bench.md", "benches/audit.sh [DIR] [-- options of benches/bench.py]", Skip("a usage line")),
-    ("docs/bench.md", "benches/audit.sh /tmp/kvcr-bench -- --runs 9 --scale-groups 0 --latency-runs 500", Skip("a benchmark")),
-    ("docs/bench.md", "benches/merge_rss.sh [BASELINE_KVCR] [-- --sizes-mib 8,32,127 --shape groups|files --runs 3]", Skip("a usage line")),
-    ("docs/ci.md", "kvcr seal fixtures/my-case/inventory/rank-*.json && kvcr audit fixtures/my-case/inventory", Status(0)),
-    ("docs/ci.md", "kvcr audit fixtures/accept-tp4/inventory --format json > kvcr-report.json", Status(0)),
-    ("docs/ci.md", "source <(kvcr completions bash)                        # bash, this shell", Status(0)),
-    ("docs/ci.md", "kvcr completions zsh > \"${fpath[1]}/_kvcr\"             # zsh", Status(0)),
-    ("docs/ci.md", "kvcr completions fish > ~/.config/fish/completions/kvcr.fish", Status(0)),
-    ("docs/ci.md", "man -l man/kvcr.1                                      # from a source tree", Skip("a pager (tests/it/man.rs checks the pages)")),
-    ("docs/ci.md", "sudo install -m 644 man/*.1 /usr/local/share/man/man1/ # system-wide", Skip("installs system-wide")),
-    ("docs/import.md", "# The fixture describes node gpu-node-17; describe that node instead of this one:", Skip("a comment")),
-    ("docs/import.md", "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr import --dry-run fixtures/accept-tp4/inventory", Status(2)),
-    ("docs/import.md", "cp -r fixtures/accept-tp4/inventory /tmp/inv && chmod 700 /tmp/inv && chmod 600 /tmp/inv/*", Status(0)),
-    ("docs/import.md", "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr import --dry-run /tmp/inv", Status(2)),
-    ("docs/json.md", "kvcr audit --format json /var/lib/kvcr/inventory > report.json", Status(0)),
-    ("docs/live.md", "cp -r fixtures/accept-tp4/inventory /tmp/inv && chmod 600 /tmp/inv/rank-*.json", Status(0)),
-    ("docs/live.md", "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit /tmp/inv --live -v", Status(0)),
-    ("docs/live.md", "KVCR_NODE_FACTS=fixtures/live/node-unknown.json kvcr audit /tmp/inv --live -v", Status(0)),
+    (
+        "README.md",
+        "pip install maturin && (cd python && maturin build --release --locked) && pip \
+        install \
+        python/target/wheels/kvcr-*.whl",
+        Skip(
+            "builds or installs the Python package (.ci/run \
+        does, in a fresh venv)",
+        ),
+    ),
+    (
+        "docs/bench.md",
+        "cargo build --release --locked --bin kvcr",
+        Skip("a build (.ci/run)"),
+    ),
+    (
+        "docs/bench.md",
+        "(cd python && maturin develop --release --locked) && pip install \
+        pytest",
+        Skip("builds or installs the Python package (.ci/run does, in a fresh venv)"),
+    ),
+    (
+        "docs/bench.md",
+        "python3 python/bench/audit_inprocess.py --runs \
+        300",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "docs/python.md",
+        "pip install \
+        maturin",
+        Skip("builds or installs the Python package (.ci/run does, in a fresh venv)"),
+    ),
+    (
+        "docs/python.md",
+        "(cd python && maturin build --release --locked) && pip install \
+        python/target/wheels/kvcr-*.whl",
+        Skip(
+            "builds or installs the Python package (.ci/run \
+        does, in a fresh venv)",
+        ),
+    ),
+    (
+        "docs/python.md",
+        "# or, into the active virtual environment: (cd python && maturin develop \
+        --release --locked)",
+        Skip("a comment"),
+    ),
+    (
+        "docs/python.md",
+        "cargo build --locked                      # the CLI the tests compare \
+        with",
+        Skip("a build (.ci/run)"),
+    ),
+    (
+        "docs/python.md",
+        "cd python && maturin develop --locked && pip install pytest mypy \
+        jsonschema",
+        Skip("builds or installs the Python package (.ci/run does, in a fresh venv)"),
+    ),
+    (
+        "docs/python.md",
+        "python -m pytest                           # parity, seal, gate, \
+        producer, stubs",
+        Skip("the Python test suite (.ci/run runs it)"),
+    ),
+    (
+        "docs/python.md",
+        "python bench/audit_inprocess.py            # release builds: \
+        docs/bench.md",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "README.md",
+        "cargo run -q -- audit fixtures/accept-superseded/inventory   # audit a shipped \
+        inventory: accepted, exit 0",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "cargo test --locked                                          # the whole test \
+        suite; no GPU or CUDA driver needed",
+        Skip("the test suite itself"),
+    ),
+    (
+        "README.md",
+        "$ COLUMNS=80 kvcr audit fixtures/kv104-geometry/inventory",
+        Status(1),
+    ),
+    (
+        "README.md",
+        "kvcr examine fixtures/kv104-geometry/inventory/rank-2.json",
+        Status(1),
+    ),
+    (
+        "README.md",
+        "# The shipped fixture describes node gpu-node-17: describe that node, then \
+        plan",
+        Skip("a comment"),
+    ),
+    (
+        "README.md",
+        "# (exit 2 like the real import: no --profile; the plan says \
+        so).",
+        Skip("a comment"),
+    ),
+    (
+        "README.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json cargo run -q -- import --dry-run \
+        fixtures/accept-posix-fd/inventory",
+        Status(2),
+    ),
+    (
+        "README.md",
+        "# The real import needs the declared profile, and a driver: without libcuda \
+        this exits 2 naming it.",
+        Skip("a comment"),
+    ),
+    (
+        "README.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json cargo run -q -- import --profile \
+        fixtures/accept-posix-fd/profile.json fixtures/accept-posix-fd/inventory",
+        NoDriver(2),
+    ),
+    (
+        "README.md",
+        "benches/audit.sh            # ~1 min; inventories are kept in /tmp/kvcr-bench \
+        for the next run",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "README.md",
+        "cargo bench --bench parse   # per-descriptor parse/digest \
+        cost",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "README.md",
+        "kvcr audit /var/lib/kvcr/inventory --format prometheus              # \
+        exposition text on stdout",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr audit /var/lib/kvcr/inventory -q --textfile \
+        /var/lib/prometheus/node-exporter/kvcr.prom",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr audit fixtures/accept-tp4/inventory --format json > \
+        kvcr-report.json",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr seal fixtures/accept-tp4/inventory/rank-1.json   # after a hand edit: \
+        write the digest, atomically",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr digest fixtures/accept-tp4/inventory/rank-1.json # print the canonical \
+        digest (sha256:...)",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "source <(kvcr completions bash)              # also zsh, fish, elvish, \
+        powershell",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "man -l man/kvcr.1                            # kvcr-audit.1, kvcr-import.1, \
+        ... beside it",
+        Skip("a pager (tests/it/man.rs checks the pages)"),
+    ),
+    (
+        "README.md",
+        "cargo install --locked --path .             # ~/.cargo/bin/kvcr, a release \
+        build",
+        Skip("a release build (.ci/run)"),
+    ),
+    (
+        "README.md",
+        "cargo deb --locked                          # \
+        target/debian/kvcr_<version>_<arch>.deb (cargo install \
+        cargo-deb)",
+        Skip("a release build (.ci/run)"),
+    ),
+    (
+        "README.md",
+        "sudo dpkg -i target/debian/kvcr_*.deb       # binary, man pages, completions, \
+        systemd timer",
+        Skip("installs a package (scripts/deb-check.sh)"),
+    ),
+    (
+        "README.md",
+        "kvcr --version                              # version, git commit, build date, \
+        CUDA headers",
+        Status(0),
+    ),
+    (
+        "docs/bench.md",
+        "benches/audit.sh [DIR] [-- options of \
+        benches/bench.py]",
+        Skip("a usage line"),
+    ),
+    (
+        "docs/bench.md",
+        "benches/audit.sh /tmp/kvcr-bench -- --runs 9 --scale-groups 0 \
+        --latency-runs 500",
+        Skip("a benchmark"),
+    ),
+    (
+        "docs/bench.md",
+        "benches/merge_rss.sh [BASELINE_KVCR] [-- --sizes-mib 8,32,127 --shape \
+        groups|files --runs 3]",
+        Skip("a usage line"),
+    ),
+    (
+        "docs/ci.md",
+        "kvcr seal fixtures/my-case/inventory/rank-*.json && kvcr audit \
+        fixtures/my-case/inventory",
+        Status(0),
+    ),
+    (
+        "docs/ci.md",
+        "kvcr audit fixtures/accept-tp4/inventory --format json > \
+        kvcr-report.json",
+        Status(0),
+    ),
+    (
+        "docs/ci.md",
+        "source <(kvcr completions bash)                        # bash, this \
+        shell",
+        Status(0),
+    ),
+    (
+        "docs/ci.md",
+        "kvcr completions zsh > \"${fpath[1]}/_kvcr\"             # zsh",
+        Status(0),
+    ),
+    (
+        "docs/ci.md",
+        "kvcr completions fish > ~/.config/fish/completions/kvcr.fish",
+        Status(0),
+    ),
+    (
+        "docs/ci.md",
+        "man -l man/kvcr.1                                      # from a source \
+        tree",
+        Skip("a pager (tests/it/man.rs checks the pages)"),
+    ),
+    (
+        "docs/ci.md",
+        "sudo install -m 644 man/*.1 /usr/local/share/man/man1/ # \
+        system-wide",
+        Skip("installs system-wide"),
+    ),
+    (
+        "docs/import.md",
+        "# The fixture describes node gpu-node-17; describe that node instead of \
+        this one:",
+        Skip("a comment"),
+    ),
+    (
+        "docs/import.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr import --dry-run \
+        fixtures/accept-tp4/inventory",
+        Status(2),
+    ),
+    (
+        "docs/import.md",
+        "cp -r fixtures/accept-tp4/inventory /tmp/inv && chmod 700 /tmp/inv && \
+        chmod 600 /tmp/inv/*",
+        Status(0),
+    ),
+    (
+        "docs/import.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr import --dry-run \
+        /tmp/inv",
+        Status(2),
+    ),
+    (
+        "docs/json.md",
+        "kvcr audit --format json /var/lib/kvcr/inventory > report.json",
+        Status(0),
+    ),
+    (
+        "docs/live.md",
+        "cp -r fixtures/accept-tp4/inventory /tmp/inv && chmod 600 \
+        /tmp/inv/rank-*.json",
+        Status(0),
+    ),
+    (
+        "docs/live.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit /tmp/inv --live \
+        -v",
+        Status(0),
+    ),
+    (
+        "docs/live.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-unknown.json kvcr audit /tmp/inv --live \
+        -v",
+        Status(0),
+    ),
 ];
 
 /// README blocks run by other suites (the multi-node recipes need launchers
@@ -510,7 +767,11 @@ fn every_readme_and_docs_example_runs_with_the_status_it_claims() {
                 .enumerate()
                 .find(|(_, (f, l, _))| *f == b.file && *l == key);
             let Some((i, (_, _, expect))) = hit else {
-                problems.push(format!("{}: an example with no entry in EXPECTED (add it with the status it claims):\n    {key}", b.file));
+                problems.push(format!(
+                    "{}: an example with no entry in EXPECTED (add it with the \
+                    status it claims):\n    {key}",
+                    b.file
+                ));
                 continue;
             };
             seen[i] = true;

@@ -56,6 +56,12 @@ fn fleet() -> Fleet {
     Fleet { a, b, out, _t: t }
 }
 
+/// The wall clock, in Unix milliseconds.
+fn now_unix_ms() -> u64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    d.unwrap().as_millis() as u64
+}
+
 #[test]
 fn local_part_is_accepted_and_foreign_ranks_are_findings() {
     let f = fleet();
@@ -283,7 +289,7 @@ fn machines(names: &[&str]) -> Option<Machines> {
             let mut v = d.value();
             v["node"] = serde_json::json!({"hostname": name, "boot_id": boot_id.trim()});
             v["owner"] = serde_json::json!({"pid": pid, "start_ticks": ticks});
-            v["created_unix_ms"] = kvcr::internals::node::now_unix_ms().into();
+            v["created_unix_ms"] = now_unix_ms().into();
             crate::util::testkit::seal(&mut v);
             put(
                 &dir.join("inventory"),
@@ -547,7 +553,10 @@ mod slurm {
             if !st.is_ok_and(|s| s.success()) {
                 return skip("munged did not start");
             }
-            let host = kvcr::internals::node::hostname();
+            let host = rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned();
             let mut conf = format!(
                 "ClusterName=kvcrtest\nSlurmctldHost={host}(127.0.0.1)\nSlurmUser=root\nSlurmdUser=root\n\
                  SlurmctldPort={}\nAuthType=auth/munge\nAuthInfo=socket={}\nCredType=cred/munge\n\

@@ -3,8 +3,8 @@
 //! header in the table at 80 and 120 columns (no line wider, no trailing
 //! space, no word cut); and the merge and command-line cases.
 
+use crate::explain::action;
 use crate::util::*;
-use kvcr::internals::report::explain::action;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -127,7 +127,7 @@ fn every_fixture_names_its_root_cause_and_its_action() {
                     failures.push(format!("{name}: the cause does not name {c}: {cause}"));
                 }
                 // The code's own safe step, unless a more specific one applies.
-                if part.is_empty() && !act.starts_with(action(c)) {
+                if part.is_empty() && !act.starts_with(&action(c)) {
                     failures.push(format!("{name}: action is not {c}'s: {act}"));
                 }
                 if !act.ends_with(&format!("see `kvcr explain {c}`")) {

@@ -212,7 +212,10 @@ fn unreadable_descriptor_is_exit_2_not_a_verdict() {
         let out = match run {
             Ok(out) => out,
             Err(e) => {
-                eprintln!("SKIP unreadable_descriptor_is_exit_2_not_a_verdict: cannot run kvcr as nobody ({e})");
+                eprintln!(
+                    "SKIP unreadable_descriptor_is_exit_2_not_a_verdict: cannot run kvcr as \
+                    nobody ({e})"
+                );
                 return;
             }
         };

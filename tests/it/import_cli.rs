@@ -125,6 +125,28 @@ impl Case {
     }
 }
 
+/// True when this machine can load libcuda as kvcr's driver check does
+/// (`libcuda.so.1`, else `libcuda.so`): these tests are for a node without.
+fn driver_present() -> bool {
+    [c"libcuda.so.1", c"libcuda.so"].iter().any(|name| {
+        // SAFETY: dlopen of a NUL-terminated name, and dlclose of the handle
+        // it returned.
+        unsafe {
+            let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+            !h.is_null() && {
+                libc::dlclose(h);
+                true
+            }
+        }
+    })
+}
+
+/// The wall clock, in Unix milliseconds.
+fn now_unix_ms() -> u64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    d.unwrap().as_millis() as u64
+}
+
 #[test]
 fn trial_imports_verifies_and_releases_in_reverse() {
     let c = Case::new();
@@ -431,7 +453,7 @@ fn dry_run_on_the_shipped_fixture_as_checked_out() {
 
 #[test]
 fn import_without_a_driver_exits_2_naming_the_driver() {
-    if kvcr::internals::import::cuda::driver_present() {
+    if driver_present() {
         eprintln!("skipped: libcuda is present on this machine");
         return;
     }
@@ -687,7 +709,7 @@ fn facts_not_checked_refuse_the_import_and_the_strict_audit() {
 /// facts not checked.
 #[test]
 fn without_a_driver_a_rejected_group_is_1_and_unchecked_facts_are_2() {
-    if kvcr::internals::import::cuda::driver_present() {
+    if driver_present() {
         eprintln!("skipped: libcuda is present on this machine");
         return;
     }
@@ -815,7 +837,7 @@ fn a_fleet_report_that_does_not_prove_this_part_refuses_the_import() {
         edit(&mut v);
         v
     };
-    let now = kvcr::internals::node::now_unix_ms();
+    let now = now_unix_ms();
     let old = with(&|v| {
         for i in v["inputs"].as_array_mut().unwrap() {
             i["generated_unix_ms"] = json!(now - 600_000);

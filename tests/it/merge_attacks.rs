@@ -178,8 +178,10 @@ fn a_not_counted_notice_never_covers_a_counted_rank() {
         &f,
         |a| {
             let p = a["groups"][0]["ranks"][0]["path"].clone();
-            a["groups"][0]["findings"] = json!([{"code": "KV106", "name": "gpu", "severity": "notice",
-                "message": "superseded; not counted", "path": p, "counted": false}]);
+            a["groups"][0]["findings"] = json!([{
+                "code": "KV106", "name": "gpu", "severity": "notice",
+                "message": "superseded; not counted", "path": p, "counted": false,
+            }]);
         },
         |_| {},
     );

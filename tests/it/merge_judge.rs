@@ -498,7 +498,9 @@ fn control_and_bidi_characters_in_report_strings_never_reach_any_output() {
             r["findings"] =
                 json!([{"code": "KV999", "name": evil, "severity": "notice", "message": evil}]);
         }
-        v["files"] = json!([{"path": evil, "findings": [{"code": "KV010", "name": "stray", "severity": "notice", "message": evil, "path": evil}]}]);
+        v["files"] = json!([{"path": evil, "findings": [{
+            "code": "KV010", "name": "stray", "severity": "notice", "message": evil, "path": evil,
+        }]}]);
     };
     for format in ["table", "json", "prometheus"] {
         let r = merge_edited(&f, format, edit, |_| {});
@@ -547,8 +549,10 @@ fn gate_and_merge_agree_on_the_same_inputs() {
         &f,
         "json",
         |a| {
-            a["groups"][0]["findings"] = json!([{"code": "KV108", "name": "stale", "severity": "notice",
-                "message": "m", "path": "rank-9.json"}]);
+            a["groups"][0]["findings"] = json!([{
+                "code": "KV108", "name": "stale", "severity": "notice",
+                "message": "m", "path": "rank-9.json",
+            }]);
         },
         |_| {},
     );

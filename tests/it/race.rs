@@ -298,19 +298,19 @@ fn a_device_swapped_in_is_never_opened() {
     };
     let iters = env_u64("KVCR_RACE_ITERS", 300);
     let deadline = Instant::now() + Duration::from_secs(env_u64("KVCR_RACE_SECS", 5));
-    let opts = kvcr::internals::pipeline::Options {
-        threads: 1,
-        keep_allocations: false,
-    };
+    let opts = kvcr::api::AuditOptions::default();
     let (mut runs, mut swapped_seen) = (0u64, 0u64);
     while runs < iters && Instant::now() < deadline {
-        let (_, files) = kvcr::internals::pipeline::collect(&root, &opts, &mut || {}).unwrap();
+        let doc = kvcr::api::audit(&root, &opts).unwrap();
+        let report: serde_json::Value = serde_json::from_str(doc.as_json()).unwrap();
         // The device showed up under the descriptor's name at least once.
-        if files.iter().any(|f| {
-            f.path == "rank-0.json"
-                && f.findings.iter().any(|x| {
-                    x.code == kvcr::finding::Code::KV002 || x.code == kvcr::finding::Code::KV005
-                })
+        if report["files"].as_array().unwrap().iter().any(|f| {
+            f["path"] == "rank-0.json"
+                && f["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x["code"] == "KV002" || x["code"] == "KV005")
         }) {
             swapped_seen += 1;
         }

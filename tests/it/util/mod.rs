@@ -11,9 +11,9 @@
 #![allow(dead_code)]
 
 pub mod fleet;
-pub mod man;
 pub mod samples;
-pub mod testkit;
+pub use kvcr_testkit as testkit;
+pub use xtask::man;
 
 use assert_cmd::Command;
 use serde_json::Value;

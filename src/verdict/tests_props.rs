@@ -12,20 +12,18 @@
 //! Case counts are kept to seconds in `cargo test`; `KVCR_PROP_CASES=N`
 //! runs N cases per property instead (e.g. 20000 for a long run).
 
-use crate::util::testkit::{seal, to_bytes, Desc, INCARNATION_A, INCARNATION_B};
-use kvcr::descriptor::json;
-use kvcr::descriptor::parse::{compute_digest, MAX_FINDINGS};
-use kvcr::descriptor::{canon, parse_descriptor};
-use kvcr::finding::Code;
-use kvcr::internals::verdict::{
-    judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict,
-};
-use kvcr::profile::parse_profile;
+use crate::descriptor::json;
+use crate::descriptor::parse::{compute_digest, MAX_FINDINGS};
+use crate::descriptor::{canon, parse_descriptor};
+use crate::finding::Code;
+use crate::profile::parse_profile;
+use crate::testkit::{seal, to_bytes, Desc, INCARNATION_A, INCARNATION_B};
+use crate::verdict::{judge, Candidate, Context, Expectations, FileVerdict, Judgement, Verdict};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{json, Value};
 
-const NOW_MS: u64 = crate::util::testkit::CREATED_UNIX_MS + 60_000;
+const NOW_MS: u64 = crate::testkit::CREATED_UNIX_MS + 60_000;
 
 /// `KVCR_PROP_CASES` when set, else `default`.
 fn cases(default: u32) -> u32 {
@@ -553,9 +551,10 @@ proptest! {
         let v = json!({
             "schema": "kvcr.profile/v1", "engine_id": "props-a", "world_size": 2, "tp": 2, "pp": 1,
             "model": {"name": "m", "revision": "r", "quantization": null},
-            "geometry": {"num_layers": 80, "kv_heads_per_rank": 2, "head_size": 128, "block_size": 16,
-                         "num_blocks": 1024, "dtype": "bfloat16", "use_mla": false},
-            "gpus": [crate::util::testkit::gpu(0, 0), crate::util::testkit::gpu(0, 1)],
+            "geometry": {"num_layers": 80, "kv_heads_per_rank": 2, "head_size": 128,
+                         "block_size": 16, "num_blocks": 1024, "dtype": "bfloat16",
+                         "use_mla": false},
+            "gpus": [crate::testkit::gpu(0, 0), crate::testkit::gpu(0, 1)],
             "incarnation": INCARNATION_A, "min_epoch": 1, "max_age_s": 3600
         });
         prop_assert!(parse_profile(&to_bytes(&v)).is_ok());
@@ -586,7 +585,12 @@ proptest! {
         let text = styled(&v, &mut st);
         prop_assert_eq!(compute_digest(&text).unwrap(), want);
         let out = parse_descriptor(&text);
-        prop_assert!(out.findings.is_empty(), "{:?}\n{}", out.findings, String::from_utf8_lossy(&text));
+        prop_assert!(
+            out.findings.is_empty(),
+            "{:?}\n{}",
+            out.findings,
+            String::from_utf8_lossy(&text)
+        );
         // And the canonical bytes are the same, not just the hash.
         let a = canon::canonical_bytes(&json::parse(&text).unwrap(), None);
         let b = canon::canonical_bytes(&json::parse(&compact).unwrap(), None);
@@ -596,7 +600,11 @@ proptest! {
     /// Changing any value (outside the digest member) changes the digest,
     /// and the sealed file then fails its digest check.
     #[test]
-    fn digest_changes_when_any_value_changes(at in any::<Index>(), to in any::<Index>(), bits in prop::collection::vec(any::<u8>(), 1..16)) {
+    fn digest_changes_when_any_value_changes(
+        at in any::<Index>(),
+        to in any::<Index>(),
+        bits in prop::collection::vec(any::<u8>(), 1..16),
+    ) {
         let v = sealed_value(&base_desc("fabric", 2));
         let paths: Vec<Vec<Seg>> = all_paths(&v)
             .into_iter()
@@ -689,7 +697,7 @@ fn build(spec: &FileSpec) -> (Vec<u8>, u64) {
     let mut v = d.value();
     let mut name_rank = spec.rank;
     match spec.twist {
-        Twist::SameGpuAsRank0 => v["gpu_uuid"] = json!(crate::util::testkit::gpu(d.group, 0)),
+        Twist::SameGpuAsRank0 => v["gpu_uuid"] = json!(crate::testkit::gpu(d.group, 0)),
         Twist::Schema => v["tp"] = json!(0),
         Twist::Model => v["model"]["name"] = json!("other/model"),
         Twist::NameRank => name_rank = spec.rank + 1,
@@ -713,14 +721,15 @@ fn build(spec: &FileSpec) -> (Vec<u8>, u64) {
     (bytes, name_rank)
 }
 
+/// Everything the judgement holds (its `Debug` form: every field, the
+/// messages' typed quantities included).
 fn render(j: &Judgement) -> String {
     format!(
-        "{}\n{}\n{}\n{}\n{:?}",
-        serde_json::to_string_pretty(&j.groups).unwrap(),
-        serde_json::to_string_pretty(&j.files).unwrap(),
+        "{:#?}\n{:#?}\n{}\n{}",
+        j.groups,
+        j.files,
         serde_json::to_string(&j.summary).unwrap(),
         j.exit_status(),
-        j.groups.iter().map(|g| &g.missing).collect::<Vec<_>>(),
     )
 }
 
@@ -744,7 +753,7 @@ fn order_inputs(specs: &[FileSpec], strays: u8) -> (Vec<Candidate>, Vec<FileVerd
             let path = format!("s{i}/rank-{}.json", i % 2);
             FileVerdict {
                 path: path.clone(),
-                findings: vec![kvcr::finding::Finding::reject(Code::KV001, "symlink").at(path)],
+                findings: vec![crate::finding::Finding::reject(Code::KV001, "symlink").at(path)],
             }
         })
         .collect();

@@ -2,9 +2,9 @@
 //! methods): the verdict, the staleness checks and the report's options
 //! record all ask it.
 
-use kvcr::internals::verdict::Expectations;
-use kvcr::profile::Profile;
-use kvcr::rankset::RankSet;
+use crate::profile::Profile;
+use crate::rankset::RankSet;
+use crate::verdict::Expectations;
 use uuid::Uuid;
 
 fn profile() -> Profile {

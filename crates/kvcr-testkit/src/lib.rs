@@ -1,13 +1,22 @@
 //! Builders for valid, sealed descriptors and inventories. Used by the
-//! fixture generator (`cargo run --example gen-fixtures`), the tests, the
-//! library's unit tests, the benchmarks and a fuzz target, so fixtures can be
-//! regenerated whenever the format changes.
+//! fixture generator (`cargo run --example gen-fixtures`), the integration
+//! tests (as `util::testkit`), the library's unit tests (as
+//! `crate::testkit`), the benchmarks, the examples and a fuzz target, so
+//! fixtures can be regenerated whenever the format changes.
 //!
-//! Dev-only: it is not part of the library. Every user includes this one
-//! file (`#[path = ".../tests/it/util/testkit.rs"] mod testkit;`), and it
-//! names the library as `kvcr::` (the library's own tests see itself under
-//! that name through `extern crate self as kvcr` in `src/lib.rs`).
-#![allow(dead_code)]
+//! Dev-only (`publish = false`): it is not part of the library, and kvcr
+//! lists it under `[dev-dependencies]` only. It names the library as
+//! `kvcr::` (schema constants, the §3.2 digest); in the library's unit tests
+//! that is a second copy of the library, so every helper here takes and
+//! returns plain data (strings, JSON values, bytes, paths), never a kvcr
+//! type: a kvcr value handed from here to a unit test would be a different
+//! type from the one the unit test names.
+//!
+//! [`json_oracle`] is the differential oracle of the hand-written JSON
+//! reader against serde_json (the `json` fuzz target and
+//! tests/it/json_oracle.rs).
+
+pub mod json_oracle;
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -83,15 +92,23 @@ impl Desc {
 
     /// The unsealed JSON value (no digest member yet).
     pub fn value(&self) -> Value {
-        let per_rank: u64 = 80 * 2 * 1024 * 16 * 2 * 128 * 2; // docs/format.md §3.1 for the geometry below
+        // docs/format.md §3.1 for the geometry below.
+        let per_rank: u64 = 80 * 2 * 1024 * 16 * 2 * 128 * 2;
         let n = self.allocations.max(1) as u64;
         let allocations: Vec<Value> = (0..self.allocations)
             .map(|i| {
                 let handle = match self.handle_kind {
-                    "posix_fd" => json!({"kind": "posix_fd", "fd": handle_fd(&self.engine_id, self.rank, i, self.allocations)}),
+                    "posix_fd" => {
+                        let fd = handle_fd(&self.engine_id, self.rank, i, self.allocations);
+                        json!({"kind": "posix_fd", "fd": fd})
+                    }
                     kind => json!({"kind": kind, "hex": handle_hex(&self.engine_id, self.rank, i)}),
                 };
-                json!({"id": format!("kv-{i}"), "size_bytes": per_rank.div_ceil(n), "handle": handle})
+                json!({
+                    "id": format!("kv-{i}"),
+                    "size_bytes": per_rank.div_ceil(n),
+                    "handle": handle,
+                })
             })
             .collect();
         json!({
@@ -105,9 +122,15 @@ impl Desc {
             "pp": self.pp,
             "node": {"hostname": HOSTNAME, "boot_id": BOOT_ID},
             "gpu_uuid": gpu(self.group, self.rank),
-            "model": {"name": "meta-llama/Llama-3.1-70B-Instruct", "revision": "945c8663", "quantization": null},
-            "geometry": {"num_layers": 80, "kv_heads_per_rank": 2, "head_size": 128, "block_size": 16,
-                         "num_blocks": 1024, "dtype": "bfloat16", "use_mla": false},
+            "model": {
+                "name": "meta-llama/Llama-3.1-70B-Instruct",
+                "revision": "945c8663",
+                "quantization": null,
+            },
+            "geometry": {
+                "num_layers": 80, "kv_heads_per_rank": 2, "head_size": 128, "block_size": 16,
+                "num_blocks": 1024, "dtype": "bfloat16", "use_mla": false,
+            },
             "owner": {"pid": 4242, "start_ticks": 123456},
             "writer": {"pid": 4100, "start_ticks": 120000, "quiesced": true},
             "allocations": allocations,

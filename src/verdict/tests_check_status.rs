@@ -1,7 +1,7 @@
 //! A check's status is an enum (`CheckStatus`) that prints exactly the
 //! strings the table and the JSON report always printed.
 
-use kvcr::internals::verdict::CheckStatus;
+use crate::verdict::CheckStatus;
 
 #[test]
 fn each_status_prints_and_serializes_its_old_string() {

@@ -3,7 +3,7 @@
 //! the child's start time) and reads the same bytes. Skipped, with a
 //! message, where the kernel or sandbox refuses the calls.
 
-use kvcr::internals::import::pidfd::{proc_start_ticks, take_fd, PidfdError};
+use crate::import::pidfd::{proc_start_ticks, take_fd, PidfdError};
 use rustix::fs::{memfd_create, MemfdFlags};
 use rustix::io::{pread, write};
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -1,9 +1,9 @@
 //! The finding-code table (src/finding.rs `TABLE`) is the one source of every
 //! code's id, name, severity and root-cause rank.
 
-use kvcr::finding::{Code, Severity, TABLE};
-use kvcr::internals::report::explain::explain;
-use kvcr::internals::report::headline::ROOT_ORDER;
+use crate::finding::{Code, Severity, TABLE};
+use crate::report::explain::explain;
+use crate::report::headline::ROOT_ORDER;
 use std::collections::BTreeSet;
 
 #[test]

@@ -1,11 +1,12 @@
 //! Man pages: `man/kvcr.1` and one page per subcommand, generated from the
 //! clap definitions (clap_mangen) with hand-written EXIT STATUS, FILES,
-//! ENVIRONMENT, EXAMPLES and SEE ALSO sections.
+//! ENVIRONMENT, EXAMPLES and SEE ALSO sections; and the shell completions.
 //!
-//! The pages are committed; `tests/it/man.rs` fails when they drift from
-//! what the CLI generates. Regenerate with `cargo run --example gen-man`
-//! (which includes this file). It lives with the tests, not in the library,
-//! so clap_mangen is a dev-dependency: the shipped binary never renders roff.
+//! Both are committed; `cargo xtask man` regenerates them, and
+//! `tests/it/man.rs` fails when they drift from what the CLI generates (it
+//! calls [`page_drift`] and [`completion_drift`]). The renderer lives in the
+//! xtask, not in the library, so clap_mangen is never a dependency of the
+//! shipped binary: it never renders roff.
 
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
@@ -53,12 +54,59 @@ pub fn write_all(dir: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// What differs between `dir` and [`pages`]: a page whose text differs or
+/// that is missing, and a `*.1` file no command has. One line each, naming
+/// the file; empty when `dir` is up to date.
+pub fn page_drift(dir: &Path) -> Vec<String> {
+    let pages = pages();
+    let mut out = Vec::new();
+    for p in &pages {
+        let path = dir.join(&p.file_name);
+        match std::fs::read(&path) {
+            Ok(committed) if committed == p.text.as_bytes() => {}
+            Ok(_) => out.push(format!("{} drifted from the CLI", path.display())),
+            Err(e) => out.push(format!("{}: {e}", path.display())),
+        }
+    }
+    // A page for a subcommand that no longer exists is drift too.
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            let mut extra: Vec<String> = entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".1") && !pages.iter().any(|p| p.file_name == *n))
+                .collect();
+            extra.sort();
+            for name in extra {
+                out.push(format!("{} has no command", dir.join(name).display()));
+            }
+        }
+        Err(e) => out.push(format!("{}: {e}", dir.display())),
+    }
+    out
+}
+
+/// What differs between `dir` and [`completions`]: a script whose bytes
+/// differ or that is missing. One line each, naming the file.
+pub fn completion_drift(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, script) in completions() {
+        let path = dir.join(name);
+        match std::fs::read(&path) {
+            Ok(committed) if committed == script => {}
+            Ok(_) => out.push(format!("{} drifted from the CLI", path.display())),
+            Err(e) => out.push(format!("{}: {e}", path.display())),
+        }
+    }
+    out
+}
+
 /// The shell completion scripts the packages ship, with the file name each
 /// shell's system directory expects: bash `kvcr`
 /// (/usr/share/bash-completion/completions), zsh `_kvcr`
 /// (/usr/share/zsh/vendor-completions), fish `kvcr.fish`
 /// (/usr/share/fish/vendor_completions.d). Committed under `completions/`;
-/// `tests/man.rs` fails when they drift.
+/// `tests/it/man.rs` fails when they drift.
 pub fn completions() -> Vec<(&'static str, Vec<u8>)> {
     use clap_complete::Shell;
     [
@@ -487,7 +535,8 @@ fn ex(what: &'static str, cmd: &'static str, status: i32) -> Example {
 /// The EXAMPLES of a page (`None`: kvcr.1).
 pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
     match sub {
-        None => vec![
+        None => {
+            vec![
             ex(
                 "Audit a retained inventory; 0 only when every group is usable",
                 "kvcr audit /var/lib/kvcr/inventory",
@@ -495,7 +544,8 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
             ),
             ex(
                 "The same in live mode, as one JSON document for a script",
-                "kvcr audit --live --format json /var/lib/kvcr/inventory | jq '.groups[] | {engine_id, verdict}'",
+                "kvcr audit --live --format json /var/lib/kvcr/inventory | jq '.groups[] | \
+                 {engine_id, verdict}'",
                 0,
             ),
             ex(
@@ -505,11 +555,13 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
             ),
             ex(
                 "Write the node's Prometheus metrics for node-exporter's textfile collector",
-                "kvcr audit --live -q --textfile /var/lib/prometheus/node-exporter/kvcr.prom /var/lib/kvcr/inventory",
+                "kvcr audit --live -q --textfile /var/lib/prometheus/node-exporter/kvcr.prom \
+                 /var/lib/kvcr/inventory",
                 0,
             ),
             ex("What a finding means and the safe next step", "kvcr explain KV104", 0),
-        ],
+        ]
+        }
         Some("audit") => vec![
             ex(
                 "Audit an inventory shipped in the source tree; rank 2 is missing",
@@ -523,7 +575,8 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
             ),
             ex(
                 "Check one group against its deployment profile",
-                "kvcr audit --profile /etc/kvcr/profile.json --engine llama3-70b-a /var/lib/kvcr/inventory",
+                "kvcr audit --profile /etc/kvcr/profile.json --engine llama3-70b-a \
+                 /var/lib/kvcr/inventory",
                 0,
             ),
             ex(
@@ -537,8 +590,10 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
                 0,
             ),
             ex(
-                "The metrics file the packaged timer writes every minute; a run that cannot happen writes kvcr_audit_success 0",
-                "kvcr audit --live -q --textfile /var/lib/prometheus/node-exporter/kvcr.prom /var/lib/kvcr/inventory",
+                "The metrics file the packaged timer writes every minute; a run that cannot happen \
+                 writes kvcr_audit_success 0",
+                "kvcr audit --live -q --textfile /var/lib/prometheus/node-exporter/kvcr.prom \
+                 /var/lib/kvcr/inventory",
                 0,
             ),
         ],
@@ -555,12 +610,15 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
             ),
             ex(
                 "The profile from the environment, as the packaged kvcr-hold.service reads it",
-                "KVCR_PROFILE=/etc/kvcr/profile.json kvcr import --engine llama3-70b-a /var/lib/kvcr/inventory",
+                "KVCR_PROFILE=/etc/kvcr/profile.json kvcr import --engine llama3-70b-a \
+                 /var/lib/kvcr/inventory",
                 0,
             ),
             ex(
-                "Hold the group until SIGINT or SIGTERM (0 once released); a ready file tells when it is held",
-                "kvcr import --profile /etc/kvcr/profile.json --hold --ready-file /run/kvcr/ready.json /var/lib/kvcr/inventory",
+                "Hold the group until SIGINT or SIGTERM (0 once released); a ready file tells when \
+                 it is held",
+                "kvcr import --profile /etc/kvcr/profile.json --hold --ready-file \
+                 /run/kvcr/ready.json /var/lib/kvcr/inventory",
                 0,
             ),
         ],
@@ -610,7 +668,8 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
                 0,
             ),
             ex(
-                "The descriptor schema, for any JSON Schema validator (check-jsonschema --schemafile descriptor.schema.json rank-0.json)",
+                "The descriptor schema, for any JSON Schema validator (check-jsonschema \
+                 --schemafile descriptor.schema.json rank-0.json)",
                 "kvcr schema descriptor > descriptor.schema.json",
                 0,
             ),
@@ -669,7 +728,7 @@ fn see_also(r: &mut Roff, sub: Option<&str>, top: &clap::Command) {
     r.text([roman(
         "docs/format.md in the source tree (/usr/share/doc/kvcr/format.md from the Debian \
          package) is the contract: formats, digest, finding codes, exit statuses and rules, by \
-         section; the help texts cite its sections, such as docs/format.md §3.2; docs/json.md documents the JSON report field by \
-         field; kvcr schema prints the JSON Schemas.",
+         section; the help texts cite its sections, such as docs/format.md §3.2; docs/json.md \
+         documents the JSON report field by field; kvcr schema prints the JSON Schemas.",
     )]);
 }

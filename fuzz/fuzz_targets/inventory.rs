@@ -1,0 +1,93 @@
+//! An inventory on disk for the fuzz targets that judge: files written under
+//! a fresh private directory (directories 0700, files 0600, as an owner
+//! writes them) and audited through kvcr's public library API
+//! (`kvcr::api::audit`, the report `kvcr audit --format json` prints), so
+//! the targets see the verdict core exactly as the command drives it.
+
+use kvcr::api::{self, AuditOptions};
+use serde_json::Value;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Each audit reads on this thread alone (`KVCR_THREADS=1`): an input is a
+/// few small files, and starting a pool per execution would dominate.
+fn one_thread() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // The fuzzer runs one input at a time on this thread: nothing reads the
+    // environment meanwhile.
+    ONCE.call_once(|| std::env::set_var("KVCR_THREADS", "1"));
+}
+
+/// A directory removed when dropped.
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    /// A new, empty, private directory under the temp directory.
+    pub fn new() -> Dir {
+        one_thread();
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("kvcr-fuzz-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::DirBuilder::new().mode(0o700).create(&p).expect("mkdir");
+        Dir(p)
+    }
+
+    /// Writes `bytes` at `rel` (plain names separated by `/`), mode 0600.
+    pub fn write(&self, rel: &str, bytes: &[u8]) {
+        let p = self.0.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .recursive(true)
+                .create(parent)
+                .expect("mkdir");
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&p)
+            .expect("create");
+        f.write_all(bytes).expect("write");
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The audit report of `root` as JSON, its exit status checked against
+/// the document's.
+pub fn audit(root: &Path, o: &AuditOptions) -> Value {
+    let doc = api::audit(root, o).expect("an inventory kvcr can read is audited");
+    let v: Value = serde_json::from_str(doc.as_json()).expect("the report is JSON");
+    assert_eq!(v["exit_status"], doc.exit_status());
+    v
+}
+
+/// What two audits of the same files in two directories must agree on: the
+/// groups, the files, the summary and the exit status, with the root and
+/// the clock (ages) left out.
+pub fn judgement(v: &Value, root: &Path) -> String {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                o.remove("age_ms");
+                o.values_mut().for_each(walk);
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut j = serde_json::json!([v["groups"], v["files"], v["summary"], v["exit_status"]]);
+    walk(&mut j);
+    let root = std::fs::canonicalize(root).expect("root");
+    serde_json::to_string(&j)
+        .expect("serialise")
+        .replace(&root.display().to_string(), "<ROOT>")
+}
