@@ -235,9 +235,11 @@ fn inventory(
     engine: Option<&str>,
     o: &AuditOptions,
 ) -> Result<Inventory, Error> {
-    if let Some(e) = engine {
-        crate::cli::parse_engine_id(e).map_err(|m| Error::usage(format!("engine {e:?}: {m}")))?;
-    }
+    let engine = engine
+        .map(|e| {
+            crate::cli::parse_engine_id(e).map_err(|m| Error::usage(format!("engine {e:?}: {m}")))
+        })
+        .transpose()?;
     let from_env = matches!(profile, Some(Profile::FromEnv(_)));
     let (path, loaded) = match profile {
         None => (None, None),
@@ -256,7 +258,7 @@ fn inventory(
     let args = crate::cli::InventoryArgs {
         root: Some(root.to_path_buf()),
         profile: path,
-        engine: engine.map(str::to_string),
+        engine,
         min_epoch: o.min_epoch,
         max_age: o.max_age_s,
         local_ranks: o.local_ranks.clone(),

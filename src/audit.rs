@@ -251,7 +251,7 @@ pub fn audit(
             merged: None,
         },
     );
-    let mut meta = report::json::Meta::new(probe.is_some(), now_ms);
+    let mut meta = report::json::Meta::new(probe.is_some(), now_ms, judgement.exit_status());
     // In live mode the hostname the descriptors were checked against (so a
     // fleet of facts files matches itself), else uname's.
     meta.host = Some(
@@ -279,7 +279,6 @@ pub fn audit(
         local_ranks: expect.local_ranks(profile),
         incarnation: expect.incarnation(profile),
     };
-    meta.exit_status = judgement.exit_status();
     let run = AuditRun {
         root: root.display().to_string(),
         meta,
@@ -698,8 +697,7 @@ pub fn run_merge(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
             ),
         },
     );
-    let mut meta = report::json::Meta::new(live, now_ms);
-    meta.exit_status = judgement.exit_status();
+    let meta = report::json::Meta::new(live, now_ms, judgement.exit_status());
     let run = AuditRun {
         meta,
         merge: Some(report::json::MergeMeta {

@@ -109,7 +109,7 @@ pub struct ProfileArgs {
     pub root: Option<PathBuf>,
     /// The group to derive the profile of (required when the inventory holds several).
     #[arg(long, value_name = "ID", value_parser = parse_engine_id)]
-    pub engine: Option<String>,
+    pub engine: Option<crate::descriptor::EngineId>,
     /// Pin the current owner lifetime of the group that has this incarnation.
     #[arg(long, value_name = "UUID")]
     pub incarnation: Option<uuid::Uuid>,
@@ -140,7 +140,7 @@ pub struct InventoryArgs {
     pub profile_from_env: bool,
     /// Limit the run to the group with this engine_id.
     #[arg(long, value_name = "ID", value_parser = parse_engine_id)]
-    pub engine: Option<String>,
+    pub engine: Option<crate::descriptor::EngineId>,
     /// Reject current descriptors whose epoch is below N (overrides the profile).
     #[arg(long, value_name = "N", value_parser = parse_min_epoch)]
     pub min_epoch: Option<u64>,
@@ -209,10 +209,8 @@ pub fn print_error(e: &clap::Error) -> i32 {
 }
 
 /// The docs/format.md §3 engine_id rule: 1-128 characters of `[A-Za-z0-9._:/-]`.
-pub(crate) fn parse_engine_id(s: &str) -> Result<String, String> {
-    crate::descriptor::EngineId::parse(s)
-        .map(crate::descriptor::EngineId::into_string)
-        .map_err(str::to_string)
+pub(crate) fn parse_engine_id(s: &str) -> Result<crate::descriptor::EngineId, String> {
+    crate::descriptor::EngineId::parse(s).map_err(str::to_string)
 }
 
 /// `--max-age`: plain seconds or a number with the unit s, m, h or d, in seconds.

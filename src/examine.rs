@@ -31,7 +31,7 @@ pub struct Examined {
     /// The R of `rank-<R>.json`, when the file is named so.
     pub name_rank: Option<u64>,
     pub digest: &'static str,
-    pub engine_id: Option<String>,
+    pub engine_id: Option<crate::descriptor::EngineId>,
     pub incarnation: Option<uuid::Uuid>,
     pub epoch: Option<u64>,
     pub rank: Option<u64>,
@@ -63,7 +63,7 @@ fn wire_findings<S: serde::Serializer>(f: &[Finding], s: S) -> Result<S::Ok, S::
     crate::report::wire::Each(f, crate::report::wire::Finding::of).serialize(s)
 }
 
-fn read(path: &Path) -> Result<(Vec<u8>, u64), Failure> {
+fn read(path: &Path) -> Result<(Vec<u8>, u64, u32), Failure> {
     let shown = crate::inventory::display_path(path);
     // Classified through O_PATH, then exactly that inode is reopened: no
     // FIFO blocks, no device is opened, no symlink is followed.
@@ -84,12 +84,12 @@ fn read(path: &Path) -> Result<(Vec<u8>, u64), Failure> {
     // st_nlink is narrower than u64 on some architectures.
     #[allow(clippy::unnecessary_cast)]
     let nlink = st.st_nlink as u64;
-    Ok((bytes, nlink))
+    Ok((bytes, nlink, st.st_mode))
 }
 
 /// Decodes and checks `path`.
 pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
-    let (bytes, nlink) = read(path)?;
+    let (bytes, nlink, mode) = read(path)?;
     let shown = crate::inventory::display_path(path);
     let name = path.file_name().unwrap_or_default();
     let name_rank = crate::inventory::parse_rank_name(name).flatten();
@@ -111,7 +111,7 @@ pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
         path: shown.clone(),
         raw_path: shown.as_bytes().to_vec(),
         name_rank: name_rank.or(parsed.descriptor.as_ref().map(|d| d.rank)),
-        mode: 0o600,
+        mode: Some(mode),
         ident: parsed.ident.clone(),
         descriptor: parsed.descriptor.clone(),
         findings: parsed
@@ -162,7 +162,7 @@ fn summary(
         *kinds.entry(h.kind_name()).or_insert(0) += 1;
     }
     if kinds.is_empty() {
-        for a in d.map(|d| d.allocations.as_slice()).unwrap_or(&[]) {
+        for a in d.and_then(|d| d.allocations.as_deref()).unwrap_or(&[]) {
             *kinds.entry(a.handle.kind()).or_insert(0) += 1;
         }
     }

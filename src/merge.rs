@@ -7,7 +7,7 @@
 //! the group for another reason, and incarnation, epoch, world_size, tp, pp,
 //! geometry and model agree across nodes.
 
-use crate::descriptor::{Geometry, Model};
+use crate::descriptor::{EngineId, Geometry, Model};
 use crate::finding::{Code, Finding, Subject};
 use crate::report::wire::{self, Severity};
 use crate::verdict::across::{bounded, missing_ranks, one_node_per_rank, one_rank_per_gpu};
@@ -264,7 +264,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         }
     }
 
-    let mut engines: BTreeMap<String, Vec<(String, NodeGroup)>> = BTreeMap::new();
+    let mut engines: BTreeMap<EngineId, Vec<(String, NodeGroup)>> = BTreeMap::new();
     // Per engine: findings about the reports its parts come from.
     let mut about: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
     // Each report is consumed as it is judged: its strings move into the
@@ -304,6 +304,22 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
             *seen.entry(g.engine_id.clone()).or_default() += 1;
         }
         for mut g in node_groups {
+            // `read_report` checked every engine_id already; a report built
+            // otherwise (the library's `merge`) is refused here, not trusted.
+            let id = match EngineId::parse(&g.engine_id) {
+                Ok(id) => id,
+                Err(why) => {
+                    files.push(FileVerdict {
+                        path: format!("{name}: groups"),
+                        findings: vec![Finding::reject(
+                            Code::KV007,
+                            format!("report {name} lists group {:?}: {why}", g.engine_id),
+                        )
+                        .values(EngineId::EXPECTED, format!("{:?}", g.engine_id))],
+                    });
+                    continue;
+                }
+            };
             // A rank created after its report was written (beyond the
             // clock slack) is dated in the future: the descriptors' rule
             // (docs/format.md §5.4, §10.3), whatever the report says of it.
@@ -359,14 +375,13 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                     .values("one entry per group", seen[e]),
                 );
             }
-            let e = e.to_string();
-            engines.entry(e).or_default().push((name.clone(), g));
+            engines.entry(id).or_default().push((name.clone(), g));
         }
     }
     let mut groups = Vec::new();
     for (engine, parts) in engines {
         let mut pre = global.clone();
-        if let Some(mut notes) = about.remove(&engine) {
+        if let Some(mut notes) = about.remove(engine.as_str()) {
             notes.dedup();
             pre.extend(notes);
         }
@@ -389,7 +404,7 @@ struct Agreed {
 }
 
 fn merge_group(
-    engine: &str,
+    engine: &EngineId,
     mut parts: Vec<(String, NodeGroup)>,
     global: &[Finding],
 ) -> GroupVerdict {
@@ -421,7 +436,7 @@ fn merge_group(
         Verdict::Reject
     };
     GroupVerdict {
-        engine_id: engine.to_string(),
+        engine_id: engine.clone(),
         incarnation: agreed.incarnation,
         epoch: agreed.epoch,
         world_size: agreed.world_size,
@@ -825,4 +840,45 @@ fn rank_number<'a>(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{self, Desc};
+
+    /// A genuine two-rank audit report, read without `read_report` (which
+    /// would check its ids): what a library caller can hand to `merge`.
+    fn report() -> NodeReport {
+        let dir = tempfile::tempdir().unwrap();
+        for rank in 0..2 {
+            let p = dir.path().join(format!("rank-{rank}.json"));
+            std::fs::write(p, Desc::new("unit", rank, 2, 1).bytes()).unwrap();
+        }
+        let doc = crate::api::audit(dir.path(), &crate::api::AuditOptions::default()).unwrap();
+        assert_eq!(doc.exit_status(), 0, "{}", doc.as_json());
+        serde_json::from_str(doc.as_json()).unwrap()
+    }
+
+    /// A group id is an `EngineId` only once checked: a report whose
+    /// engine_id breaks the rule is a KV007 of that report, never a group.
+    #[test]
+    fn a_report_built_with_a_bad_engine_id_is_refused_not_made_a_group() {
+        let now = testkit::CREATED_UNIX_MS + 1000;
+        let j = merge(vec![("a.json".into(), report())], now);
+        assert_eq!(j.groups.len(), 1);
+        assert_eq!(j.groups[0].engine_id, "unit");
+        for bad in ["bad id", "", "e\u{1b}[31m"] {
+            let mut r = report();
+            r.groups[0].engine_id = bad.into();
+            let j = merge(vec![("a.json".into(), r)], now);
+            assert!(j.groups.is_empty(), "{bad:?}: {:?}", j.groups);
+            let f = j.files.iter().find(|f| f.path == "a.json: groups").unwrap();
+            assert_eq!(f.findings[0].code, Code::KV007);
+            assert!(f.findings[0].is_reject());
+            let message = crate::report::render(&f.findings[0].message);
+            assert!(message.contains(&format!("{bad:?}")), "{message}");
+            assert_eq!(j.exit_status(), crate::exit::REJECTED);
+        }
+    }
 }

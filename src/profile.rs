@@ -47,7 +47,7 @@ pub struct Derived {
 /// A parsed, valid deployment profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Profile {
-    pub engine_id: String,
+    pub engine_id: crate::descriptor::EngineId,
     pub world_size: Option<u64>,
     pub tp: Option<u64>,
     pub pp: Option<u64>,
@@ -295,7 +295,9 @@ mod tests {
             "world_size": 2,
             "tp": 2,
             "pp": 1,
-            "model": {"name": "meta-llama/Llama-3.1-70B", "revision": "main", "quantization": "fp8"},
+            "model": {
+                "name": "meta-llama/Llama-3.1-70B", "revision": "main", "quantization": "fp8"
+            },
             "geometry": {
                 "num_layers": 80, "kv_heads_per_rank": 4, "head_size": 128,
                 "block_size": 16, "num_blocks": 1000, "dtype": "float8_e4m3", "use_mla": false
@@ -370,7 +372,8 @@ mod tests {
         let err = parse(&v).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid profile: `geometry.num_layers`: out of range: expected integer 1..=4294967296, found 0"
+            "invalid profile: `geometry.num_layers`: out of range: expected integer \
+                1..=4294967296, found 0"
         );
         let e = &err.field_errors()[0];
         assert_eq!(e.field, "geometry.num_layers");
@@ -411,7 +414,8 @@ mod tests {
             [
                 "model.revision: empty string, found \"\"",
                 "model.quantization: missing field",
-                "gpus[1]: uppercase UUID (must be lowercase), found \"GPU-3F9A1B2C-4D5E-6F70-8192-A3B4C5D6E7F8\"",
+                "gpus[1]: uppercase UUID (must be lowercase), found \
+                    \"GPU-3F9A1B2C-4D5E-6F70-8192-A3B4C5D6E7F8\"",
                 "incarnation: nil UUID, found \"00000000-0000-0000-0000-000000000000\"",
                 "min_epoch: float not allowed, found 1.5",
             ]

@@ -158,8 +158,12 @@ fn check_descriptor(bytes: &[u8]) -> Result<(), Error> {
 /// mode 0600, atomically (docs/format.md §3.5). Returns the path written.
 pub fn write_rank(dir: &Path, value: &Value) -> Result<PathBuf, Error> {
     let bytes = seal_value(value)?;
-    // seal_value checked the schema, so rank is an integer here.
-    let rank = value.get("rank").and_then(Value::as_u64).unwrap_or(0);
+    // seal_value checked the schema, so rank is an integer here; were it
+    // not, the file is refused, never named rank-0.json.
+    let rank = value
+        .get("rank")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| Error::Refused("rank: not an unsigned integer".into()))?;
     let name = format!("rank-{rank}.json");
     write_atomic(dir, OsStr::new(&name), &bytes, 0o600, None)?;
     Ok(dir.join(name))

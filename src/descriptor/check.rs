@@ -536,10 +536,11 @@ impl Checker {
     }
 
     /// `engine_id`: 1–128 chars of `[A-Za-z0-9._:/-]`.
-    pub(crate) fn engine_id(&mut self, f: Field<'_, '_>) -> Option<String> {
+    pub(crate) fn engine_id(&mut self, f: Field<'_, '_>) -> Option<EngineId> {
         let expected = || EngineId::EXPECTED.to_owned();
         let s = self.str_value(&f, expected)?;
-        self.engine_id_str(&f.path, s).then(|| s.to_owned())
+        self.engine_id_str(&f.path, s)
+            .then(|| EngineId(s.to_owned()))
     }
 
     /// The `engine_id` rule on a string already read (a descriptor's, or a

@@ -1011,6 +1011,7 @@ fn hex4(b: &[u8], at: usize) -> Result<u32, JsonError> {
     match digits {
         Some(d) if d.iter().all(u8::is_ascii_hexdigit) => {
             for &c in d {
+                // Checked hex digits above: to_digit never fails here.
                 v = v * 16 + (c as char).to_digit(16).unwrap_or(0);
             }
             Ok(v)

@@ -235,8 +235,72 @@ pub enum Handle {
 /// place: 1–128 characters, each one of `A-Z a-z 0-9 . _ : / -`. The
 /// descriptor reader (and a report's ids), `--engine` and the library API
 /// all check it here.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Only a checked id is one: [`EngineId::parse`] (or the descriptor and
+/// profile readers) make it, so a field of this type never holds an
+/// unchecked string. It reads as the `str` it wraps (`Deref`), compares
+/// and orders by its bytes, and prints, debugs and serializes exactly as
+/// that `str` does (the JSON and text outputs are those of a `String`).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EngineId(String);
+
+impl std::ops::Deref for EngineId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for EngineId {
+    type Err = &'static str;
+    fn from_str(s: &str) -> Result<EngineId, &'static str> {
+        EngineId::parse(s)
+    }
+}
+
+impl AsRef<str> for EngineId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Lookups by `&str` in maps keyed by [`EngineId`]: its order is the
+/// string's (byte order).
+impl std::borrow::Borrow<str> for EngineId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for EngineId {
+    fn eq(&self, other: &str) -> bool {
+        self.0.as_bytes() == other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for EngineId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0.as_bytes() == other.as_bytes()
+    }
+}
+
+impl fmt::Display for EngineId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.0.as_str(), f)
+    }
+}
+
+impl fmt::Debug for EngineId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0.as_str(), f)
+    }
+}
+
+impl Serialize for EngineId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
 
 impl EngineId {
     pub const MIN_CHARS: usize = 1;
@@ -424,7 +488,7 @@ impl HandleId {
 /// that is reported as a KV008 finding beside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Descriptor {
-    pub engine_id: String,
+    pub engine_id: EngineId,
     pub incarnation: Uuid,
     pub epoch: u64,
     pub rank: u64,
@@ -437,10 +501,11 @@ pub struct Descriptor {
     pub geometry: Geometry,
     pub owner: Owner,
     pub writer: Writer,
-    /// The allocations with their handles. Empty when the descriptor was
+    /// The allocations with their handles; `None` when the descriptor was
     /// parsed without them ([`parse_descriptor_with`], as `kvcr audit`
-    /// does); [`Descriptor::alloc_summary`] is always complete.
-    pub allocations: Vec<Allocation>,
+    /// does; a descriptor always has at least one). [`Descriptor::alloc_summary`]
+    /// is always complete.
+    pub allocations: Option<Vec<Allocation>>,
     /// Computed from every allocation at parse time.
     pub alloc_summary: AllocSummary,
     pub created_unix_ms: u64,

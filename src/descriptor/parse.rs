@@ -26,7 +26,7 @@ use uuid::Uuid;
 /// valid, so a broken descriptor can still be attributed to its group.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ident {
-    pub engine_id: Option<String>,
+    pub engine_id: Option<super::EngineId>,
     pub incarnation: Option<Uuid>,
     pub epoch: Option<u64>,
     pub rank: Option<u64>,
@@ -412,7 +412,7 @@ fn allocations(
     c: &mut Checker,
     f: Field<'_, '_>,
     keep: bool,
-) -> Option<(Vec<Allocation>, AllocSummary)> {
+) -> Option<(Option<Vec<Allocation>>, AllocSummary)> {
     let items = c.array(&f, 1, MAX_ALLOCATIONS, "allocations")?;
     let mut b = AllocBuilder::new(items.len(), keep);
     let mut ok = true;
@@ -429,10 +429,10 @@ fn allocations(
     ok.then(|| b.finish())
 }
 
-/// Collects valid allocations (when `keep`) and their [`AllocSummary`].
+/// Collects valid allocations (when kept) and their [`AllocSummary`].
 struct AllocBuilder<'v> {
-    keep: bool,
-    out: Vec<Allocation>,
+    /// `None` when the allocations are not kept.
+    out: Option<Vec<Allocation>>,
     ids: Vec<&'v str>,
     sum: AllocSummary,
 }
@@ -440,8 +440,7 @@ struct AllocBuilder<'v> {
 impl<'v> AllocBuilder<'v> {
     fn new(n: usize, keep: bool) -> Self {
         AllocBuilder {
-            keep,
-            out: Vec::with_capacity(if keep { n } else { 0 }),
+            out: keep.then(|| Vec::with_capacity(n)),
             ids: Vec::with_capacity(n),
             sum: AllocSummary {
                 handles: Vec::with_capacity(n),
@@ -468,8 +467,8 @@ impl<'v> AllocBuilder<'v> {
         self.sum
             .ranges
             .push((offset_bytes, offset_bytes.saturating_add(size_bytes)));
-        if self.keep {
-            self.out.push(Allocation {
+        if let Some(out) = &mut self.out {
+            out.push(Allocation {
                 id: id.to_owned(),
                 size_bytes,
                 offset_bytes,
@@ -479,7 +478,7 @@ impl<'v> AllocBuilder<'v> {
         }
     }
 
-    fn finish(mut self) -> (Vec<Allocation>, AllocSummary) {
+    fn finish(mut self) -> (Option<Vec<Allocation>>, AllocSummary) {
         self.sum.duplicate_ids = duplicates(&self.ids);
         (self.out, self.sum)
     }
@@ -722,7 +721,8 @@ pub(crate) mod tests {
     fn offset_bytes_is_optional_strict_and_bounded() {
         // Absent: 0.
         let d = parse_v(doc()).descriptor.unwrap();
-        assert!(d.allocations.iter().all(|a| a.offset_bytes == 0));
+        let kept = d.allocations.unwrap();
+        assert!(kept.iter().all(|a| a.offset_bytes == 0));
         // Present: any integer ≥ 0, kept, and part of the digest like any member.
         let mut v = doc();
         v["allocations"][0]["offset_bytes"] = json!(4096);
@@ -730,8 +730,9 @@ pub(crate) mod tests {
         let out = parse_v(v.clone());
         assert!(out.findings.is_empty(), "{:#?}", out.findings);
         let d = out.descriptor.unwrap();
-        assert_eq!(d.allocations[0].offset_bytes, 4096);
-        assert_eq!(d.allocations[1].offset_bytes, 0);
+        let kept = d.allocations.as_deref().unwrap();
+        assert_eq!(kept[0].offset_bytes, 4096);
+        assert_eq!(kept[1].offset_bytes, 0);
         let mut edited = String::from_utf8(seal(v)).unwrap();
         edited = edited.replace("\"offset_bytes\": 4096", "\"offset_bytes\": 8192");
         assert_eq!(
@@ -790,10 +791,11 @@ pub(crate) mod tests {
         );
         assert_eq!(d.owner.pid, 4242);
         assert!(d.writer.quiesced);
-        assert_eq!(d.allocations.len(), 3);
-        assert_eq!(d.allocations[0].handle, Handle::CudaIpc([0xab; 64]));
-        assert_eq!(d.allocations[1].handle, Handle::PosixFd(17));
-        assert_eq!(d.allocations[2].handle, Handle::Fabric([0x0f; 64]));
+        let kept = d.allocations.as_deref().unwrap();
+        assert_eq!(kept.len(), 3);
+        assert_eq!(kept[0].handle, Handle::CudaIpc([0xab; 64]));
+        assert_eq!(kept[1].handle, Handle::PosixFd(17));
+        assert_eq!(kept[2].handle, Handle::Fabric([0x0f; 64]));
         assert_eq!(d.created_unix_ms, 1735689600000);
         assert_eq!(
             out.ident,
@@ -1355,8 +1357,11 @@ pub(crate) mod tests {
             assert!(lean.findings.is_empty(), "{:?}", lean.findings);
             let (f, l) = (full.descriptor.unwrap(), lean.descriptor.unwrap());
             assert_eq!(f.alloc_summary, l.alloc_summary);
-            assert_eq!(f.allocations.len(), f.alloc_summary.count);
-            assert!(l.allocations.is_empty());
+            assert_eq!(
+                f.allocations.as_ref().map(Vec::len),
+                Some(f.alloc_summary.count)
+            );
+            assert_eq!(l.allocations, None);
             assert_eq!(full.ident, lean.ident);
             format!("{:?}", (full.ident, f))
         }
@@ -1521,7 +1526,7 @@ pub(crate) mod tests {
                 let mut lean = parse_descriptor_with(&b, false);
                 let mut full_d = full.descriptor.clone();
                 if let Some(d) = full_d.as_mut() {
-                    d.allocations.clear();
+                    d.allocations = None;
                 }
                 prop_assert_eq!(format!("{:?}", full.findings), format!("{:?}", lean.findings));
                 prop_assert_eq!(full_d, lean.descriptor.take());

@@ -276,6 +276,9 @@ impl Imported<'_> {
     ) {
         let (req, plan, ranks) = (self.req, self.plan, self.ranks);
         report.ranks = rank_rows(plan, Some(ranks));
+        // Whole-import steps (ready file, release) are named after the last
+        // rank imported; a plan of an accepted group is never empty (world
+        // size ≥ 1; local ranks outside it are KV101), so 0 is never used.
         let last = ranks.last().map(|r| r.rank).unwrap_or(0);
         // A signal that arrived during the last step still interrupts.
         let mut stop: Option<StepFailure> = (req.interrupted)().then(|| StepFailure {

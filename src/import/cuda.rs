@@ -358,7 +358,10 @@ impl Backend for CudaBackend {
         self.held.check(imported)?;
         self.enter(dev.0)?;
         let h = Self::handle_of(imported)?;
-        let ty = self.handle_types.get(&h).copied().unwrap_or(0);
+        // Recorded by `import` for every handle `held` admits.
+        let ty = self.handle_types.get(&h).copied().ok_or_else(|| {
+            format!("internal: no handle type recorded for imported handle {h:#x}")
+        })?;
         // Granularity of the planned device, not of the imported allocation
         // (a fabric allocation's location need not be a local device).
         let gran = self.drv.granularity(dev.0, ty).map_err(call)?;
@@ -485,13 +488,13 @@ impl Backend for CudaBackend {
         let (base, range) = self.drv.address_range(ptr).map_err(call)?;
         let need = u128::from(offset) + u128::from(size);
         let covered = u128::from(base) + u128::from(range) >= u128::from(ptr) + need;
-        let (mut device, mut end_device) = (-1, -1);
+        let (mut device, mut end_device) = (None, None);
         if covered && size > 0 {
             // In range, so neither sum overflows.
             let first = ptr + offset;
             let last = first + (size - 1);
-            device = self.drv.pointer_device(first).map_err(call)?;
-            end_device = self.drv.pointer_device(last).map_err(call)?;
+            device = Some(self.drv.pointer_device(first).map_err(call)?);
+            end_device = Some(self.drv.pointer_device(last).map_err(call)?);
         }
         Ok(Mapped {
             base,

@@ -66,14 +66,18 @@ impl Refusal {
 /// The declared profile an import requires, or why there is none.
 pub fn profile(p: Option<&Profile>) -> Option<Refusal> {
     let msg = match p {
-        None => "no deployment profile: import requires the declared profile (--profile FILE or $KVCR_PROFILE) with engine_id, world_size, tp, pp, model, geometry and gpus".to_string(),
+        None => "no deployment profile: import requires the declared profile (--profile FILE or \
+            $KVCR_PROFILE) with engine_id, world_size, tp, pp, model, geometry and \
+            gpus"
+            .to_string(),
         Some(p) => {
             let missing = p.missing_for_import();
             if missing.is_empty() {
                 return None;
             }
             format!(
-                "the deployment profile for {} does not declare {}: import requires engine_id, world_size, tp, pp, model, geometry and gpus",
+                "the deployment profile for {} does not declare {}: import requires engine_id, \
+                    world_size, tp, pp, model, geometry and gpus",
                 terminal(&p.engine_id),
                 missing.join(", ")
             )
@@ -111,7 +115,8 @@ pub fn content(p: Option<&Profile>, plan: &super::Plan) -> Option<Refusal> {
     Some(Refusal::new(
         Gate::Content,
         format!(
-            "the profile requires a content check (require_content) and {} of {} allocations have none: {}{more}",
+            "the profile requires a content check (require_content) and {} of {} allocations have \
+                none: {}{more}",
             missing.len(),
             plan.allocations(),
             shown.join(", ")
@@ -210,7 +215,9 @@ fn read_fleet_report(
 ) -> Result<(String, wire::Report), String> {
     let Some(path) = f.report else {
         return Err(format!(
-            "--local-ranks {local}: this node holds only part of group {engine}; import requires --fleet-report FILE, a `kvcr merge --format json` report of every node's live audit that accepts the whole group"
+            "--local-ranks {local}: this node holds only part of group {engine}; import requires \
+                --fleet-report FILE, a `kvcr merge --format json` report of every node's live \
+                audit that accepts the whole group"
         ));
     };
     let name = terminal(&path.display().to_string()).into_owned();
@@ -224,13 +231,16 @@ fn read_fleet_report(
 fn live_inputs<'v>(name: &str, v: &'v wire::Report) -> Result<&'v [wire::Input], String> {
     let (Some(inputs), Some(_)) = (v.inputs.as_deref(), v.reports.as_ref()) else {
         return Err(format!(
-            "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it with kvcr merge --format json"
+            "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it \
+                with kvcr merge --format json"
         ));
     };
     if v.all_inputs_live != Some(true) {
         return Err(format!(
-            "--fleet-report {name} was not built only from live reports (all_inputs_live is {}); audit every node with kvcr audit --live",
-            v.all_inputs_live.map_or("missing".into(), |b| b.to_string())
+            "--fleet-report {name} was not built only from live reports (all_inputs_live is {}); \
+                audit every node with kvcr audit --live",
+            v.all_inputs_live
+                .map_or("missing".into(), |b| b.to_string())
         ));
     }
     if let Some(i) = inputs.iter().find(|i| !i.live) {
@@ -299,19 +309,30 @@ fn every_rank_once(
             .filter(|&c| crate::merge::created_after(c, v.generated_unix_ms))
         {
             return Err(format!(
-                "--fleet-report {name}: rank {n} of group {engine} was created (created_unix_ms {c}) after the report was written (generated_unix_ms {}), beyond the clock slack",
+                "--fleet-report {name}: rank {n} of group {engine} was created (created_unix_ms \
+                    {c}) after the report was written (generated_unix_ms {}), beyond the clock \
+                    slack",
                 v.generated_unix_ms
             ));
         }
         if !crate::merge::file_names_rank(&r.path, r.rank) {
             return Err(format!(
-                "--fleet-report {name} lists rank {n} of group {engine} read from {}, a file not named rank-{n}.json",
+                "--fleet-report {name} lists rank {n} of group {engine} read from {}, a file not \
+                    named rank-{n}.json",
                 terminal(&r.path)
             ));
         }
         *seen.entry(n).or_default() += 1;
     }
-    let ws = g.world_size.unwrap_or(0);
+    // Without a world size here no rank is "missing": refuse as
+    // `same_lifetime` would, instead of calling every rank out of range.
+    let Some(ws) = g.world_size else {
+        return Err(format!(
+            "--fleet-report {name} accepted group {engine} with world_size {}, this node holds \
+                world_size none",
+            group.world_size.map_or("none".into(), |w| w.to_string())
+        ));
+    };
     let missing: Vec<u64> = (0..ws).filter(|r| !seen.contains_key(r)).collect();
     let odd: Vec<u64> = seen
         .iter()
@@ -320,7 +341,8 @@ fn every_rank_once(
         .collect();
     if !missing.is_empty() || !odd.is_empty() {
         return Err(format!(
-            "--fleet-report {name} does not hold every rank of group {engine} exactly once (missing {}, duplicate or out of range {})",
+            "--fleet-report {name} does not hold every rank of group {engine} exactly once \
+                (missing {}, duplicate or out of range {})",
             list(&missing),
             list(&odd)
         ));
@@ -362,7 +384,8 @@ fn same_lifetime(
     ] {
         if !same {
             return Err(format!(
-                "--fleet-report {name} accepted group {engine} with {field} {there}, this node holds {field} {here}"
+                "--fleet-report {name} accepted group {engine} with {field} {there}, this node \
+                    holds {field} {here}"
             ));
         }
     }
@@ -425,10 +448,14 @@ fn this_nodes_input<'v>(
     // Boot ids compare as their 16 bytes (validated canonical by the reader).
     if wire::uuid(input.boot_id.as_deref()).map(|u| *u.as_bytes()) != Some(*boot.as_bytes()) {
         return Err(format!(
-            "--fleet-report {name}: input {} from host {} was audited in boot {}, this node is in boot {boot} (rebooted since?)",
+            "--fleet-report {name}: input {} from host {} was audited in boot {}, this node is in \
+                boot {boot} (rebooted since?)",
             terminal(&input.report),
             terminal(host),
-            input.boot_id.as_deref().map_or("none".into(), |b| terminal(b).into_owned())
+            input
+                .boot_id
+                .as_deref()
+                .map_or("none".into(), |b| terminal(b).into_owned())
         ));
     }
     Ok(input)
@@ -456,7 +483,8 @@ fn this_nodes_ranks(
     named.sort_unstable();
     if named != want {
         return Err(format!(
-            "--fleet-report {name} names ranks {} from this node (input {}), this import holds ranks {}",
+            "--fleet-report {name} names ranks {} from this node (input {}), this import holds \
+                ranks {}",
             list(&named),
             terminal(&input.report),
             list(&want)
@@ -472,13 +500,15 @@ fn fresh(name: &str, f: &Fleet, inputs: &[wire::Input]) -> Result<(), String> {
     for i in inputs {
         let Some(t) = i.generated_unix_ms else {
             return Err(format!(
-                "--fleet-report {name}: input {} does not say when it was written, so its age cannot be proven",
+                "--fleet-report {name}: input {} does not say when it was written, so its age \
+                    cannot be proven",
                 terminal(&i.report)
             ));
         };
         if t > f.now_ms.saturating_add(FUTURE_SLACK_MS) {
             return Err(format!(
-                "--fleet-report {name}: input {} is dated {} s in the future, so its age cannot be proven",
+                "--fleet-report {name}: input {} is dated {} s in the future, so its age cannot be \
+                    proven",
                 terminal(&i.report),
                 (t - f.now_ms) / 1000
             ));
@@ -491,7 +521,8 @@ fn fresh(name: &str, f: &Fleet, inputs: &[wire::Input]) -> Result<(), String> {
     let age_ms = f.now_ms.saturating_sub(t);
     if age_ms > f.max_age_s.saturating_mul(1000) {
         return Err(format!(
-            "--fleet-report {name} is too old: its input {} was written {} s ago, more than --max-report-age {} s; audit every node again and merge",
+            "--fleet-report {name} is too old: its input {} was written {} s ago, more than \
+                --max-report-age {} s; audit every node again and merge",
             terminal(which),
             age_ms / 1000,
             f.max_age_s
@@ -520,7 +551,8 @@ fn judge_report_data(
         .any(|x| x.severity != wire::Severity::Notice || x.code != "KV010")
     {
         return Err(format!(
-            "--fleet-report {name} lists rejecting file-level findings: a node's inventory was not clean"
+            "--fleet-report {name} lists rejecting file-level findings: a node's inventory was not \
+                clean"
         ));
     }
     // Group findings: only notices about descriptors outside the current
@@ -543,7 +575,8 @@ fn judge_report_data(
         if here.is_none() || there != here {
             let s = |x: Option<u64>| x.map_or_else(|| "none".to_string(), |v| v.to_string());
             return Err(format!(
-                "--fleet-report {name} describes group {engine} with {field} {}, this node audited {field} {}",
+                "--fleet-report {name} describes group {engine} with {field} {}, this node audited \
+                    {field} {}",
                 s(there),
                 s(here)
             ));
@@ -552,14 +585,16 @@ fn judge_report_data(
     let json = |x: &dyn erased::Shown| x.shown();
     if g.model.is_none() || group.model != g.model {
         return Err(format!(
-            "--fleet-report {name} describes group {engine} with model {}, this node audited model {}",
+            "--fleet-report {name} describes group {engine} with model {}, this node audited model \
+                {}",
             json(&group.model),
             json(&g.model)
         ));
     }
     if g.geometry.is_none() || group.geometry != g.geometry {
         return Err(format!(
-            "--fleet-report {name} describes group {engine} with geometry {}, this node audited geometry {}",
+            "--fleet-report {name} describes group {engine} with geometry {}, this node audited \
+                geometry {}",
             json(&group.geometry),
             json(&g.geometry)
         ));
@@ -567,7 +602,8 @@ fn judge_report_data(
     // Inputs: each names a host, no two the same host (ASCII case-insensitive).
     let mut hosts: Vec<String> = Vec::new();
     let mut names: Vec<&str> = Vec::new();
-    let mut newest_input = 0u64;
+    // The newest input's time; `None` while no input names one.
+    let mut newest_input: Option<u64> = None;
     for i in inputs {
         let host = i.host.as_deref().filter(|h| !h.is_empty()).ok_or_else(|| {
             format!(
@@ -578,7 +614,8 @@ fn judge_report_data(
         let lower = crate::merge::host_key(host);
         if hosts.contains(&lower) {
             return Err(format!(
-                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring ASCII case and a trailing dot)",
+                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring \
+                    ASCII case and a trailing dot)",
                 terminal(host)
             ));
         }
@@ -590,11 +627,11 @@ fn judge_report_data(
             ));
         }
         names.push(&i.report);
-        newest_input = newest_input.max(i.generated_unix_ms.unwrap_or(0));
+        newest_input = newest_input.max(i.generated_unix_ms);
     }
     // The report itself: written after its inputs, not from the future.
     let t = v.generated_unix_ms;
-    if t > now_ms.saturating_add(FUTURE_SLACK_MS) || t < newest_input {
+    if t > now_ms.saturating_add(FUTURE_SLACK_MS) || newest_input.is_some_and(|n| t < n) {
         return Err(format!(
             "--fleet-report {name} is dated {t}, which is in the future or before its own inputs"
         ));
@@ -607,20 +644,24 @@ fn judge_report_data(
         let n = r.rank.map_or("?".to_string(), |n| n.to_string());
         if let Some(x) = r.findings.first() {
             return Err(format!(
-                "--fleet-report {name} accepts rank {n} of group {engine} although it carries finding {} ({})",
+                "--fleet-report {name} accepts rank {n} of group {engine} although it carries \
+                    finding {} ({})",
                 terminal(&x.code),
                 terminal(&x.message)
             ));
         }
         if let Some(x) = r.not_checked.first() {
             return Err(format!(
-                "--fleet-report {name}: rank {n} of group {engine} was accepted with facts not checked ({}); import needs every node's facts checked: audit that node with kvcr audit --live --strict",
+                "--fleet-report {name}: rank {n} of group {engine} was accepted with facts not \
+                    checked ({}); import needs every node's facts checked: audit that node with \
+                    kvcr audit --live --strict",
                 terminal(x)
             ));
         }
         if !r.report.as_deref().is_some_and(|x| names.contains(&x)) {
             return Err(format!(
-                "--fleet-report {name}: rank {n} of group {engine} comes from {}, which is not one of its inputs",
+                "--fleet-report {name}: rank {n} of group {engine} comes from {}, which is not one \
+                    of its inputs",
                 r.report.as_deref().map_or("none".into(), |x| terminal(x).into_owned())
             ));
         }
@@ -631,7 +672,8 @@ fn judge_report_data(
         let inc = wire::uuid(r.incarnation.as_deref());
         if inc.is_none() || inc != wire::uuid(group.incarnation.as_deref()) {
             return Err(format!(
-                "--fleet-report {name}: rank {n} of group {engine} has incarnation {}, the group {}",
+                "--fleet-report {name}: rank {n} of group {engine} has incarnation {}, the group \
+                    {}",
                 shown(&r.incarnation),
                 shown(&group.incarnation)
             ));
@@ -652,7 +694,8 @@ fn judge_report_data(
         })?;
         if let Some((_, other)) = gpus.iter().find(|(x, _)| *x == gpu) {
             return Err(format!(
-                "--fleet-report {name}: GPU {gpu} is claimed by ranks {other} and {n} of group {engine}"
+                "--fleet-report {name}: GPU {gpu} is claimed by ranks {other} and {n} of group \
+                    {engine}"
             ));
         }
         gpus.push((gpu, n));
@@ -681,5 +724,68 @@ fn list(ranks: &[u64]) -> String {
         "none".into()
     } else {
         crate::verdict::compress_ranks(ranks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{self, Desc};
+    use crate::verdict::{judge, Candidate, Context, Expectations};
+
+    /// One clean two-rank group: its audit report as the gate reads it,
+    /// and this node's verdict of it.
+    fn report_and_verdict() -> (wire::Report, GroupVerdict) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cands = Vec::new();
+        for rank in 0..2 {
+            let bytes = Desc::new("unit", rank, 2, 1).bytes();
+            let name = format!("rank-{rank}.json");
+            std::fs::write(dir.path().join(&name), &bytes).unwrap();
+            let p = crate::descriptor::parse_descriptor(&bytes);
+            cands.push(Candidate {
+                path: name.clone(),
+                raw_path: name.into_bytes(),
+                name_rank: Some(rank),
+                mode: Some(0o600),
+                ident: p.ident,
+                descriptor: p.descriptor,
+                findings: p.findings,
+            });
+        }
+        let doc = crate::api::audit(dir.path(), &crate::api::AuditOptions::default()).unwrap();
+        let v: wire::Report = serde_json::from_str(doc.as_json()).unwrap();
+        let expect = Expectations::default();
+        let ctx = Context {
+            now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
+            node: None,
+            expect: &expect,
+        };
+        (v, judge(cands, Vec::new(), &ctx).groups.remove(0))
+    }
+
+    /// Without a world size here (was `unwrap_or(0)`: no rank missing,
+    /// every rank "out of range"), the ranks check refuses with the
+    /// lifetime check's own words, naming both world sizes.
+    #[test]
+    fn no_world_size_here_is_refused_as_a_world_size_mismatch_not_as_odd_ranks() {
+        let (v, g) = report_and_verdict();
+        assert_eq!(g.world_size, Some(2));
+        assert_eq!(
+            every_rank_once("f.json", "unit", &v, &v.groups[0], &g),
+            Ok(())
+        );
+        assert_eq!(same_lifetime("f.json", "unit", &v.groups[0], &g), Ok(()));
+        let g = GroupVerdict {
+            world_size: None,
+            ..g
+        };
+        let e = every_rank_once("f.json", "unit", &v, &v.groups[0], &g).unwrap_err();
+        assert_eq!(
+            e,
+            "--fleet-report f.json accepted group unit with world_size 2, this node holds \
+             world_size none"
+        );
+        assert_eq!(same_lifetime("f.json", "unit", &v.groups[0], &g), Err(e));
     }
 }

@@ -145,11 +145,11 @@ pub struct Mapped {
     pub base: u64,
     /// Size of that range.
     pub size: u64,
-    /// The device the rank's first byte resides on (-1: not asked, the
+    /// The device the rank's first byte resides on (`None`: not asked, the
     /// range does not reach it).
-    pub device: i32,
-    /// The device the rank's last byte resides on (-1: not asked).
-    pub end_device: i32,
+    pub device: Option<i32>,
+    /// The device the rank's last byte resides on (`None`: not asked).
+    pub end_device: Option<i32>,
 }
 
 /// What the driver or the kernel says an allocation's memory is, so that
@@ -215,13 +215,17 @@ impl Distinct {
             }
             if *r != rank {
                 return Err(format!(
-                    "allocation {id:?} resolves to the same memory ({mem}) as allocation {other:?} of rank {r}: a rank's memory lives on its own GPU, so one memory cannot back two ranks"
+                    "allocation {id:?} resolves to the same memory ({mem}) as allocation {other:?} \
+                        of rank {r}: a rank's memory lives on its own GPU, so one memory cannot \
+                        back two ranks"
                 )
                 .into());
             }
             if offset < *e && *o < end {
                 return Err(format!(
-                    "allocation {id:?} resolves to the same memory ({mem}) as allocation {other:?}, and their ranges [{offset}, {end}) and [{o}, {e}) overlap: the same memory would be imported twice"
+                    "allocation {id:?} resolves to the same memory ({mem}) as allocation \
+                        {other:?}, and their ranges [{offset}, {end}) and [{o}, {e}) overlap: the \
+                        same memory would be imported twice"
                 )
                 .into());
             }
@@ -646,7 +650,9 @@ fn verify_content(
         match got {
             Ok(c) if c.sha256 == want.sha256 => Ok(()),
             Ok(c) => Err(format!(
-                "content mismatch: the {} sampled range{} ({} bytes each, docs/format.md §3.6) digest to sha256 {}, the descriptor says {}: this handle maps other memory than the owner described (another rank's or model's, or a restarted owner's)",
+                "content mismatch: the {} sampled range{} ({} bytes each, docs/format.md §3.6) \
+                    digest to sha256 {}, the descriptor says {}: this handle maps other memory \
+                    than the owner described (another rank's or model's, or a restarted owner's)",
                 c.pages,
                 if c.pages == 1 { "" } else { "s" },
                 want.page_bytes.min(a.size_bytes),
@@ -688,18 +694,31 @@ pub fn check_mapping(
     };
     if covered < need {
         return Err(format!(
-            "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor needs {need} (offset_bytes {offset_bytes} + size_bytes {size_bytes})",
+            "mapping at {ptr:#x} covers {covered} bytes (range {:#x}+{}), the descriptor needs \
+                {need} (offset_bytes {offset_bytes} + size_bytes {size_bytes})",
             m.base, m.size
         )
         .into());
     }
     for (which, d) in [("first", m.device), ("last", m.end_device)] {
-        if d != dev.0 {
-            return Err(format!(
-                "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
-                dev.0
-            )
-            .into());
+        match d {
+            Some(d) if d == dev.0 => {}
+            Some(d) => {
+                return Err(format!(
+                    "the rank's {which} byte (mapping {ptr:#x} + {offset_bytes}) resides on device \
+                        {d}, the plan put it on device {} (the descriptor's gpu_uuid is wrong)",
+                    dev.0
+                )
+                .into())
+            }
+            // The backend did not ask although the range covers the bytes.
+            None => {
+                return Err(format!(
+                    "internal: the device of the rank's {which} byte (mapping {ptr:#x} + \
+                        {offset_bytes}) was not asked of the driver"
+                )
+                .into())
+            }
         }
     }
     Ok(())

@@ -5,7 +5,7 @@
 //! second read of the inventory, so a file swapped between audit and import
 //! cannot slip in.
 
-use crate::descriptor::{Allocation, Descriptor, GpuUuid, Owner};
+use crate::descriptor::{Allocation, Descriptor, EngineId, GpuUuid, Owner};
 use crate::error::Failure;
 use crate::text::terminal;
 use crate::verdict::{GroupVerdict, Verdict};
@@ -38,9 +38,9 @@ impl PlannedRank {
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error("group {0:?} was not accepted")]
-    NotAccepted(String),
+    NotAccepted(EngineId),
     #[error("group {0:?} has no world size")]
-    NoWorldSize(String),
+    NoWorldSize(EngineId),
     #[error("no parsed descriptor for {0}")]
     NotKept(String),
     #[error("descriptor {0} was parsed without its allocations")]
@@ -49,11 +49,11 @@ pub enum PlanError {
     WrongRank {
         path: String,
         rank: Option<u64>,
-        engine: String,
+        engine: EngineId,
     },
     #[error("group {engine:?}: planned ranks {planned:?}, expected {expected:?}")]
     Ranks {
-        engine: String,
+        engine: EngineId,
         planned: Vec<u64>,
         expected: Vec<u64>,
     },
@@ -62,7 +62,7 @@ pub enum PlanError {
 /// An accepted group, rank by rank.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
-    pub engine_id: String,
+    pub engine_id: EngineId,
     pub incarnation: Option<Uuid>,
     pub epoch: Option<u64>,
     /// The ranks this node holds, in order: 0..world_size-1, or the
@@ -93,9 +93,11 @@ impl Plan {
             let d = descriptors
                 .get(&rv.raw_path)
                 .ok_or_else(|| PlanError::NotKept(rv.path.clone()))?;
-            if d.allocations.is_empty() || d.allocations.len() != d.alloc_summary.count {
-                return Err(PlanError::NoAllocations(rv.path.clone()));
-            }
+            // Kept, and every one of them (the summary counts them all).
+            let allocations = match &d.allocations {
+                Some(a) if a.len() == d.alloc_summary.count => a.clone(),
+                _ => return Err(PlanError::NoAllocations(rv.path.clone())),
+            };
             if Some(d.rank) != rv.rank || d.engine_id != g.engine_id {
                 return Err(PlanError::WrongRank {
                     path: rv.path.clone(),
@@ -108,7 +110,7 @@ impl Plan {
                 gpu: d.gpu_uuid,
                 path: rv.path.clone(),
                 owner: d.owner,
-                allocations: d.allocations.clone(),
+                allocations,
             });
         }
         let planned: Vec<u64> = ranks.iter().map(|r| r.rank).collect();

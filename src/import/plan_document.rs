@@ -35,7 +35,7 @@ pub struct ImportPlan {
     pub boot_id: Option<Uuid>,
     /// The inventory root, resolved.
     pub root: String,
-    pub engine_id: String,
+    pub engine_id: crate::descriptor::EngineId,
     pub incarnation: Uuid,
     pub epoch: u64,
     pub world_size: u64,

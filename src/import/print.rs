@@ -136,7 +136,8 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
 pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
     let allocs: usize = r.ranks.iter().map(|x| x.allocations).sum();
     let bytes: u128 = r.ranks.iter().map(|x| x.bytes).sum();
-    let released = r.released.unwrap_or(0);
+    // Set by every path that released; a count never made up as 0.
+    let released = r.released.map(|n| format!("{n} ")).unwrap_or_default();
     match r.result {
         ResultKind::Planned => {
             writeln!(
@@ -206,7 +207,7 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
         ResultKind::Imported => writeln!(
             out,
             "imported and verified {} ranks ({allocs} allocations, {}), then released all \
-                {released} resources in reverse order{}",
+                {released}resources in reverse order{}",
             r.ranks.len(),
             human_bytes(bytes),
             if r.mode == Mode::Hold {
@@ -229,13 +230,13 @@ pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
             if r.remaining.is_empty() {
                 writeln!(
                     out,
-                    "released all {released} resources taken, in reverse order; nothing remains \
+                    "released all {released}resources taken, in reverse order; nothing remains \
                         held"
                 )?;
             } else {
                 writeln!(
                     out,
-                    "release failed: released {released} resources in reverse order; {} remain \
+                    "release failed: released {released}resources in reverse order; {} remain \
                         held by this process:",
                     r.remaining.len()
                 )?;

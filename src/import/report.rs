@@ -89,7 +89,7 @@ pub struct Report {
     #[serde(flatten)]
     pub meta: report::json::Meta,
     pub root: String,
-    pub engine_id: Option<String>,
+    pub engine_id: Option<crate::descriptor::EngineId>,
     pub mode: Mode,
     /// "cuda", "sim" (test-only) or "none" (dry run, or refused before a backend was used).
     pub backend: &'static str,

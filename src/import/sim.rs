@@ -432,7 +432,7 @@ impl Backend for SimBackend {
             Resource::IpcMapping { ptr, .. } => (ptr, 1 << 40),
             other => return Err(format!("sim: inspect {other}").into()),
         };
-        let device = if self.lie_device { dev.0 + 100 } else { dev.0 };
+        let device = Some(if self.lie_device { dev.0 + 100 } else { dev.0 });
         Ok(Mapped {
             base,
             size: self.lie_size.unwrap_or(size),
@@ -501,7 +501,12 @@ impl Backend for SimBackend {
         if len > crate::content::PAGE_MAX {
             return Err(format!("sim: read of {len} bytes, more than one page").into());
         }
-        let seed = self.seeds.get(mapping).copied().unwrap_or(0);
+        // Every import records a seed and each mapping takes its import's.
+        let seed = self
+            .seeds
+            .get(mapping)
+            .copied()
+            .ok_or_else(|| format!("sim: {mapping} maps no imported bytes"))?;
         let flip = if self.lie_content { 0xff } else { 0 };
         Ok((offset..offset + len)
             .map(|o| sim_byte(seed, o) ^ flip)

@@ -40,7 +40,7 @@ fn handle(kind: &str, rank: u64, i: usize) -> Handle {
 /// A 4-rank × 3-allocation plan; `kinds(rank, i)` picks each handle kind.
 fn plan_with(kinds: impl Fn(u64, usize) -> &'static str) -> Plan {
     Plan {
-        engine_id: "llama3-70b-a".into(),
+        engine_id: crate::descriptor::EngineId::parse("llama3-70b-a").unwrap(),
         incarnation: None,
         epoch: Some(1),
         ranks: (0..RANKS)
@@ -379,8 +379,8 @@ fn mapping_checks() {
     let at = |base, size, device| Mapped {
         base,
         size,
-        device,
-        end_device: device,
+        device: Some(device),
+        end_device: Some(device),
     };
     assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0, 0x2000).is_ok());
     assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), 0, 0x2001).is_err());
@@ -391,11 +391,21 @@ fn mapping_checks() {
     assert!(check_mapping(&m, &at(0x1000, 0x2000, 1), Device(1), u64::MAX, u64::MAX).is_err());
     // The last byte on another device fails even when the first is right.
     let split = Mapped {
-        end_device: 2,
+        end_device: Some(2),
         ..at(0x1000, 0x2000, 1)
     };
     let e = check_mapping(&m, &split, Device(1), 0, 0x2000).unwrap_err();
     assert!(e.message.contains("last byte"), "{e}");
+    // A device not asked is never taken for the planned one (it was -1).
+    let unasked = Mapped {
+        end_device: None,
+        ..at(0x1000, 0x2000, 1)
+    };
+    let e = check_mapping(&m, &unasked, Device(1), 0, 0x2000).unwrap_err();
+    assert!(
+        e.message.contains("last byte") && e.message.contains("not asked"),
+        "{e}"
+    );
     // An IPC pointer inside a larger range: covered from the pointer on.
     let ipc = Resource::IpcMapping {
         device: 0,
@@ -469,7 +479,7 @@ fn args(root: &Path, engine: Option<&str>) -> Inventory {
         root: Some(root.to_path_buf()),
         profile: Some(profile),
         profile_from_env: false,
-        engine: engine.map(str::to_string),
+        engine: engine.map(|e| crate::descriptor::EngineId::parse(e).unwrap()),
         min_epoch: None,
         max_age: None,
         local_ranks: None,

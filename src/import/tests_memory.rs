@@ -33,7 +33,7 @@ fn rank(r: u64, allocs: Vec<(u64, u64, Handle)>) -> PlannedRank {
 
 fn plan(ranks: Vec<PlannedRank>) -> Plan {
     Plan {
-        engine_id: "e".into(),
+        engine_id: crate::descriptor::EngineId::parse("e").unwrap(),
         incarnation: None,
         epoch: Some(1),
         ranks,

@@ -50,8 +50,9 @@ pub struct Entry {
     pub rel_path: PathBuf,
     pub kind: EntryKind,
     pub findings: Vec<Finding>,
-    /// st_mode of the opened file (0 when not opened).
-    pub mode: u32,
+    /// st_mode of the opened file; `None` when it was not opened (a
+    /// directory, a stray, a symlink, a file that could not be opened).
+    pub mode: Option<u32>,
 }
 
 /// Counts from one [`InventoryRoot::walk`].

@@ -59,7 +59,7 @@ pub struct Reader<'a> {
     buf: Vec<u8>,
 }
 
-fn entry(rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>, mode: u32) -> Entry {
+fn entry(rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>, mode: Option<u32>) -> Entry {
     Entry {
         rel_path,
         kind,
@@ -138,7 +138,7 @@ impl<'a> Reader<'a> {
     ) -> (Entry, bool) {
         let (mut file, md) = match self.open(&rel, listed_ino) {
             Ok(x) => x,
-            Err(f) => return (entry(rel, kind, vec![*f], 0), false),
+            Err(f) => return (entry(rel, kind, vec![*f], None), false),
         };
         let mode = md.st_mode;
         let size = md.st_size as u64;
@@ -165,7 +165,7 @@ impl<'a> Reader<'a> {
                 .at(at)
                 .values(format!("≤ {MAX_FILE_BYTES} bytes"), format!("{size} bytes")),
             );
-            return (entry(rel, kind, findings, mode), false);
+            return (entry(rel, kind, findings, Some(mode)), false);
         }
         if let Err(e) = open::read_sized(&mut file, &mut self.buf, size) {
             findings.push(
@@ -173,7 +173,7 @@ impl<'a> Reader<'a> {
                     .at(at)
                     .denied_if(&e),
             );
-            return (entry(rel, kind, findings, mode), false);
+            return (entry(rel, kind, findings, Some(mode)), false);
         }
         if self.buf.len() as u64 > MAX_FILE_BYTES {
             findings.push(
@@ -187,8 +187,8 @@ impl<'a> Reader<'a> {
                     format!("more than {MAX_FILE_BYTES} bytes"),
                 ),
             );
-            return (entry(rel, kind, findings, mode), false);
+            return (entry(rel, kind, findings, Some(mode)), false);
         }
-        (entry(rel, kind, findings, mode), true)
+        (entry(rel, kind, findings, Some(mode)), true)
     }
 }

@@ -149,7 +149,7 @@ fn reads_descriptor_and_reports_in_order() {
     assert_eq!(s.entry.kind, EntryKind::Descriptor { name_rank: Some(0) });
     assert!(s.entry.findings.is_empty(), "{:?}", s.entry.findings);
     assert_eq!(s.bytes.as_deref(), Some(&b"{\"zero\":0}"[..]));
-    assert_eq!(s.entry.mode, 0o100644);
+    assert_eq!(s.entry.mode, Some(0o100644));
     assert_eq!(
         find(&seen, "rank-1.json").bytes.as_deref(),
         Some(&b"{\"one\":1}"[..])
@@ -206,7 +206,7 @@ fn torn_and_stray() {
         assert_eq!(s.entry.findings[0].severity, Severity::Notice);
         assert_eq!(s.entry.findings[0].path.as_deref(), Some(stray));
         assert!(s.bytes.is_none());
-        assert_eq!(s.entry.mode, 0);
+        assert_eq!(s.entry.mode, None);
     }
 }
 
@@ -235,7 +235,7 @@ fn symlink_to_outside_file_is_rejected_and_never_read() {
     assert!(f.message.contains(&target), "{:?}", f.message);
     assert_eq!(f.found.as_deref(), Some(&*format!("symlink to {target}")));
     assert!(s.bytes.is_none());
-    assert_eq!(s.entry.mode, 0);
+    assert_eq!(s.entry.mode, None);
     let dangling = find(&seen, "rank-1.json");
     assert_eq!(codes(dangling), [Code::KV001]);
     assert_eq!(
@@ -435,7 +435,7 @@ fn unsafe_permissions() {
         s.entry.findings[0].expected.as_deref(),
         Some("not group/other-writable")
     );
-    assert_eq!(s.entry.mode, 0o100666);
+    assert_eq!(s.entry.mode, Some(0o100666));
     assert!(s.bytes.is_some(), "still read so later checks can run");
 
     let dir = find(&seen, "shared");

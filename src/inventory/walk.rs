@@ -579,7 +579,7 @@ impl Walker<'_> {
                 }
             };
             let kind = dir_kind(parent.file_name().unwrap_or_default());
-            let entry = sc.with_inherited(sc.entry(parent.clone(), kind, vec![f], 0), &pat);
+            let entry = sc.with_inherited(sc.entry(parent.clone(), kind, vec![f]), &pat);
             step.listed = Some(Listed::Entry(entry));
             sc.failed_dir = Some(parent);
         }
@@ -600,7 +600,7 @@ impl Walker<'_> {
         let kind = d.kind();
         let entry = self
             .sc
-            .with_inherited(self.sc.entry(d.rel, kind, vec![f], 0), at);
+            .with_inherited(self.sc.entry(d.rel, kind, vec![f]), at);
         Step::entry(entry)
     }
 
@@ -611,7 +611,7 @@ impl Walker<'_> {
         let f = Finding::reject(Code::KV005, format!("cannot stat: {e}"))
             .at(at)
             .denied_if(&e);
-        Step::entry(sc.with_inherited(sc.entry(d.rel, kind, vec![f], 0), at))
+        Step::entry(sc.with_inherited(sc.entry(d.rel, kind, vec![f]), at))
     }
 
     /// An entry beneath the root other than a directory, classified by its
@@ -635,7 +635,7 @@ impl Walker<'_> {
                 format!("beyond the depth limit of {MAX_DESCRIPTOR_DEPTH}; not read"),
             )
             .at(&at);
-            return Step::entry(sc.entry(d.rel, EntryKind::Stray, vec![f], 0));
+            return Step::entry(sc.entry(d.rel, EntryKind::Stray, vec![f]));
         }
         let kind = classify_name(d.name());
         if ft == FileType::Symlink {
@@ -643,7 +643,7 @@ impl Walker<'_> {
             let f = Finding::reject(Code::KV001, format!("{found}; never followed"))
                 .at(&at)
                 .values("regular file or directory", found);
-            return Step::entry(sc.with_inherited(sc.entry(d.rel, kind, vec![f], 0), &at));
+            return Step::entry(sc.with_inherited(sc.entry(d.rel, kind, vec![f]), &at));
         }
         if ft == FileType::RegularFile {
             if let EntryKind::Descriptor { .. } = kind {
@@ -665,10 +665,10 @@ impl Walker<'_> {
             return Step::entry(sc.not_regular(ft, d.rel, kind, &at));
         }
         match kind {
-            EntryKind::Torn => Step::entry(sc.entry(d.rel, kind, vec![torn(&at)], 0)),
+            EntryKind::Torn => Step::entry(sc.entry(d.rel, kind, vec![torn(&at)])),
             EntryKind::Stray | EntryKind::Dir => {
                 let f = Finding::notice(Code::KV010, "unexpected file; not read").at(&at);
-                Step::entry(sc.entry(d.rel, EntryKind::Stray, vec![f], 0))
+                Step::entry(sc.entry(d.rel, EntryKind::Stray, vec![f]))
             }
             // Regular files named as descriptors were handed out above.
             EntryKind::Descriptor { .. } => Step::read(ReadJob {
@@ -708,7 +708,7 @@ impl Walker<'_> {
                 .at(at)
                 .values("the inventory root's mount", "another mount"),
             );
-            let entry = sc.with_inherited(sc.entry(rel, kind, findings, 0), at);
+            let entry = sc.with_inherited(sc.entry(rel, kind, findings), at);
             return (Step::entry(entry), false);
         }
         if crate::inventory::is_staging_name(name) {
@@ -722,10 +722,7 @@ impl Walker<'_> {
             )
             .at(at)
             .values("a published directory", "a staging directory");
-            return (
-                Step::entry(sc.entry(rel, EntryKind::Torn, vec![f], 0)),
-                false,
-            );
+            return (Step::entry(sc.entry(rel, EntryKind::Torn, vec![f])), false);
         }
         if let EntryKind::Descriptor { .. } = kind {
             findings.push(
@@ -737,7 +734,7 @@ impl Walker<'_> {
         let perms = permission_issues(md.st_mode, md.st_uid, sc.euid, "directory", at);
         findings.extend(findings_of(&perms));
         // Inherit from the dirs above before registering this one.
-        let mut entry = sc.entry(rel, kind, findings, 0);
+        let mut entry = sc.entry(rel, kind, findings);
         if matches!(entry.kind, EntryKind::Descriptor { .. }) {
             entry = sc.with_inherited(entry, at);
         }
@@ -773,7 +770,7 @@ impl Scanner<'_> {
             .at(at)
             .values("regular file", what),
         );
-        self.with_inherited(self.entry(rel, kind, findings, 0), at)
+        self.with_inherited(self.entry(rel, kind, findings), at)
     }
 }
 
@@ -790,18 +787,13 @@ fn dir_kind(name: &std::ffi::OsStr) -> EntryKind {
 }
 
 impl Scanner<'_> {
-    fn entry(
-        &self,
-        rel_path: PathBuf,
-        kind: EntryKind,
-        findings: Vec<Finding>,
-        mode: u32,
-    ) -> Entry {
+    fn entry(&self, rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>) -> Entry {
+        // The walk opens no file: only the reader knows a mode.
         Entry {
             rel_path,
             kind,
             findings,
-            mode,
+            mode: None,
         }
     }
 
@@ -872,7 +864,6 @@ impl Scanner<'_> {
             PathBuf::from("."),
             EntryKind::Dir,
             findings,
-            0,
         )))
     }
 
@@ -897,6 +888,6 @@ impl Scanner<'_> {
         if denied {
             f = f.about(crate::finding::Subject::Access);
         }
-        self.with_inherited(self.entry(rel, kind, vec![f], 0), &at)
+        self.with_inherited(self.entry(rel, kind, vec![f]), &at)
     }
 }

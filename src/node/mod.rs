@@ -228,6 +228,9 @@ pub fn hostname() -> String {
 }
 
 /// The wall clock, in Unix milliseconds (0 before 1970).
+///
+/// Not a sentinel: a clock before 1970 saturates to the epoch, where every
+/// descriptor is from the future (KV108) and none looks fresh.
 pub fn now_unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

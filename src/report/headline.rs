@@ -490,7 +490,8 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
         Code::KV101 if f.subject == Subject::Request => format!(
             "name only ranks below world_size {} in --local-ranks (or the profile's local_ranks); \
              this inventory holds ranks {}",
-            g.world_size.unwrap_or(0),
+            g.world_size
+                .map_or_else(|| "(not known)".to_string(), |ws| ws.to_string()),
             if present.is_empty() {
                 "none".to_string()
             } else {
@@ -547,7 +548,9 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
 }
 
 fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
-    let ws = g.world_size.unwrap_or(0);
+    // Both judges accept a group only with a world size; a verdict built
+    // without one still never claims "0 ranks".
+    let ws = g.world_size;
     let unchecked = not_checked(g);
     let checked = if !inv.live {
         "; offline: node not checked".to_string()
@@ -558,7 +561,8 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
     };
     if let Some(inputs) = &inv.merged {
         let cause = format!(
-            "all {ws} ranks present once across {}, accepted and consistent{}",
+            "all {}ranks present once across {}, accepted and consistent{}",
+            ws.map_or_else(String::new, |ws| format!("{ws} ")),
             plural(inputs.len(), "report", "reports"),
             if inv.live {
                 "; every input live"
@@ -673,8 +677,9 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
         let audit = command("audit", true, root, &g.engine_id, &inv.flags);
         return (
             format!(
-                "local part accepted: ranks {l} of {ws} present, current and consistent{checked}; \
-                 the other ranks are expected on other nodes"
+                "local part accepted: ranks {l}{} present, current and consistent{checked}; \
+                 the other ranks are expected on other nodes",
+                ws.map_or_else(String::new, |ws| format!(" of {ws}"))
             ),
             format!(
                 "write this node's report ({audit} --format json > \"$(hostname).json\") and judge \
@@ -684,7 +689,10 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
     }
     let cause = format!(
         "all {} present, current and consistent{checked}",
-        plural(ws as usize, "rank", "ranks")
+        ws.map_or_else(
+            || "ranks".to_string(),
+            |ws| plural(ws as usize, "rank", "ranks")
+        )
     );
     let import = format!(
         "{}{}",
@@ -724,6 +732,92 @@ pub fn row_cause<'a>(findings: &[&'a Finding]) -> Option<&'a Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::descriptor::parse_descriptor;
+    use crate::testkit::{self, Desc};
+    use crate::verdict::{judge, Candidate, Context, Expectations};
+
+    /// A clean two-rank group, judged offline: accepted, world size 2.
+    fn accepted_pair() -> GroupVerdict {
+        let cands = (0..2)
+            .map(|rank| {
+                let p = parse_descriptor(&Desc::new("unit", rank, 2, 1).bytes());
+                Candidate {
+                    path: format!("rank-{rank}.json"),
+                    raw_path: format!("rank-{rank}.json").into_bytes(),
+                    name_rank: Some(rank),
+                    mode: Some(0o600),
+                    ident: p.ident,
+                    descriptor: p.descriptor,
+                    findings: p.findings,
+                }
+            })
+            .collect();
+        let expect = Expectations::default();
+        let ctx = Context {
+            now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
+            node: None,
+            expect: &expect,
+        };
+        let mut j = judge(cands, Vec::new(), &ctx);
+        let g = j.groups.remove(0);
+        assert_eq!((g.verdict, g.world_size), (Verdict::Accept, Some(2)));
+        g
+    }
+
+    /// A world size that is not known (was `unwrap_or(0)`) is never
+    /// printed as 0: not in the accepted cause, its local and merged
+    /// forms, nor in the KV101 --local-ranks action.
+    #[test]
+    fn no_known_world_size_never_reads_as_0_ranks() {
+        let inv = Invocation::default();
+        let g = accepted_pair();
+        let (cause, _) = accepted(&g, &inv);
+        assert!(cause.starts_with("all 2 ranks present"), "{cause}");
+        let g = GroupVerdict {
+            world_size: None,
+            ..accepted_pair()
+        };
+        let (cause, _) = accepted(&g, &inv);
+        assert!(cause.starts_with("all ranks present, current"), "{cause}");
+        let local = GroupVerdict {
+            local_ranks: Some(crate::rankset::RankSet::parse("0-1").unwrap()),
+            ..g.clone()
+        };
+        let (cause, _) = accepted(&local, &inv);
+        assert!(
+            cause.starts_with("local part accepted: ranks 0-1 present"),
+            "{cause}"
+        );
+        let merged = Invocation {
+            merged: Some(vec![MergeInput {
+                report: "a.json".into(),
+                ..MergeInput::default()
+            }]),
+            ..Invocation::default()
+        };
+        let (cause, _) = accepted(&g, &merged);
+        assert!(
+            cause.starts_with("all ranks present once across 1 report"),
+            "{cause}"
+        );
+        let f = Finding::reject(Code::KV101, "local ranks 5 are not below world_size")
+            .about(Subject::Request);
+        let action = action_for(&f, &g, &inv);
+        assert!(
+            action.contains("below world_size (not known) in --local-ranks"),
+            "{action}"
+        );
+        for text in [cause, action, accepted(&local, &inv).0] {
+            assert!(
+                !text.contains(" 0 ranks")
+                    && !text.contains("world_size 0")
+                    && !text.contains(" of 0"),
+                "{text}"
+            );
+        }
+        let known = action_for(&f, &accepted_pair(), &inv);
+        assert!(known.contains("below world_size 2 in"), "{known}");
+    }
 
     #[test]
     fn shell_quote_examples() {

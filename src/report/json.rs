@@ -17,7 +17,7 @@ pub use crate::ids::AUDIT_REPORT as REPORT_SCHEMA;
 /// The options a run was judged under (flags, else the profile's).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Options {
-    pub engine: Option<String>,
+    pub engine: Option<crate::descriptor::EngineId>,
     pub profile: Option<String>,
     /// Where `profile` came from, `"flag"` or `"env"`; absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,7 +51,9 @@ pub struct Meta {
 }
 
 impl Meta {
-    pub fn new(live: bool, now_ms: u64) -> Meta {
+    /// The metadata of a report whose exit status is already known: there
+    /// is no placeholder status a report could be printed with.
+    pub fn new(live: bool, now_ms: u64, exit_status: i32) -> Meta {
         Meta {
             kvcr_version: crate::version::VERSION,
             generated_unix_ms: now_ms,
@@ -61,7 +63,7 @@ impl Meta {
             strict: false,
             node_facts_source: None,
             options: Options::default(),
-            exit_status: 0,
+            exit_status,
         }
     }
 }

@@ -160,6 +160,9 @@ pub struct Input {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Group {
+    /// As read: a report is untrusted input, so this stays a string, which
+    /// [`Report::validate`] checks by the engine-id rule; merge parses it
+    /// into a `descriptor::EngineId` before using it as a group's id.
     pub engine_id: String,
     pub incarnation: Option<String>,
     pub epoch: Option<u64>,
@@ -280,7 +283,7 @@ pub fn printed<'a>(
         strict: meta.strict,
         node_facts_source: meta.node_facts_source.clone(),
         options: Options {
-            engine: o.engine.clone(),
+            engine: o.engine.as_ref().map(|e| e.to_string()),
             profile: o.profile.clone(),
             profile_source: o.profile_source.map(str::to_string),
             min_epoch: o.min_epoch,
@@ -350,7 +353,7 @@ impl Finding {
 impl Group {
     pub fn of(g: &crate::verdict::GroupVerdict) -> Group {
         Group {
-            engine_id: g.engine_id.clone(),
+            engine_id: g.engine_id.to_string(),
             incarnation: g.incarnation.map(|u| u.to_string()),
             epoch: g.epoch,
             world_size: g.world_size,
@@ -506,12 +509,18 @@ impl Report {
                     c.uint_value(&p.key("created_unix_ms"), t, 0, I63_MAX);
                 }
                 if let Some(pid) = r.owner_pid {
-                    c.uint_value(
-                        &p.key("owner_pid"),
-                        u64::try_from(pid).unwrap_or(0),
-                        1,
-                        i32::MAX as u64,
-                    );
+                    // A negative pid is shown as written, never as 0.
+                    match u64::try_from(pid) {
+                        Ok(v) => {
+                            c.uint_value(&p.key("owner_pid"), v, 1, i32::MAX as u64);
+                        }
+                        Err(_) => c.fail(
+                            &p.key("owner_pid"),
+                            "out of range",
+                            format!("integer 1..={}", i32::MAX),
+                            pid.to_string(),
+                        ),
+                    }
                 }
             }
         }

@@ -11,6 +11,7 @@
 use super::claims::{name_bounded, MAX_NAMED};
 use super::handles::{keys, HandleKey};
 use super::{compress_ranks, incarnation, Candidate, Context, RankVerdict, Verdict};
+use crate::descriptor::EngineId;
 use crate::finding::{Code, Finding};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -30,10 +31,10 @@ struct Shared {
 /// and returns, per engine, the group-level KV110 findings when the groups
 /// name more than one node.
 pub(crate) fn check(
-    by_engine: &mut BTreeMap<String, Vec<Candidate>>,
+    by_engine: &mut BTreeMap<EngineId, Vec<Candidate>>,
     ctx: &Context,
-) -> BTreeMap<String, Vec<Finding>> {
-    let engines: Vec<String> = by_engine.keys().cloned().collect();
+) -> BTreeMap<EngineId, Vec<Finding>> {
+    let engines: Vec<EngineId> = by_engine.keys().cloned().collect();
     // Pass 1: a 16-byte (fingerprint, group) pair per current handle; one
     // sort finds the fingerprints seen in two or more groups. Most
     // inventories have none, and nothing larger is ever held for them.
@@ -144,10 +145,14 @@ pub(crate) fn check(
         let f = Finding::reject(
             Code::KV111,
             format!(
-                "the handle in allocations[{ai}] is also used by {who}: one memory would back two groups{more}"
+                "the handle in allocations[{ai}] is also used by {who}: one memory would back two \
+                    groups{more}"
             ),
         )
-        .values("a handle used by one group only", format!("also used by {who}"))
+        .values(
+            "a handle used by one group only",
+            format!("also used by {who}"),
+        )
         .at(c.path.clone());
         c.findings.push(f);
     }
@@ -162,7 +167,7 @@ pub(crate) fn check(
         }
     }
     let groups_with_nodes = nodes.iter().filter(|n| !n.is_empty()).count();
-    let mut out: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
+    let mut out: BTreeMap<EngineId, Vec<Finding>> = BTreeMap::new();
     if by_node.len() > 1 && groups_with_nodes > 1 {
         let described: Vec<String> = by_node
             .iter()
@@ -181,7 +186,8 @@ pub(crate) fn check(
                 Finding::reject(
                     Code::KV110,
                     format!(
-                        "the inventory holds descriptors of {} nodes: {list}; one inventory is one node's, so no group in it can be trusted",
+                        "the inventory holds descriptors of {} nodes: {list}; one inventory is one \
+                            node's, so no group in it can be trusted",
                         by_node.len()
                     ),
                 )

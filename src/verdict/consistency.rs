@@ -35,17 +35,14 @@ pub(crate) struct Reference {
 pub(crate) fn reference(rows: &[Row]) -> Option<Reference> {
     let lowest = |clean: bool| {
         rows.iter()
-            .filter(|r| r.desc().is_some() && (!clean || r.is_clean()))
-            .min_by(|a, b| {
+            .enumerate()
+            .filter(|(_, r)| r.desc().is_some() && (!clean || r.is_clean()))
+            .min_by(|(_, a), (_, b)| {
                 let (da, db) = (a.desc().map(|d| d.rank), b.desc().map(|d| d.rank));
                 da.cmp(&db).then_with(|| a.raw_path().cmp(b.raw_path()))
             })
     };
-    let best_row = lowest(true).or_else(|| lowest(false))?;
-    let row = rows
-        .iter()
-        .position(|r| std::ptr::eq(r, best_row))
-        .unwrap_or(0);
+    let (row, best_row) = lowest(true).or_else(|| lowest(false))?;
     let best = best_row.desc()?;
     Some(Reference {
         row,
@@ -262,7 +259,8 @@ fn odd_reference(rows: &mut [Row], r: &Reference, p: Option<&Profile>) {
                 Finding::reject(
                     code,
                     format!(
-                        "{field} is {mine} here but {n} of the {others} other ranks have {value}: this rank is the odd one"
+                        "{field} is {mine} here but {n} of the {others} other ranks have {value}: \
+                            this rank is the odd one"
                     ),
                 )
                 .values(value, mine),
@@ -348,7 +346,8 @@ fn geometry(row: &mut Row, d: &Descriptor, r: Option<&Reference>, p: Option<&Pro
                 Finding::reject(
                     Code::KV104,
                     format!(
-                        "allocations total {have} bytes, fewer than the {need} bytes the geometry needs"
+                        "allocations total {have} bytes, fewer than the {need} bytes the geometry \
+                            needs"
                     ),
                 )
                 .values(format!("≥ {need} bytes"), format!("{have} bytes")),
@@ -506,11 +505,15 @@ fn node(row: &mut Row, d: &Descriptor, r: Option<&Reference>) {
             Finding::reject(
                 Code::KV110,
                 format!(
-                    "node.hostname is {:?} but {from} has {:?}: one inventory holds one node's descriptors",
+                    "node.hostname is {:?} but {from} has {:?}: one inventory holds one node's \
+                        descriptors",
                     d.node.hostname, r.node.hostname
                 ),
             )
-            .values(format!("{:?}", r.node.hostname), format!("{:?}", d.node.hostname)),
+            .values(
+                format!("{:?}", r.node.hostname),
+                format!("{:?}", d.node.hostname),
+            ),
         );
     }
     if d.node.boot_id != r.node.boot_id {
@@ -519,7 +522,8 @@ fn node(row: &mut Row, d: &Descriptor, r: Option<&Reference>) {
             Finding::reject(
                 Code::KV110,
                 format!(
-                    "node.boot_id is {} but {from} has {}: the descriptors were written in different boots or on different nodes",
+                    "node.boot_id is {} but {from} has {}: the descriptors were written in \
+                        different boots or on different nodes",
                     d.node.boot_id, r.node.boot_id
                 ),
             )

@@ -189,6 +189,7 @@ pub(crate) fn strict(row: &mut Row) {
             "boot_id" | "owner" => Code::KV108,
             "writer" => Code::KV109,
             "hostname" => Code::KV110,
+            "handle-exposure" => Code::KV003,
             _ => Code::KV106,
         };
         row.reject(
@@ -202,9 +203,17 @@ pub(crate) fn strict(row: &mut Row) {
 /// memory, so a descriptor carrying them must not be readable by group or
 /// others.
 fn handle_exposure(row: &mut Row, d: &Descriptor) {
-    let exposed = row.cand.mode & 0o044 != 0;
-    let carries = d.carries_handle_bytes();
-    if exposed && carries {
+    if !d.carries_handle_bytes() {
+        row.check("handle-exposure", true);
+        return;
+    }
+    // Unknown only for a candidate built without its file: that the bytes
+    // are not exposed is then not known (import refuses it, --strict rejects).
+    let Some(mode) = row.cand.mode else {
+        row.not_checked("handle-exposure", "the file's mode is not known");
+        return;
+    };
+    if mode & 0o044 != 0 {
         row.check("handle-exposure", false);
         row.reject(
             Finding::reject(
@@ -214,7 +223,7 @@ fn handle_exposure(row: &mut Row, d: &Descriptor) {
             )
             .values(
                 "not readable by group/others (mode 0600 or stricter)",
-                format!("mode {:04o}", row.cand.mode & 0o7777),
+                format!("mode {:04o}", mode & 0o7777),
             ),
         );
     } else {
@@ -231,7 +240,7 @@ mod tests {
     use std::collections::BTreeMap;
     use uuid::Uuid;
 
-    fn group(mode: u32, edit: impl Fn(&mut Desc)) -> Vec<Candidate> {
+    fn group(mode: Option<u32>, edit: impl Fn(&mut Desc)) -> Vec<Candidate> {
         (0..2)
             .map(|rank| {
                 let mut d = Desc::new("unit", rank, 2, 1);
@@ -298,10 +307,46 @@ mod tests {
             .to_string()
     }
 
+    /// A mode that is not known is never taken for a private one (it was
+    /// 0, which passed): the exposure of handle bytes is "not checked",
+    /// which --strict rejects as KV003; a posix_fd descriptor carries no
+    /// bytes and passes whatever its mode.
+    #[test]
+    fn an_unknown_mode_leaves_handle_exposure_not_checked_never_passed() {
+        let n = node();
+        let j = run(group(None, |_| {}), &n);
+        assert_eq!(
+            status(&j, "handle-exposure"),
+            "not checked: the file's mode is not known"
+        );
+        assert!(j.groups[0].ranks[0]
+            .not_checked
+            .iter()
+            .any(|x| x.starts_with("handle-exposure: ")));
+        assert_eq!(
+            status(&run(group(Some(0o600), |_| {}), &n), "handle-exposure"),
+            "pass"
+        );
+        let fd = run(group(None, |d| d.handle_kind = "posix_fd"), &n);
+        assert_eq!(status(&fd, "handle-exposure"), "pass");
+        let expect = Expectations {
+            strict: true,
+            ..Expectations::default()
+        };
+        let ctx = Context {
+            now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
+            node: Some(&n),
+            expect: &expect,
+        };
+        let j = judge(group(None, |_| {}), Vec::new(), &ctx);
+        assert_eq!(j.groups[0].verdict, Verdict::Reject);
+        assert_eq!(codes(&j), ["KV003", "KV003"]);
+    }
+
     #[test]
     fn strict_turns_every_fact_not_checked_into_a_rejection() {
         let unknown = NodeFacts::unknown("unreadable (test)");
-        let j = run(group(0o600, |_| {}), &unknown);
+        let j = run(group(Some(0o600), |_| {}), &unknown);
         assert_eq!(
             j.groups[0].verdict,
             Verdict::Accept,
@@ -317,7 +362,7 @@ mod tests {
             node: Some(&unknown),
             expect: &expect,
         };
-        let j = judge(group(0o600, |_| {}), Vec::new(), &ctx);
+        let j = judge(group(Some(0o600), |_| {}), Vec::new(), &ctx);
         assert_eq!(j.groups[0].verdict, Verdict::Reject);
         let r0: Vec<(&str, &str)> = j.groups[0].ranks[0]
             .findings
@@ -343,7 +388,7 @@ mod tests {
 
     #[test]
     fn matching_node_accepts() {
-        let j = run(group(0o600, |_| {}), &node());
+        let j = run(group(Some(0o600), |_| {}), &node());
         assert_eq!(j.groups[0].verdict, Verdict::Accept, "{:?}", codes(&j));
     }
 
@@ -354,7 +399,7 @@ mod tests {
         n.boot_id = Fact::Known(Uuid::from_u128(7));
         n.processes.clear();
         n.gpus = Fact::Known(Gpus::default());
-        let j = run(group(0o600, |_| {}), &n);
+        let j = run(group(Some(0o600), |_| {}), &n);
         assert_eq!(codes(&j), ["KV110", "KV110"]);
         for c in ["boot_id", "owner", "writer", "gpu-present"] {
             assert!(status(&j, c).starts_with("skipped"), "{c}");
@@ -367,7 +412,7 @@ mod tests {
         n.boot_id = Fact::Known(Uuid::from_u128(7));
         // A new process with the owner's and the writer's pid and start time.
         n.processes.insert(4100, Fact::Known(Some(120000)));
-        let j = run(group(0o600, |_| {}), &n);
+        let j = run(group(Some(0o600), |_| {}), &n);
         assert_eq!(codes(&j), ["KV108", "KV108"]);
         assert!(status(&j, "owner").starts_with("skipped"));
     }
@@ -386,9 +431,9 @@ mod tests {
                 ..*u
             })
             .collect();
-        let j = run(group(0o644, |d| d.handle_kind = "posix_fd"), &n);
+        let j = run(group(Some(0o644), |d| d.handle_kind = "posix_fd"), &n);
         assert_eq!(j.groups[0].verdict, Verdict::Accept, "{:?}", codes(&j));
-        let j = run(group(0o644, |_| {}), &n);
+        let j = run(group(Some(0o644), |_| {}), &n);
         assert_eq!(codes(&j), ["KV003", "KV003"]);
     }
 
@@ -402,7 +447,7 @@ mod tests {
         let rank1 = crate::descriptor::GpuUuid::parse(&testkit::gpu(0, 1)).unwrap();
         g.visible.remove(&rank1);
         g.unreadable = vec!["device 1: cuDeviceGetUuid_v2 failed: CUDA error 919".into()];
-        let j = run(group(0o600, |_| {}), &n);
+        let j = run(group(Some(0o600), |_| {}), &n);
         assert!(codes(&j).is_empty(), "{:?}", codes(&j));
         let r1 = &j.groups[0].ranks[1];
         let c = r1.checks.iter().find(|c| c.name == "gpu-present").unwrap();
@@ -419,6 +464,6 @@ mod tests {
             unreachable!()
         };
         g.unreadable.clear();
-        assert_eq!(codes(&run(group(0o600, |_| {}), &n)), ["KV106"]);
+        assert_eq!(codes(&run(group(Some(0o600), |_| {}), &n)), ["KV106"]);
     }
 }

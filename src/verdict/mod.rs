@@ -17,7 +17,7 @@ mod staleness;
 pub use crate::rankset::compress_ranks;
 pub use staleness::FUTURE_SLACK_MS;
 
-use crate::descriptor::{Descriptor, Ident};
+use crate::descriptor::{Descriptor, EngineId, Ident};
 use crate::descriptor::{Geometry, Model};
 use crate::finding::{Code, Finding};
 use crate::node::NodeFacts;
@@ -41,8 +41,9 @@ pub struct Candidate {
     pub raw_path: Vec<u8>,
     /// R of `rank-<R>.json`.
     pub name_rank: Option<u64>,
-    /// st_mode of the file, for the live capability-exposure check.
-    pub mode: u32,
+    /// st_mode of the file, for the live capability-exposure check; `None`
+    /// when it is not known (that check is then not checked, never passed).
+    pub mode: Option<u32>,
     pub ident: Ident,
     /// Present when the file parsed and is schema-valid.
     pub descriptor: Option<Descriptor>,
@@ -63,11 +64,11 @@ impl Candidate {
             .map(|d| d.incarnation)
             .or(self.ident.incarnation)
     }
-    fn engine_id(&self) -> Option<&str> {
+    fn engine_id(&self) -> Option<&EngineId> {
         self.descriptor
             .as_ref()
-            .map(|d| d.engine_id.as_str())
-            .or(self.ident.engine_id.as_deref())
+            .map(|d| &d.engine_id)
+            .or(self.ident.engine_id.as_ref())
     }
 }
 
@@ -76,7 +77,7 @@ impl Candidate {
 #[derive(Clone, Debug, Default)]
 pub struct Expectations {
     /// Limit the run to this group.
-    pub engine: Option<String>,
+    pub engine: Option<EngineId>,
     /// The deployment profile; applies to the group with its `engine_id`.
     pub profile: Option<Profile>,
     /// `--min-epoch`, overriding the profile's `min_epoch` (all groups in scope).
@@ -206,7 +207,7 @@ pub struct RankVerdict {
 
 #[derive(Clone, Debug)]
 pub struct GroupVerdict {
-    pub engine_id: String,
+    pub engine_id: EngineId,
     pub incarnation: Option<Uuid>,
     pub epoch: Option<u64>,
     pub world_size: Option<u64>,
@@ -336,7 +337,7 @@ impl Judgement {
 /// (symlinks, torn, stray, unreadable...), already carrying their findings.
 pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context) -> Judgement {
     let mut files = files;
-    let mut by_engine: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
+    let mut by_engine: BTreeMap<EngineId, Vec<Candidate>> = BTreeMap::new();
     let mut unattributed = Vec::new();
     // Taken from the back, releasing the list's memory as it goes (in
     // geometric steps, so it stays linear even where shrinking copies), so
@@ -348,7 +349,7 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
         if spare >= 4096 && spare >= candidates.len() / 8 {
             candidates.shrink_to_fit();
         }
-        match c.engine_id().map(str::to_string) {
+        match c.engine_id().cloned() {
             // Every group is kept until the rules across groups have run:
             // `--engine` must not hide another group's claim on a handle.
             Some(e) => by_engine.entry(e).or_default().push(c),
@@ -372,7 +373,7 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
         .clone()
         .or_else(|| ctx.expect.profile.as_ref().map(|p| p.engine_id.clone()));
     if let Some(w) = wanted {
-        if ctx.expect.engine.is_none() || ctx.expect.engine.as_deref() == Some(w.as_str()) {
+        if ctx.expect.engine.is_none() || ctx.expect.engine.as_ref() == Some(&w) {
             by_engine.entry(w).or_default();
         }
     }
@@ -399,7 +400,7 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
     hints.values_mut().for_each(|h| h.sort());
     // Rules across groups (one handle, one group; one node per inventory).
     let mut across = across::check(&mut by_engine, ctx);
-    if let Some(want) = ctx.expect.engine.as_deref() {
+    if let Some(want) = ctx.expect.engine.as_ref() {
         by_engine.retain(|e, _| e == want);
     }
     let descriptors: usize = by_engine.values().map(Vec::len).sum();
@@ -502,7 +503,7 @@ pub(crate) fn pinned(
 }
 
 fn judge_group(
-    engine: String,
+    engine: EngineId,
     cands: Vec<Candidate>,
     ctx: &Context,
     hints: &BTreeMap<u64, Vec<String>>,

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 fn profile() -> Profile {
     Profile {
-        engine_id: "e".into(),
+        engine_id: "e".parse().unwrap(),
         world_size: None,
         tp: None,
         pp: None,

@@ -460,7 +460,7 @@ fn candidate(path: &str, name_rank: Option<u64>, bytes: &[u8]) -> Candidate {
         path: path.to_string(),
         raw_path: path.as_bytes().to_vec(),
         name_rank,
-        mode: 0o600,
+        mode: Some(0o600),
         ident: out.ident,
         descriptor: out.descriptor,
         findings: out.findings.into_iter().map(|f| f.at(path)).collect(),
@@ -769,7 +769,7 @@ fn expectations(which: u8) -> Expectations {
             e.profile = Some(parse_profile(&to_bytes(&p)).unwrap());
         }
         2 => e.min_epoch = Some(2),
-        3 => e.engine = Some("order-b".into()),
+        3 => e.engine = Some("order-b".parse().unwrap()),
         _ => {}
     }
     e

@@ -49,6 +49,7 @@ mod memory_identity;
 mod merge_attacks;
 mod merge_judge;
 mod monitoring;
+mod no_sentinels;
 mod node_notes;
 mod operator;
 mod packaging;
