@@ -27,6 +27,16 @@ fn json_output(cli: &Cli) -> (&'static str, bool) {
     }
 }
 
+/// Whether the command opens files or reads `/proc` (through
+/// [`crate::node::proc::ProcFs::system`]); `explain`, `completions` and
+/// `schema` print built-in text only.
+fn reads_files(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Explain(_) | Command::Completions(_) | Command::Schema(_)
+    )
+}
+
 /// Prints the `kvcr.error/v1` document of a run that could not happen on
 /// stdout, for a command asked for `--format json` that wrote nothing there
 /// yet: such a command prints exactly one JSON document whatever its exit.
@@ -38,6 +48,14 @@ pub fn print_error_document(f: &Failure, command: Option<&str>) {
 /// Runs a parsed command line and returns the exit status.
 pub fn run(cli: Cli) -> i32 {
     let (name, json) = json_output(&cli);
+    if reads_files(&cli.command) {
+        // The `/proc` test hook changes what every file is opened through
+        // (docs/format.md §11): announced before the command runs, by the
+        // command line, never by the library.
+        if let Some(n) = crate::node::proc::ProcFs::system().note() {
+            crate::audit::print_note(n);
+        }
+    }
     let text = |t: &[u8]| emit(|out| out.write_all(t)).map(|()| crate::exit::OK);
     let r = match &cli.command {
         Command::Audit(a) => crate::audit::run_args(a),

@@ -481,9 +481,22 @@ pub fn run_args(args: &crate::cli::AuditArgs) -> Result<i32, Failure> {
 pub(crate) fn probe_node(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
     let (probe, notes) = node::probe(facts)?;
     for n in notes {
-        eprintln!("kvcr: note: {n}");
+        print_note(&n);
     }
     Ok(probe)
+}
+
+/// Prints `kvcr: note: {note}` on stderr, once per process: a note the
+/// dispatcher already gave (the `KVCR_PROC_ROOT` hook, announced by every
+/// command that reads files) is not repeated when the node probe returns it
+/// again.
+pub(crate) fn print_note(note: &str) {
+    static PRINTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut printed = PRINTED.lock().unwrap_or_else(|e| e.into_inner());
+    if !printed.iter().any(|p| p == note) {
+        eprintln!("kvcr: note: {note}");
+        printed.push(note.to_string());
+    }
 }
 
 /// The audit of `kvcr audit`: the node probe (live) and the judgement.

@@ -189,20 +189,24 @@ pub fn facts_source(facts: Option<&Path>) -> String {
 /// `KVCR_NODE_FACTS` (resolved into the settings), the node that file
 /// describes (a test and demo hook). A file that cannot be read or parsed
 /// is an error: the run cannot happen. Beside the probe come the notes the
-/// operator is owed about where its facts come from (the facts file, or a
-/// `/proc` that is not trusted), terminal-safe; the caller prints them
-/// (`crate::audit::probe_node`), this module prints nothing.
+/// operator is owed about where its facts come from (the facts file; or the
+/// `KVCR_PROC_ROOT` test hook and a `/proc` that is not trusted),
+/// terminal-safe; the caller prints them (`crate::audit::probe_node`), this
+/// module prints nothing.
 pub fn probe(facts: Option<&Path>) -> Result<(Box<dyn NodeProbe>, Vec<String>), String> {
     let Some(path) = facts else {
-        let notes = proc::ProcFs::system()
-            .untrusted()
-            .map(|why| {
-                format!(
-                    "{}; the boot id, owner processes and /proc GPU list are not checked",
-                    crate::text::terminal(why)
-                )
-            })
+        let proc = proc::ProcFs::system();
+        let untrusted = proc.untrusted().map(|why| {
+            format!(
+                "{}; the boot id, owner processes and /proc GPU list are not checked",
+                crate::text::terminal(why)
+            )
+        });
+        let notes = proc
+            .note()
+            .map(str::to_string)
             .into_iter()
+            .chain(untrusted)
             .collect();
         return Ok((Box::new(LinuxProbe), notes));
     };
@@ -238,3 +242,5 @@ pub fn now_unix_ms() -> u64 {
 mod tests_notes;
 #[cfg(test)]
 mod tests_proc;
+#[cfg(test)]
+mod tests_proc_note;

@@ -37,6 +37,8 @@ pub struct ProcFs {
     root: Result<OwnedFd, String>,
     /// `self/fd`, opened and checked on first use.
     fd_dir: OnceLock<Result<OwnedFd, String>>,
+    /// Why this root is not `/proc` (the test hook), for the operator.
+    note: Option<String>,
 }
 
 /// Is the file system holding `fd` procfs? `Err` says why not, in words.
@@ -47,11 +49,14 @@ fn check_procfs(fd: BorrowedFd<'_>, what: &str) -> Result<(), String> {
     match rustix::fs::fstatfs(fd) {
         Ok(st) if st.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64 => Ok(()),
         Ok(st) => Err(format!(
-            "{what} is not procfs (file system magic {:#x}, procfs is {:#x}), so nothing read from it is trusted",
+            "{what} is not procfs (file system magic {:#x}, procfs is {:#x}), \
+             so nothing read from it is trusted",
             st.f_type as i64,
             rustix::fs::PROC_SUPER_MAGIC as i64
         )),
-        Err(e) => Err(format!("cannot statfs {what}: {e}, so nothing read from it is trusted")),
+        Err(e) => Err(format!(
+            "cannot statfs {what}: {e}, so nothing read from it is trusted"
+        )),
     }
 }
 
@@ -71,27 +76,42 @@ impl ProcFs {
             label,
             root,
             fd_dir: OnceLock::new(),
+            note: None,
         }
     }
 
-    /// This process's procfs root: `/proc`, or the directory
-    /// [`ROOT_ENV`] names (a test hook; a note on stderr says so). Opened
-    /// and checked once per process.
+    /// This process's procfs root: `/proc`, or the directory [`ROOT_ENV`]
+    /// names (a test hook, announced by the caller through [`ProcFs::note`]:
+    /// this module prints nothing). Opened and checked once per process.
     pub fn system() -> &'static ProcFs {
         static SYSTEM: OnceLock<ProcFs> = OnceLock::new();
-        SYSTEM.get_or_init(
-            || match std::env::var_os(ROOT_ENV).filter(|v| !v.is_empty()) {
-                Some(v) => {
-                    let path = PathBuf::from(v);
-                    eprintln!(
-                        "kvcr: note: /proc is read from {ROOT_ENV}={}, a test hook",
-                        crate::text::terminal(&path.to_string_lossy())
-                    );
-                    ProcFs::open(&path)
-                }
-                None => ProcFs::open(Path::new("/proc")),
-            },
-        )
+        SYSTEM.get_or_init(|| ProcFs::from_hook(std::env::var_os(ROOT_ENV).as_deref()))
+    }
+
+    /// The root [`ProcFs::system`] opens for this value of [`ROOT_ENV`]:
+    /// `/proc` when it is unset or empty, else the directory it names, with
+    /// the note that says so.
+    pub fn from_hook(value: Option<&std::ffi::OsStr>) -> ProcFs {
+        match value.filter(|v| !v.is_empty()) {
+            Some(v) => {
+                let path = Path::new(v);
+                let mut proc = ProcFs::open(path);
+                proc.note = Some(format!(
+                    "/proc is read from {ROOT_ENV}={}, a test hook",
+                    crate::text::terminal(&path.to_string_lossy())
+                ));
+                proc
+            }
+            None => ProcFs::open(Path::new("/proc")),
+        }
+    }
+
+    /// The note the operator is owed about where this root comes from (the
+    /// [`ROOT_ENV`] test hook), terminal-safe, without the `kvcr: note: `
+    /// prefix; `None` for `/proc`. The caller prints it (`node::probe`
+    /// returns it among its notes, and the command announces it once).
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
     }
 
     /// Why nothing from this root is trusted, or `None` when it is procfs.
@@ -289,7 +309,10 @@ mod tests {
 
     fn stat_line(comm: &str, state: char, start: u64) -> Vec<u8> {
         // 52 fields as in Linux 5.x+; field 22 is `start`.
-        let mut s = format!("4242 ({comm}) {state} 1 4242 4242 0 -1 4194560 1234 0 0 0 12 3 0 0 20 0 8 0 {start} 123456789 1000");
+        let mut s = format!(
+            "4242 ({comm}) {state} 1 4242 4242 0 -1 4194560 1234 0 0 0 12 3 0 0 20 0 8 0 \
+             {start} 123456789 1000"
+        );
         for _ in 25..=52 {
             s.push_str(" 0");
         }
