@@ -62,6 +62,5 @@ mod rustfmt_coverage;
 mod typed_messages;
 mod units;
 mod version;
-mod walk_held_fd;
 mod workspace_layout;
 mod writer;
