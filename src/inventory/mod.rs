@@ -1,14 +1,13 @@
-//! Listing the inventory and race-free opening (docs/format.md §2).
+//! Listing the inventory (walkdir) and race-free opening (docs/format.md §2).
 //!
 //! [`resolve_root`] canonicalises the operator's root once (a symlinked root
 //! is followed on purpose; the resolved path is what the report shows).
-//! [`InventoryRoot::walk`] lists beneath it without ever following a
-//! symlink (each directory through its own fd, opened beneath its parent's
-//! with `O_NOFOLLOW`), classifies every entry by name ([`classify_name`]),
-//! and descriptors are opened only through an fd held on the root
-//! ([`open`]), so an entry swapped for a symlink after listing is rejected
-//! (KV001), never followed.
+//! [`scan`] walks beneath it without ever following a symlink, classifies
+//! every entry by name ([`classify_name`]), and opens descriptors only
+//! through an fd held on the root ([`open`]), so an entry swapped for a
+//! symlink after listing is rejected (KV001), never followed.
 
+mod beneath;
 pub mod open;
 mod perms;
 pub(crate) mod reader;
@@ -16,8 +15,6 @@ pub(crate) mod walk;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod walk_tests;
 
 use crate::finding::Finding;
 use std::ffi::OsStr;
@@ -55,7 +52,7 @@ pub struct Entry {
     pub mode: Option<u32>,
 }
 
-/// Counts from one [`InventoryRoot::walk`].
+/// Counts from one [`scan`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScanStats {
     /// Entries handed to the visitor.

@@ -54,13 +54,6 @@ impl FileId {
             ino: md.ino(),
         }
     }
-
-    pub fn of_stat(st: &Stat) -> FileId {
-        FileId {
-            dev: st.st_dev,
-            ino: st.st_ino,
-        }
-    }
 }
 
 impl std::fmt::Display for FileId {
@@ -207,7 +200,7 @@ fn per_component(dir: BorrowedFd<'_>, rel: &Path, leaf_fl: OFlags) -> Result<Own
     }
 }
 
-pub(super) fn openat_retry(
+fn openat_retry(
     dir: BorrowedFd<'_>,
     name: &std::ffi::OsStr,
     flags: OFlags,
@@ -260,33 +253,16 @@ pub fn readlink_beneath(dir: BorrowedFd<'_>, rel: &Path) -> Result<Vec<u8>, Open
 
 /// `"symlink to <target>"`, or `"symlink"` when the target cannot be read.
 pub fn symlink_description(dir: BorrowedFd<'_>, rel: &Path) -> String {
-    describe_link(readlink_beneath(dir, rel).ok())
-}
-
-/// [`symlink_description`] of the entry `name` in the held directory `dir`.
-pub(super) fn symlink_description_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> String {
-    describe_link(
-        rustix::fs::readlinkat(dir, name, Vec::new())
-            .ok()
-            .map(|c| c.into_bytes()),
-    )
-}
-
-fn describe_link(target: Option<Vec<u8>>) -> String {
-    match target {
-        Some(t) => format!("symlink to {}", super::display_bytes(&t)),
-        None => "symlink".to_string(),
+    match readlink_beneath(dir, rel) {
+        Ok(t) => format!("symlink to {}", super::display_bytes(&t)),
+        Err(_) => "symlink".to_string(),
     }
 }
 
 /// Words for the file type in a raw `st_mode`.
 pub(super) fn mode_type_name(mode: u32) -> &'static str {
-    file_type_name(FileType::from_raw_mode(mode as _))
-}
-
-/// Words for a file type in findings.
-pub(super) fn file_type_name(ft: FileType) -> &'static str {
-    match ft {
+    use rustix::fs::FileType;
+    match FileType::from_raw_mode(mode as _) {
         FileType::RegularFile => "regular file",
         FileType::Directory => "directory",
         FileType::Symlink => "symlink",
@@ -308,6 +284,28 @@ pub(super) fn mount_id(dir: BorrowedFd<'_>, name: Option<&std::ffi::OsStr>) -> O
     };
     let sx = rustix::fs::statx(dir, path, flags, StatxFlags::MNT_ID).ok()?;
     (sx.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(sx.stx_mnt_id)
+}
+
+/// Words for a file type in findings.
+pub fn type_name(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_file() {
+        "regular file"
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_symlink() {
+        "symlink"
+    } else if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else {
+        "unknown file type"
+    }
 }
 
 /// Opens the descriptor listed at `rel` (with identity `listed`) beneath the

@@ -4,23 +4,11 @@
 //! The walk and the reading are separate steps: [`InventoryRoot::walk`]
 //! lists and classifies entries in walk order and hands each descriptor out
 //! as a [`ReadJob`]; a [`Reader`] (one per thread, each with its own reused
-//! buffer) opens and reads it. The audit pipeline (`crate::pipeline`) does
-//! both, on one thread or several.
-//!
-//! Each directory is listed through its own fd, opened by name in its
-//! parent's fd with `O_NOFOLLOW | O_DIRECTORY` (the root's is
-//! [`InventoryRoot`]'s): whatever is listed is beneath the root, whatever
-//! is renamed or swapped above it meanwhile. Each entry is then looked up
-//! once, by name in that held fd: a directory is opened (its fd gives its
-//! mode, owner and mount and lists it), anything else is lstat'ed, and a
-//! descriptor is not looked up here at all (the reader opens it beneath the
-//! root and checks it against the listing's inode number). An entry gone
-//! since it was listed is not reported; one whose type changed is KV005.
-//! At most [`MAX_HELD`] directory fds are held below the root; a deeper
-//! walk closes the shallowest and reopens one (beneath the root, checked to
-//! be the directory listed) when it comes back to it.
+//! buffer) opens and reads it. [`scan`] does both on one thread; the audit
+//! pipeline (`crate::pipeline`) reads on several.
 
-use super::open::{self, file_type_name, mode_type_name, mount_id, FileId, OpenError};
+use super::beneath::{Beneath, Now};
+use super::open::{self, mode_type_name, mount_id, FileId, OpenError};
 use super::perms::{findings_of, permission_issues, PermIssue};
 use super::reader::{ReadJob, Reader};
 use super::{
@@ -28,14 +16,12 @@ use super::{
     MAX_DESCRIPTOR_DEPTH,
 };
 use crate::finding::{Code, Finding};
-use rustix::fs::{AtFlags, Dir, FileType, OFlags, Stat};
-use rustix::io::Errno;
-use std::ffi::OsStr;
+use rustix::fs::Stat;
 use std::fs::{File, Metadata};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use walkdir::{DirEntryExt, WalkDir};
 
 /// Resolves the operator's root once: a symlinked root is followed on
 /// purpose and the resolved path is what the report shows. A missing root or
@@ -145,214 +131,44 @@ impl InventoryRoot {
     }
 }
 
-/// One entry as its directory's listing gives it, read through the
-/// directory's held fd: the type from `d_type` (an lstat relative to that
-/// fd where the file system gives none) and the inode number `d_ino`.
-struct Dent {
-    rel: PathBuf,
-    depth: usize,
-    ft: FileType,
-    ino: u64,
-}
-
-impl Dent {
-    fn name(&self) -> &OsStr {
-        self.rel.file_name().unwrap_or_default()
-    }
-
-    /// What its name says it is, as listed (a directory: [`dir_kind`]).
-    fn kind(&self) -> EntryKind {
-        if self.ft == FileType::Directory {
-            dir_kind(self.name())
-        } else {
-            classify_name(self.name())
-        }
-    }
-}
-
-/// One item of a directory's listing: an entry, or an error reading the
-/// listing (or an entry's type), reported at `rel`.
-enum Item {
-    Dent(Dent),
-    Error { rel: PathBuf, err: std::io::Error },
-}
-
-/// How a directory of the current walk position is held.
-enum Held {
-    /// The inventory root: [`InventoryRoot`]'s own fd.
-    Root,
-    /// Opened beneath its parent's fd (the listing stream's fd).
-    Open(Dir),
-    /// Closed to bound the fds held by a deep walk (see [`MAX_HELD`]):
-    /// reopened beneath the root when its next entry is looked up, and
-    /// checked to be the directory that was listed. (A directory that
-    /// could not be listed is never opened: [`Level::unlisted`].)
-    Closed,
-}
-
-/// Most directory fds held at once below the root: a deeper walk closes the
-/// shallowest ones (reopened if the walk comes back to them).
-pub(super) const MAX_HELD: usize = 16;
-
-/// Longest path (the root's included) of a directory the walk lists.
-const PATH_MAX: usize = 4096;
-
-/// A directory of the current walk position: its identity, how it is
-/// held, and the rest of its listing (sorted by file name).
-struct Level {
-    rel: PathBuf,
-    id: FileId,
-    held: Held,
-    items: std::vec::IntoIter<Item>,
-}
-
-impl Level {
-    /// A directory that is not listed: its one item says why (KV005).
-    fn unlisted(rel: PathBuf, id: FileId, err: Errno) -> Level {
-        Level {
-            rel: rel.clone(),
-            id,
-            held: Held::Closed,
-            items: vec![Item::Error {
-                rel,
-                err: err.into(),
-            }]
-            .into_iter(),
-        }
-    }
-}
-
-/// Reads the whole listing of `dir` (at `rel`, depth `depth`): the entries
-/// sorted by file name (bytes), after any error reading it.
-fn list(dir: &mut Dir, rel: &Path, depth: usize) -> Vec<Item> {
-    let mut errors = Vec::new();
-    let mut dents = Vec::new();
-    while let Some(next) = dir.read() {
-        let e = match next {
-            Ok(e) => e,
-            Err(err) => {
-                errors.push(Item::Error {
-                    rel: rel.to_path_buf(),
-                    err: err.into(),
-                });
-                break;
-            }
-        };
-        let name = OsStr::from_bytes(e.file_name().to_bytes());
-        if name == "." || name == ".." {
-            continue;
-        }
-        let rel = rel.join(name);
-        let ft = match e.file_type() {
-            FileType::Unknown => match dir
-                .fd()
-                .and_then(|fd| rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW))
-            {
-                Ok(st) => FileType::from_raw_mode(st.st_mode),
-                Err(err) => {
-                    errors.push(Item::Error {
-                        rel,
-                        err: err.into(),
-                    });
-                    continue;
-                }
-            },
-            ft => ft,
-        };
-        dents.push(Dent {
-            rel,
-            depth,
-            ft,
-            ino: e.ino(),
-        });
-    }
-    dents.sort_unstable_by(|a, b| a.name().cmp(b.name()));
-    errors.extend(dents.into_iter().map(Item::Dent));
-    errors
-}
-
-/// What the one lookup of a listed entry in its held parent found.
-enum Found {
-    /// A directory, opened (`O_NOFOLLOW | O_DIRECTORY`).
-    Dir(OwnedFd),
-    /// The entry's lstat; for a symlink its words; for a directory that
-    /// could not be opened, why.
-    Here {
-        st: Stat,
-        link: Option<String>,
-        unlistable: Option<Errno>,
-    },
-    /// No such entry now (removed since it was listed).
-    Gone,
-    /// The lstat failed.
-    Failed(Errno),
-}
-
-/// Looks the listed entry `d` up in its held parent: a directory is opened
-/// (its fd gives its mode, owner and mount, and lists it), anything else is
-/// lstat'ed; a directory that cannot be opened is lstat'ed to say what it
-/// is now.
-fn look_up(parent: BorrowedFd<'_>, d: &Dent) -> Found {
-    let name = d.name();
-    let mut unlistable = None;
-    if d.ft == FileType::Directory {
-        let flags = OFlags::RDONLY
-            | OFlags::DIRECTORY
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NONBLOCK;
-        match open::openat_retry(parent, name, flags) {
-            Ok(fd) => return Found::Dir(fd),
-            Err(Errno::NOENT) => return Found::Gone,
-            Err(e) => unlistable = Some(e),
-        }
-    }
-    match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => Found::Here {
-            link: (FileType::from_raw_mode(st.st_mode) == FileType::Symlink)
-                .then(|| open::symlink_description_at(parent, name)),
-            st,
-            unlistable,
-        },
-        Err(Errno::NOENT) => Found::Gone,
-        Err(e) => Found::Failed(e),
-    }
-}
-
-/// What the walk does with one listed entry: what it reports (if anything),
-/// the directory it enters next, and whether the rest of the current
-/// directory is skipped (it could not be reopened).
+/// What the walk does with one listed entry: what it reports (if anything)
+/// and whether it skips the rest of the current directory (walkdir's
+/// `skip_current_dir`: a directory's contents when the entry is a
+/// directory, the rest of its parent otherwise).
 #[derive(Default)]
 struct Step {
     listed: Option<Listed>,
-    enter: Option<Level>,
-    skip_rest: bool,
+    skip_dir: bool,
 }
 
 impl Step {
     fn entry(entry: Entry) -> Step {
         Step {
             listed: Some(Listed::Entry(entry)),
-            ..Step::default()
+            skip_dir: false,
         }
     }
 
     fn read(job: ReadJob) -> Step {
         Step {
             listed: Some(Listed::Read(job)),
-            ..Step::default()
+            skip_dir: false,
         }
+    }
+
+    fn skip_dir(mut self, skip: bool) -> Step {
+        self.skip_dir |= skip;
+        self
     }
 }
 
 /// The state of one walk: the scanner (unsafe directories above, the last
-/// directory that failed) and the directories of the walk position, each
-/// listed through its own fd, opened beneath its parent's without
-/// following a symlink: whatever is listed is beneath the root, and each
-/// entry is looked up once, by name in its held parent.
+/// directory that failed) and the parents held open beneath the root.
 struct Walker<'a> {
     sc: Scanner<'a>,
-    levels: Vec<Level>,
+    /// Entries reported without being opened are looked up again through
+    /// their parent, held open beneath the root (see `beneath`).
+    beneath: Beneath<'a>,
     root_md: &'a Metadata,
     root_mnt: Option<u64>,
 }
@@ -367,192 +183,99 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
             unsafe_dirs: Vec::new(),
             failed_dir: None,
         },
-        levels: Vec::new(),
+        beneath: Beneath::new(inv.file.as_fd()),
         root_md: &inv.md,
-        root_mnt: mount_id(inv.file.as_fd(), None),
+        root_mnt: None,
     };
     let mut stats = ScanStats::default();
-    let mut count = |listed: Listed| {
-        stats.entries += 1;
-        let descriptor = match &listed {
-            Listed::Entry(e) => matches!(e.kind, EntryKind::Descriptor { .. }),
-            Listed::Read(_) => true,
-        };
-        if descriptor {
-            stats.descriptors += 1;
-        }
-        visit(listed);
-    };
-    if let Some(e) = w.sc.root_entry(&inv.md)? {
-        count(Listed::Entry(e));
-    }
-    // The root's listing through a second fd on it (its own offset).
-    let items = match Dir::read_from(inv.file.as_fd()) {
-        Ok(mut dir) => list(&mut dir, Path::new(""), 1),
-        Err(err) => vec![Item::Error {
-            rel: PathBuf::new(),
-            err: err.into(),
-        }],
-    };
-    w.levels.push(Level {
-        rel: PathBuf::new(),
-        id: FileId::of(&inv.md),
-        held: Held::Root,
-        items: items.into_iter(),
-    });
     // No depth limit on the walk: the limit bounds where descriptors are
     // read, not where unsafe entries (symlinks, devices, mounts) are found.
-    while let Some(level) = w.levels.last_mut() {
-        let Some(item) = level.items.next() else {
-            w.levels.pop();
-            continue;
-        };
+    let mut it = WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter();
+    w.root_mnt = mount_id(inv.file.as_fd(), None);
+    while let Some(item) = it.next() {
         let step = match item {
-            Item::Dent(d) => w.step(d),
-            Item::Error { rel, err } => Step::entry(w.sc.walk_error(rel, &err)),
+            Ok(dent) => w.step(&dent)?,
+            Err(err) => Step::entry(w.sc.walk_error(&err)),
         };
-        if step.skip_rest {
-            if let Some(level) = w.levels.last_mut() {
-                level.items = Vec::new().into_iter();
-            }
-        }
-        if let Some(level) = step.enter {
-            w.enter(level);
+        if step.skip_dir {
+            it.skip_current_dir();
         }
         if let Some(listed) = step.listed {
-            count(listed);
+            stats.entries += 1;
+            let descriptor = match &listed {
+                Listed::Entry(e) => matches!(e.kind, EntryKind::Descriptor { .. }),
+                Listed::Read(_) => true,
+            };
+            if descriptor {
+                stats.descriptors += 1;
+            }
+            visit(listed);
         }
     }
     Ok(stats)
 }
 
 impl Walker<'_> {
-    /// Pushes a directory to walk next. Only the last [`MAX_HELD`] levels
-    /// below the root are ever open (a level reopened on the way back up
-    /// is the last one), so closing the one `MAX_HELD` above keeps it so.
-    fn enter(&mut self, level: Level) {
-        if let Some(i) = (self.levels.len() + 1).checked_sub(MAX_HELD + 1) {
-            if let Held::Open(_) = self.levels[i].held {
-                self.levels[i].held = Held::Closed;
+    /// One listed entry: the root, or an entry looked up again beneath the
+    /// root and then classified.
+    fn step(&mut self, dent: &walkdir::DirEntry) -> Result<Step, InventoryError> {
+        let depth = dent.depth();
+        self.sc.unsafe_dirs.retain(|u| u.depth < depth);
+        if depth == 0 {
+            let listed = self.sc.root_entry(dent, self.root_md)?.map(Listed::Entry);
+            return Ok(Step {
+                listed,
+                skip_dir: false,
+            });
+        }
+        let root = self.sc.root;
+        let rel = dent
+            .path()
+            .strip_prefix(root)
+            .unwrap_or(dent.path())
+            .to_path_buf();
+        let at = display_path(&rel);
+        let ft = dent.file_type();
+
+        // walkdir read this entry's directory by path, possibly through a
+        // symlink swapped in since: report nothing that is not beneath the
+        // root now. (Descriptors are opened beneath the root by the reader.)
+        let read_later = ft.is_file()
+            && depth <= MAX_DESCRIPTOR_DEPTH
+            && matches!(
+                classify_name(dent.file_name()),
+                EntryKind::Descriptor { .. }
+            );
+        let now = if read_later {
+            None
+        } else {
+            match self.beneath.stat(&rel) {
+                Now::Here(st) => Some(Ok(st)),
+                Now::Failed(e) => Some(Err(std::io::Error::from(e))),
+                Now::Gone => return Ok(Step::default().skip_dir(ft.is_dir())),
+                Now::ParentFailed(e) => return Ok(self.parent_failed(&rel, e)),
+            }
+        };
+        if let Some(Ok(st)) = &now {
+            let was = open::type_name(ft);
+            let is = mode_type_name(st.st_mode);
+            if was != is {
+                return Ok(self.changed_type(dent, rel, &at, was, is));
             }
         }
-        self.levels.push(level);
+        Ok(self.classify(dent, rel, at, now))
     }
 
-    /// The fd of the directory being listed, reopened beneath the root
-    /// (and checked to be the one listed) if it was closed.
-    fn parent_fd(&mut self) -> Result<BorrowedFd<'_>, OpenError> {
-        let root_fd = self.sc.root_fd;
-        let Some(level) = self.levels.last_mut() else {
-            return Err(OpenError::Os(Errno::INVAL));
-        };
-        if let Held::Closed = level.held {
-            let fd = open::open_beneath(root_fd, &level.rel, true)?;
-            let st = rustix::fs::fstat(&fd).map_err(OpenError::Os)?;
-            if FileId::of_stat(&st) != level.id {
-                // Another directory there now: nothing more of the listed
-                // one is looked up.
-                return Err(OpenError::Os(Errno::STALE));
-            }
-            level.held = Held::Open(Dir::new(fd).map_err(OpenError::Os)?);
-        }
-        match &level.held {
-            Held::Root => Ok(root_fd),
-            Held::Open(dir) => dir.fd().map_err(OpenError::Os),
-            Held::Closed => Err(OpenError::Os(Errno::INVAL)),
-        }
-    }
-
-    /// One listed entry: looked up once, by name in its held parent (a
-    /// descriptor is looked up by the reader instead), then classified.
-    fn step(&mut self, d: Dent) -> Step {
-        self.sc.unsafe_dirs.retain(|u| u.depth < d.depth);
-        let at = display_path(&d.rel);
-        let read_later = d.ft == FileType::RegularFile
-            && d.depth <= MAX_DESCRIPTOR_DEPTH
-            && matches!(classify_name(d.name()), EntryKind::Descriptor { .. });
-        if read_later {
-            return self.classify(d, at, None, None);
-        }
-        let found = match self.parent_fd() {
-            Ok(parent) => look_up(parent, &d),
-            Err(e) => return self.parent_failed(&d.rel, e),
-        };
-        match found {
-            Found::Gone => Step::default(),
-            Found::Dir(fd) => self.opened_dir(d, at, fd),
-            Found::Here { st, .. } if FileType::from_raw_mode(st.st_mode) != d.ft => {
-                self.changed_type(d, &at, st.st_mode)
-            }
-            Found::Here {
-                st,
-                unlistable: Some(e),
-                ..
-            } => self.unlistable_dir(d, at, &st, e),
-            Found::Here { link, .. } => self.classify(d, at, None, link),
-            Found::Failed(e) if d.ft == FileType::Directory => self.cannot_stat(d, &at, e.into()),
-            Found::Failed(e) => self.classify(d, at, Some(e.into()), None),
-        }
-    }
-
-    /// A directory listed and then opened as `fd`: classified from its
-    /// fstat, and entered (listed through `fd`) unless it is reported as
-    /// not entered.
-    fn opened_dir(&mut self, d: Dent, at: String, fd: OwnedFd) -> Step {
-        let st = match rustix::fs::fstat(&fd) {
-            Ok(st) => st,
-            Err(e) => return self.cannot_stat(d, &at, e.into()),
-        };
-        let mnt = mount_id(fd.as_fd(), None);
-        let (mut step, enter) = self.directory(&d, &at, &st, mnt);
-        if !enter {
-            return step;
-        }
-        // Listed only while its path fits in PATH_MAX, as a listing by
-        // path would be: this bounds the depth of the walk, and so the
-        // memory its paths take.
-        let path_len = self.sc.root.as_os_str().len() + 1 + d.rel.as_os_str().len();
-        if path_len >= PATH_MAX {
-            step.enter = Some(Level::unlisted(
-                d.rel,
-                FileId::of_stat(&st),
-                Errno::NAMETOOLONG,
-            ));
-            return step;
-        }
-        step.enter = Some(match Dir::new(fd) {
-            Ok(mut dir) => Level {
-                items: list(&mut dir, &d.rel, d.depth + 1).into_iter(),
-                rel: d.rel,
-                id: FileId::of_stat(&st),
-                held: Held::Open(dir),
-            },
-            Err(err) => Level::unlisted(d.rel, FileId::of_stat(&st), err),
-        });
-        step
-    }
-
-    /// A directory that could not be opened (`e`), lstat'ed as `st`: its own
-    /// findings, then, unless it is one the walk does not enter, why it
-    /// cannot be listed (KV005), as a listing that fails.
-    fn unlistable_dir(&mut self, d: Dent, at: String, st: &Stat, e: Errno) -> Step {
-        let (mut step, enter) = self.directory(&d, &at, st, None);
-        if enter {
-            step.enter = Some(Level::unlisted(d.rel, FileId::of_stat(st), e));
-        }
-        step
-    }
-
-    /// The directory the entry is in could not be opened again beneath the
-    /// root: reported once, at the first entry; the rest of the directory
-    /// is skipped.
+    /// The listed entry's parent could not be opened beneath the root:
+    /// reported once, at the first entry; the rest of the directory is
+    /// skipped.
     fn parent_failed(&mut self, rel: &Path, e: OpenError) -> Step {
         let sc = &mut self.sc;
         let parent = rel.parent().unwrap_or(Path::new("")).to_path_buf();
-        let mut step = Step {
-            skip_rest: true,
-            ..Step::default()
-        };
+        let mut step = Step::default().skip_dir(true);
         if sc.failed_dir.as_ref() != Some(&parent) {
             let pat = display_path(&parent);
             let f = match e {
@@ -565,12 +288,6 @@ impl Walker<'_> {
                     .at(&pat)
                     .values("directory", found)
                 }
-                OpenError::Os(Errno::STALE) => Finding::reject(
-                    Code::KV005,
-                    "directory replaced by another while auditing; the rest of it is not listed",
-                )
-                .at(&pat)
-                .values("the directory listed", "another directory"),
                 OpenError::Os(e) => {
                     let e = std::io::Error::from(e);
                     Finding::reject(Code::KV005, format!("cannot open directory: {e}"))
@@ -586,48 +303,46 @@ impl Walker<'_> {
         step
     }
 
-    /// The entry's type now (`mode`) is not the type it was listed with;
-    /// a directory is not entered.
-    fn changed_type(&self, d: Dent, at: &str, mode: u32) -> Step {
-        let was = file_type_name(d.ft);
-        let is = mode_type_name(mode);
+    /// The entry's type now is not the type it was listed with.
+    fn changed_type(
+        &self,
+        dent: &walkdir::DirEntry,
+        rel: PathBuf,
+        at: &str,
+        was: &str,
+        is: &str,
+    ) -> Step {
+        let ft = dent.file_type();
         let f = Finding::reject(
             Code::KV005,
             format!("changed while auditing (a {was} when listed, a {is} now)"),
         )
         .at(at)
         .values(was, is);
-        let kind = d.kind();
+        let kind = if ft.is_dir() {
+            dir_kind(dent.file_name())
+        } else {
+            classify_name(dent.file_name())
+        };
         let entry = self
             .sc
-            .with_inherited(self.sc.entry(d.rel, kind, vec![f]), at);
-        Step::entry(entry)
+            .with_inherited(self.sc.entry(rel, kind, vec![f]), at);
+        Step::entry(entry).skip_dir(ft.is_dir())
     }
 
-    /// KV005: the entry's lstat (or its opened directory's fstat) failed.
-    fn cannot_stat(&self, d: Dent, at: &str, e: std::io::Error) -> Step {
-        let sc = &self.sc;
-        let kind = d.kind();
-        let f = Finding::reject(Code::KV005, format!("cannot stat: {e}"))
-            .at(at)
-            .denied_if(&e);
-        Step::entry(sc.with_inherited(sc.entry(d.rel, kind, vec![f]), at))
-    }
-
-    /// An entry beneath the root other than a directory, classified by its
-    /// listed type and name; `failed` is why its lstat in its parent failed
-    /// (a descriptor to read is not lstat'ed: the reader opens it), `link`
-    /// a symlink's words.
+    /// An entry beneath the root, classified by its listed type and name;
+    /// `now` is its lstat beneath the root (`None` for a descriptor, which
+    /// the reader opens).
     fn classify(
         &mut self,
-        d: Dent,
+        dent: &walkdir::DirEntry,
+        rel: PathBuf,
         at: String,
-        failed: Option<std::io::Error>,
-        link: Option<String>,
+        now: Option<std::io::Result<Stat>>,
     ) -> Step {
         let sc = &self.sc;
-        let ft = d.ft;
-        if d.depth > MAX_DESCRIPTOR_DEPTH && ft == FileType::RegularFile {
+        let ft = dent.file_type();
+        if dent.depth() > MAX_DESCRIPTOR_DEPTH && ft.is_file() {
             // Deeper regular files are never read; unsafe entries are still
             // reported below as at any depth.
             let f = Finding::notice(
@@ -635,66 +350,83 @@ impl Walker<'_> {
                 format!("beyond the depth limit of {MAX_DESCRIPTOR_DEPTH}; not read"),
             )
             .at(&at);
-            return Step::entry(sc.entry(d.rel, EntryKind::Stray, vec![f]));
+            return Step::entry(sc.entry(rel, EntryKind::Stray, vec![f]));
         }
-        let kind = classify_name(d.name());
-        if ft == FileType::Symlink {
-            let found = link.unwrap_or_else(|| "symlink".to_string());
+        let name = dent.file_name();
+        if ft.is_symlink() {
+            let found = open::symlink_description(sc.root_fd, &rel);
             let f = Finding::reject(Code::KV001, format!("{found}; never followed"))
                 .at(&at)
                 .values("regular file or directory", found);
-            return Step::entry(sc.with_inherited(sc.entry(d.rel, kind, vec![f]), &at));
+            let kind = classify_name(name);
+            return Step::entry(sc.with_inherited(sc.entry(rel, kind, vec![f]), &at));
         }
-        if ft == FileType::RegularFile {
-            if let EntryKind::Descriptor { .. } = kind {
+
+        if ft.is_file() {
+            if let kind @ EntryKind::Descriptor { .. } = classify_name(name) {
                 // No lstat: the reader checks the opened file against the
                 // listing's inode number (and lstats only if they differ).
                 return Step::read(ReadJob {
                     inherited: sc.inherited(&at),
-                    listed_ino: d.ino,
-                    rel: d.rel,
+                    listed_ino: dent.ino(),
+                    rel,
                     kind,
                     at,
                 });
             }
         }
-        if let Some(e) = failed {
-            return self.cannot_stat(d, &at, e);
+
+        // lstat of the listed entry (walkdir does not follow here).
+        let md = match now.unwrap_or_else(|| Err(std::io::Error::from(rustix::io::Errno::INVAL))) {
+            Ok(md) => md,
+            Err(e) => {
+                let kind = if ft.is_dir() {
+                    dir_kind(name)
+                } else {
+                    classify_name(name)
+                };
+                let f = Finding::reject(Code::KV005, format!("cannot stat: {e}"))
+                    .at(&at)
+                    .denied_if(&e);
+                return Step::entry(sc.with_inherited(sc.entry(rel, kind, vec![f]), &at));
+            }
+        };
+        if ft.is_dir() {
+            return self.directory(dent, rel, at, &md);
         }
-        if ft != FileType::RegularFile {
-            return Step::entry(sc.not_regular(ft, d.rel, kind, &at));
+        let kind = classify_name(name);
+        if !ft.is_file() {
+            return Step::entry(sc.not_regular(ft, rel, kind, &at));
         }
         match kind {
-            EntryKind::Torn => Step::entry(sc.entry(d.rel, kind, vec![torn(&at)])),
+            EntryKind::Torn => Step::entry(sc.entry(rel, kind, vec![torn(&at)])),
             EntryKind::Stray | EntryKind::Dir => {
                 let f = Finding::notice(Code::KV010, "unexpected file; not read").at(&at);
-                Step::entry(sc.entry(d.rel, EntryKind::Stray, vec![f]))
+                Step::entry(sc.entry(rel, EntryKind::Stray, vec![f]))
             }
             // Regular files named as descriptors were handed out above.
             EntryKind::Descriptor { .. } => Step::read(ReadJob {
                 inherited: sc.inherited(&at),
-                listed_ino: d.ino,
-                rel: d.rel,
+                listed_ino: md.st_ino,
+                rel,
                 kind,
                 at,
             }),
         }
     }
 
-    /// A directory beneath the root (`md`, and its mount id `mnt` where
-    /// known): another mount and a staging leftover are reported and not
-    /// entered; an unsafe one is registered for the descriptors below it.
-    /// Returns the step and whether the walk enters the directory.
-    fn directory(&mut self, d: &Dent, at: &str, md: &Stat, mnt: Option<u64>) -> (Step, bool) {
+    /// A directory beneath the root (lstat'ed as `md`): another mount and a
+    /// staging leftover are reported and not entered; an unsafe one is
+    /// registered for the descriptors below it.
+    fn directory(&mut self, dent: &walkdir::DirEntry, rel: PathBuf, at: String, md: &Stat) -> Step {
         let sc = &mut self.sc;
-        let name = d.name();
-        let rel = d.rel.clone();
+        let name = dent.file_name();
         let mut findings = Vec::new();
         let kind = dir_kind(name);
         // Another mount (a bind mount, another file system) is not
         // entered: whatever it holds is not this inventory's.
         let other_mount = md.st_dev != self.root_md.dev()
-            || match (self.root_mnt, mnt) {
+            || match (self.root_mnt, self.beneath.mount_id(&rel)) {
                 (Some(a), Some(b)) => a != b,
                 _ => false,
             };
@@ -702,14 +434,14 @@ impl Walker<'_> {
             findings.push(
                 Finding::reject(
                     Code::KV003,
-                    "directory is a mount point (another mount than the inventory root's); \
-                     not entered",
+                    "directory is a mount point (another mount than the inventory root's); not \
+                        entered",
                 )
-                .at(at)
+                .at(&at)
                 .values("the inventory root's mount", "another mount"),
             );
-            let entry = sc.with_inherited(sc.entry(rel, kind, findings), at);
-            return (Step::entry(entry), false);
+            let entry = sc.with_inherited(sc.entry(rel, kind, findings), &at);
+            return Step::entry(entry).skip_dir(true);
         }
         if crate::inventory::is_staging_name(name) {
             // A staging leftover's name (§2.2) on a directory: a writer
@@ -720,44 +452,43 @@ impl Walker<'_> {
                 Code::KV009,
                 "a directory named like a staging leftover of an interrupted write; not entered",
             )
-            .at(at)
+            .at(&at)
             .values("a published directory", "a staging directory");
-            return (Step::entry(sc.entry(rel, EntryKind::Torn, vec![f])), false);
+            return Step::entry(sc.entry(rel, EntryKind::Torn, vec![f])).skip_dir(true);
         }
         if let EntryKind::Descriptor { .. } = kind {
             findings.push(
                 Finding::reject(Code::KV002, "a directory with a descriptor's name")
-                    .at(at)
+                    .at(&at)
                     .values("regular file", "directory"),
             );
         }
-        let perms = permission_issues(md.st_mode, md.st_uid, sc.euid, "directory", at);
+        let perms = permission_issues(md.st_mode, md.st_uid, sc.euid, "directory", &at);
         findings.extend(findings_of(&perms));
         // Inherit from the dirs above before registering this one.
         let mut entry = sc.entry(rel, kind, findings);
         if matches!(entry.kind, EntryKind::Descriptor { .. }) {
-            entry = sc.with_inherited(entry, at);
+            entry = sc.with_inherited(entry, &at);
         }
         if !perms.is_empty() {
             sc.unsafe_dirs.push(UnsafeDir {
-                depth: d.depth,
-                at: at.to_string(),
+                depth: dent.depth(),
+                at: at.clone(),
                 issues: perms,
             });
         }
-        let step = if entry.findings.is_empty() {
+        if entry.findings.is_empty() {
             Step::default()
         } else {
             Step::entry(entry)
-        };
-        (step, true)
+        }
     }
 }
 
 impl Scanner<'_> {
     /// A FIFO, socket or device: decided from the listing, never opened.
-    fn not_regular(&self, ft: FileType, rel: PathBuf, kind: EntryKind, at: &str) -> Entry {
-        let what = file_type_name(ft);
+    fn not_regular(&self, ft: std::fs::FileType, rel: PathBuf, kind: EntryKind, at: &str) -> Entry {
+        let what = open::type_name(ft);
         let mut findings = Vec::new();
         if kind == EntryKind::Torn {
             findings.push(torn(at));
@@ -833,12 +564,12 @@ impl Scanner<'_> {
     }
 
     /// The root itself: reported only when unsafe (KV003).
-    /// The root is looked up by its path once more and must still be the
-    /// directory held open (else the run cannot happen).
-    fn root_entry(&mut self, root_md: &Metadata) -> Result<Option<Entry>, InventoryError> {
-        let listed = std::fs::symlink_metadata(self.root)
-            .ok()
-            .map(|m| FileId::of(&m));
+    fn root_entry(
+        &mut self,
+        dent: &walkdir::DirEntry,
+        root_md: &Metadata,
+    ) -> Result<Option<Entry>, InventoryError> {
+        let listed = dent.metadata().ok().map(|m| FileId::of(&m));
         if listed.is_some_and(|id| id != FileId::of(root_md)) {
             return Err(InventoryError::RootChanged {
                 path: display_path(self.root),
@@ -867,17 +598,21 @@ impl Scanner<'_> {
         )))
     }
 
-    /// A directory that cannot be listed (or an entry whose type cannot
-    /// be read): KV005 at `rel` (`.` for the root).
-    fn walk_error(&self, rel: PathBuf, err: &std::io::Error) -> Entry {
-        let rel = if rel.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            rel
-        };
+    /// A walkdir error (e.g. a directory that cannot be listed): KV005.
+    fn walk_error(&self, err: &walkdir::Error) -> Entry {
+        let rel = err
+            .path()
+            .map(|p| p.strip_prefix(self.root).unwrap_or(p).to_path_buf())
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from("."));
         let at = display_path(&rel);
-        let msg = format!("cannot list: {err}");
-        let denied = err.kind() == std::io::ErrorKind::PermissionDenied;
+        let msg = match err.io_error() {
+            Some(e) => format!("cannot list: {e}"),
+            None => format!("cannot list: {err}"),
+        };
+        let denied = err
+            .io_error()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied);
         let kind = rel
             .file_name()
             .and_then(parse_rank_name)
