@@ -173,12 +173,16 @@ fn refuse_denied(root: &Path, cands: &[Candidate], files: &[FileVerdict]) -> Res
     let Some(f) = denied else {
         return Ok(());
     };
+    // Entries, not findings: one entry can be refused twice (listed by its
+    // parent, then looked up beneath the root), and is counted once.
     let count = cands
         .iter()
         .flat_map(|c| &c.findings)
         .chain(files.iter().flat_map(|f| &f.findings))
         .filter(|f| f.subject == crate::finding::Subject::Access)
-        .count();
+        .map(|f| f.path.as_deref())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     Err(Failure::usage(
         format!(
             "cannot audit {}: {}: {}{}; this user cannot read the whole inventory, so there is no \

@@ -54,6 +54,7 @@ mod node_notes;
 mod operator;
 mod packaging;
 mod parallel;
+mod permission_count;
 mod proc_note;
 mod prometheus;
 mod public_surface;
