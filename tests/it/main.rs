@@ -61,5 +61,6 @@ mod props;
 mod race;
 mod rustfmt_coverage;
 mod units;
+mod verdict_rules;
 mod version;
 mod writer;
