@@ -617,7 +617,11 @@ fn judge_group(
                 if ranks_out.is_empty() {
                     "no descriptor of this group was found".to_string()
                 } else {
-                    "no descriptor of the current incarnation could be parsed, so the group's world size is unknown".to_string()
+                    concat!(
+                        "no descriptor of the current incarnation could be parsed, ",
+                        "so the group's world size is unknown"
+                    )
+                    .to_string()
                 },
             )
             .values("a parsed descriptor for every rank", "world size unknown"),

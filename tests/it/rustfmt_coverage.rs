@@ -66,7 +66,6 @@ const KNOWN: &[&str] = &[
     "src/verdict/handles.rs",
     "src/verdict/incarnation.rs",
     "src/verdict/live.rs",
-    "src/verdict/mod.rs",
     "tests/it/api.rs",
     "tests/it/edges2.rs",
     "tests/it/examples_run.rs",

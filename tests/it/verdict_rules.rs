@@ -108,7 +108,8 @@ fn tied_lifetimes_are_not_rivals_but_an_unknown_lifetime_rivals_both() {
     );
     assert_eq!(
         messages(rank(&v, "c/rank-0.json"), "KV102"),
-        ["rank 0 is claimed by 3 current descriptors: c/rank-0.json (this one) and a/rank-0.json, b/rank-0.json"]
+        ["rank 0 is claimed by 3 current descriptors: \
+          c/rank-0.json (this one) and a/rank-0.json, b/rank-0.json"]
     );
     // Rank 1 of each tied lifetime has no rank rival.
     assert!(messages(rank(&v, "a/rank-1.json"), "KV102").is_empty());
@@ -360,7 +361,8 @@ fn a_tie_names_at_most_four_owner_pids_and_an_unknown_owner() {
         group_messages(&v, "KV107"),
         [format!(
             "incarnations \
-             {INCARNATION_A} (owner pids 100, 101, 102, 103, and 1 more, created 2025-11-30 00:00:00 UTC) \
+             {INCARNATION_A} (owner pids 100, 101, 102, 103, and 1 more, \
+             created 2025-11-30 00:00:00 UTC) \
              and {INCARNATION_C} (owner pid unknown) \
              and {INCARNATION_B} (owner pids 200, 201, 202, 203, created 2025-11-30 00:00:00 UTC) \
              tie on the highest epoch 1; cannot tell which owner lifetime is current"
