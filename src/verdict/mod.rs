@@ -15,7 +15,7 @@ mod ranks;
 mod staleness;
 
 #[cfg(test)]
-mod mutant_tests;
+mod tests_mutants;
 
 pub use crate::rankset::compress_ranks;
 pub use staleness::FUTURE_SLACK_MS;
