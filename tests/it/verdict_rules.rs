@@ -45,7 +45,7 @@ fn group_messages(v: &Value, code: &str) -> Vec<String> {
 /// A descriptor whose incarnation cannot be read has an unknown owner
 /// lifetime: it may be any lifetime's, so it conflicts with every claimant
 /// of its rank slot, and each known-lifetime claimant counts it as a rival
-/// (docs/format.md §5.3). Killed mutant: `Claims::rivals` counting
+/// (docs/format.md §5.6). Killed mutant: `Claims::rivals` counting
 /// `same - unknown` instead of `same + unknown`.
 #[test]
 fn a_known_lifetime_claimant_counts_a_rival_of_unknown_lifetime() {
