@@ -62,6 +62,7 @@ mod race;
 mod rustfmt_coverage;
 mod typed_messages;
 mod units;
+mod verdict_rules;
 mod version;
 mod workspace_layout;
 mod writer;
