@@ -69,6 +69,11 @@ fn inventory(edit: impl Fn(&mut Value)) -> tempfile::TempDir {
 
 /// collect → gather → judge, as `kvcr audit --live` does, with `probe`.
 fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
+    judge_with(root, probe, &Expectations::default())
+}
+
+/// [`judge`] with the given expectations (`--strict`, say).
+fn judge_with(root: &Path, probe: &dyn NodeProbe, expect: &Expectations) -> Judgement {
     let opts = crate::pipeline::Options {
         threads: crate::pipeline::threads_from_env(),
         keep_allocations: true,
@@ -80,11 +85,10 @@ fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
         .flat_map(|d| [d.owner.pid, d.writer.pid])
         .collect();
     let facts = node::gather(probe, pids);
-    let expect = Expectations::default();
     let ctx = Context {
         now_unix_ms: crate::node::now_unix_ms(),
         node: Some(&facts),
-        expect: &expect,
+        expect,
     };
     let mut j = verdict::judge(cands, files, &ctx);
     crate::report::headline::fill(
@@ -281,6 +285,46 @@ fn writer_dead_or_pid_reused_is_fine() {
     let mut p = matching();
     p.processes.insert(WRITER, WRITER_TICKS + 5);
     assert!(accepted(&judge(inv.path(), &p)));
+}
+
+/// docs/format.md §8.9: under `--strict` each fact not checked rejects the
+/// rank with the code of the rule it would have decided: the owner's is
+/// KV108, the writer's KV109 (never a catch-all code).
+#[test]
+fn strict_rejects_an_unreadable_writer_as_kv109_and_owner_as_kv108() {
+    let inv = inventory(not_quiesced);
+    let mut p = matching();
+    p.processes_unreadable = Some("procfs hidden".into());
+    let expect = Expectations {
+        strict: true,
+        ..Expectations::default()
+    };
+    let j = judge_with(inv.path(), &p, &expect);
+    assert_eq!(j.groups[0].verdict, Verdict::Reject);
+    assert_eq!(j.exit_status(), 1);
+    for r in &j.groups[0].ranks {
+        let mut got: Vec<(String, String)> = r
+            .findings
+            .iter()
+            .map(|f| (f.code.to_string(), crate::report::render(&f.message)))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                (
+                    "KV108".to_string(),
+                    "not checked: owner: procfs hidden (--strict)".to_string()
+                ),
+                (
+                    "KV109".to_string(),
+                    "not checked: writer: procfs hidden (--strict)".to_string()
+                ),
+            ],
+            "rank {:?}",
+            r.rank
+        );
+    }
 }
 
 #[test]

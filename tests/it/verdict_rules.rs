@@ -510,3 +510,186 @@ fn a_handle_of_the_wrong_length_says_so_before_naming_a_bad_character() {
         "{m}"
     );
 }
+
+// ---- Consistency: the model's quantization (KV105) -------------------------
+
+/// A rank whose model quantization differs from the reference rank's is
+/// KV105, and the message writes each side as JSON would: a string quoted,
+/// an absent quantization as `null`. Killed mutant: the quantization's
+/// `Display` writing nothing.
+#[test]
+fn a_quantization_mismatch_names_both_values_quoted_or_null() {
+    let t = tempfile::tempdir().unwrap();
+    let g = Desc::new("vq", 0, 2, 1);
+    put_group(t.path(), "", &g);
+    let mut r1 = g.clone();
+    r1.rank = 1;
+    put(
+        t.path(),
+        "rank-1.json",
+        &r1.bytes_with(|v| v["model"]["quantization"] = json!("fp8")),
+    );
+    let (exit, v) = audit_json(t.path(), &[]);
+    assert_eq!(exit, 1, "{v:#}");
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    assert_eq!(
+        messages(rank(&v, "rank-1.json"), "KV105"),
+        ["model.quantization is \"fp8\" but rank 0 has null"],
+        "{v:#}"
+    );
+    assert!(
+        messages(rank(&v, "rank-0.json"), "KV105").is_empty(),
+        "{v:#}"
+    );
+}
+
+// ---- Consistency: the odd reference rank (KV110, KV105) --------------------
+
+/// The reference rank (rank 0) is compared with the others, not with
+/// itself: when it alone disagrees, a field on which more than half of the
+/// other parsed ranks agree rejects the reference too, naming it as the odd
+/// one (docs/format.md §5.6). Killed mutants: `odd_reference` doing nothing,
+/// its early return inverted, its count skipping the wrong row or
+/// multiplying instead of counting.
+#[test]
+fn a_reference_rank_that_alone_disagrees_is_named_the_odd_one() {
+    let t = tempfile::tempdir().unwrap();
+    let g = Desc::new("vo", 0, 4, 1);
+    put_group(t.path(), "", &g);
+    put(
+        t.path(),
+        "rank-0.json",
+        &g.bytes_with(|v| v["node"]["hostname"] = json!("gpu-node-99")),
+    );
+    let (exit, v) = audit_json(t.path(), &[]);
+    assert_eq!(exit, 1, "{v:#}");
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    let host = testkit::HOSTNAME.to_ascii_lowercase();
+    assert_eq!(
+        messages(rank(&v, "rank-0.json"), "KV110"),
+        [format!(
+            "node.hostname is gpu-node-99 here but 3 of the 3 other ranks have {host}: \
+             this rank is the odd one"
+        )],
+        "{v:#}"
+    );
+    for r in ["rank-1.json", "rank-2.json", "rank-3.json"] {
+        assert_eq!(messages(rank(&v, r), "KV110").len(), 1, "{r}: {v:#}");
+    }
+}
+
+/// With one other rank there is no majority to call the reference odd: a
+/// tp=2 group whose ranks disagree rejects only the rank compared with the
+/// reference (`others >= 2`).
+#[test]
+fn two_ranks_that_disagree_do_not_name_the_reference_odd() {
+    let t = tempfile::tempdir().unwrap();
+    let g = Desc::new("vo2", 0, 2, 1);
+    put_group(t.path(), "", &g);
+    put(
+        t.path(),
+        "rank-0.json",
+        &g.bytes_with(|v| v["node"]["hostname"] = json!("gpu-node-99")),
+    );
+    let (exit, v) = audit_json(t.path(), &[]);
+    assert_eq!(exit, 1, "{v:#}");
+    assert!(
+        messages(rank(&v, "rank-0.json"), "KV110").is_empty(),
+        "{v:#}"
+    );
+    assert_eq!(messages(rank(&v, "rank-1.json"), "KV110").len(), 1, "{v:#}");
+}
+
+/// A profile that declares the geometry decides it, even when every rank
+/// agrees with the reference: ranks whose geometry differs from the
+/// profile's are KV104 against the profile. Killed mutant: the profile's
+/// arm of the expected geometry deleted (the ranks then only compared
+/// with each other, and accepted).
+#[test]
+fn a_declared_geometry_is_checked_even_when_the_ranks_agree() {
+    let t = tempfile::tempdir().unwrap();
+    let g = Desc::new("vg", 0, 2, 1);
+    put_group(t.path(), "inv", &g);
+    let mut p = testkit::profile(&g);
+    p["geometry"]["num_blocks"] = json!(2048);
+    let profile = t.path().join("profile.json");
+    std::fs::write(&profile, testkit::to_bytes(&p)).unwrap();
+    let (exit, v) = audit_json(
+        &t.path().join("inv"),
+        &["--profile", profile.to_str().unwrap()],
+    );
+    assert_eq!(exit, 1, "{v:#}");
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    for r in ["rank-0.json", "rank-1.json"] {
+        let m = messages(rank(&v, r), "KV104");
+        assert_eq!(m.len(), 1, "{r}: {v:#}");
+        assert!(
+            m[0].starts_with("geometry.num_blocks is 1024 but the profile"),
+            "{r}: {m:?}"
+        );
+    }
+}
+
+/// The same for the model: a profile that declares it decides it, even
+/// when every rank agrees with the reference. Killed mutant: the profile's
+/// arm of the expected model deleted.
+#[test]
+fn a_declared_model_is_checked_even_when_the_ranks_agree() {
+    let t = tempfile::tempdir().unwrap();
+    let g = Desc::new("vm", 0, 2, 1);
+    put_group(t.path(), "inv", &g);
+    let mut p = testkit::profile(&g);
+    p["model"]["name"] = json!("another-model");
+    let profile = t.path().join("profile.json");
+    std::fs::write(&profile, testkit::to_bytes(&p)).unwrap();
+    let (exit, v) = audit_json(
+        &t.path().join("inv"),
+        &["--profile", profile.to_str().unwrap()],
+    );
+    assert_eq!(exit, 1, "{v:#}");
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    for r in ["rank-0.json", "rank-1.json"] {
+        let m = messages(rank(&v, r), "KV105");
+        assert_eq!(m.len(), 1, "{r}: {v:#}");
+        assert!(
+            m[0].starts_with("model.name is ") && m[0].contains("\"another-model\""),
+            "{r}: {m:?}"
+        );
+    }
+}
+
+// ---- Consistency: the profile's GPUs (KV106) --------------------------------
+
+/// A profile that lists fewer GPUs than the group has ranks (it declares no
+/// world size to be checked against) places no rank past its list: that
+/// rank is KV106 "the profile lists no GPU", the others are checked by their
+/// entry. Killed mutant: the arm for a rank past the list deleted (the rank
+/// then passed unplaced).
+#[test]
+fn a_rank_past_the_profiles_gpu_list_is_kv106() {
+    let t = tempfile::tempdir().unwrap();
+    let g = Desc::new("vgpu", 0, 2, 1);
+    put_group(t.path(), "inv", &g);
+    let p = json!({
+        "schema": "kvcr.profile/v1",
+        "engine_id": g.engine_id,
+        "gpus": [testkit::gpu(0, 0)],
+    });
+    let profile = t.path().join("profile.json");
+    std::fs::write(&profile, testkit::to_bytes(&p)).unwrap();
+    let (exit, v) = audit_json(
+        &t.path().join("inv"),
+        &["--profile", profile.to_str().unwrap()],
+    );
+    assert_eq!(exit, 1, "{v:#}");
+    assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
+    assert_eq!(
+        messages(rank(&v, "rank-1.json"), "KV106"),
+        ["the profile lists no GPU for rank 1"],
+        "{v:#}"
+    );
+    assert!(
+        messages(rank(&v, "rank-0.json"), "KV106").is_empty(),
+        "{v:#}"
+    );
+}
