@@ -29,6 +29,14 @@ fn messages(r: &Value, code: &str) -> Vec<String> {
         .collect()
 }
 
+/// Audits `dir/inv` with the profile `p`, written to `dir/profile.json`
+/// (outside the inventory).
+fn audit_with_profile(dir: &std::path::Path, p: &Value) -> (i32, Value) {
+    let profile = dir.join("profile.json");
+    std::fs::write(&profile, testkit::to_bytes(p)).unwrap();
+    audit_json(&dir.join("inv"), &["--profile", profile.to_str().unwrap()])
+}
+
 /// The messages of the group-level findings with `code`.
 fn group_messages(v: &Value, code: &str) -> Vec<String> {
     v["groups"][0]["findings"]
@@ -612,12 +620,7 @@ fn a_declared_geometry_is_checked_even_when_the_ranks_agree() {
     put_group(t.path(), "inv", &g);
     let mut p = testkit::profile(&g);
     p["geometry"]["num_blocks"] = json!(2048);
-    let profile = t.path().join("profile.json");
-    std::fs::write(&profile, testkit::to_bytes(&p)).unwrap();
-    let (exit, v) = audit_json(
-        &t.path().join("inv"),
-        &["--profile", profile.to_str().unwrap()],
-    );
+    let (exit, v) = audit_with_profile(t.path(), &p);
     assert_eq!(exit, 1, "{v:#}");
     assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
     for r in ["rank-0.json", "rank-1.json"] {
@@ -640,12 +643,7 @@ fn a_declared_model_is_checked_even_when_the_ranks_agree() {
     put_group(t.path(), "inv", &g);
     let mut p = testkit::profile(&g);
     p["model"]["name"] = json!("another-model");
-    let profile = t.path().join("profile.json");
-    std::fs::write(&profile, testkit::to_bytes(&p)).unwrap();
-    let (exit, v) = audit_json(
-        &t.path().join("inv"),
-        &["--profile", profile.to_str().unwrap()],
-    );
+    let (exit, v) = audit_with_profile(t.path(), &p);
     assert_eq!(exit, 1, "{v:#}");
     assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
     for r in ["rank-0.json", "rank-1.json"] {
@@ -675,12 +673,7 @@ fn a_rank_past_the_profiles_gpu_list_is_kv106() {
         "engine_id": g.engine_id,
         "gpus": [testkit::gpu(0, 0)],
     });
-    let profile = t.path().join("profile.json");
-    std::fs::write(&profile, testkit::to_bytes(&p)).unwrap();
-    let (exit, v) = audit_json(
-        &t.path().join("inv"),
-        &["--profile", profile.to_str().unwrap()],
-    );
+    let (exit, v) = audit_with_profile(t.path(), &p);
     assert_eq!(exit, 1, "{v:#}");
     assert_eq!(v["groups"][0]["verdict"], "reject", "{v:#}");
     assert_eq!(
