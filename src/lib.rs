@@ -34,53 +34,28 @@
 
 #[deny(missing_docs)]
 pub mod api;
-pub(crate) mod app;
-pub(crate) mod audit;
 pub(crate) mod cli;
-pub mod content;
-pub(crate) mod cuda_ffi;
-pub(crate) mod derive;
-pub mod descriptor;
-pub(crate) mod error;
-pub(crate) mod examine;
-pub mod exit;
-pub mod finding;
-pub(crate) mod ids;
+pub(crate) mod commands;
+pub(crate) mod format;
 pub(crate) mod import;
-pub(crate) mod import_spec;
-pub(crate) mod input;
-pub(crate) mod inventory;
-pub(crate) mod merge;
-pub(crate) mod node;
-pub(crate) mod pipeline;
-pub mod profile;
-pub mod rankset;
+pub(crate) mod io;
 pub(crate) mod report;
-pub mod schema;
-pub(crate) mod seal;
-pub(crate) mod settings;
-pub(crate) mod text;
-pub(crate) mod timefmt;
-pub(crate) mod verdict;
-pub(crate) mod version;
-pub mod writer;
+pub(crate) mod rules;
 
-pub use version::VERSION;
+pub use api::writer;
+pub use format::version::VERSION;
+pub use format::{content, descriptor, exit, finding, profile, rankset, schema};
 
 // The test builders are the dev-only crate crates/kvcr-testkit (a
 // dev-dependency); the unit tests name it `crate::testkit`.
 #[cfg(test)]
 use kvcr_testkit as testkit;
-#[cfg(test)]
-mod tests_pipeline;
-#[cfg(test)]
-mod tests_typed_messages;
 
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).
 pub fn run() -> i32 {
     match cli::parse() {
-        Ok(cli) => app::run(cli),
+        Ok(cli) => cli::app::run(cli),
         Err(e) => parse_error(e),
     }
 }
@@ -117,9 +92,10 @@ fn parse_error(e: clap::Error) -> i32 {
             Some(c) => format!("run `kvcr {c} --help`"),
             None => "run `kvcr --help`".to_string(),
         };
-        let mut f = error::Failure::usage(message, Some(hint)).of_kind(error::Kind::Usage);
+        let mut f = crate::format::failure::Failure::usage(message, Some(hint))
+            .of_kind(crate::format::failure::Kind::Usage);
         f.status = status;
-        app::print_error_document(&f, command);
+        cli::app::print_error_document(&f, command);
     }
     cli::print_error(&e);
     status
@@ -138,6 +114,6 @@ pub fn command() -> clap::Command {
 /// dashboard printing a report) prints it the same way with these.
 #[deny(missing_docs)]
 pub mod display {
-    pub use crate::report::json::write as write_json;
-    pub use crate::text::{is_dangerous, terminal};
+    pub use crate::format::json::write as write_json;
+    pub use crate::format::text::{is_dangerous, terminal};
 }

@@ -1,19 +1,14 @@
 //! Printers: the table, the JSON document, Prometheus text, the group
 //! headline (cause and action, picked by causal order in `headline.rs`),
-//! `explain` texts (terminal sanitising lives in `crate::text`). The verdict core judges and
+//! `explain` texts (terminal sanitising lives in `crate::format::text`). The verdict core judges and
 //! words each finding; this module never judges.
 
 pub mod explain;
 pub mod headline;
-pub mod json;
-pub mod message;
 pub mod prometheus;
 pub mod table;
-pub mod wire;
 
-pub use message::render;
-
-use crate::error::Failure;
+use crate::format::failure::Failure;
 use std::io::{self, IsTerminal, Write};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -127,7 +122,7 @@ pub fn emit(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Fail
     let mut lock = io::BufWriter::new(io::stdout().lock());
     match f(&mut lock).and_then(|_| lock.flush()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Failure::new(
-            crate::exit::USAGE,
+            crate::format::exit::USAGE,
             format!("cannot write the report: {e}"),
         )),
         _ => Ok(()),
