@@ -54,56 +54,12 @@ use kvcr_testkit as testkit;
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).
 pub fn run() -> i32 {
-    match cli::parse() {
-        Ok(cli) => cli::app::run(cli),
-        Err(e) => parse_error(e),
-    }
-}
-
-/// A command line clap refused: printed as clap prints it, and, when it
-/// asked for `--format json`, also as the `kvcr.error/v1` document on
-/// stdout (a script reading stdout always gets one document).
-fn parse_error(e: clap::Error) -> i32 {
-    use clap::error::ErrorKind;
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let json = args.iter().enumerate().any(|(i, a)| {
-        a == "--format=json" || (a == "--format" && args.get(i + 1).is_some_and(|v| v == "json"))
-    });
-    let status = e.exit_code();
-    let shown = matches!(
-        e.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    );
-    if json && !shown {
-        let command = args
-            .first()
-            .and_then(|a| a.to_str())
-            .filter(|a| command().get_subcommands().any(|s| s.get_name() == *a));
-        let text = e.render().to_string();
-        let message = text
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("error: ")
-            .to_string();
-        let hint = match command {
-            Some(c) => format!("run `kvcr {c} --help`"),
-            None => "run `kvcr --help`".to_string(),
-        };
-        let mut f = crate::format::failure::Failure::usage(message, Some(hint))
-            .of_kind(crate::format::failure::Kind::Usage);
-        f.status = status;
-        cli::app::print_error_document(&f, command);
-    }
-    cli::print_error(&e);
-    status
+    cli::main()
 }
 
 /// The command-line definition, for rendering man pages and completions.
 pub fn command() -> clap::Command {
-    <cli::Cli as clap::CommandFactory>::command()
+    cli::command()
 }
 
 /// Terminal safety (docs/format.md §9.6): the rule by which kvcr escapes

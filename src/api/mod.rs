@@ -24,12 +24,12 @@
 //! documents carry their own `schema` (`kvcr.audit-report/v1`,
 //! `kvcr.examine/v1`, `kvcr.import-plan/v1`, `kvcr.import-report/v1`).
 
-use crate::commands::settings::Inventory;
 use crate::format::descriptor::parse_descriptor;
 use crate::format::failure::Failure;
 use crate::format::finding::Code;
 use crate::format::json;
 use crate::format::rankset::RankSet;
+use crate::io::audit::Inventory;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -226,10 +226,17 @@ pub fn message_text(m: &crate::format::finding::Message) -> String {
 /// `--max-age` and `--max-report-age`: plain seconds or a number with the
 /// unit s, m, h or d, in seconds.
 pub fn parse_age(s: &str) -> Result<u64, Error> {
-    crate::cli::parse_age(s).map_err(|e| Error::usage(format!("max_age: {e}")))
+    crate::format::timefmt::parse_age(s).map_err(|e| Error::usage(format!("max_age: {e}")))
 }
 
-/// The inventory settings the command line would resolve from these options.
+/// `KVCR_NODE_FACTS` when set and not empty.
+fn node_facts_from_env() -> Option<PathBuf> {
+    std::env::var_os(crate::io::node::facts_file::ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The inventory the command line would judge with these options.
 fn inventory(
     root: &Path,
     profile: Option<&Profile>,
@@ -238,16 +245,24 @@ fn inventory(
 ) -> Result<Inventory, Error> {
     let engine = engine
         .map(|e| {
-            crate::cli::parse_engine_id(e).map_err(|m| Error::usage(format!("engine {e:?}: {m}")))
+            crate::format::descriptor::EngineId::parse(e)
+                .map_err(|m| Error::usage(format!("engine {e:?}: {m}")))
         })
         .transpose()?;
     let from_env = matches!(profile, Some(Profile::FromEnv(_)));
     let (path, loaded) = match profile {
         None => (None, None),
-        Some(Profile::Path(p) | Profile::FromEnv(p)) => (
-            Some(p.clone()),
-            Some(crate::commands::settings::load_profile(p, from_env)?),
-        ),
+        Some(Profile::Path(p) | Profile::FromEnv(p)) => {
+            let shown = if from_env {
+                format!("{} (from $KVCR_PROFILE)", p.display())
+            } else {
+                p.display().to_string()
+            };
+            (
+                Some(p.clone()),
+                Some(crate::io::audit::load_profile(p, &shown)?),
+            )
+        }
         Some(Profile::Json(bytes)) => {
             let p = crate::format::profile::parse_profile(bytes).map_err(|e| Error::Usage {
                 message: format!("bad profile: {e}"),
@@ -256,17 +271,23 @@ fn inventory(
             (None, Some(p))
         }
     };
-    let args = crate::cli::InventoryArgs {
+    crate::io::audit::check_engine(loaded.as_ref(), engine.as_ref())?;
+    Ok(Inventory {
         root: Some(root.to_path_buf()),
-        profile: path,
-        engine,
-        min_epoch: o.min_epoch,
-        max_age: o.max_age_s,
-        local_ranks: o.local_ranks.clone(),
-        incarnation: o.incarnation,
-        profile_from_env: from_env,
-    };
-    Ok(Inventory::resolve_loaded(&args, loaded)?)
+        profile_from_env: path.is_some() && from_env,
+        profile_path: path,
+        expect: crate::rules::Expectations {
+            engine,
+            profile: loaded,
+            min_epoch: o.min_epoch,
+            max_age_s: o.max_age_s,
+            local_ranks: o.local_ranks.clone(),
+            incarnation: o.incarnation,
+            strict: false,
+        },
+        threads: crate::io::pipeline::threads_from_env(),
+        node_facts: node_facts_from_env(),
+    })
 }
 
 /// Audits the inventory at `root`: the `kvcr.audit-report/v1` document
@@ -292,7 +313,7 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
         progress: false,
         width: None,
     };
-    crate::io::audit::print_audit(&mut out, &printer, &run, None)
+    crate::report::audit::print_audit(&mut out, &printer, &run, None)
         .map_err(|e| Error::usage(format!("cannot render the report: {e}")))?;
     Ok(Document {
         text: String::from_utf8_lossy(&out).into_owned(),

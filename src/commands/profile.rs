@@ -8,12 +8,27 @@
 //! the engine's configuration. A rejected group prints nothing on stdout
 //! and exits 1 naming why.
 
-use crate::commands::settings::Inventory;
 use crate::format::exit;
 use crate::format::failure::Failure;
-use crate::report::emit;
+use crate::io::audit::Inventory;
+use crate::io::output::emit;
 use crate::rules::{GroupVerdict, Verdict};
+use clap::Args;
 use serde_json::{json, Value};
+use std::path::PathBuf;
+
+#[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// Inventory root directory (default: $KVCR_INVENTORY, else /var/lib/kvcr/inventory).
+    #[arg(value_name = "ROOT", env = "KVCR_INVENTORY")]
+    pub root: Option<PathBuf>,
+    /// The group to derive the profile of (required when the inventory holds several).
+    #[arg(long, value_name = "ID", value_parser = super::args::parse_engine_id)]
+    pub engine: Option<crate::format::descriptor::EngineId>,
+    /// Pin the current owner lifetime of the group that has this incarnation.
+    #[arg(long, value_name = "UUID")]
+    pub incarnation: Option<uuid::Uuid>,
+}
 
 /// What a derived profile's `derived.review` says.
 pub const REVIEW: &str = "derived by kvcr profile from the very inventory it is meant to check: \

@@ -4,9 +4,27 @@
 use crate::api::writer;
 use crate::format::exit;
 use crate::format::failure::Failure;
-use crate::report::emit;
+use crate::io::output::emit;
+use clap::Args;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug, Clone)]
+pub struct SealArgs {
+    /// Descriptor files to seal (rank-<R>.json).
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print nothing on success; refusals still go to stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DigestArgs {
+    /// The descriptor (or any JSON object) file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
 
 /// `kvcr seal FILE…`: check every file, then write them (docs/format.md §3.5, §6.1).
 pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {

@@ -14,6 +14,7 @@ pub mod ids;
 pub mod json;
 pub mod message;
 pub mod meta;
+pub mod names;
 pub mod profile;
 pub mod rankset;
 pub mod schema;

@@ -62,3 +62,46 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
     }
 }
+
+/// The largest `--min-epoch` and `--max-age` (in seconds): the profile's
+/// bound for `min_epoch` and `max_age_s` (docs/format.md §5.4: one rule for
+/// both, 0 included).
+pub const I63_MAX: u64 = i64::MAX as u64;
+
+/// `--max-age`: plain seconds or a number with the unit s, m, h or d, in seconds.
+pub fn parse_age(s: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("{s:?} is not an age: use seconds (300) or a number with s, m, h or d (5m, 2h, 1d)")
+    };
+    let (digits, mult) = match s.as_bytes().last() {
+        Some(b's') => (&s[..s.len() - 1], 1),
+        Some(b'm') => (&s[..s.len() - 1], 60),
+        Some(b'h') => (&s[..s.len() - 1], 3600),
+        Some(b'd') => (&s[..s.len() - 1], 86400),
+        _ => (s, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|&n| n <= I63_MAX)
+        .ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests_age {
+    use super::parse_age;
+
+    #[test]
+    fn ages_take_units() {
+        assert_eq!(parse_age("90"), Ok(90));
+        assert_eq!(parse_age("15m"), Ok(900));
+        assert_eq!(parse_age("2h"), Ok(7200));
+        assert_eq!(parse_age("1d"), Ok(86400));
+        assert!(parse_age("1.5h").is_err());
+        assert!(parse_age("-1").is_err());
+    }
+}

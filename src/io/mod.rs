@@ -10,6 +10,7 @@ pub mod cuda_ffi;
 pub mod examine;
 pub mod inventory;
 pub mod node;
+pub mod output;
 pub mod pipeline;
 pub mod safe_file;
 

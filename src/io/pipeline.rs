@@ -17,8 +17,9 @@
 //! CPUs this process may run on.
 
 use crate::format::descriptor::parse_descriptor_with;
+use crate::format::names::display_path;
 use crate::io::inventory::{
-    display_path, Entry, EntryKind, InventoryError, InventoryRoot, Listed, ReadJob, Reader,
+    Entry, EntryKind, InventoryError, InventoryRoot, Listed, ReadJob, Reader,
 };
 use crate::rules::{Candidate, FileVerdict};
 use std::collections::VecDeque;

@@ -10,7 +10,7 @@
 
 use crate::format::finding::{Code, Finding, Subject};
 use crate::format::message::render;
-use crate::io::inventory::parse_rank_name;
+use crate::format::names::parse_rank_name;
 use crate::rules::{compress_ranks, FileVerdict, GroupVerdict, Judgement, Verdict};
 use std::ffi::OsStr;
 

@@ -170,7 +170,7 @@ pub fn created_after(created: u64, written: u64) -> bool {
 /// by the audit's own name parser. Merge and the fleet gate both ask this.
 pub fn file_names_rank(path: &str, rank: Option<u64>) -> bool {
     let file = path.rsplit('/').next().unwrap_or_default();
-    crate::io::inventory::parse_rank_name(std::ffi::OsStr::new(file)) == Some(rank)
+    crate::format::names::parse_rank_name(std::ffi::OsStr::new(file)) == Some(rank)
 }
 
 /// How far in the future a report may be dated: the descriptors' clock

@@ -11,7 +11,7 @@
 use super::{Check, Row};
 use crate::format::descriptor::{Descriptor, GpuKind, GpuUuid};
 use crate::format::finding::{Code, Finding};
-use crate::io::node::{Fact, Gpus, NodeFacts};
+use crate::rules::facts::{Fact, Gpus, NodeFacts};
 
 /// True when this node's hostname is known and is not the descriptor's.
 /// Hostnames are compared ASCII case-insensitively, as DNS names are.
@@ -234,7 +234,7 @@ fn handle_exposure(row: &mut Row, d: &Descriptor) {
 #[cfg(test)]
 mod tests {
     use crate::format::descriptor::parse_descriptor;
-    use crate::io::node::{Fact, Gpus, NodeFacts};
+    use crate::rules::facts::{Fact, Gpus, NodeFacts};
     use crate::rules::{judge, Candidate, Context, Expectations, Judgement, Verdict};
     use crate::testkit::{self, Desc};
     use std::collections::BTreeMap;

@@ -8,6 +8,7 @@
 pub(crate) mod across;
 mod claims;
 mod consistency;
+pub mod facts;
 pub(crate) mod fleet;
 mod handles;
 mod incarnation;
@@ -26,7 +27,7 @@ use crate::format::descriptor::{Geometry, Model};
 use crate::format::finding::{Code, Finding};
 use crate::format::profile::Profile;
 use crate::format::rankset::RankSet;
-use crate::io::node::NodeFacts;
+use crate::rules::facts::NodeFacts;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -383,7 +384,7 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
     let mut hints: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     for f in &files {
         let name = f.path.rsplit('/').next().unwrap_or(&f.path);
-        if let Some(Some(rank)) = crate::io::inventory::parse_rank_name(std::ffi::OsStr::new(name))
+        if let Some(Some(rank)) = crate::format::names::parse_rank_name(std::ffi::OsStr::new(name))
         {
             let codes: Vec<&str> = f
                 .findings

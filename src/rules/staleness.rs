@@ -7,7 +7,7 @@ use super::{Context, Row};
 use crate::format::descriptor::Descriptor;
 use crate::format::finding::{Code, Finding, Message};
 use crate::format::profile::Profile;
-use crate::io::node::{Fact, NodeFacts};
+use crate::rules::facts::{Fact, NodeFacts};
 
 /// How far in the future a descriptor may be dated (clock skew between the
 /// owner and this run) before, with a maximum age, it is KV108.

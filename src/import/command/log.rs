@@ -85,7 +85,7 @@ pub fn record(r: &Report, event: Event, now_ms: u64) -> Value {
 /// `O_APPEND | O_NOFOLLOW` and written with one `write`, then `fsync`ed.
 /// Only a regular file with one link is written.
 pub fn append(path: &Path, line: &[u8]) -> Result<(), String> {
-    let shown = crate::io::inventory::display_path(path);
+    let shown = crate::format::names::display_path(path);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             std::fs::DirBuilder::new()
@@ -169,7 +169,7 @@ pub fn write(t: &Target, r: &Report, event: Event, quiet: bool) {
     }
     let rec = record(r, event, crate::io::node::now_unix_ms());
     let line = rec.to_string();
-    let shown = crate::io::inventory::display_path(&t.file);
+    let shown = crate::format::names::display_path(&t.file);
     let file = append(&t.file, line.as_bytes());
     let message = format!(
         "kvcr import: {} {} of {} (epoch {}): {}",

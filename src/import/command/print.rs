@@ -7,7 +7,8 @@ use crate::format::text::{human_bytes, terminal};
 use crate::import::command::report::{Mode, Report, ResultKind};
 use crate::import::command::run::Done;
 use crate::import::{Cause, Step};
-use crate::report::{self, emit, Format, Printer, Verbosity};
+use crate::io::output::emit;
+use crate::report::{self, Format, Printer, Verbosity};
 use std::io::{self, Write};
 
 /// A hold has imported every rank: the table now (the closing lines come
@@ -40,7 +41,7 @@ pub fn done(p: &Printer, done: &Done) -> Result<(), Failure> {
         return emit(|out| crate::format::json::write(out, &r));
     }
     if let Some(run) = &done.audit {
-        emit(|out| crate::io::audit::print_audit(out, p, run, None))?;
+        emit(|out| crate::report::audit::print_audit(out, p, run, None))?;
     }
     // A hold printed its table when it was ready.
     let held_already = r.mode == Mode::Hold && r.result == ResultKind::Imported;

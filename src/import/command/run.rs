@@ -6,7 +6,6 @@
 //! stdout are [`crate::import::command::setup`]'s): tests drive [`import`] with a described
 //! node, a simulated backend and an interrupt closure.
 
-use crate::commands::settings::Inventory;
 use crate::format::failure::Failure;
 use crate::import::command::ready_file::{ready_content, ReadyFile};
 use crate::import::command::report::{
@@ -18,8 +17,9 @@ use crate::import::plan::select::Plan;
 use crate::import::{
     execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, Step, StepFailure,
 };
-use crate::io::audit::{self, AuditRun};
+use crate::io::audit::Inventory;
 use crate::io::node::NodeProbe;
+use crate::report::audit::AuditRun;
 use std::path::Path;
 use std::time::Duration;
 
@@ -219,7 +219,7 @@ fn prepare_ready_file(req: &Request, run: &Action) -> Result<Option<ReadyFile>, 
     else {
         return Ok(None);
     };
-    audit::refuse_inside_inventory(req.inventory, p, "--ready-file")?;
+    crate::io::output::refuse_inside_root(&req.inventory.root()?, p, "--ready-file")?;
     let ready = ReadyFile::prepare(p).map_err(|e| {
         Failure::usage(
             format!("cannot prepare --ready-file {}: {e}", p.display()),

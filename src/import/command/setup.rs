@@ -2,20 +2,20 @@
 //! (or the test-only one `KVCR_IMPORT_BACKEND` names, resolved in
 //! [`crate::commands::settings::Import`]), SIGINT/SIGTERM, and the printers.
 
-use crate::commands::settings;
 use crate::format::failure::Failure;
 use crate::import::command::report::Mode;
 use crate::import::command::run::{import, Action, Gpu, Request};
 use crate::import::command::{print, signals};
 use crate::import::engine::cuda::{CudaBackend, DriverError};
 use crate::import::engine::sim::{BackendSpec, Faults, Injected};
+use crate::import::spec::Import;
 use crate::import::Backend;
 use crate::report::Verbosity;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// `kvcr import`.
-pub fn run(s: &settings::Import) -> Result<i32, Failure> {
+pub fn run(s: &Import) -> Result<i32, Failure> {
     let p = &s.printer;
     let spec = &s.backend;
     let probe = crate::io::audit::probe_node(s.inventory.node_facts.as_deref())
@@ -47,8 +47,8 @@ pub fn run(s: &settings::Import) -> Result<i32, Failure> {
     // The import log is never inside the inventory (exit 2, before anything
     // is imported); a dry run writes none.
     if s.mode != Mode::DryRun {
-        crate::io::audit::refuse_inside_inventory(
-            &s.inventory,
+        crate::io::output::refuse_inside_root(
+            &s.inventory.root()?,
             &s.import_log.file,
             crate::import::command::log::ENV,
         )?;

@@ -4,14 +4,14 @@
 //! directories and judged against a described node.
 
 use super::*;
-use crate::cli::InventoryArgs;
-use crate::commands::settings::Inventory;
+use crate::commands::args::InventoryArgs;
 use crate::format::descriptor::{Allocation, GpuUuid, Handle, Owner};
 use crate::format::failure::Failure;
 use crate::import::command::print;
 use crate::import::command::report::{Mode, Report, ResultKind};
 use crate::import::command::run::{self, Action, Done, Gpu, Request};
 use crate::import::engine::sim::{Faults, SimBackend, SimEvent};
+use crate::io::audit::Inventory;
 use crate::io::node::{Fact, FakeProbe, Gpus};
 use crate::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
 use std::cell::RefCell;
@@ -475,7 +475,7 @@ fn args(root: &Path, engine: Option<&str>) -> Inventory {
     d.group = u32::from(e == "mixtral-b");
     let profile = root.join(format!("profile-{e}.json"));
     testkit::put_profile(&profile, &d);
-    Inventory::resolve(&InventoryArgs {
+    crate::commands::settings::inventory(&InventoryArgs {
         root: Some(root.to_path_buf()),
         profile: Some(profile),
         profile_from_env: false,

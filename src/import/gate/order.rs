@@ -17,14 +17,15 @@
 //! A real import and the readiness gate stop at the first refusal; a dry
 //! run collects each refusal the real import would stop at and goes on.
 
-use crate::commands::settings::Inventory;
 use crate::format::descriptor::Descriptor;
 use crate::format::failure::Failure;
 use crate::import::command::report::{rejecting_files, Mode, Report};
 use crate::import::gate::checks::{self, Refusal};
 use crate::import::plan::select::{self, Plan};
-use crate::io::audit::{self, AuditRun, Audited};
+use crate::io::audit::Inventory;
+use crate::io::audit::{self, Audited};
 use crate::io::node::NodeProbe;
+use crate::report::audit::AuditRun;
 use crate::rules::{GroupVerdict, Verdict};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -17,7 +17,7 @@ use crate::import::gate::order::{self, Answer, Gated, Gates};
 pub use crate::import::plan::document::{ImportPlan, Origin};
 
 /// The origin of a plan made from this audit: its clock, node and root.
-pub fn origin(a: &crate::io::audit::AuditRun) -> Origin {
+pub fn origin(a: &crate::report::audit::AuditRun) -> Origin {
     Origin {
         generated_unix_ms: a.now_ms,
         host: a.meta.host.clone(),

@@ -6,9 +6,9 @@
 //! component with `O_NOFOLLOW`. No symlink is ever followed; a symlink met at
 //! open time is reported as [`OpenError::Symlink`].
 
-use super::display_path;
 use crate::format::descriptor::MAX_FILE_BYTES;
 use crate::format::finding::{Code, Finding};
+use crate::format::names::display_path;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 use std::fs::{File, Metadata};
@@ -254,7 +254,7 @@ pub fn readlink_beneath(dir: BorrowedFd<'_>, rel: &Path) -> Result<Vec<u8>, Open
 /// `"symlink to <target>"`, or `"symlink"` when the target cannot be read.
 pub fn symlink_description(dir: BorrowedFd<'_>, rel: &Path) -> String {
     match readlink_beneath(dir, rel) {
-        Ok(t) => format!("symlink to {}", super::display_bytes(&t)),
+        Ok(t) => format!("symlink to {}", crate::format::names::display_bytes(&t)),
         Err(_) => "symlink".to_string(),
     }
 }

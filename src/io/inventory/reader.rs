@@ -7,9 +7,10 @@
 
 use super::open::{self, FileId};
 use super::perms::{findings_of, permission_issues};
-use super::{display_path, Entry, EntryKind};
+use super::{Entry, EntryKind};
 use crate::format::descriptor::MAX_FILE_BYTES;
 use crate::format::finding::{Code, Finding};
+use crate::format::names::display_path;
 use rustix::fs::Stat;
 use std::fs::File;
 use std::os::fd::BorrowedFd;

@@ -2,6 +2,7 @@ use super::open::{self, FileId, Strategy};
 use super::*;
 use crate::format::descriptor::MAX_FILE_BYTES;
 use crate::format::finding::{Code, Severity};
+use crate::format::names::{classify_name, display_path, is_staging_name, parse_rank_name};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::fd::AsFd;

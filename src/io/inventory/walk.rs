@@ -11,11 +11,9 @@ use super::beneath::{Beneath, Now};
 use super::open::{self, mode_type_name, mount_id, FileId, OpenError};
 use super::perms::{findings_of, permission_issues, PermIssue};
 use super::reader::{ReadJob, Reader};
-use super::{
-    classify_name, display_path, parse_rank_name, Entry, EntryKind, InventoryError, ScanStats,
-    MAX_DESCRIPTOR_DEPTH,
-};
+use super::{Entry, EntryKind, InventoryError, ScanStats};
 use crate::format::finding::{Code, Finding};
+use crate::format::names::{classify_name, display_path, parse_rank_name, MAX_DESCRIPTOR_DEPTH};
 use rustix::fs::Stat;
 use std::fs::{File, Metadata};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -443,7 +441,7 @@ impl Walker<'_> {
             let entry = sc.with_inherited(sc.entry(rel, kind, findings), &at);
             return Step::entry(entry).skip_dir(true);
         }
-        if crate::io::inventory::is_staging_name(name) {
+        if crate::format::names::is_staging_name(name) {
             // A staging leftover's name (§2.2) on a directory: a writer
             // that stages a whole directory and renames it into place
             // was interrupted. What it holds was never published, so it
