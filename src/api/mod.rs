@@ -582,14 +582,14 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         &audit_options,
     )?;
     let probe = crate::io::audit::probe_node(inv.node_facts.as_deref()).map_err(Error::usage)?;
-    let req = crate::import::gate::order::Gates {
+    let req = crate::import::gate::order::Inputs {
         inventory: &inv,
         fleet_report: o.fleet_report.as_deref(),
         max_report_age_s: o.max_report_age_s,
         probe: probe.as_ref(),
         progress: false,
     };
-    match crate::import::gate::readiness::gate(&req) {
+    match crate::import::gate::readiness::ask(&req) {
         Ok(plan) => Document::of(&plan, crate::format::exit::OK),
         Err(crate::import::gate::readiness::NotReady::Usage(f)) => Err(f.into()),
         Err(crate::import::gate::readiness::NotReady::Refused(report)) => {
@@ -603,7 +603,7 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
 }
 
 /// One line saying why the gate refused.
-fn first_reason(r: &crate::import::command::report::Report) -> String {
+fn first_reason(r: &crate::import::report::Report) -> String {
     if let Some(x) = r.refusals.first() {
         return x.message.clone();
     }

@@ -31,7 +31,7 @@ use crate::format::json;
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -88,7 +88,7 @@ pub fn content_member(
     Ok(serde_json::json!({
         "page_bytes": c.page_bytes,
         "pages": c.pages,
-        "sha256": crate::format::content::hex(&c.sha256),
+        "sha256": crate::format::hex::encode(&c.sha256),
     }))
 }
 
@@ -244,7 +244,8 @@ pub fn write_atomic(
 /// A file as kvcr found it before sealing or hashing.
 struct Read1 {
     bytes: Vec<u8>,
-    meta: fs::Metadata,
+    /// The inode that was read.
+    meta: rustix::fs::Stat,
 }
 
 /// Reads a regular file that is not a symlink, at most 1 MiB, without ever
@@ -268,29 +269,23 @@ fn read_regular(path: &Path) -> Result<Read1, Error> {
             lmeta.len()
         )));
     }
-    // Classified through O_PATH|O_NOFOLLOW and reopened as that inode: a
-    // FIFO, device or symlink swapped in since the lstat is never opened.
-    let (f, st) = crate::io::safe_file::open_no_follow(path).map_err(|e| match e {
-        crate::io::safe_file::NotOpened::NotRegular(what) => {
+    // The one safe reader: classified through O_PATH|O_NOFOLLOW and
+    // reopened as that inode, so a FIFO, device or symlink swapped in since
+    // the lstat is never opened.
+    use crate::io::safe_file::{read, Links, NotRead};
+    let (bytes, st) = read(path, Links::Refuse, MAX_FILE_BYTES).map_err(|e| match e {
+        NotRead::NotRegular(what) => {
             Error::Refused(format!("{shown} is {what}, not a regular file"))
         }
-        crate::io::safe_file::NotOpened::Io(e) => Error::io(format!("cannot open {shown}"))(e),
+        NotRead::TooLarge { .. } => Error::Refused(format!("{shown} is over the 1 MiB limit")),
+        NotRead::Io(e) => Error::io(format!("cannot read {shown}"))(e),
     })?;
     if st.st_dev != lmeta.dev() || st.st_ino != lmeta.ino() {
         return Err(Error::Refused(format!(
             "{shown} changed while being opened"
         )));
     }
-    let meta = f
-        .metadata()
-        .map_err(Error::io(format!("cannot stat {shown}")))?;
-    let mut bytes = Vec::new();
-    f.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(Error::io(format!("cannot read {shown}")))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(Error::Refused(format!("{shown} is over the 1 MiB limit")));
-    }
+    let meta = st;
     Ok(Read1 { bytes, meta })
 }
 
@@ -317,6 +312,20 @@ fn identity(m: &fs::Metadata) -> (u64, u64, u64, i64, i64) {
     (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec())
 }
 
+/// [`identity`] of the inode that was read.
+// Field widths differ between architectures: the casts are not no-ops
+// everywhere.
+#[allow(clippy::unnecessary_cast)]
+fn stat_identity(s: &rustix::fs::Stat) -> (u64, u64, u64, i64, i64) {
+    (
+        s.st_dev as u64,
+        s.st_ino as u64,
+        s.st_size as u64,
+        s.st_mtime as i64,
+        s.st_mtime_nsec as i64,
+    )
+}
+
 impl SealPlan {
     /// True when the file would not change.
     pub fn already_sealed(&self) -> bool {
@@ -329,10 +338,10 @@ impl SealPlan {
 pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
     let shown = path.display().to_string();
     let r = read_regular(path)?;
-    if r.meta.nlink() > 1 {
+    if r.meta.st_nlink > 1 {
         return Err(Error::Refused(format!(
             "{shown} has {} hard links; replacing it would leave the others unsealed",
-            r.meta.nlink()
+            r.meta.st_nlink
         )));
     }
     let bytes = seal_text(&r.bytes).map_err(|e| match e {
@@ -348,9 +357,9 @@ pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
     Ok(SealPlan {
         path: path.to_path_buf(),
         bytes: (bytes != r.bytes).then_some(bytes),
-        mode: r.meta.mode(),
-        owner: (r.meta.uid(), r.meta.gid()),
-        seen: identity(&r.meta),
+        mode: r.meta.st_mode,
+        owner: (r.meta.st_uid, r.meta.st_gid),
+        seen: stat_identity(&r.meta),
     })
 }
 

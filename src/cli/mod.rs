@@ -147,7 +147,7 @@ pub fn run(cli: Cli) -> i32 {
         // The `/proc` test hook changes what every file is opened through
         // (docs/format.md §11): announced before the command runs, by the
         // command line, never by the library.
-        if let Some(n) = crate::io::node::proc::ProcFs::system().note() {
+        if let Some(n) = crate::io::procfs::ProcFs::system().note() {
             crate::io::output::print_note(n);
         }
     }

@@ -101,7 +101,7 @@ impl Command {
     }
 
     /// Whether the command opens files or reads `/proc` (through
-    /// [`crate::io::node::proc::ProcFs::system`]); `explain`, `completions`
+    /// [`crate::io::procfs::ProcFs::system`]); `explain`, `completions`
     /// and `schema` print built-in text only.
     pub fn reads_files(&self) -> bool {
         !matches!(

@@ -132,11 +132,6 @@ pub fn digest_content(
     })
 }
 
-/// 64 lowercase hex digits.
-pub(crate) fn hex(sha: &[u8; 32]) -> String {
-    sha.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,7 +220,7 @@ mod tests {
         };
         let d = digest_content(10_000, 100, 4096, 3, &mut flipped).unwrap();
         assert_ne!(d.sha256, c.sha256);
-        assert_eq!(hex(&c.sha256).len(), 64);
+        assert_eq!(crate::format::hex::encode(&c.sha256).len(), 64);
     }
 
     #[test]

@@ -8,7 +8,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// What `kvcr --version` prints after `kvcr `: the git commit this binary
 /// was built from (12 hex digits, or `unknown` outside a git checkout), the
 /// build date (YYYY-MM-DD UTC, `SOURCE_DATE_EPOCH` when set) and the CUDA
-/// header version the declarations of `src/cuda_ffi.rs` follow (the same
+/// header version the declarations of `src/io/cuda_ffi.rs` follow (the same
 /// `cuda-NNNNN` the cudarc dev-dependency is built with, for the GPU proof's
 /// owner); the driver itself is loaded at run time and may be newer.
 pub const LONG_VERSION: &str = concat!(
@@ -19,6 +19,6 @@ pub const LONG_VERSION: &str = concat!(
     env!("KVCR_BUILD_DATE"),
     "\ncuda: ",
     env!("KVCR_CUDA_HEADERS"),
-    " (driver API as declared in src/cuda_ffi.rs; libcuda loaded at run time, ",
+    " (driver API as declared in src/io/cuda_ffi.rs; libcuda loaded at run time, ",
     "unknown codes reported by number)"
 );

@@ -259,78 +259,6 @@ impl<T, W: Serialize> Serialize for Each<'_, T, W> {
     }
 }
 
-/// The document the printer writes for a run (audit or merge).
-pub type Printed<'a> =
-    Report<Each<'a, crate::rules::GroupVerdict, Group>, Each<'a, crate::rules::FileVerdict, File>>;
-
-/// The wire form of a run: its metadata, root, merge inputs and verdicts.
-pub fn printed<'a>(
-    root: &str,
-    meta: &crate::format::meta::Meta,
-    merge: Option<&crate::format::meta::MergeMeta>,
-    j: &'a crate::rules::Judgement,
-) -> Printed<'a> {
-    let o = &meta.options;
-    let s = &j.summary;
-    Report {
-        schema: Schema,
-        kvcr_version: meta.kvcr_version.to_string(),
-        generated_unix_ms: meta.generated_unix_ms,
-        host: meta.host.clone(),
-        boot_id: meta.boot_id.map(|u| u.to_string()),
-        live: meta.live,
-        strict: meta.strict,
-        node_facts_source: meta.node_facts_source.clone(),
-        options: Options {
-            engine: o.engine.as_ref().map(|e| e.to_string()),
-            profile: o.profile.clone(),
-            profile_source: o.profile_source.map(str::to_string),
-            min_epoch: o.min_epoch,
-            max_age_s: o.max_age_s,
-            local_ranks: o.local_ranks.as_ref().map(|r| r.to_string()),
-            incarnation: o.incarnation.map(|u| u.to_string()),
-        },
-        exit_status: meta.exit_status,
-        root: root.to_string(),
-        cause: j.cause.clone(),
-        reports: merge.map(|m| m.reports.clone()),
-        all_inputs_live: merge.map(|m| m.all_inputs_live),
-        oldest_input_age_ms: merge.map(|m| m.oldest_input_age_ms),
-        inputs: merge.map(|m| {
-            m.inputs
-                .iter()
-                .map(|i| Input {
-                    report: i.report.clone(),
-                    host: i.host.clone(),
-                    boot_id: i.boot_id.map(|u| u.to_string()),
-                    live: i.live,
-                    generated_unix_ms: i.generated_unix_ms,
-                })
-                .collect()
-        }),
-        groups: Each(&j.groups, Group::of),
-        files: Each(&j.files, File::of),
-        summary: Summary {
-            groups: s.groups as u64,
-            accepted: s.accepted as u64,
-            rejected: s.rejected as u64,
-            descriptors: s.descriptors as u64,
-            files_rejected: s.files_rejected as u64,
-            notices: s.notices as u64,
-            not_checked: s.not_checked as u64,
-        },
-    }
-}
-
-impl Verdict {
-    fn of(v: crate::rules::Verdict) -> Verdict {
-        match v {
-            crate::rules::Verdict::Accept => Verdict::Accept,
-            crate::rules::Verdict::Reject => Verdict::Reject,
-        }
-    }
-}
-
 impl Finding {
     pub fn of(f: &crate::format::finding::Finding) -> Finding {
         Finding {
@@ -345,56 +273,6 @@ impl Finding {
             expected: f.expected.clone(),
             found: f.found.clone(),
             counted: f.counted,
-        }
-    }
-}
-
-impl Group {
-    pub fn of(g: &crate::rules::GroupVerdict) -> Group {
-        Group {
-            engine_id: g.engine_id.to_string(),
-            incarnation: g.incarnation.map(|u| u.to_string()),
-            epoch: g.epoch,
-            world_size: g.world_size,
-            tp: g.tp,
-            pp: g.pp,
-            model: g.model.clone(),
-            geometry: g.geometry.clone(),
-            local_ranks: g.local_ranks.as_ref().map(|r| r.to_string()),
-            verdict: Verdict::of(g.verdict),
-            cause: g.cause.clone(),
-            action: g.action.clone(),
-            cause_code: g.cause_code.map(|c| c.as_str().to_string()),
-            findings: g.findings.iter().map(Finding::of).collect(),
-            ranks: g.ranks.iter().map(Rank::of).collect(),
-        }
-    }
-}
-
-impl Rank {
-    pub fn of(r: &crate::rules::RankVerdict) -> Rank {
-        Rank {
-            rank: r.rank,
-            path: r.path.clone(),
-            gpu_uuid: r.gpu_uuid.clone(),
-            verdict: Verdict::of(r.verdict),
-            findings: r.findings.iter().map(Finding::of).collect(),
-            not_checked: r.not_checked.clone(),
-            report: r.report.clone(),
-            incarnation: r.incarnation.map(|u| u.to_string()),
-            epoch: r.epoch,
-            created_unix_ms: r.created_unix_ms,
-            age_ms: r.age_ms,
-            owner_pid: r.owner_pid,
-        }
-    }
-}
-
-impl File {
-    pub fn of(f: &crate::rules::FileVerdict) -> File {
-        File {
-            path: f.path.clone(),
-            findings: f.findings.iter().map(Finding::of).collect(),
         }
     }
 }

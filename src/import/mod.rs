@@ -17,6 +17,5 @@ pub mod command;
 pub mod engine;
 pub mod gate;
 pub mod plan;
+pub mod report;
 pub mod spec;
-
-pub use engine::*;

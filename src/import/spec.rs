@@ -257,26 +257,6 @@ impl BackendSpec {
     }
 }
 
-/// What `kvcr import` is asked, resolved from its command line and the
-/// environment (`crate::commands::import`).
-pub struct Import {
-    pub inventory: crate::io::audit::Inventory,
-    pub printer: crate::report::Printer,
-    pub mode: Mode,
-    /// `--hold --ready-file PATH`.
-    pub ready_file: Option<std::path::PathBuf>,
-    /// `--fleet-report`: proof of the whole group for a local part.
-    pub fleet_report: Option<std::path::PathBuf>,
-    /// `--max-report-age`, seconds.
-    pub max_report_age_s: u64,
-    /// `--map-read-write`.
-    pub map_read_write: bool,
-    /// `KVCR_IMPORT_BACKEND` (test-only; CUDA by default).
-    pub backend: BackendSpec,
-    /// `KVCR_IMPORT_LOG` (and the journal socket): where the record goes.
-    pub import_log: Target,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,43 +14,43 @@ use crate::format::failure::Failure;
 use crate::format::finding::{Code, Finding};
 use crate::report::examine::{summary, Examined};
 use crate::rules::{self, Candidate, Context, Expectations};
-use std::io::Read;
 use std::path::Path;
 
-fn read(path: &Path) -> Result<(Vec<u8>, u64, u32), Failure> {
+/// The file's bytes, hard-link count and mode; `None` when it is larger
+/// than a descriptor may be (KV004: not read).
+fn read(path: &Path) -> Result<Option<(Vec<u8>, u64, u32)>, Failure> {
+    use crate::io::safe_file::{read, Links, NotRead};
     let shown = crate::format::names::display_path(path);
-    // Classified through O_PATH, then exactly that inode is reopened: no
-    // FIFO blocks, no device is opened, no symlink is followed.
-    let (f, st) = crate::io::safe_file::open_no_follow(path).map_err(|e| match e {
-        crate::io::safe_file::NotOpened::Io(e) => Failure::usage(
-            format!("cannot open {shown}: {e}"),
-            Some("examine reads one regular descriptor file (symlinks are not followed)".into()),
-        ),
-        crate::io::safe_file::NotOpened::NotRegular(what) => Failure::usage(
+    let hint =
+        || Some("examine reads one regular descriptor file (symlinks are not followed)".into());
+    // The one safe reader: no FIFO blocks, no device is opened, no symlink
+    // is followed.
+    match read(path, Links::Refuse, MAX_FILE_BYTES) {
+        Ok((bytes, st)) => {
+            // st_nlink is narrower than u64 on some architectures.
+            #[allow(clippy::unnecessary_cast)]
+            let nlink = st.st_nlink as u64;
+            Ok(Some((bytes, nlink, st.st_mode)))
+        }
+        Err(NotRead::NotRegular(what)) => Err(Failure::usage(
             format!("{shown} is not a regular file ({what})"),
-            Some("examine reads one regular descriptor file (symlinks are not followed)".into()),
-        ),
-    })?;
-    let mut bytes = Vec::new();
-    f.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}"), None))?;
-    // st_nlink is narrower than u64 on some architectures.
-    #[allow(clippy::unnecessary_cast)]
-    let nlink = st.st_nlink as u64;
-    Ok((bytes, nlink, st.st_mode))
+            hint(),
+        )),
+        Err(NotRead::TooLarge { .. }) => Ok(None),
+        Err(NotRead::Io(e)) => Err(Failure::usage(format!("cannot open {shown}: {e}"), hint())),
+    }
 }
 
 /// Decodes and checks `path`.
 pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
-    let (bytes, nlink, mode) = read(path)?;
+    let read = read(path)?;
     let shown = crate::format::names::display_path(path);
     let name = path.file_name().unwrap_or_default();
     let name_rank = crate::format::names::parse_rank_name(name).flatten();
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    let Some((bytes, nlink, mode)) = read else {
         let f = Finding::reject(Code::KV004, "larger than 1 MiB; not read").at(shown.clone());
         return Ok(summary(shown, name_rank, None, "not checked", vec![f]));
-    }
+    };
     let parsed = parse_descriptor(&bytes);
     let digest = if parsed.findings.iter().any(|f| f.code == Code::KV008) {
         "mismatch"

@@ -12,6 +12,7 @@ pub mod inventory;
 pub mod node;
 pub mod output;
 pub mod pipeline;
+pub mod procfs;
 pub mod safe_file;
 
 #[cfg(test)]

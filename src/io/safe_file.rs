@@ -1,56 +1,150 @@
-//! Files the operator names on the command line or in the environment (a
-//! profile, node facts, merge inputs, a fleet report): read only when they
-//! are regular files, never blocking on a FIFO and never opening a device,
-//! and never past a size bound.
+//! The one reader of a single file kvcr is named (a profile, node facts,
+//! merge inputs, a fleet report, a ready file, a descriptor to seal, digest
+//! or examine): opened only when it is a regular file, never blocking on a
+//! FIFO and never opening a device, never past a size bound. The file is
+//! classified through an `O_PATH` fd, which opens nothing, and then exactly
+//! that inode is reopened for reading through the trusted `/proc`
+//! ([`reopen_for_reading`]); the inventory's walk opens descriptors the same
+//! way, beneath its held root (`crate::io::inventory::open`).
 
+use crate::io::procfs::ProcFs;
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use std::fs::File;
 use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
-/// Reads `path` when it is a regular file of at most `max` bytes. A FIFO,
-/// socket or device is refused before it is opened (and the open itself is
-/// non-blocking, so one swapped in cannot hang the run); the open file is
-/// checked again.
-pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    let mut file = open_regular(path, max)?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(std::io::Error::other(format!("larger than {max} bytes")));
-    }
-    Ok(bytes)
+/// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
+/// (the only way Linux offers to upgrade an `O_PATH` fd). Without /proc, or
+/// with a `/proc` that is not procfs (where `self/fd/N` could be a plain
+/// symlink to anything), the file cannot be opened race-free, and it is
+/// neither followed nor opened (KV005).
+pub fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
+    reopen_for_reading_in(ProcFs::system(), path_fd)
 }
 
-/// Opens `path` as [`read_regular`] does, for a streaming reader: refused
-/// when it is not a regular file or is already larger than `max` bytes; the
-/// reader ends after `max + 1` bytes, so a file that grows is cut short
-/// (and then fails to parse) instead of being read without bound.
-pub fn open_regular(path: &Path, max: u64) -> std::io::Result<std::io::Take<std::fs::File>> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    let what = |ft: FileType| match ft {
+/// [`reopen_for_reading`] through the given procfs root (tests).
+pub fn reopen_for_reading_in(proc: &ProcFs, path_fd: &OwnedFd) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    // `self/fd` is opened and checked once: each reopen is then one path
+    // component (the fd number) instead of four.
+    let dir = proc.fd_dir().map_err(|why| {
+        std::io::Error::other(format!("{why}; the file cannot be opened race-free"))
+    })?;
+    let name = path_fd.as_raw_fd().to_string();
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    loop {
+        match rustix::fs::openat(dir, name.as_str(), flags, Mode::empty()) {
+            Ok(fd) => return Ok(File::from(fd)),
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Whether a symlink at the path's last component is followed: the
+/// operator's own paths (`--profile`, a merge input) are theirs to link;
+/// a file kvcr rewrites or judges on its own (`seal`, `digest`,
+/// `examine`) is never reached through a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Links {
+    Follow,
+    Refuse,
+}
+
+/// Why [`open`] or [`read`] did not give a file's bytes.
+#[derive(Debug)]
+pub enum NotRead {
+    /// The path could not be looked up, reopened or read.
+    Io(std::io::Error),
+    /// It is not a regular file (a symlink, with [`Links::Refuse`]): what
+    /// it is, in words ("a FIFO").
+    NotRegular(&'static str),
+    /// It has more bytes than the bound.
+    TooLarge { max: u64 },
+}
+
+impl std::fmt::Display for NotRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRead::Io(e) => write!(f, "{e}"),
+            NotRead::NotRegular(what) => write!(f, "{what}, not a regular file"),
+            NotRead::TooLarge { max } => write!(f, "larger than {max} bytes"),
+        }
+    }
+}
+
+impl From<NotRead> for std::io::Error {
+    fn from(e: NotRead) -> std::io::Error {
+        match e {
+            NotRead::Io(e) => e,
+            e => std::io::Error::other(e.to_string()),
+        }
+    }
+}
+
+/// What a file is, in words, when it is not a regular file.
+fn what(ft: rustix::fs::FileType) -> &'static str {
+    use rustix::fs::FileType;
+    match ft {
+        FileType::Symlink => "a symlink",
         FileType::Directory => "a directory",
         FileType::Fifo => "a FIFO",
         FileType::Socket => "a socket",
         FileType::CharacterDevice | FileType::BlockDevice => "a device",
         _ => "not a regular file",
-    };
-    // Classified through an O_PATH fd (which opens nothing), then exactly
-    // that inode is reopened for reading: a device or FIFO swapped in at
-    // any moment is never opened. (Symlinks the operator names are followed:
-    // the path is theirs.)
-    let fd = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())?;
-    let st = rustix::fs::fstat(&fd)?;
+    }
+}
+
+/// Opens `path` for reading when it is a regular file of at most `max`
+/// bytes: classified on an `O_PATH` fd, that inode reopened, its size
+/// checked on the open file. The reader ends after `max + 1` bytes, so a
+/// file that grows is cut short (and then fails to parse) instead of being
+/// read without bound. The `Stat` is the classified inode's.
+pub fn open(
+    path: &Path,
+    links: Links,
+    max: u64,
+) -> Result<(std::io::Take<File>, rustix::fs::Stat), NotRead> {
+    use rustix::fs::FileType;
+    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    if links == Links::Refuse {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| NotRead::Io(e.into()))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| NotRead::Io(e.into()))?;
     let ft = FileType::from_raw_mode(st.st_mode);
     if ft != FileType::RegularFile {
-        return Err(std::io::Error::other(format!(
-            "{}, not a regular file",
-            what(ft)
-        )));
+        return Err(NotRead::NotRegular(what(ft)));
     }
-    let file = crate::io::inventory::open::reopen_for_reading(&fd)?;
-    if file.metadata()?.len() > max {
-        return Err(std::io::Error::other(format!("larger than {max} bytes")));
+    let file = reopen_for_reading(&fd).map_err(NotRead::Io)?;
+    let len = file.metadata().map_err(NotRead::Io)?.len();
+    if len > max {
+        return Err(NotRead::TooLarge { max });
     }
-    Ok(file.take(max.saturating_add(1)))
+    Ok((file.take(max.saturating_add(1)), st))
+}
+
+/// [`open`], then the whole file: at most `max` bytes.
+pub fn read(path: &Path, links: Links, max: u64) -> Result<(Vec<u8>, rustix::fs::Stat), NotRead> {
+    let (mut file, st) = open(path, links, max)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(NotRead::Io)?;
+    if bytes.len() as u64 > max {
+        return Err(NotRead::TooLarge { max });
+    }
+    Ok((bytes, st))
+}
+
+/// [`read`] of an operator's path (links followed), as an `io::Error`.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    Ok(read(path, Links::Follow, max)?.0)
+}
+
+/// [`open`] of an operator's path (links followed), for a streaming reader.
+pub fn open_regular(path: &Path, max: u64) -> std::io::Result<std::io::Take<File>> {
+    Ok(open(path, Links::Follow, max)?.0)
 }
 
 #[cfg(test)]
@@ -80,39 +174,11 @@ mod tests {
             super::read_regular(&t.path().join("x"), 11).unwrap().len(),
             11
         );
+        // A symlink is followed or refused, as asked.
+        std::os::unix::fs::symlink(t.path().join("x"), t.path().join("l")).unwrap();
+        let l = t.path().join("l");
+        assert_eq!(super::read_regular(&l, 11).unwrap().len(), 11);
+        let e = super::read(&l, super::Links::Refuse, 11).unwrap_err();
+        assert!(matches!(e, super::NotRead::NotRegular("a symlink")), "{e}");
     }
-}
-
-/// Why [`open_no_follow`] did not open a file.
-#[derive(Debug)]
-pub(crate) enum NotOpened {
-    /// The path could not be looked up or reopened.
-    Io(std::io::Error),
-    /// It is not a regular file (a symlink is not followed): what it is.
-    NotRegular(&'static str),
-}
-
-/// Opens `path` for reading only if it is a regular file, without following
-/// a symlink at its last component: classified through an `O_PATH |
-/// O_NOFOLLOW` fd, then exactly that inode is reopened (nothing else is
-/// ever opened, whatever is swapped in). For `seal`, `digest`, `examine`.
-pub(crate) fn open_no_follow(path: &Path) -> Result<(std::fs::File, rustix::fs::Stat), NotOpened> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    let fd = rustix::fs::open(
-        path,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| NotOpened::Io(e.into()))?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| NotOpened::Io(e.into()))?;
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => {}
-        FileType::Symlink => return Err(NotOpened::NotRegular("a symlink")),
-        FileType::Directory => return Err(NotOpened::NotRegular("a directory")),
-        FileType::Fifo => return Err(NotOpened::NotRegular("a FIFO")),
-        FileType::Socket => return Err(NotOpened::NotRegular("a socket")),
-        _ => return Err(NotOpened::NotRegular("a device")),
-    }
-    let file = crate::io::inventory::open::reopen_for_reading(&fd).map_err(NotOpened::Io)?;
-    Ok((file, st))
 }

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod examine;
 pub mod explain;
 pub mod headline;
+pub mod json;
 pub mod prometheus;
 pub mod table;
 

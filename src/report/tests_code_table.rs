@@ -1,4 +1,4 @@
-//! The finding-code table (src/finding.rs `TABLE`) is the one source of every
+//! The finding-code table (src/format/finding.rs `TABLE`) is the one source of every
 //! code's id, name, severity and root-cause rank.
 
 use crate::format::finding::{Code, Severity, TABLE};

@@ -1,5 +1,5 @@
 //! Rules of the verdict core pinned at their edges, where a wrong rule (a
-//! mutation pass over `src/verdict/`, docs/testing.md) went unnoticed by the
+//! mutation pass over `src/rules/`, docs/testing.md) went unnoticed by the
 //! end-to-end tests: the core is called directly, so the clock and the
 //! candidates are exact.
 

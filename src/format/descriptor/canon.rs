@@ -106,18 +106,7 @@ impl Out<'_> {
 pub fn format_digest(digest: &[u8; 32]) -> String {
     let mut s = String::with_capacity(7 + 64);
     s.push_str("sha256:");
-    s.push_str(&hex_lower(digest));
-    s
-}
-
-/// Lowercase hex of `bytes`.
-pub fn hex_lower(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
+    s.push_str(&crate::format::hex::encode(digest));
     s
 }
 
@@ -299,7 +288,7 @@ mod tests {
     }
 
     fn hex_digest(s: &str, skip: &str) -> String {
-        hex_lower(&digest_without(&parse(s.as_bytes()).unwrap(), skip))
+        crate::format::hex::encode(&digest_without(&parse(s.as_bytes()).unwrap(), skip))
     }
 
     // Expected values computed independently with Python:

@@ -17,39 +17,7 @@ use uuid::Uuid;
 pub fn parse_digest(s: &str) -> Option<[u8; 32]> {
     let hex = s.strip_prefix("sha256:")?;
     let mut out = [0u8; 32];
-    decode_hex(hex.as_bytes(), &mut out, false).then_some(out)
-}
-
-/// Hex digit values; uppercase letters carry 0x20, anything else is 0xFF.
-static HEX_VALUE: [u8; 256] = {
-    let mut t = [0xFFu8; 256];
-    let mut i = 0;
-    while i < 10 {
-        t[b'0' as usize + i] = i as u8;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 6 {
-        t[b'a' as usize + i] = 10 + i as u8;
-        t[b'A' as usize + i] = 0x20 | (10 + i as u8);
-        i += 1;
-    }
-    t
-};
-
-/// Decodes exactly `2 * out.len()` hex digits into `out`; false when the
-/// length is wrong or a digit is invalid (or uppercase, unless `upper_ok`).
-pub(crate) fn decode_hex(hex: &[u8], out: &mut [u8], upper_ok: bool) -> bool {
-    if hex.len() != 2 * out.len() {
-        return false;
-    }
-    let mut seen = 0u8;
-    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
-        let (h, l) = (HEX_VALUE[pair[0] as usize], HEX_VALUE[pair[1] as usize]);
-        seen |= h | l;
-        *o = ((h & 0x0F) << 4) | (l & 0x0F);
-    }
-    seen & 0x80 == 0 && (upper_ok || seen & 0x20 == 0)
+    crate::format::hex::decode(hex.as_bytes(), &mut out, false).then_some(out)
 }
 
 /// One schema problem: the field path, what is wrong, and both values.
@@ -645,7 +613,7 @@ impl Checker {
     pub(crate) fn hex64(&mut self, f: Field<'_, '_>, out: &mut [u8; 64]) -> Option<()> {
         let expected = || "128 hex chars (64 bytes)".to_owned();
         let s = self.str_value(&f, expected)?;
-        if decode_hex(s.as_bytes(), out, true) {
+        if crate::format::hex::decode(s.as_bytes(), out, true) {
             return Some(());
         }
         let problem = match s.chars().find(|c| !c.is_ascii_hexdigit()) {

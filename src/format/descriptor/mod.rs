@@ -25,7 +25,7 @@ pub use crate::format::ids::RETAINED_RANK as SCHEMA;
 /// Files larger than this are rejected unread (KV004).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Deepest allowed nesting of arrays/objects (the top-level object is depth 1).
-pub const MAX_DEPTH: usize = 32;
+pub use crate::format::json::MAX_DEPTH;
 pub const MAX_WORLD_SIZE: u64 = 4096;
 pub const MAX_ALLOCATIONS: usize = 4096;
 

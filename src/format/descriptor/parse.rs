@@ -586,7 +586,7 @@ fn content(
             if s.len() == 64
                 && s.bytes()
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-                && super::check::decode_hex(s.as_bytes(), &mut out, false)
+                && crate::format::hex::decode(s.as_bytes(), &mut out, false)
             {
                 Some(out)
             } else {

@@ -45,7 +45,8 @@
 //! differential oracle `tests/it/json_oracle.rs` checks this (property
 //! tests under `cargo test`, and the `json` fuzz target in fuzz/).
 
-use crate::format::descriptor::MAX_DEPTH;
+/// Deepest allowed nesting of arrays/objects (the top-level object is depth 1).
+pub const MAX_DEPTH: usize = 32;
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;

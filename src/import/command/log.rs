@@ -5,7 +5,7 @@
 //! stderr: it never refuses, fails or holds up an import, and never keeps
 //! memory held.
 
-use crate::import::command::report::{Mode, Report};
+use crate::import::report::{Mode, Report};
 use serde_json::{json, Value};
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -7,7 +7,6 @@
 pub mod log;
 pub mod print;
 pub mod ready_file;
-pub mod report;
 pub mod run;
 pub mod setup;
 pub mod signals;

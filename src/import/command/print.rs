@@ -4,9 +4,10 @@
 
 use crate::format::failure::Failure;
 use crate::format::text::{human_bytes, terminal};
-use crate::import::command::report::{Mode, Report, ResultKind};
 use crate::import::command::run::Done;
-use crate::import::{Cause, Step};
+use crate::import::engine::Cause;
+use crate::import::report::{Mode, Report, ResultKind};
+use crate::import::spec::Step;
 use crate::io::output::emit;
 use crate::report::{self, Format, Printer, Verbosity};
 use std::io::{self, Write};

@@ -11,7 +11,8 @@
 //! while PATH is still the file this process published, so it never claims a
 //! group kvcr no longer holds and never deletes another holder's file.
 
-use crate::import::{Plan, RankResult};
+use crate::import::engine::RankResult;
+use crate::import::plan::Plan;
 use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};

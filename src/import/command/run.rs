@@ -8,15 +8,17 @@
 
 use crate::format::failure::Failure;
 use crate::import::command::ready_file::{ready_content, ReadyFile};
-use crate::import::command::report::{
+use crate::import::engine::{
+    execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, StepFailure,
+};
+use crate::import::gate::checks;
+use crate::import::gate::order::{self, Answer, Decision, Inputs};
+use crate::import::plan::select::Plan;
+use crate::import::report::{
     first_release_failure, rank_rows, remaining_rows, Mode, Report, ResultKind,
 };
-use crate::import::gate::checks::{self, Gate, Refusal};
-use crate::import::gate::order::{self, Answer, Gated, Gates};
-use crate::import::plan::select::Plan;
-use crate::import::{
-    execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, Step, StepFailure,
-};
+use crate::import::report::{Check, Refusal};
+use crate::import::spec::Step;
 use crate::io::audit::Inventory;
 use crate::io::node::NodeProbe;
 use crate::report::audit::AuditRun;
@@ -101,7 +103,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     // 2. The gates before the driver, in the order of answers: the profile
     // (exit 2), the live audit's rejections, the fleet proof, the plan and
     // its required content (exit 1). A dry run collects their refusals.
-    let gates = Gates {
+    let gates = Inputs {
         inventory: req.inventory,
         fleet_report: req.fleet_report,
         max_report_age_s: req.max_report_age_s,
@@ -116,17 +118,17 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         gated,
     } = order::before_driver(&gates, mode)?;
     let (group, plan) = match gated {
-        Gated::Go { group, plan } => (group, plan),
-        Gated::Refused { audit: true } => return Ok(Done::of(report, Some(audited))),
-        Gated::Refused { audit: false } => return Ok(Done::of(report, None)),
+        Decision::Go { group, plan } => (group, plan),
+        Decision::Refused { audit: true } => return Ok(Done::of(report, Some(audited))),
+        Decision::Refused { audit: false } => return Ok(Done::of(report, None)),
     };
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
             // The plan lists what would still refuse the real import, in
             // the order it would; the first one is the exit status.
-            refusals.extend(driver().map(|why| Refusal::new(Gate::Driver, why)));
+            refusals.extend(driver().map(|why| Refusal::new(Check::Driver, why)));
             refusals.extend(checks::not_checked(&group));
-            refusals.sort_by_key(|r| r.gate);
+            refusals.sort_by_key(|r| r.check);
             report.refusals = refusals;
             report.result = ResultKind::Planned;
             report.ranks = rank_rows(&plan, None);

@@ -1,18 +1,37 @@
 //! `kvcr import` wired to the process: the node probe, the CUDA backend
 //! (or the test-only one `KVCR_IMPORT_BACKEND` names, resolved in
-//! [`crate::commands::settings::Import`]), SIGINT/SIGTERM, and the printers.
+//! `crate::commands::import`), SIGINT/SIGTERM, and the printers.
 
 use crate::format::failure::Failure;
-use crate::import::command::report::Mode;
 use crate::import::command::run::{import, Action, Gpu, Request};
 use crate::import::command::{print, signals};
 use crate::import::engine::cuda::{CudaBackend, DriverError};
-use crate::import::engine::sim::{BackendSpec, Faults, Injected};
-use crate::import::spec::Import;
-use crate::import::Backend;
+use crate::import::engine::sim::{Faults, Injected};
+use crate::import::engine::Backend;
+use crate::import::spec::{BackendSpec, Mode, Target};
 use crate::report::Verbosity;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// What `kvcr import` is asked, resolved from its command line and the
+/// environment (`crate::commands::import`).
+pub struct Import {
+    pub inventory: crate::io::audit::Inventory,
+    pub printer: crate::report::Printer,
+    pub mode: Mode,
+    /// `--hold --ready-file PATH`.
+    pub ready_file: Option<std::path::PathBuf>,
+    /// `--fleet-report`: proof of the whole group for a local part.
+    pub fleet_report: Option<std::path::PathBuf>,
+    /// `--max-report-age`, seconds.
+    pub max_report_age_s: u64,
+    /// `--map-read-write`.
+    pub map_read_write: bool,
+    /// `KVCR_IMPORT_BACKEND` (test-only; CUDA by default).
+    pub backend: BackendSpec,
+    /// `KVCR_IMPORT_LOG` (and the journal socket): where the record goes.
+    pub import_log: Target,
+}
 
 /// `kvcr import`.
 pub fn run(s: &Import) -> Result<i32, Failure> {

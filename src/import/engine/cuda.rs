@@ -13,9 +13,9 @@
 //! range contains them (`cuMemGetAddressRange`); docs/import.md says what
 //! each check can and cannot catch.
 
+use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource};
 use crate::format::descriptor::{GpuUuid, Handle, Owner};
 use crate::import::engine::pidfd;
-use crate::import::{Backend, BackendError, Device, Mapped, MemoryId, Resource};
 use crate::io::cuda_ffi::{self, consts, CallError, Driver};
 use crate::io::node::gpus;
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The ledger: every resource the import acquired, in acquisition order, and
 //! its release in exact reverse order (docs/format.md §8.3, §8.5).
 
-use crate::import::{Backend, Resource};
+use super::{Backend, Resource};
 use serde::Serialize;
 
 /// One acquired resource and whom it belongs to.
@@ -21,7 +21,7 @@ pub struct ReleaseFailure {
     pub entry: Entry,
     /// Why (and the driver call and status, when one failed).
     #[serde(flatten)]
-    pub error: crate::import::BackendError,
+    pub error: super::BackendError,
 }
 
 /// What [`Ledger::release_all`] did.

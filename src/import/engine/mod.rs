@@ -644,8 +644,8 @@ fn verify_content(
                 c.pages,
                 if c.pages == 1 { "" } else { "s" },
                 want.page_bytes.min(a.size_bytes),
-                crate::format::content::hex(&c.sha256),
-                crate::format::content::hex(&want.sha256)
+                crate::format::hex::encode(&c.sha256),
+                crate::format::hex::encode(&want.sha256)
             )
             .into()),
             Err(e) => Err(match failed {

@@ -124,7 +124,7 @@ impl PidfdError {
 /// Read through the checked procfs root: a `/proc` that is not procfs is an
 /// error, never a start time.
 pub fn proc_start_ticks(pid: i32) -> io::Result<Option<u64>> {
-    let proc = crate::io::node::proc::ProcFs::system();
+    let proc = crate::io::procfs::ProcFs::system();
     let rel = format!("{pid}/stat");
     match proc.read(&rel) {
         Ok(bytes) => parse_start_ticks(&bytes).map(Some).ok_or_else(|| {

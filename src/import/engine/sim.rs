@@ -15,9 +15,9 @@
 //! Selected with `KVCR_IMPORT_BACKEND` (see [`BackendSpec::parse`]); never
 //! used unless asked for, and always named in the report.
 
+use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource, Step};
 use crate::format::descriptor::{GpuUuid, Handle, Owner};
 pub use crate::import::spec::{BackendSpec, FaultPlan};
-use crate::import::{Backend, BackendError, Device, Mapped, MemoryId, Resource, Step};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::File;

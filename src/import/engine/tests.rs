@@ -8,9 +8,9 @@ use crate::commands::args::InventoryArgs;
 use crate::format::descriptor::{Allocation, GpuUuid, Handle, Owner};
 use crate::format::failure::Failure;
 use crate::import::command::print;
-use crate::import::command::report::{Mode, Report, ResultKind};
 use crate::import::command::run::{self, Action, Done, Gpu, Request};
 use crate::import::engine::sim::{Faults, SimBackend, SimEvent};
+use crate::import::report::{Mode, Report, ResultKind};
 use crate::io::audit::Inventory;
 use crate::io::node::{Fact, FakeProbe, Gpus};
 use crate::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
@@ -693,8 +693,8 @@ fn dry_run_plans_without_a_backend() {
     let r = &done.report;
     // The plan lists what would refuse the real import: here, no driver,
     // and exits as that import would (§8.7).
-    let gates: Vec<_> = r.refusals.iter().map(|x| (x.gate, x.status)).collect();
-    assert_eq!(gates, [(crate::import::gate::checks::Gate::Driver, 2)]);
+    let gates: Vec<_> = r.refusals.iter().map(|x| (x.check, x.status)).collect();
+    assert_eq!(gates, [(crate::import::report::Check::Driver, 2)]);
     assert_eq!(
         (r.result, r.status(), r.backend),
         (ResultKind::Planned, 2, "none")

@@ -13,9 +13,9 @@ use crate::format::profile::Profile;
 use crate::format::rankset::RankSet;
 use crate::format::text::terminal;
 use crate::format::wire;
+use crate::import::report::{Check, Refusal};
 use crate::io::node::{Fact, NodeFacts};
 use crate::rules::GroupVerdict;
-use serde::Serialize;
 use std::path::Path;
 
 /// How far in the future a fleet report's input may be dated (clock skew
@@ -23,45 +23,6 @@ use std::path::Path;
 use crate::rules::FUTURE_SLACK_MS;
 /// A merge report is small; anything larger is not one.
 const MAX_FLEET_REPORT: u64 = 64 << 20;
-
-/// Which gate refused, in the order an import asks them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Gate {
-    /// No declared profile, or one that leaves out what import needs.
-    Profile,
-    /// `--local-ranks` without proof of the whole group.
-    FleetReport,
-    /// The profile's `require_content` and an allocation without `content`.
-    Content,
-    /// No usable CUDA driver.
-    Driver,
-    /// A live fact could not be read.
-    NotChecked,
-}
-
-/// One reason the import is (or, in a dry run, would be) refused.
-#[derive(Clone, Debug, Serialize)]
-pub struct Refusal {
-    pub gate: Gate,
-    /// The exit status this refusal gives a real import.
-    pub status: i32,
-    pub message: String,
-}
-
-impl Refusal {
-    pub fn new(gate: Gate, message: impl Into<String>) -> Refusal {
-        let status = match gate {
-            Gate::Profile | Gate::Driver => crate::format::exit::USAGE,
-            Gate::FleetReport | Gate::Content | Gate::NotChecked => crate::format::exit::REJECTED,
-        };
-        Refusal {
-            gate,
-            status,
-            message: message.into(),
-        }
-    }
-}
 
 /// The declared profile an import requires, or why there is none.
 pub fn profile(p: Option<&Profile>) -> Option<Refusal> {
@@ -83,13 +44,13 @@ pub fn profile(p: Option<&Profile>) -> Option<Refusal> {
             )
         }
     };
-    Some(Refusal::new(Gate::Profile, msg))
+    Some(Refusal::new(Check::Profile, msg))
 }
 
 /// The profile's `"require_content": true` (docs/format.md §3.6, §4): every
 /// planned allocation must carry a `content` member. Names the first ones
 /// missing it (rank and allocation id) and how many there are.
-pub fn content(p: Option<&Profile>, plan: &crate::import::Plan) -> Option<Refusal> {
+pub fn content(p: Option<&Profile>, plan: &crate::import::plan::Plan) -> Option<Refusal> {
     if !p.is_some_and(|p| p.require_content) {
         return None;
     }
@@ -113,7 +74,7 @@ pub fn content(p: Option<&Profile>, plan: &crate::import::Plan) -> Option<Refusa
         String::new()
     };
     Some(Refusal::new(
-        Gate::Content,
+        Check::Content,
         format!(
             "the profile requires a content check (require_content) and {} of {} allocations have \
                 none: {}{more}",
@@ -151,7 +112,7 @@ pub fn not_checked(g: &GroupVerdict) -> Option<Refusal> {
         list.push_str(&format!("; and {} more", facts.len() - SHOWN));
     }
     Some(Refusal::new(
-        Gate::NotChecked,
+        Check::NotChecked,
         format!(
             "{} live fact{} could not be checked, and import checks every one: not checked: {list}",
             facts.len(),
@@ -179,7 +140,7 @@ pub fn fleet(f: &Fleet, g: &GroupVerdict, node: Option<&NodeFacts>) -> Option<Re
     let local = g.local_ranks.as_ref()?;
     check_fleet(f, g, local, node)
         .err()
-        .map(|m| Refusal::new(Gate::FleetReport, m))
+        .map(|m| Refusal::new(Check::FleetReport, m))
 }
 
 fn check_fleet(

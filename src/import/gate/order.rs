@@ -19,9 +19,10 @@
 
 use crate::format::descriptor::Descriptor;
 use crate::format::failure::Failure;
-use crate::import::command::report::{rejecting_files, Mode, Report};
-use crate::import::gate::checks::{self, Refusal};
+use crate::import::gate::checks;
 use crate::import::plan::select::{self, Plan};
+use crate::import::report::Refusal;
+use crate::import::report::{rejecting_files, Mode, Report};
 use crate::io::audit::Inventory;
 use crate::io::audit::{self, Audited};
 use crate::io::node::NodeProbe;
@@ -31,7 +32,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// What the gates before the driver are asked.
-pub struct Gates<'a> {
+pub struct Inputs<'a> {
     pub inventory: &'a Inventory,
     /// `--fleet-report`: proof of the whole group for a local part.
     pub fleet_report: Option<&'a Path>,
@@ -43,7 +44,7 @@ pub struct Gates<'a> {
 }
 
 /// How far the gates before the driver let the import go.
-pub enum Gated {
+pub enum Decision {
     /// Accepted so far: the group (a copy of the audit's verdict) and the
     /// plan of its import.
     Go {
@@ -68,14 +69,14 @@ pub struct Answer {
     /// real import and the readiness gate, which stop at the first).
     pub refusals: Vec<Refusal>,
     /// How far the import may go.
-    pub gated: Gated,
+    pub gated: Decision,
 }
 
 /// Runs the gates before the driver, in the order of answers (module docs).
 /// `Err` is a run that cannot happen: no or an incomplete profile (not in
 /// a dry run), an unreadable root, several groups without an engine (exit
 /// 2), an internal error while planning (exit 70).
-pub fn before_driver(g: &Gates, mode: Mode) -> Result<Answer, Failure> {
+pub fn before_driver(g: &Inputs, mode: Mode) -> Result<Answer, Failure> {
     let dry = mode == Mode::DryRun;
     let expect = &g.inventory.expect;
     let mut refusals = Vec::new();
@@ -115,13 +116,13 @@ fn profile_hint(mode: Mode) -> &'static str {
 
 /// Steps 2–4 (module docs) on the audit's judgement.
 fn gate_group(
-    g: &Gates,
+    g: &Inputs,
     dry: bool,
     audited: &AuditRun,
     descriptors: &BTreeMap<Vec<u8>, Descriptor>,
     report: &mut Report,
     refusals: &mut Vec<Refusal>,
-) -> Result<Gated, Failure> {
+) -> Result<Decision, Failure> {
     let judgement = &audited.judgement;
     let files = rejecting_files(&judgement.files);
     // A dry run of a refused group still says that the real import would
@@ -130,7 +131,7 @@ fn gate_group(
     else {
         report.files = files;
         report.refusals = refusals.clone();
-        return Ok(Gated::Refused { audit: true });
+        return Ok(Decision::Refused { audit: true });
     };
     report.engine_id = Some(group.engine_id.clone());
     report.incarnation = group.incarnation;
@@ -140,7 +141,7 @@ fn gate_group(
         report.audit = Some(group.clone());
         report.files = files;
         report.refusals = refusals.clone();
-        return Ok(Gated::Refused { audit: true });
+        return Ok(Decision::Refused { audit: true });
     }
     // A refusal from here on stops a real import and the readiness gate;
     // a dry run lists it and goes on.
@@ -150,7 +151,7 @@ fn gate_group(
             None
         } else {
             report.refusals.push(r);
-            Some(Gated::Refused { audit: false })
+            Some(Decision::Refused { audit: false })
         }
     };
     // A local part needs proof of the whole group.
@@ -175,7 +176,7 @@ fn gate_group(
     {
         return Ok(stop);
     }
-    Ok(Gated::Go {
+    Ok(Decision::Go {
         group: Box::new(group.clone()),
         plan,
     })

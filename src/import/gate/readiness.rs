@@ -12,9 +12,9 @@
 //! not asked; no GPU call is made.
 
 use crate::format::failure::Failure;
-use crate::import::command::report::{Mode, Report};
-use crate::import::gate::order::{self, Answer, Gated, Gates};
+use crate::import::gate::order::{self, Answer, Decision, Inputs};
 pub use crate::import::plan::document::{ImportPlan, Origin};
+use crate::import::report::{Mode, Report};
 
 /// The origin of a plan made from this audit: its clock, node and root.
 pub fn origin(a: &crate::report::audit::AuditRun) -> Origin {
@@ -44,7 +44,7 @@ impl From<Failure> for NotReady {
 }
 
 /// Runs the import gate up to the driver check (module docs).
-pub fn gate(gates: &Gates) -> Result<ImportPlan, NotReady> {
+pub fn ask(gates: &Inputs) -> Result<ImportPlan, NotReady> {
     let Answer {
         audited,
         descriptors,
@@ -56,7 +56,7 @@ pub fn gate(gates: &Gates) -> Result<ImportPlan, NotReady> {
         report.meta.exit_status = report.status();
         NotReady::Refused(Box::new(report))
     };
-    let Gated::Go { group, plan } = gated else {
+    let Decision::Go { group, plan } = gated else {
         return Err(refused(report));
     };
     // No driver: the engine's own. Facts not checked come next (§8.9).

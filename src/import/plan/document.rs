@@ -98,14 +98,6 @@ pub enum PlanHandle {
     PosixFd { fd: i32 },
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::with_capacity(128), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
 impl ImportPlan {
     /// The plan document of `plan`, a group the audit accepted; each rank's
     /// digest comes from the descriptor the audit judged (by raw path bytes).
@@ -141,14 +133,18 @@ impl ImportPlan {
                         size_bytes: a.size_bytes,
                         offset_bytes: a.offset_bytes,
                         handle: match &a.handle {
-                            Handle::CudaIpc(b) => PlanHandle::CudaIpc { hex: hex(b) },
-                            Handle::Fabric(b) => PlanHandle::Fabric { hex: hex(b) },
+                            Handle::CudaIpc(b) => PlanHandle::CudaIpc {
+                                hex: crate::format::hex::encode(b),
+                            },
+                            Handle::Fabric(b) => PlanHandle::Fabric {
+                                hex: crate::format::hex::encode(b),
+                            },
                             Handle::PosixFd(fd) => PlanHandle::PosixFd { fd: *fd },
                         },
                         content: a.content.map(|c| PlanContent {
                             page_bytes: c.page_bytes,
                             pages: c.pages,
-                            sha256: hex(&c.sha256),
+                            sha256: crate::format::hex::encode(&c.sha256),
                         }),
                     })
                     .collect(),

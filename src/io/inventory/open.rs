@@ -371,39 +371,9 @@ pub fn open_regular(
     // 2. Open for reading exactly the inode just classified, through the
     // fd's magic link: a rename racing this step cannot swap in a device,
     // and the O_PATH fd's stat describes the file opened (no second fstat).
-    let file = reopen_for_reading(&path_fd).map_err(|e| kv005("cannot open", e))?;
+    let file =
+        crate::io::safe_file::reopen_for_reading(&path_fd).map_err(|e| kv005("cannot open", e))?;
     Ok((file, st))
-}
-
-/// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
-/// (the only way Linux offers to upgrade an `O_PATH` fd). Without /proc, or
-/// with a `/proc` that is not procfs (where `self/fd/N` could be a plain
-/// symlink to anything), the file cannot be opened race-free, and it is
-/// neither followed nor opened (KV005).
-pub(crate) fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
-    reopen_for_reading_in(crate::io::node::proc::ProcFs::system(), path_fd)
-}
-
-/// [`reopen_for_reading`] through the given procfs root (tests).
-pub fn reopen_for_reading_in(
-    proc: &crate::io::node::proc::ProcFs,
-    path_fd: &OwnedFd,
-) -> std::io::Result<File> {
-    use std::os::fd::AsRawFd;
-    // `self/fd` is opened and checked once: each reopen is then one path
-    // component (the fd number) instead of four.
-    let dir = proc.fd_dir().map_err(|why| {
-        std::io::Error::other(format!("{why}; the file cannot be opened race-free"))
-    })?;
-    let name = path_fd.as_raw_fd().to_string();
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    loop {
-        match rustix::fs::openat(dir, name.as_str(), flags, Mode::empty()) {
-            Ok(fd) => return Ok(File::from(fd)),
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
 }
 
 /// KV001 for a descriptor found to be a symlink at open time.

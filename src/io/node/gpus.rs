@@ -153,12 +153,12 @@ const NO_LIBCUDA: &str = "libcuda not found";
 
 /// Reads both sources and combines them. Never panics.
 pub fn probe() -> Fact<Gpus> {
-    probe_in(super::proc::ProcFs::system())
+    probe_in(crate::io::procfs::ProcFs::system())
 }
 
 /// [`probe`] with the GPU list read through `proc` (never from a `/proc`
 /// that is not procfs).
-pub fn probe_in(proc: &super::proc::ProcFs) -> Fact<Gpus> {
+pub fn probe_in(proc: &crate::io::procfs::ProcFs) -> Fact<Gpus> {
     let proc_gpus = proc.gpus_dir().and_then(|d| read_proc_gpus(&d));
     let (cuda, unreadable) = match cuda_devices() {
         Ok(e) => (Ok(e.devices.clone()), e.unreadable.clone()),

@@ -96,7 +96,7 @@ impl NodeProbe for LinuxProbe {
 /// trusted).
 #[cfg(test)]
 #[derive(Clone, Copy, Debug)]
-pub struct ProcProbe<'a>(pub &'a proc::ProcFs);
+pub struct ProcProbe<'a>(pub &'a crate::io::procfs::ProcFs);
 
 #[cfg(test)]
 impl NodeProbe for ProcProbe<'_> {
@@ -130,7 +130,7 @@ pub fn facts_source(facts: Option<&Path>) -> String {
 /// module prints nothing.
 pub fn probe(facts: Option<&Path>) -> Result<(Box<dyn NodeProbe>, Vec<String>), String> {
     let Some(path) = facts else {
-        let proc = proc::ProcFs::system();
+        let proc = crate::io::procfs::ProcFs::system();
         let untrusted = proc.untrusted().map(|why| {
             format!(
                 "{}; the boot id, owner processes and /proc GPU list are not checked",

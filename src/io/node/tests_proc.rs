@@ -4,8 +4,8 @@
 //! command's end of it is tests/it/edges2.rs
 //! (`proc_forged_root_audit_refuses_every_descriptor_kv005`).
 
-use crate::io::node::proc::ProcFs;
 use crate::io::node::{Fact, NodeProbe, ProcProbe};
+use crate::io::procfs::ProcFs;
 use crate::testkit::BOOT_ID;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -74,7 +74,7 @@ fn proc_symlinks_into_the_real_proc_do_not_make_it_trusted() {
     assert!(proc.untrusted().is_some());
     not_checked_because_not_procfs(&ProcProbe(&proc).boot_id());
     let (_f, path_fd) = o_path_of_a_file();
-    let e = crate::io::inventory::open::reopen_for_reading_in(&proc, &path_fd).unwrap_err();
+    let e = crate::io::safe_file::reopen_for_reading_in(&proc, &path_fd).unwrap_err();
     assert!(e.to_string().contains("is not procfs"), "{e}");
     // A root that is itself a symlink to /proc is not opened (O_NOFOLLOW).
     let link = tempfile::tempdir().unwrap();
@@ -116,7 +116,7 @@ fn proc_the_real_proc_is_trusted() {
         Fact::Known(Some(_))
     ));
     let (_f, path_fd) = o_path_of_a_file();
-    let mut file = crate::io::inventory::open::reopen_for_reading_in(&proc, &path_fd).unwrap();
+    let mut file = crate::io::safe_file::reopen_for_reading_in(&proc, &path_fd).unwrap();
     let mut s = String::new();
     std::io::Read::read_to_string(&mut file, &mut s).unwrap();
     assert_eq!(s, "payload");
@@ -158,7 +158,7 @@ fn proc_fake_fd_dir_symlink_to_a_fifo_is_never_followed() {
     )
     .unwrap();
     let proc = ProcFs::open(fake.path());
-    let e = crate::io::inventory::open::reopen_for_reading_in(&proc, &path_fd).unwrap_err();
+    let e = crate::io::safe_file::reopen_for_reading_in(&proc, &path_fd).unwrap_err();
     assert!(e.to_string().contains("is not procfs"), "{e}");
     assert!(e.to_string().contains("race-free"), "{e}");
     // No reader holds the FIFO: opening its write end without blocking

@@ -4,7 +4,7 @@
 //! is tests/it/proc_note.rs.
 
 use crate::io::node;
-use crate::io::node::proc::{ProcFs, ROOT_ENV};
+use crate::io::procfs::{ProcFs, ROOT_ENV};
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -83,7 +83,7 @@ fn child_reads_proc_through_the_hook() {
         rustix::fs::Mode::empty(),
     )
     .unwrap();
-    let e = crate::io::inventory::open::reopen_for_reading_in(proc, &fd).unwrap_err();
+    let e = crate::io::safe_file::reopen_for_reading_in(proc, &fd).unwrap_err();
     assert!(e.to_string().contains("is not procfs"), "{e}");
     println!("child-ran-to-the-end");
 }

@@ -4,11 +4,12 @@
 
 use crate::format::exit;
 use crate::format::finding::Finding;
-use crate::import::gate::checks::Refusal;
-use crate::import::plan::select::PlannedAllocation;
-use crate::import::{
-    BackendError, Cause, Plan, RankResult, ReleaseReport, Resource, Step, StepFailure,
+use crate::import::engine::{
+    BackendError, Cause, RankResult, ReleaseReport, Resource, StepFailure,
 };
+use crate::import::plan::select::PlannedAllocation;
+use crate::import::plan::Plan;
+use crate::import::spec::Step;
 
 use crate::rules::{FileVerdict, GroupVerdict};
 use serde::Serialize;
@@ -80,7 +81,51 @@ pub struct RemainingRow {
     pub error: Option<String>,
     /// The driver call and its status, when a driver call refused.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub driver: Option<crate::import::DriverCall>,
+    pub driver: Option<crate::import::engine::DriverCall>,
+}
+
+/// Which check refused, in the order an import asks them (the report
+/// names it `gate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Check {
+    /// No declared profile, or one that leaves out what import needs.
+    Profile,
+    /// `--local-ranks` without proof of the whole group.
+    FleetReport,
+    /// The profile's `require_content` and an allocation without `content`.
+    Content,
+    /// No usable CUDA driver.
+    Driver,
+    /// A live fact could not be read.
+    NotChecked,
+}
+
+/// One reason the import is (or, in a dry run, would be) refused.
+#[derive(Clone, Debug, Serialize)]
+pub struct Refusal {
+    /// The check that refused (the report's `gate` member).
+    #[serde(rename = "gate")]
+    pub check: Check,
+    /// The exit status this refusal gives a real import.
+    pub status: i32,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(check: Check, message: impl Into<String>) -> Refusal {
+        let status = match check {
+            Check::Profile | Check::Driver => crate::format::exit::USAGE,
+            Check::FleetReport | Check::Content | Check::NotChecked => {
+                crate::format::exit::REJECTED
+            }
+        };
+        Refusal {
+            check,
+            status,
+            message: message.into(),
+        }
+    }
 }
 
 /// The `kvcr import` report (`--format json` prints it as one document).
@@ -133,11 +178,11 @@ pub struct Report {
 }
 
 fn wire_group<S: serde::Serializer>(g: &Option<GroupVerdict>, s: S) -> Result<S::Ok, S::Error> {
-    g.as_ref().map(crate::format::wire::Group::of).serialize(s)
+    g.as_ref().map(crate::report::json::group).serialize(s)
 }
 
 fn wire_files<S: serde::Serializer>(f: &[FileVerdict], s: S) -> Result<S::Ok, S::Error> {
-    crate::format::wire::Each(f, crate::format::wire::File::of).serialize(s)
+    crate::format::wire::Each(f, crate::report::json::file).serialize(s)
 }
 
 impl Report {
@@ -180,9 +225,9 @@ impl Report {
         if self.mode != Mode::DryRun {
             return self.result.status();
         }
-        let first = self.refusals.iter().min_by_key(|r| r.gate);
+        let first = self.refusals.iter().min_by_key(|r| r.check);
         match (self.result, first) {
-            (_, Some(r)) if r.gate == crate::import::gate::checks::Gate::Profile => r.status,
+            (_, Some(r)) if r.check == Check::Profile => r.status,
             (ResultKind::Planned, Some(r)) => r.status,
             (result, _) => result.status(),
         }
