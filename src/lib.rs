@@ -1,10 +1,12 @@
 //! kvcr: audit and all-or-nothing import of retained KV-cache inventories.
 //!
-//! Data flows one way: `inventory` (walk, open beneath the root) →
-//! [`descriptor`] (read and parse) → `node` facts → `verdict` (pure: facts
-//! in, verdicts out) → `report` (table, JSON, Prometheus); `import` plans an
-//! accepted group and runs it through its ledger and a backend. README.md's
-//! "Architecture" section maps every module.
+//! The folders are the layers, lowest first: `format` (what docs/format.md
+//! defines: types and strict readers) → `rules` (the verdict core: facts
+//! in, verdicts out) → `report` (printers) → `io` (the inventory walk, node
+//! probes, the CUDA FFI, the audit service) → `import` (gate → plan →
+//! engine, driven by its command) → [`api`] (the library) → `commands`
+//! (one file per subcommand) → `cli`. README.md's "Architecture" section
+//! says what each holds.
 //!
 //! # Public surface
 //!
