@@ -295,6 +295,15 @@ fn inventory(
 /// by the same code (docs/format.md §5, §9.2). A rejected group is not an
 /// error: the report says so, and [`Document::exit_status`] is 1.
 pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
+    let (inv, probe) = audit_inputs(root, o)?;
+    let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
+    audit_document(&run)
+}
+
+/// The inventory and, in live mode, the node probe of an audit with `o`.
+type AuditInputs = (Inventory, Option<Box<dyn crate::io::node::NodeProbe>>);
+
+fn audit_inputs(root: &Path, o: &AuditOptions) -> Result<AuditInputs, Error> {
     if o.strict && !o.live {
         return Err(Error::usage("strict requires live (--strict needs --live)"));
     }
@@ -304,7 +313,11 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
         .then(|| crate::io::audit::probe_node(inv.node_facts.as_deref()))
         .transpose()
         .map_err(Error::usage)?;
-    let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
+    Ok((inv, probe))
+}
+
+/// The report of `run`, as `kvcr audit --format json` prints it.
+fn audit_document(run: &crate::report::audit::AuditRun) -> Result<Report, Error> {
     let mut out = Vec::new();
     let printer = crate::report::Printer {
         format: crate::report::Format::Json,
@@ -313,7 +326,7 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
         progress: false,
         width: None,
     };
-    crate::report::audit::print_audit(&mut out, &printer, &run, None)
+    crate::report::audit::print_audit(&mut out, &printer, run, None)
         .map_err(|e| Error::usage(format!("cannot render the report: {e}")))?;
     Ok(Document {
         text: String::from_utf8_lossy(&out).into_owned(),
@@ -620,3 +633,45 @@ fn first_reason(r: &crate::import::report::Report) -> String {
     }
 }
 pub mod writer;
+
+/// Audits descriptor files given as bytes (docs/format.md §13.1): the
+/// `kvcr.audit-report/v1` document `kvcr audit ROOT --format json` prints,
+/// with the same options, for an inventory at `root` that holds exactly
+/// `files` and nothing else, each a regular file of mode `0600` owned by
+/// this user with one name, in directories of mode `0700` on the root's
+/// mount (§2.3–§2.5: how the writer of §3.5 leaves them). The same walk
+/// order, size limit, parser and verdict core judge them as [`audit`]
+/// judges that inventory; only the disk is not read: nothing is opened
+/// under `root`, which is the name the report gives the inventory. A
+/// profile given as a path is read, and `live` asks this node (or
+/// `KVCR_NODE_FACTS`) as [`audit`] does.
+///
+/// Each file is `(path, bytes)`, the path relative to `root`, of plain
+/// names, naming a descriptor (`g0/rank-0.json`; §2.2, at most 8 levels
+/// deep, no directory named like a descriptor or a staging leftover).
+/// Anything else, or a path given twice, is [`Error::Usage`]: the checks of
+/// the files themselves (links, modes, owners, stray and torn entries) are
+/// [`audit`]'s, on a real inventory. For a producer's tests and for the fuzz
+/// targets (fuzz/), which judge thousands of inventories a second this way;
+/// tests/it/api.rs checks that both routes give the same report.
+///
+/// ```
+/// use kvcr::api::{audit_files, AuditOptions};
+/// use std::path::Path;
+/// let report = audit_files(
+///     Path::new("/run/kv/inventory"),
+///     &[(Path::new("g0/rank-0.json"), b"{}".as_slice())],
+///     &AuditOptions::default(),
+/// )?;
+/// assert_eq!(report.exit_status(), 1); // "{}" is no descriptor (KV007)
+/// # Ok::<(), kvcr::api::Error>(())
+/// ```
+pub fn audit_files(
+    root: &Path,
+    files: &[(&Path, &[u8])],
+    o: &AuditOptions,
+) -> Result<Report, Error> {
+    let (inv, probe) = audit_inputs(root, o)?;
+    let run = crate::io::audit::audit_in_memory(&inv, files, probe.as_deref(), o.strict)?.run;
+    audit_document(&run)
+}
