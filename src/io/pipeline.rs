@@ -163,8 +163,7 @@ pub fn collect_in_memory(
     for (path, bytes) in sorted {
         let at = display_path(path);
         let name = path.file_name().unwrap_or_default();
-        let too_large =
-            crate::io::inventory::reader::too_large(bytes.len() as u64, &at);
+        let too_large = crate::io::inventory::reader::too_large(bytes.len() as u64, &at);
         let entry = Entry {
             rel_path: path.to_path_buf(),
             kind: classify_name(name),

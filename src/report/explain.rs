@@ -96,7 +96,10 @@ pub fn explain(code: Code) -> Explanation {
                 after the owner sealed it.",
             "SHA-256 over the canonical form (docs/format.md §3.2) of the descriptor without its \
                 digest member.",
-            "do not import; have the owner reseal the descriptor, or start with an empty cache",
+            "do not import; have the owner rewrite the descriptor (its writer seals the value \
+                it built), or start with an empty cache. `kvcr seal` refuses this file rather \
+                than launder it; only after checking what changed does `kvcr seal \
+                --reseal-edited FILE` seal it as it is now, saying what it overrode",
             "",
         ),
         KV009 => (

@@ -420,8 +420,10 @@ fn audit_files_judges_as_the_audit_of_the_same_files_on_disk() {
         }
         private(d.path());
         let disk = api::audit(d.path(), &o).unwrap();
-        let mut given: Vec<(&Path, &[u8])> =
-            files.iter().map(|(p, b)| (p.as_path(), b.as_slice())).collect();
+        let mut given: Vec<(&Path, &[u8])> = files
+            .iter()
+            .map(|(p, b)| (p.as_path(), b.as_slice()))
+            .collect();
         given.reverse();
         let mem = api::audit_files(Path::new("/nowhere/inventory"), &given, &o).unwrap();
         let (disk_v, mem_v): (Value, Value) = (
@@ -480,7 +482,8 @@ fn audit_files_refuses_what_it_cannot_stand_for_and_reads_no_disk() {
     let v: Value = serde_json::from_str(r.as_json()).unwrap();
     assert_eq!(r.exit_status(), 1);
     assert!(
-        r.as_json().contains("larger than 1048576 bytes; rejected unread"),
+        r.as_json()
+            .contains("larger than 1048576 bytes; rejected unread"),
         "{v:#}"
     );
     assert!(!root.exists());

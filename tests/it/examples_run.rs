@@ -197,8 +197,20 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "README.md",
-        "kvcr seal fixtures/accept-tp4/inventory/rank-1.json   # after a hand edit: \
-        write the digest, atomically",
+        "kvcr seal fixtures/accept-tp4/inventory/rank-1.json   # write the digest, \
+        atomically (here: already sealed)",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr seal fixtures/kv008-digest/inventory/rank-1.json # edited after sealing: \
+        refused, KV008 (exit 1)",
+        Status(1),
+    ),
+    (
+        "README.md",
+        "kvcr seal --reseal-edited fixtures/kv008-digest/inventory/rank-1.json # an edit \
+        you checked: seal it as it is",
         Status(0),
     ),
     (

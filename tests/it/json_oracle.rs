@@ -107,7 +107,11 @@ mod props {
                 .join("fuzz/seeds/digest/float-rounding.json"),
         )
         .unwrap();
-        assert_eq!(seed.trim_ascii(), doc, "the seed is the input that stopped the run");
+        assert_eq!(
+            seed.trim_ascii(),
+            doc,
+            "the seed is the input that stopped the run"
+        );
         for ulps in [-1i64, 1] {
             let bits = 9.232267351080949e108f64.to_bits().wrapping_add_signed(ulps);
             let off = S::from(f64::from_bits(bits));
