@@ -34,9 +34,9 @@ use crate::format::descriptor::{parse_descriptor, MAX_FILE_BYTES};
 use crate::format::json;
 use serde_json::Value;
 use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Why a descriptor or file could not be sealed or written.
@@ -180,23 +180,12 @@ pub fn write_rank(dir: &Path, value: &Value) -> Result<PathBuf, Error> {
     Ok(dir.join(name))
 }
 
-/// A staging name `.NAME.<random>.tmp`: a staging leftover to kvcr (KV009),
-/// ignored by node-exporter's textfile collector.
-fn staging_name(name: &OsStr) -> std::ffi::OsString {
-    let random = uuid::Uuid::new_v4().simple().to_string();
-    let mut s = std::ffi::OsString::from(".");
-    s.push(name);
-    s.push(".");
-    s.push(&random[..16]);
-    s.push(".tmp");
-    s
-}
-
 /// Writes `bytes` to `dir/name` atomically: a staging file created
 /// exclusively beside it, given `mode` (and `owner` uid/gid when set),
 /// synced, renamed over `dir/name`, then the directory synced. A reader sees
 /// the old file or the whole new one; on failure the staging file is
-/// removed and `dir/name` is untouched.
+/// removed and `dir/name` is untouched. `dir` is opened once and every step
+/// names that directory (`crate::io::output::write_atomic_at`).
 pub fn write_atomic(
     dir: &Path,
     name: &OsStr,
@@ -204,48 +193,30 @@ pub fn write_atomic(
     mode: u32,
     owner: Option<(u32, u32)>,
 ) -> Result<(), Error> {
-    let tmp = dir.join(staging_name(name));
-    let target = dir.join(name);
-    let shown = tmp.display().to_string();
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(Error::io(format!("cannot create {shown}")))?;
-    let staged = (|| -> Result<(), Error> {
-        if let Some((uid, gid)) = owner {
-            rustix::fs::fchown(
-                &f,
-                Some(rustix::fs::Uid::from_raw(uid)),
-                Some(rustix::fs::Gid::from_raw(gid)),
-            )
-            .map_err(|e| Error::io(format!("cannot give {shown} its owner"))(e.into()))?;
-        }
-        // After fchown, which may clear set-id bits; the umask does not apply.
-        rustix::fs::fchmod(&f, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-            .map_err(|e| Error::io(format!("cannot set the mode of {shown}"))(e.into()))?;
-        f.write_all(bytes)
-            .map_err(Error::io(format!("cannot write {shown}")))?;
-        f.sync_all()
-            .map_err(Error::io(format!("cannot sync {shown}")))?;
-        fs::rename(&tmp, &target).map_err(Error::io(format!(
-            "cannot rename {shown} to {}",
-            target.display()
-        )))
-    })();
-    drop(f);
-    if let Err(e) = staged {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(Error::io(format!(
-            "cannot sync directory {}",
-            dir.display()
-        )))
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        Error::io(format!(
+            "cannot create {}",
+            dir.join(crate::io::output::staging_name(name)).display()
+        ))(e.into())
+    })?;
+    crate::io::output::write_atomic_at(
+        std::os::fd::AsFd::as_fd(&fd),
+        dir,
+        name,
+        bytes,
+        mode,
+        owner,
+    )
+    .map_err(|e| Error::Io {
+        what: e.what,
+        source: e.source,
+    })
 }
 
 /// A file as kvcr found it before sealing or hashing.

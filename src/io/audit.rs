@@ -15,9 +15,7 @@ use crate::rules::{self, Candidate, Context, FileVerdict};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The inventory root when neither ROOT nor `$KVCR_INVENTORY` names one:
-/// where the Debian package's units keep it (docs/format.md §2.1).
-pub const DEFAULT_ROOT: &str = "/var/lib/kvcr/inventory";
+pub use crate::format::names::DEFAULT_ROOT;
 
 /// What every command that reads an inventory was asked to judge.
 #[derive(Clone, Debug, Default)]

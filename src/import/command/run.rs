@@ -221,11 +221,24 @@ fn prepare_ready_file(req: &Request, run: &Action) -> Result<Option<ReadyFile>, 
     else {
         return Ok(None);
     };
-    crate::io::output::refuse_inside_root(&req.inventory.root()?, p, "--ready-file")?;
-    let ready = ReadyFile::prepare(p).map_err(|e| {
+    let hint = "choose a path in an existing, writable directory that does not exist yet";
+    let out = crate::io::output::OutputFile::resolve(
+        req.inventory.root.as_deref(),
+        p,
+        "--ready-file",
+        false,
+    )
+    .map_err(|u| match u {
+        crate::io::output::Unusable::Inside(f) => f,
+        crate::io::output::Unusable::Other(why) => Failure::usage(
+            format!("cannot prepare --ready-file {}: {why}", p.display()),
+            Some(hint.into()),
+        ),
+    })?;
+    let ready = ReadyFile::prepare(out).map_err(|e| {
         Failure::usage(
             format!("cannot prepare --ready-file {}: {e}", p.display()),
-            Some("choose a path in an existing, writable directory that does not exist yet".into()),
+            Some(hint.into()),
         )
     })?;
     Ok(Some(ready))

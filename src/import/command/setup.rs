@@ -64,23 +64,24 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
         Ok(b)
     };
     // The import log is never inside the inventory (exit 2, before anything
-    // is imported); a dry run writes none.
-    if s.mode != Mode::DryRun {
-        crate::io::output::refuse_inside_root(
-            &s.inventory.root()?,
-            &s.import_log.file,
-            crate::import::command::log::ENV,
-        )?;
-    }
+    // is imported), and is resolved once for the whole run: the release
+    // record goes where the check looked. A dry run writes none.
+    let log = match s.mode {
+        Mode::DryRun => None,
+        _ => Some(crate::import::command::log::Log::open(
+            &s.import_log,
+            s.inventory.root.as_deref(),
+        )?),
+    };
     let quiet = p.verbosity == Verbosity::Quiet;
+    let write_log = |r: &_, event| {
+        if let Some(log) = &log {
+            crate::import::command::log::write(log, r, event, quiet);
+        }
+    };
     let mut on_ready = |r: &_| {
         print::holding(p, r);
-        crate::import::command::log::write(
-            &s.import_log,
-            r,
-            crate::import::command::log::Event::Holding,
-            quiet,
-        );
+        write_log(r, crate::import::command::log::Event::Holding);
     };
     let run = match s.mode {
         // The command line never asks for the library's gate mode.
@@ -104,12 +105,7 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
         progress: p.progress,
     };
     let done = import(&req, run)?;
-    crate::import::command::log::write(
-        &s.import_log,
-        &done.report,
-        crate::import::command::log::Event::Ended,
-        quiet,
-    );
+    write_log(&done.report, crate::import::command::log::Event::Ended);
     print::done(p, &done)?;
     Ok(done.report.status())
 }
