@@ -205,18 +205,11 @@ pub fn write_atomic(
             dir.join(crate::io::output::staging_name(name)).display()
         ))(e.into())
     })?;
-    crate::io::output::write_atomic_at(
-        std::os::fd::AsFd::as_fd(&fd),
-        dir,
-        name,
-        bytes,
-        mode,
-        owner,
-    )
-    .map_err(|e| Error::Io {
-        what: e.what,
-        source: e.source,
-    })
+    crate::io::output::write_atomic_at(std::os::fd::AsFd::as_fd(&fd), dir, name, bytes, mode, owner)
+        .map_err(|e| Error::Io {
+            what: e.what,
+            source: e.source,
+        })
 }
 
 /// A file as kvcr found it before sealing or hashing.

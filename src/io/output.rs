@@ -201,9 +201,7 @@ impl OutputFile {
             _ => PathBuf::from("."),
         };
         let shown_dir = crate::format::names::display_path(&dir);
-        let inv = InventoryDirs::of(
-            root.unwrap_or(Path::new(crate::format::names::DEFAULT_ROOT)),
-        );
+        let inv = InventoryDirs::of(root.unwrap_or(Path::new(crate::format::names::DEFAULT_ROOT)));
         let cannot = |at: &Path, e: rustix::io::Errno| {
             Unusable::Other(format!(
                 "its directory cannot be used: {}: {}",
@@ -330,7 +328,8 @@ impl OutputFile {
         buf.push(b'\n');
         f.write_all(&buf)
             .map_err(|e| format!("cannot append to {shown}: {e}"))?;
-        f.sync_all().map_err(|e| format!("cannot sync {shown}: {e}"))
+        f.sync_all()
+            .map_err(|e| format!("cannot sync {shown}: {e}"))
     }
 }
 
@@ -407,7 +406,6 @@ pub fn write_atomic_at(
         let _ = rustix::fs::unlinkat(dir, &tmp, AtFlags::empty());
         return Err(e);
     }
-    rustix::fs::fsync(dir).map_err(|e| {
-        fail(format!("cannot sync directory {}", shown_dir.display()))(e.into())
-    })
+    rustix::fs::fsync(dir)
+        .map_err(|e| fail(format!("cannot sync directory {}", shown_dir.display()))(e.into()))
 }

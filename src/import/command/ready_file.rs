@@ -16,9 +16,9 @@
 
 use crate::import::engine::RankResult;
 use crate::import::plan::Plan;
-use serde::Serialize;
 use crate::io::output::OutputFile;
 use rustix::fd::BorrowedFd;
+use serde::Serialize;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -221,7 +221,10 @@ impl ReadyFile {
             .and_then(|_| file.sync_all())
             .and_then(|_| rename_noreplace(dir, &staging, self.out.name()))
             .and_then(|_| self.out.lstat())
-            .and_then(|st| st.map(|st| file_id(&st)).ok_or_else(|| io::Error::other("gone")));
+            .and_then(|st| {
+                st.map(|st| file_id(&st))
+                    .ok_or_else(|| io::Error::other("gone"))
+            });
         match r {
             Ok(id) => {
                 self.published = Some(id);
@@ -270,8 +273,13 @@ mod tests {
 
     /// PATH resolved as the import resolves it (no inventory near).
     fn out(p: &Path) -> io::Result<OutputFile> {
-        OutputFile::resolve(Some(Path::new("/nonexistent-inventory")), p, "--ready-file", false)
-            .map_err(|e| io::Error::other(format!("{e:?}")))
+        OutputFile::resolve(
+            Some(Path::new("/nonexistent-inventory")),
+            p,
+            "--ready-file",
+            false,
+        )
+        .map_err(|e| io::Error::other(format!("{e:?}")))
     }
 
     impl ReadyFile {
