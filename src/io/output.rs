@@ -409,3 +409,106 @@ pub fn write_atomic_at(
     rustix::fs::fsync(dir)
         .map_err(|e| fail(format!("cannot sync directory {}", shown_dir.display()))(e.into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn resolve(root: &Path, p: &Path, create: bool) -> Result<OutputFile, Unusable> {
+        OutputFile::resolve(Some(root), p, "--out", create)
+    }
+
+    #[test]
+    fn a_path_that_names_a_directory_names_no_file() {
+        for p in ["", "d/", "d/.", "d/..", ".", "..", "/"] {
+            assert!(file_name(Path::new(p)).is_none(), "{p:?}");
+        }
+        assert_eq!(file_name(Path::new("d/x.prom")), Some(OsStr::new("x.prom")));
+        assert_eq!(file_name(Path::new("x")), Some(OsStr::new("x")));
+    }
+
+    #[test]
+    fn inside_by_path_by_identity_and_below_a_missing_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let inv = t.path().join("inv");
+        std::fs::create_dir_all(inv.join("g0/sub")).unwrap();
+        std::os::unix::fs::symlink(&inv, t.path().join("alias")).unwrap();
+        std::os::unix::fs::symlink(inv.join("g0"), t.path().join("alias-g0")).unwrap();
+        for p in [
+            "inv/x",
+            "inv/g0/sub/x",
+            "inv/g0/../x",
+            "inv/missing/deeper/x",
+            "alias/x",
+            "alias-g0/x",
+            "alias-g0/sub/x",
+        ] {
+            for create in [false, true] {
+                let r = resolve(&inv, &t.path().join(p), create);
+                assert!(matches!(r, Err(Unusable::Inside(_))), "{p}: {r:?}");
+            }
+        }
+        // Through a symlinked root too.
+        let r = resolve(&t.path().join("alias"), &inv.join("g0/x"), false);
+        assert!(matches!(r, Err(Unusable::Inside(_))), "{r:?}");
+        assert!(!inv.join("missing").exists(), "nothing created inside");
+        // A root that does not resolve: lexically below it is inside.
+        let gone = t.path().join("gone");
+        std::fs::create_dir(t.path().join("other")).unwrap();
+        let r = resolve(&gone, &t.path().join("other/x"), false);
+        assert!(r.is_ok(), "{r:?}");
+        let r = resolve(&t.path().join("other"), &t.path().join("other/x"), false);
+        assert!(matches!(r, Err(Unusable::Inside(_))), "{r:?}");
+    }
+
+    #[test]
+    fn missing_directories_are_created_private_only_when_asked() {
+        let t = tempfile::tempdir().unwrap();
+        let inv = t.path().join("inv");
+        std::fs::create_dir(&inv).unwrap();
+        let p = t.path().join("log/kvcr/import.jsonl");
+        assert!(matches!(resolve(&inv, &p, false), Err(Unusable::Other(_))));
+        assert!(!t.path().join("log").exists());
+        let out = resolve(&inv, &p, true).unwrap();
+        for d in ["log", "log/kvcr"] {
+            let mode = std::fs::metadata(t.path().join(d))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0, "{d}: {mode:o}");
+        }
+        out.append(b"{}").unwrap();
+        out.append(b"{}").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"{}\n{}\n");
+        // `..` after a missing directory is not created.
+        let r = resolve(&inv, &t.path().join("new/../x"), true);
+        assert!(matches!(r, Err(Unusable::Other(_))), "{r:?}");
+    }
+
+    #[test]
+    fn writes_go_to_the_held_directory_after_a_swap() {
+        let t = tempfile::tempdir().unwrap();
+        let inv = t.path().join("inv");
+        std::fs::create_dir(&inv).unwrap();
+        let dir = t.path().join("out");
+        std::fs::create_dir(&dir).unwrap();
+        let out = resolve(&inv, &dir.join("m.prom"), false).unwrap();
+        std::fs::rename(&dir, t.path().join("held")).unwrap();
+        std::os::unix::fs::symlink(&inv, &dir).unwrap();
+        out.write_atomic(b"a 1\n", 0o644).unwrap();
+        out.append(b"b 2").unwrap();
+        assert_eq!(
+            std::fs::read_dir(&inv).unwrap().count(),
+            0,
+            "nothing inside"
+        );
+        let held = std::fs::read_to_string(t.path().join("held/m.prom")).unwrap();
+        assert_eq!(held, "a 1\nb 2\n");
+        // The name swapped for a symlink: never followed.
+        std::fs::remove_file(t.path().join("held/m.prom")).unwrap();
+        std::os::unix::fs::symlink(inv.join("x"), t.path().join("held/m.prom")).unwrap();
+        assert!(out.append(b"c").is_err());
+        assert!(!inv.join("x").exists());
+    }
+}
