@@ -445,3 +445,16 @@ fn seal_names_kv007_for_an_integer_out_of_range() {
     );
     assert_eq!(fs::read_to_string(&p).unwrap(), big);
 }
+
+/// `kvcr explain KV008` says what seal does with such a file.
+#[test]
+fn explain_kv008_says_seal_refuses_unless_reseal_edited() {
+    let out = kvcr().args(["explain", "KV008"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text.contains("refuses this file (KV008, naming both digests)"),
+        "{text}"
+    );
+    assert!(text.contains("kvcr seal --reseal-edited FILE"), "{text}");
+}
