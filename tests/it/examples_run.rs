@@ -276,8 +276,8 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "docs/ci.md",
-        "kvcr seal fixtures/my-case/inventory/rank-*.json && kvcr audit \
-        fixtures/my-case/inventory",
+        "kvcr seal --reseal-edited fixtures/my-case/inventory/rank-*.json && kvcr \
+        audit fixtures/my-case/inventory",
         Status(0),
     ),
     (
