@@ -252,3 +252,59 @@ fn nothing_is_written_inside_the_default_root_by_any_name() {
         "something was written inside the default root"
     );
 }
+
+/// The same check whichever way the root was chosen: ROOT, or
+/// `$KVCR_INVENTORY` with no ROOT; a bad profile's failure text is refused
+/// there too, and written outside.
+#[test]
+fn the_root_from_the_argument_or_the_environment_is_the_same_check() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    world(d);
+    let inv = d.join("inv");
+    let before = testkit::snapshot(&inv);
+    for (how, env_root) in [("ROOT", false), ("$KVCR_INVENTORY", true)] {
+        for (profile, textfile) in [
+            (None, inv.join("g0/x.prom")),
+            (Some(d.join("missing.json")), inv.join("failed.prom")),
+            (None, d.join("ok/../inv/y.prom")),
+        ] {
+            let mut c = crate::util::kvcr();
+            c.args(["audit", "-q", "--textfile"]).arg(&textfile);
+            if let Some(p) = &profile {
+                c.arg("--profile").arg(p);
+            }
+            if env_root {
+                c.env("KVCR_INVENTORY", &inv);
+            } else {
+                c.arg(&inv);
+            }
+            let out = c.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{how} {}: {err}",
+                textfile.display()
+            );
+            assert!(err.contains("inside the inventory"), "{how}: {err}");
+            assert_eq!(testkit::snapshot(&inv), before, "{how}: written inside");
+        }
+        let ok = d.join("ok/failed.prom");
+        let mut c = crate::util::kvcr();
+        c.args(["audit", "-q", "--profile"])
+            .arg(d.join("missing.json"))
+            .arg("--textfile")
+            .arg(&ok);
+        if env_root {
+            c.env("KVCR_INVENTORY", &inv);
+        } else {
+            c.arg(&inv);
+        }
+        assert_eq!(c.output().unwrap().status.code(), Some(2));
+        assert!(std::fs::read_to_string(&ok)
+            .unwrap()
+            .contains("kvcr_audit_success 0"));
+        std::fs::remove_file(&ok).unwrap();
+    }
+}
