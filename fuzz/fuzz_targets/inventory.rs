@@ -103,25 +103,10 @@ pub fn sampled(data: &[u8]) -> bool {
     h % 64 == 0
 }
 
-/// What two audits of the same files (in two directories, or on disk and
-/// in memory) must agree on: the groups, the files, the summary and the
-/// exit status, with the root (the report's own `root`) and the clock
-/// (ages) left out.
+/// What two audits of the same files (on disk and in memory, or given in
+/// two orders) must agree on: the test kit's `judgement` (the groups, the
+/// files, the summary and the exit status, with the report's root and the
+/// clock left out).
 pub fn judgement(v: &Value) -> String {
-    fn walk(v: &mut Value) {
-        match v {
-            Value::Object(o) => {
-                o.remove("age_ms");
-                o.values_mut().for_each(walk);
-            }
-            Value::Array(a) => a.iter_mut().for_each(walk),
-            _ => {}
-        }
-    }
-    let mut j = serde_json::json!([v["groups"], v["files"], v["summary"], v["exit_status"]]);
-    walk(&mut j);
-    let root = v["root"].as_str().expect("the report names its root");
-    serde_json::to_string(&j)
-        .expect("serialise")
-        .replace(root, "<ROOT>")
+    kvcr_testkit::judgement(v)
 }

@@ -348,25 +348,6 @@ fn content_digest_follows_the_sampling_rule() {
     ));
 }
 
-/// The judgement of an audit report: groups, files, summary and exit
-/// status, with the report's root and the ages left out.
-fn judgement(v: &Value) -> String {
-    fn walk(v: &mut Value) {
-        match v {
-            Value::Object(o) => {
-                o.remove("age_ms");
-                o.values_mut().for_each(walk);
-            }
-            Value::Array(a) => a.iter_mut().for_each(walk),
-            _ => {}
-        }
-    }
-    let mut j = json!([v["groups"], v["files"], v["summary"], v["exit_status"]]);
-    walk(&mut j);
-    let root = v["root"].as_str().unwrap();
-    serde_json::to_string(&j).unwrap().replace(root, "<ROOT>")
-}
-
 /// `api::audit_files` (descriptors given as bytes, docs/format.md §13.1)
 /// judges as `api::audit` judges an inventory holding exactly those files
 /// as an owner writes them: every fixture made only of descriptors, copied
@@ -430,7 +411,12 @@ fn audit_files_judges_as_the_audit_of_the_same_files_on_disk() {
             serde_json::from_str(disk.as_json()).unwrap(),
             serde_json::from_str(mem.as_json()).unwrap(),
         );
-        assert_eq!(judgement(&mem_v), judgement(&disk_v), "{}", case.display());
+        assert_eq!(
+            testkit::judgement(&mem_v),
+            testkit::judgement(&disk_v),
+            "{}",
+            case.display()
+        );
         assert_eq!(mem.exit_status(), disk.exit_status(), "{}", case.display());
         assert_eq!(mem_v["root"], "/nowhere/inventory");
         valid(kvcr::schema::Kind::Report, &mem_v);
