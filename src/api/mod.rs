@@ -382,10 +382,13 @@ fn descriptor_error(text: &[u8], fallback: String) -> Error {
     }
 }
 
-/// Seals a descriptor given as JSON text, as `kvcr seal` seals a file
-/// (docs/format.md §3.2, §3.5): strict JSON (KV006), then every check the
-/// audit makes apart from the digest (KV007...), then the digest set (kept
-/// in place when present, else appended). Returns the sealed bytes: two-space
+/// Seals a descriptor given as JSON text, as `kvcr seal --reseal-edited`
+/// seals a file (docs/format.md §3.2, §3.5, §6.1): strict JSON (KV006), then
+/// every check the audit makes apart from the digest (KV007...), then the
+/// digest set (kept in place when present, else appended). A `digest` the
+/// text already carries is replaced whatever it is: the caller built this
+/// value (the command, which seals files someone else may have edited,
+/// refuses a mismatch unless told). Returns the sealed bytes: two-space
 /// indented JSON with a trailing newline, byte for byte what `kvcr seal`
 /// writes for the same content and member order.
 pub fn seal_json(text: &[u8]) -> Result<Vec<u8>, Error> {
