@@ -103,6 +103,23 @@ pub fn sampled(data: &[u8]) -> bool {
     h % 64 == 0
 }
 
+/// Asserts that audit `b` judges as audit `a` did, allowing for the
+/// clock: a report writes ages in words (KV108's `age 31736474 s`, `sealed
+/// 367d 7h ago`), so two audits a second apart may differ in them alone.
+/// When `a` and `b` differ, the first audit is run once more (`again`, later
+/// than `b`): the clock's step that separated `a` from `b` is then behind
+/// both, so `b` and the new report must agree. (The profile target's first
+/// 10-minute run stopped on such a step, at 3.5 million executions:
+/// `age 31736474 s` in memory, `age 31736475 s` on disk.)
+pub fn assert_same(a: &Value, b: &Value, again: impl FnOnce() -> Value, what: &str) {
+    let (ja, jb) = (judgement(a), judgement(b));
+    if ja == jb {
+        return;
+    }
+    let jc = judgement(&again());
+    assert_eq!(jb, jc, "{what} (and before: {ja})");
+}
+
 /// What two audits of the same files (on disk and in memory, or given in
 /// two orders) must agree on: the test kit's `judgement` (the groups, the
 /// files, the summary and the exit status, with the report's root and the

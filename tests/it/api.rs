@@ -406,17 +406,26 @@ fn audit_files_judges_as_the_audit_of_the_same_files_on_disk() {
             .map(|(p, b)| (p.as_path(), b.as_slice()))
             .collect();
         given.reverse();
-        let mem = api::audit_files(Path::new("/nowhere/inventory"), &given, &o).unwrap();
-        let (disk_v, mem_v): (Value, Value) = (
-            serde_json::from_str(disk.as_json()).unwrap(),
-            serde_json::from_str(mem.as_json()).unwrap(),
-        );
-        assert_eq!(
-            testkit::judgement(&mem_v),
-            testkit::judgement(&disk_v),
-            "{}",
-            case.display()
-        );
+        let in_memory = || {
+            let mem = api::audit_files(Path::new("/nowhere/inventory"), &given, &o).unwrap();
+            let v: Value = serde_json::from_str(mem.as_json()).unwrap();
+            (mem, v)
+        };
+        let (mut mem, mut mem_v) = in_memory();
+        let disk_v: Value = serde_json::from_str(disk.as_json()).unwrap();
+        if testkit::judgement(&mem_v) != testkit::judgement(&disk_v) {
+            // Ages in words (`age N s`) may cross a second between two
+            // audits: once more, after both, the step is behind them.
+            let disk = api::audit(d.path(), &o).unwrap();
+            let disk_v: Value = serde_json::from_str(disk.as_json()).unwrap();
+            (mem, mem_v) = in_memory();
+            assert_eq!(
+                testkit::judgement(&mem_v),
+                testkit::judgement(&disk_v),
+                "{}",
+                case.display()
+            );
+        }
         assert_eq!(mem.exit_status(), disk.exit_status(), "{}", case.display());
         assert_eq!(mem_v["root"], "/nowhere/inventory");
         valid(kvcr::schema::Kind::Report, &mem_v);
