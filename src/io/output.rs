@@ -299,6 +299,21 @@ impl OutputFile {
     /// descriptor inside the inventory included).
     pub fn append(&self, line: &[u8]) -> Result<(), String> {
         let shown = crate::format::names::display_path(&self.path);
+        let mut f = self.open_append()?;
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line);
+        buf.push(b'\n');
+        f.write_all(&buf)
+            .map_err(|e| format!("cannot append to {shown}: {e}"))?;
+        f.sync_all()
+            .map_err(|e| format!("cannot sync {shown}: {e}"))
+    }
+
+    /// The file opened for appending as [`OutputFile::append`] opens it
+    /// (created `0600`, `O_APPEND | O_NOFOLLOW | O_NONBLOCK` beneath the held
+    /// directory, a regular file with one link), for a caller that keeps it.
+    pub fn open_append(&self) -> Result<std::fs::File, String> {
+        let shown = crate::format::names::display_path(&self.path);
         let fd = rustix::fs::openat(
             &self.dir,
             &self.name,
@@ -322,14 +337,7 @@ impl OutputFile {
                 "{shown} has {nlink} hard links; kvcr appends only to a file with one name"
             ));
         }
-        let mut f = std::fs::File::from(fd);
-        let mut buf = Vec::with_capacity(line.len() + 1);
-        buf.extend_from_slice(line);
-        buf.push(b'\n');
-        f.write_all(&buf)
-            .map_err(|e| format!("cannot append to {shown}: {e}"))?;
-        f.sync_all()
-            .map_err(|e| format!("cannot sync {shown}: {e}"))
+        Ok(std::fs::File::from(fd))
     }
 }
 

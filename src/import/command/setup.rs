@@ -54,7 +54,7 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
         CudaBackend::new().err().map(|e| e.to_string())
     };
     let open = || {
-        let b = make_backend(spec, s.map_read_write)?;
+        let b = make_backend(spec, s.map_read_write, s.inventory.root.as_deref())?;
         if spec.sim && p.verbosity != Verbosity::Quiet {
             eprintln!(
                 "kvcr: warning: {} selects the simulated backend: no GPU memory is imported",
@@ -111,16 +111,33 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
 }
 
 /// Builds the backend `KVCR_IMPORT_BACKEND` asks for (CUDA by default;
-/// VMM mappings read-only unless `read_write`).
-fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>, Failure> {
+/// VMM mappings read-only unless `read_write`). The sim backend's event log
+/// is an output like any other: never inside the inventory at `root`.
+fn make_backend(
+    spec: &BackendSpec,
+    read_write: bool,
+    root: Option<&std::path::Path>,
+) -> Result<Box<dyn Backend>, Failure> {
     if spec.sim {
-        let b = spec.build_sim().map_err(|e| {
+        use crate::io::output::{OutputFile, Unusable};
+        let cannot = |e: String| {
             Failure::usage(
                 format!("{}: cannot open the sim log: {e}", BackendSpec::ENV),
                 None,
             )
-        })?;
-        return Ok(Box::new(b));
+        };
+        let log = match &spec.log {
+            None => None,
+            Some(p) => {
+                let out =
+                    OutputFile::resolve(root, p, BackendSpec::ENV, false).map_err(|u| match u {
+                        Unusable::Inside(f) => f,
+                        Unusable::Other(why) => cannot(why),
+                    })?;
+                Some(out.open_append().map_err(cannot)?)
+            }
+        };
+        return Ok(Box::new(spec.build_sim(log)));
     }
     let cuda = CudaBackend::new()
         .map_err(|e| {
