@@ -164,6 +164,12 @@ const CASES: &[(&str, &str, i32)] = &[
         "cd $INV/g0 && KVCR_IMPORT_LOG=import.jsonl imp",
         2,
     ),
+    // The test backend's event log is an output like any other.
+    (
+        "sim-log",
+        "KVCR_IMPORT_LOG=$T/ok/sim.jsonl KVCR_IMPORT_BACKEND=sim:log=$INV/sim.log imp",
+        2,
+    ),
     (
         "ready-file",
         "KVCR_IMPORT_LOG=$T/ok/hold.jsonl imp --hold --ready-file $INV/ready.json",
