@@ -93,8 +93,10 @@ fn report_schema_pairs_every_code_with_its_name() {
             )
         })
         .collect();
+    // The GMS reader's codes (KV2xx) never appear in an audit report.
     let want: Vec<(String, String)> = Code::ALL
         .iter()
+        .filter(|c| c.family() == kvcr::finding::Family::Inventory)
         .map(|c| (c.as_str().to_string(), c.name().to_string()))
         .collect();
     assert_eq!(pairs, want);
