@@ -19,6 +19,7 @@ fn json_output(cli: &Cli) -> (&'static str, bool) {
         Command::Merge(a) => ("merge", json(&a.output)),
         Command::Profile(_) => ("profile", false),
         Command::Examine(a) => ("examine", a.format == report::Format::Json),
+        Command::Gms(a) => ("gms", a.format == crate::cli::GmsFormat::Json),
         Command::Explain(_) => ("explain", false),
         Command::Completions(_) => ("completions", false),
         Command::Schema(_) => ("schema", false),
@@ -65,6 +66,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Merge(a) => crate::audit::run_merge(&a.reports, &settings::printer(&a.output)),
         Command::Profile(a) => crate::derive::run(&settings::Inventory::for_profile(a)),
         Command::Examine(a) => crate::examine::run(&a.file, a.format),
+        Command::Gms(a) => crate::gms::command::run(a),
         Command::Explain(a) => match a.code.as_deref().map(|c| (c, Code::parse(c))) {
             None => text(explain::render_list().as_bytes()),
             Some((_, Some(code))) => text(explain::render(code).as_bytes()),

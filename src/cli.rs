@@ -42,6 +42,19 @@ pub enum Command {
     /// exits 1 naming why. A bootstrap: in production the deployer writes
     /// the profile from the engine's configuration (docs/format.md §4.1).
     Profile(ProfileArgs),
+    /// Read-only check of what Dynamo's GPU Memory Service left on this node (docs/format.md §14).
+    ///
+    /// Lease rings (gms-kv-lease-*.shm), writer-cohort directories
+    /// (*.vllm-writers, *.writers), recovery metadata (DYNKV001) and files of
+    /// superseded formats: each artifact's verdict, cause and action, then
+    /// its facts. With no PATH, looks where GMS puts them (its own
+    /// environment variables and defaults) and says where it looked. Reads
+    /// twice, --interval-ms apart: a condition a healthy artifact shows for
+    /// a moment rejects only when both reads show it. Never writes, never
+    /// locks a lease ring. Exit 0 when every artifact is ok (or none is
+    /// found), 1 when one is rejected, 2 when a PATH is missing, unreadable
+    /// or no GMS artifact.
+    Gms(GmsArgs),
     /// Decode and check one descriptor file on its own (like mdadm --examine).
     ///
     /// Prints its fields, the digest status, the bytes the geometry needs
@@ -366,6 +379,55 @@ pub struct ExamineArgs {
     pub format: Format,
 }
 
+/// The formats `kvcr gms` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GmsFormat {
+    Table,
+    Json,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GmsArgs {
+    /// Files or directories holding GMS artifacts (default: where GMS puts them).
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Also check this node's processes: lease owners under GMS's default
+    /// owner id, and a held recovery barrier's owner.
+    #[arg(long)]
+    pub live: bool,
+    /// The block count the engine will ask recovery metadata for (default:
+    /// the one its size implies).
+    #[arg(long, value_name = "N")]
+    pub num_blocks: Option<u64>,
+    /// The binding digest (64 hex digits) the engine will compute for its
+    /// KV pool; without it the binding is not checked.
+    #[arg(long, value_name = "HEX", value_parser = parse_binding)]
+    pub binding: Option<[u8; 32]>,
+    /// Milliseconds between the two reads (0 to 60000).
+    #[arg(long, value_name = "MS", default_value_t = crate::gms::DEFAULT_INTERVAL_MS,
+          value_parser = clap::value_parser!(u64).range(0..=crate::gms::MAX_INTERVAL_MS))]
+    pub interval_ms: u64,
+    /// Output format (json: exactly one kvcr.gms-report/v1 document on stdout).
+    #[arg(long, value_enum, default_value_t = GmsFormat::Table)]
+    pub format: GmsFormat,
+}
+
+/// `--binding`: 64 hex digits (either case), the 32-byte sha256 digest.
+pub fn parse_binding(s: &str) -> Result<[u8; 32], String> {
+    let b = s.as_bytes();
+    if b.len() != 64 || !b.iter().all(u8::is_ascii_hexdigit) {
+        return Err(format!(
+            "{s:?} is not a binding: 64 hex digits (a sha256 digest)"
+        ));
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks(2).enumerate() {
+        let hex = std::str::from_utf8(pair).map_err(|e| e.to_string())?;
+        out[i] = u8::from_str_radix(hex, 16).map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
     /// A finding code (KV104), its number (104) or its name (geometry).
@@ -399,5 +461,16 @@ mod tests {
         assert_eq!(parse_age("1d"), Ok(86400));
         assert!(parse_age("1.5h").is_err());
         assert!(parse_age("-1").is_err());
+    }
+
+    #[test]
+    fn bindings_are_64_hex_digits() {
+        let hex = "00ff".repeat(16);
+        let b = parse_binding(&hex).unwrap();
+        assert_eq!((b[0], b[1], b[31]), (0x00, 0xff, 0xff));
+        assert_eq!(parse_binding(&hex.to_uppercase()), Ok(b));
+        assert!(parse_binding(&hex[..62]).is_err());
+        assert!(parse_binding(&format!("{}zz", &hex[..62])).is_err());
+        assert!(parse_binding(&format!("{hex}00")).is_err());
     }
 }

@@ -45,6 +45,7 @@ pub(crate) mod error;
 pub(crate) mod examine;
 pub mod exit;
 pub mod finding;
+pub(crate) mod gms;
 pub(crate) mod ids;
 pub(crate) mod import;
 pub(crate) mod import_spec;
