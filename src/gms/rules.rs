@@ -677,10 +677,7 @@ pub fn judge_recovery(
         binding_checked: ask.binding.is_some(),
         outcome: Outcome::Fresh,
     };
-    let ids = |r: &RecoveryRead| {
-        r.header
-            .map(|h| (r.size, h.magic, h.epoch, h.commit, h.owner))
-    };
+    let ids = |r: &RecoveryRead| r.header.map(|h| (r.size, h.magic, h.epoch, h.owner));
     if ids(a) != ids(b) || a.size != b.size {
         let d = |r: &RecoveryRead| match r.header {
             Some(h) => format!(
@@ -694,7 +691,7 @@ pub fn judge_recovery(
         };
         let f = Finding::reject(
             Code::KV250,
-            "the header changed between the two reads: a takeover ran while kvcr read",
+            "the epoch or the owner changed between the two reads: a takeover ran while kvcr read",
         )
         .values(d(a), d(b));
         return (vec![f], facts);
