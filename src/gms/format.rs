@@ -342,8 +342,9 @@ impl Superseded {
         }
     }
 
-    /// The bytes [`superseded_expected_size`] needs to see.
-    pub const HEAD: usize = 14;
+    /// The bytes [`superseded_expected_size`] needs to see (DYNKVIX1's
+    /// num_blocks ends at 16; a snapshot's header is 14).
+    pub const HEAD: usize = 16;
 
     /// A snapshot's fixed record part (the hash bytes follow it).
     pub fn snapshot_record(self) -> Option<u64> {
@@ -797,6 +798,7 @@ mod tests {
         let mut h = b"DYNKVIX1".to_vec();
         h.extend(1u32.to_le_bytes());
         h.extend(10u32.to_le_bytes());
+        assert_eq!(h.len(), Superseded::HEAD);
         assert_eq!(
             superseded_expected_size(Superseded::Dynkvix1, &h),
             Some(4096 + 640)

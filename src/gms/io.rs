@@ -237,7 +237,7 @@ pub fn read_superseded(o: &Opened, s: Superseded, path: &Path) -> Result<Superse
     if let Some((lid, count)) = format::snapshot_header(head) {
         if let Some(mut walk) = format::SnapshotWalk::new(s, lid, count) {
             let mut buf = vec![0u8; CHUNK];
-            let mut off = Superseded::HEAD as u64;
+            let mut off = 14u64;
             loop {
                 let k = pread_full(&o.fd, &mut buf, off)?;
                 if k == 0 {
