@@ -1,6 +1,6 @@
 //! `kvcr explain`: what each finding means, what kvcr checked, the safe next step.
 
-use crate::finding::{Code, Severity};
+use crate::format::finding::{Code, Severity};
 
 pub struct Explanation {
     pub code: Code,
@@ -369,7 +369,7 @@ pub fn explain(code: Code) -> Explanation {
             "GMS recovery metadata found where GMS keeps it ($DYN_KV_RECOVERY_PATH, \
                 $GMS_SOCKET_DIR/kv-recovery.mmap) does not start with the magic DYNKV001: GMS \
                 would start FRESH.",
-            "The first 8 bytes.",
+            "The first 8 bytes, against the ASCII magic DYNKV001.",
             "nothing to recover: check that the path names GMS's metadata file, not another \
                 file; GMS re-creates it at the next takeover",
             "",
@@ -565,7 +565,7 @@ pub fn render(code: Code) -> String {
 /// The one-line-per-code list for `kvcr explain` with no argument: the
 /// inventory's codes, then the GMS reader's (`kvcr gms`).
 pub fn render_list() -> String {
-    use crate::finding::Family;
+    use crate::format::finding::Family;
     let width = Code::ALL.iter().map(|c| c.name().len()).max().unwrap_or(0);
     let mut s = String::new();
     let mut family = Family::Inventory;
