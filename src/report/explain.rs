@@ -111,7 +111,9 @@ pub fn explain(code: Code) -> Explanation {
             "An unexpected file in the inventory (not rank-N.json, not a staging leftover), or a \
                 regular file deeper than 8 levels, which is not read (symlinks, devices and other \
                 mounts are rejected at any depth). A notice only.",
-            "The file name and depth.",
+            "The file name and depth (a name that is a GMS artifact's, a lease ring, recovery \
+                metadata or a writer-cohort directory's file, is named as such: check it with \
+                kvcr gms).",
             "nothing required; move unrelated files out of the inventory to keep audits quiet",
             "",
         ),

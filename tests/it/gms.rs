@@ -999,3 +999,40 @@ fn an_interval_out_of_range_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("64 hex digits"));
 }
+
+/// The audit names a GMS artifact met inside an inventory in its stray
+/// notice, pointing at `kvcr gms`, by name only (docs/format.md §14.9).
+#[test]
+fn the_audit_names_gms_artifacts_in_an_inventory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        &kit::lease_file_name("vllm:gpu0:kv"),
+        &kit::Lease::valid(8, 1).bytes(),
+    );
+    write(root, "kv-recovery.mmap", &kit::Recovery::valid(8).bytes());
+    let d = kit::cohort_dir(root, "failover.lock.vllm-writers");
+    kit::vllm_healthy(&d);
+    write(root, "notes.txt", b"x");
+    let (status, v) = crate::util::audit_json(root, &[]);
+    assert_eq!(status, 0, "strays are notices: {v:#}");
+    let files = v["files"].as_array().unwrap();
+    let message = |suffix: &str| {
+        files
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(suffix))
+            .unwrap_or_else(|| panic!("{suffix}: {v:#}"))["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        message(".shm"),
+        "unexpected file; not read (named as a GMS lease ring: check it with `kvcr gms`, \
+         docs/format.md §14)"
+    );
+    assert!(message("kv-recovery.mmap").contains("named as GMS recovery metadata"));
+    assert!(message("/active").contains("a file of a GMS writer-cohort directory"));
+    assert_eq!(message("notes.txt"), "unexpected file; not read");
+}

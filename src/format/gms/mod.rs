@@ -171,6 +171,26 @@ pub fn is_lease_file_name(name: &str) -> bool {
         && name.ends_with(".shm")
 }
 
+/// What a name inside a kvcr inventory says of a GMS artifact, for the
+/// audit's stray notice (docs/format.md §14.9): `name` is the file's, `dir`
+/// its directory's. The audit reads nothing more than it does for any
+/// stray file.
+pub fn artifact_by_name(name: &str, dir: Option<&str>) -> Option<&'static str> {
+    if is_lease_file_name(name) {
+        return Some("a GMS lease ring");
+    }
+    if name.starts_with("gms-kv-lease-") && name.ends_with(".shm.reserve") {
+        return Some("a GMS lease ring's reservation sidecar");
+    }
+    if name == "kv-recovery.mmap" {
+        return Some("GMS recovery metadata");
+    }
+    if dir.is_some_and(|d| d.ends_with(VLLM_WRITERS) || d.ends_with(SGLANG_WRITERS)) {
+        return Some("a file of a GMS writer-cohort directory");
+    }
+    None
+}
+
 /// The upper-case engine name GMS puts in its per-engine variables
 /// (`GMS_<ENGINE>_KV_LEASE_SHM_DIR`): `engine.upper().replace("-", "_")`.
 pub fn engine_env(engine: &str) -> String {
@@ -710,6 +730,16 @@ mod tests {
         assert!(!is_lease_file_name("gms-kv-lease-.shm"));
         assert!(!is_lease_file_name("gms-kv-lease-1.shm.tmp"));
         assert_eq!(engine_env("trt-llm"), "TRT_LLM");
+        let ring = lease_file_name("vllm:gpu0:kv");
+        assert_eq!(artifact_by_name(&ring, None), Some("a GMS lease ring"));
+        assert!(artifact_by_name(&format!("{ring}.reserve"), None).is_some());
+        assert_eq!(
+            artifact_by_name("kv-recovery.mmap", Some("x")),
+            Some("GMS recovery metadata")
+        );
+        assert!(artifact_by_name("active", Some("failover.lock.vllm-writers")).is_some());
+        assert!(artifact_by_name("active", Some("failover.lock.writers")).is_some());
+        assert_eq!(artifact_by_name("notes.txt", Some("inventory")), None);
         let name = lease_file_name("sglang:gpu3:kv");
         assert_eq!(
             default_namespace(&name, 8).as_deref(),
