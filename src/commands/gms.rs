@@ -4,6 +4,7 @@
 //! (`crate::report::gms`).
 
 use crate::format::failure::Failure;
+use crate::format::gms::parse_binding;
 use crate::io::output::emit;
 use crate::rules::gms::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
 use clap::Args;
@@ -42,18 +43,6 @@ pub struct GmsArgs {
     pub format: GmsFormat,
 }
 
-/// `--binding`: 64 hex digits (either case), the 32-byte sha256 digest.
-pub fn parse_binding(s: &str) -> Result<[u8; 32], String> {
-    let mut out = [0u8; 32];
-    if crate::format::hex::decode(s.as_bytes(), &mut out, true) {
-        Ok(out)
-    } else {
-        Err(format!(
-            "{s:?} is not a binding: 64 hex digits (a sha256 digest)"
-        ))
-    }
-}
-
 /// The options a command line asks for.
 pub fn options(a: &GmsArgs) -> Options {
     Options {
@@ -86,20 +75,4 @@ pub fn run(a: &GmsArgs) -> Result<i32, Failure> {
         }
     }
     Ok(status)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_binding;
-
-    #[test]
-    fn bindings_are_64_hex_digits() {
-        let hex = "00ff".repeat(16);
-        let b = parse_binding(&hex).unwrap();
-        assert_eq!((b[0], b[1], b[31]), (0x00, 0xff, 0xff));
-        assert_eq!(parse_binding(&hex.to_uppercase()), Ok(b));
-        assert!(parse_binding(&hex[..62]).is_err());
-        assert!(parse_binding(&format!("{}zz", &hex[..62])).is_err());
-        assert!(parse_binding(&format!("{hex}00")).is_err());
-    }
 }

@@ -1036,3 +1036,44 @@ fn the_audit_names_gms_artifacts_in_an_inventory() {
     assert!(message("/active").contains("a file of a GMS writer-cohort directory"));
     assert_eq!(message("notes.txt"), "unexpected file; not read");
 }
+
+/// `kvcr::api::gms` returns the document the command line prints (the
+/// clock aside), with the same exit status; a bad path is a usage error.
+#[test]
+fn the_library_returns_the_command_lines_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let torn = kit::LeaseMutation::Transition.apply(&kit::Lease::valid(16, 5));
+    let p = write(dir.path(), "ring", &torn.bytes());
+    let r = write(dir.path(), "meta", &kit::Recovery::valid(8).bytes());
+    let o = kvcr::api::GmsOptions {
+        interval_ms: Some(1),
+        num_blocks: Some(8),
+        ..Default::default()
+    };
+    let doc = kvcr::api::gms(&[p.clone(), r.clone()], &o).unwrap();
+    let (status, cli) = gms(
+        &[
+            p.as_os_str(),
+            r.as_os_str(),
+            "--num-blocks".as_ref(),
+            "8".as_ref(),
+        ],
+        &[],
+    );
+    let mut lib: Value = serde_json::from_str(doc.as_json()).unwrap();
+    checked(doc.exit_status(), &lib);
+    assert_eq!((doc.exit_status(), status), (1, 1));
+    let mut cli = cli;
+    lib["generated_unix_ms"] = Value::Null;
+    cli["generated_unix_ms"] = Value::Null;
+    assert_eq!(lib, cli);
+    let e = kvcr::api::gms(&[dir.path().join("nope")], &o).unwrap_err();
+    assert_eq!(e.exit_status(), 2);
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    let far = kvcr::api::GmsOptions {
+        interval_ms: Some(60_001),
+        ..Default::default()
+    };
+    assert_eq!(kvcr::api::gms(&[p], &far).unwrap_err().exit_status(), 2);
+    assert!(kvcr::api::parse_binding("xyz").is_err());
+}

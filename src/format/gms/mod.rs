@@ -220,6 +220,19 @@ pub const RR_CRC: usize = 88;
 pub const HASH_LEN_MIN_EXCLUSIVE: u32 = 4;
 pub const HASH_LEN_MAX: u32 = 68;
 
+/// `--binding`: the digest GMS binds recovery metadata with, as 64 hex
+/// digits (either case).
+pub fn parse_binding(s: &str) -> Result<[u8; 32], String> {
+    let mut out = [0u8; 32];
+    if crate::format::hex::decode(s.as_bytes(), &mut out, true) {
+        Ok(out)
+    } else {
+        Err(format!(
+            "{s:?} is not a binding: 64 hex digits (a sha256 digest)"
+        ))
+    }
+}
+
 /// The recovery header's fields GMS reads (the rest is unused).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoveryHeader {
@@ -776,6 +789,17 @@ mod tests {
         assert_eq!(recovery_blocks_for_size(4095), None);
         assert_eq!(recovery_size(9), Some(4096 + 128 * 9));
         assert_eq!(recovery_size(u64::MAX), None);
+    }
+
+    #[test]
+    fn bindings_are_64_hex_digits() {
+        let hex = "00ff".repeat(16);
+        let b = parse_binding(&hex).unwrap();
+        assert_eq!((b[0], b[1], b[31]), (0x00, 0xff, 0xff));
+        assert_eq!(parse_binding(&hex.to_uppercase()), Ok(b));
+        assert!(parse_binding(&hex[..62]).is_err());
+        assert!(parse_binding(&format!("{}zz", &hex[..62])).is_err());
+        assert!(parse_binding(&format!("{hex}00")).is_err());
     }
 
     #[test]
