@@ -569,3 +569,103 @@ fn both_reads_keeps_what_both_saw_and_notes_the_rest() {
     );
     assert!(text(&out[1]).starts_with("(in one of two reads"));
 }
+
+/// `test_post_fence_reclaim_recovers_process_death_at_every_transition_step
+/// [acquire-0..3, release-0..2]` (`tests/test_kv_lease_shm_client.py` @
+/// 12860c91, its `_crash_in_lease_transition`): a writer that registered its
+/// mutation (active_mutations 1) and died after each atomic step of an
+/// acquire or a release leaves a ring kvcr rejects, with the stranded count
+/// (KV209) as the headline and the TRANSITION record (KV205) beside it:
+/// what the post-fence reclaim then repairs.
+#[test]
+fn test_post_fence_reclaim_recovers_process_death_at_every_transition_step() {
+    let old = kit::owner_hash("old");
+    for (operation, phases) in [("acquire", 0..=3), ("release", 0..=2)] {
+        for phase in phases {
+            let mut l = kit::Lease::valid(8, OWNER);
+            l.records.iter_mut().for_each(|r| {
+                *r = kit::Record {
+                    state: kit::FREE,
+                    generation: 0,
+                    owner_hash: 0,
+                }
+            });
+            if operation == "release" {
+                l.records[0] = kit::Record {
+                    state: kit::LEASED,
+                    generation: 1,
+                    owner_hash: old,
+                };
+            }
+            l.free_count = l.free_records();
+            l.active_mutations = 1;
+            let r = &mut l.records[0];
+            r.state = kit::TRANSITION;
+            if phase >= 1 {
+                if operation == "acquire" {
+                    r.generation += 1;
+                } else {
+                    r.owner_hash = 0;
+                }
+            }
+            if phase >= 2 {
+                if operation == "acquire" {
+                    r.owner_hash = 0xBAD;
+                } else {
+                    l.free_count += 1;
+                }
+            }
+            if phase >= 3 {
+                l.free_count -= 1;
+            }
+            let read = lease_read(&l.bytes());
+            let (f, _) = judge_lease(&read, &read, None);
+            let rejects: Vec<Code> = f.iter().filter(|x| x.is_reject()).map(|x| x.code).collect();
+            assert_eq!(
+                rejects,
+                [Code::KV205, Code::KV209],
+                "{operation}-{phase}: {f:#?}"
+            );
+            let lead = f
+                .iter()
+                .filter(|x| x.is_reject())
+                .min_by_key(|x| x.code.spec().root_rank)
+                .unwrap();
+            assert_eq!(lead.code, Code::KV209, "{operation}-{phase}");
+        }
+    }
+}
+
+/// `test_post_fence_reclaim_steals_barrier_from_crashed_recovery_owner`
+/// (`tests/test_kv_lease_shm_client.py` @ 12860c91): active_mutations all
+/// ones and recovery_owner_pid 0xDEAD, a pid that is gone: a stranded
+/// barrier (KV210), which the next fenced reclaim steals.
+#[test]
+fn test_post_fence_reclaim_steals_barrier_from_crashed_recovery_owner() {
+    let mut l = kit::Lease::valid(8, OWNER);
+    l.active_mutations = u64::MAX;
+    l.recovery_owner_pid = 0xDEAD;
+    let r = lease_read(&l.bytes());
+    let live = LeaseLive {
+        devices: 8,
+        recovery_owner_alive: Some(false),
+        owners: [(
+            OWNER,
+            OwnerId {
+                engine: "vllm",
+                pid: 1,
+                device: 0,
+            },
+        )]
+        .into(),
+        ..LeaseLive::default()
+    };
+    let (f, facts) = judge_lease(&r, &r, Some(&live));
+    assert_eq!(codes(&f), [(Code::KV210, Severity::Reject)]);
+    assert!(
+        text(&f[0]).contains("pid 57005) is gone: stranded"),
+        "{}",
+        text(&f[0])
+    );
+    assert!(facts.barrier);
+}
