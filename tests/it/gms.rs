@@ -422,19 +422,20 @@ fn hold(path: &Path, exclusive: bool, hand_on: bool) -> Held {
     if hand_on {
         c.env("KVCR_TEST_LOCK_HAND_ON", "1");
     }
-    let mut child = c.spawn().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Held from the start, so a failure below still kills and reaps it.
+    let mut held = Held {
+        child: c.spawn().unwrap(),
+        pid: 0,
+        grandchild: None,
+    };
+    let mut lines = BufReader::new(held.child.stdout.take().unwrap()).lines();
     let t = Instant::now();
     loop {
         let line = lines.next().expect("the holder ended").unwrap();
         if let Some(rest) = line.strip_prefix("locked ") {
-            let pid: u32 = rest.trim().parse().unwrap();
-            let grandchild = (pid != child.id()).then_some(pid);
-            return Held {
-                child,
-                pid,
-                grandchild,
-            };
+            held.pid = rest.trim().parse().unwrap();
+            held.grandchild = (held.pid != held.child.id()).then_some(held.pid);
+            return held;
         }
         assert!(t.elapsed() < Duration::from_secs(30), "no lock taken");
     }
@@ -916,7 +917,7 @@ fn the_cohort_probe_is_released_at_once() {
     std::thread::sleep(Duration::from_millis(250));
     for name in [pred.clone(), active.clone(), format!("{active}.leader")] {
         let fd = rustix::fs::open(
-            &d.join(&name),
+            d.join(&name),
             OFlags::RDONLY | OFlags::CLOEXEC,
             Mode::empty(),
         )
