@@ -229,7 +229,14 @@ fn recovery_json(r: &RecoveryFacts, reason: &str) -> Value {
 }
 
 fn lock_json(l: &Lock) -> Value {
-    let holder = |h: &Holder| json!({"pid": h.pid, "exclusive": h.exclusive, "running": h.running, "exiting": h.exiting});
+    let holder = |h: &Holder| {
+        json!({
+            "pid": h.pid,
+            "exclusive": h.exclusive,
+            "running": h.running,
+            "exiting": h.exiting,
+        })
+    };
     match l {
         Lock::Free => json!({"state": "free", "holders": []}),
         Lock::Held { holders } => {

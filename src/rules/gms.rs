@@ -379,7 +379,10 @@ pub fn judge_lease(
             Some(Some(true)) => (
                 Finding::notice(
                     Code::KV210,
-                    format!("the recovery barrier is held by pid {pid}, which runs: a recovery in progress"),
+                    format!(
+                        "the recovery barrier is held by pid {pid}, which runs: a recovery in \
+                         progress"
+                    ),
                 ),
                 false,
             ),

@@ -31,6 +31,24 @@ fn codes(f: &[Finding]) -> Vec<(Code, Severity)> {
 
 const OWNER: u64 = 0x1111_2222_3333_4444;
 
+/// `--live` facts: [`OWNER`] runs, and the recovery owner as given.
+fn owner_alive(recovery_owner_alive: Option<bool>) -> LeaseLive {
+    LeaseLive {
+        devices: 8,
+        recovery_owner_alive,
+        owners: [(
+            OWNER,
+            OwnerId {
+                engine: "vllm",
+                pid: 1,
+                device: 0,
+            },
+        )]
+        .into(),
+        ..LeaseLive::default()
+    }
+}
+
 #[test]
 fn a_healthy_ring_read_twice_has_no_finding() {
     let r = lease_read(&kit::Lease::valid(16, OWNER).bytes());
@@ -119,23 +137,9 @@ fn a_held_barrier_with_a_running_owner_is_a_recovery_in_progress() {
             .apply(&kit::Lease::valid(8, OWNER))
             .bytes(),
     );
-    let live = |alive| LeaseLive {
-        devices: 8,
-        recovery_owner_alive: alive,
-        owners: [(
-            OWNER,
-            OwnerId {
-                engine: "vllm",
-                pid: 1,
-                device: 0,
-            },
-        )]
-        .into(),
-        ..LeaseLive::default()
-    };
-    let (f, _) = judge_lease(&r, &r, Some(&live(Some(true))));
+    let (f, _) = judge_lease(&r, &r, Some(&owner_alive(Some(true))));
     assert_eq!(codes(&f), [(Code::KV210, Severity::Notice)]);
-    let (f, _) = judge_lease(&r, &r, Some(&live(Some(false))));
+    let (f, _) = judge_lease(&r, &r, Some(&owner_alive(Some(false))));
     assert_eq!(codes(&f), [(Code::KV210, Severity::Reject)]);
     assert!(
         text(&f[0]).contains("pid 4194400) is gone"),
@@ -149,7 +153,7 @@ fn a_held_barrier_with_a_running_owner_is_a_recovery_in_progress() {
     let mut rest = kit::Lease::valid(8, OWNER);
     rest.recovery_owner_pid = u64::from(kit::DEAD_PID);
     let r = lease_read(&rest.bytes());
-    assert_eq!(judge_lease(&r, &r, Some(&live(Some(false)))).0, []);
+    assert_eq!(judge_lease(&r, &r, Some(&owner_alive(Some(false)))).0, []);
 }
 
 #[test]
@@ -646,21 +650,7 @@ fn test_post_fence_reclaim_steals_barrier_from_crashed_recovery_owner() {
     l.active_mutations = u64::MAX;
     l.recovery_owner_pid = 0xDEAD;
     let r = lease_read(&l.bytes());
-    let live = LeaseLive {
-        devices: 8,
-        recovery_owner_alive: Some(false),
-        owners: [(
-            OWNER,
-            OwnerId {
-                engine: "vllm",
-                pid: 1,
-                device: 0,
-            },
-        )]
-        .into(),
-        ..LeaseLive::default()
-    };
-    let (f, facts) = judge_lease(&r, &r, Some(&live));
+    let (f, facts) = judge_lease(&r, &r, Some(&owner_alive(Some(false))));
     assert_eq!(codes(&f), [(Code::KV210, Severity::Reject)]);
     assert!(
         text(&f[0]).contains("pid 57005) is gone: stranded"),

@@ -9,7 +9,7 @@
 
 use crate::util::testkit::gms as kit;
 use crate::util::{is_root, kvcr, kvcr_std};
-use kvcr::finding::{Code, Family};
+use kvcr::finding::Code;
 use serde_json::Value;
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read};
@@ -954,39 +954,6 @@ fn the_table_names_each_artifact_with_its_headline() {
     assert!(text.contains("see `kvcr explain KV205`"), "{text}");
     assert!(text.contains("1 artifact: 0 ok, 1 rejected"), "{text}");
     assert!(text.trim_end().ends_with("exit 1"), "{text}");
-}
-
-#[test]
-fn kvcr_schema_gms_report_prints_the_committed_schema() {
-    let out = kvcr().args(["schema", "gms-report"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let want = std::fs::read(crate::util::repo().join("schemas/gms-report.schema.json")).unwrap();
-    assert_eq!(out.stdout, want);
-    // The schema lists exactly the GMS codes, each with its name.
-    let s: Value = serde_json::from_slice(&want).unwrap();
-    let pairs: Vec<(String, String)> = s["$defs"]["finding"]["oneOf"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["properties"]["code"]["const"]
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
-                p["properties"]["name"]["const"]
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
-            )
-        })
-        .collect();
-    let want: Vec<(String, String)> = Code::ALL
-        .iter()
-        .filter(|c| c.family() == Family::Gms)
-        .map(|c| (c.as_str().to_string(), c.name().to_string()))
-        .collect();
-    assert_eq!(pairs, want);
 }
 
 #[test]
