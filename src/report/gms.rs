@@ -75,6 +75,10 @@ fn ok_cause(a: &Artifact) -> String {
                 short(a),
                 short(p)
             ),
+            (Some(a), None) if c.flavour == crate::rules::gms::Flavour::Sglang => format!(
+                "cohort {} active; no writer of an older cohort runs",
+                short(a)
+            ),
             (Some(a), None) => format!("cohort {} active; no predecessor to fence", short(a)),
             (None, _) => "no active cohort yet; no older writer runs".to_string(),
         },
