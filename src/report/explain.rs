@@ -457,7 +457,8 @@ pub fn explain(code: Code) -> Explanation {
                 /proc/<pid>/task/*/stat and status; where /proc/locks lists nothing, one \
                 non-blocking exclusive flock probe, released at once.",
             "stop the listed processes (kill them; a process blocked in the driver exits when \
-                the call returns), then audit again; never remove or recreate the cohort file",
+                the call returns), then run kvcr gms again; never remove or recreate the cohort \
+                file",
             "",
         ),
         KV233 => (
