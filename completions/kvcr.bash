@@ -31,6 +31,9 @@ _kvcr() {
             kvcr,explain)
                 cmd="kvcr__subcmd__explain"
                 ;;
+            kvcr,gms)
+                cmd="kvcr__subcmd__gms"
+                ;;
             kvcr,help)
                 cmd="kvcr__subcmd__help"
                 ;;
@@ -64,6 +67,9 @@ _kvcr() {
             kvcr__subcmd__help,explain)
                 cmd="kvcr__subcmd__help__subcmd__explain"
                 ;;
+            kvcr__subcmd__help,gms)
+                cmd="kvcr__subcmd__help__subcmd__gms"
+                ;;
             kvcr__subcmd__help,help)
                 cmd="kvcr__subcmd__help__subcmd__help"
                 ;;
@@ -89,7 +95,7 @@ _kvcr() {
 
     case "${cmd}" in
         kvcr)
-            opts="-h -V --help --version audit import explain merge profile examine completions schema seal digest help"
+            opts="-h -V --help --version audit import explain merge profile gms examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -212,8 +218,38 @@ _kvcr() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kvcr__subcmd__gms)
+            opts="-h --live --num-blocks --binding --interval-ms --format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --num-blocks)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binding)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kvcr__subcmd__help)
-            opts="audit import explain merge profile examine completions schema seal digest help"
+            opts="audit import explain merge profile gms examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,6 +319,20 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__help__subcmd__explain)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvcr__subcmd__help__subcmd__gms)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -483,7 +533,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__schema)
-            opts="-h --help report descriptor profile import-report ready error import-plan"
+            opts="-h --help report descriptor profile import-report ready error import-plan gms-report"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -41,6 +41,30 @@ use Expect::*;
 /// (file, the line as written, what it claims). A block with shell control
 /// flow (`case`, `for`) is one entry, keyed by its first line.
 const EXPECTED: &[(&str, &str, Expect)] = &[
+    // GMS (README "GMS"): this machine runs no GMS, so nothing is found.
+    (
+        "README.md",
+        "kvcr gms                                   # where GMS puts them, from GMS's own \
+        variables",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr gms --live --format json              # one kvcr.gms-report/v1 document; lease \
+        owners checked",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "GMS_KV_LEASE_SHM_DIR=/run/kvcr/ kvcr gms   # the rings of another directory",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr explain KV232                         # a writer of the predecessor cohort still \
+        runs",
+        Status(0),
+    ),
     (
         "README.md",
         "pip install maturin && (cd python && maturin build --release --locked) && pip \

@@ -31,6 +31,7 @@ mod fleet;
 mod fleet_gate_and_operator_files;
 mod format_refs;
 mod gate_parity;
+mod gms;
 mod gpu_proof;
 mod group_and_merge_rules;
 mod handle_kind;

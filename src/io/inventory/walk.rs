@@ -399,7 +399,7 @@ impl Walker<'_> {
         match kind {
             EntryKind::Torn => Step::entry(sc.entry(rel, kind, vec![torn(&at)])),
             EntryKind::Stray | EntryKind::Dir => {
-                let f = Finding::notice(Code::KV010, "unexpected file; not read").at(&at);
+                let f = Finding::notice(Code::KV010, stray_message(&rel)).at(&at);
                 Step::entry(sc.entry(rel, EntryKind::Stray, vec![f]))
             }
             // Regular files named as descriptors were handed out above.
@@ -622,5 +622,23 @@ impl Scanner<'_> {
             f = f.about(crate::format::finding::Subject::Access);
         }
         self.with_inherited(self.entry(rel, kind, vec![f]), &at)
+    }
+}
+
+/// The notice of a stray file: "unexpected file; not read", naming the GMS
+/// artifact its name (or its directory's) is, with where to check it
+/// (docs/format.md §14.9). By name only: nothing more is read.
+fn stray_message(rel: &Path) -> String {
+    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let dir = rel
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str());
+    match crate::format::gms::artifact_by_name(name, dir) {
+        Some(what) => format!(
+            "unexpected file; not read (named as {what}: check it with `kvcr gms`, \
+             docs/format.md §14)"
+        ),
+        None => "unexpected file; not read".to_string(),
     }
 }
