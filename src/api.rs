@@ -206,6 +206,9 @@ pub struct AuditOptions {
     pub max_age_s: Option<u64>,
     /// `--incarnation UUID`.
     pub incarnation: Option<uuid::Uuid>,
+    /// `--producer-user`, as a uid: files it owns are trusted like root's
+    /// and this process's user's (docs/format.md §2.4).
+    pub producer_uid: Option<u32>,
 }
 
 /// A finding's message as every kvcr output writes it: its text, with the
@@ -264,6 +267,7 @@ fn inventory(
         local_ranks: o.local_ranks.clone(),
         incarnation: o.incarnation,
         profile_from_env: from_env,
+        producer_user: o.producer_uid,
     };
     Ok(Inventory::resolve_loaded(&args, loaded)?)
 }

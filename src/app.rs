@@ -63,7 +63,9 @@ pub fn run(cli: Cli) -> i32 {
             settings::Import::resolve(a).and_then(|s| crate::import::setup::run(&s))
         }
         Command::Merge(a) => crate::audit::run_merge(&a.reports, &settings::printer(&a.output)),
-        Command::Profile(a) => crate::derive::run(&settings::Inventory::for_profile(a)),
+        Command::Profile(a) => {
+            settings::Inventory::for_profile(a).and_then(|inv| crate::derive::run(&inv))
+        }
         Command::Examine(a) => crate::examine::run(&a.file, a.format),
         Command::Explain(a) => match a.code.as_deref().map(|c| (c, Code::parse(c))) {
             None => text(explain::render_list().as_bytes()),

@@ -220,6 +220,7 @@ pub fn audit(
     let opts = pipeline::Options {
         threads: inv.threads,
         keep_allocations,
+        producer_uid: inv.producer_uid,
     };
     let (cands, files) = collect(&root, progress, &opts)?;
     check_names(inv, &cands)?;

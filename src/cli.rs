@@ -113,6 +113,17 @@ pub struct ProfileArgs {
     /// Pin the current owner lifetime of the group that has this incarnation.
     #[arg(long, value_name = "UUID")]
     pub incarnation: Option<uuid::Uuid>,
+    #[arg(long, value_name = "USER", value_parser = parse_user, help = PRODUCER_USER_HELP)]
+    pub producer_user: Option<u32>,
+}
+
+/// `--producer-user` (audit, import, profile): one text for every command.
+const PRODUCER_USER_HELP: &str = "The producer's user (a name or a uid): files and directories it \
+    owns are trusted like root's and the invoking user's, for a root audit of a sidecar that \
+    runs as its own user (default: $KVCR_PRODUCER_USER; docs/format.md §2.4)";
+
+fn parse_user(s: &str) -> Result<u32, String> {
+    crate::inventory::parse_user(s)
 }
 
 #[derive(Args, Debug, Clone)]
@@ -156,6 +167,8 @@ pub struct InventoryArgs {
     /// (overrides the profile's incarnation); its other incarnations are notices.
     #[arg(long, value_name = "UUID")]
     pub incarnation: Option<uuid::Uuid>,
+    #[arg(long, value_name = "USER", value_parser = parse_user, help = PRODUCER_USER_HELP)]
+    pub producer_user: Option<u32>,
 }
 
 /// Parses this process's command line, noting where each value with an

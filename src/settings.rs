@@ -22,6 +22,38 @@ fn node_facts_from_env() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The environment variable that declares the producer's user when
+/// `--producer-user` is not given (docs/format.md §2.4).
+pub const PRODUCER_USER_ENV: &str = "KVCR_PRODUCER_USER";
+
+/// `--producer-user`, else `$KVCR_PRODUCER_USER`, as a uid. An empty
+/// variable declares none (an EnvironmentFile's `KVCR_PRODUCER_USER=`); a
+/// value that names no user is exit 2 naming the variable, so a value from
+/// the environment is never mistaken for one given on the command line.
+fn producer_uid(flag: Option<u32>) -> Result<Option<u32>, Failure> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    let Some(v) = std::env::var_os(PRODUCER_USER_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let hint = || {
+        Some(format!(
+            "set {PRODUCER_USER_ENV} (in /etc/default/kvcr for the packaged units) to the \
+             producer's user name or uid, or leave it empty to declare none"
+        ))
+    };
+    let s = v.to_str().ok_or_else(|| {
+        Failure::usage(
+            format!("{PRODUCER_USER_ENV}={v:?}: not UTF-8, so it names no user"),
+            hint(),
+        )
+    })?;
+    crate::inventory::parse_user(s)
+        .map(Some)
+        .map_err(|e| Failure::usage(format!("{PRODUCER_USER_ENV}={s:?}: {e}"), hint()))
+}
+
 /// What every command that reads an inventory was asked to judge.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
@@ -38,6 +70,9 @@ pub struct Inventory {
     /// `KVCR_NODE_FACTS`: a file describing the node, in place of this one
     /// (the test and demo hook of `crate::node::facts_file`).
     pub node_facts: Option<PathBuf>,
+    /// `--producer-user` or `$KVCR_PRODUCER_USER`, as a uid: whose files
+    /// are trusted besides root's and this user's (docs/format.md §2.4).
+    pub producer_uid: Option<u32>,
 }
 
 impl Inventory {
@@ -48,7 +83,9 @@ impl Inventory {
             .as_deref()
             .map(|p| load_profile(p, a.profile_from_env))
             .transpose()?;
-        Inventory::resolve_loaded(a, profile)
+        let mut inv = Inventory::resolve_loaded(a, profile)?;
+        inv.producer_uid = producer_uid(a.producer_user)?;
+        Ok(inv)
     }
 
     /// [`Inventory::resolve`] with the profile already loaded (the library
@@ -83,20 +120,23 @@ impl Inventory {
             },
             threads: crate::pipeline::threads_from_env(),
             node_facts: node_facts_from_env(),
+            producer_uid: a.producer_user,
         })
     }
 
-    /// `kvcr profile`: the root, `--engine` and `--incarnation`; no profile.
-    pub fn for_profile(a: &crate::cli::ProfileArgs) -> Inventory {
+    /// `kvcr profile`: the root, `--engine`, `--incarnation` and
+    /// `--producer-user`; no profile.
+    pub fn for_profile(a: &crate::cli::ProfileArgs) -> Result<Inventory, Failure> {
         let mut inv = Inventory {
             root: a.root.clone(),
             threads: crate::pipeline::threads_from_env(),
             node_facts: node_facts_from_env(),
+            producer_uid: producer_uid(a.producer_user)?,
             ..Inventory::default()
         };
         inv.expect.engine = a.engine.clone();
         inv.expect.incarnation = a.incarnation;
-        inv
+        Ok(inv)
     }
 
     /// The resolved root: ROOT, else `$KVCR_INVENTORY`, else

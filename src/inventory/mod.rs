@@ -21,6 +21,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+pub use perms::parse_user;
 pub use reader::{ReadJob, Reader};
 pub use walk::{resolve_root, InventoryRoot, Listed};
 

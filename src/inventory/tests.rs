@@ -17,7 +17,7 @@ fn scan<F: FnMut(Entry, Option<&[u8]>)>(
     root: &Path,
     mut visit: F,
 ) -> Result<ScanStats, InventoryError> {
-    let inv = InventoryRoot::open(root)?;
+    let inv = InventoryRoot::open(root, None)?;
     let mut reader = inv.reader();
     inv.walk(|listed| match listed {
         Listed::Entry(entry) => visit(entry, None),

@@ -215,7 +215,11 @@ fn readme_install_names_the_dist_files_and_the_repository_once() {
     assert_eq!(url, "https://github.com/kvcr/kvcr");
     let readme = std::fs::read_to_string(repo("README.md")).unwrap();
     assert_eq!(readme.matches(url.as_str()).count(), 1, "{url}");
-    assert_eq!(readme.matches("github.com/").count(), 1, "another repository URL");
+    assert_eq!(
+        readme.matches("github.com/").count(),
+        1,
+        "another repository URL"
+    );
     for placeholder in ["<this repository", "<repository", "<repo>", "OWNER/"] {
         assert!(!readme.contains(placeholder), "{placeholder}");
     }
@@ -236,10 +240,18 @@ fn readme_install_names_the_dist_files_and_the_repository_once() {
     ];
     let first_cargo_install = readme.find("cargo install").unwrap();
     for r in &routes {
-        let at = install.find(r.as_str()).unwrap_or_else(|| panic!("Install lacks {r}"));
-        assert!(start + at < first_cargo_install, "{r} comes after a cargo install");
+        let at = install
+            .find(r.as_str())
+            .unwrap_or_else(|| panic!("Install lacks {r}"));
+        assert!(
+            start + at < first_cargo_install,
+            "{r} comes after a cargo install"
+        );
     }
-    assert!(install.contains(url.as_str()), "Install names the repository");
+    assert!(
+        install.contains(url.as_str()),
+        "Install names the repository"
+    );
 }
 
 /// The release workflow builds and checks with the same scripts as CI and
@@ -256,7 +268,9 @@ fn the_release_workflow_runs_the_dist_scripts_on_a_version_tag() {
     assert!(runs.contains(&"bash scripts/dist-check.sh"), "{runs:?}");
     assert!(wf.contains("gh release create") && wf.contains("dist/*"));
     let ci = std::fs::read_to_string(repo(".ci/run")).unwrap();
-    assert!(ci.contains("\nbash scripts/dist.sh\n") && ci.contains("\nbash scripts/dist-check.sh\n"));
+    assert!(
+        ci.contains("\nbash scripts/dist.sh\n") && ci.contains("\nbash scripts/dist-check.sh\n")
+    );
 }
 
 /// The package's one maintainer script applies tmpfiles.d/kvcr.conf at
@@ -277,13 +291,21 @@ fn the_postinst_applies_the_tmpfiles_at_install() {
     std::fs::create_dir(&bin).unwrap();
     let log = dir.path().join("args");
     let fake = bin.join("systemd-tmpfiles");
-    std::fs::write(&fake, format!("#!/bin/sh\necho \"$@\" > '{}'\n", log.display())).unwrap();
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\necho \"$@\" > '{}'\n", log.display()),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("{}:/usr/bin:/bin", bin.display());
     for (arg, dpkg_root, want) in [
         ("configure", "", Some("--create kvcr.conf")),
-        ("configure", "/srv/root", Some("--root=/srv/root --create kvcr.conf")),
+        (
+            "configure",
+            "/srv/root",
+            Some("--root=/srv/root --create kvcr.conf"),
+        ),
         ("abort-remove", "", None),
     ] {
         let _ = std::fs::remove_file(&log);

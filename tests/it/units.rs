@@ -273,7 +273,8 @@ fn audit_command(root: &Path) -> (Command, std::path::PathBuf) {
     }
     assert_eq!(words[0], "/usr/bin/kvcr");
     let mut c = kvcr_std();
-    c.args(&words[1..]).env("KVCR_INVENTORY", moved("KVCR_INVENTORY"));
+    c.args(&words[1..])
+        .env("KVCR_INVENTORY", moved("KVCR_INVENTORY"));
     (c, textfile)
 }
 
@@ -300,10 +301,15 @@ fn a_fresh_node_timer_command_exits_0_on_the_inventory_tmpfiles_creates() {
         .collect();
     let defaults = settings(&read("packaging/default/kvcr"));
     let inventory = values(&defaults, "KVCR_INVENTORY")[0];
-    assert_eq!(inventory, "/var/lib/kvcr/inventory", "docs/format.md §2.1's default");
+    assert_eq!(
+        inventory, "/var/lib/kvcr/inventory",
+        "docs/format.md §2.1's default"
+    );
     // Created 0700 (§2.4); "-" keeps an existing directory's owner.
     assert!(
-        entries.iter().any(|e| e[..5] == ["d", inventory, "0700", "-", "-"]),
+        entries
+            .iter()
+            .any(|e| e[..5] == ["d", inventory, "0700", "-", "-"]),
         "{entries:?}"
     );
     if !have("systemd-tmpfiles") {

@@ -40,6 +40,7 @@ pub const KVCR_READS: &[&str] = &[
     "CUDA_VISIBLE_DEVICES",
     "KVCR_IMPORT_LOG",
     "KVCR_JOURNAL_SOCKET",
+    "KVCR_PRODUCER_USER",
 ];
 
 /// Where the import log of every command [`test_env`] prepares goes: a
