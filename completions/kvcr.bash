@@ -103,7 +103,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__audit)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --live --strict --textfile --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --producer-user --live --strict --textfile --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -130,6 +130,10 @@ _kvcr() {
                     return 0
                     ;;
                 --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --producer-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -381,7 +385,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__import)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --dry-run --hold --ready-file --map-read-write --fleet-report --max-report-age --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --producer-user --dry-run --hold --ready-file --map-read-write --fleet-report --max-report-age --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -408,6 +412,10 @@ _kvcr() {
                     return 0
                     ;;
                 --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --producer-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -461,7 +469,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__profile)
-            opts="-h --engine --incarnation --help"
+            opts="-h --engine --incarnation --producer-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -472,6 +480,10 @@ _kvcr() {
                     return 0
                     ;;
                 --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --producer-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -153,3 +153,90 @@ pub(super) fn permission_issues(
 pub(super) fn findings_of(issues: &[PermIssue]) -> impl Iterator<Item = Finding> + '_ {
     issues.iter().map(|i| i.finding.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owners(euid: u32, producer: Option<u32>) -> Owners {
+        Owners { euid, producer }
+    }
+
+    #[test]
+    fn root_the_invoking_user_and_the_declared_producer_are_trusted() {
+        for (o, uid) in [
+            (owners(0, None), 0),
+            (owners(1000, None), 0),
+            (owners(1000, None), 1000),
+            (owners(0, Some(4242)), 4242),
+            (owners(1000, Some(4242)), 1000),
+        ] {
+            assert!(
+                permission_issues(0o700, uid, o, "directory", "g").is_empty(),
+                "{o:?} {uid}"
+            );
+        }
+    }
+
+    #[test]
+    fn any_other_owner_is_kv003_naming_what_is_trusted() {
+        let i = permission_issues(
+            0o600,
+            4243,
+            owners(0, Some(4242)),
+            "descriptor",
+            "a/rank-0.json",
+        );
+        assert_eq!(i.len(), 1);
+        let f = &i[0].finding;
+        assert_eq!(f.code, Code::KV003);
+        assert_eq!(
+            f.message.as_text(),
+            Some(
+                "descriptor is owned by uid 4243, neither root, the invoking user nor the \
+                 declared producer user (uid 4242)"
+            )
+        );
+        assert_eq!(f.expected.as_deref(), Some("uid 0 or 4242"));
+        assert_eq!(f.found.as_deref(), Some("uid 4243"));
+        assert_eq!(f.subject, Subject::UndeclaredOwner(4243));
+        let i = permission_issues(0o600, 4243, owners(1000, Some(4242)), "descriptor", "x");
+        assert_eq!(
+            i[0].finding.expected.as_deref(),
+            Some("uid 0, 1000 or 4242")
+        );
+        let i = permission_issues(0o600, 4243, owners(1000, None), "descriptor", "x");
+        assert_eq!(i[0].finding.expected.as_deref(), Some("uid 0 or 1000"));
+        assert!(
+            i[0].why.ends_with("nor a declared producer user"),
+            "{}",
+            i[0].why
+        );
+    }
+
+    #[test]
+    fn a_declared_producer_does_not_excuse_a_group_writable_file() {
+        let i = permission_issues(0o620, 4242, owners(0, Some(4242)), "descriptor", "x");
+        assert_eq!(i.len(), 1);
+        assert_eq!(i[0].why, "is writable by group/others");
+        assert_eq!(i[0].finding.subject, Subject::Files);
+    }
+
+    #[test]
+    fn parse_user_takes_a_uid_or_a_name_of_this_node() {
+        assert_eq!(parse_user("4242"), Ok(4242));
+        assert_eq!(parse_user("0"), Ok(0));
+        // Every node has root, by name.
+        assert_eq!(parse_user("root"), Ok(0));
+        for bad in ["4294967295", "99999999999", "no-such-user-kvcr", "a\0b", ""] {
+            let e = parse_user(bad).unwrap_err();
+            assert!(!e.is_empty(), "{bad:?}");
+        }
+        assert!(parse_user("no-such-user-kvcr")
+            .unwrap_err()
+            .contains("no user named"));
+        assert!(parse_user("4294967295")
+            .unwrap_err()
+            .contains("out of range"));
+    }
+}

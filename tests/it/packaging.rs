@@ -87,6 +87,7 @@ fn the_service_command_writes_the_textfile() {
         keys,
         [
             "KVCR_INVENTORY",
+            "KVCR_PRODUCER_USER",
             "KVCR_TEXTFILE",
             "KVCR_AUDIT_ARGS",
             "KVCR_HOLD_ARGS"

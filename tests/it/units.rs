@@ -254,7 +254,8 @@ fn the_hold_unit_holds_until_sigterm_with_the_shipped_defaults() {
 
 /// The audit unit's command line with the shipped /etc/default/kvcr, its
 /// paths moved below `root`: `$KVCR_AUDIT_ARGS` split on whitespace,
-/// `${KVCR_TEXTFILE}` one word, as systemd does.
+/// `${KVCR_TEXTFILE}` one word, as systemd does; the variables kvcr reads
+/// itself in its environment, as the EnvironmentFile sets them.
 fn audit_command(root: &Path) -> (Command, std::path::PathBuf) {
     let audit = settings(&read(AUDIT));
     let exec = values(&audit, "ExecStart")[0];
@@ -274,7 +275,11 @@ fn audit_command(root: &Path) -> (Command, std::path::PathBuf) {
     assert_eq!(words[0], "/usr/bin/kvcr");
     let mut c = kvcr_std();
     c.args(&words[1..])
-        .env("KVCR_INVENTORY", moved("KVCR_INVENTORY"));
+        .env("KVCR_INVENTORY", moved("KVCR_INVENTORY"))
+        .env(
+            "KVCR_PRODUCER_USER",
+            values(&defaults, "KVCR_PRODUCER_USER")[0],
+        );
     (c, textfile)
 }
 
@@ -354,4 +359,81 @@ fn a_fresh_node_timer_command_exits_0_on_the_inventory_tmpfiles_creates() {
         tmpfiles(root.path());
         assert_eq!(std::fs::metadata(&dir).unwrap().uid(), 4321);
     }
+}
+
+/// Issue #31: root auditing a producer that runs as its own user. The
+/// packaged units run as root; with the shipped /etc/default/kvcr (no
+/// producer user declared) every file of uid 4242 is KV003 and the action
+/// names the declaration; with `KVCR_PRODUCER_USER=4242` there, the timer's
+/// command accepts the group. Needs root (chown).
+#[test]
+fn the_audit_unit_trusts_the_producer_user_declared_in_etc_default_kvcr() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to give the inventory to another uid (CI runs as root)");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let inv = root.path().join("var/lib/kvcr/inventory");
+    let d = Desc::new("llama3-70b-a", 0, 4, 1);
+    put_group(&inv, "llama", &d);
+    private(&inv);
+    for e in walkdir::WalkDir::new(&inv) {
+        std::os::unix::fs::chown(e.unwrap().path(), Some(4242), Some(4242)).unwrap();
+    }
+    // This node, as the descriptors describe it (the shipped args audit --live).
+    let facts = root.path().join("facts.json");
+    let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
+    std::fs::write(
+        &facts,
+        json!({
+            "boot_id": BOOT_ID, "hostname": HOSTNAME,
+            "processes": {"4242": 123456}, "processes_unreadable": null,
+            "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let timer = || {
+        let (mut c, prom) = audit_command(root.path());
+        c.env("KVCR_NODE_FACTS", &facts);
+        (c, prom)
+    };
+    let (mut c, prom) = timer();
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        text.contains("kvcr_group_findings{engine_id=\"llama3-70b-a\",code=\"KV003\""),
+        "{text}"
+    );
+    // The action says what to declare, and where (the same audit, printed:
+    // the unit's --quiet prints nothing).
+    let out = kvcr_std()
+        .args(["audit", "--live", "--format", "json"])
+        .arg(&inv)
+        .env("KVCR_NODE_FACTS", &facts)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let action = report["groups"][0]["action"].as_str().unwrap();
+    assert!(
+        action.starts_with("if uid 4242 is the producer's user")
+            && action.contains("--producer-user 4242")
+            && action.contains("KVCR_PRODUCER_USER=4242 in /etc/default/kvcr"),
+        "{action}"
+    );
+
+    let (mut c, prom) = timer();
+    let out = c.env("KVCR_PRODUCER_USER", "4242").output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        text.contains("kvcr_group_accepted{engine_id=\"llama3-70b-a\"} 1\n"),
+        "{text}"
+    );
 }
