@@ -28,7 +28,7 @@ command -v readelf >/dev/null || fail "readelf (binutils) is needed to read symb
 
 (cd dist && sha256sum --quiet -c SHA256SUMS) || fail "dist/SHA256SUMS does not match"
 listed=$(awk '{print $2}' dist/SHA256SUMS | sort | tr '\n' ' ')
-present=$(cd dist && ls | grep -vx SHA256SUMS | sort | tr '\n' ' ')
+present=$(cd dist && for f in *; do [ "$f" = SHA256SUMS ] || echo "$f"; done | sort | tr '\n' ' ')
 [ "$listed" = "$present" ] || fail "SHA256SUMS lists '$listed', dist/ holds '$present'"
 say "SHA256SUMS: $listed"
 

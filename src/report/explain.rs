@@ -48,10 +48,10 @@ pub fn explain(code: Code) -> Explanation {
         KV003 => (
             "A file or directory in the inventory is writable by group or others, or owned by a \
                 uid that is neither root, the invoking user nor the declared producer user, so \
-                someone else could have planted or edited it; or a directory below the root is another mount (a bind \
-                mount, another file system), which kvcr does not enter. In live mode also: a \
-                descriptor carrying cuda_ipc or fabric handle bytes is readable by group or \
-                others, and those bytes grant access to the GPU memory.",
+                someone else could have planted or edited it; or a directory below the root is \
+                another mount (a bind mount, another file system), which kvcr does not enter. In \
+                live mode also: a descriptor carrying cuda_ipc or fabric handle bytes is readable \
+                by group or others, and those bytes grant access to the GPU memory.",
             "st_mode and st_uid from fstat of every descriptor and lstat of every directory (the \
                 root included); a descriptor below an unsafe directory is rejected too. Mounts: \
                 each directory's st_dev and statx mount id against the root's, and openat2 \
