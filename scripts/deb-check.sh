@@ -107,6 +107,35 @@ if command -v systemd-tmpfiles >/dev/null; then
     grep -qx 'kvcr_groups{verdict="reject"} 0' "$KVCR_TEXTFILE" || fail "a fresh node rejects a group"
   )
   echo "deb-check: a fresh node's timer command exits 0 on the package's empty inventory"
+  # A producer running as its own user (uid 4242) fills the inventory: the
+  # timer (root) rejects its files (KV003) until /etc/default/kvcr declares
+  # it. Needs root for chown; the node is described by a facts file.
+  if [ "$(id -u)" = 0 ]; then
+    cp -r fixtures/accept-tp4/inventory/. "$inv/"
+    chmod 600 "$inv"/*.json
+    chown -R 4242:4242 "$inv"
+    for declared in "" 4242; do
+      (
+        set -a
+        # shellcheck disable=SC1091
+        . "$root/etc/default/kvcr"
+        KVCR_INVENTORY=$root$KVCR_INVENTORY
+        KVCR_TEXTFILE=$root$KVCR_TEXTFILE
+        export KVCR_PRODUCER_USER="$declared"
+        export KVCR_NODE_FACTS="$PWD/fixtures/live/node-match.json"
+        set +a
+        set +e
+        eval "$exec_start"; st=$?
+        set -e
+        want=$([ -n "$declared" ] && echo 0 || echo 1)
+        [ "$st" = "$want" ] || fail "KVCR_PRODUCER_USER='$declared': the timer's command exited $st, not $want"
+        if [ -z "$declared" ]; then
+          grep -q 'code="KV003"' "$KVCR_TEXTFILE" || fail "an undeclared producer's files are not KV003"
+        fi
+      )
+    done
+    echo "deb-check: a producer's files (uid 4242) are KV003 until KVCR_PRODUCER_USER=4242 declares it"
+  fi
 else
   echo "deb-check: skipped the postinst and fresh-node checks (no systemd-tmpfiles)"
 fi
