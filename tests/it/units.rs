@@ -173,6 +173,25 @@ fn tmpfiles_creates_the_ready_file_directory_of_the_hold_unit() {
     assert_eq!(md.mode() & 0o7777, 0o755);
 }
 
+/// A node facts file (`KVCR_NODE_FACTS`) in `dir` describing the node the
+/// test kit's TP=4 group was written on: its boot id, host, owner process
+/// and GPUs.
+fn this_node(dir: &Path) -> std::path::PathBuf {
+    let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
+    let facts = dir.join("facts.json");
+    std::fs::write(
+        &facts,
+        json!({
+            "boot_id": BOOT_ID, "hostname": HOSTNAME,
+            "processes": {"4242": 123456}, "processes_unreadable": null,
+            "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    facts
+}
+
 /// The hold unit's command, word for word with the shipped defaults
 /// (`$KVCR_HOLD_ARGS` from /etc/default/kvcr), on the simulated backend:
 /// it imports, writes the ready file, and on `systemctl stop` (SIGTERM)
@@ -184,18 +203,7 @@ fn the_hold_unit_holds_until_sigterm_with_the_shipped_defaults() {
     let d = Desc::new("llama3-70b-a", 0, 4, 1);
     put_group(&inv, "", &d);
     private(&inv);
-    let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
-    let facts = dir.path().join("facts.json");
-    std::fs::write(
-        &facts,
-        json!({
-            "boot_id": BOOT_ID, "hostname": HOSTNAME,
-            "processes": {"4242": 123456}, "processes_unreadable": null,
-            "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
-        })
-        .to_string(),
-    )
-    .unwrap();
+    let facts = this_node(dir.path());
     let profile = dir.path().join("profile.json");
     testkit::put_profile(&profile, &d);
     let ready = dir.path().join("ready.json");
@@ -381,18 +389,7 @@ fn the_audit_unit_trusts_the_producer_user_declared_in_etc_default_kvcr() {
         std::os::unix::fs::chown(e.unwrap().path(), Some(4242), Some(4242)).unwrap();
     }
     // This node, as the descriptors describe it (the shipped args audit --live).
-    let facts = root.path().join("facts.json");
-    let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
-    std::fs::write(
-        &facts,
-        json!({
-            "boot_id": BOOT_ID, "hostname": HOSTNAME,
-            "processes": {"4242": 123456}, "processes_unreadable": null,
-            "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
-        })
-        .to_string(),
-    )
-    .unwrap();
+    let facts = this_node(root.path());
     let timer = || {
         let (mut c, prom) = audit_command(root.path());
         c.env("KVCR_NODE_FACTS", &facts);
