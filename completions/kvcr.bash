@@ -109,7 +109,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__audit)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --live --strict --textfile --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --producer-user --live --strict --textfile --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -136,6 +136,10 @@ _kvcr() {
                     return 0
                     ;;
                 --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --producer-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -431,7 +435,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__import)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --dry-run --hold --ready-file --map-read-write --fleet-report --max-report-age --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --producer-user --dry-run --hold --ready-file --map-read-write --fleet-report --max-report-age --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -458,6 +462,10 @@ _kvcr() {
                     return 0
                     ;;
                 --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --producer-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -511,7 +519,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__profile)
-            opts="-h --engine --incarnation --help"
+            opts="-h --engine --incarnation --producer-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -522,6 +530,10 @@ _kvcr() {
                     return 0
                     ;;
                 --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --producer-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -44,6 +44,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l min-epoch -d 'Reject
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l max-age -d 'Reject descriptors sealed more than this long ago (overrides the profile): plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l local-ranks -d 'The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11 (overrides the profile); other ranks are expected elsewhere' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation (overrides the profile\'s incarnation); its other incarnations are notices' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l producer-user -d 'The producer\'s user (a name or a uid): files and directories it owns are trusted like root\'s and the invoking user\'s, for a root audit of a sidecar that runs as its own user (default: $KVCR_PRODUCER_USER; docs/format.md §2.4)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l textfile -d 'Also write the Prometheus metrics (docs/format.md §9.5) to PATH, atomically, for node-exporter\'s textfile collector; PATH may not lie inside the inventory' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
@@ -62,6 +63,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l min-epoch -d 'Rejec
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-age -d 'Reject descriptors sealed more than this long ago (overrides the profile): plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l local-ranks -d 'The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11 (overrides the profile); other ranks are expected elsewhere' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation (overrides the profile\'s incarnation); its other incarnations are notices' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l producer-user -d 'The producer\'s user (a name or a uid): files and directories it owns are trusted like root\'s and the invoking user\'s, for a root audit of a sidecar that runs as its own user (default: $KVCR_PRODUCER_USER; docs/format.md §2.4)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l ready-file -d 'With --hold: write this file atomically once every rank is imported; removed on release' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l fleet-report -d 'With --local-ranks: a `kvcr merge --format json` report, built from live reports, that accepts the whole group and names this host and boot id for exactly these ranks (docs/format.md §8.9)' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-report-age -d 'The oldest --fleet-report input accepted: plain seconds, or a number with s, m, h or d (default 300 s)' -r
@@ -88,6 +90,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s v -l verbose -d 'Sho
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l engine -d 'The group to derive the profile of (required when the inventory holds several)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l producer-user -d 'The producer\'s user (a name or a uid): files and directories it owns are trusted like root\'s and the invoking user\'s, for a root audit of a sidecar that runs as its own user (default: $KVCR_PRODUCER_USER; docs/format.md §2.4)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l num-blocks -d 'The block count the engine will ask recovery metadata for (default: the one its size implies)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l binding -d 'The binding digest (64 hex digits) the engine will compute for its KV pool; without it the binding is not checked' -r

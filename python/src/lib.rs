@@ -112,6 +112,7 @@ fn audit(
         min_epoch,
         max_age_s,
         incarnation,
+        producer_uid: None,
     };
     let root = path(&root);
     let r = py.detach(move || api::audit(&root, &o)).map_err(raise)?;

@@ -209,6 +209,9 @@ pub struct AuditOptions {
     pub max_age_s: Option<u64>,
     /// `--incarnation UUID`.
     pub incarnation: Option<uuid::Uuid>,
+    /// `--producer-user`, as a uid: files it owns are trusted like root's
+    /// and this process's user's (docs/format.md §2.4).
+    pub producer_uid: Option<u32>,
 }
 
 /// A finding's message as every kvcr output writes it: its text, with the
@@ -289,6 +292,7 @@ fn inventory(
         },
         threads: crate::io::pipeline::threads_from_env(),
         node_facts: node_facts_from_env(),
+        producer_uid: o.producer_uid,
     })
 }
 

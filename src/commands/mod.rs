@@ -134,7 +134,7 @@ pub fn run(command: &Command, cli: impl FnOnce() -> clap::Command) -> Result<i32
         Command::Audit(a) => audit::run(a),
         Command::Import(a) => import::run(a),
         Command::Merge(a) => merge::run(&a.reports, &settings::printer(&a.output)),
-        Command::Profile(a) => profile::run(&settings::inventory_for_profile(a)),
+        Command::Profile(a) => settings::inventory_for_profile(a).and_then(|i| profile::run(&i)),
         Command::Examine(a) => examine::run(&a.file, a.format),
         Command::Gms(a) => gms::run(a),
         Command::Explain(a) => explain::run(a),

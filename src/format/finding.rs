@@ -280,6 +280,11 @@ pub enum Subject {
     Request,
     /// The reports given to `kvcr merge`.
     MergeInputs,
+    /// A file or directory owned by this uid, which is neither root, the
+    /// invoking user nor the declared producer user (KV003, docs/format.md
+    /// §2.4): the fix is to declare the producer's user when it is this
+    /// one, not to rewrite the files.
+    UndeclaredOwner(u32),
     /// This user may not list, open or read the entry (EACCES, EPERM):
     /// nothing is known about the file, so the run cannot judge the
     /// inventory at all (exit 2, docs/format.md §6), never a verdict.

@@ -47,18 +47,21 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV003 => (
             "A file or directory in the inventory is writable by group or others, or owned by a \
-                uid that is neither root nor the invoking user, so someone else could have \
-                planted or edited it; or a directory below the root is another mount (a bind \
-                mount, another file system), which kvcr does not enter. In live mode also: a \
-                descriptor carrying cuda_ipc or fabric handle bytes is readable by group or \
-                others, and those bytes grant access to the GPU memory.",
+                uid that is neither root, the invoking user nor the declared producer user, so \
+                someone else could have planted or edited it; or a directory below the root is \
+                another mount (a bind mount, another file system), which kvcr does not enter. In \
+                live mode also: a descriptor carrying cuda_ipc or fabric handle bytes is readable \
+                by group or others, and those bytes grant access to the GPU memory.",
             "st_mode and st_uid from fstat of every descriptor and lstat of every directory (the \
                 root included); a descriptor below an unsafe directory is rejected too. Mounts: \
                 each directory's st_dev and statx mount id against the root's, and openat2 \
                 RESOLVE_NO_XDEV for every open. Live mode also checks the read bits of \
                 descriptors that carry handle bytes.",
             "have the owner rewrite the inventory with mode 0700 directories and 0600 files owned \
-                by its own user, then audit again",
+                by its own user, then audit again; when the files are the producer's and it runs \
+                as its own user while kvcr runs as another (root, for the packaged units), declare \
+                the producer's user instead: --producer-user USER, or KVCR_PRODUCER_USER in \
+                /etc/default/kvcr (docs/format.md §2.4)",
             "the handle-exposure part is checked only with --live",
         ),
         KV004 => (

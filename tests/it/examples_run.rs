@@ -252,15 +252,27 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     (
         "README.md",
         "cargo deb --locked                          # \
-        target/debian/kvcr_<version>_<arch>.deb (cargo install \
+        target/debian/kvcr_<version>_<arch>.deb for this machine (cargo install \
         cargo-deb)",
         Skip("a release build (.ci/run)"),
     ),
     (
         "README.md",
-        "sudo dpkg -i target/debian/kvcr_*.deb       # binary, man pages, completions, \
-        systemd timer",
-        Skip("installs a package (scripts/deb-check.sh)"),
+        "tar -xzf kvcr-0.1.0-x86_64-linux-gnu.tar.gz                      # kvcr, man/, \
+        completions/, README, licences",
+        Skip("a release download (scripts/dist-check.sh unpacks dist/'s and runs it)"),
+    ),
+    (
+        "README.md",
+        "sudo dpkg -i kvcr_0.1.0-1_amd64.deb                               # /usr/bin/kvcr, \
+        man pages, completions, systemd timer",
+        Skip("installs a package (scripts/deb-check.sh, into a scratch root)"),
+    ),
+    (
+        "README.md",
+        "pip install kvcr-0.1.0-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl  # \
+        Python package, CPython >= 3.9",
+        Skip("installs a release download (scripts/dist-check.sh, in a fresh venv)"),
     ),
     (
         "README.md",

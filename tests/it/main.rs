@@ -57,6 +57,7 @@ mod packaging;
 mod parallel;
 mod permission_count;
 mod proc_note;
+mod producer_user;
 mod prometheus;
 mod public_surface;
 mod race;

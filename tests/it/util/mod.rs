@@ -40,6 +40,7 @@ pub const KVCR_READS: &[&str] = &[
     "CUDA_VISIBLE_DEVICES",
     "KVCR_IMPORT_LOG",
     "KVCR_JOURNAL_SOCKET",
+    "KVCR_PRODUCER_USER",
     // Where `kvcr gms` looks (GMS's own variables, docs/format.md §14.1).
     "GMS_KV_LEASE_SHM_DIR",
     "GMS_KV_LEASE_SHM_PATH",
