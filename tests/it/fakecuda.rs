@@ -8,7 +8,10 @@
 //! exit, compared with kvcr's report.
 //!
 //! posix_fd goes through a real owner process (`tests/fakecuda/owner.c`)
-//! holding memfds, and kvcr's real pidfd_open + pidfd_getfd path.
+//! that exports VMM allocations through the fake in the driver's shape
+//! (each export a fresh character-device file that says nothing about the
+//! allocation, `FAKECUDA_STATE`), and kvcr's real pidfd_open +
+//! pidfd_getfd path.
 //!
 //! Skipped, with a message, where no C compiler exists (`$CC`, default `cc`),
 //! unless `KVCR_FAKECUDA_REQUIRED` is set (`.ci/run` sets it).
@@ -69,6 +72,7 @@ pub(crate) fn built() -> Option<&'static Built> {
             "fakecuda.c does not compile:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // The owner exports through the fake driver, as a real owner does.
         let out = run(&[
             "-O1",
             "-Wall",
@@ -76,6 +80,8 @@ pub(crate) fn built() -> Option<&'static Built> {
             "-o",
             owner.to_str().unwrap(),
             &format!("{SRC}/owner.c"),
+            lib.to_str().unwrap(),
+            &format!("-Wl,-rpath,{}", lib_dir.display()),
         ])
         .unwrap();
         assert!(
@@ -99,8 +105,11 @@ pub(crate) fn built() -> Option<&'static Built> {
 pub(crate) fn pidfd_works(b: &Built) -> bool {
     static W: OnceLock<bool> = OnceLock::new();
     *W.get_or_init(|| {
+        let state = tempfile::tempdir().unwrap();
         let mut owner = Command::new(&b.owner)
-            .arg("0:4096")
+            .arg(format!("0:{}", 2 * MIB))
+            .env("FAKECUDA_GPUS", gpu(0))
+            .env("FAKECUDA_STATE", state.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -168,6 +177,12 @@ pub(crate) struct Alloc {
     /// allocation); `posix_fd`: the owner's fd is a dup() of this rank's
     /// allocation N's fd (two fds of one file).
     pub(crate) same_memory_as: Option<usize>,
+    /// `posix_fd`: the owner exports this rank's allocation N once more (a
+    /// second, distinct file of one allocation, as the driver gives).
+    pub(crate) export_of: Option<usize>,
+    /// `posix_fd`: the owner fills the allocation with the gpu-proof
+    /// pattern of this seed (else it holds zeros).
+    pub(crate) seed: Option<u8>,
     /// A `content` member (docs/format.md §3.6): page_bytes, pages, and
     /// whether its sha256 matches what the fake's memory holds.
     pub(crate) content: Option<(u64, u64, bool)>,
@@ -182,12 +197,14 @@ pub(crate) fn alloc(kind: &'static str, dev: usize) -> Alloc {
         offset_bytes: 0,
         handle_of: None,
         same_memory_as: None,
+        export_of: None,
+        seed: None,
         content: None,
     }
 }
 
 /// The fake's memory (tests/fakecuda/fakecuda.c): a posix_fd allocation is
-/// its memfd (zeros: the owner only sizes it); cuda_ipc and fabric memory
+/// the owner's (zeros unless it was given a seed); cuda_ipc and fabric memory
 /// holds `(o × 131) ^ (o >> 9) ^ seed` at offset `o`, seed the first handle byte.
 pub(crate) fn fake_byte(kind: &str, seed: u8, o: u64) -> u8 {
     if kind == "posix_fd" {
@@ -254,14 +271,23 @@ impl Scenario {
                     continue;
                 }
                 fd_index.insert((rank, i), fd_args.len());
-                fd_args.push(match a.same_memory_as {
-                    Some(j) => format!("dup:{}", fd_index[&(rank, j)]),
-                    None => format!("{}:{}", a.mem_dev, a.alloc_size),
+                fd_args.push(match (a.same_memory_as, a.export_of) {
+                    (Some(j), _) => format!("dup:{}", fd_index[&(rank, j)]),
+                    (None, Some(j)) => format!("export:{}", fd_index[&(rank, j)]),
+                    (None, None) => match a.seed {
+                        Some(seed) => format!("{}:{}:{seed}", a.mem_dev, a.alloc_size),
+                        None => format!("{}:{}", a.mem_dev, a.alloc_size),
+                    },
                 });
             }
         }
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let gpu_list: Vec<String> = (0..gpus.max(1)).map(gpu).collect();
         let mut owner = Command::new(&b.owner)
             .args(&fd_args)
+            .env("FAKECUDA_GPUS", gpu_list.join(","))
+            .env("FAKECUDA_STATE", &state)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -356,6 +382,7 @@ impl Scenario {
         let env = vec![
             ("KVCR_PROFILE".into(), profile_path.display().to_string()),
             ("LD_LIBRARY_PATH".into(), b.lib_dir.display().to_string()),
+            ("FAKECUDA_STATE".into(), state.display().to_string()),
             ("FAKECUDA_GPUS".into(), gpu_list.join(",")),
             ("FAKECUDA_IPC".into(), ipc.join(",")),
             ("FAKECUDA_FABRIC".into(), fabric.join(",")),

@@ -106,7 +106,11 @@ fn two_fds_of_one_file_at_overlapping_ranges_stop_at_verify_distinct() {
     let f = &r.report()["failure"];
     assert_eq!(f["step"], "verify-distinct", "{}", r.why());
     assert_eq!(f["allocation"], "kv-1");
-    assert!(r.failure_message().contains("file dev"), "{}", r.why());
+    assert!(
+        r.failure_message().contains("the open file of owner"),
+        "{}",
+        r.why()
+    );
     r.assert_clean_reverse();
     assert!(r.log.held.is_empty(), "{:?}", r.log.held);
     // Stopped before any reservation for kv-1: one import each, one reserve.
