@@ -110,6 +110,7 @@ pub mod consts {
     pub const CU_MEM_ACCESS_FLAGS_PROT_READWRITE: c_int = 3;
     pub const CU_MEM_ALLOC_GRANULARITY_MINIMUM: c_int = 0;
     pub const CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: c_int = 9;
+    pub const CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: c_int = 20;
     pub const CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: std::ffi::c_uint = 1;
 }
 
@@ -640,6 +641,28 @@ impl Driver {
             )
         })?;
         Ok(ordinal)
+    }
+}
+
+impl Driver {
+    /// `CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID` of `ptr`: documented as a
+    /// process-wide unique id of the physical allocation the pointer belongs
+    /// to (an `unsigned long long`). A lookup only; a driver that predates
+    /// the attribute answers an error, which the caller treats as "not
+    /// available".
+    pub fn pointer_block_id(&self, ptr: DevicePtr) -> Result<u64, CallError> {
+        let f = sym!(self.pointer_attribute, "cuPointerGetAttribute");
+        let mut id: u64 = 0;
+        // SAFETY: MEMORY_BLOCK_ID writes one unsigned long long through the
+        // data pointer, which points at our u64.
+        self.check("cuPointerGetAttribute(MEMORY_BLOCK_ID)", unsafe {
+            f(
+                (&mut id as *mut u64).cast(),
+                consts::CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID,
+                ptr,
+            )
+        })?;
+        Ok(id)
     }
 }
 

@@ -14,13 +14,13 @@
 //! each check can and cannot catch.
 
 use super::pidfd;
-use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource};
+use super::{Backend, BackendError, Device, Identity, IdentityKind, Mapped, MemoryId, Resource};
 use crate::cuda_ffi::{self, consts, CallError, Driver};
 use crate::descriptor::{GpuUuid, Handle, Owner};
 use crate::node::gpus;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Rounds `n` up to a multiple of `granularity`; `None` on overflow or a
 /// zero granularity.
@@ -90,6 +90,15 @@ pub fn check_location(
     Ok(())
 }
 
+/// True when a failed `cuPointerGetAttribute(MEMORY_BLOCK_ID)` means the
+/// driver does not answer the attribute: `CUDA_ERROR_INVALID_VALUE` (1), as
+/// a driver that predates it answers an attribute it does not know (an
+/// assumption: the reference documents that status for invalid arguments),
+/// or `CUDA_ERROR_NOT_SUPPORTED` (801). Any other status fails the step.
+pub fn block_id_unanswered(e: &CallError) -> bool {
+    matches!(e.status, Some(cuda_ffi::Status(1 | 801)))
+}
+
 /// Why the CUDA backend cannot be used on this machine (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DriverError {
@@ -122,15 +131,23 @@ pub struct CudaBackend {
     contexts: BTreeMap<i32, (cuda_ffi::CuDevice, cuda_ffi::Context, usize)>,
     /// The handle type of each imported handle (for the granularity query).
     handle_types: BTreeMap<u64, c_int>,
-    /// What the kernel says each imported `posix_fd` handle is (the file
-    /// behind the owner's fd), for [`Backend::memory_id`].
-    files: BTreeMap<u64, MemoryId>,
-    /// The owner fds taken so far that are not regular files: (pid, fd,
-    /// identity), compared with `kcmp` against each new one.
-    owner_files: Vec<(i32, i32, MemoryId)>,
+    /// The owner fds taken for `posix_fd` imports, by imported handle (one
+    /// per import: the driver may answer a handle it already gave), kept
+    /// open until that import is released: each is itself a reference to
+    /// the memory, `kcmp` compares a new one with them, and a hold hands
+    /// them over (docs/format.md §8.6).
+    taken: BTreeMap<u64, Vec<Taken>>,
     /// What this backend minted and has not released, contexts aside
     /// (`contexts` counts those).
     held: Held,
+}
+
+/// An owner's fd kvcr took (`pidfd_getfd`), with where it came from.
+#[derive(Debug)]
+struct Taken {
+    pid: i32,
+    fd: i32,
+    file: OwnedFd,
 }
 
 /// The resources a backend returned and has not released, with how many
@@ -211,8 +228,7 @@ impl CudaBackend {
             read_write: false,
             contexts: BTreeMap::new(),
             handle_types: BTreeMap::new(),
-            files: BTreeMap::new(),
-            owner_files: Vec::new(),
+            taken: BTreeMap::new(),
             held: Held::default(),
         })
     }
@@ -232,28 +248,50 @@ impl CudaBackend {
         self.drv.ctx_set_current(Some(*ctx)).map_err(call)
     }
 
-    /// The file behind the owner's `fd` (our duplicate `dup`): a regular
-    /// file (a memfd) by device and inode; anything else by `kcmp` against
-    /// the owner's fds taken before, so two fds of one open file are one
-    /// memory (docs/format.md §8.10).
-    fn file_identity(&mut self, pid: i32, fd: i32, dup: std::os::fd::BorrowedFd<'_>) -> MemoryId {
+    /// The file behind the owner's `fd` (our duplicate `dup`), docs/format.md
+    /// §8.10: a regular file (a memfd) by device and inode; any other file
+    /// (the driver exports a character device, whose `fstat` says nothing)
+    /// by `kcmp(KCMP_FILE)` against every fd taken before, all held open in
+    /// this process, so two fds of one open file are one memory whichever
+    /// owners they came from. Where `kcmp` cannot answer, the identity is
+    /// not available (evidence neither way).
+    fn file_identity(&self, pid: i32, fd: i32, dup: BorrowedFd<'_>) -> Identity {
         if let Ok(st) = rustix::fs::fstat(dup) {
             if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
             {
-                return MemoryId::File {
+                return Identity::Known(MemoryId::File {
                     dev: st.st_dev,
                     ino: st.st_ino,
-                };
+                });
             }
         }
-        let same = self
-            .owner_files
-            .iter()
-            .find(|(p, f, _)| *p == pid && pidfd::same_open_file(pid, *f, fd) == Some(true))
-            .map(|e| e.2);
-        let id = same.unwrap_or(MemoryId::OwnerFile { pid, fd });
-        self.owner_files.push((pid, fd, id));
-        id
+        let not = |why: String| Identity::NotAvailable(IdentityKind::OwnerFile, why);
+        if pidfd::same_file_here(dup, dup) != Some(true) {
+            return not(
+                "kcmp(KCMP_FILE) cannot compare files here (no kcmp, or not permitted), and the \
+                 file is not a regular file"
+                    .into(),
+            );
+        }
+        let mut unknown = None;
+        for t in self.taken.values().flatten() {
+            match pidfd::same_file_here(t.file.as_fd(), dup) {
+                Some(true) => {
+                    return Identity::Known(MemoryId::OwnerFile {
+                        pid: t.pid,
+                        fd: t.fd,
+                    })
+                }
+                Some(false) => {}
+                None => unknown = Some((t.pid, t.fd)),
+            }
+        }
+        match unknown {
+            Some((p, f)) => not(format!(
+                "kcmp(KCMP_FILE) could not compare it with fd {f} of owner {p}"
+            )),
+            None => Identity::Known(MemoryId::OwnerFile { pid, fd }),
+        }
     }
 
     fn handle_of(r: &Resource) -> Result<u64, BackendError> {
@@ -322,8 +360,9 @@ impl Backend for CudaBackend {
         dev: Device,
         handle: &Handle,
         owner: &Owner,
-    ) -> Result<Resource, BackendError> {
+    ) -> Result<(Resource, Option<Identity>), BackendError> {
         self.enter(dev.0)?;
+        let mut file = None;
         let (h, ty) = match handle {
             Handle::Fabric(bytes) => (
                 self.drv.import_fabric(bytes).map_err(call)?,
@@ -333,20 +372,27 @@ impl Backend for CudaBackend {
                 let dup =
                     pidfd::take_fd(owner.pid, *fd, owner.start_ticks, &pidfd::proc_start_ticks)
                         .map_err(|e| format!("taking fd {fd} of owner {}: {e}", owner.pid))?;
-                let file = self.file_identity(owner.pid, *fd, dup.as_fd());
-                let r = self.drv.import_fd(dup.as_fd());
-                drop(dup); // our duplicate is closed whether or not the import worked
-                let h = r.map_err(call)?;
-                self.files.insert(h, file);
+                let ident = self.file_identity(owner.pid, *fd, dup.as_fd());
+                // A failed import closes our duplicate (dropped here); a
+                // good one keeps it with the handle until it is released.
+                let h = self.drv.import_fd(dup.as_fd()).map_err(call)?;
+                self.taken.entry(h).or_default().push(Taken {
+                    pid: owner.pid,
+                    fd: *fd,
+                    file: dup,
+                });
+                file = Some(ident);
                 (h, consts::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
             }
             Handle::CudaIpc(_) => return Err("internal: cuda_ipc is not a shareable handle".into()),
         };
-        self.handle_types.insert(h, ty);
-        Ok(self.held.mint(Resource::Imported {
+        // A handle the driver gave before keeps its first type.
+        self.handle_types.entry(h).or_insert(ty);
+        let r = self.held.mint(Resource::Imported {
             device: dev.0,
             handle: h,
-        }))
+        });
+        Ok((r, file))
     }
 
     fn reserve(
@@ -504,16 +550,28 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
-        match *imported {
-            Resource::IpcMapping { device, ptr } => Some(MemoryId::IpcPointer { device, ptr }),
-            Resource::Imported { device, handle } => Some(
-                self.files
-                    .get(&handle)
-                    .copied()
-                    .unwrap_or(MemoryId::VmmHandle { device, handle }),
-            ),
-            _ => None,
+    fn block_id(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+    ) -> Result<Identity, BackendError> {
+        self.held.check(mapping)?;
+        self.enter(dev.0)?;
+        let ptr = match *mapping {
+            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
+            other => return Err(format!("internal: {other} is not a mapping").into()),
+        };
+        let at = ptr
+            .checked_add(offset)
+            .ok_or_else(|| format!("internal: {ptr:#x} + {offset} overflows"))?;
+        match self.drv.pointer_block_id(at) {
+            Ok(id) => Ok(Identity::Known(MemoryId::BlockId { id })),
+            Err(e) if block_id_unanswered(&e) => Ok(Identity::NotAvailable(
+                IdentityKind::MemoryBlockId,
+                e.to_string(),
+            )),
+            Err(e) => Err(call(e)),
         }
     }
 
@@ -562,9 +620,13 @@ impl CudaBackend {
                 self.enter(device)?;
                 // SAFETY: a handle from import_shareable with a reference of ours left (Held counts each import).
                 unsafe { self.drv.mem_release(handle) }.map_err(call)?;
+                // This import's owner fd goes with it (closed when dropped).
+                if let Some(fds) = self.taken.get_mut(&handle) {
+                    fds.pop();
+                }
                 if self.held.count(r) <= 1 {
                     self.handle_types.remove(&handle);
-                    self.files.remove(&handle);
+                    self.taken.remove(&handle);
                 }
                 Ok(())
             }
@@ -673,6 +735,25 @@ mod tests {
         }
         assert_eq!(access_name(1), "PROT_READ");
         assert_eq!(access_name(2), "unknown to this build");
+    }
+
+    #[test]
+    fn only_an_unknown_attribute_leaves_the_block_id_unanswered() {
+        let e = |status| CallError {
+            call: "cuPointerGetAttribute(MEMORY_BLOCK_ID)",
+            status: Some(cuda_ffi::Status(status)),
+            text: None,
+        };
+        assert!(block_id_unanswered(&e(1)));
+        assert!(block_id_unanswered(&e(801)));
+        for other in [2, 201, 700, 919, 999, -1] {
+            assert!(!block_id_unanswered(&e(other)), "{other}");
+        }
+        let missing = CallError {
+            status: None,
+            ..e(1)
+        };
+        assert!(!block_id_unanswered(&missing));
     }
 
     #[test]

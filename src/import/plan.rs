@@ -177,6 +177,11 @@ pub struct PlannedAllocation {
     /// has no `content` member), `"planned"` (a dry run), `"verified"` (the
     /// sampled bytes matched).
     pub content: &'static str,
+    /// An imported allocation: the identities compared to show it is no
+    /// other allocation's memory, and those the driver did not answer
+    /// (docs/format.md §8.10). Absent in a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distinct: Option<Vec<super::Compared>>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -199,6 +204,7 @@ impl PlannedRank {
                     (true, false) => "planned",
                     (true, true) => "verified",
                 },
+                distinct: None,
             })
             .collect()
     }

@@ -205,7 +205,15 @@ pub(crate) fn rank_rows(plan: &Plan, done: Option<&[RankResult]>) -> Vec<RankRow
                 allocations: pr.allocations.len(),
                 bytes: pr.bytes(),
                 ms: r.map(|r| r.ms),
-                items: pr.planned_allocations(r.is_some()),
+                items: {
+                    let mut items = pr.planned_allocations(r.is_some());
+                    if let Some(r) = r {
+                        for (item, d) in items.iter_mut().zip(&r.distinct) {
+                            item.distinct = Some(d.clone());
+                        }
+                    }
+                    items
+                },
             })
         })
         .collect()

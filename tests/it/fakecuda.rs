@@ -177,9 +177,9 @@ pub(crate) struct Alloc {
     /// allocation); `posix_fd`: the owner's fd is a dup() of this rank's
     /// allocation N's fd (two fds of one file).
     pub(crate) same_memory_as: Option<usize>,
-    /// `posix_fd`: the owner exports this rank's allocation N once more (a
+    /// `posix_fd`: the owner exports allocation (RANK, N) once more (a
     /// second, distinct file of one allocation, as the driver gives).
-    pub(crate) export_of: Option<usize>,
+    pub(crate) export_of: Option<(usize, usize)>,
     /// `posix_fd`: the owner fills the allocation with the gpu-proof
     /// pattern of this seed (else it holds zeros).
     pub(crate) seed: Option<u8>,
@@ -273,7 +273,7 @@ impl Scenario {
                 fd_index.insert((rank, i), fd_args.len());
                 fd_args.push(match (a.same_memory_as, a.export_of) {
                     (Some(j), _) => format!("dup:{}", fd_index[&(rank, j)]),
-                    (None, Some(j)) => format!("export:{}", fd_index[&(rank, j)]),
+                    (None, Some(at)) => format!("export:{}", fd_index[&at]),
                     (None, None) => match a.seed {
                         Some(seed) => format!("{}:{}:{seed}", a.mem_dev, a.alloc_size),
                         None => format!("{}:{}", a.mem_dev, a.alloc_size),
@@ -913,8 +913,11 @@ fn unknown_status_codes_are_reported_by_number() {
 
 /// The expected exit status when call `sym` (with the clean run's
 /// `details`) fails in an otherwise clean trial.
-fn expected_exit(sym: &str, details: &str, in_release: bool) -> &'static [i32] {
+fn expected_exit(sym: &str, details: &str, code: i32, in_release: bool) -> &'static [i32] {
     match sym {
+        // MEMORY_BLOCK_ID not answered (an older driver's 1): that identity
+        // is not available, the import goes on (docs/format.md §8.10).
+        "cuPointerGetAttribute" if details.contains(" attr=20 ") && code == 1 => &[0],
         // Unbinding before a context release: its answer does not matter.
         "cuCtxSetCurrent" if details == "ctx=null" => &[0],
         // Only names MIG devices: ignored.
@@ -970,7 +973,7 @@ fn a_failure_at_every_call_position_rolls_back() {
                         );
                         let ctx = format!("position {seq} ({sym}) with {code}: {}", r.why());
                         assert!(
-                            expected_exit(sym, details, k >= first_release).contains(&r.code),
+                            expected_exit(sym, details, code, k >= first_release).contains(&r.code),
                             "{ctx}"
                         );
                         // The failure was the call that was asked to fail.
