@@ -33,6 +33,15 @@
  *       twice in one context (same pointer? does one close leave it
  *       readable?) and one VMM allocation imported through two fds (the
  *       same handle?); one JSON object on stdout.
+ *   gpu-proof-owner take SOCKET SEED
+ *       a new engine during a `kvcr import --hold`: connects to the hold's
+ *       hand-over socket (the ready file's hand_over), receives one message
+ *       per posix_fd allocation with its fd (SCM_RIGHTS), imports each, maps
+ *       it read-only and compares the sampled pages of offset_bytes +
+ *       size_bytes with the pattern; one JSON object on stdout: the fd's
+ *       file type, the read and the allocation's own description.
+ *   gpu-proof-owner meminfo
+ *       cuMemGetInfo of device 0 (free, total, used), one JSON object.
  *   gpu-proof-owner probe PID FD SIZE SEED [write]
  *       a throwaway importer: takes FD from process PID (pidfd_getfd),
  *       imports it, maps it read-only, reads cuMemGetAccess back, compares
@@ -56,7 +65,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -130,6 +142,8 @@ static CUresult (*p_cuMemRelease)(CUmemGenericAllocationHandle);
 static CUresult (*p_cuGetErrorName)(CUresult, const char **);
 static CUresult (*p_cuIpcOpenMemHandle)(CUdeviceptr *, CUipcMemHandle, unsigned);
 static CUresult (*p_cuIpcCloseMemHandle)(CUdeviceptr);
+static CUresult (*p_cuMemGetInfo)(size_t *, size_t *); /* optional */
+static CUresult (*p_cuPointerGetAttribute)(void *, int, CUdeviceptr); /* optional */
 
 static const char *missing_sym;
 
@@ -179,6 +193,8 @@ static int load(void) {
     RESOLVE(p_cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
     *(void **)(&p_cuMemGetAccess) = sym("cuMemGetAccess", 0);
     *(void **)(&p_cuGetErrorName) = sym("cuGetErrorName", 0);
+    *(void **)(&p_cuMemGetInfo) = sym("cuMemGetInfo_v2", 0);
+    *(void **)(&p_cuPointerGetAttribute) = sym("cuPointerGetAttribute", 0);
     if (missing_sym) {
         fprintf(stderr, "gpu-proof-owner: libcuda has no %s\n", missing_sym);
         return -1;
@@ -561,6 +577,125 @@ fail:
     return 1;
 }
 
+/* ---- take: a new engine, from a hold's hand-over socket --------------- */
+static const char *file_type(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return "unknown";
+    if (S_ISREG(st.st_mode)) return "regular";
+    if (S_ISCHR(st.st_mode)) return "character device";
+    if (S_ISSOCK(st.st_mode)) return "socket";
+    if (S_ISFIFO(st.st_mode)) return "fifo";
+    return "other";
+}
+
+/* The integer after "KEY": in a flat JSON object; -1 when absent. */
+static long long json_int(const char *msg, const char *key) {
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(msg, k);
+    return p ? strtoll(p + strlen(k), NULL, 10) : -1;
+}
+
+static int cmd_take(const char *path, int seed) {
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    if (s < 0 || strlen(path) >= sizeof a.sun_path) {
+        printf("{\"error\": \"no socket for %s\"}\n", path);
+        return 1;
+    }
+    memcpy(a.sun_path, path, strlen(path));
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        char e[512];
+        snprintf(e, sizeof e, "connect %s: %s", path, strerror(errno));
+        printf("{\"error\": ");
+        jstr(stdout, e);
+        printf("}\n");
+        return 1;
+    }
+    if (init_device()) {
+        printf("{\"error\": ");
+        jstr(stdout, last_error);
+        printf("}\n");
+        return 1;
+    }
+    printf("{\"items\": [");
+    int n = 0, bad = 0;
+    for (;;) {
+        char msg[4096];
+        union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } c;
+        struct iovec io = {msg, sizeof msg - 1};
+        struct msghdr m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &io;
+        m.msg_iovlen = 1;
+        m.msg_control = c.b;
+        m.msg_controllen = sizeof c.b;
+        ssize_t got = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+        if (got <= 0) break;
+        msg[got] = 0;
+        int fd = -1;
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(h), sizeof fd);
+        long long size = json_int(msg, "size_bytes"), off = json_int(msg, "offset_bytes");
+        printf("%s{\"message\": %s, \"fd_type\": ", n++ ? ", " : "", msg);
+        jstr(stdout, fd < 0 ? "none" : file_type(fd));
+        CUmemGenericAllocationHandle hd = 0;
+        CUdeviceptr va = 0;
+        size_t g = 0;
+        long long badat = -1;
+        unsigned long long span = 0;
+        const char *read = "same";
+        CUmemAllocationProp p = vmm_prop(H_POSIX_FD);
+        if (fd < 0 || size < 1 || off < 0) {
+            read = "no fd or sizes in the message";
+        } else if (CK(p_cuMemImportFromShareableHandle(&hd, (void *)(intptr_t)fd, H_POSIX_FD)) ||
+                   CK(p_cuMemGetAllocationGranularity(&g, &p, 0))) {
+            read = last_error;
+        } else {
+            span = ((unsigned long long)(size + off) + g - 1) / g * g;
+            CUmemAccessDesc acc = {{LOC_DEVICE, 0}, PROT_R};
+            if (CK(p_cuMemAddressReserve(&va, span, 0, 0, 0)) || CK(p_cuMemMap(va, span, 0, hd, 0)) ||
+                CK(p_cuMemSetAccess(va, span, &acc, 1)) ||
+                sample(va, (unsigned long long)(size + off), seed, &badat) != 0)
+                read = last_error;
+            else if (badat >= 0)
+                read = "differs";
+        }
+        if (strcmp(read, "same")) bad = 1;
+        printf(", \"read\": ");
+        jstr(stdout, read);
+        printf("}");
+        if (va) {
+            p_cuMemUnmap(va, span);
+            p_cuMemAddressFree(va, span);
+        }
+        if (hd) p_cuMemRelease(hd);
+        if (fd >= 0) close(fd);
+    }
+    printf("], \"received\": %d}\n", n);
+    close(s);
+    return bad || n == 0;
+}
+
+/* ---- meminfo: device 0's memory, as the driver counts it --------------- */
+static int cmd_meminfo(void) {
+    size_t fr = 0, total = 0;
+    if (!p_cuMemGetInfo) {
+        printf("{\"error\": \"libcuda has no cuMemGetInfo_v2\"}\n");
+        return 1;
+    }
+    if (init_device() || CK(p_cuMemGetInfo(&fr, &total))) {
+        printf("{\"error\": ");
+        jstr(stdout, last_error);
+        printf("}\n");
+        return 1;
+    }
+    printf("{\"free\": %zu, \"total\": %zu, \"used\": %zu}\n", fr, total, total - fr);
+    return 0;
+}
+
 /* ---- read: a second importer of an IPC or fabric handle ---------------- */
 static int parse_hex64(const char *h, unsigned char *out) {
     if (strlen(h) != 128) return -1;
@@ -679,10 +814,12 @@ int main(int argc, char **argv) {
                          argc == 7 && !strcmp(argv[6], "write"));
     if (!strcmp(argv[1], "read") && argc == 6)
         return cmd_read(argv[2], argv[3], strtoull(argv[4], NULL, 10), atoi(argv[5]));
+    if (!strcmp(argv[1], "take") && argc == 4) return cmd_take(argv[2], atoi(argv[3]));
+    if (!strcmp(argv[1], "meminfo") && argc == 2) return cmd_meminfo();
     if (!strcmp(argv[1], "twice") && argc == 6)
         return cmd_twice(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 usage:
     fprintf(stderr, "usage: gpu-proof-owner env | serve DIR SIZE_MIB | probe PID FD SIZE SEED [write]"
-                    " | read ipc|fabric HEX SIZE SEED | twice IPC_HEX PID FD1 FD2\n");
+                    " | read ipc|fabric HEX SIZE SEED | twice IPC_HEX PID FD1 FD2 | take SOCKET SEED | meminfo\n");
     return 2;
 }

@@ -575,6 +575,16 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn held_fd(&self, imported: &Resource) -> Option<BorrowedFd<'_>> {
+        let Resource::Imported { handle, .. } = *imported else {
+            return None;
+        };
+        self.taken
+            .get(&handle)
+            .and_then(|t| t.first())
+            .map(|t| t.file.as_fd())
+    }
+
     fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
         match *r {
             // Released through its retain count in `contexts`, which

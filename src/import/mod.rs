@@ -25,6 +25,7 @@ pub mod command;
 pub mod cuda;
 pub mod distinct;
 pub mod gate;
+pub mod handover;
 pub mod ledger;
 pub mod log;
 pub mod pidfd;
@@ -203,6 +204,13 @@ pub trait Backend {
     ) -> Result<Mapped, BackendError>;
     /// Releases one resource.
     fn release(&mut self, r: &Resource) -> Result<(), BackendError>;
+    /// `posix_fd`: the owner's fd kvcr took for the imported handle
+    /// `imported` and keeps while it holds it (a hold hands it over,
+    /// docs/format.md §8.6); `None` for any other resource, or a backend
+    /// that takes no fds.
+    fn held_fd(&self, _imported: &Resource) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
     /// `CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID` of the byte at `offset` into
     /// `mapping` (an IPC mapping, or a VMM mapping with access granted): the
     /// driver's id of the physical allocation, or

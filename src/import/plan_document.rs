@@ -98,6 +98,17 @@ pub enum PlanHandle {
     PosixFd { fd: i32 },
 }
 
+impl PlanHandle {
+    /// A descriptor's handle as the plan (and a hold's ready file) states it.
+    pub fn of(h: &Handle) -> PlanHandle {
+        match h {
+            Handle::CudaIpc(b) => PlanHandle::CudaIpc { hex: hex(b) },
+            Handle::Fabric(b) => PlanHandle::Fabric { hex: hex(b) },
+            Handle::PosixFd(fd) => PlanHandle::PosixFd { fd: *fd },
+        }
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes.iter().fold(String::with_capacity(128), |mut s, b| {
@@ -140,11 +151,7 @@ impl ImportPlan {
                         id: a.id.clone(),
                         size_bytes: a.size_bytes,
                         offset_bytes: a.offset_bytes,
-                        handle: match &a.handle {
-                            Handle::CudaIpc(b) => PlanHandle::CudaIpc { hex: hex(b) },
-                            Handle::Fabric(b) => PlanHandle::Fabric { hex: hex(b) },
-                            Handle::PosixFd(fd) => PlanHandle::PosixFd { fd: *fd },
-                        },
+                        handle: PlanHandle::of(&a.handle),
                         content: a.content.map(|c| PlanContent {
                             page_bytes: c.page_bytes,
                             pages: c.pages,

@@ -634,6 +634,9 @@ impl<B: Backend> Backend for Injected<B> {
         self.faults.before_release()?;
         self.inner.release(r)
     }
+    fn held_fd(&self, imported: &Resource) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.held_fd(imported)
+    }
     fn block_id(
         &mut self,
         dev: Device,

@@ -32,8 +32,10 @@ pub(crate) const MIB: u64 = 1 << 20;
 /// The fake driver and the owner program, built once per test run.
 pub(crate) struct Built {
     _dir: tempfile::TempDir,
-    lib_dir: PathBuf,
+    pub(crate) lib_dir: PathBuf,
     owner: PathBuf,
+    /// scripts/gpu-proof-owner.c: the proof's owner and engine tools.
+    pub(crate) proof_owner: PathBuf,
 }
 
 pub(crate) fn built() -> Option<&'static Built> {
@@ -89,11 +91,29 @@ pub(crate) fn built() -> Option<&'static Built> {
             "owner.c does not compile:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let proof_owner = dir.path().join("gpu-proof-owner");
+        let out = run(&[
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-o",
+            proof_owner.to_str().unwrap(),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu-proof-owner.c"),
+            "-ldl",
+        ])
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "gpu-proof-owner.c does not compile:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::os::unix::fs::symlink("libcuda.so.1", lib_dir.join("libcuda.so")).unwrap();
         Some(Built {
             _dir: dir,
             lib_dir,
             owner,
+            proof_owner,
         })
     })
     .as_ref()
@@ -233,7 +253,7 @@ pub(crate) struct Scenario {
     pub(crate) dir: tempfile::TempDir,
     gpus: usize,
     env: Vec<(String, String)>,
-    owner: Child,
+    pub(crate) owner: Child,
 }
 
 impl Drop for Scenario {
@@ -261,13 +281,25 @@ impl Scenario {
                 a.kind = "fabric";
             }
         }
-        // The owner holds one memfd per posix_fd allocation (a dup of an
-        // earlier one for `same_memory_as`; none for `handle_of`).
+        // The owner exports one allocation per posix_fd allocation (a dup
+        // of an earlier fd for `same_memory_as`, a second export for
+        // `export_of`; none for `handle_of`), and per fabric allocation
+        // with a seed.
         let mut fd_args: Vec<String> = Vec::new();
         let mut fd_index: BTreeMap<(usize, usize), usize> = BTreeMap::new();
         for (rank, list) in plan.iter().enumerate() {
             for (i, a) in list.iter().enumerate() {
-                if a.kind != "posix_fd" || a.handle_of.is_some() {
+                if a.handle_of.is_some() {
+                    continue;
+                }
+                if let ("fabric", Some(seed)) = (a.kind, a.seed) {
+                    // Exported by the owner: its fabric handle's hex.
+                    fd_args.push(format!("{}:{}:{seed}", a.mem_dev, a.alloc_size));
+                    fd_index.insert((rank, i), fd_args.len());
+                    fd_args.push(format!("fabric:{}", fd_args.len() - 1));
+                    continue;
+                }
+                if a.kind != "posix_fd" {
                     continue;
                 }
                 fd_index.insert((rank, i), fd_args.len());
@@ -296,10 +328,9 @@ impl Scenario {
         BufReader::new(owner.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let fds: Vec<u64> = line
-            .split_whitespace()
-            .map(|s| s.parse::<u64>().unwrap())
-            .collect();
+        // An fd number per posix_fd entry, 128 hex digits per fabric one.
+        let tokens: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        let fd = |k: usize| tokens[k].parse::<u64>().unwrap();
         let pid = owner.id() as i32;
         let ticks = kvcr::api::proc_start_ticks(pid).unwrap();
         let host = read_trim("/proc/sys/kernel/hostname");
@@ -325,7 +356,10 @@ impl Scenario {
                     let own = a.handle_of.unwrap_or(i);
                     let handle = match a.kind {
                         "posix_fd" => {
-                            json!({"kind": "posix_fd", "fd": fds[fd_index[&(rank, own)]]})
+                            json!({"kind": "posix_fd", "fd": fd(fd_index[&(rank, own)])})
+                        }
+                        "fabric" if a.seed.is_some() => {
+                            json!({"kind": "fabric", "hex": tokens[fd_index[&(rank, own)]]})
                         }
                         k => {
                             let h = hex(k, rank, own);
@@ -477,7 +511,7 @@ pub(crate) struct Log {
     pub(crate) exited: bool,
 }
 
-fn parse_log(text: &str) -> Log {
+pub(crate) fn parse_log(text: &str) -> Log {
     let mut l = Log::default();
     for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
@@ -1122,50 +1156,6 @@ fn a_signal_during_a_driver_call_exits_130_with_everything_released() {
             });
         }
     });
-}
-
-#[test]
-fn hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
-    let b = need_cc!();
-    let s = Scenario::mixed(b);
-    let log = s.dir.path().join("hold.log");
-    let ready = s.dir.path().join("ready.json");
-    let inv = s.inv();
-    let child = s
-        .command(
-            &log,
-            &[],
-            &[
-                "import",
-                inv.to_str().unwrap(),
-                "--format",
-                "json",
-                "--hold",
-                "--ready-file",
-                ready.to_str().unwrap(),
-            ],
-        )
-        .spawn()
-        .unwrap();
-    wait_for("the ready file", || ready.exists());
-    let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
-    assert_eq!(doc["pid"], child.id());
-    assert_eq!(
-        doc["backend"], "cuda",
-        "a GPU hold says so (#19 item 11): {doc}"
-    );
-    assert_eq!(doc["ranks"].as_array().unwrap().len(), 2);
-    // Everything acquired, nothing released while held.
-    let mid = parse_log(&std::fs::read_to_string(&log).unwrap());
-    assert_eq!(mid.acquired.len(), 16);
-    assert!(mid.released.is_empty());
-    signal(&child, libc::SIGTERM);
-    let r = finish(child, &log);
-    assert_eq!(r.code, 0, "{}", r.why());
-    assert!(!ready.exists());
-    r.assert_clean_reverse();
-    assert!(r.log.held.is_empty());
-    assert_eq!(r.log.released.len(), 16);
 }
 
 /// The fake is only worth its "no violation" if it catches violations:
