@@ -1,10 +1,12 @@
 //! kvcr: audit and all-or-nothing import of retained KV-cache inventories.
 //!
-//! Data flows one way: `inventory` (walk, open beneath the root) →
-//! [`descriptor`] (read and parse) → `node` facts → `verdict` (pure: facts
-//! in, verdicts out) → `report` (table, JSON, Prometheus); `import` plans an
-//! accepted group and runs it through its ledger and a backend. README.md's
-//! "Architecture" section maps every module.
+//! The folders are the layers, lowest first: `format` (what docs/format.md
+//! defines: types and strict readers) → `rules` (the verdict core: facts
+//! in, verdicts out) → `report` (printers) → `io` (the inventory walk, node
+//! probes, the CUDA FFI, the audit service) → `import` (gate → plan →
+//! engine, driven by its command) → [`api`] (the library) → `commands`
+//! (one file per subcommand) → `cli`. README.md's "Architecture" section
+//! says what each holds.
 //!
 //! # Public surface
 //!
@@ -34,100 +36,32 @@
 
 #[deny(missing_docs)]
 pub mod api;
-pub(crate) mod app;
-pub(crate) mod audit;
 pub(crate) mod cli;
-pub mod content;
-pub(crate) mod cuda_ffi;
-pub(crate) mod derive;
-pub mod descriptor;
-pub(crate) mod error;
-pub(crate) mod examine;
-pub mod exit;
-pub mod finding;
-pub(crate) mod ids;
+pub(crate) mod commands;
+pub(crate) mod format;
 pub(crate) mod import;
-pub(crate) mod import_spec;
-pub(crate) mod input;
-pub(crate) mod inventory;
-pub(crate) mod merge;
-pub(crate) mod node;
-pub(crate) mod pipeline;
-pub mod profile;
-pub mod rankset;
+pub(crate) mod io;
 pub(crate) mod report;
-pub mod schema;
-pub(crate) mod seal;
-pub(crate) mod settings;
-pub(crate) mod text;
-pub(crate) mod timefmt;
-pub(crate) mod verdict;
-pub(crate) mod version;
-pub mod writer;
+pub(crate) mod rules;
 
-pub use version::VERSION;
+pub use api::writer;
+pub use format::version::VERSION;
+pub use format::{content, descriptor, exit, finding, profile, rankset, schema};
 
 // The test builders are the dev-only crate crates/kvcr-testkit (a
 // dev-dependency); the unit tests name it `crate::testkit`.
 #[cfg(test)]
 use kvcr_testkit as testkit;
-#[cfg(test)]
-mod tests_pipeline;
-#[cfg(test)]
-mod tests_typed_messages;
 
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
 /// returns its exit status (src/main.rs exits with it).
 pub fn run() -> i32 {
-    match cli::parse() {
-        Ok(cli) => app::run(cli),
-        Err(e) => parse_error(e),
-    }
-}
-
-/// A command line clap refused: printed as clap prints it, and, when it
-/// asked for `--format json`, also as the `kvcr.error/v1` document on
-/// stdout (a script reading stdout always gets one document).
-fn parse_error(e: clap::Error) -> i32 {
-    use clap::error::ErrorKind;
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let json = args.iter().enumerate().any(|(i, a)| {
-        a == "--format=json" || (a == "--format" && args.get(i + 1).is_some_and(|v| v == "json"))
-    });
-    let status = e.exit_code();
-    let shown = matches!(
-        e.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    );
-    if json && !shown {
-        let command = args
-            .first()
-            .and_then(|a| a.to_str())
-            .filter(|a| command().get_subcommands().any(|s| s.get_name() == *a));
-        let text = e.render().to_string();
-        let message = text
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("error: ")
-            .to_string();
-        let hint = match command {
-            Some(c) => format!("run `kvcr {c} --help`"),
-            None => "run `kvcr --help`".to_string(),
-        };
-        let mut f = error::Failure::usage(message, Some(hint)).of_kind(error::Kind::Usage);
-        f.status = status;
-        app::print_error_document(&f, command);
-    }
-    cli::print_error(&e);
-    status
+    cli::main()
 }
 
 /// The command-line definition, for rendering man pages and completions.
 pub fn command() -> clap::Command {
-    <cli::Cli as clap::CommandFactory>::command()
+    cli::command()
 }
 
 /// Terminal safety (docs/format.md §9.6): the rule by which kvcr escapes
@@ -138,6 +72,6 @@ pub fn command() -> clap::Command {
 /// dashboard printing a report) prints it the same way with these.
 #[deny(missing_docs)]
 pub mod display {
-    pub use crate::report::json::write as write_json;
-    pub use crate::text::{is_dangerous, terminal};
+    pub use crate::format::json::write as write_json;
+    pub use crate::format::text::{is_dangerous, terminal};
 }

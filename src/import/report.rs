@@ -1,20 +1,23 @@
 //! The `kvcr import` report (docs/format.md §8, `kvcr schema import-report`):
 //! what the import planned, took, failed at and left held. `--format json`
-//! prints it as one document; [`super::print`] prints it as a table.
+//! prints it as one document; [`crate::import::command::print`] prints it as a table.
 
-use super::gate::Refusal;
-use super::plan::PlannedAllocation;
-use super::{BackendError, Cause, Plan, RankResult, ReleaseReport, Resource, Step, StepFailure};
-use crate::exit;
-use crate::finding::Finding;
-use crate::report;
-use crate::verdict::{FileVerdict, GroupVerdict};
+use crate::format::exit;
+use crate::format::finding::Finding;
+use crate::import::engine::{
+    BackendError, Cause, Compared, RankResult, ReleaseReport, Resource, StepFailure,
+};
+use crate::import::plan::select::PlannedAllocation;
+use crate::import::plan::Plan;
+use crate::import::spec::Step;
+
+use crate::rules::{FileVerdict, GroupVerdict};
 use serde::Serialize;
 use uuid::Uuid;
 
-pub use crate::import_spec::Mode;
+pub use crate::import::spec::Mode;
 
-pub use crate::ids::IMPORT_REPORT as REPORT_SCHEMA;
+pub use crate::format::ids::IMPORT_REPORT as REPORT_SCHEMA;
 
 /// The `result` of an import report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -62,7 +65,26 @@ pub struct RankRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ms: Option<u64>,
     /// The planned allocations (id, handle kind, size).
-    pub items: Vec<PlannedAllocation>,
+    pub items: Vec<ItemRow>,
+}
+
+/// One allocation of a [`RankRow`]: as planned, and for an imported one
+/// the identities compared to show it is no other allocation's memory,
+/// and those the driver did not answer (docs/format.md §8.10).
+#[derive(Clone, Debug, Serialize)]
+pub struct ItemRow {
+    #[serde(flatten)]
+    pub planned: PlannedAllocation,
+    /// Absent in a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distinct: Option<Vec<Compared>>,
+}
+
+impl std::ops::Deref for ItemRow {
+    type Target = PlannedAllocation;
+    fn deref(&self) -> &PlannedAllocation {
+        &self.planned
+    }
 }
 
 /// A resource still held after a failed release.
@@ -78,7 +100,51 @@ pub struct RemainingRow {
     pub error: Option<String>,
     /// The driver call and its status, when a driver call refused.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub driver: Option<super::DriverCall>,
+    pub driver: Option<crate::import::engine::DriverCall>,
+}
+
+/// Which check refused, in the order an import asks them (the report
+/// names it `gate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Check {
+    /// No declared profile, or one that leaves out what import needs.
+    Profile,
+    /// `--local-ranks` without proof of the whole group.
+    FleetReport,
+    /// The profile's `require_content` and an allocation without `content`.
+    Content,
+    /// No usable CUDA driver.
+    Driver,
+    /// A live fact could not be read.
+    NotChecked,
+}
+
+/// One reason the import is (or, in a dry run, would be) refused.
+#[derive(Clone, Debug, Serialize)]
+pub struct Refusal {
+    /// The check that refused (the report's `gate` member).
+    #[serde(rename = "gate")]
+    pub check: Check,
+    /// The exit status this refusal gives a real import.
+    pub status: i32,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(check: Check, message: impl Into<String>) -> Refusal {
+        let status = match check {
+            Check::Profile | Check::Driver => crate::format::exit::USAGE,
+            Check::FleetReport | Check::Content | Check::NotChecked => {
+                crate::format::exit::REJECTED
+            }
+        };
+        Refusal {
+            check,
+            status,
+            message: message.into(),
+        }
+    }
 }
 
 /// The `kvcr import` report (`--format json` prints it as one document).
@@ -87,9 +153,9 @@ pub struct Report {
     pub schema: &'static str,
     /// Report metadata (docs/format.md §9.4); `exit_status` is the import's.
     #[serde(flatten)]
-    pub meta: report::json::Meta,
+    pub meta: crate::format::meta::Meta,
     pub root: String,
-    pub engine_id: Option<crate::descriptor::EngineId>,
+    pub engine_id: Option<crate::format::descriptor::EngineId>,
     pub mode: Mode,
     /// "cuda", "sim" (test-only) or "none" (dry run, or refused before a backend was used).
     pub backend: &'static str,
@@ -127,21 +193,21 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// Dry run of an accepted group: the import plan (docs/format.md §13.4).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan: Option<super::plan_document::ImportPlan>,
+    pub plan: Option<crate::import::plan::document::ImportPlan>,
 }
 
 fn wire_group<S: serde::Serializer>(g: &Option<GroupVerdict>, s: S) -> Result<S::Ok, S::Error> {
-    g.as_ref().map(report::wire::Group::of).serialize(s)
+    g.as_ref().map(crate::report::json::group).serialize(s)
 }
 
 fn wire_files<S: serde::Serializer>(f: &[FileVerdict], s: S) -> Result<S::Ok, S::Error> {
-    report::wire::Each(f, report::wire::File::of).serialize(s)
+    crate::format::wire::Each(f, crate::report::json::file).serialize(s)
 }
 
 impl Report {
     /// The report of an import (or a readiness gate) that has not got past
     /// the audit yet.
-    pub fn before_gate(meta: &report::json::Meta, root: &str, mode: Mode) -> Report {
+    pub fn before_gate(meta: &crate::format::meta::Meta, root: &str, mode: Mode) -> Report {
         // `strict` (in the metadata) is true for a real import and the
         // readiness gate, which refuse facts not checked; false for a dry run,
         // which only lists them (docs/format.md §8.9).
@@ -178,9 +244,9 @@ impl Report {
         if self.mode != Mode::DryRun {
             return self.result.status();
         }
-        let first = self.refusals.iter().min_by_key(|r| r.gate);
+        let first = self.refusals.iter().min_by_key(|r| r.check);
         match (self.result, first) {
-            (_, Some(r)) if r.gate == super::gate::Gate::Profile => r.status,
+            (_, Some(r)) if r.check == Check::Profile => r.status,
             (ResultKind::Planned, Some(r)) => r.status,
             (result, _) => result.status(),
         }
@@ -205,15 +271,15 @@ pub(crate) fn rank_rows(plan: &Plan, done: Option<&[RankResult]>) -> Vec<RankRow
                 allocations: pr.allocations.len(),
                 bytes: pr.bytes(),
                 ms: r.map(|r| r.ms),
-                items: {
-                    let mut items = pr.planned_allocations(r.is_some());
-                    if let Some(r) = r {
-                        for (item, d) in items.iter_mut().zip(&r.distinct) {
-                            item.distinct = Some(d.clone());
-                        }
-                    }
-                    items
-                },
+                items: pr
+                    .planned_allocations(r.is_some())
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, planned)| ItemRow {
+                        planned,
+                        distinct: r.and_then(|r| r.distinct.get(i).cloned()),
+                    })
+                    .collect(),
             })
         })
         .collect()

@@ -1,6 +1,6 @@
 //! `kvcr explain`: what each finding means, what kvcr checked, the safe next step.
 
-use crate::finding::{Code, Severity};
+use crate::format::finding::{Code, Severity};
 
 pub struct Explanation {
     pub code: Code,

@@ -8,9 +8,10 @@
 //! (first in [`ROOT_ORDER`]), and its action is that finding's safe step,
 //! with the real root path and flags in every command it suggests.
 
-use crate::finding::{Code, Finding, Subject};
-use crate::inventory::parse_rank_name;
-use crate::verdict::{compress_ranks, FileVerdict, GroupVerdict, Judgement, Verdict};
+use crate::format::finding::{Code, Finding, Subject};
+use crate::format::message::render;
+use crate::format::names::parse_rank_name;
+use crate::rules::{compress_ranks, FileVerdict, GroupVerdict, Judgement, Verdict};
 use std::ffi::OsStr;
 
 /// How the run was invoked: what a suggested command must repeat.
@@ -64,10 +65,10 @@ pub fn explains(a: Code, b: Code) -> bool {
 
 /// Among findings that nothing else explains, the one named first: the
 /// likeliest root cause, and the one whose action is safe to take first.
-/// Derived from each code's `root_rank` in [`crate::finding::TABLE`];
+/// Derived from each code's `root_rank` in [`crate::format::finding::TABLE`];
 /// compiling it checks that the ranks are a permutation of all codes.
 pub const ROOT_ORDER: [Code; Code::ALL.len()] = {
-    let table = &crate::finding::TABLE;
+    let table = &crate::format::finding::TABLE;
     let mut order = [Code::KV001; Code::ALL.len()];
     let mut placed = [false; Code::ALL.len()];
     let mut i = 0;
@@ -261,7 +262,7 @@ pub fn run_cause(j: &Judgement) -> String {
         return format!(
             "rejected: no descriptor any group could claim; {}: {}{}",
             f.path,
-            x.map(|x| format!("{} ({})", super::render(&x.message), x.code))
+            x.map(|x| format!("{} ({})", render(&x.message), x.code))
                 .unwrap_or_default(),
             if bad_files.len() > 1 {
                 format!("; and {} more rejecting files", bad_files.len() - 1)
@@ -372,28 +373,28 @@ fn headline(
     let mut cause = match (root.rank, root.file) {
         (Some(r), Some(path)) => format!(
             "rank {r} has no usable descriptor: {path}: {} ({})",
-            super::render(&f.message),
+            render(&f.message),
             f.code
         ),
         // The full path is in the files list; a long one would not wrap.
         (None, Some(path)) => match path.rsplit_once('/') {
             None => format!(
                 "{path}: {} ({}); no group claims the file, so it may be this group's",
-                super::render(&f.message),
+                render(&f.message),
                 f.code
             ),
             Some((_, name)) => format!(
                 "…/{name}: {} ({}); no group claims the file (its path is in the files list), so \
                  it may be this group's",
-                super::render(&f.message),
+                render(&f.message),
                 f.code
             ),
         },
         (Some(r), None) => match f.path.as_deref() {
-            Some(p) => format!("rank {r} ({p}): {} ({})", super::render(&f.message), f.code),
-            None => format!("rank {r}: {} ({})", super::render(&f.message), f.code),
+            Some(p) => format!("rank {r} ({p}): {} ({})", render(&f.message), f.code),
+            None => format!("rank {r}: {} ({})", render(&f.message), f.code),
         },
-        _ => format!("{} ({})", super::render(&f.message), f.code),
+        _ => format!("{} ({})", render(&f.message), f.code),
     };
     if !explained.is_empty() {
         let list: Vec<&str> = explained.iter().map(|c| c.as_str()).collect();
@@ -732,9 +733,9 @@ pub fn row_cause<'a>(findings: &[&'a Finding]) -> Option<&'a Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::descriptor::parse_descriptor;
+    use crate::format::descriptor::parse_descriptor;
+    use crate::rules::{judge, Candidate, Context, Expectations};
     use crate::testkit::{self, Desc};
-    use crate::verdict::{judge, Candidate, Context, Expectations};
 
     /// A clean two-rank group, judged offline: accepted, world size 2.
     fn accepted_pair() -> GroupVerdict {
@@ -780,7 +781,7 @@ mod tests {
         let (cause, _) = accepted(&g, &inv);
         assert!(cause.starts_with("all ranks present, current"), "{cause}");
         let local = GroupVerdict {
-            local_ranks: Some(crate::rankset::RankSet::parse("0-1").unwrap()),
+            local_ranks: Some(crate::format::rankset::RankSet::parse("0-1").unwrap()),
             ..g.clone()
         };
         let (cause, _) = accepted(&local, &inv);

@@ -1,20 +1,15 @@
 //! Printers: the table, the JSON document, Prometheus text, the group
 //! headline (cause and action, picked by causal order in `headline.rs`),
-//! `explain` texts (terminal sanitising lives in `crate::text`). The verdict core judges and
+//! `explain` texts (terminal sanitising lives in `crate::format::text`). The verdict core judges and
 //! words each finding; this module never judges.
 
+pub mod audit;
+pub mod examine;
 pub mod explain;
 pub mod headline;
 pub mod json;
-pub mod message;
 pub mod prometheus;
 pub mod table;
-pub mod wire;
-
-pub use message::render;
-
-use crate::error::Failure;
-use std::io::{self, IsTerminal, Write};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -92,61 +87,6 @@ impl Printer {
     pub fn with_width(self, width: Option<u16>) -> Printer {
         Printer { width, ..self }
     }
-
-    pub fn from_env(format: Format, color: ColorChoice, quiet: bool, verbose: bool) -> Printer {
-        let stdout_tty = std::io::stdout().is_terminal();
-        Printer::decide(
-            format,
-            color,
-            quiet,
-            verbose,
-            &|k| std::env::var(k).ok(),
-            stdout_tty,
-            std::io::stderr().is_terminal(),
-        )
-        .with_width(if stdout_tty {
-            terminal_width()
-        } else {
-            columns_env(std::env::var("COLUMNS").ok().as_deref())
-        })
-    }
-}
-
-/// Set once anything was written to stdout by [`emit`]: a failure after
-/// that prints no second (error) document.
-static EMITTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether [`emit`] has written to stdout in this process.
-pub fn emitted() -> bool {
-    EMITTED.load(std::sync::atomic::Ordering::SeqCst)
-}
-
-/// Writes to stdout; a closed pipe (`kvcr audit | head -1`) ends quietly.
-pub fn emit(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), Failure> {
-    EMITTED.store(true, std::sync::atomic::Ordering::SeqCst);
-    let mut lock = io::BufWriter::new(io::stdout().lock());
-    match f(&mut lock).and_then(|_| lock.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Failure::new(
-            crate::exit::USAGE,
-            format!("cannot write the report: {e}"),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// `COLUMNS` for output that is not a terminal: a table written to a pipe
-/// or a file wraps only when asked to (COLUMNS=80 kvcr audit ... | less).
-fn columns_env(v: Option<&str>) -> Option<u16> {
-    v.and_then(|s| s.trim().parse::<u16>().ok())
-        .filter(|&c| c >= 20)
-}
-
-/// Columns of the terminal on stdout; `None` when it cannot be told.
-fn terminal_width() -> Option<u16> {
-    rustix::termios::tcgetwinsize(std::io::stdout())
-        .ok()
-        .map(|w| w.ws_col)
-        .filter(|&c| c > 0)
 }
 
 #[cfg(test)]

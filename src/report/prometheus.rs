@@ -7,8 +7,8 @@
 //! (`_seconds`). Findings are aggregated by code and severity, never by
 //! path: a label per file would give a new time series per descriptor.
 
-use crate::finding::{Finding, Severity};
-use crate::verdict::{Judgement, Verdict};
+use crate::format::finding::{Finding, Severity};
+use crate::rules::{Judgement, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -37,9 +37,9 @@ pub fn escape_label(v: &str) -> String {
             '\\' => s.push_str("\\\\"),
             '"' => s.push_str("\\\""),
             '\n' => s.push_str("\\n"),
-            c if crate::text::is_dangerous(c) => {
-                s.push_str(&crate::text::terminal(c.encode_utf8(&mut buf)).replace('\\', "\\\\"))
-            }
+            c if crate::format::text::is_dangerous(c) => s.push_str(
+                &crate::format::text::terminal(c.encode_utf8(&mut buf)).replace('\\', "\\\\"),
+            ),
             c => s.push(c),
         }
     }
@@ -125,7 +125,7 @@ fn header(o: &mut Out, success: bool, meta: &Meta) {
     );
     o.sample(
         "kvcr_build_info",
-        &[("version", crate::version::VERSION)],
+        &[("version", crate::format::version::VERSION)],
         1,
     );
 }

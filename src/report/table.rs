@@ -2,10 +2,11 @@
 //! the safe next step), one row per rank, then file-level findings.
 
 use super::{Printer, Verbosity};
-use crate::finding::{Code, Finding};
-use crate::text::human_duration_ms;
-use crate::text::terminal;
-use crate::verdict::{GroupVerdict, Judgement, RankVerdict, Verdict};
+use crate::format::finding::{Code, Finding};
+use crate::format::message::render;
+use crate::format::text::human_duration_ms;
+use crate::format::text::terminal;
+use crate::rules::{GroupVerdict, Judgement, RankVerdict, Verdict};
 use std::io::{self, Write};
 
 fn paint(p: &Printer, s: &str, code: &str) -> String {
@@ -17,7 +18,7 @@ fn paint(p: &Printer, s: &str, code: &str) -> String {
 }
 
 fn finding_line(f: &Finding) -> String {
-    terminal(&format!("{} {}", f.code, super::render(&f.message))).into_owned()
+    terminal(&format!("{} {}", f.code, render(&f.message))).into_owned()
 }
 
 /// The reason cell: the first rejecting finding, or with `-v` every
@@ -527,7 +528,7 @@ pub fn write(
                     } else {
                         ("notice".to_string(), "0")
                     },
-                    reason: vec![terminal(&super::render(&x.message)).into_owned()],
+                    reason: vec![terminal(&render(&x.message)).into_owned()],
                 });
             }
         }
@@ -552,7 +553,7 @@ pub fn write(
                         out,
                         p,
                         "      ",
-                        &format!("{} {sev}: {}", x.code, terminal(&super::render(&x.message))),
+                        &format!("{} {sev}: {}", x.code, terminal(&render(&x.message))),
                         " ",
                         8,
                     )?;

@@ -1,7 +1,7 @@
-//! The finding-code table (src/finding.rs `TABLE`) is the one source of every
+//! The finding-code table (src/format/finding.rs `TABLE`) is the one source of every
 //! code's id, name, severity and root-cause rank.
 
-use crate::finding::{Code, Severity, TABLE};
+use crate::format::finding::{Code, Severity, TABLE};
 use crate::report::explain::explain;
 use crate::report::headline::ROOT_ORDER;
 use std::collections::BTreeSet;

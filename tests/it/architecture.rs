@@ -512,58 +512,46 @@ fn the_checker_sees_a_cycle_it_is_shown() {
     assert!(!edges.contains_key("c"), "cfg(test) use counted: {edges:?}");
 }
 
-/// The layers of `src/`, lowest first, by top-level module ("crate" is
-/// lib.rs, the facade). A module may use modules of its own layer or below;
-/// an arrow to a higher layer runs back up. `cli` (the clap definitions) and
-/// `settings` (flags, environment and profile resolved once) sit between
-/// the report and the commands: settings reads the parsed arguments, and
-/// every command reads settings. `writer` (sealing, atomic writes) is the
-/// seal and audit commands' engine and words its refusals from findings,
-/// so it sits with the commands, above the printers' `report::render`.
+/// The layers of `src/`, lowest first: the top-level folders, which are
+/// the layers ("crate" is lib.rs, the facade). A module may use modules of
+/// its own layer or below; an arrow to a higher layer runs back up. There
+/// is no exception list: the folders say where a module belongs.
+///
+/// - `format`: what docs/format.md defines, as types and strict readers;
+/// - `rules`: the pure verdict core;
+/// - `report`: the printers (they take what the rules made; no I/O but the
+///   writer they are handed);
+/// - `io`: everything that touches the system, and the audit service;
+/// - `import`: the import (see [`IMPORT_LAYERS`]);
+/// - `api`: the library;
+/// - `commands`: one file per subcommand, and the settings;
+/// - `cli`: the command line itself.
 const LAYERS: &[(&str, &[&str])] = &[
-    (
-        "leaf helpers",
-        &[
-            "error",
-            "exit",
-            "finding",
-            "timefmt",
-            "version",
-            "cuda_ffi",
-            "content",
-            "text",
-            "import_spec",
-            "ids",
-        ],
-    ),
-    (
-        "descriptor/node/inventory",
-        &[
-            "descriptor",
-            "node",
-            "inventory",
-            "input",
-            "profile",
-            "rankset",
-        ],
-    ),
-    ("verdict", &["verdict", "pipeline"]),
+    ("format", &["format"]),
+    ("rules", &["rules"]),
     ("report", &["report"]),
-    ("cli", &["cli"]),
-    ("settings", &["settings"]),
-    (
-        "commands",
-        &[
-            "audit", "examine", "import", "merge", "seal", "schema", "derive", "writer",
-        ],
-    ),
-    ("app", &["app", "main", "crate", "api"]),
+    ("io", &["io"]),
+    ("import", &["import"]),
+    ("api", &["api"]),
+    ("commands", &["commands"]),
+    ("cli", &["cli", "main", "crate"]),
 ];
 
-/// The back arrows still in `src/`, by top-level module: none (issue #23
-/// removed the last five). An arrow added later fails the test until it is
-/// removed; listing one here is the exception a reviewer has to accept, and
-/// the test fails too when a listed one is gone.
+/// The layers inside `import/`, lowest first: the plain values it is asked
+/// for, the plan, the engine that runs a plan, the import report both the
+/// gate and the command fill, the gate, and the command that drives them
+/// ("import" is its map, `import/mod.rs`).
+const IMPORT_LAYERS: &[(&str, &[&str])] = &[
+    ("spec", &["spec"]),
+    ("plan", &["plan"]),
+    ("engine", &["engine"]),
+    ("report", &["report"]),
+    ("gate", &["gate"]),
+    ("command", &["command", "import"]),
+];
+
+/// The back arrows still in `src/`: none, and none may be listed. The
+/// parameter stays for the planted test of the checker.
 const KNOWN_BACK: &[(&str, &str)] = &[];
 
 fn top(m: &str) -> &str {
@@ -572,6 +560,21 @@ fn top(m: &str) -> &str {
     } else {
         m.split("::").next().unwrap()
     }
+}
+
+/// The layer key of module `m` inside `folder`: its next path segment
+/// below the folder (the folder's own `mod.rs` is the folder's name), or
+/// `None` when `m` is outside it. `folder` "" is the crate: [`top`].
+fn key_in<'a>(m: &'a str, folder: &'a str) -> Option<&'a str> {
+    if folder.is_empty() {
+        return Some(top(m));
+    }
+    if m == folder {
+        return Some(folder.rsplit("::").next().unwrap());
+    }
+    m.strip_prefix(folder)?
+        .strip_prefix("::")
+        .map(|rest| rest.split("::").next().unwrap())
 }
 
 fn layer_of(top: &str, layers: &[(&str, &[&str])]) -> Option<usize> {
@@ -586,18 +589,23 @@ fn back_arrows(
     src: &Path,
     mods: &BTreeMap<String, PathBuf>,
     edges: &Edges,
+    folder: &str,
     layers: &[(&str, &[&str])],
 ) -> (BTreeMap<(String, String), Vec<String>>, BTreeSet<String>) {
     let mut back: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let mut unplaced = BTreeSet::new();
     for m in mods.keys() {
-        if layer_of(top(m), layers).is_none() {
-            unplaced.insert(top(m).to_string());
+        if let Some(k) = key_in(m, folder) {
+            if layer_of(k, layers).is_none() {
+                unplaced.insert(k.to_string());
+            }
         }
     }
     for (a, bs) in edges {
         for (b, (file, line)) in bs {
-            let (ta, tb) = (top(a), top(b));
+            let (Some(ta), Some(tb)) = (key_in(a, folder), key_in(b, folder)) else {
+                continue;
+            };
             let (Some(la), Some(lb)) = (layer_of(ta, layers), layer_of(tb, layers)) else {
                 continue;
             };
@@ -625,8 +633,18 @@ fn judge_layers(
     layers: &[(&str, &[&str])],
     known: &[(&str, &str)],
 ) -> Result<(), String> {
+    judge_layers_in(src, "", layers, known)
+}
+
+/// [`judge_layers`] for the modules inside `folder` ("" for the crate).
+fn judge_layers_in(
+    src: &Path,
+    folder: &str,
+    layers: &[(&str, &[&str])],
+    known: &[(&str, &str)],
+) -> Result<(), String> {
     let (mods, edges) = graph(src);
-    let (back, unplaced) = back_arrows(src, &mods, &edges, layers);
+    let (back, unplaced) = back_arrows(src, &mods, &edges, folder, layers);
     let mut msg = String::new();
     for ((a, b), lines) in &back {
         if !known.contains(&(a.as_str(), b.as_str())) {
@@ -659,6 +677,115 @@ fn no_arrow_runs_back_up_the_layers() {
     if let Err(msg) = judge_layers(&src, LAYERS, KNOWN_BACK) {
         panic!("layering of src/ (tests/it/architecture.rs LAYERS):\n{msg}");
     }
+}
+
+#[test]
+fn the_import_reads_gate_plan_engine_driven_by_command() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    if let Err(msg) = judge_layers_in(&src, "import", IMPORT_LAYERS, &[]) {
+        panic!("layering of src/import/ (tests/it/architecture.rs IMPORT_LAYERS):\n{msg}");
+    }
+}
+
+/// The graph with every module replaced by its ancestor `depth` segments
+/// deep (a shallower module stays itself): the arrows between folders at
+/// that level. An arrow inside one folder disappears.
+fn collapsed(
+    mods: &BTreeMap<String, PathBuf>,
+    edges: &Edges,
+    depth: usize,
+) -> (BTreeMap<String, PathBuf>, Edges) {
+    let cut = |m: &str| -> String { m.split("::").take(depth).collect::<Vec<_>>().join("::") };
+    let mut nodes = BTreeMap::new();
+    for (m, f) in mods {
+        nodes.entry(cut(m)).or_insert_with(|| f.clone());
+    }
+    let mut out: Edges = BTreeMap::new();
+    for (a, bs) in edges {
+        for (b, at) in bs {
+            let (ca, cb) = (cut(a), cut(b));
+            if ca != cb {
+                out.entry(ca)
+                    .or_default()
+                    .entry(cb)
+                    .or_insert_with(|| at.clone());
+            }
+        }
+    }
+    (nodes, out)
+}
+
+/// Cycles between folders at every depth: "a → b → c → a" where each is a
+/// folder (or a file) of the same parent, found however many modules deep
+/// the arrows that close it start.
+fn folder_cycles(src: &Path) -> String {
+    let (mods, edges) = graph(src);
+    let deepest = mods
+        .keys()
+        .map(|m| m.split("::").count())
+        .max()
+        .unwrap_or(1);
+    let mut msg = String::new();
+    for depth in 1..=deepest {
+        let (nodes, e) = collapsed(&mods, &edges, depth);
+        for comp in sccs(&nodes, &e) {
+            msg.push_str(&format!(
+                "cycle at depth {depth} among {}:\n",
+                comp.join(", ")
+            ));
+            for a in &comp {
+                for (b, (file, line)) in e.get(a).into_iter().flatten() {
+                    if comp.contains(b) {
+                        let f = file.strip_prefix(src).unwrap_or(file).display();
+                        msg.push_str(&format!("  {a} -> {b}  (e.g. {f}:{line})\n"));
+                    }
+                }
+            }
+        }
+    }
+    msg
+}
+
+#[test]
+fn no_cycle_between_folders_at_any_level() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let msg = folder_cycles(&src);
+    assert!(msg.is_empty(), "folder cycles in src/:\n{msg}");
+}
+
+#[test]
+fn the_folder_check_sees_a_cycle_no_module_closes() {
+    // input → inventory::open → node::proc, and node::facts_file → input:
+    // no module-level cycle, but one between the three at depth 1.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir(src.join("inventory")).unwrap();
+    std::fs::create_dir(src.join("node")).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "pub mod input;\npub mod inventory;\npub mod node;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("input.rs"), "use crate::inventory::open::f;\n").unwrap();
+    std::fs::write(src.join("inventory/mod.rs"), "pub mod open;\n").unwrap();
+    std::fs::write(src.join("inventory/open.rs"), "use crate::node::proc::g;\n").unwrap();
+    std::fs::write(
+        src.join("node/mod.rs"),
+        "pub mod proc;\npub mod facts_file;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("node/proc.rs"), "pub fn g() {}\n").unwrap();
+    std::fs::write(src.join("node/facts_file.rs"), "use crate::input::h;\n").unwrap();
+    let (mods, edges) = graph(src);
+    assert!(
+        sccs(&mods, &edges).is_empty(),
+        "a module-level cycle: {edges:?}"
+    );
+    let msg = folder_cycles(src);
+    assert!(
+        msg.contains("cycle at depth 1 among input, inventory, node"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -17,12 +17,12 @@ use std::path::Path;
 
 // ---------------------------------------------------------------------------
 // Class 1 (hang): an existing --ready-file that is a FIFO. ReadyFile::prepare
-// (src/import/ready.rs) refuses an existing PATH, but first reads it to name
+// (src/import/command/ready_file.rs) refuses an existing PATH, but first reads it to name
 // the holder: `holder()` does a plain File::open(path), which blocks forever
 // on a FIFO with no writer (the process sits in wait_for_partner). Import's
 // SIGINT/SIGTERM handlers are installed by then, so SIGTERM does not end it:
 // only SIGKILL. The third review fixed this class for --fleet-report,
-// --profile, merge inputs and KVCR_NODE_FACTS (src/input.rs), not here.
+// --profile, merge inputs and KVCR_NODE_FACTS (src/io/safe_file.rs), not here.
 // Expected: refused at once (exit 2, "already exists ... not a regular file").
 // ---------------------------------------------------------------------------
 
@@ -136,7 +136,7 @@ fn an_odd_rank_0_is_the_rank_rejected_and_named_not_the_three_agreeing_ranks() {
 // ---------------------------------------------------------------------------
 // Class 3 (doc claims more than the gate checks): README "Decisions" says the
 // fleet report is refused unless its "inputs [have] distinct hosts and boot
-// ids". judge_report_data (src/import/gate.rs) checks only that each input
+// ids". judge_report_data (src/import/gate/checks.rs) checks only that each input
 // *names* a boot id; two inputs with one boot id (one machine audited twice
 // under two hostnames) pass.
 // ---------------------------------------------------------------------------
@@ -204,7 +204,7 @@ fn a_foreign_rank_1_of_another_group_makes_the_inventory_two_nodes_like_a_foreig
 }
 
 // ---------------------------------------------------------------------------
-// Class 5 (a device is opened): src/input.rs read_regular classifies the
+// Class 5 (a device is opened): src/io/safe_file.rs read_regular classifies the
 // operator-named file with stat(2) by path, then open(2)s the path again, so
 // a device (or FIFO) swapped in between (renameat2 RENAME_EXCHANGE) is
 // opened. The message "(replaced while opening)" is printed only after that

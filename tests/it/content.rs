@@ -266,7 +266,7 @@ fn the_writer_api_computes_the_member() {
     assert!(kvcr::writer::content_member(10_000, 0, 4096, 1, &mut memory).is_err());
 }
 
-/// The simulator's memory (src/import/sim.rs `sim_byte`): seed = first
+/// The simulator's memory (src/import/engine/sim.rs `sim_byte`): seed = first
 /// handle byte.
 fn sim_byte(seed: u8, o: u64) -> u8 {
     (o.wrapping_mul(131) ^ (o >> 9) ^ u64::from(seed)) as u8

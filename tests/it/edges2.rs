@@ -10,7 +10,7 @@ use std::path::Path;
 
 // ---------------------------------------------------------------------------
 // Item 7: a /proc that is not procfs is never trusted (the probe's and the
-// opener's cases are inside the crate: src/node/tests_proc.rs).
+// opener's cases are inside the crate: src/io/node/tests_proc.rs).
 
 /// A plain directory laid out like procfs, with forged facts: this node's
 /// boot id replaced by the testkit's, our own process's start time forged,

@@ -140,7 +140,7 @@ pub(crate) fn pidfd_works(b: &Built) -> bool {
             .unwrap();
         let fd: i32 = line.trim().parse().unwrap();
         let pid = owner.id() as i32;
-        // The calls kvcr's import makes (src/import/pidfd.rs), asked directly:
+        // The calls kvcr's import makes (src/import/engine/pidfd.rs), asked directly:
         // ENOSYS, EPERM or EACCES is a kernel or sandbox that refuses them.
         use rustix::io::Errno;
         use rustix::process::{pidfd_getfd, pidfd_open, Pid, PidfdFlags, PidfdGetfdFlags};

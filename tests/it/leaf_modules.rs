@@ -6,7 +6,11 @@
 
 use std::path::Path;
 
-const LEAVES: &[&str] = &["src/text.rs", "src/ids.rs", "src/import_spec.rs"];
+const LEAVES: &[&str] = &[
+    "src/format/text.rs",
+    "src/format/ids.rs",
+    "src/import/spec.rs",
+];
 
 /// The lines of `text` before its unit tests that name `crate::` or
 /// `super::` (comments and doc comments aside).

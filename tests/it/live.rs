@@ -1,7 +1,7 @@
 //! Live mode through the command (docs/format.md §11, issue #3): a described
 //! node (`KVCR_NODE_FACTS`) and the real probe on this machine with child
 //! processes. The rules themselves are judged at the library level inside
-//! the crate (src/verdict/tests_live.rs).
+//! the crate (src/rules/tests_live.rs).
 
 use crate::util::testkit::{seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
 use crate::util::*;

@@ -1,5 +1,5 @@
 //! The node probe prints nothing: it hands back the notes an operator is
-//! owed about where its facts come from, terminal-safe (src/node/tests_notes.rs),
+//! owed about where its facts come from, terminal-safe (src/io/node/tests_notes.rs),
 //! and the command prints each once as `kvcr: note: …` (issue #23, "node
 //! calls the sanitizer inside a library eprintln!").
 

@@ -2,7 +2,7 @@
 //! files created in shuffled order, broken files among them, audits to the
 //! same bytes with one thread and with several (`KVCR_THREADS`); the
 //! pipeline's own candidates are checked inside the crate
-//! (src/tests_pipeline.rs).
+//! (src/io/tests_pipeline.rs).
 
 use crate::util::testkit::{seal, to_bytes, Desc, INCARNATION_B};
 use crate::util::*;

@@ -1,5 +1,5 @@
 //! The `KVCR_PROC_ROOT` test hook's note is a value the library hands back
-//! (`ProcFs::note`, and `node::probe` among its notes: src/node/tests_proc_note.rs,
+//! (`ProcFs::note`, and `node::probe` among its notes: src/io/node/tests_proc_note.rs,
 //! which also checks the library prints nothing), never a line the library
 //! prints: the command line prints it once, as `kvcr: note: …`, for every
 //! command that opens files (issue #23, "return the note instead of

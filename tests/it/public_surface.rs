@@ -9,13 +9,31 @@ use crate::util::repo;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// The modules src/lib.rs makes public (`pub mod NAME;` or `pub mod NAME {`).
+/// The modules src/lib.rs makes public: `pub mod NAME;` or `pub mod NAME {`,
+/// and the modules it re-exports from the folders (`pub use format::{NAME,
+/// …};`, `pub use api::NAME;`: lower-case names; `VERSION` is a constant).
 fn public_modules() -> BTreeSet<String> {
     let lib = std::fs::read_to_string(repo().join("src/lib.rs")).unwrap();
-    lib.lines()
-        .filter_map(|l| l.strip_prefix("pub mod "))
-        .map(|rest| rest.trim_end_matches(['{', ';', ' ']).trim().to_string())
-        .collect()
+    let mut out = BTreeSet::new();
+    for l in lib.lines() {
+        if let Some(rest) = l.strip_prefix("pub mod ") {
+            out.insert(rest.trim_end_matches(['{', ';', ' ']).trim().to_string());
+        } else if let Some(rest) = l.strip_prefix("pub use ") {
+            let rest = rest.trim_end_matches(';');
+            let names = match rest.split_once("::{") {
+                Some((_, list)) => list.trim_end_matches('}').to_string(),
+                None => rest.rsplit("::").next().unwrap_or_default().to_string(),
+            };
+            out.extend(
+                names
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| n.starts_with(|c: char| c.is_ascii_lowercase()))
+                    .map(str::to_string),
+            );
+        }
+    }
+    out
 }
 
 /// The backticked names of docs/format.md §13's paragraph on the crate's

@@ -2,7 +2,7 @@
 //! printers write them (issue #23): every printer (JSON, table, headline,
 //! the import report) writes the same text through the one renderer, and
 //! the verdict core calls no formatter. The core's typed numbers are
-//! checked inside the crate (src/tests_typed_messages.rs).
+//! checked inside the crate (src/rules/tests_typed_messages.rs).
 
 use crate::util::fleet::private;
 use crate::util::kvcr;
@@ -152,7 +152,7 @@ fn formatting(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The verdict core (src/verdict/, the descriptor checks, the finding
+/// The verdict core (src/rules/, the descriptor checks, the finding
 /// vocabulary, the pipeline) formats no number in operator units: it puts
 /// the number in the message and a printer writes it. The layering test
 /// already keeps the core from naming `report::render`; the text helpers
@@ -160,8 +160,8 @@ fn formatting(text: &str) -> Vec<String> {
 #[test]
 fn the_core_calls_no_number_formatter() {
     let src = crate::util::repo().join("src");
-    let mut files = vec![src.join("finding.rs"), src.join("pipeline.rs")];
-    for dir in ["verdict", "descriptor"] {
+    let mut files = vec![src.join("format/finding.rs"), src.join("io/pipeline.rs")];
+    for dir in ["rules", "format/descriptor"] {
         for e in std::fs::read_dir(src.join(dir)).unwrap() {
             let p = e.unwrap().path();
             // Unit-test modules (`tests_*.rs`) are test code, as in the

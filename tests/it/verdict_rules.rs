@@ -1,6 +1,6 @@
 //! Rules of the verdict core that a wrong rule would break, each pinned by
 //! its exact code, verdict and message: the cases a mutation pass over
-//! `src/verdict/` found untested (docs/testing.md lists that pass and the
+//! `src/rules/` found untested (docs/testing.md lists that pass and the
 //! mutants it leaves alive, with the reason each one is equivalent).
 
 use crate::util::testkit::{self, handle_hex, put, put_group, Desc, INCARNATION_A, INCARNATION_B};

@@ -7,7 +7,7 @@
 //!   fits 64 bits is the same integer, every other number is a float to
 //!   serde_json and the same float within one rounding step).
 //! - Only the hand reader refuses: allowed only for the reasons documented in
-//!   `src/descriptor/json.rs`, which serde_json does not check
+//!   `src/format/json/read.rs`, which serde_json does not check
 //!   ([`HAND_ONLY_REFUSALS`]: a duplicate key, nesting deeper than
 //!   `MAX_DEPTH`).
 //! - Only serde_json refuses: allowed only when a number literal overflows

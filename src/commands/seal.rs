@@ -1,0 +1,105 @@
+//! `kvcr seal FILE…` and `kvcr digest FILE` (docs/format.md §3.5, §6.1):
+//! the commands over [`crate::api::writer`]'s checks and atomic writes.
+
+use crate::api::writer;
+use crate::format::exit;
+use crate::format::failure::Failure;
+use crate::io::output::emit;
+use clap::Args;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug, Clone)]
+pub struct SealArgs {
+    /// Descriptor files to seal (rank-<R>.json).
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print nothing on success; refusals still go to stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DigestArgs {
+    /// The descriptor (or any JSON object) file.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+/// `kvcr seal FILE…`: check every file, then write them (docs/format.md §3.5, §6.1).
+pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {
+    let mut plans = Vec::new();
+    let mut worst = exit::OK;
+    // One file named twice (or under two names) is sealed once.
+    let mut seen = std::collections::HashSet::new();
+    for path in files {
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            use std::os::unix::fs::MetadataExt;
+            if !seen.insert((m.dev(), m.ino())) {
+                continue;
+            }
+        }
+        match writer::check_file(path) {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                worst = worst.max(e.exit_status());
+                let msg =
+                    anyhow::Error::new(e).context(format!("refusing to seal {}", path.display()));
+                let _ = writeln!(
+                    io::stderr(),
+                    "kvcr: error: {}",
+                    crate::format::text::terminal(&format!("{msg:#}"))
+                );
+            }
+        }
+    }
+    if worst != exit::OK {
+        let _ = writeln!(io::stderr(), "kvcr: no file was written");
+        return Ok(worst);
+    }
+    let mut lines = String::new();
+    for p in &plans {
+        let wrote = match writer::apply(p) {
+            Ok(w) => w,
+            Err(e) => {
+                // Say what was already written before this failure.
+                if !quiet && !lines.is_empty() {
+                    emit(|out| out.write_all(lines.as_bytes()))?;
+                }
+                let done = lines.lines().count();
+                return Err(Failure::new(
+                    e.exit_status(),
+                    format!(
+                        "{:#}; {}",
+                        anyhow::Error::new(e).context(format!("sealing {}", p.path.display())),
+                        if done == 0 {
+                            "no file was written".to_string()
+                        } else {
+                            format!("{done} file(s) listed above were already sealed")
+                        }
+                    ),
+                ));
+            }
+        };
+        let verb = if wrote { "sealed" } else { "already sealed" };
+        lines.push_str(&format!(
+            "{verb} {}\n",
+            crate::format::text::terminal(&p.path.display().to_string())
+        ));
+    }
+    if !quiet {
+        emit(|out| out.write_all(lines.as_bytes()))?;
+    }
+    Ok(exit::OK)
+}
+
+/// `kvcr digest FILE`: the canonical digest, one line.
+pub fn digest(file: &Path) -> Result<i32, Failure> {
+    match writer::digest_file(file) {
+        Ok(d) => {
+            emit(|out| writeln!(out, "{d}"))?;
+            Ok(exit::OK)
+        }
+        Err(e) => Err(Failure::new(e.exit_status(), e.to_string())),
+    }
+}

@@ -1,0 +1,109 @@
+//! Parse → resolve → run. The command line (clap's types, [`super::args`]),
+//! the environment and the deployment profile become one settings value
+//! per command here, before any work starts; the commands and the library
+//! below them see only these values (uv's `GlobalSettings::resolve`). This
+//! is the one place that reads kvcr's environment variables.
+
+use super::args::{InventoryArgs, OutputArgs};
+use super::profile::ProfileArgs;
+use crate::format::failure::Failure;
+use crate::format::profile::Profile;
+use crate::io::audit::{check_engine, Inventory};
+use crate::report::Printer;
+use crate::rules::Expectations;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// `KVCR_NODE_FACTS` when set and not empty.
+pub fn node_facts_from_env() -> Option<PathBuf> {
+    std::env::var_os(crate::io::node::facts_file::ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The inventory `kvcr audit` and `kvcr import` judge: the profile loaded
+/// and checked against `--engine`.
+pub fn inventory(a: &InventoryArgs) -> Result<Inventory, Failure> {
+    let profile = a
+        .profile
+        .as_deref()
+        .map(|p| load_profile(p, a.profile_from_env))
+        .transpose()?;
+    check_engine(profile.as_ref(), a.engine.as_ref())?;
+    Ok(Inventory {
+        root: a.root.clone(),
+        profile_path: a.profile.clone(),
+        profile_from_env: a.profile.is_some() && a.profile_from_env,
+        expect: Expectations {
+            engine: a.engine.clone(),
+            profile,
+            min_epoch: a.min_epoch,
+            max_age_s: a.max_age,
+            local_ranks: a.local_ranks.clone(),
+            incarnation: a.incarnation,
+            strict: false,
+        },
+        threads: crate::io::pipeline::threads_from_env(),
+        node_facts: node_facts_from_env(),
+    })
+}
+
+/// `kvcr profile`: the root, `--engine` and `--incarnation`; no profile.
+pub fn inventory_for_profile(a: &ProfileArgs) -> Inventory {
+    let mut inv = Inventory {
+        root: a.root.clone(),
+        threads: crate::io::pipeline::threads_from_env(),
+        node_facts: node_facts_from_env(),
+        ..Inventory::default()
+    };
+    inv.expect.engine = a.engine.clone();
+    inv.expect.incarnation = a.incarnation;
+    inv
+}
+
+/// `--profile FILE` (or `$KVCR_PROFILE`): a profile named only by the
+/// environment says so in every message.
+pub fn load_profile(path: &Path, from_env: bool) -> Result<Profile, Failure> {
+    let shown = if from_env {
+        format!("{} (from $KVCR_PROFILE)", path.display())
+    } else {
+        path.display().to_string()
+    };
+    crate::io::audit::load_profile(path, &shown)
+}
+
+/// Every output decision, from the flags and the terminal and environment:
+/// colour (`NO_COLOR`, `TERM`), progress, and the table's width (the
+/// terminal's, or `COLUMNS` for a pipe or a file).
+pub fn printer(o: &OutputArgs) -> Printer {
+    let stdout_tty = std::io::stdout().is_terminal();
+    Printer::decide(
+        o.format,
+        o.color,
+        o.quiet,
+        o.verbose,
+        &|k| std::env::var(k).ok(),
+        stdout_tty,
+        std::io::stderr().is_terminal(),
+    )
+    .with_width(if stdout_tty {
+        terminal_width()
+    } else {
+        columns_env(std::env::var("COLUMNS").ok().as_deref())
+    })
+}
+
+/// `COLUMNS` for output that is not a terminal: a table written to a pipe
+/// or a file wraps only when asked to (COLUMNS=80 kvcr audit ... | less).
+fn columns_env(v: Option<&str>) -> Option<u16> {
+    v.and_then(|s| s.trim().parse::<u16>().ok())
+        .filter(|&c| c >= 20)
+}
+
+/// Columns of the terminal on stdout; `None` when it cannot be told.
+fn terminal_width() -> Option<u16> {
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .map(|w| w.ws_col)
+        .filter(|&c| c > 0)
+}

@@ -1,0 +1,85 @@
+//! Names (docs/format.md §2.2): what an entry's name says it is, and how a
+//! raw path is shown. A descriptor is `rank-<R>.json` (R decimal, no sign,
+//! no leading zeros); a staging leftover starts with `.` and ends in `.tmp`;
+//! anything else is stray. Pure: the walk lists, this decides.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Deepest level at which descriptors are read (depth 1 = directly in the root).
+pub const MAX_DESCRIPTOR_DEPTH: usize = 8;
+
+/// What an entry's name says it is (docs/format.md §2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// `rank-<R>.json`; `name_rank` is `None` when R overflows u64.
+    Descriptor { name_rank: Option<u64> },
+    /// A staging leftover `.<...>.tmp`.
+    Torn,
+    /// Any other file.
+    Stray,
+    /// A directory (only reported when it carries findings).
+    Dir,
+}
+
+/// Renders a path for reports: valid UTF-8 is kept as-is (terminal escaping
+/// is the report's job), each byte of an invalid sequence becomes `\xNN`.
+pub fn display_path(p: &Path) -> String {
+    display_bytes(p.as_os_str().as_bytes())
+}
+
+pub(crate) fn display_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The rank of a descriptor name `rank-<R>.json` (R decimal digits, no sign,
+/// no leading zeros): `Some(Some(r))`, `Some(None)` when R overflows u64,
+/// `None` when the name is not a descriptor's.
+pub fn parse_rank_name(name: &OsStr) -> Option<Option<u64>> {
+    let digits = name
+        .as_bytes()
+        .strip_prefix(b"rank-")?
+        .strip_suffix(b".json")?;
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if digits.len() > 1 && digits[0] == b'0' {
+        return None;
+    }
+    let mut r: u64 = 0;
+    for d in digits {
+        match r
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(d - b'0')))
+        {
+            Some(v) => r = v,
+            None => return Some(None),
+        }
+    }
+    Some(Some(r))
+}
+
+/// A staging leftover: starts with `.` and ends with `.tmp`.
+pub fn is_staging_name(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    b.starts_with(b".") && b.ends_with(b".tmp")
+}
+
+/// What a file's name says it is (never [`EntryKind::Dir`]).
+pub fn classify_name(name: &OsStr) -> EntryKind {
+    if let Some(name_rank) = parse_rank_name(name) {
+        EntryKind::Descriptor { name_rank }
+    } else if is_staging_name(name) {
+        EntryKind::Torn
+    } else {
+        EntryKind::Stray
+    }
+}

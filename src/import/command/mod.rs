@@ -1,0 +1,13 @@
+//! `kvcr import`: audit → gate → plan → engine, driven from here
+//! ([`run`]), with the signal flag ([`signals`]), the hold's ready file
+//! ([`ready_file`]), the import log ([`log`]), the import report
+//! ([`report`]) and its printing ([`print`]); [`setup`] makes the probe,
+//! the backend and the signal handlers.
+
+pub mod handover;
+pub mod log;
+pub mod print;
+pub mod ready_file;
+pub mod run;
+pub mod setup;
+pub mod signals;

@@ -1,0 +1,72 @@
+//! The engine's readiness question (docs/format.md §13.3): the import gate
+//! run in live, strict mode up to, and not including, the driver check,
+//! and the import plan it hands back (`kvcr.import-plan/v1`, §13.4).
+//!
+//! An engine that imports the memory with its own driver asks this before
+//! it becomes ready. The answers come in the order of §8.9 from the very
+//! function `kvcr import` asks ([`crate::import::gate::order::before_driver`]): usage
+//! errors (a missing or incomplete profile, several groups without an
+//! engine), then the audit's rejections, then the fleet proof, then the
+//! profile's required content; then facts that could not be checked
+//! ([`crate::import::gate::order::not_checked`]). The driver is the engine's, so it is
+//! not asked; no GPU call is made.
+
+use crate::format::failure::Failure;
+use crate::import::gate::order::{self, Answer, Decision, Inputs};
+pub use crate::import::plan::document::{ImportPlan, Origin};
+use crate::import::report::{Mode, Report};
+
+/// The origin of a plan made from this audit: its clock, node and root.
+pub fn origin(a: &crate::report::audit::AuditRun) -> Origin {
+    Origin {
+        generated_unix_ms: a.now_ms,
+        host: a.meta.host.clone(),
+        boot_id: a.meta.boot_id,
+        root: a.root.clone(),
+    }
+}
+
+/// Why the gate did not answer with a plan.
+#[derive(Debug)]
+pub enum NotReady {
+    /// The run could not happen (the failure's status: exit 2 for no or an
+    /// incomplete profile, several groups without an engine, a root that
+    /// cannot be read; exit 70 for an internal error).
+    Usage(Failure),
+    /// Refused (exit 1): the report says why (mode `gate`).
+    Refused(Box<Report>),
+}
+
+impl From<Failure> for NotReady {
+    fn from(f: Failure) -> NotReady {
+        NotReady::Usage(f)
+    }
+}
+
+/// Runs the import gate up to the driver check (module docs).
+pub fn ask(gates: &Inputs) -> Result<ImportPlan, NotReady> {
+    let Answer {
+        audited,
+        descriptors,
+        mut report,
+        gated,
+        ..
+    } = order::before_driver(gates, Mode::Gate)?;
+    let refused = |mut report: Report| {
+        report.meta.exit_status = report.status();
+        NotReady::Refused(Box::new(report))
+    };
+    let Decision::Go { group, plan } = gated else {
+        return Err(refused(report));
+    };
+    // No driver: the engine's own. Facts not checked come next (§8.9).
+    if order::not_checked(&mut report, &group) {
+        return Err(refused(report));
+    }
+    ImportPlan::new(origin(&audited), &group, &plan, &descriptors).map_err(|e| {
+        NotReady::Usage(Failure::internal(
+            format!("internal error while planning: {e}"),
+            Some("please report this".to_string()),
+        ))
+    })
+}

@@ -1,0 +1,19 @@
+//! Everything that touches the system: the inventory walk and race-free
+//! opens ([`inventory`]), the one safe reader of operator-named files
+//! ([`safe_file`]), the node probes ([`node`]), the CUDA driver's FFI
+//! ([`cuda_ffi`]), the parallel read pipeline ([`pipeline`]) and the
+//! services built on them: the audit ([`audit`]) and the examination of one
+//! descriptor ([`examine`]).
+
+pub mod audit;
+pub mod cuda_ffi;
+pub mod examine;
+pub mod inventory;
+pub mod node;
+pub mod output;
+pub mod pipeline;
+pub mod procfs;
+pub mod safe_file;
+
+#[cfg(test)]
+mod tests_pipeline;

@@ -1,0 +1,335 @@
+//! The audit's read pipeline: walk the inventory, read, parse and digest
+//! every descriptor, on several threads, with a result that never depends
+//! on thread timing.
+//!
+//! The calling thread walks ([`InventoryRoot::walk`]: listing and name
+//! checks only) and numbers what it lists in walk order: every entry gets a
+//! walk number, every descriptor to read also a descriptor number.
+//! Descriptors go, in batches, to a queue; helper threads (started only
+//! once there is a full batch, so a small inventory never starts one) and
+//! the walking thread itself take batches and open, read (one reused
+//! buffer per thread), parse and digest them. A candidate is stored in the
+//! slot of its descriptor number and a file-level verdict keeps its walk
+//! number, so both lists come out exactly as a one-thread walk makes them.
+//!
+//! `KVCR_THREADS` sets the number of threads (the walking thread included);
+//! `1` reads everything on the calling thread. The default is the number of
+//! CPUs this process may run on.
+
+use crate::format::descriptor::parse_descriptor_with;
+use crate::format::names::display_path;
+use crate::io::inventory::{
+    Entry, EntryKind, InventoryError, InventoryRoot, Listed, ReadJob, Reader,
+};
+use crate::rules::{Candidate, FileVerdict};
+use std::collections::VecDeque;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+/// The environment variable that sets the number of threads.
+pub const THREADS_ENV: &str = "KVCR_THREADS";
+
+/// Upper bound on threads, whatever is asked.
+pub const MAX_THREADS: usize = 64;
+
+/// Descriptors handed to a thread at a time.
+const BATCH: usize = 16;
+
+/// Batches waiting, per thread, before the walking thread reads one itself
+/// (bounds what is held in the queue).
+const QUEUED_PER_THREAD: usize = 2;
+
+/// How to collect.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Threads that read and parse, the walking thread included (≥ 1).
+    pub threads: usize,
+    /// Keep each descriptor's allocations with their handles (import needs
+    /// them); without, only the summary the verdict needs is kept.
+    pub keep_allocations: bool,
+}
+
+/// `KVCR_THREADS` when it is a positive integer, else the number of CPUs
+/// this process may run on; at most `MAX_THREADS`.
+pub fn threads_from_env() -> usize {
+    let asked = std::env::var(THREADS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n >= 1);
+    asked
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .min(MAX_THREADS)
+}
+
+/// Descriptors become candidates; every other entry with findings (and a
+/// descriptor that could not be read) becomes a file-level verdict. Both
+/// lists are in walk order. `tick` is called once per listed entry, on the
+/// calling thread.
+pub fn collect(
+    root: &Path,
+    opts: &Options,
+    tick: &mut dyn FnMut(),
+) -> Result<(Vec<Candidate>, Vec<FileVerdict>), InventoryError> {
+    let inv = InventoryRoot::open(root)?;
+    let keep = opts.keep_allocations;
+    if opts.threads > 1 {
+        return parallel(&inv, opts.threads, keep, tick);
+    }
+    let mut cands = Vec::new();
+    let mut files = Vec::new();
+    let mut reader = inv.reader();
+    inv.walk(|listed| {
+        tick();
+        let out = match listed {
+            Listed::Entry(entry) => outcome(entry, None, keep),
+            Listed::Read(job) => {
+                let (entry, bytes) = reader.read(job);
+                outcome(entry, bytes, keep)
+            }
+        };
+        match out {
+            Outcome::Candidate(c) => cands.push(c),
+            Outcome::File(f) => files.push(f),
+            Outcome::Nothing => {}
+        }
+    })?;
+    // Kept until the verdict: no spare capacity.
+    cands.shrink_to_fit();
+    Ok((cands, files))
+}
+
+/// What one listed entry contributes. Short-lived (moved straight into its
+/// list), so the size difference is cheaper than a box per candidate.
+#[allow(clippy::large_enum_variant)]
+enum Outcome {
+    Candidate(Candidate),
+    File(FileVerdict),
+    Nothing,
+}
+
+/// An entry (with the bytes of a descriptor that was read) as a candidate
+/// or a file-level verdict.
+fn outcome(entry: Entry, bytes: Option<&[u8]>, keep_allocations: bool) -> Outcome {
+    let path = display_path(&entry.rel_path);
+    match (&entry.kind, bytes) {
+        (EntryKind::Descriptor { name_rank }, Some(bytes)) => {
+            let parsed = parse_descriptor_with(bytes, keep_allocations);
+            let mut findings = entry.findings;
+            findings.extend(parsed.findings.into_iter().map(|f| f.at(path.clone())));
+            Outcome::Candidate(Candidate {
+                path,
+                raw_path: entry.rel_path.as_os_str().as_bytes().to_vec(),
+                name_rank: *name_rank,
+                mode: entry.mode,
+                ident: parsed.ident,
+                descriptor: parsed.descriptor,
+                findings,
+            })
+        }
+        _ if entry.findings.is_empty() => Outcome::Nothing,
+        _ => Outcome::File(FileVerdict {
+            path,
+            findings: entry.findings,
+        }),
+    }
+}
+
+/// A descriptor to read with its walk number and its descriptor number.
+type Job = (usize, usize, ReadJob);
+type Batch = Vec<Job>;
+/// File-level verdicts with their walk numbers.
+type Files = Vec<(usize, FileVerdict)>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking reader poisons nothing that matters here: the panic
+    // itself is re-raised when its thread is joined.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the threads share: batches to read and the candidates' slots.
+struct Shared {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    /// Slot `j` holds the candidate of descriptor `j` once it is read.
+    slots: Mutex<Vec<Option<Candidate>>>,
+}
+
+struct Queue {
+    batches: VecDeque<Batch>,
+    /// No more batches will come.
+    closed: bool,
+}
+
+impl Shared {
+    /// Adds a batch whose descriptors are numbered below `descriptors`;
+    /// returns how many batches are waiting now.
+    fn push(&self, batch: Batch, descriptors: usize) -> usize {
+        {
+            let mut slots = lock(&self.slots);
+            if slots.len() < descriptors {
+                slots.resize_with(descriptors, || None);
+            }
+        }
+        let waiting = {
+            let mut q = lock(&self.queue);
+            q.batches.push_back(batch);
+            q.batches.len()
+        };
+        self.ready.notify_one();
+        waiting
+    }
+
+    fn try_pop(&self) -> Option<Batch> {
+        lock(&self.queue).batches.pop_front()
+    }
+
+    /// The next batch; `None` once the queue is closed and empty.
+    fn pop(&self) -> Option<Batch> {
+        let mut q = lock(&self.queue);
+        loop {
+            if let Some(b) = q.batches.pop_front() {
+                return Some(b);
+            }
+            if q.closed {
+                return None;
+            }
+            q = self.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn close(&self, drop_waiting: bool) {
+        let mut q = lock(&self.queue);
+        if drop_waiting {
+            q.batches.clear();
+        }
+        q.closed = true;
+        drop(q);
+        self.ready.notify_all();
+    }
+}
+
+/// One thread's reading: its reader, and what it made of each batch.
+struct Worker<'a> {
+    reader: Reader<'a>,
+    keep: bool,
+    files: Files,
+    /// Candidates of the batch in hand, moved to their slots in one go.
+    done: Vec<(usize, Candidate)>,
+}
+
+impl<'a> Worker<'a> {
+    fn new(inv: &'a InventoryRoot, keep: bool) -> Self {
+        Worker {
+            reader: inv.reader(),
+            keep,
+            files: Vec::new(),
+            done: Vec::with_capacity(BATCH),
+        }
+    }
+
+    /// Opens, reads, parses and digests every descriptor of `batch`.
+    fn read(&mut self, batch: Batch, shared: &Shared) {
+        for (seq, j, job) in batch {
+            let (entry, bytes) = self.reader.read(job);
+            match outcome(entry, bytes, self.keep) {
+                Outcome::Candidate(c) => self.done.push((j, c)),
+                Outcome::File(f) => self.files.push((seq, f)),
+                Outcome::Nothing => {}
+            }
+        }
+        let mut slots = lock(&shared.slots);
+        for (j, c) in self.done.drain(..) {
+            slots[j] = Some(c);
+        }
+    }
+}
+
+/// The walk on this thread, reading on `threads` threads.
+fn parallel(
+    inv: &InventoryRoot,
+    threads: usize,
+    keep: bool,
+    tick: &mut dyn FnMut(),
+) -> Result<(Vec<Candidate>, Vec<FileVerdict>), InventoryError> {
+    let shared = Shared {
+        queue: Mutex::new(Queue {
+            batches: VecDeque::new(),
+            closed: false,
+        }),
+        ready: Condvar::new(),
+        slots: Mutex::new(Vec::new()),
+    };
+    let (walked, mut files) = std::thread::scope(|s| {
+        let shared = &shared;
+        let mut helpers = Vec::new();
+        let mut me = Worker::new(inv, keep);
+        let mut listed: Files = Vec::new();
+        let mut batch: Batch = Vec::with_capacity(BATCH);
+        let (mut seq, mut descriptors) = (0usize, 0usize);
+        let walked = inv.walk(|l| {
+            tick();
+            match l {
+                Listed::Entry(entry) => {
+                    if let Outcome::File(f) = outcome(entry, None, keep) {
+                        listed.push((seq, f));
+                    }
+                }
+                Listed::Read(job) => {
+                    batch.push((seq, descriptors, job));
+                    descriptors += 1;
+                    if batch.len() == BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                        let waiting = shared.push(full, descriptors);
+                        if helpers.is_empty() {
+                            for _ in 1..threads {
+                                helpers.push(s.spawn(move || {
+                                    let mut w = Worker::new(inv, keep);
+                                    while let Some(b) = shared.pop() {
+                                        w.read(b, shared);
+                                    }
+                                    w.files
+                                }));
+                            }
+                        }
+                        // Readers behind: this thread reads a batch too.
+                        if waiting > QUEUED_PER_THREAD * threads {
+                            if let Some(b) = shared.try_pop() {
+                                me.read(b, shared);
+                            }
+                        }
+                    }
+                }
+            }
+            seq += 1;
+        });
+        if !batch.is_empty() {
+            shared.push(batch, descriptors);
+        }
+        // On failure the run cannot happen: drop what is queued.
+        shared.close(walked.is_err());
+        while let Some(b) = shared.pop() {
+            me.read(b, shared);
+        }
+        listed.append(&mut me.files);
+        for h in helpers {
+            match h.join() {
+                Ok(mut f) => listed.append(&mut f),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        (walked, listed)
+    });
+    walked?;
+    // Walk numbers are unique: an unstable sort is deterministic.
+    files.sort_unstable_by_key(|(seq, _)| *seq);
+    let slots = shared
+        .slots
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    // Collected in place (same size: `Option<Candidate>` uses a niche), so
+    // the candidates are never held twice; `flatten` would allocate anew.
+    #[allow(clippy::filter_map_identity)]
+    let cands: Vec<Candidate> = slots.into_iter().filter_map(|c| c).collect();
+    Ok((cands, files.into_iter().map(|(_, f)| f).collect()))
+}

@@ -1,0 +1,188 @@
+//! The `/proc` kvcr trusts (docs/format.md §11): opened once, checked to be
+//! procfs on the held fd, and the root every `/proc` read goes through: the
+//! node facts (`crate::io::node::proc`) and the reopening of an `O_PATH` fd
+//! for reading (`crate::io::safe_file`).
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The test hook that names another procfs root than `/proc` (tests build
+/// a plain directory holding forged files there; it is never trusted).
+pub const ROOT_ENV: &str = "KVCR_PROC_ROOT";
+
+/// A `/proc` that is trusted only when it is procfs (docs/format.md §11).
+///
+/// The root is opened once and checked once, on the held fd, with
+/// `fstatfs`: a tmpfs or any other file system mounted on `/proc` (root, or
+/// an unprivileged user namespace) could hold a forged boot id, forged
+/// process start times and plain symlinks under `self/fd`. When the check
+/// fails, every `/proc` fact is "not checked" with [`ProcFs::untrusted`]'s
+/// words, and no file is reopened through `self/fd` (KV005: never followed,
+/// never opened). Every file read through a trusted root is checked again on
+/// its own fd (a file system mounted over a part of `/proc` is refused too).
+#[derive(Debug)]
+pub struct ProcFs {
+    /// How the root is named in messages (`/proc`, or the test root).
+    label: String,
+    root: Result<OwnedFd, String>,
+    /// `self/fd`, opened and checked on first use.
+    fd_dir: OnceLock<Result<OwnedFd, String>>,
+    /// Why this root is not `/proc` (the test hook), for the operator.
+    note: Option<String>,
+}
+
+/// Is the file system holding `fd` procfs? `Err` says why not, in words.
+// `f_type`'s width differs between architectures: the casts are not no-ops
+// everywhere.
+#[allow(clippy::unnecessary_cast)]
+fn check_procfs(fd: BorrowedFd<'_>, what: &str) -> Result<(), String> {
+    match rustix::fs::fstatfs(fd) {
+        Ok(st) if st.f_type as i64 == rustix::fs::PROC_SUPER_MAGIC as i64 => Ok(()),
+        Ok(st) => Err(format!(
+            "{what} is not procfs (file system magic {:#x}, procfs is {:#x}), \
+             so nothing read from it is trusted",
+            st.f_type as i64,
+            rustix::fs::PROC_SUPER_MAGIC as i64
+        )),
+        Err(e) => Err(format!(
+            "cannot statfs {what}: {e}, so nothing read from it is trusted"
+        )),
+    }
+}
+
+impl ProcFs {
+    /// Opens `path` as the procfs root and checks, on the held fd, that it
+    /// is procfs.
+    pub fn open(path: &Path) -> ProcFs {
+        let label = path.to_string_lossy().into_owned();
+        let root = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot open {label}: {e}"))
+        .and_then(|fd| check_procfs(fd.as_fd(), &label).map(|()| fd));
+        ProcFs {
+            label,
+            root,
+            fd_dir: OnceLock::new(),
+            note: None,
+        }
+    }
+
+    /// This process's procfs root: `/proc`, or the directory [`ROOT_ENV`]
+    /// names (a test hook, announced by the caller through [`ProcFs::note`]:
+    /// this module prints nothing). Opened and checked once per process.
+    pub fn system() -> &'static ProcFs {
+        static SYSTEM: OnceLock<ProcFs> = OnceLock::new();
+        SYSTEM.get_or_init(|| ProcFs::from_hook(std::env::var_os(ROOT_ENV).as_deref()))
+    }
+
+    /// The root [`ProcFs::system`] opens for this value of [`ROOT_ENV`]:
+    /// `/proc` when it is unset or empty, else the directory it names, with
+    /// the note that says so.
+    pub fn from_hook(value: Option<&std::ffi::OsStr>) -> ProcFs {
+        match value.filter(|v| !v.is_empty()) {
+            Some(v) => {
+                let path = Path::new(v);
+                let mut proc = ProcFs::open(path);
+                proc.note = Some(format!(
+                    "/proc is read from {ROOT_ENV}={}, a test hook",
+                    crate::format::text::terminal(&path.to_string_lossy())
+                ));
+                proc
+            }
+            None => ProcFs::open(Path::new("/proc")),
+        }
+    }
+
+    /// The note the operator is owed about where this root comes from (the
+    /// [`ROOT_ENV`] test hook), terminal-safe, without the `kvcr: note: `
+    /// prefix; `None` for `/proc`. The caller prints it (`node::probe`
+    /// returns it among its notes, and the command announces it once).
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// Why nothing from this root is trusted, or `None` when it is procfs.
+    pub fn untrusted(&self) -> Option<&str> {
+        self.root.as_ref().err().map(String::as_str)
+    }
+
+    fn root(&self) -> Result<BorrowedFd<'_>, String> {
+        self.root
+            .as_ref()
+            .map(|fd| fd.as_fd())
+            .map_err(Clone::clone)
+    }
+
+    /// `label/rel`, for messages.
+    pub fn display(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.label.trim_end_matches('/'))
+    }
+
+    /// Reads `rel` (beneath the root) whole, after checking on the open fd
+    /// that the file is on procfs. `Err(Ok(errno))` is the kernel's answer
+    /// (ENOENT, ESRCH: the caller decides), `Err(Err(why))` is a refusal.
+    pub fn read(&self, rel: &str) -> Result<Vec<u8>, Result<Errno, String>> {
+        use std::io::Read;
+        let root = self.root().map_err(Err)?;
+        let fd = loop {
+            match rustix::fs::openat(
+                root,
+                rel,
+                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+                Mode::empty(),
+            ) {
+                Ok(fd) => break fd,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(Ok(e)),
+            }
+        };
+        check_procfs(fd.as_fd(), &self.display(rel)).map_err(Err)?;
+        let mut out = Vec::new();
+        // procfs files are small; the cap only guards against surprises.
+        std::fs::File::from(fd)
+            .take(1 << 20)
+            .read_to_end(&mut out)
+            .map_err(|e| match e.raw_os_error() {
+                Some(n) => Ok(Errno::from_raw_os_error(n)),
+                None => Err(format!("cannot read {}: {e}", self.display(rel))),
+            })?;
+        Ok(out)
+    }
+
+    /// `self/fd` beneath the root, checked to be procfs: the directory of
+    /// magic links through which an `O_PATH` fd is reopened for reading.
+    pub fn fd_dir(&self) -> Result<BorrowedFd<'_>, &str> {
+        self.fd_dir
+            .get_or_init(|| {
+                let root = self.root()?;
+                let fd = rustix::fs::openat(
+                    root,
+                    "self/fd",
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| format!("cannot open {}: {e}", self.display("self/fd")))?;
+                check_procfs(fd.as_fd(), &self.display("self/fd"))?;
+                Ok(fd)
+            })
+            .as_ref()
+            .map(|fd| fd.as_fd())
+            .map_err(String::as_str)
+    }
+
+    /// The directory listing GPUs, `driver/nvidia/gpus` beneath the root,
+    /// as a path (read by `crate::io::node::gpus::read_proc_gpus`), or why it is not
+    /// trusted.
+    pub fn gpus_dir(&self) -> Result<PathBuf, String> {
+        self.root()?;
+        let mut p = PathBuf::from(&self.label);
+        p.push("driver/nvidia/gpus");
+        Ok(p)
+    }
+}

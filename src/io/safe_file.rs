@@ -1,0 +1,184 @@
+//! The one reader of a single file kvcr is named (a profile, node facts,
+//! merge inputs, a fleet report, a ready file, a descriptor to seal, digest
+//! or examine): opened only when it is a regular file, never blocking on a
+//! FIFO and never opening a device, never past a size bound. The file is
+//! classified through an `O_PATH` fd, which opens nothing, and then exactly
+//! that inode is reopened for reading through the trusted `/proc`
+//! ([`reopen_for_reading`]); the inventory's walk opens descriptors the same
+//! way, beneath its held root (`crate::io::inventory::open`).
+
+use crate::io::procfs::ProcFs;
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+/// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
+/// (the only way Linux offers to upgrade an `O_PATH` fd). Without /proc, or
+/// with a `/proc` that is not procfs (where `self/fd/N` could be a plain
+/// symlink to anything), the file cannot be opened race-free, and it is
+/// neither followed nor opened (KV005).
+pub fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
+    reopen_for_reading_in(ProcFs::system(), path_fd)
+}
+
+/// [`reopen_for_reading`] through the given procfs root (tests).
+pub fn reopen_for_reading_in(proc: &ProcFs, path_fd: &OwnedFd) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    // `self/fd` is opened and checked once: each reopen is then one path
+    // component (the fd number) instead of four.
+    let dir = proc.fd_dir().map_err(|why| {
+        std::io::Error::other(format!("{why}; the file cannot be opened race-free"))
+    })?;
+    let name = path_fd.as_raw_fd().to_string();
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    loop {
+        match rustix::fs::openat(dir, name.as_str(), flags, Mode::empty()) {
+            Ok(fd) => return Ok(File::from(fd)),
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Whether a symlink at the path's last component is followed: the
+/// operator's own paths (`--profile`, a merge input) are theirs to link;
+/// a file kvcr rewrites or judges on its own (`seal`, `digest`,
+/// `examine`) is never reached through a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Links {
+    Follow,
+    Refuse,
+}
+
+/// Why [`open`] or [`read`] did not give a file's bytes.
+#[derive(Debug)]
+pub enum NotRead {
+    /// The path could not be looked up, reopened or read.
+    Io(std::io::Error),
+    /// It is not a regular file (a symlink, with [`Links::Refuse`]): what
+    /// it is, in words ("a FIFO").
+    NotRegular(&'static str),
+    /// It has more bytes than the bound.
+    TooLarge { max: u64 },
+}
+
+impl std::fmt::Display for NotRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRead::Io(e) => write!(f, "{e}"),
+            NotRead::NotRegular(what) => write!(f, "{what}, not a regular file"),
+            NotRead::TooLarge { max } => write!(f, "larger than {max} bytes"),
+        }
+    }
+}
+
+impl From<NotRead> for std::io::Error {
+    fn from(e: NotRead) -> std::io::Error {
+        match e {
+            NotRead::Io(e) => e,
+            e => std::io::Error::other(e.to_string()),
+        }
+    }
+}
+
+/// What a file is, in words, when it is not a regular file.
+fn what(ft: rustix::fs::FileType) -> &'static str {
+    use rustix::fs::FileType;
+    match ft {
+        FileType::Symlink => "a symlink",
+        FileType::Directory => "a directory",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device",
+        _ => "not a regular file",
+    }
+}
+
+/// Opens `path` for reading when it is a regular file of at most `max`
+/// bytes: classified on an `O_PATH` fd, that inode reopened, its size
+/// checked on the open file. The reader ends after `max + 1` bytes, so a
+/// file that grows is cut short (and then fails to parse) instead of being
+/// read without bound. The `Stat` is the classified inode's.
+pub fn open(
+    path: &Path,
+    links: Links,
+    max: u64,
+) -> Result<(std::io::Take<File>, rustix::fs::Stat), NotRead> {
+    use rustix::fs::FileType;
+    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    if links == Links::Refuse {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| NotRead::Io(e.into()))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| NotRead::Io(e.into()))?;
+    let ft = FileType::from_raw_mode(st.st_mode);
+    if ft != FileType::RegularFile {
+        return Err(NotRead::NotRegular(what(ft)));
+    }
+    let file = reopen_for_reading(&fd).map_err(NotRead::Io)?;
+    let len = file.metadata().map_err(NotRead::Io)?.len();
+    if len > max {
+        return Err(NotRead::TooLarge { max });
+    }
+    Ok((file.take(max.saturating_add(1)), st))
+}
+
+/// [`open`], then the whole file: at most `max` bytes.
+pub fn read(path: &Path, links: Links, max: u64) -> Result<(Vec<u8>, rustix::fs::Stat), NotRead> {
+    let (mut file, st) = open(path, links, max)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(NotRead::Io)?;
+    if bytes.len() as u64 > max {
+        return Err(NotRead::TooLarge { max });
+    }
+    Ok((bytes, st))
+}
+
+/// [`read`] of an operator's path (links followed), as an `io::Error`.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    Ok(read(path, Links::Follow, max)?.0)
+}
+
+/// [`open`] of an operator's path (links followed), for a streaming reader.
+pub fn open_regular(path: &Path, max: u64) -> std::io::Result<std::io::Take<File>> {
+    Ok(open(path, Links::Follow, max)?.0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fifos_and_directories_are_refused_without_blocking() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("f");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let e = super::read_regular(&fifo, 10).unwrap_err().to_string();
+        assert!(e.contains("FIFO"), "{e}");
+        let e = super::read_regular(t.path(), 10).unwrap_err().to_string();
+        assert!(e.contains("directory"), "{e}");
+        std::fs::write(t.path().join("x"), b"0123456789A").unwrap();
+        let e = super::read_regular(&t.path().join("x"), 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("larger than 10"), "{e}");
+        assert_eq!(
+            super::read_regular(&t.path().join("x"), 11).unwrap().len(),
+            11
+        );
+        // A symlink is followed or refused, as asked.
+        std::os::unix::fs::symlink(t.path().join("x"), t.path().join("l")).unwrap();
+        let l = t.path().join("l");
+        assert_eq!(super::read_regular(&l, 11).unwrap().len(), 11);
+        let e = super::read(&l, super::Links::Refuse, 11).unwrap_err();
+        assert!(matches!(e, super::NotRead::NotRegular("a symlink")), "{e}");
+    }
+}

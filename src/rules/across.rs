@@ -1,0 +1,320 @@
+//! Rules across the groups of one inventory (docs/format.md §3.4, §5.5):
+//! one memory handle backs one allocation of one group (KV111), and one
+//! inventory holds one node's descriptors (KV110). And the rules across the
+//! nodes of one group that `kvcr merge` applies (docs/format.md §10): one
+//! rank per GPU (KV106), one node per rank (KV102), every rank reported
+//! (KV103).
+//!
+//! Only current descriptors count, as everywhere: each group's current
+//! incarnation is selected exactly as `judge_group` selects it.
+
+use super::claims::{name_bounded, MAX_NAMED};
+use super::handles::{keys, HandleKey};
+use super::{compress_ranks, incarnation, Candidate, Context, RankVerdict, Verdict};
+use crate::format::descriptor::EngineId;
+use crate::format::finding::{Code, Finding};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// One candidate's handles that other groups use too.
+struct Shared {
+    /// The allocation whose handle is named.
+    first_alloc: usize,
+    /// Other groups' places using it (at most `MAX_NAMED`), and how many.
+    named: Vec<String>,
+    total: usize,
+    /// How many of this candidate's handles other groups use.
+    handles: usize,
+}
+
+/// Adds KV111 to current candidates whose handle another group also uses,
+/// and returns, per engine, the group-level KV110 findings when the groups
+/// name more than one node.
+pub(crate) fn check(
+    by_engine: &mut BTreeMap<EngineId, Vec<Candidate>>,
+    ctx: &Context,
+) -> BTreeMap<EngineId, Vec<Finding>> {
+    let engines: Vec<EngineId> = by_engine.keys().cloned().collect();
+    // Pass 1: a 16-byte (fingerprint, group) pair per current handle; one
+    // sort finds the fingerprints seen in two or more groups. Most
+    // inventories have none, and nothing larger is ever held for them.
+    let mut current: Vec<Vec<usize>> = Vec::with_capacity(by_engine.len());
+    let mut prints: Vec<(u64, u32)> = Vec::new();
+    // Each group's nodes: those its current descriptors name.
+    let mut nodes: Vec<std::collections::BTreeSet<(String, Uuid)>> = Vec::new();
+    for (gi, (engine, cands)) in by_engine.iter().enumerate() {
+        let profile = ctx
+            .expect
+            .profile
+            .as_ref()
+            .filter(|p| &p.engine_id == engine);
+        let sel = incarnation::select(cands, super::pinned(cands, ctx, profile), &mut Vec::new());
+        let mut named = std::collections::BTreeSet::new();
+        let mut mine = Vec::new();
+        for (ci, c) in cands.iter().enumerate() {
+            let Some(d) = c.descriptor.as_ref().filter(|_| sel.is_current(c)) else {
+                continue;
+            };
+            mine.push(ci);
+            prints.extend(keys(d).iter().map(|k| (k.fingerprint(), gi as u32)));
+            named.insert((d.node.hostname.to_ascii_lowercase(), d.node.boot_id));
+        }
+        current.push(mine);
+        nodes.push(named);
+    }
+    prints.sort_unstable();
+    prints.dedup();
+    let mut suspects: Vec<u64> = prints
+        .windows(2)
+        .filter(|w| w[0].0 == w[1].0)
+        .map(|w| w[0].0)
+        .collect();
+    drop(prints);
+    suspects.dedup();
+
+    // Pass 2: the exact keys of the suspect fingerprints only.
+    let mut claims: Vec<(HandleKey, usize, usize, usize)> = Vec::new();
+    if !suspects.is_empty() {
+        for (gi, cands) in by_engine.values().enumerate() {
+            for &ci in &current[gi] {
+                let Some(d) = cands[ci].descriptor.as_ref() else {
+                    continue;
+                };
+                for (ai, k) in keys(d).into_iter().enumerate() {
+                    if suspects.binary_search(&k.fingerprint()).is_ok() {
+                        claims.push((k, gi, ci, ai));
+                    }
+                }
+            }
+        }
+    }
+    claims.sort_unstable_by(|a, b| a.0.cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+    let mut found: BTreeMap<(usize, usize), Shared> = BTreeMap::new();
+    let mut i = 0;
+    while i < claims.len() {
+        let mut j = i + 1;
+        while j < claims.len() && claims[j].0 == claims[i].0 {
+            j += 1;
+        }
+        let run = &claims[i..j];
+        if run.iter().any(|c| c.1 != run[0].1) {
+            // Claims per group in this run, so each member's count of
+            // others is one lookup, not a scan.
+            let mut per_group: BTreeMap<usize, usize> = BTreeMap::new();
+            for c in run {
+                *per_group.entry(c.1).or_default() += 1;
+            }
+            for &(_, gi, ci, ai) in run {
+                let total = run.len() - per_group[&gi];
+                let entry = found.entry((gi, ci)).or_insert_with(|| {
+                    let named = run
+                        .iter()
+                        .filter(|o| o.1 != gi)
+                        .take(MAX_NAMED)
+                        .map(|o| {
+                            let p = &by_engine[&engines[o.1]][o.2].path;
+                            format!("group {:?} ({p})", engines[o.1])
+                        })
+                        .collect();
+                    Shared {
+                        first_alloc: ai,
+                        named,
+                        total,
+                        handles: 0,
+                    }
+                });
+                entry.handles += 1;
+            }
+        }
+        i = j;
+    }
+    for ((gi, ci), sh) in found {
+        let Shared {
+            first_alloc: ai,
+            named,
+            total,
+            handles: shared,
+        } = sh;
+        let c = &mut by_engine.get_mut(&engines[gi]).expect("engine")[ci];
+        let who = name_bounded(&named, total);
+        let more = if shared > 1 {
+            format!("; {shared} of this descriptor's handles are used by other groups")
+        } else {
+            String::new()
+        };
+        let f = Finding::reject(
+            Code::KV111,
+            format!(
+                "the handle in allocations[{ai}] is also used by {who}: one memory would back two \
+                    groups{more}"
+            ),
+        )
+        .values(
+            "a handle used by one group only",
+            format!("also used by {who}"),
+        )
+        .at(c.path.clone());
+        c.findings.push(f);
+    }
+
+    // KV110 across groups: when the current descriptors of two or more
+    // groups name more than one node between them, every such group is
+    // rejected (one group alone is judged rank by rank in consistency.rs).
+    let mut by_node: BTreeMap<&(String, Uuid), Vec<&str>> = BTreeMap::new();
+    for (gi, ns) in nodes.iter().enumerate() {
+        for n in ns {
+            by_node.entry(n).or_default().push(&engines[gi]);
+        }
+    }
+    let groups_with_nodes = nodes.iter().filter(|n| !n.is_empty()).count();
+    let mut out: BTreeMap<EngineId, Vec<Finding>> = BTreeMap::new();
+    if by_node.len() > 1 && groups_with_nodes > 1 {
+        let described: Vec<String> = by_node
+            .iter()
+            .take(MAX_NAMED)
+            .map(|((h, b), gs)| {
+                let named: Vec<String> = gs.iter().take(3).map(|g| format!("{g:?}")).collect();
+                format!("{h:?} boot {b} (group {})", name_bounded(&named, gs.len()))
+            })
+            .collect();
+        let list = name_bounded(&described, by_node.len());
+        for (gi, n) in nodes.iter().enumerate() {
+            if n.is_empty() {
+                continue;
+            }
+            out.entry(engines[gi].clone()).or_default().push(
+                Finding::reject(
+                    Code::KV110,
+                    format!(
+                        "the inventory holds descriptors of {} nodes: {list}; one inventory is one \
+                            node's, so no group in it can be trusted",
+                        by_node.len()
+                    ),
+                )
+                .values("one node per inventory", format!("{} nodes", by_node.len())),
+            );
+        }
+    }
+    out
+}
+
+// Rules across the nodes of one merged group (docs/format.md §10), for
+// `kvcr merge`: functions of the ranks' verdicts alone, no I/O.
+
+/// `a, b and N more`: at most [`MAX_NAMED`] names (docs/format.md §9.3).
+pub(crate) fn bounded(names: &[&str]) -> String {
+    const MAX_NAMED: usize = 8;
+    let mut s = names
+        .iter()
+        .take(MAX_NAMED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > MAX_NAMED {
+        s.push_str(&format!(" and {} more", names.len() - MAX_NAMED));
+    }
+    s
+}
+
+/// One GPU (its 16 UUID bytes) for one rank across the whole fleet.
+pub(crate) fn one_rank_per_gpu(ranks: &mut [RankVerdict]) {
+    let mut by_gpu: BTreeMap<crate::format::descriptor::GpuUuid, Vec<usize>> = BTreeMap::new();
+    for (i, r) in ranks.iter().enumerate() {
+        if let Some(g) = r
+            .gpu_uuid
+            .as_deref()
+            .and_then(crate::format::descriptor::GpuUuid::parse)
+        {
+            by_gpu.entry(g).or_default().push(i);
+        }
+    }
+    for (gpu, idx) in by_gpu.iter().filter(|(_, v)| v.len() > 1) {
+        let names: Vec<String> = idx
+            .iter()
+            .map(|&i| {
+                let r = &ranks[i];
+                format!(
+                    "rank {} ({})",
+                    r.rank.map_or("?".to_string(), |n| n.to_string()),
+                    r.report.as_deref().unwrap_or("?")
+                )
+            })
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        for &i in idx {
+            let at = ranks[i].path.clone();
+            ranks[i].verdict = Verdict::Reject;
+            ranks[i].findings.push(
+                Finding::reject(
+                    Code::KV106,
+                    format!(
+                        "GPU {gpu} is claimed by {} ranks: {}",
+                        idx.len(),
+                        bounded(&refs)
+                    ),
+                )
+                .values("one rank per GPU", format!("{gpu} shared"))
+                .at(at),
+            );
+        }
+    }
+}
+
+/// One node per rank: a rank listed by two reports is rejected in both.
+pub(crate) fn one_node_per_rank(ranks: &mut [RankVerdict], seen: &BTreeMap<u64, Vec<&str>>) {
+    for r in ranks.iter_mut() {
+        let Some(n) = r.rank else {
+            continue;
+        };
+        let names = &seen[&n];
+        if names.len() > 1 {
+            r.verdict = Verdict::Reject;
+            r.findings.push(
+                Finding::reject(
+                    Code::KV102,
+                    format!(
+                        "rank {n} is reported by {} reports: {}",
+                        names.len(),
+                        bounded(names)
+                    ),
+                )
+                .values("one node per rank", bounded(names))
+                .at(r.path.clone()),
+            );
+        }
+    }
+}
+
+/// Ranks 0..world_size-1 that no node reports (KV103, recomputed over all
+/// nodes), as runs for the verdict's `missing` list.
+pub(crate) fn missing_ranks(
+    world_size: Option<u64>,
+    seen: &BTreeMap<u64, Vec<&str>>,
+    names: &[String],
+) -> (Vec<(u64, u64)>, Option<Finding>) {
+    let mut finding = None;
+    let mut missing = Vec::new();
+    if let Some(ws) = world_size {
+        let absent: Vec<u64> = (0..ws.min(crate::format::descriptor::MAX_WORLD_SIZE))
+            .filter(|r| !seen.contains_key(r))
+            .collect();
+        missing = crate::format::rankset::runs(absent.iter().copied());
+        if !absent.is_empty() {
+            let list = compress_ranks(&absent);
+            let all: Vec<&str> = names.iter().map(String::as_str).collect();
+            let names = [bounded(&all)];
+            finding = Some(
+                Finding::reject(
+                    Code::KV103,
+                    format!(
+                        "no node reports rank{} {list} of {ws} (reports: {})",
+                        if absent.len() == 1 { "" } else { "s" },
+                        names.join(", ")
+                    ),
+                )
+                .values(format!("ranks 0-{}", ws - 1), format!("missing {list}")),
+            );
+        }
+    }
+    (missing, finding)
+}

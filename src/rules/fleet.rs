@@ -1,0 +1,884 @@
+//! `kvcr merge`: per-node audit reports in, group verdicts over the whole
+//! fleet out (a TP×PP group can span nodes; each node's inventory holds only
+//! its own ranks). Pure: parsed reports in, a [`Judgement`] out.
+//!
+//! A merged group is accepted only if every rank 0..world_size-1 appears
+//! exactly once across all reports and is accepted there, no node rejected
+//! the group for another reason, and incarnation, epoch, world_size, tp, pp,
+//! geometry and model agree across nodes.
+
+use crate::format::descriptor::{EngineId, Geometry, Model};
+use crate::format::finding::{Code, Finding, Subject};
+use crate::format::wire::{self, Severity};
+use crate::rules::across::{bounded, missing_ranks, one_node_per_rank, one_rank_per_gpu};
+use crate::rules::{FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use uuid::Uuid;
+
+/// One per-node report as read back: the typed wire layer.
+pub type NodeReport = wire::Report;
+type NodeGroup = wire::Group;
+type NodeFinding = wire::Finding;
+
+/// Reads one report through the typed wire layer (strict: docs/format.md
+/// §10.2); anything that is not a per-node kvcr audit report v1 is an error
+/// naming the file and the field.
+pub fn read_report(name: &str, r: impl std::io::Read) -> Result<NodeReport, String> {
+    let name = crate::format::text::terminal(name);
+    let report = wire::read(&name, r)?;
+    if report.is_merged() {
+        return Err(format!(
+            "{name} is a merged report (it lists \"reports\" and \"inputs\"); merge takes the \
+             per-node reports of `kvcr audit --format json`, so merge those again"
+        ));
+    }
+    Ok(report)
+}
+
+/// Where a finding sits in a report: its severity is judged from its code
+/// and its place (docs/format.md §5.2), never taken from the report.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    File,
+    Group,
+    Rank,
+}
+
+/// The severity a finding of a report has at `place`, judged from its code
+/// and place (docs/format.md §5.2, §10), and whether its code is known.
+fn judged(f: &NodeFinding, place: Place) -> (Code, bool, crate::format::finding::Severity) {
+    let (code, known) = match Code::parse(&f.code) {
+        Some(c) if c.as_str() == f.code => (c, true),
+        _ => (Code::KV007, false),
+    };
+    // Notices exist only as KV010 on a file, and on a group for a
+    // descriptor outside the current incarnation (it carries its path).
+    let may_be_notice = known
+        && match place {
+            Place::File => code == Code::KV010,
+            // Descriptors outside the current incarnation (superseded,
+            // not pinned) and their problems: marked `"counted": false`.
+            Place::Group => f.path.is_some() && !f.counted,
+            Place::Rank => false,
+        };
+    let severity = if may_be_notice && f.severity == Severity::Notice {
+        crate::format::finding::Severity::Notice
+    } else {
+        crate::format::finding::Severity::Reject
+    };
+    (code, known, severity)
+}
+
+fn rejects_at(f: &NodeFinding, place: Place) -> bool {
+    judged(f, place).2 == crate::format::finding::Severity::Reject
+}
+
+/// A report's finding as the merge's own (its strings moved, not copied).
+fn finding(name: &str, f: NodeFinding, place: Place) -> Finding {
+    let (code, known, severity) = judged(&f, place);
+    let message = if known {
+        format!("[{name}] {}", f.message)
+    } else {
+        format!("[{name}] unknown finding code {:?}: {}", f.code, f.message)
+    };
+    Finding {
+        code,
+        name: code.name(),
+        severity,
+        message: message.into(),
+        path: f.path,
+        expected: f.expected,
+        found: f.found,
+        counted: f.counted || severity == crate::format::finding::Severity::Reject,
+        // A report carries findings about its node's files.
+        subject: Subject::Files,
+    }
+}
+
+/// Compares one group field across nodes; a disagreement is one finding
+/// naming every report and its value.
+fn agree<T: PartialEq + Display + Clone>(
+    out: &mut Vec<Finding>,
+    code: Code,
+    field: &str,
+    values: &[(&str, Option<T>)],
+) -> Option<T> {
+    let known: Vec<(&str, &T)> = values
+        .iter()
+        .filter_map(|(n, v)| v.as_ref().map(|v| (*n, v)))
+        .collect();
+    let first = known.first()?;
+    if known.iter().all(|(_, v)| *v == first.1) {
+        return Some(first.1.clone());
+    }
+    let all: Vec<String> = known.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let list = [bounded(&refs)];
+    out.push(
+        Finding::reject(
+            code,
+            format!("{field} differs across nodes: {}", list.join("; ")),
+        )
+        .values(format!("one {field} on every node"), list.join("; ")),
+    );
+    None
+}
+
+struct Json<'a, T: serde::Serialize>(&'a T);
+impl<T: serde::Serialize> Display for Json<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&serde_json::to_string(self.0).unwrap_or_default())
+    }
+}
+impl<T: serde::Serialize> PartialEq for Json<'_, T> {
+    fn eq(&self, o: &Self) -> bool {
+        self.to_string() == o.to_string()
+    }
+}
+impl<T: serde::Serialize> Clone for Json<'_, T> {
+    fn clone(&self) -> Self {
+        Json(self.0)
+    }
+}
+
+/// The identity of a report's host (docs/format.md §10): hostnames are
+/// DNS names, so ASCII case and one trailing dot (the root) do not make
+/// another node; every other byte counts (a look-alike letter is another
+/// name). Merge and the fleet gate compare hosts only through this.
+pub fn host_key(h: &str) -> String {
+    h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
+}
+
+/// Whether a report proves a live audit: it says `live` and names the
+/// boot it was audited in (a live claim without a boot id cannot be matched
+/// to a node's boot, docs/format.md §10). `all_inputs_live` is this of
+/// every input.
+pub fn proves_live(r: &NodeReport) -> bool {
+    r.live && r.boot_id.is_some()
+}
+
+/// Whether a rank created at `created` (ms) is dated beyond the clock
+/// slack after the report that lists it was written at `written`
+/// (docs/format.md §10.3). Merge and the fleet gate both ask this.
+pub fn created_after(created: u64, written: u64) -> bool {
+    created > written.saturating_add(FUTURE_SLACK_MS)
+}
+
+/// Whether a report's rank `rank` was read from a file named for it: the
+/// last component of `path` is `rank-<rank>.json` (docs/format.md §10.1),
+/// by the audit's own name parser. Merge and the fleet gate both ask this.
+pub fn file_names_rank(path: &str, rank: Option<u64>) -> bool {
+    let file = path.rsplit('/').next().unwrap_or_default();
+    crate::format::names::parse_rank_name(std::ffi::OsStr::new(file)) == Some(rank)
+}
+
+/// How far in the future a report may be dated: the descriptors' clock
+/// slack (docs/format.md §5.4), one rule for both.
+pub use crate::rules::FUTURE_SLACK_MS;
+
+/// When the merge is dated: its clock, or its newest input's when that is
+/// ahead within the clock slack, so a merged report is never dated before
+/// its inputs (docs/format.md §10.3). Inputs beyond the slack are findings
+/// ([`merge`]) and do not move it.
+pub fn merged_at(reports: &[(String, NodeReport)], now_ms: u64) -> u64 {
+    reports
+        .iter()
+        .map(|(_, r)| r.generated_unix_ms)
+        .filter(|&t| t <= now_ms.saturating_add(FUTURE_SLACK_MS))
+        .fold(now_ms, u64::max)
+}
+
+/// Age of the oldest input at `at` ([`merged_at`]); `None` when an input is
+/// dated beyond the clock slack, whose age cannot be proven.
+pub fn oldest_input_age_ms(reports: &[(String, NodeReport)], at: u64) -> Option<u64> {
+    reports
+        .iter()
+        .map(|(_, r)| (r.generated_unix_ms <= at).then(|| at - r.generated_unix_ms))
+        .collect::<Option<Vec<u64>>>()
+        .and_then(|ages| ages.into_iter().max())
+}
+
+/// Merges per-node reports (name, report) into group verdicts, at the
+/// merge's clock `now_ms`.
+pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
+    let mut files = Vec::new();
+    let mut global = Vec::new();
+
+    // A report dated beyond the clock slack cannot prove its age: a
+    // finding, never a fresh input (the descriptors' rule, §5.4).
+    for (name, r) in &reports {
+        let ahead = r.generated_unix_ms.saturating_sub(now_ms);
+        if ahead > FUTURE_SLACK_MS {
+            global.push(
+                Finding::reject(
+                    Code::KV108,
+                    format!(
+                        "report {name} is dated {} s in the future (generated_unix_ms {}), beyond \
+                         the {} s clock slack: its age cannot be proven",
+                        ahead / 1000,
+                        r.generated_unix_ms,
+                        FUTURE_SLACK_MS / 1000
+                    ),
+                )
+                .values(
+                    format!("written at most {} s in the future", FUTURE_SLACK_MS / 1000),
+                    format!("generated_unix_ms {}", r.generated_unix_ms),
+                )
+                .about(Subject::MergeInputs),
+            );
+        }
+    }
+
+    // Two reports from one node would count its ranks twice. Hostnames
+    // compare ASCII case-insensitively; a report that names no host cannot
+    // be told apart from another node's.
+    let mut by_host: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (name, r) in &reports {
+        match r.host.as_deref().filter(|h| !h.is_empty()) {
+            Some(h) => by_host.entry(host_key(h)).or_default().push(name),
+            None => global.push(
+                Finding::reject(
+                    Code::KV110,
+                    format!("report {name} names no host: cannot tell which node it describes"),
+                )
+                .values("a non-empty host", "none"),
+            ),
+        }
+    }
+    for (host, names) in &by_host {
+        if names.len() > 1 {
+            global.push(
+                Finding::reject(
+                    Code::KV102,
+                    format!(
+                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case \
+                         and a trailing dot): {}; each node must be audited once",
+                        names.len(),
+                        bounded(names)
+                    ),
+                )
+                .values("one report per node", bounded(names))
+                .about(Subject::MergeInputs),
+            );
+        }
+    }
+
+    let mut engines: BTreeMap<EngineId, Vec<(String, NodeGroup)>> = BTreeMap::new();
+    // Per engine: findings about the reports its parts come from.
+    let mut about: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
+    // Each report is consumed as it is judged: its strings move into the
+    // merge's verdicts, so a large input is not held twice.
+    for (name, r) in reports {
+        // A node whose inventory is not clean (a rejecting file-level
+        // finding: a symlink named like a rank, a torn write...) proves
+        // nothing about its groups.
+        let mut unclean = 0usize;
+        let mut first_unclean: Option<(String, String)> = None;
+        for f in r.files.iter().flat_map(|f| &f.findings) {
+            if rejects_at(f, Place::File) {
+                unclean += 1;
+                if first_unclean.is_none() {
+                    first_unclean = Some((f.code.clone(), f.message.clone()));
+                }
+            }
+        }
+        let NodeReport {
+            files: node_files,
+            groups: node_groups,
+            generated_unix_ms: written,
+            ..
+        } = r;
+        for f in node_files {
+            files.push(FileVerdict {
+                path: format!("{name}: {}", f.path),
+                findings: f
+                    .findings
+                    .into_iter()
+                    .map(|x| finding(&name, x, Place::File))
+                    .collect(),
+            });
+        }
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for g in &node_groups {
+            *seen.entry(g.engine_id.clone()).or_default() += 1;
+        }
+        for mut g in node_groups {
+            // `read_report` checked every engine_id already; a report built
+            // otherwise (the library's `merge`) is refused here, not trusted.
+            let id = match EngineId::parse(&g.engine_id) {
+                Ok(id) => id,
+                Err(why) => {
+                    files.push(FileVerdict {
+                        path: format!("{name}: groups"),
+                        findings: vec![Finding::reject(
+                            Code::KV007,
+                            format!("report {name} lists group {:?}: {why}", g.engine_id),
+                        )
+                        .values(EngineId::EXPECTED, format!("{:?}", g.engine_id))],
+                    });
+                    continue;
+                }
+            };
+            // A rank created after its report was written (beyond the
+            // clock slack) is dated in the future: the descriptors' rule
+            // (docs/format.md §5.4, §10.3), whatever the report says of it.
+            for rank in &mut g.ranks {
+                if let Some(c) = rank.created_unix_ms.filter(|&c| created_after(c, written)) {
+                    rank.findings.push(wire::Finding {
+                        code: Code::KV108.as_str().to_string(),
+                        name: Code::KV108.name().to_string(),
+                        severity: Severity::Reject,
+                        message: format!(
+                            "created {} s after its report was written (created_unix_ms {c}, \
+                             generated_unix_ms {written}), beyond the {} s clock slack",
+                            (c - written) / 1000,
+                            FUTURE_SLACK_MS / 1000
+                        ),
+                        path: Some(rank.path.clone()),
+                        expected: Some(format!(
+                            "created_unix_ms at most {}",
+                            written.saturating_add(FUTURE_SLACK_MS)
+                        )),
+                        found: Some(format!("created_unix_ms {c}")),
+                        counted: true,
+                    });
+                }
+            }
+            let e = g.engine_id.as_str();
+            let notes = about.entry(e.to_string()).or_default();
+            if let Some(first) = &first_unclean {
+                notes.push(
+                    Finding::reject(
+                        Code::parse(&first.0).unwrap_or(Code::KV007),
+                        format!(
+                            "report {name}'s inventory has {unclean} rejecting file-level \
+                             finding{} (first: {} {}); a node that is not clean proves nothing",
+                            if unclean == 1 { "" } else { "s" },
+                            first.0,
+                            first.1
+                        ),
+                    )
+                    .values("no rejecting file-level finding", unclean),
+                );
+            }
+            if seen[e] > 1 {
+                notes.push(
+                    Finding::reject(
+                        Code::KV102,
+                        format!(
+                            "report {name} lists group {e:?} {} times; an audit lists each group \
+                             once",
+                            seen[e]
+                        ),
+                    )
+                    .values("one entry per group", seen[e]),
+                );
+            }
+            engines.entry(id).or_default().push((name.clone(), g));
+        }
+    }
+    let mut groups = Vec::new();
+    for (engine, parts) in engines {
+        let mut pre = global.clone();
+        if let Some(mut notes) = about.remove(engine.as_str()) {
+            notes.dedup();
+            pre.extend(notes);
+        }
+        groups.push(merge_group(&engine, parts, &pre));
+    }
+    let descriptors = groups.iter().map(|g| g.ranks.len()).sum();
+    Judgement::new(groups, files, descriptors)
+}
+
+/// The group's identity as the nodes agree on it (docs/format.md §10):
+/// `None` where the nodes disagree or a value is missing.
+struct Agreed {
+    incarnation: Option<Uuid>,
+    epoch: Option<u64>,
+    world_size: Option<u64>,
+    tp: Option<u64>,
+    pp: Option<u64>,
+    geometry_ok: bool,
+    model_ok: bool,
+}
+
+fn merge_group(
+    engine: &EngineId,
+    mut parts: Vec<(String, NodeGroup)>,
+    global: &[Finding],
+) -> GroupVerdict {
+    let mut findings: Vec<Finding> = global.to_vec();
+    let agreed = agree_identity(&mut findings, &parts);
+    shape_rules(&mut findings, &agreed);
+    // Listed after the merge's own reasons, which say more.
+    let node_rejects = carry_node_findings(&mut findings, &mut parts);
+
+    let mut seen: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    let names: Vec<String> = parts.iter().map(|(n, _)| n.clone()).collect();
+    let (model0, geometry0) = (parts[0].1.model.clone(), parts[0].1.geometry.clone());
+    let mut ranks = judge_ranks(parts, &names, agreed.world_size, &mut seen);
+    one_rank_per_gpu(&mut ranks);
+    one_node_per_rank(&mut ranks, &seen);
+    let (missing, absent) = missing_ranks(agreed.world_size, &seen, &names);
+    findings.extend(absent);
+    findings.extend(node_rejects);
+    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.report.cmp(&b.report)));
+    let accepted = agreed.world_size.is_some()
+        && agreed.geometry_ok
+        && agreed.model_ok
+        && missing.is_empty()
+        && ranks.iter().all(|r| r.verdict == Verdict::Accept)
+        && !findings.iter().any(Finding::is_reject);
+    let verdict = if accepted {
+        Verdict::Accept
+    } else {
+        Verdict::Reject
+    };
+    GroupVerdict {
+        engine_id: engine.clone(),
+        incarnation: agreed.incarnation,
+        epoch: agreed.epoch,
+        world_size: agreed.world_size,
+        tp: agreed.tp,
+        pp: agreed.pp,
+        model: if agreed.model_ok { model0 } else { None },
+        geometry: if agreed.geometry_ok { geometry0 } else { None },
+        local_ranks: None,
+        verdict,
+        cause: String::new(),
+        action: String::new(),
+        cause_code: None,
+        findings,
+        ranks,
+        missing,
+    }
+}
+
+/// Incarnation, epoch, world_size, tp, pp, geometry and model must agree
+/// across the nodes' reports of one group.
+fn agree_identity(findings: &mut Vec<Finding>, parts: &[(String, NodeGroup)]) -> Agreed {
+    let col = |f: fn(&NodeGroup) -> Option<u64>| -> Vec<(&str, Option<u64>)> {
+        parts.iter().map(|(n, g)| (n.as_str(), f(g))).collect()
+    };
+    let incs: Vec<(&str, Option<Uuid>)> = parts
+        .iter()
+        .map(|(n, g)| (n.as_str(), wire::uuid(g.incarnation.as_deref())))
+        .collect();
+    let incarnation = agree(findings, Code::KV107, "incarnation", &incs);
+    let epoch = agree(findings, Code::KV107, "epoch", &col(|g| g.epoch));
+    let world_size = agree(findings, Code::KV104, "world_size", &col(|g| g.world_size));
+    let tp = agree(findings, Code::KV104, "tp", &col(|g| g.tp));
+    let pp = agree(findings, Code::KV104, "pp", &col(|g| g.pp));
+    let geos: Vec<(&str, Option<Json<Geometry>>)> = parts
+        .iter()
+        .map(|(n, g)| (n.as_str(), g.geometry.as_ref().map(Json)))
+        .collect();
+    let geometry_ok = agree(findings, Code::KV104, "geometry", &geos).is_some();
+    let models: Vec<(&str, Option<Json<Model>>)> = parts
+        .iter()
+        .map(|(n, g)| (n.as_str(), g.model.as_ref().map(Json)))
+        .collect();
+    let model_ok = agree(findings, Code::KV105, "model", &models).is_some();
+    Agreed {
+        incarnation,
+        epoch,
+        world_size,
+        tp,
+        pp,
+        geometry_ok,
+        model_ok,
+    }
+}
+
+/// Judged from the ranks' own data (docs/format.md §10), never from a
+/// report's verdict fields alone.
+fn shape_rules(findings: &mut Vec<Finding>, agreed: &Agreed) {
+    // tp × pp = world_size is a rule between fields (KV101 in the audit
+    // too, a finding there, not a schema error): judged on the agreed values.
+    if let (Some(ws), Some(tp), Some(pp)) = (agreed.world_size, agreed.tp, agreed.pp) {
+        if tp.checked_mul(pp) != Some(ws) {
+            findings.push(
+                Finding::reject(
+                    Code::KV101,
+                    format!("world_size {ws} is not tp × pp = {tp} × {pp} in the reports"),
+                )
+                .values(
+                    format!("world_size {ws}"),
+                    format!("tp × pp = {}", tp.saturating_mul(pp)),
+                ),
+            );
+        }
+    }
+    if agreed.world_size == Some(0) {
+        findings.push(
+            Finding::reject(Code::KV104, "world_size is 0 in the reports")
+                .values("world_size ≥ 1", 0),
+        );
+    }
+}
+
+/// Each node's group-level findings carry over (its own findings taken out
+/// of `parts`), with the reasons a node's report of the group is incomplete.
+/// Returns the node rejections, listed after the merge's own reasons.
+fn carry_node_findings(
+    findings: &mut Vec<Finding>,
+    parts: &mut [(String, NodeGroup)],
+) -> Vec<Finding> {
+    let mut node_rejects: Vec<Finding> = Vec::new();
+    for (name, g) in parts.iter_mut() {
+        if g.geometry.is_none() {
+            findings.push(
+                Finding::reject(
+                    Code::KV104,
+                    format!(
+                        "report {name} carries no geometry for the group: the shape cannot be \
+                     compared across nodes"
+                    ),
+                )
+                .values("geometry", "none"),
+            );
+        }
+        if g.model.is_none() {
+            findings.push(
+                Finding::reject(
+                    Code::KV105,
+                    format!(
+                        "report {name} carries no model for the group: the model cannot be \
+                     compared across nodes"
+                    ),
+                )
+                .values("model", "none"),
+            );
+        }
+        // Each node's own group-level rejections carry over, except KV103:
+        // merge recomputes missing ranks over all nodes.
+        let first_reject = g
+            .findings
+            .iter()
+            .chain(g.ranks.iter().flat_map(|r| &r.findings))
+            .find(|f| f.severity == Severity::Reject)
+            .and_then(|f| Code::parse(&f.code))
+            .unwrap_or(Code::KV007);
+        for mut f in std::mem::take(&mut g.findings) {
+            // Not counted means outside the current incarnation: a notice
+            // naming one of the group's own ranks contradicts its report,
+            // and counts (docs/format.md §10.1).
+            if !f.counted
+                && f.path
+                    .as_deref()
+                    .is_some_and(|p| g.ranks.iter().any(|r| r.path == p))
+            {
+                f.counted = true;
+            }
+            if f.code != "KV103" {
+                findings.push(finding(name, f, Place::Group));
+            }
+        }
+        // A node that rejected the group rejects the merge, whatever else
+        // the report says.
+        // A node that rejected the group rejects the merge, whatever the
+        // reason (a node audited without --local-ranks that misses the
+        // other nodes' ranks included: audit each node with --local-ranks).
+        if g.verdict == wire::Verdict::Reject {
+            node_rejects.push(
+                Finding::reject(
+                    first_reject,
+                    format!(
+                        "report {name} rejects the group{}",
+                        if g.local_ranks.is_none() {
+                            " (audited without --local-ranks: audit each node with --local-ranks \
+                             RANKS)"
+                        } else {
+                            ""
+                        }
+                    ),
+                )
+                .values("accept", "reject"),
+            );
+        }
+        // Every identity field is required: a null is never "agreement".
+        for (field, missing, code) in [
+            ("incarnation", g.incarnation.is_none(), Code::KV107),
+            ("epoch", g.epoch.is_none(), Code::KV107),
+            ("world_size", g.world_size.is_none(), Code::KV104),
+            ("tp", g.tp.is_none(), Code::KV104),
+            ("pp", g.pp.is_none(), Code::KV104),
+        ] {
+            if missing {
+                findings.push(
+                    Finding::reject(
+                        code,
+                        format!("report {name} carries no {field} for the group"),
+                    )
+                    .values(field, "null"),
+                );
+            }
+        }
+    }
+    node_rejects
+}
+
+/// Every rank of every part judged from its own data; the parts are
+/// consumed here: each rank's strings move into its verdict. `seen` maps
+/// each rank number to the reports that list it.
+fn judge_ranks<'a>(
+    parts: Vec<(String, NodeGroup)>,
+    names: &'a [String],
+    world_size: Option<u64>,
+    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+) -> Vec<RankVerdict> {
+    let mut ranks: Vec<RankVerdict> = Vec::new();
+    for (pi, (_, g)) in parts.into_iter().enumerate() {
+        let name = names[pi].as_str();
+        let local = g
+            .local_ranks
+            .as_deref()
+            .map(|s| (s, crate::format::rankset::RankSet::parse(s)));
+        let group_inc = wire::uuid(g.incarnation.as_deref());
+        for r in g.ranks {
+            ranks.push(judge_rank(
+                name,
+                r,
+                (group_inc, g.epoch),
+                &local,
+                world_size,
+                seen,
+            ));
+        }
+    }
+    ranks
+}
+
+/// One rank of report `name`, judged from its own data against its group's
+/// lifetime (`group`: incarnation and epoch), the agreed world size and the
+/// report's own local ranks.
+fn judge_rank<'a>(
+    name: &'a str,
+    mut r: wire::Rank,
+    group: (Option<Uuid>, Option<u64>),
+    local: &Option<(&str, Result<crate::format::rankset::RankSet, String>)>,
+    world_size: Option<u64>,
+    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+) -> RankVerdict {
+    let mut rank_findings: Vec<Finding> = std::mem::take(&mut r.findings)
+        .into_iter()
+        .map(|f| finding(name, f, Place::Rank))
+        .collect();
+    // The GPU must be a GPU UUID (docs/format.md §3).
+    if r.gpu_uuid
+        .as_deref()
+        .and_then(crate::format::descriptor::GpuUuid::parse)
+        .is_none()
+    {
+        rank_findings.push(
+            Finding::reject(
+                Code::KV106,
+                format!("report {name} gives this rank no valid GPU UUID"),
+            )
+            .values(
+                "GPU-<uuid> or MIG-<uuid>",
+                format!("{:?}", r.gpu_uuid.as_deref().unwrap_or("null")),
+            )
+            .at(r.path.clone()),
+        );
+    }
+    let path = r.path.clone();
+    let at = |f: Finding| f.at(path.clone());
+    let (inc, epoch) = (wire::uuid(r.incarnation.as_deref()), r.epoch);
+    rank_findings.extend(own_lifetime(name, (inc, epoch), group).into_iter().map(&at));
+    rank_findings.extend(
+        rank_number(name, &r.path, r.rank, world_size, local, seen)
+            .into_iter()
+            .map(&at),
+    );
+    if r.verdict == wire::Verdict::Reject && !rank_findings.iter().any(Finding::is_reject) {
+        rank_findings.push(at(Finding::reject(
+            Code::KV007,
+            format!("report {name} rejects this rank without a reason"),
+        )
+        .values("accept", "reject")));
+    }
+    // A rank is accepted only when nothing in its own data rejects it.
+    let verdict =
+        if r.verdict == wire::Verdict::Accept && !rank_findings.iter().any(Finding::is_reject) {
+            Verdict::Accept
+        } else {
+            Verdict::Reject
+        };
+    RankVerdict {
+        rank: r.rank,
+        raw_path: r.path.as_bytes().to_vec(),
+        path: r.path,
+        gpu_uuid: r.gpu_uuid,
+        verdict,
+        findings: rank_findings,
+        not_checked: r.not_checked,
+        report: Some(name.to_string()),
+        incarnation: inc,
+        epoch,
+        created_unix_ms: r.created_unix_ms,
+        // Set by the caller against the merge's clock.
+        age_ms: None,
+        owner_pid: r.owner_pid,
+        checks: Vec::new(),
+    }
+}
+
+/// The rank's own lifetime, never its group's word for it (docs/format.md
+/// §10.1): each rank carries the incarnation and epoch of its group
+/// (`group`), or the rank is rejected (KV107).
+fn own_lifetime(
+    name: &str,
+    (inc, epoch): (Option<Uuid>, Option<u64>),
+    group: (Option<Uuid>, Option<u64>),
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let (group_inc, group_epoch) = group;
+    for (field, mine, theirs) in [
+        (
+            "incarnation",
+            inc.map(|u| u.to_string()),
+            group_inc.map(|u| u.to_string()),
+        ),
+        (
+            "epoch",
+            epoch.map(|e| e.to_string()),
+            group_epoch.map(|e| e.to_string()),
+        ),
+    ] {
+        if mine.is_none() || mine != theirs {
+            let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
+            out.push(
+                Finding::reject(
+                    Code::KV107,
+                    format!(
+                    "report {name}: this rank carries {field} {}, its group {}: a rank is judged \
+                     by its own data, and every rank of a group has the group's",
+                    shown(&mine),
+                    shown(&theirs)
+                ),
+                )
+                .values(
+                    format!("{field} {}", shown(&theirs)),
+                    format!("{field} {}", shown(&mine)),
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// The rank's number (KV101): the one its file names, below the world size
+/// and inside the report's own local ranks. Records the report in `seen`.
+fn rank_number<'a>(
+    name: &'a str,
+    path: &str,
+    rank: Option<u64>,
+    world_size: Option<u64>,
+    local: &Option<(&str, Result<crate::format::rankset::RankSet, String>)>,
+    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    // One descriptor file is one rank: the rank is the one its
+    // file name names (docs/format.md §10.1), by the audit's own
+    // name parser.
+    if let Some(n) = rank.filter(|_| !file_names_rank(path, rank)) {
+        out.push(
+            Finding::reject(
+                Code::KV101,
+                format!(
+                    "report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json",
+                    path
+                ),
+            )
+            .values(format!("rank-{n}.json"), format!("{:?}", path)),
+        );
+    }
+    match rank {
+        None => out.push(
+            Finding::reject(
+                Code::KV101,
+                format!("report {name} lists a rank with no number"),
+            )
+            .values("a rank number", "null"),
+        ),
+        Some(n) => {
+            seen.entry(n).or_default().push(name);
+            if let Some(ws) = world_size.filter(|&ws| n >= ws) {
+                out.push(
+                    Finding::reject(
+                        Code::KV101,
+                        format!("report {name} lists rank {n}, not below world_size {ws}"),
+                    )
+                    .values(format!("rank < {ws}"), n),
+                );
+            }
+            match local {
+                Some((_, Ok(set))) if !set.contains(n) => {
+                    out.push(
+                        Finding::reject(
+                            Code::KV101,
+                            format!(
+                                "report {name} lists rank {n}, outside its own local ranks {set}"
+                            ),
+                        )
+                        .values(format!("a rank in {set}"), n),
+                    );
+                }
+                Some((s, Err(_))) => {
+                    out.push(
+                        Finding::reject(
+                            Code::KV101,
+                            format!("report {name} has unreadable local_ranks {s:?}"),
+                        )
+                        .values("a rank list such as 0-3", format!("{s:?}")),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{self, Desc};
+
+    /// A genuine two-rank audit report, read without `read_report` (which
+    /// would check its ids): what a library caller can hand to `merge`.
+    fn report() -> NodeReport {
+        let dir = tempfile::tempdir().unwrap();
+        for rank in 0..2 {
+            let p = dir.path().join(format!("rank-{rank}.json"));
+            std::fs::write(p, Desc::new("unit", rank, 2, 1).bytes()).unwrap();
+        }
+        let doc = crate::api::audit(dir.path(), &crate::api::AuditOptions::default()).unwrap();
+        assert_eq!(doc.exit_status(), 0, "{}", doc.as_json());
+        serde_json::from_str(doc.as_json()).unwrap()
+    }
+
+    /// A group id is an `EngineId` only once checked: a report whose
+    /// engine_id breaks the rule is a KV007 of that report, never a group.
+    #[test]
+    fn a_report_built_with_a_bad_engine_id_is_refused_not_made_a_group() {
+        let now = testkit::CREATED_UNIX_MS + 1000;
+        let j = merge(vec![("a.json".into(), report())], now);
+        assert_eq!(j.groups.len(), 1);
+        assert_eq!(j.groups[0].engine_id, "unit");
+        for bad in ["bad id", "", "e\u{1b}[31m"] {
+            let mut r = report();
+            r.groups[0].engine_id = bad.into();
+            let j = merge(vec![("a.json".into(), r)], now);
+            assert!(j.groups.is_empty(), "{bad:?}: {:?}", j.groups);
+            let f = j.files.iter().find(|f| f.path == "a.json: groups").unwrap();
+            assert_eq!(f.findings[0].code, Code::KV007);
+            assert!(f.findings[0].is_reject());
+            let message = crate::format::message::render(&f.findings[0].message);
+            assert!(message.contains(&format!("{bad:?}")), "{message}");
+            assert_eq!(j.exit_status(), crate::format::exit::REJECTED);
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! KV108 (stale) for current descriptors: below `min_epoch`, older than
+//! `max_age_s`, and in live mode a rebooted node or a gone/reused owner.
+//! (Superseded descriptors are notices, decided in `incarnation.rs`.)
+
+use super::live::{foreign, rebooted, skipped, FOREIGN, REBOOTED};
+use super::{Context, Row};
+use crate::format::descriptor::Descriptor;
+use crate::format::finding::{Code, Finding, Message};
+use crate::format::profile::Profile;
+use crate::rules::facts::{Fact, NodeFacts};
+
+/// How far in the future a descriptor may be dated (clock skew between the
+/// owner and this run) before, with a maximum age, it is KV108.
+pub const FUTURE_SLACK_MS: u64 = 300_000;
+
+pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) {
+    let min_epoch = ctx.expect.min_epoch(profile);
+    let max_age_s = ctx.expect.max_age_s(profile);
+    for row in rows.iter_mut() {
+        row.with_desc(|row, d| {
+            let mut ok = true;
+            if let Some(min) = min_epoch {
+                if d.epoch < min {
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV108,
+                            format!("epoch {} is below the minimum epoch {min}", d.epoch),
+                        )
+                        .values(format!("epoch ≥ {min}"), d.epoch),
+                    );
+                }
+            }
+            if let Some(max) = max_age_s {
+                let age_ms = ctx.now_unix_ms.saturating_sub(d.created_unix_ms);
+                let ahead_ms = d.created_unix_ms.saturating_sub(ctx.now_unix_ms);
+                let max_ms = max.saturating_mul(1000);
+                if ahead_ms > FUTURE_SLACK_MS {
+                    // A clock far ahead (or a forged timestamp) must not make a
+                    // descriptor look fresh: its age cannot be proven.
+                    ok = false;
+                    let said = format!(
+                        "dated in the future (created_unix_ms {}), beyond the {} s clock slack: \
+                         its age cannot be proven against the maximum age of ",
+                        d.created_unix_ms,
+                        FUTURE_SLACK_MS / 1000
+                    );
+                    row.reject(
+                        Finding::reject(Code::KV108, Message::new().text(said).duration_ms(max_ms))
+                            .values(
+                                format!(
+                                    "created at most {} s in the future",
+                                    FUTURE_SLACK_MS / 1000
+                                ),
+                                format!("created_unix_ms {}", d.created_unix_ms),
+                            ),
+                    );
+                } else if age_ms > max_ms {
+                    ok = false;
+                    row.reject(
+                        Finding::reject(
+                            Code::KV108,
+                            Message::new()
+                                .text("sealed ")
+                                .duration_ms(age_ms)
+                                .text(" ago, older than the maximum age of ")
+                                .duration_ms(max_ms),
+                        )
+                        .values(format!("age ≤ {max} s"), format!("age {} s", age_ms / 1000)),
+                    );
+                }
+            }
+            row.check("staleness", ok);
+            if let Some(node) = ctx.node {
+                live(row, d, node);
+            }
+        });
+    }
+}
+
+/// The live parts of KV108: the node rebooted since the descriptor was
+/// written (boot_id differs), or the owner is gone or its pid now belongs to
+/// another process (start_ticks differs). On another node (KV110) neither
+/// means anything; after a reboot the owner is certainly gone, and its pid
+/// and start time may repeat in a new process, so it is not looked up.
+fn live(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
+    if foreign(node, d) {
+        skipped(row, "boot_id", FOREIGN);
+        skipped(row, "owner", FOREIGN);
+        return;
+    }
+    match &node.boot_id {
+        Fact::Known(boot) if *boot != d.node.boot_id => {
+            row.check("boot_id", false);
+            row.reject(
+                Finding::reject(
+                    Code::KV108,
+                    "node rebooted since this descriptor was written; \
+                     GPU memory does not survive a reboot",
+                )
+                .values(
+                    format!("boot_id {}", d.node.boot_id),
+                    format!("boot_id {boot}"),
+                ),
+            );
+        }
+        Fact::Known(_) => row.check("boot_id", true),
+        Fact::NotChecked(why) => row.not_checked("boot_id", why),
+    }
+    if rebooted(node, d) {
+        skipped(row, "owner", REBOOTED);
+        return;
+    }
+    let owner = d.owner;
+    let expected = format!(
+        "pid {} running with start_ticks {}",
+        owner.pid, owner.start_ticks
+    );
+    match node.process(owner.pid) {
+        Fact::Known(Some(t)) if t == owner.start_ticks => row.check("owner", true),
+        Fact::Known(Some(t)) => {
+            row.check("owner", false);
+            row.reject(
+                Finding::reject(
+                    Code::KV108,
+                    format!(
+                        "owner pid {} now belongs to another process (PID reused); \
+                         the owner is gone and its memory went with it",
+                        owner.pid
+                    ),
+                )
+                .values(
+                    expected,
+                    format!("pid {} running with start_ticks {t}", owner.pid),
+                ),
+            );
+        }
+        Fact::Known(None) => {
+            row.check("owner", false);
+            row.reject(
+                Finding::reject(
+                    Code::KV108,
+                    format!("owner pid {} is gone; its memory went with it", owner.pid),
+                )
+                .values(expected, "no such process"),
+            );
+        }
+        Fact::NotChecked(why) => row.not_checked("owner", &why),
+    }
+}

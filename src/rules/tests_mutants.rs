@@ -1,0 +1,106 @@
+//! Rules of the verdict core pinned at their edges, where a wrong rule (a
+//! mutation pass over `src/rules/`, docs/testing.md) went unnoticed by the
+//! end-to-end tests: the core is called directly, so the clock and the
+//! candidates are exact.
+
+use crate::format::descriptor::parse_descriptor;
+use crate::rules::{judge, Candidate, Context, Expectations, Judgement, FUTURE_SLACK_MS};
+use crate::testkit::{self, Desc};
+
+/// One candidate per rank of a tp-`tp` group, each parsed from `edit`ed
+/// testkit bytes, as the inventory reader would pass them.
+fn group(tp: u64, edit: impl Fn(&mut Desc)) -> Vec<Candidate> {
+    (0..tp)
+        .map(|rank| {
+            let mut d = Desc::new("unit", rank, tp, 1);
+            edit(&mut d);
+            candidate(&format!("rank-{rank}.json"), Some(rank), &d.bytes())
+        })
+        .collect()
+}
+
+fn candidate(path: &str, name_rank: Option<u64>, bytes: &[u8]) -> Candidate {
+    let p = parse_descriptor(bytes);
+    Candidate {
+        path: path.to_string(),
+        raw_path: path.as_bytes().to_vec(),
+        name_rank,
+        mode: Some(0o600),
+        ident: p.ident,
+        descriptor: p.descriptor,
+        findings: p
+            .findings
+            .into_iter()
+            .map(|f| f.at(path.to_string()))
+            .collect(),
+    }
+}
+
+fn run(cands: Vec<Candidate>, now_unix_ms: u64, expect: &Expectations) -> Judgement {
+    let ctx = Context {
+        now_unix_ms,
+        node: None,
+        expect,
+    };
+    judge(cands, Vec::new(), &ctx)
+}
+
+/// Every (code, message) on every rank of the first group.
+fn rank_findings(j: &Judgement) -> Vec<(&'static str, String)> {
+    j.groups[0]
+        .ranks
+        .iter()
+        .flat_map(|r| {
+            r.findings
+                .iter()
+                .map(|f| (f.code.as_str(), crate::format::message::render(&f.message)))
+        })
+        .collect()
+}
+
+/// docs/format.md §5.4: with a maximum age, a descriptor dated *more than*
+/// the clock slack in the future is KV108; one dated exactly the slack
+/// ahead is within it (age 0), and accepted.
+#[test]
+fn a_descriptor_exactly_the_clock_slack_ahead_is_within_it() {
+    let expect = Expectations {
+        max_age_s: Some(3600),
+        ..Expectations::default()
+    };
+    let at = testkit::CREATED_UNIX_MS;
+    let j = run(group(2, |_| {}), at - FUTURE_SLACK_MS, &expect);
+    assert!(rank_findings(&j).is_empty(), "{:?}", rank_findings(&j));
+    assert_eq!(j.exit_status(), 0);
+
+    let j = run(group(2, |_| {}), at - FUTURE_SLACK_MS - 1, &expect);
+    let f = rank_findings(&j);
+    assert_eq!(f.len(), 2, "{f:?}");
+    for (code, msg) in &f {
+        assert_eq!(*code, "KV108");
+        assert!(msg.starts_with("dated in the future"), "{msg}");
+    }
+    assert_eq!(j.exit_status(), 1);
+}
+
+/// docs/format.md §5.4: KV108 for a descriptor *older than* the maximum
+/// age; one exactly that old is still accepted.
+#[test]
+fn a_descriptor_exactly_the_maximum_age_old_is_not_stale() {
+    let expect = Expectations {
+        max_age_s: Some(60),
+        ..Expectations::default()
+    };
+    let at = testkit::CREATED_UNIX_MS;
+    let j = run(group(2, |_| {}), at + 60_000, &expect);
+    assert!(rank_findings(&j).is_empty(), "{:?}", rank_findings(&j));
+    assert_eq!(j.exit_status(), 0);
+
+    let j = run(group(2, |_| {}), at + 60_001, &expect);
+    let f = rank_findings(&j);
+    assert_eq!(f.len(), 2, "{f:?}");
+    for (code, msg) in &f {
+        assert_eq!(*code, "KV108");
+        assert!(msg.contains("older than the maximum age"), "{msg}");
+    }
+    assert_eq!(j.exit_status(), 1);
+}
