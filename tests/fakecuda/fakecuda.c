@@ -41,6 +41,8 @@
  *                              predates them; otherwise both are answered
  *                              per physical allocation
  *   FAKECUDA_MEM_TOTAL=N       cuMemGetInfo's total per device (default 80 GiB)
+ *   FAKECUDA_COMPUTE_MODE=N    CU_DEVICE_ATTRIBUTE_COMPUTE_MODE of every device
+ *                              (default 0; 3 is exclusive-process)
  *   FAKECUDA_GRANULARITY=N     allocation granularity (default 2 MiB)
  *   FAKECUDA_FAIL=SYM:N:CODE,...   the Nth call of SYM returns CODE (any
  *                              integer) and does nothing; SYM "*" counts
@@ -52,6 +54,8 @@
  *                              this location (any integers) for VMM imports
  *   FAKECUDA_ALLOC_TYPE=N      ... and this allocation type (default 1, pinned)
  *   FAKECUDA_ACCESS=N          cuMemGetAccess reports N whatever was set
+ *   FAKECUDA_COMPRESSIBLE=1    ... and allocFlags.compressionType 1, whose
+ *                              granularity is twice FAKECUDA_GRANULARITY
  * Memory contents (cuMemcpyDtoH_v2 reads them; only an owner process's
  * cuMemcpyHtoD_v2 writes, see the owner-side section at the end): a
  * posix_fd allocation's bytes are its memfd's; a cuda_ipc or fabric handle
@@ -864,9 +868,11 @@ EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationPr
         prop->location.id >= ngpus)
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "prop.location %d/%d", (int)prop->location.type,
                   prop->location.id);
-    *g = (size_t)granularity;
-    END(CUDA_SUCCESS, "dev=%d handle_types=%d granularity=%llu", prop->location.id,
-        (int)prop->requestedHandleTypes, granularity);
+    /* Compressible memory comes in larger pieces (modelled: twice). */
+    unsigned long long gr = prop->allocFlags.compressionType ? 2 * granularity : granularity;
+    *g = (size_t)gr;
+    END(CUDA_SUCCESS, "dev=%d handle_types=%d compression=%d granularity=%llu", prop->location.id,
+        (int)prop->requestedHandleTypes, (int)prop->allocFlags.compressionType, gr);
 }
 
 EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
@@ -1037,6 +1043,7 @@ EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop
     memset(prop, 0, sizeof *prop);
     prop->type = (CUmemAllocationType)env_int("FAKECUDA_ALLOC_TYPE", CU_MEM_ALLOCATION_TYPE_PINNED);
     prop->requestedHandleTypes = (CUmemAllocationHandleType)h->htype;
+    prop->allocFlags.compressionType = (unsigned char)env_int("FAKECUDA_COMPRESSIBLE", 0);
     prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop->location.id = h->dev;
     const char *loc = getenv("FAKECUDA_LOCATION");
@@ -1239,7 +1246,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
     if (!v) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null value");
     if (o < 0) VIOLATION(CUDA_ERROR_INVALID_DEVICE, "device handle %d", dev);
     switch (attr) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: *v = env_int("FAKECUDA_COMPUTE_MODE", 0); break;
     case CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_POSIX_FD_SUPPORTED: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_FABRIC_SUPPORTED: *v = !no_fabric(); break;

@@ -174,6 +174,13 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         return Ok(Done::of(report, None));
     }
     report.backend = backend.name();
+    // MIG: what the driver cannot do, refused before the first import.
+    if let crate::io::node::Fact::Known(gpus) = req.probe.gpus() {
+        if let Some(at) = mig_refusal(&plan, &gpus) {
+            not_imported(&mut report, &plan, at, &[], &ReleaseReport::default());
+            return Ok(Done::of(report, None));
+        }
+    }
 
     // 3–5. Import everything, all or nothing.
     let mut ledger = Ledger::new();
@@ -289,6 +296,63 @@ fn hold_plan(plan: &Plan, ready_file: Option<&Path>) -> Result<Option<HandOver>,
     })
 }
 
+/// MIG devices (as the node probe names them) in a plan that cannot work
+/// there: with CUDA 11 and 12 one process enumerates a single MIG device,
+/// so ranks on two MIG devices cannot be imported by one kvcr; and legacy
+/// CUDA IPC does not work on a MIG device. Exit 3 at step `device` of the
+/// rank that needs it, before any GPU call of the import.
+pub(crate) fn mig_refusal(plan: &Plan, gpus: &crate::rules::facts::Gpus) -> Option<StepFailure> {
+    use crate::format::descriptor::GpuKind;
+    let is_mig = |g: &crate::format::descriptor::GpuUuid| {
+        gpus.visible
+            .iter()
+            .any(|v| v.uuid == g.uuid && v.kind == GpuKind::Mig)
+    };
+    let fail = |rank: u64, allocation: Option<String>, message: String| StepFailure {
+        rank,
+        allocation,
+        step: Step::Device,
+        cause: Cause::Failed,
+        error: message.into(),
+    };
+    let mut first: Option<(u64, &crate::format::descriptor::GpuUuid)> = None;
+    for pr in plan.ranks.iter().filter(|pr| is_mig(&pr.gpu)) {
+        if let Some(a) = pr
+            .allocations
+            .iter()
+            .find(|a| matches!(a.handle, Handle::CudaIpc(_)))
+        {
+            return Some(fail(
+                pr.rank,
+                Some(a.id.clone()),
+                format!(
+                    "{} is a MIG device, and legacy CUDA IPC (cuda_ipc) does not work on MIG \
+                     devices: the owner must export this memory as posix_fd or fabric",
+                    pr.gpu
+                ),
+            ));
+        }
+        match first {
+            None => first = Some((pr.rank, &pr.gpu)),
+            Some((r, g)) if g.uuid != pr.gpu.uuid => {
+                return Some(fail(
+                    pr.rank,
+                    None,
+                    format!(
+                        "the plan needs two MIG devices in one process ({g} for rank {r}, {} for \
+                         rank {}), and a CUDA process uses a single MIG device: import each MIG \
+                         device's ranks in a kvcr of its own (CUDA_VISIBLE_DEVICES naming that \
+                         device)",
+                        pr.gpu, pr.rank
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
+
 /// What a hold publishes and removes before the memory goes.
 struct Kept<'a> {
     ready: &'a mut Option<ReadyFile>,
@@ -386,6 +450,7 @@ impl Imported<'_> {
             if let Some(h) = hand_over.as_mut() {
                 load_hand_over(h, plan, &ledger, backend);
             }
+            report.warnings.extend(backend.hold_warnings());
             let wait = Wait {
                 poll: *poll,
                 on_ready: &mut **on_ready,

@@ -48,7 +48,7 @@ fn access_name(flags: u64) -> &'static str {
     }
 }
 
-/// `CUmemLocationType` by name, for messages.
+/// `CUmemLocationType` by name, for messages (the decision compares integers).
 fn location_name(t: c_int) -> &'static str {
     match t {
         0 => "invalid",
@@ -56,7 +56,12 @@ fn location_name(t: c_int) -> &'static str {
         2 => "host",
         3 => "host NUMA node",
         4 => "host NUMA node of the calling thread",
-        _ => "unknown to this build",
+        5 => "CU_MEM_LOCATION_TYPE_INVISIBLE: the memory's device is not visible to this process",
+        _ => {
+            "unknown to this build; CUDA 13.x adds location types (device locality domains) \
+             whose id is a union of a deviceId and a localityDomainId byte, which kvcr does \
+             not read"
+        }
     }
 }
 
@@ -79,9 +84,17 @@ pub fn check_location(
         .into());
     }
     if location_type != consts::CU_MEM_LOCATION_TYPE_DEVICE || location_id != ordinal {
+        // Another location type's id may not be an int at all (CUDA 13.x):
+        // its raw bytes, for the operator.
+        let raw = if location_type == consts::CU_MEM_LOCATION_TYPE_DEVICE {
+            String::new()
+        } else {
+            format!(" (bytes {:#010x})", location_id as u32)
+        };
         return Err(format!(
             "cuMemGetAllocationPropertiesFromHandle reports location type {location_type} ({}) id \
-                {location_id}, the plan put it on device {ordinal} (location type {} id {ordinal})",
+                {location_id}{raw}, the plan put it on device {ordinal} (location type {} id \
+                {ordinal})",
             location_name(location_type),
             consts::CU_MEM_LOCATION_TYPE_DEVICE
         )
@@ -97,6 +110,26 @@ pub fn check_location(
 /// or `CUDA_ERROR_NOT_SUPPORTED` (801). Any other status fails the step.
 pub fn block_id_unanswered(e: &CallError) -> bool {
     matches!(e.status, Some(cuda_ffi::Status(1 | 801)))
+}
+
+/// `CU_COMPUTEMODE_*`: why a context may be refused on a device in mode
+/// `mode` (the integer the driver wrote), or `None` for the default mode.
+pub fn compute_mode_refusal(mode: i32, ordinal: i32) -> Option<String> {
+    match mode {
+        0 => None,
+        2 => Some(format!(
+            "device {ordinal} is in prohibited compute mode (CU_COMPUTEMODE_PROHIBITED, 2): no \
+             process may create a context on it"
+        )),
+        3 => Some(format!(
+            "device {ordinal} is in exclusive-process compute mode \
+             (CU_COMPUTEMODE_EXCLUSIVE_PROCESS, 3): only one process may have a context on it, \
+             and another one has"
+        )),
+        m => Some(format!(
+            "device {ordinal} is in compute mode {m}, which this build does not know"
+        )),
+    }
 }
 
 /// Why the CUDA backend cannot be used on this machine (exit 2).
@@ -129,8 +162,13 @@ pub struct CudaBackend {
     read_write: bool,
     /// Retained primary contexts by ordinal: device handle, context, our count.
     contexts: BTreeMap<i32, (cuda_ffi::CuDevice, cuda_ffi::Context, usize)>,
-    /// The handle type of each imported handle (for the granularity query).
-    handle_types: BTreeMap<u64, c_int>,
+    /// What `cuMemGetAllocationPropertiesFromHandle` wrote for each
+    /// imported handle (`verify-location`), the first answer kept: the
+    /// granularity query takes the allocation's own properties.
+    props: BTreeMap<u64, cuda_ffi::MemAllocationProp>,
+    /// The compute mode of each device kvcr retained a context on (the
+    /// integer the driver wrote), for the hold's warning.
+    compute_modes: BTreeMap<i32, i32>,
     /// The owner fds taken for `posix_fd` imports, by imported handle (one
     /// per import: the driver may answer a handle it already gave), kept
     /// open until that import is released: each is itself a reference to
@@ -214,20 +252,24 @@ impl CudaBackend {
     /// `cuInit` answers CUDA_ERROR_STUB_LIBRARY). VMM mappings are read-only.
     pub fn new() -> Result<CudaBackend, DriverError> {
         let drv = cuda_ffi::driver().map_err(|_| DriverError::NotFound)?;
-        let missing = drv.missing(&REQUIRED_SYMBOLS);
-        if !missing.is_empty() {
-            return Err(DriverError::TooOld { missing });
-        }
+        // The toolkit's stub first (the probe's cuInit answered
+        // CUDA_ERROR_STUB_LIBRARY): it may lack entry points too, and "too
+        // old" would send the operator the wrong way.
         if let Err(e @ gpus::EnumError::Call(c)) = gpus::cuda_devices() {
             if e.is_stub() {
                 return Err(DriverError::Stub(c.to_string()));
             }
         }
+        let missing = drv.missing(&REQUIRED_SYMBOLS);
+        if !missing.is_empty() {
+            return Err(DriverError::TooOld { missing });
+        }
         Ok(CudaBackend {
             drv,
             read_write: false,
             contexts: BTreeMap::new(),
-            handle_types: BTreeMap::new(),
+            props: BTreeMap::new(),
+            compute_modes: BTreeMap::new(),
             taken: BTreeMap::new(),
             held: Held::default(),
         })
@@ -339,7 +381,17 @@ impl Backend for CudaBackend {
             }
             return Err(why.into());
         };
-        let ctx = self.drv.primary_ctx_retain(v.handle).map_err(call)?;
+        let mode = self.drv.compute_mode(v.handle);
+        let ctx = self.drv.primary_ctx_retain(v.handle).map_err(|e| {
+            let mut err = call(e);
+            if let Some(why) = mode.and_then(|m| compute_mode_refusal(m, v.ordinal)) {
+                err.message.push_str(&format!("; {why}"));
+            }
+            err
+        })?;
+        if let Some(m) = mode {
+            self.compute_modes.insert(v.ordinal, m);
+        }
         let e = self.contexts.entry(v.ordinal).or_insert((v.handle, ctx, 0));
         e.2 += 1;
         // Nothing fallible between the retain and handing it to the ledger:
@@ -363,11 +415,8 @@ impl Backend for CudaBackend {
     ) -> Result<(Resource, Option<Identity>), BackendError> {
         self.enter(dev.0)?;
         let mut file = None;
-        let (h, ty) = match handle {
-            Handle::Fabric(bytes) => (
-                self.drv.import_fabric(bytes).map_err(call)?,
-                consts::CU_MEM_HANDLE_TYPE_FABRIC,
-            ),
+        let h = match handle {
+            Handle::Fabric(bytes) => self.drv.import_fabric(bytes).map_err(call)?,
             Handle::PosixFd(fd) => {
                 let dup =
                     pidfd::take_fd(owner.pid, *fd, owner.start_ticks, &pidfd::proc_start_ticks)
@@ -382,12 +431,10 @@ impl Backend for CudaBackend {
                     file: dup,
                 });
                 file = Some(ident);
-                (h, consts::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+                h
             }
             Handle::CudaIpc(_) => return Err("internal: cuda_ipc is not a shareable handle".into()),
         };
-        // A handle the driver gave before keeps its first type.
-        self.handle_types.entry(h).or_insert(ty);
         let r = self.held.mint(Resource::Imported {
             device: dev.0,
             handle: h,
@@ -404,13 +451,12 @@ impl Backend for CudaBackend {
         self.held.check(imported)?;
         self.enter(dev.0)?;
         let h = Self::handle_of(imported)?;
-        // Recorded by `import` for every handle `held` admits.
-        let ty = self.handle_types.get(&h).copied().ok_or_else(|| {
-            format!("internal: no handle type recorded for imported handle {h:#x}")
+        // The imported allocation's own properties, which verify-location
+        // read (and found to be pinned memory of the planned device).
+        let prop = self.props.get(&h).copied().ok_or_else(|| {
+            format!("internal: no allocation properties recorded for imported handle {h:#x}")
         })?;
-        // Granularity of the planned device, not of the imported allocation
-        // (a fabric allocation's location need not be a local device).
-        let gran = self.drv.granularity(dev.0, ty).map_err(call)?;
+        let gran = self.drv.granularity(&prop).map_err(call)?;
         let size = round_up(size, gran)
             .ok_or_else(|| format!("size {size} cannot be rounded to granularity {gran}"))?;
         let ptr = self.drv.address_reserve(size, gran).map_err(call)?;
@@ -488,7 +534,10 @@ impl Backend for CudaBackend {
         let h = Self::handle_of(imported)?;
         // SAFETY: a handle this backend imported and holds (checked above).
         let p = unsafe { self.drv.allocation_properties(h) }.map_err(call)?;
-        check_location(p.type_, p.location.type_, p.location.id, dev.0)
+        check_location(p.type_, p.location.type_, p.location.id, dev.0)?;
+        // A handle the driver gave before keeps its first answer.
+        self.props.entry(h).or_insert(p);
+        Ok(())
     }
 
     fn read(
@@ -575,6 +624,20 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn hold_warnings(&self) -> Vec<String> {
+        self.compute_modes
+            .iter()
+            .filter(|(_, m)| **m == 3)
+            .map(|(d, _)| {
+                format!(
+                    "device {d} is in exclusive-process compute mode \
+                     (CU_COMPUTEMODE_EXCLUSIVE_PROCESS): while kvcr holds its context there, no \
+                     other process, the engine included, can create one"
+                )
+            })
+            .collect()
+    }
+
     fn held_fd(&self, imported: &Resource) -> Option<BorrowedFd<'_>> {
         let Resource::Imported { handle, .. } = *imported else {
             return None;
@@ -635,7 +698,7 @@ impl CudaBackend {
                     fds.pop();
                 }
                 if self.held.count(r) <= 1 {
-                    self.handle_types.remove(&handle);
+                    self.props.remove(&handle);
                     self.taken.remove(&handle);
                 }
                 Ok(())
@@ -736,7 +799,10 @@ mod tests {
             (1, 2, 0, "location type 2 (host)"),
             (1, 3, 0, "location type 3 (host NUMA node)"),
             (1, 0, 0, "location type 0 (invalid)"),
-            (1, 919, 0, "location type 919 (unknown to this build)"),
+            (1, 919, 0, "location type 919 (unknown to this build"),
+            (1, 919, 0, "device locality domains"),
+            (1, 5, -2, "location type 5 (CU_MEM_LOCATION_TYPE_INVISIBLE"),
+            (1, 5, -2, "bytes 0xfffffffe"),
             (1, 1, 1, "id 1, the plan put it on device 0"),
             (1, 1, -1, "id -1"),
         ] {
@@ -764,6 +830,20 @@ mod tests {
             ..e(1)
         };
         assert!(!block_id_unanswered(&missing));
+    }
+
+    #[test]
+    fn compute_modes_are_named_by_their_integer() {
+        assert_eq!(compute_mode_refusal(0, 1), None);
+        assert!(compute_mode_refusal(2, 1)
+            .unwrap()
+            .contains("CU_COMPUTEMODE_PROHIBITED, 2"));
+        assert!(compute_mode_refusal(3, 1)
+            .unwrap()
+            .contains("device 1 is in exclusive-process compute mode"));
+        assert!(compute_mode_refusal(77, 0)
+            .unwrap()
+            .contains("compute mode 77, which this build does not know"));
     }
 
     #[test]

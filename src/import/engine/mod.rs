@@ -198,6 +198,11 @@ pub trait Backend {
     fn held_fd(&self, _imported: &Resource) -> Option<std::os::fd::BorrowedFd<'_>> {
         None
     }
+    /// What a hold should tell about the devices it keeps (an
+    /// exclusive-process compute mode keeps the engine out).
+    fn hold_warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// `CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID` of the byte at `offset` into
     /// `mapping` (an IPC mapping, or a VMM mapping with access granted): the
     /// driver's id of the physical allocation, or

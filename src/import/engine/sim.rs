@@ -637,6 +637,9 @@ impl<B: Backend> Backend for Injected<B> {
     fn held_fd(&self, imported: &Resource) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.inner.held_fd(imported)
     }
+    fn hold_warnings(&self) -> Vec<String> {
+        self.inner.hold_warnings()
+    }
     fn block_id(
         &mut self,
         dev: Device,
