@@ -19,9 +19,11 @@
  *       GPU memory) and the number of an fd it closed; every allocation is
  *       filled with its own pattern (below). Writes DIR/owner.json, then
  *       waits: SIGUSR2 re-reads every allocation it still maps and writes
- *       DIR/check.json; SIGUSR1 drops its own references to the VMM
- *       allocations (unmap, free the range, cuMemRelease; the exported fds
- *       stay open) and writes DIR/dropped.json; SIGTERM/SIGINT end it.
+ *       DIR/check.json; SIGUSR1 drops every reference it has to the hold
+ *       allocation (a third VMM allocation, exported once as a posix_fd for
+ *       the hold step: unmap, free the range, cuMemRelease, close its fd)
+ *       and to the fabric one, and writes DIR/dropped.json; SIGTERM/SIGINT
+ *       end it.
  *       It allows any process to ptrace it (PR_SET_PTRACER_ANY), for
  *       pidfd_getfd under Yama ptrace_scope 1.
  *   gpu-proof-owner read ipc|fabric HEX SIZE SEED
@@ -31,8 +33,11 @@
  *   gpu-proof-owner twice IPC_HEX PID FD1 FD2
  *       the driver's own answers, outside kvcr: the same IPC handle opened
  *       twice in one context (same pointer? does one close leave it
- *       readable?) and one VMM allocation imported through two fds (the
- *       same handle?); one JSON object on stdout.
+ *       readable?) and one VMM allocation imported through two exported
+ *       fds: both handles (the same?), each fd's file type and kcmp of the
+ *       two (0 is one open file), and each handle's BUFFER_ID and
+ *       MEMORY_BLOCK_ID once mapped (with the status of each query); one
+ *       JSON object on stdout.
  *   gpu-proof-owner take SOCKET SEED
  *       a new engine during a `kvcr import --hold`: connects to the hold's
  *       hand-over socket (the ready file's hand_over), receives one message
@@ -352,7 +357,8 @@ struct vmm {
     int seed, mapped;
 };
 
-static struct vmm posix_mem, fabric_mem;
+static struct vmm posix_mem, fabric_mem, hold_mem;
+static int hold_fd = -1;
 static CUdeviceptr ipc_ptr;
 static unsigned long long ipc_size;
 static const char *dir;
@@ -445,6 +451,10 @@ static int cmd_serve(unsigned long long mib) {
     int fd1 = -1, fd2 = -1, gone = -1;
     if (CK(p_cuMemExportToShareableHandle(&fd1, posix_mem.h, H_POSIX_FD, 0))) return 1;
     if (CK(p_cuMemExportToShareableHandle(&fd2, posix_mem.h, H_POSIX_FD, 0))) return 1;
+    /* posix_fd for the hold step: one more VMM allocation, exported once;
+     * SIGUSR1 drops it and closes that fd (the others stay for later steps). */
+    if (vmm_create(&hold_mem, H_POSIX_FD, size, 0x44)) return 1;
+    if (CK(p_cuMemExportToShareableHandle(&hold_fd, hold_mem.h, H_POSIX_FD, 0))) return 1;
     /* An fd number the owner closed: far above anything it opens later. */
     if (dup2(fd1, 900) == 900) {
         close(900);
@@ -482,6 +492,7 @@ static int cmd_serve(unsigned long long mib) {
     fprintf(f, " \"ipc\": {\"hex\": \"%s\", \"size\": %llu, \"seed\": %d},\n", ipc_hex, ipc_size, 0x11);
     fprintf(f, " \"vmm\": {\"fd\": %d, \"fd2\": %d, \"size\": %llu, \"seed\": %d},\n", fd1, fd2, posix_mem.size,
             posix_mem.seed);
+    fprintf(f, " \"hold\": {\"fd\": %d, \"size\": %llu, \"seed\": %d},\n", hold_fd, hold_mem.size, hold_mem.seed);
     if (fab_hex[0])
         fprintf(f, " \"fabric\": {\"hex\": \"%s\", \"size\": %llu, \"seed\": %d},\n", fab_hex, fabric_mem.size,
                 fabric_mem.seed);
@@ -499,11 +510,17 @@ static int cmd_serve(unsigned long long mib) {
         if (sig == SIGUSR2) {
             write_check();
         } else if (sig == SIGUSR1) {
-            vmm_drop(&posix_mem);
+            /* The hold step: every reference of this process to the hold
+             * allocation (mapping, handle, its exported fd) and to the
+             * fabric one goes; only kvcr's keep them. */
+            vmm_drop(&hold_mem);
             vmm_drop(&fabric_mem);
+            int closed = hold_fd >= 0 && close(hold_fd) == 0;
+            hold_fd = -1;
             FILE *d = open_out("dropped.json", fin, sizeof fin, tmp, sizeof tmp);
             if (d) {
-                fprintf(d, "{\"dropped\": [\"vmm\"%s], \"error\": ", fabric_mem.size ? ", \"fabric\"" : "");
+                fprintf(d, "{\"dropped\": [\"hold\"%s], \"closed_fd\": %s, \"error\": ",
+                        fabric_mem.size ? ", \"fabric\"" : "", closed ? "true" : "false");
                 jstr(d, last_error);
                 fprintf(d, "}\n");
                 fclose(d);
@@ -511,6 +528,7 @@ static int cmd_serve(unsigned long long mib) {
             }
         } else {
             vmm_drop(&posix_mem);
+            vmm_drop(&hold_mem);
             vmm_drop(&fabric_mem);
             p_cuMemFree(ipc_ptr);
             return 0;
@@ -784,17 +802,50 @@ static int cmd_twice(const char *ipc_hex, int pid, int fd1, int fd2) {
     printf("{\"ipc\": {\"open1\": %d, \"open2\": %d, \"same_pointer\": %s, \"close1\": %d, "
            "\"read_after_one_close\": %d, \"close2\": %d, \"close3\": %d}",
            ra, rb, ra == 0 && rb == 0 && a == b ? "true" : "false", c1, after, c2, c3);
-    /* One VMM allocation through two fds. */
+    /* One VMM allocation through two fds (two exports): what the driver
+     * gives to tell them apart or not. */
     int m1 = take(pid, fd1), m2 = take(pid, fd2);
     CUmemGenericAllocationHandle h1 = 0, h2 = 0;
     int i1 = m1 < 0 ? -1 : p_cuMemImportFromShareableHandle(&h1, (void *)(intptr_t)m1, H_POSIX_FD);
     int i2 = m2 < 0 ? -1 : p_cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)m2, H_POSIX_FD);
+    long kc = m1 < 0 || m2 < 0 ? -2 : syscall(SYS_kcmp, getpid(), getpid(), 0, m1, m2);
+    printf(", \"posix_fd\": {\"taken\": %s, \"import1\": %d, \"import2\": %d, \"handle1\": \"0x%llx\", "
+           "\"handle2\": \"0x%llx\", \"same_handle\": %s, \"fd_type1\": ",
+           m1 >= 0 && m2 >= 0 ? "true" : "false", i1, i2, h1, h2, i1 == 0 && i2 == 0 && h1 == h2 ? "true" : "false");
+    jstr(stdout, m1 < 0 ? "none" : file_type(m1));
+    printf(", \"fd_type2\": ");
+    jstr(stdout, m2 < 0 ? "none" : file_type(m2));
+    printf(", \"kcmp\": %ld", kc);
+    /* Each handle mapped on its own: BUFFER_ID (7) and MEMORY_BLOCK_ID (20). */
+    CUmemGenericAllocationHandle hs[2] = {h1, h2};
+    int ok[2] = {i1 == 0, i2 == 0};
+    unsigned long long ids[2][2] = {{0, 0}, {0, 0}};
+    int rcs[2][2] = {{-1, -1}, {-1, -1}};
+    for (int k = 0; k < 2; k++) {
+        CUmemAllocationProp p = vmm_prop(H_POSIX_FD);
+        size_t g = 0;
+        CUdeviceptr va = 0;
+        if (!ok[k] || !p_cuPointerGetAttribute || p_cuMemGetAllocationGranularity(&g, &p, 0)) continue;
+        if (p_cuMemAddressReserve(&va, g, 0, 0, 0)) continue;
+        CUmemAccessDesc acc = {{LOC_DEVICE, 0}, PROT_R};
+        if (p_cuMemMap(va, g, 0, hs[k], 0) == 0) {
+            p_cuMemSetAccess(va, g, &acc, 1);
+            rcs[k][0] = p_cuPointerGetAttribute(&ids[k][0], 7, va);
+            rcs[k][1] = p_cuPointerGetAttribute(&ids[k][1], 20, va);
+            p_cuMemUnmap(va, g);
+        }
+        p_cuMemAddressFree(va, g);
+    }
+    printf(", \"buffer_id_rc\": [%d, %d], \"buffer_id\": [\"0x%llx\", \"0x%llx\"], \"same_buffer_id\": %s",
+           rcs[0][0], rcs[1][0], ids[0][0], ids[1][0],
+           rcs[0][0] == 0 && rcs[1][0] == 0 && ids[0][0] == ids[1][0] ? "true" : "false");
+    printf(", \"memory_block_id_rc\": [%d, %d], \"memory_block_id\": [\"0x%llx\", \"0x%llx\"], "
+           "\"same_memory_block_id\": %s",
+           rcs[0][1], rcs[1][1], ids[0][1], ids[1][1],
+           rcs[0][1] == 0 && rcs[1][1] == 0 && ids[0][1] == ids[1][1] ? "true" : "false");
     int r1 = i1 == 0 ? p_cuMemRelease(h1) : -1;
     int r2 = i2 == 0 ? p_cuMemRelease(h2) : -1;
-    printf(", \"posix_fd\": {\"taken\": %s, \"import1\": %d, \"import2\": %d, \"same_handle\": %s, "
-           "\"release1\": %d, \"release2\": %d}}\n",
-           m1 >= 0 && m2 >= 0 ? "true" : "false", i1, i2, i1 == 0 && i2 == 0 && h1 == h2 ? "true" : "false", r1,
-           r2);
+    printf(", \"release1\": %d, \"release2\": %d}}\n", r1, r2);
     return 0;
 usage:
     fprintf(stderr, "gpu-proof-owner: twice wants 128 hex digits\n");
