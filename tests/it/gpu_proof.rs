@@ -351,15 +351,35 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
     let Some(f) = fake() else { return };
     let full = std::env::var_os("KVCR_GPU_PROOF_FULL").is_some();
     let only = if full { None } else { Some(QUICK) };
-    let (code, s, log, out) = run(&f, only, &[]);
+    // The whole proof runs as the GPU machine runs it: carried binaries
+    // (the owner built as scripts/gpu-proof-build.sh builds it); the
+    // subset builds the owner with cc, as where the carried one cannot run.
+    let carried = f.dir.path().join("carried-owner");
+    if full {
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let o = Command::new(&cc)
+            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&carried)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/gpu-proof-owner.c"
+            ))
+            .arg("-ldl")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let owner = [("GPU_OWNER_BIN", carried.to_str().unwrap())];
+    let (code, s, log, out) = run(&f, only, if full { &owner[..] } else { &[] });
     check(code, &s, &log, &out, only);
     // What the details must say, not only the statuses.
     let d = |n: &str| by_name(&s, n)["detail"].as_str().unwrap().to_string();
-    assert!(
-        d("binaries").contains("owner built here with cc"),
-        "{}",
-        d("binaries")
-    );
+    let built = if full {
+        format!("owner {}", carried.display())
+    } else {
+        "owner built here with cc".to_string()
+    };
+    assert!(d("binaries").contains(&built), "{}", d("binaries"));
     assert!(d("toolkit-stub").contains("stub"));
     assert!(d("sigint").contains("result=interrupted"));
     assert!(d("hold").contains("lib/libcuda.so.1"), "{}", d("hold"));
