@@ -480,6 +480,27 @@ impl Scenario {
         c
     }
 
+    /// `kvcr import INV --format json --hold --ready-file DIR/ready.json`
+    /// started in the background; returns once the ready file exists.
+    pub(crate) fn start_hold(&self, tag: &str, extra_env: &[(&str, String)]) -> Holding {
+        let log = self.dir.path().join(format!("{tag}.log"));
+        let ready = self.dir.path().join(format!("{tag}/ready.json"));
+        std::fs::create_dir_all(ready.parent().unwrap()).unwrap();
+        let inv = self.inv();
+        let args = [
+            "import",
+            inv.to_str().unwrap(),
+            "--format",
+            "json",
+            "--hold",
+            "--ready-file",
+            ready.to_str().unwrap(),
+        ];
+        let child = self.command(&log, extra_env, &args).spawn().unwrap();
+        wait_for("the ready file", || ready.exists());
+        Holding { child, ready, log }
+    }
+
     /// `kvcr import INV --format json ARGS` with the fake; a fresh log per run.
     pub(crate) fn import(&self, tag: &str, extra_env: &[(&str, String)], args: &[&str]) -> Run {
         let log = self.dir.path().join(format!("{tag}.log"));
@@ -489,6 +510,21 @@ impl Scenario {
         all.extend_from_slice(args);
         let child = self.command(&log, extra_env, &all).spawn().unwrap();
         finish(child, &log)
+    }
+}
+
+/// A hold in the background ([`Scenario::start_hold`]).
+pub(crate) struct Holding {
+    pub(crate) child: Child,
+    pub(crate) ready: PathBuf,
+    pub(crate) log: PathBuf,
+}
+
+impl Holding {
+    /// SIGTERM, then what the hold did.
+    pub(crate) fn release(self) -> Run {
+        signal(&self.child, libc::SIGTERM);
+        finish(self.child, &self.log)
     }
 }
 
@@ -1235,13 +1271,15 @@ fn the_fake_reports_every_broken_rule() {
     assert!(l.held.is_empty() && l.exited, "{l:?}");
 }
 
-#[test]
-fn a_driver_without_an_entry_point_is_exit_2_naming_it() {
-    let b = need_cc!();
+/// A build of the fake with these `-D` defines (`FAKECUDA_OLD_DRIVER`,
+/// `FAKECUDA_AS_STUB`), as `libcuda.so.1` in a fresh directory.
+pub(crate) fn build_variant(defines: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
-        .args(["-shared", "-fPIC", "-O1", "-DFAKECUDA_OLD_DRIVER", "-o"])
+        .args(["-shared", "-fPIC", "-O1"])
+        .args(defines.iter().map(|d| format!("-D{d}")))
+        .arg("-o")
         .arg(dir.path().join("libcuda.so.1"))
         .arg(format!("{SRC}/fakecuda.c"))
         .arg("-lpthread")
@@ -1252,6 +1290,13 @@ fn a_driver_without_an_entry_point_is_exit_2_naming_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    dir
+}
+
+#[test]
+fn a_driver_without_an_entry_point_is_exit_2_naming_it() {
+    let b = need_cc!();
+    let dir = build_variant(&["FAKECUDA_OLD_DRIVER"]);
     let mut s = Scenario::mixed(b);
     for (k, v) in s.env.iter_mut() {
         if k == "LD_LIBRARY_PATH" {

@@ -5,7 +5,7 @@
 //! stub is recognised before missing entry points are; MIG devices the plan
 //! cannot use in one process are refused before any import.
 
-use crate::fakecuda::{alloc, built, gpu, Alloc, Scenario, MIB};
+use crate::fakecuda::{alloc, build_variant, built, gpu, Alloc, Scenario, MIB};
 
 #[test]
 fn the_granularity_is_the_imported_allocations_own() {
@@ -83,23 +83,8 @@ fn an_exclusive_process_gpu_is_named_and_a_hold_there_warns() {
     assert!(!r.failure_message().contains("compute mode"), "{}", r.why());
     // kvcr alone on an exclusive-process GPU: the hold works, and says
     // that while it holds the engine cannot have a context there.
-    let ready = s.dir.path().join("ready.json");
-    let log = s.dir.path().join("hold.log");
-    let inv = s.inv();
-    let args = [
-        "import",
-        inv.to_str().unwrap(),
-        "--format",
-        "json",
-        "--hold",
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ];
-    let env = [("FAKECUDA_COMPUTE_MODE", "3".to_string())];
-    let child = s.command(&log, &env, &args).spawn().unwrap();
-    crate::util::wait_for("the ready file", || ready.exists());
-    crate::util::signal(&child, libc::SIGTERM);
-    let r = crate::fakecuda::finish(child, &log);
+    let held = s.start_hold("hold", &[("FAKECUDA_COMPUTE_MODE", "3".to_string())]);
+    let r = held.release();
     assert_eq!(r.code, 0, "{}", r.why());
     let w = r.report()["warnings"].to_string();
     assert!(
@@ -111,31 +96,8 @@ fn an_exclusive_process_gpu_is_named_and_a_hold_there_warns() {
 #[test]
 fn the_toolkit_stub_is_named_before_missing_entry_points() {
     let Some(b) = built() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     // A stub that also lacks entry points kvcr needs.
-    let out = std::process::Command::new(&cc)
-        .args([
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-DFAKECUDA_OLD_DRIVER",
-            "-DFAKECUDA_AS_STUB",
-        ])
-        .arg("-o")
-        .arg(dir.path().join("libcuda.so.1"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fakecuda/fakecuda.c"
-        ))
-        .arg("-lpthread")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = build_variant(&["FAKECUDA_OLD_DRIVER", "FAKECUDA_AS_STUB"]);
     let s = Scenario::new(b, 1, 1, |_| vec![alloc("fabric", 0)]);
     let r = s.import(
         "stub-old",

@@ -8,8 +8,8 @@
 //! fake's `cuMemGetInfo` counts every physical allocation some reference
 //! still keeps, in any process).
 
-use crate::fakecuda::{alloc, built, finish, parse_log, pidfd_works, Alloc, Scenario, MIB};
-use crate::util::{signal, wait_for};
+use crate::fakecuda::{alloc, built, parse_log, pidfd_works, Alloc, Scenario, MIB};
+use crate::util::signal;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -56,18 +56,6 @@ fn seeded(kind: &'static str) -> Alloc {
     }
 }
 
-fn hold_args<'a>(ready: &'a Path, inv: &'a Path) -> Vec<&'a str> {
-    vec![
-        "import",
-        inv.to_str().unwrap(),
-        "--format",
-        "json",
-        "--hold",
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ]
-}
-
 #[test]
 fn the_owner_goes_and_an_engine_takes_the_memory_from_what_the_ready_file_names() {
     let Some(b) = built() else { return };
@@ -86,15 +74,8 @@ fn the_owner_goes_and_an_engine_takes_the_memory_from_what_the_ready_file_names(
     });
     let before = used(&s);
     assert_eq!(before, 3 * 4 * MIB, "the owner's three allocations");
-    let log = s.dir.path().join("hold.log");
-    let ready = s.dir.path().join("run/ready.json");
-    std::fs::create_dir(s.dir.path().join("run")).unwrap();
-    let inv = s.inv();
-    let child = s
-        .command(&log, &[], &hold_args(&ready, &inv))
-        .spawn()
-        .unwrap();
-    wait_for("the ready file", || ready.exists());
+    let held = s.start_hold("run", &[]);
+    let ready = held.ready.clone();
     let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     let socket = doc["hand_over"].as_str().unwrap().to_string();
     assert_eq!(socket, format!("{}.sock", ready.display()));
@@ -145,8 +126,7 @@ fn the_owner_goes_and_an_engine_takes_the_memory_from_what_the_ready_file_names(
     assert_eq!((code, &read["read"]), (0, &Value::from("same")), "{read}");
 
     // Release: exit 0, the socket and the ready file gone, the memory back.
-    signal(&child, libc::SIGTERM);
-    let r = finish(child, &log);
+    let r = held.release();
     assert_eq!(r.code, 0, "{}", r.why());
     assert!(!ready.exists() && !Path::new(&socket).exists());
     r.assert_clean_reverse();
@@ -164,13 +144,10 @@ fn a_hold_refuses_what_it_cannot_serve_saying_why() {
     let Some(b) = built() else { return };
     let s = Scenario::new(b, 1, 1, |_| vec![alloc("fabric", 0), alloc("cuda_ipc", 0)]);
     let ready = s.dir.path().join("ready.json");
-    let inv = s.inv();
-    let log = s.dir.path().join("ipc.log");
-    let r = finish(
-        s.command(&log, &[], &hold_args(&ready, &inv))
-            .spawn()
-            .unwrap(),
-        &log,
+    let r = s.import(
+        "ipc",
+        &[],
+        &["--hold", "--ready-file", ready.to_str().unwrap()],
     );
     assert_eq!(r.code, 2, "{}", r.why());
     assert!(
@@ -202,16 +179,10 @@ fn a_hold_refuses_what_it_cannot_serve_saying_why() {
 fn a_fabric_hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
     let Some(b) = built() else { return };
     let s = Scenario::new(b, 2, 2, |r| vec![alloc("fabric", r), alloc("fabric", r)]);
-    let log = s.dir.path().join("hold.log");
-    let ready = s.dir.path().join("ready.json");
-    let inv = s.inv();
-    let child = s
-        .command(&log, &[], &hold_args(&ready, &inv))
-        .spawn()
-        .unwrap();
-    wait_for("the ready file", || ready.exists());
+    let held = s.start_hold("fabric", &[]);
+    let ready = held.ready.clone();
     let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
-    assert_eq!(doc["pid"], child.id());
+    assert_eq!(doc["pid"], held.child.id());
     assert_eq!(doc["backend"], "cuda");
     assert!(
         doc.get("hand_over").is_none(),
@@ -219,11 +190,10 @@ fn a_fabric_hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
     );
     assert_eq!(doc["ranks"].as_array().unwrap().len(), 2);
     // Everything acquired, nothing released while held.
-    let mid = parse_log(&std::fs::read_to_string(&log).unwrap());
+    let mid = parse_log(&std::fs::read_to_string(&held.log).unwrap());
     assert_eq!(mid.acquired.len(), 2 * 7);
     assert!(mid.released.is_empty());
-    signal(&child, libc::SIGTERM);
-    let r = finish(child, &log);
+    let r = held.release();
     assert_eq!(r.code, 0, "{}", r.why());
     assert!(!ready.exists());
     r.assert_clean_reverse();

@@ -337,6 +337,22 @@ fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
     assert_eq!(view["devices"][0]["fabric"], 1);
 }
 
+/// scripts/gpu-proof-owner.c built as scripts/gpu-proof-build.sh builds it.
+fn compile_owner(out: &Path) {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let o = Command::new(&cc)
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(out)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/gpu-proof-owner.c"
+        ))
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn by_name<'a>(s: &'a Value, name: &str) -> &'a Value {
     s["steps"]
         .as_array()
@@ -356,18 +372,7 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
     // subset builds the owner with cc, as where the carried one cannot run.
     let carried = f.dir.path().join("carried-owner");
     if full {
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let o = Command::new(&cc)
-            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&carried)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/scripts/gpu-proof-owner.c"
-            ))
-            .arg("-ldl")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        compile_owner(&carried);
     }
     let owner = [("GPU_OWNER_BIN", carried.to_str().unwrap())];
     let (code, s, log, out) = run(&f, only, if full { &owner[..] } else { &[] });
@@ -575,22 +580,7 @@ fn the_proof_builds_an_owner_that_does_not_run_and_finds_libcuda_where_the_drive
 fn the_fake_reads_cuda_visible_devices_as_the_driver_does() {
     let Some(f) = fake() else { return };
     let owner = f.dir.path().join("gpu-proof-owner");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(&cc)
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&owner)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/scripts/gpu-proof-owner.c"
-        ))
-        .arg("-ldl")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile_owner(&owner);
     let (g0, g1) = GPUS.split_once(',').unwrap();
     let seen = |cvd: Option<&str>| -> (i64, Vec<String>) {
         let mut c = Command::new(&owner);
