@@ -676,6 +676,16 @@ impl Run {
     }
 }
 
+/// The details of every call of `sym` in a run, in order.
+pub(crate) fn calls(r: &Run, sym: &str) -> Vec<String> {
+    r.log
+        .calls
+        .iter()
+        .filter(|c| c.1 == sym)
+        .map(|c| c.3.clone())
+        .collect()
+}
+
 /// The calls that release something (a failure there is exit 4).
 const RELEASE_CALLS: [&str; 5] = [
     "cuIpcCloseMemHandle",

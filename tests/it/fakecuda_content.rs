@@ -3,7 +3,7 @@
 //! through kvcr's own mapping), `require_content` at the gate, the driver's
 //! word on where VMM memory lives, and the access flags it granted.
 
-use crate::fakecuda::{alloc, built, Alloc, Run, Scenario, MIB};
+use crate::fakecuda::{alloc, built, calls, Alloc, Run, Scenario, MIB};
 use serde_json::Value;
 
 fn with_content(kind: &'static str, good: bool) -> Alloc {
@@ -20,15 +20,6 @@ fn items(r: &Run) -> Vec<Value> {
         .unwrap()
         .iter()
         .flat_map(|x| x["items"].as_array().unwrap().clone())
-        .collect()
-}
-
-fn calls(r: &Run, sym: &str) -> Vec<String> {
-    r.log
-        .calls
-        .iter()
-        .filter(|c| c.1 == sym)
-        .map(|c| c.3.clone())
         .collect()
 }
 

@@ -5,7 +5,7 @@
 //! stub is recognised before missing entry points are; MIG devices the plan
 //! cannot use in one process are refused before any import.
 
-use crate::fakecuda::{alloc, build_variant, built, gpu, Alloc, Scenario, MIB};
+use crate::fakecuda::{alloc, build_variant, built, calls, gpu, Alloc, Scenario, MIB};
 
 #[test]
 fn the_granularity_is_the_imported_allocations_own() {
@@ -26,17 +26,9 @@ fn the_granularity_is_the_imported_allocations_own() {
     );
     assert_eq!(r.code, 0, "{}", r.why());
     r.assert_clean_reverse();
-    let calls = |sym: &str| -> Vec<String> {
-        r.log
-            .calls
-            .iter()
-            .filter(|c| c.1 == sym)
-            .map(|c| c.3.clone())
-            .collect()
-    };
-    let g = calls("cuMemGetAllocationGranularity");
+    let g = calls(&r, "cuMemGetAllocationGranularity");
     assert!(g.len() == 1 && g[0].contains("compression=1"), "{g:?}");
-    let reserve = calls("cuMemAddressReserve");
+    let reserve = calls(&r, "cuMemAddressReserve");
     assert!(
         reserve[0].ends_with(&format!("size={}", 4 * MIB)),
         "{reserve:?}"

@@ -336,6 +336,17 @@ impl CudaBackend {
         }
     }
 
+    /// The pointer of `mapping` (an IPC mapping or a VMM mapping this
+    /// backend holds), with its device's context made current.
+    fn mapped(&self, dev: Device, mapping: &Resource) -> Result<u64, BackendError> {
+        self.held.check(mapping)?;
+        self.enter(dev.0)?;
+        match *mapping {
+            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => Ok(ptr),
+            other => Err(format!("internal: {other} is not a mapping").into()),
+        }
+    }
+
     fn handle_of(r: &Resource) -> Result<u64, BackendError> {
         match *r {
             Resource::Imported { handle, .. } => Ok(handle),
@@ -547,12 +558,7 @@ impl Backend for CudaBackend {
         offset: u64,
         len: u64,
     ) -> Result<Vec<u8>, BackendError> {
-        self.held.check(mapping)?;
-        self.enter(dev.0)?;
-        let ptr = match *mapping {
-            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
-            other => return Err(format!("internal: cannot read from {other}").into()),
-        };
+        let ptr = self.mapped(dev, mapping)?;
         if len > crate::format::content::PAGE_MAX {
             return Err(format!("internal: a read of {len} bytes is more than one page").into());
         }
@@ -572,12 +578,7 @@ impl Backend for CudaBackend {
         offset: u64,
         size: u64,
     ) -> Result<Mapped, BackendError> {
-        self.held.check(mapping)?;
-        self.enter(dev.0)?;
-        let ptr = match *mapping {
-            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
-            other => return Err(format!("internal: cannot inspect {other}").into()),
-        };
+        let ptr = self.mapped(dev, mapping)?;
         // The range containing the mapping's own pointer: for an IPC mapping
         // the exporter's whole allocation, for a VMM mapping our reservation.
         let (base, range) = self.drv.address_range(ptr).map_err(call)?;
@@ -605,12 +606,7 @@ impl Backend for CudaBackend {
         mapping: &Resource,
         offset: u64,
     ) -> Result<Identity, BackendError> {
-        self.held.check(mapping)?;
-        self.enter(dev.0)?;
-        let ptr = match *mapping {
-            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
-            other => return Err(format!("internal: {other} is not a mapping").into()),
-        };
+        let ptr = self.mapped(dev, mapping)?;
         let at = ptr
             .checked_add(offset)
             .ok_or_else(|| format!("internal: {ptr:#x} + {offset} overflows"))?;
