@@ -909,6 +909,12 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(name(unsafe { d.read(0, 8) }.map(drop)), "cuMemcpyDtoH_v2");
         assert_eq!(name(d.access_flags(0, 0).map(drop)), "cuMemGetAccess");
+        assert_eq!(
+            name(d.pointer_block_id(0).map(drop)),
+            "cuPointerGetAttribute"
+        );
+        // Optional: without it the compute mode is simply unknown.
+        assert_eq!(d.compute_mode(0x100), None);
         // Every name the backend requires is one the table resolves.
         let all = d.missing(&IMPORT_SYMBOLS);
         assert_eq!(all.len(), IMPORT_SYMBOLS.len());
