@@ -23,6 +23,8 @@ mod examples_run;
 mod explain;
 mod fakecuda;
 mod fakecuda_content;
+mod fakecuda_driver;
+mod fakecuda_hold;
 mod fakecuda_memory;
 mod fakecuda_mig;
 mod fakecuda_signals;
