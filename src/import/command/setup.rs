@@ -56,10 +56,10 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
     let open = || {
         let b = make_backend(spec, s.map_read_write)?;
         if spec.sim && p.verbosity != Verbosity::Quiet {
-            eprintln!(
+            crate::io::output::err_line(&format!(
                 "kvcr: warning: {} selects the simulated backend: no GPU memory is imported",
                 BackendSpec::ENV
-            );
+            ));
         }
         Ok(b)
     };
