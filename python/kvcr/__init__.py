@@ -5,11 +5,18 @@ with :func:`write_rank`; the engine side asks :func:`gate` before it becomes
 ready and imports from the plan it returns. Every rule is kvcr's own Rust
 code (``kvcr::api``), the same the ``kvcr`` command runs: nothing here
 re-implements a check. See docs/python.md and docs/format.md §13.
+
+The package reads no environment variable: what the ``kvcr`` command takes
+from ``KVCR_PROFILE``, ``KVCR_NODE_FACTS`` and ``KVCR_THREADS`` are the
+arguments ``profile=``, ``node_facts=`` and ``threads=`` here. It prints
+nothing: the notes the command prints on stderr go to the ``kvcr`` logger
+(level INFO).
 """
 
 from __future__ import annotations
 
 import json as _json
+import logging as _logging
 import operator as _operator
 import os as _os
 import pathlib as _pathlib
@@ -40,6 +47,14 @@ __all__ = [
 StrPath = Union[str, "_os.PathLike[str]"]
 
 _U64_MAX = (1 << 64) - 1
+
+_log = _logging.getLogger("kvcr")
+
+
+def _notes(notes: Sequence[str]) -> None:
+    # What the command line prints as `kvcr: note: …` on stderr.
+    for n in notes:
+        _log.info("%s", n)
 
 
 class Error(Exception):
@@ -93,7 +108,8 @@ class Refused(Error):
 
 
 def _raise(e: BaseException) -> NoReturn:
-    kind, status, code, field, message, report = e.args
+    kind, status, code, field, message, report, notes = e.args
+    _notes(notes)
     if kind == "usage":
         raise UsageError(message) from None
     if kind == "descriptor":
@@ -302,11 +318,15 @@ def audit(
     min_epoch: Optional[int] = None,
     max_age: Union[int, str, None] = None,
     incarnation: Union[str, _uuid.UUID, None] = None,
+    node_facts: Optional[StrPath] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """The document ``kvcr audit ROOT --format json`` prints with the same
     options, computed in-process with the GIL released. A rejected group is
-    no exception: read ``report["exit_status"]``. ``$KVCR_PROFILE`` applies
-    when ``profile`` is not given, as on the command line."""
+    no exception: read ``report["exit_status"]``. ``node_facts`` names a
+    facts file that describes the node ``live`` judges against (docs/live.md;
+    ``KVCR_NODE_FACTS`` for the command); ``threads`` the reading threads
+    (default: the CPUs available). No environment variable is read."""
     r = _path("root", root)
     pp, pj = _profile_args(profile)
     if not isinstance(live, bool) or not isinstance(strict, bool):
@@ -318,13 +338,16 @@ def audit(
     if incarnation is not None and not isinstance(incarnation, str):
         raise UsageError("incarnation: expected a UUID string, found %r" % (incarnation,))
     me = None if min_epoch is None else _int_option("min_epoch", min_epoch)
+    nf = None if node_facts is None else _path("node_facts", node_facts)
+    th = None if threads is None else _int_option("threads", threads, 1, 64)
     try:
-        text, _status = _native.audit(
+        text, _status, notes = _native.audit(
             r, pp, pj, engine, live, strict, _ranks(local_ranks), me,
-            _age("max_age", max_age), incarnation,
+            _age("max_age", max_age), incarnation, nf, th,
         )
     except _native.NativeError as e:
         _raise(e)
+    _notes(notes)
     out: Dict[str, Any] = _json.loads(text)
     return out
 
@@ -348,22 +371,30 @@ def gate(
     local_ranks: Union[str, Sequence[int], None] = None,
     fleet_report: Optional[StrPath] = None,
     max_report_age: Union[int, str] = 300,
+    node_facts: Optional[StrPath] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """The engine's readiness question: the import gate in live, strict mode,
     in the documented order of answers, up to and not including the driver
     check (no GPU call). Returns the accepted group's ``kvcr.import-plan/v1``
     document; raises :class:`Refused` (with ``.report``) otherwise, and
-    :class:`UsageError` for a missing or incomplete profile.
-    ``$KVCR_PROFILE`` applies only when ``profile`` is not given."""
+    :class:`UsageError` for a missing or incomplete profile (no environment
+    variable is read: pass it). ``node_facts`` and ``threads`` as for
+    :func:`audit`: on a node without a GPU driver the GPUs cannot be
+    checked and the gate refuses (``not-checked``) unless a facts file lists
+    them (docs/live.md)."""
     r = _path("root", root)
     pp, pj = _profile_args(profile)
     if engine is not None and not isinstance(engine, str):
         raise UsageError("engine: expected a string, found %r" % (engine,))
     fr = None if fleet_report is None else _path("fleet_report", fleet_report)
     age = _age("max_report_age", max_report_age)
+    nf = None if node_facts is None else _path("node_facts", node_facts)
+    th = None if threads is None else _int_option("threads", threads, 1, 64)
     try:
-        text = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age)
+        text, notes = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age, nf, th)
     except _native.NativeError as e:
         _raise(e)
+    _notes(notes)
     out: Dict[str, Any] = _json.loads(text)
     return out

@@ -51,6 +51,8 @@ def audit(
     min_epoch: Optional[int] = None,
     max_age: Union[int, str, None] = None,
     incarnation: Union[str, uuid.UUID, None] = None,
+    node_facts: Optional[StrPath] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def examine(path: StrPath) -> Dict[str, Any]: ...
 def gate(
@@ -61,4 +63,6 @@ def gate(
     local_ranks: Union[str, Sequence[int], None] = None,
     fleet_report: Optional[StrPath] = None,
     max_report_age: Union[int, str] = 300,
+    node_facts: Optional[StrPath] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]: ...

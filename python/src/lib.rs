@@ -1,9 +1,10 @@
 //! `kvcr._native`: the Python package's native half, a thin layer over
 //! `kvcr::api` (docs/python.md). Arguments arrive already converted by
 //! `kvcr/__init__.py` (paths as bytes, descriptors and profiles as JSON
-//! text); documents go back as JSON text. Errors are raised as
-//! `NativeError(kind, exit_status, code, field, message, report)`, which
-//! the package turns into its public exceptions.
+//! text); documents go back as JSON text, with the notes the command would
+//! print on stderr. Errors are raised as
+//! `NativeError(kind, exit_status, code, field, message, report, notes)`,
+//! which the package turns into its public exceptions.
 
 use kvcr::api::{self, Error, Profile};
 use pyo3::create_exception;
@@ -18,7 +19,7 @@ create_exception!(
     _native,
     NativeError,
     PyException,
-    "(kind, exit_status, code, field, message, report) from kvcr::api"
+    "(kind, exit_status, code, field, message, report, notes) from kvcr::api"
 );
 
 fn path(b: &[u8]) -> PathBuf {
@@ -27,6 +28,10 @@ fn path(b: &[u8]) -> PathBuf {
 
 fn raise(e: Error) -> PyErr {
     let status = e.exit_status();
+    let notes = match &e {
+        Error::Refused { report, .. } => report.notes().to_vec(),
+        _ => Vec::new(),
+    };
     let (kind, code, field, message, report) = match e {
         Error::Usage { message, hint } => {
             let message = match hint {
@@ -51,7 +56,7 @@ fn raise(e: Error) -> PyErr {
         }
         Error::Other { message, .. } => ("other", None, None, message, None),
     };
-    NativeError::new_err((kind, status, code, field, message, report))
+    NativeError::new_err((kind, status, code, field, message, report, notes))
 }
 
 fn usage(message: String) -> PyErr {
@@ -61,12 +66,13 @@ fn usage(message: String) -> PyErr {
     })
 }
 
+/// The profile as given; the package reads no environment variable
+/// (docs/format.md §13.2), so none given is none.
 fn profile(path_bytes: Option<Vec<u8>>, json: Option<Vec<u8>>) -> Option<Profile> {
     match (path_bytes, json) {
         (_, Some(j)) => Some(Profile::Json(j)),
         (Some(p), None) => Some(Profile::Path(path(&p))),
-        // As on the command line: $KVCR_PROFILE only when none is given.
-        (None, None) => Profile::from_env(),
+        (None, None) => None,
     }
 }
 
@@ -83,10 +89,11 @@ fn version() -> &'static str {
     kvcr::VERSION
 }
 
-/// `kvcr audit --format json`, with the GIL released.
+/// `kvcr audit --format json`, with the GIL released: the document, its
+/// exit status and the notes the command would print.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (root, profile_path, profile_json, engine, live, strict, local_ranks, min_epoch, max_age_s, incarnation))]
+#[pyo3(signature = (root, profile_path, profile_json, engine, live, strict, local_ranks, min_epoch, max_age_s, incarnation, node_facts, threads))]
 fn audit(
     py: Python<'_>,
     root: Vec<u8>,
@@ -99,7 +106,9 @@ fn audit(
     min_epoch: Option<u64>,
     max_age_s: Option<u64>,
     incarnation: Option<String>,
-) -> PyResult<(String, i32)> {
+    node_facts: Option<Vec<u8>>,
+    threads: Option<usize>,
+) -> PyResult<(String, i32, Vec<String>)> {
     let incarnation = incarnation
         .map(|s| uuid::Uuid::parse_str(&s).map_err(|e| usage(format!("incarnation {s:?}: {e}"))))
         .transpose()?;
@@ -112,11 +121,14 @@ fn audit(
         min_epoch,
         max_age_s,
         incarnation,
+        node_facts: node_facts.map(|p| path(&p)),
+        threads,
     };
     let root = path(&root);
     let r = py.detach(move || api::audit(&root, &o)).map_err(raise)?;
     let status = r.exit_status();
-    Ok((r.into_json(), status))
+    let notes = r.notes().to_vec();
+    Ok((r.into_json(), status, notes))
 }
 
 /// `--max-age` text to seconds.
@@ -222,9 +234,10 @@ fn content_digest(
     }
 }
 
-/// The readiness gate: the import plan as JSON text, with the GIL released.
+/// The readiness gate: the import plan as JSON text and the notes, with
+/// the GIL released.
 #[pyfunction]
-#[pyo3(signature = (root, profile_path, profile_json, engine, local_ranks, fleet_report, max_report_age_s))]
+#[pyo3(signature = (root, profile_path, profile_json, engine, local_ranks, fleet_report, max_report_age_s, node_facts, threads))]
 #[allow(clippy::too_many_arguments)]
 fn gate(
     py: Python<'_>,
@@ -235,17 +248,24 @@ fn gate(
     local_ranks: Option<String>,
     fleet_report: Option<Vec<u8>>,
     max_report_age_s: u64,
-) -> PyResult<String> {
+    node_facts: Option<Vec<u8>>,
+    threads: Option<usize>,
+) -> PyResult<(String, Vec<String>)> {
     let o = api::GateOptions {
         profile: profile(profile_path, profile_json),
         engine,
         local_ranks: ranks(local_ranks)?,
         fleet_report: fleet_report.map(|p| path(&p)),
         max_report_age_s,
+        node_facts: node_facts.map(|p| path(&p)),
+        threads,
     };
     let root = path(&root);
     py.detach(move || api::gate(&root, &o))
-        .map(api::Document::into_json)
+        .map(|d| {
+            let notes = d.notes().to_vec();
+            (d.into_json(), notes)
+        })
         .map_err(raise)
 }
 

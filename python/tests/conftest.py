@@ -193,11 +193,10 @@ def inv(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    p = facts(tmp_path / "facts.json", 8)
-    monkeypatch.setenv("KVCR_NODE_FACTS", str(p))
-    monkeypatch.delenv("KVCR_PROFILE", raising=False)
-    return p
+def node(tmp_path: Path) -> Path:
+    """The facts file of a node that holds the group: pass it as
+    ``node_facts=`` (the package reads no environment variable)."""
+    return facts(tmp_path / "facts.json", 8)
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,14 @@
 //! prints ([`Document`]), so a caller parses them with the JSON library it
 //! already has; integers are never rounded through a float.
 //!
+//! A library, not a command line (docs/format.md §13.1): it reads no
+//! environment variable (what the command takes from `KVCR_PROFILE`,
+//! `KVCR_NODE_FACTS` and `KVCR_THREADS` are options here), prints nothing
+//! (the notes the command prints on stderr come back in
+//! [`Document::notes`]) and keeps no process-wide cache that a long-running
+//! caller would see go stale (the GPU list is read afresh on every live
+//! call).
+//!
 //! ```no_run
 //! use kvcr::api::{audit, AuditOptions};
 //! let report = audit("/run/kv/inventory".as_ref(), &AuditOptions::default())?;
@@ -126,11 +134,13 @@ impl From<Failure> for Error {
 }
 
 /// One JSON document exactly as the command line prints it (UTF-8, one
-/// object, a trailing newline), with the exit status it stands for.
+/// object, a trailing newline), with the exit status it stands for and the
+/// notes the command would have printed on stderr.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Document {
     text: String,
     exit_status: i32,
+    notes: Vec<String>,
 }
 
 impl Document {
@@ -141,7 +151,22 @@ impl Document {
         Ok(Document {
             text: String::from_utf8_lossy(&out).into_owned(),
             exit_status,
+            notes: Vec::new(),
         })
+    }
+
+    fn with_notes(mut self, notes: Vec<String>) -> Document {
+        self.notes = notes;
+        self
+    }
+
+    /// What the operator is owed about where the facts came from, one line
+    /// each, terminal-safe, without the command line's `kvcr: note: `
+    /// prefix: that they come from a facts file and not from this node;
+    /// that `/proc` is not procfs and nothing read from it is trusted. The
+    /// command line prints these on stderr; the library prints nothing.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// The JSON text.
@@ -165,33 +190,23 @@ impl Document {
 pub type Report = Document;
 
 /// A deployment profile: a file, as `--profile FILE` names it, or the JSON
-/// text of one (a caller that holds the profile in memory).
+/// text of one (a caller that holds the profile in memory). The library
+/// never reads `$KVCR_PROFILE`: a caller that wants it passes it here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Profile {
-    /// `--profile FILE`.
+    /// `--profile FILE`: the report's `options.profile` is the path,
+    /// `options.profile_source` `"flag"`.
     Path(PathBuf),
-    /// A file named by `$KVCR_PROFILE` ([`Profile::from_env`]): judged as
-    /// [`Profile::Path`], and the report's `options.profile_source` is
-    /// `"env"`, as on the command line.
-    FromEnv(PathBuf),
-    /// The profile's JSON text (docs/format.md §4); the report's
-    /// `options.profile` is then `null`.
+    /// The profile's JSON text (docs/format.md §4): the report's
+    /// `options.profile` is `null`, `options.profile_source` `"value"`.
     Json(Vec<u8>),
 }
 
-impl Profile {
-    /// `$KVCR_PROFILE` when set and not empty, as the command line reads it.
-    pub fn from_env() -> Option<Profile> {
-        std::env::var_os("KVCR_PROFILE")
-            .filter(|p| !p.is_empty())
-            .map(|p| Profile::FromEnv(PathBuf::from(p)))
-    }
-}
-
-/// The options of `kvcr audit` (docs/format.md §7), each as its flag takes it.
+/// The options of `kvcr audit` (docs/format.md §7), each as its flag takes
+/// it, and what the command takes from its environment.
 #[derive(Clone, Debug, Default)]
 pub struct AuditOptions {
-    /// `--profile`. Not read from `$KVCR_PROFILE` here: see [`Profile::from_env`].
+    /// `--profile` (never `$KVCR_PROFILE`: the library reads no environment).
     pub profile: Option<Profile>,
     /// `--engine ID`.
     pub engine: Option<String>,
@@ -207,7 +222,21 @@ pub struct AuditOptions {
     pub max_age_s: Option<u64>,
     /// `--incarnation UUID`.
     pub incarnation: Option<uuid::Uuid>,
+    /// The node `live` judges against: `None` reads this machine (`/proc`,
+    /// the CUDA driver); a facts file (docs/live.md) describes another
+    /// node instead, as `KVCR_NODE_FACTS` does for the command line. The
+    /// report's `node_facts_source` names it, and [`Document::notes`] says
+    /// so.
+    pub node_facts: Option<PathBuf>,
+    /// Threads that read and parse the descriptors, the calling thread
+    /// included (`KVCR_THREADS` for the command line): `None` (or 0) is the
+    /// number of CPUs this process may run on; at most 64. The report does
+    /// not depend on it.
+    pub threads: Option<usize>,
 }
+
+/// How the library's notes and messages name a facts file (`node_facts=PATH`).
+const NODE_FACTS_NAMED: &str = "node_facts=";
 
 /// A finding's message as every kvcr output writes it: its text, with the
 /// numbers it carries (an age, a moment) in the operator's units. The
@@ -229,13 +258,6 @@ pub fn parse_age(s: &str) -> Result<u64, Error> {
     crate::format::timefmt::parse_age(s).map_err(|e| Error::usage(format!("max_age: {e}")))
 }
 
-/// `KVCR_NODE_FACTS` when set and not empty.
-fn node_facts_from_env() -> Option<PathBuf> {
-    std::env::var_os(crate::io::node::facts_file::ENV)
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-}
-
 /// The inventory the command line would judge with these options.
 fn inventory(
     root: &Path,
@@ -249,32 +271,26 @@ fn inventory(
                 .map_err(|m| Error::usage(format!("engine {e:?}: {m}")))
         })
         .transpose()?;
-    let from_env = matches!(profile, Some(Profile::FromEnv(_)));
-    let (path, loaded) = match profile {
-        None => (None, None),
-        Some(Profile::Path(p) | Profile::FromEnv(p)) => {
-            let shown = if from_env {
-                format!("{} (from $KVCR_PROFILE)", p.display())
-            } else {
-                p.display().to_string()
-            };
-            (
-                Some(p.clone()),
-                Some(crate::io::audit::load_profile(p, &shown)?),
-            )
-        }
+    use crate::io::audit::ProfileSource;
+    let (path, loaded, source) = match profile {
+        None => (None, None, None),
+        Some(Profile::Path(p)) => (
+            Some(p.clone()),
+            Some(crate::io::audit::load_profile(p, &p.display().to_string())?),
+            Some(ProfileSource::Flag),
+        ),
         Some(Profile::Json(bytes)) => {
             let p = crate::format::profile::parse_profile(bytes).map_err(|e| Error::Usage {
                 message: format!("bad profile: {e}"),
                 hint: Some("see docs/format.md §4 for the format".into()),
             })?;
-            (None, Some(p))
+            (None, Some(p), Some(ProfileSource::Value))
         }
     };
     crate::io::audit::check_engine(loaded.as_ref(), engine.as_ref())?;
     Ok(Inventory {
         root: Some(root.to_path_buf()),
-        profile_from_env: path.is_some() && from_env,
+        profile_source: source,
         profile_path: path,
         expect: crate::rules::Expectations {
             engine,
@@ -285,9 +301,17 @@ fn inventory(
             incarnation: o.incarnation,
             strict: false,
         },
-        threads: crate::io::pipeline::threads_from_env(),
-        node_facts: node_facts_from_env(),
+        threads: crate::io::pipeline::threads(o.threads),
+        node_facts: o.node_facts.clone(),
     })
+}
+
+/// The node probe for a live call, and the notes it is owed (returned,
+/// never printed).
+fn probe(
+    facts: Option<&Path>,
+) -> Result<(Box<dyn crate::io::node::NodeProbe>, Vec<String>), Error> {
+    crate::io::node::probe(facts, NODE_FACTS_NAMED).map_err(Error::usage)
 }
 
 /// Audits the inventory at `root`: the `kvcr.audit-report/v1` document
@@ -299,11 +323,13 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
         return Err(Error::usage("strict requires live (--strict needs --live)"));
     }
     let inv = inventory(root, o.profile.as_ref(), o.engine.as_deref(), o)?;
-    let probe = o
-        .live
-        .then(|| crate::io::audit::probe_node(inv.node_facts.as_deref()))
-        .transpose()
-        .map_err(Error::usage)?;
+    let (probe, notes) = match o.live {
+        true => {
+            let (p, n) = probe(inv.node_facts.as_deref())?;
+            (Some(p), n)
+        }
+        false => (None, Vec::new()),
+    };
     let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
     let mut out = Vec::new();
     let printer = crate::report::Printer {
@@ -318,6 +344,7 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
     Ok(Document {
         text: String::from_utf8_lossy(&out).into_owned(),
         exit_status: run.judgement.exit_status(),
+        notes,
     })
 }
 
@@ -547,6 +574,14 @@ pub struct GateOptions {
     pub fleet_report: Option<PathBuf>,
     /// `--max-report-age`, seconds (default 300).
     pub max_report_age_s: u64,
+    /// The node the gate judges against: `None` reads this machine; a
+    /// facts file describes another (as [`AuditOptions::node_facts`]). On a
+    /// machine without a GPU driver the GPUs cannot be checked, and the
+    /// gate refuses (`not-checked`) unless a facts file lists them
+    /// (docs/live.md).
+    pub node_facts: Option<PathBuf>,
+    /// As [`AuditOptions::threads`].
+    pub threads: Option<usize>,
 }
 
 impl Default for GateOptions {
@@ -557,6 +592,8 @@ impl Default for GateOptions {
             local_ranks: None,
             fleet_report: None,
             max_report_age_s: 300,
+            node_facts: None,
+            threads: None,
         }
     }
 }
@@ -573,6 +610,8 @@ pub type ImportPlan = Document;
 pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
     let audit_options = AuditOptions {
         local_ranks: o.local_ranks.clone(),
+        node_facts: o.node_facts.clone(),
+        threads: o.threads,
         ..AuditOptions::default()
     };
     let inv = inventory(
@@ -581,7 +620,7 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         o.engine.as_deref(),
         &audit_options,
     )?;
-    let probe = crate::io::audit::probe_node(inv.node_facts.as_deref()).map_err(Error::usage)?;
+    let (probe, notes) = probe(inv.node_facts.as_deref())?;
     let req = crate::import::gate::order::Inputs {
         inventory: &inv,
         fleet_report: o.fleet_report.as_deref(),
@@ -590,13 +629,13 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         progress: false,
     };
     match crate::import::gate::readiness::ask(&req) {
-        Ok(plan) => Document::of(&plan, crate::format::exit::OK),
+        Ok(plan) => Ok(Document::of(&plan, crate::format::exit::OK)?.with_notes(notes)),
         Err(crate::import::gate::readiness::NotReady::Usage(f)) => Err(f.into()),
         Err(crate::import::gate::readiness::NotReady::Refused(report)) => {
             let message = first_reason(&report);
             Err(Error::Refused {
                 message,
-                report: Document::of(&report, crate::format::exit::REJECTED)?,
+                report: Document::of(&report, crate::format::exit::REJECTED)?.with_notes(notes),
             })
         }
     }

@@ -141,6 +141,7 @@ pub fn print_error_document(f: &Failure, command: Option<&str>) {
 /// is printed here, once.
 pub fn run(cli: Cli) -> i32 {
     let (name, json) = cli.command.json_output();
+    commands::settings::install_proc_root();
     if cli.command.reads_files() {
         // The `/proc` test hook changes what every file is opened through
         // (docs/format.md §11): announced before the command runs, by the

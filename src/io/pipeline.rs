@@ -12,9 +12,10 @@
 //! slot of its descriptor number and a file-level verdict keeps its walk
 //! number, so both lists come out exactly as a one-thread walk makes them.
 //!
-//! `KVCR_THREADS` sets the number of threads (the walking thread included);
-//! `1` reads everything on the calling thread. The default is the number of
-//! CPUs this process may run on.
+//! [`Options::threads`] is the number of threads (the walking thread
+//! included; `KVCR_THREADS` on the command line, the library's `threads`
+//! option): `1` reads everything on the calling thread. The default
+//! ([`threads`]) is the number of CPUs this process may run on.
 
 use crate::format::descriptor::parse_descriptor_with;
 use crate::format::names::display_path;
@@ -26,9 +27,6 @@ use std::collections::VecDeque;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-
-/// The environment variable that sets the number of threads.
-pub const THREADS_ENV: &str = "KVCR_THREADS";
 
 /// Upper bound on threads, whatever is asked.
 pub const MAX_THREADS: usize = 64;
@@ -50,14 +48,11 @@ pub struct Options {
     pub keep_allocations: bool,
 }
 
-/// `KVCR_THREADS` when it is a positive integer, else the number of CPUs
-/// this process may run on; at most `MAX_THREADS`.
-pub fn threads_from_env() -> usize {
-    let asked = std::env::var(THREADS_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n >= 1);
+/// `asked` when it is at least 1, else the number of CPUs this process may
+/// run on; at most `MAX_THREADS`.
+pub fn threads(asked: Option<usize>) -> usize {
     asked
+        .filter(|&n| n >= 1)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .min(MAX_THREADS)
 }

@@ -347,3 +347,143 @@ fn content_digest_follows_the_sampling_rule() {
         Err(api::ContentError::Shape(_))
     ));
 }
+
+/// A facts file describing the node of testkit's descriptors, with
+/// `processes` as given.
+fn facts_file(dir: &Path, processes: Value) -> std::path::PathBuf {
+    let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
+    let facts = json!({
+        "boot_id": testkit::BOOT_ID, "hostname": testkit::HOSTNAME,
+        "processes": processes, "processes_unreadable": null,
+        "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
+    });
+    let p = dir.join("facts.json");
+    std::fs::write(&p, facts.to_string()).unwrap();
+    p
+}
+
+#[test]
+fn node_facts_and_threads_are_options_and_notes_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    put_group(&inv, "", &Desc::new("opts", 0, 2, 1));
+    private(&inv);
+    let facts = facts_file(dir.path(), json!({"4242": 123456}));
+    let out = kvcr()
+        .args(["audit", "--live", "--format", "json"])
+        .arg(&inv)
+        .env("KVCR_NODE_FACTS", &facts)
+        .output()
+        .unwrap();
+    let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    for threads in [None, Some(1), Some(3), Some(0)] {
+        let o = AuditOptions {
+            live: true,
+            node_facts: Some(facts.clone()),
+            threads,
+            ..AuditOptions::default()
+        };
+        let got = api::audit(&inv, &o).unwrap();
+        assert_eq!(got.exit_status(), out.status.code().unwrap());
+        let doc: Value = serde_json::from_str(got.as_json()).unwrap();
+        assert_eq!(doc["node_facts_source"], facts.to_str().unwrap());
+        assert_eq!(testkit::without_clock(doc), testkit::without_clock(want.clone()));
+        // The command's note, returned instead of printed, naming the option.
+        let note = format!(
+            "node facts come from node_facts={}, not from this node",
+            facts.display()
+        );
+        assert_eq!(got.notes(), [note.clone()]);
+        assert!(
+            stderr.contains(&note.replace("node_facts=", "KVCR_NODE_FACTS=")),
+            "{stderr}"
+        );
+    }
+    // Offline: no probe, no note.
+    let got = api::audit(&inv, &AuditOptions::default()).unwrap();
+    assert!(got.notes().is_empty());
+    // A facts file that cannot be read names the option, not the variable.
+    let o = AuditOptions {
+        live: true,
+        node_facts: Some(dir.path().join("missing.json")),
+        ..AuditOptions::default()
+    };
+    match api::audit(&inv, &o) {
+        Err(Error::Usage { message, .. }) => {
+            assert!(message.contains("cannot read node_facts="), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A profile given as a value says so.
+    let p = testkit::profile(&Desc::new("opts", 0, 2, 1));
+    let o = AuditOptions {
+        profile: Some(Profile::Json(serde_json::to_vec(&p).unwrap())),
+        ..AuditOptions::default()
+    };
+    let doc: Value = serde_json::from_str(api::audit(&inv, &o).unwrap().as_json()).unwrap();
+    assert_eq!(doc["options"]["profile"], Value::Null);
+    assert_eq!(doc["options"]["profile_source"], "value");
+    valid(kvcr::schema::Kind::Report, &doc);
+}
+
+/// Run by [`the_library_reads_no_environment_variable`] in a child process
+/// whose environment names a profile, a facts file, a thread count and a
+/// `/proc` that would each change the answer: none does.
+#[test]
+#[ignore = "a child of the_library_reads_no_environment_variable"]
+fn child_audits_with_a_hostile_environment() {
+    let inv = std::path::PathBuf::from(std::env::var_os("KVCR_TEST_INVENTORY").unwrap());
+    for k in ["KVCR_PROFILE", "KVCR_NODE_FACTS", "KVCR_THREADS", "KVCR_PROC_ROOT"] {
+        assert!(std::env::var_os(k).is_some(), "{k} set by the parent");
+    }
+    let o = AuditOptions {
+        live: true,
+        ..AuditOptions::default()
+    };
+    let got = api::audit(&inv, &o).expect("neither the profile nor the facts file is read");
+    let doc: Value = serde_json::from_str(got.as_json()).unwrap();
+    assert_eq!(doc["node_facts_source"], "proc", "{doc:#}");
+    assert_eq!(doc["options"]["profile"], Value::Null, "{doc:#}");
+    assert!(doc["options"].get("profile_source").is_none(), "{doc:#}");
+    assert!(
+        got.notes().iter().all(|n| !n.contains("KVCR_")),
+        "{:?}",
+        got.notes()
+    );
+    let g = GateOptions::default();
+    assert!(
+        matches!(api::gate(&inv, &g), Err(Error::Usage { message, .. }) if message.contains("profile")),
+        "the gate took no profile from the environment"
+    );
+    println!("child-ran-to-the-end");
+}
+
+#[test]
+fn the_library_reads_no_environment_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    put_group(&inv, "", &Desc::new("env", 0, 2, 1));
+    private(&inv);
+    // Each would fail the run or change the report if it were read.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "api::child_audits_with_a_hostile_environment",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KVCR_TEST_INVENTORY", &inv)
+        .env("KVCR_PROFILE", dir.path().join("no-such-profile.json"))
+        .env("KVCR_NODE_FACTS", dir.path().join("no-such-facts.json"))
+        .env("KVCR_THREADS", "not-a-number")
+        .env("KVCR_PROC_ROOT", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
+    assert!(!stderr.contains("kvcr: note"), "the library printed: {stderr}");
+}
