@@ -487,3 +487,81 @@ fn the_library_reads_no_environment_variable() {
     assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
     assert!(!stderr.contains("kvcr: note"), "the library printed: {stderr}");
 }
+
+/// Run by [`a_long_running_caller_sees_the_gpu_list_afresh`] in a child
+/// process that loads the fake driver (tests/fakecuda) with its first
+/// `cuInit` failing: a driver that was not ready yet.
+#[test]
+#[ignore = "a child of a_long_running_caller_sees_the_gpu_list_afresh"]
+fn child_asks_twice_while_the_driver_comes_up() {
+    let inv = std::path::PathBuf::from(std::env::var_os("KVCR_TEST_INVENTORY").unwrap());
+    let o = AuditOptions {
+        live: true,
+        ..AuditOptions::default()
+    };
+    let gpu_check = || {
+        let doc: Value =
+            serde_json::from_str(api::audit(&inv, &o).unwrap().as_json()).unwrap();
+        let rank = &doc["groups"][0]["ranks"][0];
+        let not_checked: Vec<String> = rank["not_checked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        (not_checked, doc)
+    };
+    let (first, doc) = gpu_check();
+    assert!(
+        first.iter().any(|n| n.starts_with("gpu-present:")),
+        "the first cuInit fails: {doc:#}"
+    );
+    // The same process asks again: the list is read afresh, not the failure
+    // kept from the first call.
+    let (second, doc) = gpu_check();
+    assert!(
+        !second.iter().any(|n| n.starts_with("gpu-present:")),
+        "{doc:#}"
+    );
+    assert!(!doc.to_string().contains("KV106"), "{doc:#}");
+    println!("child-ran-to-the-end");
+}
+
+#[test]
+fn a_long_running_caller_sees_the_gpu_list_afresh() {
+    let Some(b) = crate::fakecuda::built() else {
+        return; // no C compiler; fakecuda.rs says so (and fails in CI)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    // Written on this node, so the GPU is looked up (not skipped as foreign).
+    let d = Desc::new("gpus", 0, 1, 1);
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let host = rustix::system::uname().nodename().to_string_lossy().into_owned();
+    let bytes = d.bytes_with(|v| {
+        v["node"]["boot_id"] = json!(boot.trim());
+        v["node"]["hostname"] = json!(host);
+    });
+    testkit::put(&inv, "rank-0.json", &bytes);
+    private(&inv);
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "api::child_asks_twice_while_the_driver_comes_up",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KVCR_TEST_INVENTORY", &inv)
+        .env("LD_LIBRARY_PATH", &b.lib_dir)
+        .env("FAKECUDA_GPUS", testkit::gpu(0, 0))
+        // CUDA_ERROR_NOT_INITIALIZED (3) from the first cuInit only.
+        .env("FAKECUDA_FAIL", "cuInit:1:3")
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
+}

@@ -29,7 +29,7 @@ pub(crate) const MIB: u64 = 1 << 20;
 /// The fake driver and the owner program, built once per test run.
 pub(crate) struct Built {
     _dir: tempfile::TempDir,
-    lib_dir: PathBuf,
+    pub(crate) lib_dir: PathBuf,
     owner: PathBuf,
 }
 
