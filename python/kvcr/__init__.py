@@ -244,17 +244,28 @@ def digest(descriptor: Mapping[str, Any]) -> str:
 
 
 def write_rank(
-    root: StrPath, descriptor: Mapping[str, Any], *, subdir: Optional[str] = None
+    root: StrPath,
+    descriptor: Mapping[str, Any],
+    *,
+    subdir: Optional[StrPath] = None,
+    node_facts: Optional[StrPath] = None,
 ) -> _pathlib.Path:
     """Validates, seals and writes ``descriptor`` as ``root/[subdir/]rank-<R>.json``
     atomically (docs/format.md §3.5: exclusive staging file, mode 0600,
-    fsync, rename, directory fsync; never through a symlink). ``subdir``
-    is created (0700) where missing. Returns the path written."""
+    fsync, rename, directory fsync; never through a symlink). Every check
+    ``kvcr examine`` makes comes first, then the node facts that must hold
+    when it is written — this node's hostname (KV110) and boot id (KV108),
+    the owner running with its start ticks (KV108) — read from this machine,
+    or from the facts file ``node_facts`` names (docs/live.md; tests): a
+    mismatch is :class:`DescriptorError` with the audit's code and the
+    member. ``subdir`` (plain names; no ``.`` or ``..``) is created 0700
+    where missing. Returns the path written."""
     r = _path("root", root)
     s = None if subdir is None else _path("subdir", subdir)
+    nf = None if node_facts is None else _path("node_facts", node_facts)
     text = _json_text("descriptor", descriptor)
     try:
-        written = _native.write_rank(r, text, s)
+        written = _native.write_rank(r, text, s, nf)
     except _native.NativeError as e:
         _raise(e)
     return _pathlib.Path(_os.fsdecode(written))

@@ -158,18 +158,24 @@ fn digest(text: &[u8]) -> PyResult<String> {
     api::digest_json(text).map_err(raise)
 }
 
-/// Seal and write `rank-<R>.json` (docs/format.md §3.5); the path written, as bytes.
+/// Seal and write `rank-<R>.json` (docs/format.md §3.5), after the node
+/// checks (this machine, or the facts file `node_facts` names); the path
+/// written, as bytes.
 #[pyfunction]
-#[pyo3(signature = (root, text, subdir))]
+#[pyo3(signature = (root, text, subdir, node_facts))]
 fn write_rank(
     py: Python<'_>,
     root: Vec<u8>,
     text: Vec<u8>,
     subdir: Option<Vec<u8>>,
+    node_facts: Option<Vec<u8>>,
 ) -> PyResult<Vec<u8>> {
     let root = path(&root);
-    let sub = subdir.map(|s| path(&s));
-    py.detach(move || api::write_rank_json(&root, &text, sub.as_deref()))
+    let o = api::WriteOptions {
+        subdir: subdir.map(|s| path(&s)),
+        node_facts: node_facts.map(|p| path(&p)),
+    };
+    py.detach(move || api::write_rank_json_with(&root, &text, &o))
         .map(|p| p.into_os_string().into_vec())
         .map_err(raise)
 }

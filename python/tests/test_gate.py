@@ -13,7 +13,7 @@ import pytest
 
 import kvcr
 from conftest import (
-    SCHEMAS, cli, descriptor, facts, inventory, profile, without_clock,
+    SCHEMAS, cli, descriptor, facts, inventory, profile, without_clock, write,
 )
 
 
@@ -78,7 +78,7 @@ def test_posix_fd_handles_and_offsets_as_stated(tmp_path: Path, node: Path) -> N
     for r in range(2):
         d = descriptor(rank=r, world=2, kind="posix_fd")
         d["allocations"][0]["offset_bytes"] = 4096 * (r + 1)
-        kvcr.write_rank(root, d)
+        write(root, d)
     facts(node, 2)
     plan = kvcr.gate(root, node_facts=node, profile=profile(world=2))
     validate(plan, "import-plan.schema.json")
@@ -97,7 +97,7 @@ def test_the_plan_carries_content_as_stated(tmp_path: Path, node: Path) -> None:
         d = descriptor(rank=r, world=2)
         if r == 0:
             d["allocations"][0]["content"] = c
-        kvcr.write_rank(root, d)
+        write(root, d)
     facts(node, 2)
     plan = kvcr.gate(root, node_facts=node, profile=profile(world=2))
     validate(plan, "import-plan.schema.json")
@@ -153,7 +153,7 @@ def test_a_local_part_needs_the_fleet_report(group: Path, tmp_path: Path) -> Non
     part = tmp_path / "part"
     part.mkdir(mode=0o700)
     for r in range(4):
-        kvcr.write_rank(part, descriptor(rank=r, world=8))
+        write(part, descriptor(rank=r, world=8))
     with pytest.raises(kvcr.Refused) as e:
         kvcr.gate(part, node_facts=tmp_path / "facts.json", profile=profile(world=8), local_ranks="0-3")
     assert [r["gate"] for r in e.value.report["refusals"]] == ["fleet-report"]
@@ -173,8 +173,8 @@ def test_no_descriptor_and_several_groups(tmp_path: Path, node: Path) -> None:
         kvcr.gate(empty, node_facts=node, profile=profile(world=8))
     two = tmp_path / "two"
     two.mkdir(mode=0o700)
-    kvcr.write_rank(two, descriptor("a", 0, 1), subdir="a")
-    kvcr.write_rank(two, descriptor("b", 0, 1, group=1), subdir="b")
+    write(two, descriptor("a", 0, 1), subdir="a")
+    write(two, descriptor("b", 0, 1, group=1), subdir="b")
     p = profile("a", 1)
     facts(node, 1)
     with pytest.raises(kvcr.UsageError) as e:

@@ -13,7 +13,7 @@ from typing import Any, Dict, Set
 import pytest
 
 import kvcr
-from conftest import cli, descriptor, facts, profile
+from conftest import cli, descriptor, facts, profile, write
 
 
 def content() -> Dict[str, Any]:
@@ -26,7 +26,7 @@ def group(root: Path, world: int, with_content: Set[int]) -> Path:
         d = descriptor(rank=r, world=world)
         if r in with_content:
             d["allocations"][0]["content"] = content()
-        kvcr.write_rank(root, d)
+        write(root, d)
     return root
 
 
@@ -74,7 +74,7 @@ def test_the_fleet_proof_comes_before_content(tmp_path: Path, node: Path) -> Non
     part = tmp_path / "part"
     part.mkdir(mode=0o700)
     for r in range(4):
-        kvcr.write_rank(part, descriptor(rank=r, world=8))
+        write(part, descriptor(rank=r, world=8))
     with pytest.raises(kvcr.Refused) as e:
         kvcr.gate(part, node_facts=node, profile=requiring(8), local_ranks="0-3")
     assert [r["gate"] for r in e.value.report["refusals"]] == ["fleet-report"]

@@ -376,7 +376,14 @@ fn descriptor_error(text: &[u8], fallback: String) -> Error {
     let finding = out
         .findings
         .iter()
-        .find(|f| f.code != Code::KV008 && !f.message.starts_with("digest"));
+        .find(|f| f.code != Code::KV008 && !f.message.starts_with("digest"))
+        .cloned()
+        // A rule one descriptor breaks on its own (KV101, KV104, KV108...),
+        // judged on the sealed bytes, as the writer judged them.
+        .or_else(|| {
+            let sealed = crate::api::writer::sealed_text_unchecked(text).ok()?;
+            crate::api::writer::own_rejects(&sealed).into_iter().next()
+        });
     match finding {
         Some(f) => Error::Descriptor {
             code: f.code,
@@ -433,13 +440,86 @@ pub fn digest_json(text: &[u8]) -> Result<String, Error> {
 }
 
 /// Validates, seals and writes a descriptor given as JSON text as
-/// `root/[subdir/]rank-<R>.json`, exactly as docs/format.md §3.5 says: an
-/// exclusive staging file (mode 0600), fsync, rename over the old file,
-/// directory fsync. `subdir` is a relative path of plain names, created
-/// (mode 0700) where missing; no component of it may be a symlink, `.` or
-/// `..`. Returns the path written.
+/// `root/[subdir/]rank-<R>.json`: [`write_rank_json_with`] against this
+/// machine.
 pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Result<PathBuf, Error> {
+    let o = WriteOptions {
+        subdir: subdir.map(Path::to_path_buf),
+        node_facts: None,
+    };
+    write_rank_json_with(root, text, &o)
+}
+
+/// The names of a `subdir`: a relative path of plain names, read from its
+/// bytes as given (`Path::components` would drop a `.` in the middle,
+/// `a/./b`, or at the end, `a/.`, without a word); empty names (`a//b`,
+/// `a/`) name nothing.
+fn subdir_names(sub: &Path) -> Result<Vec<std::ffi::OsString>, Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = sub.as_os_str().as_bytes();
+    let names: Vec<&[u8]> = bytes.split(|&b| b == b'/').collect();
+    let plain = !bytes.starts_with(b"/")
+        && names.iter().any(|n| !n.is_empty())
+        && names.iter().all(|n| *n != b"." && *n != b"..");
+    if !plain {
+        return Err(Error::usage(format!(
+            "subdir {}: a relative path of plain names below the root (no leading /, no . or \
+             .. component)",
+            crate::format::names::display_path(sub)
+        )));
+    }
+    Ok(names
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .map(|n| std::ffi::OsStr::from_bytes(n).to_os_string())
+        .collect())
+}
+
+/// The options of [`write_rank_json_with`].
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// A relative path of plain names below the root, created (mode 0700,
+    /// whatever the umask) where missing; no component of it may be a
+    /// symlink, `.` or `..`.
+    pub subdir: Option<PathBuf>,
+    /// The node the descriptor is checked against: `None` reads this
+    /// machine; a facts file (docs/live.md) describes another (tests), as
+    /// [`AuditOptions::node_facts`].
+    pub node_facts: Option<PathBuf>,
+}
+
+/// Validates, seals and writes a descriptor given as JSON text as
+/// `root/[subdir/]rank-<R>.json`, exactly as docs/format.md §3.5 says: every
+/// check `kvcr examine` makes ([`seal_json`]); then the node facts that
+/// must already hold when it is written: this node's hostname (KV110) and
+/// boot id (KV108), the owner process alive with its start ticks (KV108),
+/// each refused as [`Error::Descriptor`] with the audit's code and the
+/// member (`node.hostname`, `node.boot_id`, `owner`) — not the writer's
+/// quiescence, not the GPUs; then an exclusive staging file (mode 0600),
+/// fsync, rename over the old file, directory fsync. Returns the path
+/// written.
+pub fn write_rank_json_with(root: &Path, text: &[u8], o: &WriteOptions) -> Result<PathBuf, Error> {
+    // The subdir's names first: a bad argument is answered before the
+    // descriptor is judged.
+    let names = match o.subdir.as_deref() {
+        Some(sub) => subdir_names(sub)?,
+        None => Vec::new(),
+    };
     let sealed = seal_json(text)?;
+    let mismatches =
+        crate::api::writer::node_mismatches(&sealed, o.node_facts.as_deref(), NODE_FACTS_NAMED)
+            .map_err(Error::usage)?;
+    if let Some((member, f)) = mismatches.into_iter().next() {
+        return Err(Error::Descriptor {
+            code: f.code,
+            field: Some(member.to_string()),
+            message: format!(
+                "{member}: {}; a descriptor must describe this node and a running owner \
+                 when it is written",
+                crate::format::message::render(&f.message)
+            ),
+        });
+    }
     // seal_json checked the schema: rank is an integer below 4096.
     let rank = crate::format::descriptor::parse_descriptor(&sealed)
         .descriptor
@@ -464,14 +544,9 @@ pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Resul
     let mut fd = rustix::fs::open(root, dir_flags, Mode::empty())
         .map_err(|e| Error::usage(format!("inventory root {}: {e}", root.display())))?;
     let mut dir = root.to_path_buf();
-    if let Some(sub) = subdir {
-        for c in sub.components() {
-            let std::path::Component::Normal(name) = c else {
-                return Err(Error::usage(format!(
-                    "subdir {}: only plain names below the root (no /, . or ..)",
-                    sub.display()
-                )));
-            };
+    {
+        for name in &names {
+            let name = name.as_os_str();
             dir.push(name);
             let open = |fd: &rustix::fd::OwnedFd| {
                 rustix::fs::openat(fd, name, dir_flags | OFlags::NOFOLLOW, Mode::empty())
@@ -479,7 +554,23 @@ pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Resul
             let next = match open(&fd) {
                 Err(rustix::io::Errno::NOENT) => {
                     match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o700)) {
-                        Ok(()) | Err(rustix::io::Errno::EXIST) => open(&fd),
+                        // Created here: 0700 whatever the umask took away
+                        // (§2.4). Through an O_PATH fd of the very
+                        // directory (a umask of 0777 leaves nothing this
+                        // user may open it with), then opened through it.
+                        Ok(()) => rustix::fs::openat(
+                            &fd,
+                            name,
+                            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                            Mode::empty(),
+                        )
+                        .and_then(|p| {
+                            let magic =
+                                format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&p));
+                            rustix::fs::chmod(magic.as_str(), Mode::from_raw_mode(0o700))?;
+                            rustix::fs::open(magic.as_str(), dir_flags, Mode::empty())
+                        }),
+                        Err(rustix::io::Errno::EXIST) => open(&fd),
                         Err(e) => Err(e),
                     }
                 }

@@ -13,6 +13,7 @@ pub(crate) mod fleet;
 mod handles;
 mod incarnation;
 mod live;
+pub mod own;
 mod ranks;
 mod staleness;
 

@@ -856,13 +856,19 @@ fn printers(src: &Path) -> Vec<String> {
             let next = |k: usize| toks.get(i + k).map(|x| &x.0);
             let is_macro = ["println", "print", "eprintln", "eprint", "dbg"].contains(&id.as_str())
                 && next(1) == Some(&Tok::Other)
-                && text.lines().nth(line - 1).is_some_and(|l| l.contains(&format!("{id}!")));
+                && text
+                    .lines()
+                    .nth(line - 1)
+                    .is_some_and(|l| l.contains(&format!("{id}!")));
             let is_stream = (id == "stdout" || id == "stderr")
                 && i >= 2
                 && toks[i - 1].0 == Tok::Colons
                 && toks[i - 2].0 == Tok::Ident("io".into());
             let asks_terminal = matches!(next(4), Some(Tok::Ident(s)) if s == "is_terminal")
-                || text.lines().nth(line - 1).is_some_and(|l| l.contains("tcgetwinsize"));
+                || text
+                    .lines()
+                    .nth(line - 1)
+                    .is_some_and(|l| l.contains("tcgetwinsize"));
             if is_macro || (is_stream && !asks_terminal) {
                 found.push(format!("{rel}:{line}: {id}"));
             }
@@ -891,7 +897,11 @@ fn the_print_check_sees_a_planted_print() {
     std::fs::create_dir(src.join("io")).unwrap();
     std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod io;\n").unwrap();
     std::fs::write(src.join("io/mod.rs"), "pub mod output;\n").unwrap();
-    std::fs::write(src.join("io/output.rs"), "fn f() { eprintln!(\"ok here\"); }\n").unwrap();
+    std::fs::write(
+        src.join("io/output.rs"),
+        "fn f() { eprintln!(\"ok here\"); }\n",
+    )
+    .unwrap();
     std::fs::write(
         src.join("a.rs"),
         "fn f() {\n    eprintln!(\"x\");\n    let t = std::io::stdout().is_terminal();\n    \

@@ -283,7 +283,9 @@ fn broken_stderr(args: &[&str], env: &[(&str, &std::path::Path)], how: Stdout) -
     let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
     drop(reader);
     let mut c = kvcr_std();
-    c.args(args).stdin(Stdio::null()).stderr(Stdio::from(writer));
+    c.args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::from(writer));
     for (k, v) in env {
         c.env(k, v);
     }
@@ -309,7 +311,9 @@ fn broken_stderr(args: &[&str], env: &[(&str, &std::path::Path)], how: Stdout) -
     }
     let status = c.status().unwrap();
     use std::os::unix::process::ExitStatusExt;
-    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
 #[test]
@@ -341,7 +345,10 @@ fn a_broken_stderr_never_panics_and_keeps_the_exit_status() {
     for how in [Stdout::Closed, Stdout::ReadOnly, Stdout::BrokenPipe] {
         for (args, want) in &cases {
             let code = broken_stderr(args, env, how);
-            assert_eq!(code, *want, "{how:?} {args:?}: exit {code} (101 is a panic)");
+            assert_eq!(
+                code, *want,
+                "{how:?} {args:?}: exit {code} (101 is a panic)"
+            );
         }
     }
 }

@@ -168,6 +168,9 @@ mod tests {
         let e = load(Path::new("/nonexistent/facts.json"), "KVCR_NODE_FACTS=").unwrap_err();
         assert!(e.contains("KVCR_NODE_FACTS=/nonexistent/facts.json"), "{e}");
         let e = load(Path::new("/nonexistent/facts.json"), "node_facts=").unwrap_err();
-        assert!(e.contains("cannot read node_facts=/nonexistent/facts.json"), "{e}");
+        assert!(
+            e.contains("cannot read node_facts=/nonexistent/facts.json"),
+            "{e}"
+        );
     }
 }

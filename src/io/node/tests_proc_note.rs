@@ -68,7 +68,10 @@ fn child_reads_proc_through_the_hook() {
     // Installed as the command line installs it (the library alone never
     // reads the variable: child_ignores_the_hook_unless_installed).
     assert!(ProcFs::install_hook(Some(&dir)));
-    assert!(!ProcFs::install_hook(None), "installed once, before first use");
+    assert!(
+        !ProcFs::install_hook(None),
+        "installed once, before first use"
+    );
     // Every way into the system root: the root itself, the probe and its
     // facts, a descriptor's reopen.
     let proc = ProcFs::system();
@@ -151,6 +154,10 @@ fn the_library_ignores_the_hook_in_its_environment() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
 }
