@@ -179,7 +179,7 @@ def test_no_descriptor_and_several_groups(tmp_path: Path, node: Path) -> None:
     facts(node, 1)
     with pytest.raises(kvcr.UsageError) as e:
         kvcr.gate(two, node_facts=node, profile=p)  # several groups, as `kvcr import` without --engine
-    assert "--engine" in str(e.value)
+    assert "engine=ID" in str(e.value) and "--" not in str(e.value)
     with pytest.raises(kvcr.UsageError) as e:
         kvcr.gate(two, node_facts=node, profile={**p, "engine_id": "a"}, engine="nope")
     assert "nope" in str(e.value)
