@@ -42,6 +42,7 @@ __all__ = [
     "audit",
     "examine",
     "gate",
+    "current_epoch",
 ]
 
 StrPath = Union[str, "_os.PathLike[str]"]
@@ -505,3 +506,18 @@ def gate(
     _notes(notes)
     out: Dict[str, Any] = _json.loads(text)
     return out
+
+
+def current_epoch(root: StrPath, engine: str) -> Optional[int]:
+    """The current epoch of group ``engine`` in the inventory at ``root``:
+    the highest epoch any of its descriptors states (superseded or rejected
+    ones too), or ``None`` when it has none. A producer's first start takes
+    the larger of this and the epoch it persisted, plus one (docs/format.md
+    §3.5)."""
+    r = _path("root", root)
+    e = _text("engine", engine)
+    try:
+        n = _native.current_epoch(r, e)
+    except _native.NativeError as err:
+        _raise(err)
+    return None if n is None else int(n)

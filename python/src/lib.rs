@@ -284,6 +284,16 @@ fn write_rank(
     })
 }
 
+/// The highest epoch of group `engine` in the inventory, or `None`.
+#[pyfunction]
+fn current_epoch(py: Python<'_>, root: Vec<u8>, engine: String) -> PyResult<Option<u64>> {
+    guarded(move || {
+        let root = path(&root);
+        py.detach(move || api::current_epoch(&root, &engine))
+            .map_err(raise)
+    })
+}
+
 /// Field 22 of `/proc/<pid>/stat`.
 #[pyfunction]
 fn proc_start_ticks(pid: i32) -> PyResult<u64> {
@@ -397,6 +407,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(boot_id, m)?)?;
     m.add_function(wrap_pyfunction!(content_digest, m)?)?;
     m.add_function(wrap_pyfunction!(gate, m)?)?;
+    m.add_function(wrap_pyfunction!(current_epoch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())
 }

@@ -13,7 +13,7 @@ import pytest
 
 import kvcr
 from conftest import (
-    SCHEMAS, cli, descriptor, facts, inventory, profile, without_clock, write,
+    BOOT, HOST, SCHEMAS, cli, descriptor, facts, inventory, profile, without_clock, write,
 )
 
 
@@ -43,6 +43,7 @@ def test_accepted_group_gives_the_plan(group: Path, tmp_path: Path, node: Path) 
         assert r["digest"] == d["digest"]
         assert r["gpu_uuid"] == d["gpu_uuid"]
         assert r["owner"] == d["owner"]
+        assert r["writer"] == d["writer"]  # pid, start_ticks, quiesced
         a = d["allocations"][0]
         assert r["allocations"] == [
             {"id": a["id"], "size_bytes": a["size_bytes"], "offset_bytes": 0, "handle": a["handle"]}
@@ -188,3 +189,39 @@ def test_no_descriptor_and_several_groups(tmp_path: Path, node: Path) -> None:
     assert plan["engine_id"] == "a"
     with pytest.raises(kvcr.UsageError):
         kvcr.gate(two, node_facts=node, profile=p, engine="b")  # the profile names a
+
+
+def test_the_plan_carries_each_ranks_writer(tmp_path: Path) -> None:
+    # A writer that crashed before quiescing (its process gone) is no
+    # KV109; the plan says quiesced false, so the engine decides without
+    # reading the descriptor again.
+    root = tmp_path / "inv"
+    root.mkdir(mode=0o700)
+    for r in range(2):
+        write(root, descriptor(rank=r, world=2, quiesced=r == 0, writer=(4100 + r, 99 + r)))
+    node = facts(tmp_path / "facts.json", 2, processes={4242: 123456})  # writers gone
+    plan = kvcr.gate(root, profile=profile(world=2), node_facts=node)
+    validate(plan, "import-plan.schema.json")
+    assert [r["writer"] for r in plan["ranks"]] == [
+        {"pid": 4100, "start_ticks": 99, "quiesced": True},
+        {"pid": 4101, "start_ticks": 100, "quiesced": False},
+    ]
+
+
+def test_a_gate_without_the_gpus_says_how_to_give_node_facts(tmp_path: Path) -> None:
+    # What a machine without a GPU driver answers (docs/live.md,
+    # docs/python.md): every other fact checks out, the GPUs cannot be read.
+    root = inventory(tmp_path / "inv", 2)
+    node = tmp_path / "no-gpus.json"
+    node.write_text(json.dumps({
+        "boot_id": BOOT, "hostname": HOST, "processes": {"4242": 123456}, "gpus": None,
+    }))
+    with pytest.raises(kvcr.Refused) as e:
+        kvcr.gate(root, profile=profile(world=2), node_facts=node)
+    assert [r["gate"] for r in e.value.report["refusals"]] == ["not-checked"]
+    m = e.value.message
+    assert "gpu-present: " in m and "not checked" in m, m
+    assert "node_facts=FILE" in m and "docs/live.md" in m, m
+    # Given the GPUs, the same gate answers with the plan.
+    plan = kvcr.gate(root, profile=profile(world=2), node_facts=facts(node, 2))
+    assert len(plan["ranks"]) == 2

@@ -626,6 +626,29 @@ pub fn write_rank_json_with(root: &Path, text: &[u8], o: &WriteOptions) -> Resul
     Ok(dir.join(name))
 }
 
+/// The current epoch of group `engine` in the inventory at `root`: the
+/// highest epoch any of its descriptors states (current, superseded or
+/// rejected alike; one whose identity alone can be read counts too), or
+/// `None` when the inventory holds none. A producer's first start takes the
+/// larger of this and the epoch it persisted, plus one (docs/format.md
+/// §3.5); an empty inventory and no state is the one case that starts at 1.
+/// Reads the inventory as the audit does (no live facts).
+pub fn current_epoch(root: &Path, engine: &str) -> Result<Option<u64>, Error> {
+    let engine = crate::format::descriptor::EngineId::parse(engine)
+        .map_err(|m| Error::usage(format!("engine {engine:?}: {m}")))?;
+    let inv = Inventory {
+        root: Some(root.to_path_buf()),
+        threads: crate::io::pipeline::threads(None),
+        ..Inventory::default()
+    };
+    let opts = crate::io::pipeline::Options {
+        threads: inv.threads,
+        keep_allocations: false,
+    };
+    let (cands, _files) = crate::io::audit::collect(&inv.root()?, false, &opts)?;
+    Ok(crate::rules::highest_epoch(&cands, &engine))
+}
+
 /// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, clock
 /// ticks since boot), read the way the live audit reads it. An error when
 /// there is no such process, or only its zombie.

@@ -21,6 +21,7 @@ mod staleness;
 mod tests_mutants;
 
 pub use crate::format::rankset::compress_ranks;
+pub use incarnation::highest_epoch;
 pub use staleness::FUTURE_SLACK_MS;
 
 use crate::format::descriptor::{Descriptor, EngineId, Ident};
@@ -163,7 +164,7 @@ pub enum CheckStatus {
 }
 
 impl CheckStatus {
-    #[cfg(test)]
+    /// The fact could not be read.
     pub fn is_not_checked(&self) -> bool {
         matches!(self, CheckStatus::NotChecked(_))
     }

@@ -304,6 +304,9 @@ fn the_dry_run_carries_the_import_plan() {
         assert_eq!(r["digest"], file["digest"]);
         assert_eq!(r["gpu_uuid"], file["gpu_uuid"]);
         assert_eq!(r["owner"], file["owner"]);
+        // The writer as judged: pid, start ticks and quiesced, from the file.
+        assert_eq!(r["writer"], file["writer"]);
+        assert_eq!(r["writer"].as_object().unwrap().len(), 3);
         let allocs = r["allocations"].as_array().unwrap();
         assert_eq!(allocs.len(), 3);
         for (a, f) in allocs.iter().zip(file["allocations"].as_array().unwrap()) {
@@ -592,4 +595,110 @@ fn a_long_running_caller_sees_the_gpu_list_afresh() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
+}
+
+#[test]
+fn a_gate_that_cannot_list_the_gpus_says_how_to_give_node_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    let d = Desc::new("nogpu", 0, 2, 1);
+    put_group(&inv, "", &d);
+    private(&inv);
+    let profile = || {
+        Some(Profile::Json(
+            serde_json::to_vec(&testkit::profile(&d)).unwrap(),
+        ))
+    };
+    // A node whose GPUs could not be read: everything else checks out.
+    let facts = dir.path().join("facts.json");
+    let f = json!({
+        "boot_id": testkit::BOOT_ID, "hostname": testkit::HOSTNAME,
+        "processes": {"4242": 123456}, "gpus": null
+    });
+    std::fs::write(&facts, f.to_string()).unwrap();
+    let o = GateOptions {
+        profile: profile(),
+        node_facts: Some(facts.clone()),
+        ..GateOptions::default()
+    };
+    let (message, report) = match api::gate(&inv, &o) {
+        Err(Error::Refused { message, report }) => (message, report),
+        other => panic!("{other:?}"),
+    };
+    let r: Value = serde_json::from_str(report.as_json()).unwrap();
+    assert_eq!(r["refusals"][0]["gate"], "not-checked", "{r:#}");
+    for text in [
+        message.as_str(),
+        r["refusals"][0]["message"].as_str().unwrap(),
+    ] {
+        assert!(text.contains("gpu-present: "), "{text}");
+        assert!(
+            text.contains("node_facts=FILE") && text.contains("docs/live.md"),
+            "{text}"
+        );
+    }
+    // Neighbour: GPUs listed, another fact not checked: no GPU hint.
+    let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
+    let f = json!({
+        "boot_id": null, "hostname": testkit::HOSTNAME,
+        "processes": {"4242": 123456}, "gpus": {"visible": gpus, "on_node": gpus}
+    });
+    std::fs::write(&facts, f.to_string()).unwrap();
+    match api::gate(&inv, &o) {
+        Err(Error::Refused { message, .. }) => {
+            assert!(message.contains("boot_id: "), "{message}");
+            assert!(!message.contains("node_facts=FILE"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The command line's import says what it always said (the driver is
+    // its own check there, §8.9).
+    let out = kvcr()
+        .args(["import", "--dry-run", "--format", "json"])
+        .arg(&inv)
+        .env("KVCR_NODE_FACTS", &facts)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("node_facts=FILE"));
+}
+
+#[test]
+fn current_epoch_is_the_highest_epoch_of_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    std::fs::create_dir(&inv).unwrap();
+    private(&inv);
+    assert_eq!(api::current_epoch(&inv, "grp").unwrap(), None);
+    let mut d = Desc::new("grp", 0, 1, 1);
+    d.epoch = 3;
+    put_group(&inv, "old", &d);
+    d.epoch = 7;
+    d.incarnation = testkit::INCARNATION_B.into();
+    put_group(&inv, "new", &d);
+    // A descriptor of the group that does not parse still names its epoch.
+    let mut broken = d.clone();
+    broken.epoch = 9;
+    let bytes = broken.bytes_with(|v| v["world_size"] = json!("one"));
+    testkit::put(&inv, "broken/rank-0.json", &bytes);
+    put_group(&inv, "other", &Desc::new("other-grp", 0, 1, 1));
+    assert_eq!(api::current_epoch(&inv, "grp").unwrap(), Some(9));
+    assert_eq!(api::current_epoch(&inv, "other-grp").unwrap(), Some(1));
+    assert_eq!(api::current_epoch(&inv, "absent").unwrap(), None);
+    assert!(matches!(
+        api::current_epoch(&inv, "bad id!"),
+        Err(Error::Usage { .. })
+    ));
+    assert!(matches!(
+        api::current_epoch(&dir.path().join("missing"), "grp"),
+        Err(Error::Usage { .. })
+    ));
+    // The audit agrees: the highest epoch is the current incarnation's.
+    std::fs::remove_dir_all(inv.join("broken")).unwrap();
+    let o = AuditOptions {
+        engine: Some("grp".into()),
+        ..AuditOptions::default()
+    };
+    let doc: Value = serde_json::from_str(api::audit(&inv, &o).unwrap().as_json()).unwrap();
+    assert_eq!(doc["groups"][0]["epoch"], 7);
+    assert_eq!(api::current_epoch(&inv, "grp").unwrap(), Some(7));
 }
