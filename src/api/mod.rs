@@ -149,7 +149,8 @@ impl Document {
         crate::format::json::write(&mut out, value)
             .map_err(|e| Error::usage(format!("cannot render the document: {e}")))?;
         Ok(Document {
-            text: String::from_utf8_lossy(&out).into_owned(),
+            text: String::from_utf8(out)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
             exit_status,
             notes: Vec::new(),
         })
@@ -342,7 +343,9 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
     crate::report::audit::print_audit(&mut out, &printer, &run, None)
         .map_err(|e| Error::usage(format!("cannot render the report: {e}")))?;
     Ok(Document {
-        text: String::from_utf8_lossy(&out).into_owned(),
+        // The writer writes UTF-8 (docs/format.md §9.6): no copy.
+        text: String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         exit_status: run.judgement.exit_status(),
         notes,
     })
@@ -544,68 +547,66 @@ pub fn write_rank_json_with(root: &Path, text: &[u8], o: &WriteOptions) -> Resul
     let mut fd = rustix::fs::open(root, dir_flags, Mode::empty())
         .map_err(|e| Error::usage(format!("inventory root {}: {e}", root.display())))?;
     let mut dir = root.to_path_buf();
-    {
-        for name in &names {
-            let name = name.as_os_str();
-            dir.push(name);
-            let open = |fd: &rustix::fd::OwnedFd| {
-                rustix::fs::openat(fd, name, dir_flags | OFlags::NOFOLLOW, Mode::empty())
-            };
-            let next = match open(&fd) {
-                Err(rustix::io::Errno::NOENT) => {
-                    match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o700)) {
-                        // Created here: 0700 whatever the umask took away
-                        // (§2.4). Through an O_PATH fd of the very
-                        // directory (a umask of 0777 leaves nothing this
-                        // user may open it with), then opened through it.
-                        Ok(()) => rustix::fs::openat(
-                            &fd,
-                            name,
-                            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                            Mode::empty(),
-                        )
-                        .and_then(|p| {
-                            let magic =
-                                format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&p));
-                            rustix::fs::chmod(magic.as_str(), Mode::from_raw_mode(0o700))?;
-                            rustix::fs::open(magic.as_str(), dir_flags, Mode::empty())
-                        }),
-                        Err(rustix::io::Errno::EXIST) => open(&fd),
-                        Err(e) => Err(e),
-                    }
+    for name in &names {
+        let name = name.as_os_str();
+        dir.push(name);
+        let open = |fd: &rustix::fd::OwnedFd| {
+            rustix::fs::openat(fd, name, dir_flags | OFlags::NOFOLLOW, Mode::empty())
+        };
+        let next = match open(&fd) {
+            Err(rustix::io::Errno::NOENT) => {
+                match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o700)) {
+                    // Created here: 0700 whatever the umask took away
+                    // (§2.4). Through an O_PATH fd of the very
+                    // directory (a umask of 0777 leaves nothing this
+                    // user may open it with), then opened through it.
+                    Ok(()) => rustix::fs::openat(
+                        &fd,
+                        name,
+                        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .and_then(|p| {
+                        let magic =
+                            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&p));
+                        rustix::fs::chmod(magic.as_str(), Mode::from_raw_mode(0o700))?;
+                        rustix::fs::open(magic.as_str(), dir_flags, Mode::empty())
+                    }),
+                    Err(rustix::io::Errno::EXIST) => open(&fd),
+                    Err(e) => Err(e),
                 }
-                other => other,
-            };
-            // O_NOFOLLOW | O_DIRECTORY on a symlink is ELOOP or ENOTDIR.
-            let is_link = || {
-                rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                    .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_symlink())
-            };
-            fd = match next {
-                Ok(n) => n,
-                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) if is_link() => {
-                    return Err(Error::Other {
-                        message: format!(
-                            "{} is a symlink; descriptors are never written through one",
-                            dir.display()
-                        ),
-                        status: crate::format::exit::REJECTED,
-                    })
-                }
-                Err(rustix::io::Errno::NOTDIR) => {
-                    return Err(Error::usage(format!(
-                        "{} exists and is not a directory",
+            }
+            other => other,
+        };
+        // O_NOFOLLOW | O_DIRECTORY on a symlink is ELOOP or ENOTDIR.
+        let is_link = || {
+            rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_symlink())
+        };
+        fd = match next {
+            Ok(n) => n,
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) if is_link() => {
+                return Err(Error::Other {
+                    message: format!(
+                        "{} is a symlink; descriptors are never written through one",
                         dir.display()
-                    )))
-                }
-                Err(e) => {
-                    return Err(Error::usage(format!(
-                        "cannot open or create {}: {e}",
-                        dir.display()
-                    )))
-                }
-            };
-        }
+                    ),
+                    status: crate::format::exit::REJECTED,
+                })
+            }
+            Err(rustix::io::Errno::NOTDIR) => {
+                return Err(Error::usage(format!(
+                    "{} exists and is not a directory",
+                    dir.display()
+                )))
+            }
+            Err(e) => {
+                return Err(Error::usage(format!(
+                    "cannot open or create {}: {e}",
+                    dir.display()
+                )))
+            }
+        };
     }
     let name = format!("rank-{rank}.json");
     // The held directory, by its descriptor: nothing is resolved by name again.

@@ -41,19 +41,27 @@ const QUEUED_PER_THREAD: usize = 2;
 /// How to collect.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Threads that read and parse, the walking thread included (≥ 1).
+    /// Threads that read and parse, the walking thread included; 0 is the
+    /// default ([`threads`]): the CPUs this process may run on, asked only
+    /// once the walk has a full batch for a second thread, so a small
+    /// inventory never pays for asking (it reads the cgroup files).
     pub threads: usize,
     /// Keep each descriptor's allocations with their handles (import needs
     /// them); without, only the summary the verdict needs is kept.
     pub keep_allocations: bool,
 }
 
-/// `asked` when it is at least 1, else the number of CPUs this process may
-/// run on; at most `MAX_THREADS`.
+/// [`Options::threads`] for `asked`: `asked` when it is at least 1 (at
+/// most `MAX_THREADS`), else 0, the default (the CPUs this process may run
+/// on, asked when needed: [`cpus`]).
 pub fn threads(asked: Option<usize>) -> usize {
-    asked
-        .filter(|&n| n >= 1)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    asked.filter(|&n| n >= 1).map_or(0, |n| n.min(MAX_THREADS))
+}
+
+/// The number of CPUs this process may run on, at most `MAX_THREADS`.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
         .min(MAX_THREADS)
 }
 
@@ -68,7 +76,7 @@ pub fn collect(
 ) -> Result<(Vec<Candidate>, Vec<FileVerdict>), InventoryError> {
     let inv = InventoryRoot::open(root)?;
     let keep = opts.keep_allocations;
-    if opts.threads > 1 {
+    if opts.threads != 1 {
         return parallel(&inv, opts.threads, keep, tick);
     }
     let mut cands = Vec::new();
@@ -240,13 +248,15 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// The walk on this thread, reading on `threads` threads.
+/// The walk on this thread, reading on `threads` threads (0: [`cpus`],
+/// asked at the first full batch).
 fn parallel(
     inv: &InventoryRoot,
     threads: usize,
     keep: bool,
     tick: &mut dyn FnMut(),
 ) -> Result<(Vec<Candidate>, Vec<FileVerdict>), InventoryError> {
+    let mut threads = threads;
     let shared = Shared {
         queue: Mutex::new(Queue {
             batches: VecDeque::new(),
@@ -276,6 +286,9 @@ fn parallel(
                     if batch.len() == BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
                         let waiting = shared.push(full, descriptors);
+                        if threads == 0 {
+                            threads = cpus();
+                        }
                         if helpers.is_empty() {
                             for _ in 1..threads {
                                 helpers.push(s.spawn(move || {
