@@ -206,6 +206,7 @@ fn audit(
             incarnation,
             node_facts: node_facts.map(|p| path(&p)),
             threads,
+            producer_uid: None,
         };
         let root = path(&root);
         let r = py.detach(move || api::audit(&root, &o)).map_err(raise)?;
@@ -393,6 +394,35 @@ fn gate(
     })
 }
 
+/// `kvcr gms PATH... --format json`, with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (paths, live, num_blocks, binding, interval_ms))]
+fn gms(
+    py: Python<'_>,
+    paths: Vec<Vec<u8>>,
+    live: bool,
+    num_blocks: Option<u64>,
+    binding: Option<String>,
+    interval_ms: Option<u64>,
+) -> PyResult<String> {
+    guarded(move || {
+        let binding = binding
+            .map(|b| api::parse_binding(&b))
+            .transpose()
+            .map_err(raise)?;
+        let o = api::GmsOptions {
+            live,
+            num_blocks,
+            binding,
+            interval_ms,
+        };
+        let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();
+        py.detach(move || api::gms(&paths, &o))
+            .map(api::Document::into_json)
+            .map_err(raise)
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
@@ -409,5 +439,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gate, m)?)?;
     m.add_function(wrap_pyfunction!(current_epoch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(gms, m)?)?;
     Ok(())
 }

@@ -39,6 +39,9 @@ pub struct Inventory {
     /// `crate::io::node::facts_file`: `KVCR_NODE_FACTS` on the command
     /// line, the library's `node_facts` option).
     pub node_facts: Option<PathBuf>,
+    /// `--producer-user` or `$KVCR_PRODUCER_USER`, as a uid: whose files
+    /// are trusted besides root's and this user's (docs/format.md §2.4).
+    pub producer_uid: Option<u32>,
 }
 
 /// Where a run's profile came from (docs/json.md, `options.profile_source`).
@@ -245,6 +248,7 @@ pub fn audit(
     let opts = pipeline::Options {
         threads: inv.threads,
         keep_allocations,
+        producer_uid: inv.producer_uid,
     };
     let (cands, files) = collect(&root, progress, &opts)?;
     check_names(inv, &cands)?;

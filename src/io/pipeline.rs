@@ -49,6 +49,9 @@ pub struct Options {
     /// Keep each descriptor's allocations with their handles (import needs
     /// them); without, only the summary the verdict needs is kept.
     pub keep_allocations: bool,
+    /// The declared producer's uid (`--producer-user`): its files are
+    /// trusted like root's (docs/format.md §2.4).
+    pub producer_uid: Option<u32>,
 }
 
 /// [`Options::threads`] for `asked`: `asked` when it is at least 1 (at
@@ -74,7 +77,7 @@ pub fn collect(
     opts: &Options,
     tick: &mut dyn FnMut(),
 ) -> Result<(Vec<Candidate>, Vec<FileVerdict>), InventoryError> {
-    let inv = InventoryRoot::open(root)?;
+    let inv = InventoryRoot::open(root, opts.producer_uid)?;
     let keep = opts.keep_allocations;
     if opts.threads != 1 {
         return parallel(&inv, opts.threads, keep, tick);

@@ -35,11 +35,25 @@ pub(crate) fn check(
     ctx: &Context,
 ) -> BTreeMap<EngineId, Vec<Finding>> {
     let engines: Vec<EngineId> = by_engine.keys().cloned().collect();
-    // Pass 1: a 16-byte (fingerprint, group) pair per current handle; one
-    // sort finds the fingerprints seen in two or more groups. Most
-    // inventories have none, and nothing larger is ever held for them.
+    // Pass 1: one 8-byte word per current handle, its fingerprint's high
+    // bits and its group's index in the low `bits`; one sort finds the
+    // fingerprints seen in two or more groups. A fingerprint cut short can
+    // only add suspects, which pass 2 checks exactly. Most inventories have
+    // none, and nothing larger is ever held for them.
+    let bits = usize::BITS - by_engine.len().leading_zeros();
+    let group_mask = (1u64 << bits) - 1;
     let mut current: Vec<Vec<usize>> = Vec::with_capacity(by_engine.len());
-    let mut prints: Vec<(u64, u32)> = Vec::new();
+    // Sized once for every handle of every group (those of descriptors that
+    // are not current are a few spare slots): grown by doubling, this is
+    // the largest allocation of a large audit at its peak.
+    let mut prints: Vec<u64> = Vec::with_capacity(
+        by_engine
+            .values()
+            .flatten()
+            .filter_map(|c| c.descriptor.as_ref())
+            .map(|d| d.alloc_summary.handles.len())
+            .sum(),
+    );
     // Each group's nodes: those its current descriptors name.
     let mut nodes: Vec<std::collections::BTreeSet<(String, Uuid)>> = Vec::new();
     for (gi, (engine, cands)) in by_engine.iter().enumerate() {
@@ -56,7 +70,11 @@ pub(crate) fn check(
                 continue;
             };
             mine.push(ci);
-            prints.extend(keys(d).iter().map(|k| (k.fingerprint(), gi as u32)));
+            prints.extend(
+                keys(d)
+                    .iter()
+                    .map(|k| (k.fingerprint() & !group_mask) | gi as u64),
+            );
             named.insert((d.node.hostname.to_ascii_lowercase(), d.node.boot_id));
         }
         current.push(mine);
@@ -64,10 +82,12 @@ pub(crate) fn check(
     }
     prints.sort_unstable();
     prints.dedup();
+    // Equal high bits in neighbouring words (deduplicated, so of two
+    // groups): a suspect.
     let mut suspects: Vec<u64> = prints
         .windows(2)
-        .filter(|w| w[0].0 == w[1].0)
-        .map(|w| w[0].0)
+        .filter(|w| w[0] & !group_mask == w[1] & !group_mask)
+        .map(|w| w[0] & !group_mask)
         .collect();
     drop(prints);
     suspects.dedup();
@@ -81,7 +101,10 @@ pub(crate) fn check(
                     continue;
                 };
                 for (ai, k) in keys(d).into_iter().enumerate() {
-                    if suspects.binary_search(&k.fingerprint()).is_ok() {
+                    if suspects
+                        .binary_search(&(k.fingerprint() & !group_mask))
+                        .is_ok()
+                    {
                         claims.push((k, gi, ci, ai));
                     }
                 }

@@ -10,6 +10,7 @@ mod claims;
 mod consistency;
 pub mod facts;
 pub(crate) mod fleet;
+pub(crate) mod gms;
 mod handles;
 mod incarnation;
 mod live;
@@ -17,6 +18,8 @@ pub mod own;
 mod ranks;
 mod staleness;
 
+#[cfg(test)]
+mod tests_gms;
 #[cfg(test)]
 mod tests_mutants;
 
@@ -371,6 +374,8 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
             }),
         }
     }
+    // Its spare capacity is freed now, before the rules across groups.
+    drop(candidates);
     by_engine.values_mut().for_each(|g| g.reverse());
     files.extend(unattributed.into_iter().rev());
     // A profile (or --engine) names a group that must exist.

@@ -89,6 +89,43 @@ fn inherited_kv003_is_bounded_for_deep_unsafe_chains() {
 /// silent corruption. KV111's rationale (§3.4) holds across groups: one
 /// handle backs one allocation of one group. Should be: both rejected
 /// (KV111 naming the other group).
+/// Among many groups, one handle shared by two far apart is still found:
+/// the pass that finds suspect handles packs each group's index into the
+/// low bits of the handle's fingerprint (src/rules/across.rs), and with 300
+/// groups those are nine bits; the other groups stay accepted.
+#[test]
+fn one_handle_shared_by_two_of_many_groups_is_found() {
+    let t = tempfile::tempdir().unwrap();
+    let groups = 300;
+    for g in 0..groups {
+        let mut d = Desc::new(&format!("eng-{g:03}"), 0, 1, 1);
+        d.group = g;
+        put_group(t.path(), &format!("g{g:03}"), &d);
+    }
+    // Group 250's one rank carries group 5's allocations.
+    let mut five = Desc::new("eng-005", 0, 1, 1);
+    five.group = 5;
+    let borrowed = five.value()["allocations"].clone();
+    let mut d = Desc::new("eng-250", 0, 1, 1);
+    d.group = 250;
+    put(
+        t.path(),
+        "g250/rank-0.json",
+        &with(&d, |v| v["allocations"] = borrowed),
+    );
+    let (exit, v) = audit_json(t.path(), &[]);
+    assert_eq!(exit, 1);
+    assert_eq!(verdict_of(&v, "eng-250"), "reject", "{v:#}");
+    assert_eq!(verdict_of(&v, "eng-005"), "reject", "{v:#}");
+    let accepted = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["verdict"] == "accept")
+        .count();
+    assert_eq!(accepted, groups as usize - 2);
+}
+
 #[test]
 fn one_handle_in_two_groups_is_rejected() {
     for kind in ["fabric", "cuda_ipc", "posix_fd"] {

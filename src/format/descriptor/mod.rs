@@ -414,6 +414,8 @@ pub struct AllocSummary {
     /// size_bytes)` in its handle's memory, in order: one handle at
     /// disjoint ranges is one exported segment carved into allocations, at
     /// overlapping ranges the same memory twice (KV111, docs/format.md §8.10).
+    /// Empty when no handle repeats within the descriptor: the ranges
+    /// decide nothing then, and a large audit does not hold them.
     pub ranges: Vec<(u64, u64)>,
     /// How many allocations carry a `content` member (docs/format.md §3.6).
     pub with_content: usize,

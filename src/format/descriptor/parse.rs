@@ -480,8 +480,28 @@ impl<'v> AllocBuilder<'v> {
 
     fn finish(mut self) -> (Option<Vec<Allocation>>, AllocSummary) {
         self.sum.duplicate_ids = duplicates(&self.ids);
+        // The ranges decide only between allocations of one handle within
+        // this descriptor (`crate::rules::handles`): kept when a handle
+        // repeats here, dropped otherwise (16 bytes an allocation that a
+        // large audit would hold for every descriptor).
+        if !repeats(&self.sum.handles) {
+            self.sum.ranges = Vec::new();
+        }
         (self.out, self.sum)
     }
+}
+
+/// Whether any handle identity occurs twice.
+fn repeats(handles: &[super::HandleId]) -> bool {
+    if handles.len() <= LINEAR_DUP_SCAN {
+        return handles
+            .iter()
+            .enumerate()
+            .any(|(i, h)| handles[..i].contains(h));
+    }
+    let mut sorted = handles.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[0] == w[1])
 }
 
 /// Ids that occur more than once, each once, in the order of their first
@@ -1348,6 +1368,30 @@ pub(crate) mod tests {
             edit(&mut v);
             seal(&mut v);
             to_bytes(&v)
+        }
+
+        /// The byte ranges are kept only where a handle repeats within the
+        /// descriptor (the one case they decide, `crate::rules::handles`),
+        /// in allocation order; distinct handles hold none.
+        #[test]
+        fn ranges_are_kept_only_for_a_repeated_handle() {
+            let distinct = parse_descriptor_with(&sealed(|_| {}), false);
+            let d = distinct.descriptor.expect("parses");
+            assert_eq!(d.alloc_summary.handles.len(), 3);
+            assert!(d.alloc_summary.ranges.is_empty());
+            let repeated = parse_descriptor_with(
+                &sealed(|v| {
+                    let h = v["allocations"][0]["handle"].clone();
+                    v["allocations"][2]["handle"] = h;
+                }),
+                false,
+            );
+            let d = repeated.descriptor.expect("parses");
+            let sizes: Vec<u64> = (0..3)
+                .map(|i| d.alloc_summary.ranges[i].1 - d.alloc_summary.ranges[i].0)
+                .collect();
+            assert_eq!(d.alloc_summary.ranges.len(), 3, "{:?}", d.alloc_summary);
+            assert!(sizes.iter().all(|&n| n > 0), "{sizes:?}");
         }
 
         /// Clean, with and without the allocations kept; the summary agrees.
