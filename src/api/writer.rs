@@ -521,7 +521,8 @@ mod tests {
         );
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
         // Each fact that must hold when writing, with the audit's code.
-        let cases: [(&str, fn(&mut Value), &str); 4] = [
+        type Case = (&'static str, fn(&mut Value), &'static str);
+        let cases: [Case; 4] = [
             (
                 "KV108",
                 |v| v["node"]["boot_id"] = "00000000-0000-4000-8000-000000000001".into(),

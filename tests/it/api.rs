@@ -413,7 +413,7 @@ fn node_facts_and_threads_are_options_and_notes_come_back() {
             "node facts come from node_facts={}, not from this node",
             facts.display()
         );
-        assert_eq!(got.notes(), [note.clone()]);
+        assert_eq!(got.notes(), std::slice::from_ref(&note));
         assert!(
             stderr.contains(&note.replace("node_facts=", "KVCR_NODE_FACTS=")),
             "{stderr}"

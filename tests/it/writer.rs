@@ -246,7 +246,9 @@ fn the_python_recipe_writes_an_inventory_that_audits_clean() {
 
 /// One descriptor broken in a way it can be judged on its own (the code the
 /// audit gives it), for every writer and examine to agree on.
-fn own_defects() -> Vec<(&'static str, kvcr::finding::Code, Box<dyn Fn(&mut Value)>)> {
+type Defect = (&'static str, kvcr::finding::Code, Box<dyn Fn(&mut Value)>);
+
+fn own_defects() -> Vec<Defect> {
     use kvcr::finding::Code;
     vec![
         (
