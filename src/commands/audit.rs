@@ -85,10 +85,10 @@ pub fn run(args: &AuditArgs) -> Result<i32, Failure> {
                 if let Err(e) =
                     crate::api::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None)
                 {
-                    eprintln!(
+                    crate::io::output::err_line(&format!(
                         "kvcr: warning: cannot write kvcr_audit_success 0 to the --textfile: {}",
                         crate::format::text::terminal(&e.to_string())
-                    );
+                    ));
                 }
             }
             return Err(f);

@@ -303,11 +303,21 @@ unsafe impl Send for Driver {}
 // SAFETY: as above; nothing in Driver is mutated after loading.
 unsafe impl Sync for Driver {}
 
-static DRIVER: OnceLock<Result<Driver, LoadError>> = OnceLock::new();
+/// The loaded driver: kept once loaded (a library is never unloaded, so
+/// the function pointers stay valid), never a failure, which a later call
+/// tries again (a driver installed or a library path fixed while a
+/// long-running caller waits).
+static DRIVER: OnceLock<Driver> = OnceLock::new();
 
-/// The driver, loaded on first use. Calls nothing in it.
+/// The driver, loaded on first success. Calls nothing in it.
 pub fn driver() -> Result<&'static Driver, LoadError> {
-    DRIVER.get_or_init(load).as_ref().map_err(Clone::clone)
+    if let Some(d) = DRIVER.get() {
+        return Ok(d);
+    }
+    // Two threads may both load: dlopen hands out one handle, and the
+    // second Driver (function pointers only) is dropped unused.
+    let loaded = load()?;
+    Ok(DRIVER.get_or_init(|| loaded))
 }
 
 fn load() -> Result<Driver, LoadError> {
