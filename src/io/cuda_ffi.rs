@@ -321,8 +321,14 @@ pub fn driver() -> Result<&'static Driver, LoadError> {
 }
 
 fn load() -> Result<Driver, LoadError> {
+    load_from(&[c"libcuda.so.1", c"libcuda.so"])
+}
+
+/// The first of `names` that `dlopen` opens, as a driver; else why the
+/// first could not be opened.
+fn load_from(names: &[&CStr]) -> Result<Driver, LoadError> {
     let mut why = String::new();
-    for name in [c"libcuda.so.1", c"libcuda.so"] {
+    for name in names {
         // SAFETY: dlopen with a NUL-terminated name; running the library's
         // initialisers is what loading a driver means.
         let lib = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -931,11 +937,22 @@ mod tests {
     }
 
     #[test]
-    fn missing_library_is_an_error() {
-        // On CI (no driver) this is the NotFound path; on a GPU node, a driver.
-        match driver() {
-            Err(LoadError::NotFound(why)) => assert!(!why.is_empty()),
-            Ok(d) => assert!(d.missing(&["cuInit"]).is_empty()),
+    fn a_library_that_is_not_there_is_not_found_naming_it() {
+        match load_from(&[c"libkvcr-no-such-driver.so.9"]) {
+            Err(LoadError::NotFound(why)) => {
+                assert!(why.contains("libkvcr-no-such-driver.so.9"), "{why}")
+            }
+            Ok(_) => panic!("a library that does not exist was loaded"),
         }
+    }
+
+    #[test]
+    fn a_library_without_the_driver_api_names_what_it_lacks() {
+        // libc loads, and has none of the driver's entry points.
+        let d = load_from(&[c"libc.so.6"]).expect("libc loads");
+        assert_eq!(
+            d.missing(&["cuInit", "cuDeviceGet"]),
+            ["cuInit", "cuDeviceGet"]
+        );
     }
 }

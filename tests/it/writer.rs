@@ -199,7 +199,7 @@ fn the_python_recipe_writes_an_inventory_that_audits_clean() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !have_python {
-        eprintln!("skipped: python3 is not installed, so the Python recipe cannot run");
+        crate::util::missing("needs python3 to run the Python recipe");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
