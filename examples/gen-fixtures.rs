@@ -485,6 +485,26 @@ fn cases() -> Vec<Case> {
             },
         },
         Case {
+            name: "kv108-seconds",
+            about: "created_unix_ms written in seconds, not milliseconds: its age \
+            cannot be proven, whatever the options",
+            args: vec![],
+            exit: 1,
+            codes: vec!["KV108"],
+            build: |d| {
+                for rank in 0..2 {
+                    let r = Desc { rank, ..tp(2) };
+                    put(
+                        d,
+                        &format!("rank-{rank}.json"),
+                        &with(&r, |v| {
+                            v["created_unix_ms"] = json!(testkit::CREATED_UNIX_MS / 1000)
+                        }),
+                    );
+                }
+            },
+        },
+        Case {
             name: "kv106-profile-gpu",
             about: "the profile puts rank 1 on another \
             GPU",

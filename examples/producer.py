@@ -6,8 +6,9 @@ alive and describes it to kvcr (docs/python.md "Reference producer").
 
 Each start is a new owner lifetime:
 
-1. reads the epoch it persisted (``--state``, written atomically) and takes
-   the next one, with a new incarnation (a UUID);
+1. reads the epoch it persisted (``--state``, written atomically) and the
+   group's current epoch in the inventory (``kvcr.current_epoch``), and
+   takes the next one above both, with a new incarnation (a UUID);
 2. "allocates" each rank's KV memory (here: bytes in this process) and
    computes each allocation's content digest from a read callback
    (``kvcr.content_digest``);
@@ -139,7 +140,10 @@ class Producer:
         self.tp = tp
         self.state_path = state_path
         self.state = load_state(state_path)
-        self.epoch = int(self.state["epoch"]) + 1
+        # Above every epoch this group used: the persisted one, and those
+        # still in the inventory (a lost state file is recovered from it).
+        in_inventory = kvcr.current_epoch(root, engine) or 0
+        self.epoch = max(int(self.state["epoch"]), in_inventory) + 1
         self.incarnation = str(uuid.uuid4())
         self.subdir = "epoch-%d" % self.epoch
         # This lifetime's KV memory, one buffer per rank (deterministic bytes).

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import kvcr  # noqa: E402
-from conftest import descriptor  # noqa: E402
+from conftest import descriptor, writer_facts  # noqa: E402
 
 
 def main() -> int:
@@ -38,7 +38,7 @@ def main() -> int:
         root = Path(tmp) / "inv"
         root.mkdir(mode=0o700)
         for r in range(8):
-            kvcr.write_rank(root, descriptor(rank=r, world=8))
+            kvcr.write_rank(root, descriptor(rank=r, world=8), node_facts=writer_facts())
         # Both see the same document (sanity, outside the timing).
         out = subprocess.run([a.kvcr, "audit", str(root), "--format", "json"],
                              capture_output=True, check=False).stdout

@@ -5,11 +5,18 @@ with :func:`write_rank`; the engine side asks :func:`gate` before it becomes
 ready and imports from the plan it returns. Every rule is kvcr's own Rust
 code (``kvcr::api``), the same the ``kvcr`` command runs: nothing here
 re-implements a check. See docs/python.md and docs/format.md §13.
+
+The package reads no environment variable: what the ``kvcr`` command takes
+from ``KVCR_PROFILE``, ``KVCR_NODE_FACTS`` and ``KVCR_THREADS`` are the
+arguments ``profile=``, ``node_facts=`` and ``threads=`` here. It prints
+nothing: the notes the command prints on stderr go to the ``kvcr`` logger
+(level INFO).
 """
 
 from __future__ import annotations
 
 import json as _json
+import logging as _logging
 import operator as _operator
 import os as _os
 import pathlib as _pathlib
@@ -35,12 +42,29 @@ __all__ = [
     "audit",
     "examine",
     "gate",
+    "current_epoch",
     "gms",
 ]
 
 StrPath = Union[str, "_os.PathLike[str]"]
 
 _U64_MAX = (1 << 64) - 1
+# The range of --min-epoch, --max-age and --max-report-age (docs/format.md §5.4).
+_I63_MAX = (1 << 63) - 1
+# Ranks are below the largest world size (docs/format.md §3), as in the
+# command line's --local-ranks text.
+_MAX_WORLD_SIZE = 4096
+# Python writes no integer of more than 4,300 digits as text (CPython's
+# sys.int_info.default_max_str_digits); far out of every range of §3.
+_HUGE = 10**4300
+
+_log = _logging.getLogger("kvcr")
+
+
+def _notes(notes: Sequence[str]) -> None:
+    # What the command line prints as `kvcr: note: …` on stderr.
+    for n in notes:
+        _log.info("%s", n)
 
 
 class Error(Exception):
@@ -94,7 +118,8 @@ class Refused(Error):
 
 
 def _raise(e: BaseException) -> NoReturn:
-    kind, status, code, field, message, report = e.args
+    kind, status, code, field, message, report, notes = e.args
+    _notes(notes)
     if kind == "usage":
         raise UsageError(message) from None
     if kind == "descriptor":
@@ -105,14 +130,48 @@ def _raise(e: BaseException) -> NoReturn:
 
 
 def _path(name: str, p: Any) -> bytes:
+    # A str path is encoded as the os module encodes it (surrogateescape: a
+    # name read from the file system round-trips to its bytes); one that
+    # cannot be (a lone surrogate outside U+DC80..U+DCFF) names no file.
     if isinstance(p, bytes):
         return p
     try:
         return _os.fsencode(_os.fspath(p))
     except TypeError:
         raise UsageError(
-            "%s: expected a str or os.PathLike path, found %s" % (name, type(p).__name__)
+            "%s=: expected a str, bytes or os.PathLike path, found %s" % (name, type(p).__name__)
         ) from None
+    except UnicodeError as e:
+        raise UsageError(
+            "%s=: the path is not valid text and names no file (%s)" % (name, e.reason)
+        ) from None
+
+
+def _text(name: str, v: Any, what: str = "a string") -> str:
+    """A string option, refused as its flag would be when it is not text
+    (a lone surrogate cannot be passed on a command line)."""
+    if not isinstance(v, str):
+        raise UsageError("%s=: expected %s, found %s" % (name, what, _shown(v)))
+    try:
+        v.encode("utf-8")
+    except UnicodeError as e:
+        raise UsageError(
+            "%s=: not valid text: %s at index %d" % (name, e.reason, e.start)
+        ) from None
+    return v
+
+
+def _shown(v: Any) -> str:
+    """A value for a message, never Python's own refusal to print it (an
+    integer past 4,300 digits) nor an unbounded text."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        if abs(v) >= 10**40:
+            return "an integer of %d bits" % v.bit_length()
+        return str(v)
+    if isinstance(v, str):
+        r = repr(v[:64] + ("…" if len(v) > 64 else ""))
+        return r
+    return "a %s" % type(v).__name__
 
 
 def _as_int(v: Any) -> Optional[int]:
@@ -125,16 +184,16 @@ def _as_int(v: Any) -> Optional[int]:
         return None
 
 
-def _int_option(name: str, v: Any, lo: int = 0, hi: int = _U64_MAX) -> int:
+def _int_option(name: str, v: Any, lo: int = 0, hi: int = _I63_MAX) -> int:
     # Options take what the CLI flag takes: anything else is a usage error,
-    # as `--min-epoch 1e3` is for the CLI.
+    # as `--min-epoch 1e3` or `--min-epoch 9223372036854775808` is.
     n = _as_int(v)
     if n is None:
-        raise UsageError("%s: expected an integer, found %r" % (name, v))
-    v = n
-    if not lo <= v <= hi:
-        raise UsageError("%s: %d is out of range (%d to %d)" % (name, v, lo, hi))
-    return v
+        raise UsageError("%s=: expected an integer, found %s" % (name, _shown(v)))
+    if not lo <= n <= hi:
+        bound = "2^63-1" if hi == _I63_MAX else str(hi)
+        raise UsageError("%s=: %s is out of range (%d to %s)" % (name, _shown(n), lo, bound))
+    return n
 
 
 def _content_int(name: str, v: Any) -> int:
@@ -142,12 +201,33 @@ def _content_int(name: str, v: Any) -> int:
     n = _as_int(v)
     if n is None:
         raise DescriptorError(
-            "KV007", name, "%s: wrong type, expected integer, found %r" % (name, v)
+            "KV007", name, "%s: wrong type, expected integer, found %s" % (name, _shown(v))
         )
     v = n
     if not 0 <= v <= _U64_MAX:
-        raise DescriptorError("KV007", name, "%s: out of range, found %d" % (name, v))
+        raise DescriptorError("KV007", name, "%s: out of range, found %s" % (name, _shown(v)))
     return v
+
+
+def _huge_int(obj: Any) -> Optional[str]:
+    """The dotted path (as the audit writes it: ``allocations[0].size_bytes``)
+    of the first integer too long for Python to write as text, if any;
+    nesting past 32 is left to the JSON rules (KV006)."""
+    stack = [(obj, "", 0)]
+    while stack:
+        v, at, depth = stack.pop()
+        if isinstance(v, int) and not isinstance(v, bool):
+            if abs(v) >= _HUGE:
+                return at or "(the value)"
+        elif depth <= 33 and isinstance(v, Mapping):
+            items = list(v.items())
+            for k, x in reversed(items):
+                key = k if isinstance(k, str) else repr(k)
+                stack.append((x, "%s.%s" % (at, key) if at else key, depth + 1))
+        elif depth <= 33 and isinstance(v, (list, tuple)):
+            for i in range(len(v) - 1, -1, -1):
+                stack.append((v[i], "%s[%d]" % (at, i), depth + 1))
+    return None
 
 
 def _json_text(what: str, obj: Any) -> bytes:
@@ -157,6 +237,12 @@ def _json_text(what: str, obj: Any) -> bytes:
     if not isinstance(obj, Mapping):
         raise DescriptorError(
             "KV007", None, "a %s is a JSON object (a dict), found %s" % (what, type(obj).__name__)
+        )
+    huge = _huge_int(obj)
+    if huge is not None:
+        # Out of every range of §3, as any out-of-range integer (KV007).
+        raise DescriptorError(
+            "KV007", huge, "%s: out of range, found an integer of more than 4300 digits" % huge
         )
     try:
         return _json.dumps(dict(obj), ensure_ascii=False, allow_nan=True).encode("utf-8")
@@ -172,36 +258,63 @@ def _profile_args(profile: Any) -> Tuple[Optional[bytes], Optional[bytes]]:
     if profile is None:
         return None, None
     if isinstance(profile, Mapping):
+        huge = _huge_int(profile)
+        if huge is not None:
+            raise UsageError(
+                "bad profile=: %s: out of range, an integer of more than 4300 digits" % huge
+            )
         try:
             text = _json.dumps(dict(profile), ensure_ascii=False, allow_nan=True)
-        except (TypeError, ValueError) as e:
-            raise UsageError("bad profile: not JSON: %s" % e) from None
-        return None, text.encode("utf-8")
+            return None, text.encode("utf-8")
+        except RecursionError:
+            raise UsageError("bad profile=: nested deeper than 32") from None
+        except (TypeError, ValueError) as e:  # UnicodeError is a ValueError
+            raise UsageError("bad profile=: not JSON: %s" % e) from None
     return _path("profile", profile), None
 
 
 def _ranks(local_ranks: Any) -> Optional[str]:
+    """``local_ranks`` as the flag's text. A collection is bounded as the
+    flag is (every rank below 4096) and refused at once, before any
+    iteration, when it holds more items than there are ranks (a range is
+    judged by its ends: ``range(2**62)`` is never iterated)."""
     if local_ranks is None:
         return None
     if isinstance(local_ranks, str):
-        return local_ranks
+        return _text("local_ranks", local_ranks)
+    if isinstance(local_ranks, range):
+        # By its ends, never len() (OverflowError past 2^63) nor iteration.
+        if not local_ranks:
+            raise UsageError("local_ranks=: an empty range names no rank")
+        lo, hi = min(local_ranks[0], local_ranks[-1]), max(local_ranks[0], local_ranks[-1])
+        for end in (lo, hi):
+            _int_option("local_ranks", end, 0, _MAX_WORLD_SIZE - 1)
     if isinstance(local_ranks, (list, tuple, set, frozenset, range)):
-        ranks = sorted({_int_option("local_ranks", r) for r in local_ranks})
+        if len(local_ranks) > _MAX_WORLD_SIZE:
+            raise UsageError(
+                "local_ranks=: %d items, more than there are ranks (ranks are below %d)"
+                % (len(local_ranks), _MAX_WORLD_SIZE)
+            )
+        ranks = sorted(
+            {_int_option("local_ranks", r, 0, _MAX_WORLD_SIZE - 1) for r in local_ranks}
+        )
         if not ranks:
-            raise UsageError("local_ranks: an empty list names no rank")
+            raise UsageError("local_ranks=: an empty list names no rank")
         return ",".join(str(r) for r in ranks)
     raise UsageError(
-        "local_ranks: expected a string such as \"0-3,8\" or a list of ints, found %r"
-        % (local_ranks,)
+        "local_ranks=: expected a string such as \"0-3,8\" or a list of ints, found %s"
+        % _shown(local_ranks)
     )
 
 
-def _age(name: str, v: Any) -> Optional[int]:
+def _age(name: str, v: Any, optional: bool = True) -> Optional[int]:
     if v is None:
-        return None
+        if optional:
+            return None
+        raise UsageError("%s=: expected seconds or a duration such as \"5m\", found None" % name)
     if isinstance(v, str):
         try:
-            return int(_native.parse_age(v))
+            return int(_native.parse_age(name, _text(name, v)))
         except _native.NativeError as e:
             _raise(e)
     return _int_option(name, v)
@@ -229,17 +342,28 @@ def digest(descriptor: Mapping[str, Any]) -> str:
 
 
 def write_rank(
-    root: StrPath, descriptor: Mapping[str, Any], *, subdir: Optional[str] = None
+    root: StrPath,
+    descriptor: Mapping[str, Any],
+    *,
+    subdir: Optional[StrPath] = None,
+    node_facts: Optional[StrPath] = None,
 ) -> _pathlib.Path:
     """Validates, seals and writes ``descriptor`` as ``root/[subdir/]rank-<R>.json``
     atomically (docs/format.md §3.5: exclusive staging file, mode 0600,
-    fsync, rename, directory fsync; never through a symlink). ``subdir``
-    is created (0700) where missing. Returns the path written."""
+    fsync, rename, directory fsync; never through a symlink). Every check
+    ``kvcr examine`` makes comes first, then the node facts that must hold
+    when it is written — this node's hostname (KV110) and boot id (KV108),
+    the owner running with its start ticks (KV108) — read from this machine,
+    or from the facts file ``node_facts`` names (docs/live.md; tests): a
+    mismatch is :class:`DescriptorError` with the audit's code and the
+    member. ``subdir`` (plain names; no ``.`` or ``..``) is created 0700
+    where missing. Returns the path written."""
     r = _path("root", root)
     s = None if subdir is None else _path("subdir", subdir)
+    nf = None if node_facts is None else _path("node_facts", node_facts)
     text = _json_text("descriptor", descriptor)
     try:
-        written = _native.write_rank(r, text, s)
+        written = _native.write_rank(r, text, s, nf)
     except _native.NativeError as e:
         _raise(e)
     return _pathlib.Path(_os.fsdecode(written))
@@ -249,9 +373,9 @@ def proc_start_ticks(pid: int) -> int:
     """Field 22 of ``/proc/<pid>/stat`` (clock ticks since boot), read the
     way the live audit reads it; :class:`Error` when no such process runs."""
     if isinstance(pid, bool) or not isinstance(pid, int):
-        raise UsageError("pid: expected an integer, found %r" % (pid,))
+        raise UsageError("pid=: expected an integer, found %s" % _shown(pid))
     if not 1 <= pid <= (1 << 31) - 1:
-        raise Error("no running process %d" % pid, 1)
+        raise Error("no running process %s" % _shown(pid), 1)
     try:
         return int(_native.proc_start_ticks(pid))
     except _native.NativeError as e:
@@ -303,29 +427,36 @@ def audit(
     min_epoch: Optional[int] = None,
     max_age: Union[int, str, None] = None,
     incarnation: Union[str, _uuid.UUID, None] = None,
+    node_facts: Optional[StrPath] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """The document ``kvcr audit ROOT --format json`` prints with the same
     options, computed in-process with the GIL released. A rejected group is
-    no exception: read ``report["exit_status"]``. ``$KVCR_PROFILE`` applies
-    when ``profile`` is not given, as on the command line."""
+    no exception: read ``report["exit_status"]``. ``node_facts`` names a
+    facts file that describes the node ``live`` judges against (docs/live.md;
+    ``KVCR_NODE_FACTS`` for the command); ``threads`` the reading threads
+    (default: the CPUs available). No environment variable is read."""
     r = _path("root", root)
     pp, pj = _profile_args(profile)
     if not isinstance(live, bool) or not isinstance(strict, bool):
-        raise UsageError("live and strict are booleans")
-    if engine is not None and not isinstance(engine, str):
-        raise UsageError("engine: expected a string, found %r" % (engine,))
+        raise UsageError("live= and strict= are booleans")
+    if engine is not None:
+        engine = _text("engine", engine)
     if isinstance(incarnation, _uuid.UUID):
         incarnation = str(incarnation)
-    if incarnation is not None and not isinstance(incarnation, str):
-        raise UsageError("incarnation: expected a UUID string, found %r" % (incarnation,))
+    if incarnation is not None:
+        incarnation = _text("incarnation", incarnation, "a UUID string")
     me = None if min_epoch is None else _int_option("min_epoch", min_epoch)
+    nf = None if node_facts is None else _path("node_facts", node_facts)
+    th = None if threads is None else _int_option("threads", threads, 1, 64)
     try:
-        text, _status = _native.audit(
+        text, _status, notes = _native.audit(
             r, pp, pj, engine, live, strict, _ranks(local_ranks), me,
-            _age("max_age", max_age), incarnation,
+            _age("max_age", max_age), incarnation, nf, th,
         )
     except _native.NativeError as e:
         _raise(e)
+    _notes(notes)
     out: Dict[str, Any] = _json.loads(text)
     return out
 
@@ -384,22 +515,45 @@ def gate(
     local_ranks: Union[str, Sequence[int], None] = None,
     fleet_report: Optional[StrPath] = None,
     max_report_age: Union[int, str] = 300,
+    node_facts: Optional[StrPath] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """The engine's readiness question: the import gate in live, strict mode,
     in the documented order of answers, up to and not including the driver
     check (no GPU call). Returns the accepted group's ``kvcr.import-plan/v1``
     document; raises :class:`Refused` (with ``.report``) otherwise, and
-    :class:`UsageError` for a missing or incomplete profile.
-    ``$KVCR_PROFILE`` applies only when ``profile`` is not given."""
+    :class:`UsageError` for a missing or incomplete profile (no environment
+    variable is read: pass it). ``node_facts`` and ``threads`` as for
+    :func:`audit`: on a node without a GPU driver the GPUs cannot be
+    checked and the gate refuses (``not-checked``) unless a facts file lists
+    them (docs/live.md)."""
     r = _path("root", root)
     pp, pj = _profile_args(profile)
-    if engine is not None and not isinstance(engine, str):
-        raise UsageError("engine: expected a string, found %r" % (engine,))
+    if engine is not None:
+        engine = _text("engine", engine)
     fr = None if fleet_report is None else _path("fleet_report", fleet_report)
-    age = _age("max_report_age", max_report_age)
+    age = _age("max_report_age", max_report_age, optional=False)
+    nf = None if node_facts is None else _path("node_facts", node_facts)
+    th = None if threads is None else _int_option("threads", threads, 1, 64)
     try:
-        text = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age)
+        text, notes = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age, nf, th)
     except _native.NativeError as e:
         _raise(e)
+    _notes(notes)
     out: Dict[str, Any] = _json.loads(text)
     return out
+
+
+def current_epoch(root: StrPath, engine: str) -> Optional[int]:
+    """The current epoch of group ``engine`` in the inventory at ``root``:
+    the highest epoch any of its descriptors states (superseded or rejected
+    ones too), or ``None`` when it has none. A producer's first start takes
+    the larger of this and the epoch it persisted, plus one (docs/format.md
+    §3.5)."""
+    r = _path("root", root)
+    e = _text("engine", engine)
+    try:
+        n = _native.current_epoch(r, e)
+    except _native.NativeError as err:
+        _raise(err)
+    return None if n is None else int(n)

@@ -28,7 +28,11 @@ class Refused(Error):
 def seal(descriptor: Mapping[str, Any]) -> Dict[str, Any]: ...
 def digest(descriptor: Mapping[str, Any]) -> str: ...
 def write_rank(
-    root: StrPath, descriptor: Mapping[str, Any], *, subdir: Optional[str] = None
+    root: StrPath,
+    descriptor: Mapping[str, Any],
+    *,
+    subdir: Optional[StrPath] = None,
+    node_facts: Optional[StrPath] = None,
 ) -> pathlib.Path: ...
 def proc_start_ticks(pid: int) -> int: ...
 def boot_id() -> str: ...
@@ -51,6 +55,8 @@ def audit(
     min_epoch: Optional[int] = None,
     max_age: Union[int, str, None] = None,
     incarnation: Union[str, uuid.UUID, None] = None,
+    node_facts: Optional[StrPath] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def examine(path: StrPath) -> Dict[str, Any]: ...
 def gms(
@@ -69,4 +75,7 @@ def gate(
     local_ranks: Union[str, Sequence[int], None] = None,
     fleet_report: Optional[StrPath] = None,
     max_report_age: Union[int, str] = 300,
+    node_facts: Optional[StrPath] = None,
+    threads: Optional[int] = None,
 ) -> Dict[str, Any]: ...
+def current_epoch(root: StrPath, engine: str) -> Optional[int]: ...

@@ -1,9 +1,10 @@
 //! `kvcr._native`: the Python package's native half, a thin layer over
 //! `kvcr::api` (docs/python.md). Arguments arrive already converted by
 //! `kvcr/__init__.py` (paths as bytes, descriptors and profiles as JSON
-//! text); documents go back as JSON text. Errors are raised as
-//! `NativeError(kind, exit_status, code, field, message, report)`, which
-//! the package turns into its public exceptions.
+//! text); documents go back as JSON text, with the notes the command would
+//! print on stderr. Errors are raised as
+//! `NativeError(kind, exit_status, code, field, message, report, notes)`,
+//! which the package turns into its public exceptions.
 
 use kvcr::api::{self, Error, Profile};
 use pyo3::create_exception;
@@ -18,22 +19,100 @@ create_exception!(
     _native,
     NativeError,
     PyException,
-    "(kind, exit_status, code, field, message, report) from kvcr::api"
+    "(kind, exit_status, code, field, message, report, notes) from kvcr::api"
 );
 
 fn path(b: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(b))
 }
 
+/// Runs a call's body so that no Rust panic reaches Python as
+/// `PanicException`: a panic is kvcr's internal error, `kvcr.Error` with the
+/// command line's exit status 70 (docs/format.md §13.2).
+fn guarded<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string());
+            Err(raise(Error::Other {
+                message: format!("internal error: {what}; please report this"),
+                status: 70,
+            }))
+        }
+    }
+}
+
+/// The command line's flags as the package's arguments, in the words of an
+/// error: `--profile` is `profile=` here (docs/format.md §13.2).
+fn python_words(text: &str) -> String {
+    const WORDS: [(&str, &str); 11] = [
+        (
+            "(--profile FILE or $KVCR_PROFILE)",
+            "(profile=, a path or a dict)",
+        ),
+        ("--profile", "profile="),
+        ("--engine", "engine="),
+        ("--local-ranks", "local_ranks="),
+        ("--min-epoch", "min_epoch="),
+        ("--max-age", "max_age="),
+        ("--incarnation", "incarnation="),
+        ("--fleet-report", "fleet_report="),
+        ("--max-report-age", "max_report_age="),
+        ("--strict", "strict=True"),
+        ("--live", "live=True"),
+    ];
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    'scan: while !rest.is_empty() {
+        for (flag, arg) in WORDS {
+            // A whole flag only: not `--max-age` inside `--max-age-x`.
+            let whole = rest.starts_with(flag)
+                && !rest[flag.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if whole {
+                out.push_str(arg);
+                rest = &rest[flag.len()..];
+                // A flag's value follows it: `--engine ID` is `engine=ID`.
+                if arg.ends_with('=') {
+                    rest = rest.strip_prefix(' ').unwrap_or(rest);
+                }
+                continue 'scan;
+            }
+        }
+        let c = rest.chars().next().unwrap_or(' ');
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// At most 64 characters of a caller's text, for a message.
+fn shown(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 fn raise(e: Error) -> PyErr {
     let status = e.exit_status();
+    let notes = match &e {
+        Error::Refused { report, .. } => report.notes().to_vec(),
+        _ => Vec::new(),
+    };
     let (kind, code, field, message, report) = match e {
         Error::Usage { message, hint } => {
             let message = match hint {
                 Some(h) => format!("{message} (hint: {h})"),
                 None => message,
             };
-            ("usage", None, None, message, None)
+            ("usage", None, None, python_words(&message), None)
         }
         Error::Descriptor {
             code,
@@ -46,12 +125,16 @@ fn raise(e: Error) -> PyErr {
             message,
             None,
         ),
-        Error::Refused { message, report } => {
-            ("refused", None, None, message, Some(report.into_json()))
-        }
+        Error::Refused { message, report } => (
+            "refused",
+            None,
+            None,
+            python_words(&message),
+            Some(report.into_json()),
+        ),
         Error::Other { message, .. } => ("other", None, None, message, None),
     };
-    NativeError::new_err((kind, status, code, field, message, report))
+    NativeError::new_err((kind, status, code, field, message, report, notes))
 }
 
 fn usage(message: String) -> PyErr {
@@ -61,18 +144,20 @@ fn usage(message: String) -> PyErr {
     })
 }
 
+/// The profile as given; the package reads no environment variable
+/// (docs/format.md §13.2), so none given is none.
 fn profile(path_bytes: Option<Vec<u8>>, json: Option<Vec<u8>>) -> Option<Profile> {
     match (path_bytes, json) {
         (_, Some(j)) => Some(Profile::Json(j)),
         (Some(p), None) => Some(Profile::Path(path(&p))),
-        // As on the command line: $KVCR_PROFILE only when none is given.
-        (None, None) => Profile::from_env(),
+        (None, None) => None,
     }
 }
 
 fn ranks(s: Option<String>) -> PyResult<Option<kvcr::rankset::RankSet>> {
     s.map(|s| {
-        kvcr::rankset::RankSet::parse(&s).map_err(|e| usage(format!("local_ranks {s:?}: {e}")))
+        kvcr::rankset::RankSet::parse(&s)
+            .map_err(|e| usage(format!("local_ranks=: {:?}: {e}", shown(&s))))
     })
     .transpose()
 }
@@ -83,10 +168,11 @@ fn version() -> &'static str {
     kvcr::VERSION
 }
 
-/// `kvcr audit --format json`, with the GIL released.
+/// `kvcr audit --format json`, with the GIL released: the document, its
+/// exit status and the notes the command would print.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (root, profile_path, profile_json, engine, live, strict, local_ranks, min_epoch, max_age_s, incarnation))]
+#[pyo3(signature = (root, profile_path, profile_json, engine, live, strict, local_ranks, min_epoch, max_age_s, incarnation, node_facts, threads))]
 fn audit(
     py: Python<'_>,
     root: Vec<u8>,
@@ -99,80 +185,126 @@ fn audit(
     min_epoch: Option<u64>,
     max_age_s: Option<u64>,
     incarnation: Option<String>,
-) -> PyResult<(String, i32)> {
-    let incarnation = incarnation
-        .map(|s| uuid::Uuid::parse_str(&s).map_err(|e| usage(format!("incarnation {s:?}: {e}"))))
-        .transpose()?;
-    let o = api::AuditOptions {
-        profile: profile(profile_path, profile_json),
-        engine,
-        live,
-        strict,
-        local_ranks: ranks(local_ranks)?,
-        min_epoch,
-        max_age_s,
-        incarnation,
-        producer_uid: None,
-    };
-    let root = path(&root);
-    let r = py.detach(move || api::audit(&root, &o)).map_err(raise)?;
-    let status = r.exit_status();
-    Ok((r.into_json(), status))
+    node_facts: Option<Vec<u8>>,
+    threads: Option<usize>,
+) -> PyResult<(String, i32, Vec<String>)> {
+    guarded(move || {
+        let incarnation = incarnation
+            .map(|s| {
+                uuid::Uuid::parse_str(&s)
+                    .map_err(|e| usage(format!("incarnation=: {:?} is not a UUID: {e}", shown(&s))))
+            })
+            .transpose()?;
+        let o = api::AuditOptions {
+            profile: profile(profile_path, profile_json),
+            engine,
+            live,
+            strict,
+            local_ranks: ranks(local_ranks)?,
+            min_epoch,
+            max_age_s,
+            incarnation,
+            node_facts: node_facts.map(|p| path(&p)),
+            threads,
+            producer_uid: None,
+        };
+        let root = path(&root);
+        let r = py.detach(move || api::audit(&root, &o)).map_err(raise)?;
+        let status = r.exit_status();
+        let notes = r.notes().to_vec();
+        Ok((r.into_json(), status, notes))
+    })
 }
 
-/// `--max-age` text to seconds.
+/// `--max-age` text to seconds; errors name the argument `name`.
 #[pyfunction]
-fn parse_age(s: &str) -> PyResult<u64> {
-    api::parse_age(s).map_err(raise)
+fn parse_age(name: &str, s: &str) -> PyResult<u64> {
+    guarded(move || {
+        api::parse_age(s).map_err(|e| match e {
+            Error::Usage { message, .. } => usage(format!(
+                "{name}=: {}",
+                message.trim_start_matches("max_age: ")
+            )),
+            other => raise(other),
+        })
+    })
+}
+
+/// For the package's tests only: panics with `message`, so they can prove
+/// a panic reaches Python as `kvcr.Error` (exit status 70), never as
+/// `PanicException`.
+#[pyfunction]
+fn _panic_for_tests(message: &str) -> PyResult<()> {
+    guarded(move || panic!("{message}"))
 }
 
 /// `kvcr examine FILE --format json`.
 #[pyfunction]
 fn examine(py: Python<'_>, file: Vec<u8>) -> PyResult<String> {
-    let p = path(&file);
-    py.detach(move || api::examine(&p))
-        .map(api::Document::into_json)
-        .map_err(raise)
+    guarded(move || {
+        let p = path(&file);
+        py.detach(move || api::examine(&p))
+            .map(api::Document::into_json)
+            .map_err(raise)
+    })
 }
 
 /// The sealed descriptor bytes (`kvcr seal`).
 #[pyfunction]
 fn seal(text: &[u8]) -> PyResult<Vec<u8>> {
-    api::seal_json(text).map_err(raise)
+    guarded(move || api::seal_json(text).map_err(raise))
 }
 
 /// The canonical digest (`kvcr digest`).
 #[pyfunction]
 fn digest(text: &[u8]) -> PyResult<String> {
-    api::digest_json(text).map_err(raise)
+    guarded(move || api::digest_json(text).map_err(raise))
 }
 
-/// Seal and write `rank-<R>.json` (docs/format.md §3.5); the path written, as bytes.
+/// Seal and write `rank-<R>.json` (docs/format.md §3.5), after the node
+/// checks (this machine, or the facts file `node_facts` names); the path
+/// written, as bytes.
 #[pyfunction]
-#[pyo3(signature = (root, text, subdir))]
+#[pyo3(signature = (root, text, subdir, node_facts))]
 fn write_rank(
     py: Python<'_>,
     root: Vec<u8>,
     text: Vec<u8>,
     subdir: Option<Vec<u8>>,
+    node_facts: Option<Vec<u8>>,
 ) -> PyResult<Vec<u8>> {
-    let root = path(&root);
-    let sub = subdir.map(|s| path(&s));
-    py.detach(move || api::write_rank_json(&root, &text, sub.as_deref()))
-        .map(|p| p.into_os_string().into_vec())
-        .map_err(raise)
+    guarded(move || {
+        let root = path(&root);
+        let o = api::WriteOptions {
+            subdir: subdir.map(|s| path(&s)),
+            node_facts: node_facts.map(|p| path(&p)),
+        };
+        py.detach(move || api::write_rank_json_with(&root, &text, &o))
+            .map(|p| p.into_os_string().into_vec())
+            .map_err(raise)
+    })
+}
+
+/// The highest epoch of group `engine` in the inventory, or `None`.
+#[pyfunction]
+fn current_epoch(py: Python<'_>, root: Vec<u8>, engine: String) -> PyResult<Option<u64>> {
+    guarded(move || {
+        let root = path(&root);
+        py.detach(move || api::current_epoch(&root, &engine))
+            .map_err(raise)
+    })
 }
 
 /// Field 22 of `/proc/<pid>/stat`.
 #[pyfunction]
 fn proc_start_ticks(pid: i32) -> PyResult<u64> {
-    api::proc_start_ticks(pid).map_err(raise)
+    guarded(move || api::proc_start_ticks(pid).map_err(raise))
 }
 
 /// This boot's id.
 #[pyfunction]
 fn boot_id() -> PyResult<String> {
-    api::boot_id().map(|u| u.to_string()).map_err(raise)
+    guarded(move || api::boot_id().map(|u| u.to_string()).map_err(raise))
 }
 
 /// The sampled content digest: (page_bytes, pages, sha256 hex). A
@@ -185,47 +317,50 @@ fn content_digest(
     pages: u64,
     page_bytes: u64,
 ) -> PyResult<(u64, u64, String)> {
-    let mut raised: Option<PyErr> = None;
-    let mut cb = |offset: u64, length: u64| -> Result<Vec<u8>, String> {
-        let v = read.call1((offset, length)).map_err(|e| {
-            let m = e.to_string();
-            raised = Some(e);
-            m
-        })?;
-        match v.extract::<PyBackedBytes>() {
-            Ok(b) => Ok(b.to_vec()),
-            Err(_) => Err(format!(
-                "read({offset}, {length}) returned {}, expected bytes or bytearray",
-                v.get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|_| "?".into())
-            )),
-        }
-    };
-    let out = api::digest_content(size_bytes, offset_bytes, page_bytes, pages, &mut cb);
-    match out {
-        Ok(c) => {
-            let hex: String = c.sha256.iter().map(|b| format!("{b:02x}")).collect();
-            Ok((c.page_bytes, c.pages, hex))
-        }
-        Err(api::ContentError::Read(m)) => Err(raised.take().unwrap_or_else(|| {
-            raise(Error::Other {
+    guarded(move || {
+        let mut raised: Option<PyErr> = None;
+        let mut cb = |offset: u64, length: u64| -> Result<Vec<u8>, String> {
+            let v = read.call1((offset, length)).map_err(|e| {
+                let m = e.to_string();
+                raised = Some(e);
+                m
+            })?;
+            match v.extract::<PyBackedBytes>() {
+                Ok(b) => Ok(b.to_vec()),
+                Err(_) => Err(format!(
+                    "read({offset}, {length}) returned {}, expected bytes or bytearray",
+                    v.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|_| "?".into())
+                )),
+            }
+        };
+        let out = api::digest_content(size_bytes, offset_bytes, page_bytes, pages, &mut cb);
+        match out {
+            Ok(c) => {
+                let hex: String = c.sha256.iter().map(|b| format!("{b:02x}")).collect();
+                Ok((c.page_bytes, c.pages, hex))
+            }
+            Err(api::ContentError::Read(m)) => Err(raised.take().unwrap_or_else(|| {
+                raise(Error::Other {
+                    message: format!("content: {m}"),
+                    status: 1,
+                })
+            })),
+            Err(api::ContentError::Shape(m)) => Err(raise(Error::Descriptor {
+                code: kvcr::finding::Code::KV007,
+                field: Some("content".into()),
                 message: format!("content: {m}"),
-                status: 1,
-            })
-        })),
-        Err(api::ContentError::Shape(m)) => Err(raise(Error::Descriptor {
-            code: kvcr::finding::Code::KV007,
-            field: Some("content".into()),
-            message: format!("content: {m}"),
-        })),
-    }
+            })),
+        }
+    })
 }
 
-/// The readiness gate: the import plan as JSON text, with the GIL released.
+/// The readiness gate: the import plan as JSON text and the notes, with
+/// the GIL released.
 #[pyfunction]
-#[pyo3(signature = (root, profile_path, profile_json, engine, local_ranks, fleet_report, max_report_age_s))]
+#[pyo3(signature = (root, profile_path, profile_json, engine, local_ranks, fleet_report, max_report_age_s, node_facts, threads))]
 #[allow(clippy::too_many_arguments)]
 fn gate(
     py: Python<'_>,
@@ -236,18 +371,27 @@ fn gate(
     local_ranks: Option<String>,
     fleet_report: Option<Vec<u8>>,
     max_report_age_s: u64,
-) -> PyResult<String> {
-    let o = api::GateOptions {
-        profile: profile(profile_path, profile_json),
-        engine,
-        local_ranks: ranks(local_ranks)?,
-        fleet_report: fleet_report.map(|p| path(&p)),
-        max_report_age_s,
-    };
-    let root = path(&root);
-    py.detach(move || api::gate(&root, &o))
-        .map(api::Document::into_json)
-        .map_err(raise)
+    node_facts: Option<Vec<u8>>,
+    threads: Option<usize>,
+) -> PyResult<(String, Vec<String>)> {
+    guarded(move || {
+        let o = api::GateOptions {
+            profile: profile(profile_path, profile_json),
+            engine,
+            local_ranks: ranks(local_ranks)?,
+            fleet_report: fleet_report.map(|p| path(&p)),
+            max_report_age_s,
+            node_facts: node_facts.map(|p| path(&p)),
+            threads,
+        };
+        let root = path(&root);
+        py.detach(move || api::gate(&root, &o))
+            .map(|d| {
+                let notes = d.notes().to_vec();
+                (d.into_json(), notes)
+            })
+            .map_err(raise)
+    })
 }
 
 /// `kvcr gms PATH... --format json`, with the GIL released.
@@ -261,20 +405,22 @@ fn gms(
     binding: Option<String>,
     interval_ms: Option<u64>,
 ) -> PyResult<String> {
-    let binding = binding
-        .map(|b| api::parse_binding(&b))
-        .transpose()
-        .map_err(raise)?;
-    let o = api::GmsOptions {
-        live,
-        num_blocks,
-        binding,
-        interval_ms,
-    };
-    let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();
-    py.detach(move || api::gms(&paths, &o))
-        .map(api::Document::into_json)
-        .map_err(raise)
+    guarded(move || {
+        let binding = binding
+            .map(|b| api::parse_binding(&b))
+            .transpose()
+            .map_err(raise)?;
+        let o = api::GmsOptions {
+            live,
+            num_blocks,
+            binding,
+            interval_ms,
+        };
+        let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();
+        py.detach(move || api::gms(&paths, &o))
+            .map(api::Document::into_json)
+            .map_err(raise)
+    })
 }
 
 #[pymodule]
@@ -291,6 +437,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(boot_id, m)?)?;
     m.add_function(wrap_pyfunction!(content_digest, m)?)?;
     m.add_function(wrap_pyfunction!(gate, m)?)?;
+    m.add_function(wrap_pyfunction!(current_epoch, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(gms, m)?)?;
     Ok(())
 }

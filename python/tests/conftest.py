@@ -3,10 +3,13 @@ described node (KVCR_NODE_FACTS) and report normalisation."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -176,14 +179,39 @@ def facts(
     return path
 
 
-def inventory(root: Path, world: int = 8, **kw: Any) -> Path:
-    """A TP-`world` group written by the package (root made 0700)."""
+_FACTS_DIR = tempfile.mkdtemp(prefix="kvcr-pytest-facts-")
+atexit.register(shutil.rmtree, _FACTS_DIR, True)
+
+
+def writer_facts(owner: Tuple[int, int] = OWNER) -> Path:
+    """The facts file of the node :func:`descriptor` describes, its owner
+    running: what ``write_rank`` checks a descriptor against (it reads this
+    machine otherwise, whose boot id, hostname and processes differ)."""
+    p = Path(_FACTS_DIR) / ("writer-%d-%d.json" % owner)
+    if not p.exists():
+        facts(p, 8, processes={owner[0]: owner[1], WRITER[0]: WRITER[1]})
+    return p
+
+
+def write(root: Any, d: Dict[str, Any], **kw: Any) -> Path:
+    """``kvcr.write_rank`` against the node the descriptor describes."""
     import kvcr
 
+    try:
+        owner = (d["owner"]["pid"], d["owner"]["start_ticks"])
+        ok = all(type(x) is int for x in owner) and 0 < owner[0] < 2**31 and 0 <= owner[1] < 2**64
+    except Exception:  # a descriptor broken on purpose: the default node
+        ok = False
+    kw.setdefault("node_facts", writer_facts(owner if ok else OWNER))
+    return kvcr.write_rank(root, d, **kw)
+
+
+def inventory(root: Path, world: int = 8, **kw: Any) -> Path:
+    """A TP-`world` group written by the package (root made 0700)."""
     root.mkdir(mode=0o700, exist_ok=True)
     os.chmod(root, 0o700)
     for r in range(world):
-        kvcr.write_rank(root, descriptor(rank=r, world=world, **kw))
+        write(root, descriptor(rank=r, world=world, **kw))
     return root
 
 
@@ -193,11 +221,10 @@ def inv(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    p = facts(tmp_path / "facts.json", 8)
-    monkeypatch.setenv("KVCR_NODE_FACTS", str(p))
-    monkeypatch.delenv("KVCR_PROFILE", raising=False)
-    return p
+def node(tmp_path: Path) -> Path:
+    """The facts file of a node that holds the group: pass it as
+    ``node_facts=`` (the package reads no environment variable)."""
+    return facts(tmp_path / "facts.json", 8)
 
 
 @pytest.fixture(autouse=True)

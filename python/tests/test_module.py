@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 import pytest
 
 import kvcr
-from conftest import REPO, inventory
+from conftest import REPO, inventory, write
 
 PKG = Path(kvcr.__file__).parent
 STUB = PKG / "__init__.pyi"
@@ -115,7 +115,7 @@ def test_the_gil_is_released_while_audit_runs(tmp_path: Path) -> None:
 
     for sub in range(40):
         for r in range(8):
-            kvcr.write_rank(
+            write(
                 root, conftest.descriptor("g%d" % sub, r, 8, group=sub), subdir="s%d" % sub
             )
     old = sys.getswitchinterval()

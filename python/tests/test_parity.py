@@ -76,11 +76,7 @@ def test_live_strict_audit_matches_the_cli(tmp_path: Path) -> None:
         (["--min-epoch", "2"], {"min_epoch": 2}),
     ):
         rc, out, _ = cli("audit", str(root), "--format", "json", *flags, env=env)
-        os.environ["KVCR_NODE_FACTS"] = str(node)
-        try:
-            got = kvcr.audit(root, **kw)
-        finally:
-            del os.environ["KVCR_NODE_FACTS"]
+        got = kvcr.audit(root, node_facts=node, **kw)
         assert without_clock(got) == without_clock(json.loads(out)), flags
         assert got["exit_status"] == rc, flags
 
@@ -91,24 +87,35 @@ def test_profile_as_dict_judges_like_the_file(tmp_path: Path) -> None:
     by_file = kvcr.audit(case / "inventory", profile=case / "profile.json")
     by_dict = kvcr.audit(case / "inventory", profile=p)
     assert by_dict["options"]["profile"] is None
-    # A dict names no file: no path and no source in the options.
+    # A dict names no file: no path, and the source says it was a value.
     by_file["options"]["profile"] = None
     assert by_file["options"].pop("profile_source") == "flag"
-    assert "profile_source" not in by_dict["options"]
+    assert by_dict["options"].pop("profile_source") == "value"
     assert without_clock(by_dict) == without_clock(by_file)
     assert "KV106" in codes(by_dict)
 
 
-def test_kvcr_profile_applies_when_no_profile_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_package_reads_no_environment_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Each of these changes what the command answers; none changes the package's.
     case = FIXTURES / "kv106-profile-gpu"
+    unknown = facts(tmp_path / "facts.json", 4, boot="00000000-0000-4000-8000-000000000001")
+    rc, out, _ = cli("audit", str(case / "inventory"), "--format", "json")
     monkeypatch.setenv("KVCR_PROFILE", str(case / "profile.json"))
+    monkeypatch.setenv("KVCR_NODE_FACTS", str(unknown))
+    monkeypatch.setenv("KVCR_THREADS", "not-a-number")
+    monkeypatch.setenv("KVCR_PROC_ROOT", str(tmp_path))
     got = kvcr.audit(case / "inventory")
-    assert "KV106" in codes(got)
-    rc, out, _ = cli(
-        "audit", str(case / "inventory"), "--format", "json",
-        env={"KVCR_PROFILE": str(case / "profile.json")},
-    )
+    assert "KV106" not in codes(got) and got["options"]["profile"] is None
     assert without_clock(got) == without_clock(json.loads(out))
+    live = kvcr.audit(case / "inventory", live=True)
+    assert live["node_facts_source"] == "proc"
+    # Given as arguments, they apply.
+    assert "KV106" in codes(kvcr.audit(case / "inventory", profile=case / "profile.json"))
+    by_arg = kvcr.audit(case / "inventory", live=True, node_facts=unknown)
+    assert by_arg["node_facts_source"] == str(unknown)
+    assert "KV108" in codes(by_arg)
 
 
 def test_usage_errors_are_the_clis(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
+
 import kvcr
 from conftest import REPO, cli, codes, without_clock
 
@@ -106,3 +108,34 @@ def test_a_producer_restarts_supersedes_and_retires(tmp_path: Path) -> None:
     c.signal(signal.SIGTERM)
     assert c.event()["event"] == "retired"
     assert c.p.wait(timeout=10) == 0
+
+
+def test_a_lost_state_file_is_recovered_from_the_inventory(tmp_path: Path) -> None:
+    # kvcr.current_epoch: the first start of a producer whose state file is
+    # gone takes the epoch after the inventory's, never a tie (KV107).
+    root = tmp_path / "inv"
+    root.mkdir(mode=0o700)
+    assert kvcr.current_epoch(root, "sidecar-a") is None
+    a = Running(root, tmp_path / "state-a.json")
+    assert a.event()["epoch"] == 1
+    a.signal(signal.SIGKILL)
+    a.p.wait(timeout=10)
+    assert kvcr.current_epoch(root, "sidecar-a") == 1
+    assert kvcr.current_epoch(root, "another-group") is None
+    b = Running(root, tmp_path / "state-lost.json")  # a fresh state file
+    ready = b.event()
+    assert ready["epoch"] == 2
+    r = kvcr.audit(root)
+    assert r["exit_status"] == 0 and current(r) == [ready["incarnation"]]
+    assert kvcr.current_epoch(root, "sidecar-a") == 2
+    b.signal(signal.SIGTERM)
+    assert b.event()["event"] == "retired"
+    assert b.p.wait(timeout=10) == 0
+
+
+def test_current_epoch_refuses_what_the_flags_refuse(tmp_path: Path) -> None:
+    with pytest.raises(kvcr.UsageError):
+        kvcr.current_epoch(tmp_path / "missing", "sidecar-a")
+    for bad in ("bad id!", "\ud800", 3):
+        with pytest.raises(kvcr.UsageError):
+            kvcr.current_epoch(tmp_path, bad)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from typing import Any, Dict
 import pytest
 
 import kvcr
-from conftest import cli, codes, descriptor, inventory, without_clock
+from conftest import cli, codes, descriptor, inventory, without_clock, write
 
 
 def hand_written(root: Path, d: Dict[str, Any], *, ensure_ascii: bool = False) -> Path:
@@ -65,7 +65,7 @@ def test_unstripped_boot_id_is_kv007(tmp_path: Path) -> None:
     d = descriptor()
     d["node"]["boot_id"] = Path("/proc/sys/kernel/random/boot_id").read_text()  # with "\n"
     with pytest.raises(kvcr.DescriptorError) as e:
-        kvcr.write_rank(tmp_path, d)
+        write(tmp_path, d)
     assert (e.value.code, e.value.field) == ("KV007", "node.boot_id")
     assert not list(tmp_path.iterdir())  # nothing written
     root = tmp_path / "inv"
@@ -96,7 +96,7 @@ def test_ensure_ascii_digest_on_a_non_ascii_model_is_kv008(tmp_path: Path) -> No
     assert r["exit_status"] == 1
     assert rank_codes(r)[0] == ["KV008"]
     # The package computes the digest the audit checks.
-    kvcr.write_rank(root, d)
+    write(root, d)
     assert kvcr.audit(root)["exit_status"] == 0
     # An ASCII-only name digests alike either way: the mistake hides until then.
     hand_written(root, descriptor(), ensure_ascii=True)
@@ -138,7 +138,7 @@ def test_bool_and_out_of_range_ints_never_raise_type_or_overflow_errors() -> Non
         for k in path[:-1]:
             t = t[k]
         t[path[-1]] = v
-        for f in (kvcr.seal, lambda x: kvcr.write_rank("/nonexistent", x)):
+        for f in (kvcr.seal, lambda x: write("/nonexistent", x)):
             with pytest.raises(kvcr.DescriptorError) as e:
                 f(d)
             assert e.value.code == "KV007"

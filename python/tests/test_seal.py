@@ -13,7 +13,7 @@ from typing import Any, Dict
 import pytest
 
 import kvcr
-from conftest import cli, codes, descriptor
+from conftest import cli, codes, descriptor, write, writer_facts
 
 
 def cli_seal(tmp_path: Path, text: str, name: str = "rank-0.json") -> bytes:
@@ -46,7 +46,7 @@ def test_seal_is_byte_identical_to_the_cli(tmp_path: Path, name: str) -> None:
     assert rc == 0 and out.strip() == ours["digest"]
     # write_rank writes exactly the bytes `kvcr seal` writes.
     (tmp_path / "py").mkdir(mode=0o700)
-    p = kvcr.write_rank(tmp_path / "py", d)
+    p = write(tmp_path / "py", d)
     assert p.read_bytes() == sealed_cli
     # The input is not modified; the copy keeps member order, digest last.
     assert "digest" not in d
@@ -119,7 +119,7 @@ def test_bad_values_raise_the_clis_code(tmp_path: Path, path: Any, value: Any) -
     assert e.value.exit_status == 1
     assert isinstance(e.value, kvcr.Error)
     with pytest.raises(kvcr.DescriptorError):
-        kvcr.write_rank(tmp_path, d)
+        write(tmp_path, d)
     assert not (tmp_path / "rank-0.json").read_text().startswith("{\n")  # untouched
 
 
@@ -165,12 +165,15 @@ def test_shape_errors(tmp_path: Path) -> None:
 def test_write_rank_is_atomic_0600_and_replaces(tmp_path: Path) -> None:
     root = tmp_path / "inv"
     root.mkdir(mode=0o700)
-    p1 = kvcr.write_rank(root, descriptor(epoch=1), subdir="a/b")
+    p1 = write(root, descriptor(epoch=1), subdir="a/b")
     assert p1 == root / "a" / "b" / "rank-0.json"
     assert stat.S_IMODE(os.stat(p1).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(root / "a").st_mode) == 0o700
     ino = os.stat(p1).st_ino
-    p2 = kvcr.write_rank(root=str(root), descriptor=descriptor(epoch=2), subdir="a/b")
+    # Every argument by keyword, as the stub declares them.
+    p2 = kvcr.write_rank(
+        root=str(root), descriptor=descriptor(epoch=2), subdir="a/b", node_facts=writer_facts()
+    )
     assert p2 == p1 and os.stat(p2).st_ino != ino  # renamed over, not rewritten
     assert json.loads(p2.read_text())["epoch"] == 2
     assert sorted(os.listdir(root / "a" / "b")) == ["rank-0.json"]  # no staging file
@@ -184,32 +187,32 @@ def test_write_rank_never_goes_through_a_symlink(tmp_path: Path) -> None:
     elsewhere.mkdir()
     os.symlink(elsewhere, root / "link")
     with pytest.raises(kvcr.Error) as e:
-        kvcr.write_rank(root, descriptor(), subdir="link")
+        write(root, descriptor(), subdir="link")
     assert "symlink" in str(e.value)
     with pytest.raises(kvcr.Error):
-        kvcr.write_rank(root, descriptor(), subdir="link/deeper")
+        write(root, descriptor(), subdir="link/deeper")
     assert os.listdir(elsewhere) == []
     (root / "file").write_text("x")
     with pytest.raises(kvcr.UsageError) as e:
-        kvcr.write_rank(root, descriptor(), subdir="file/x")
+        write(root, descriptor(), subdir="file/x")
     assert "not a directory" in str(e.value)
     # A dangling symlink is refused too, and nothing is created behind it.
     os.symlink(tmp_path / "nowhere", root / "dangling")
     with pytest.raises(kvcr.Error) as e:
-        kvcr.write_rank(root, descriptor(), subdir="dangling")
+        write(root, descriptor(), subdir="dangling")
     assert "symlink" in str(e.value) and not (tmp_path / "nowhere").exists()
     for bad in ("../out", "/abs", "a/../b", "."):
         with pytest.raises(kvcr.UsageError):
-            kvcr.write_rank(root, descriptor(), subdir=bad)
+            write(root, descriptor(), subdir=bad)
     # A symlink named rank-0.json is replaced, never followed.
     target = tmp_path / "target.json"
     target.write_text("keep")
     os.symlink(target, root / "rank-0.json")
-    kvcr.write_rank(root, descriptor())
+    write(root, descriptor())
     assert target.read_text() == "keep"
     assert not os.path.islink(root / "rank-0.json")
     with pytest.raises(kvcr.UsageError):
-        kvcr.write_rank(tmp_path / "missing", descriptor())
+        write(tmp_path / "missing", descriptor())
 
 
 def test_proc_start_ticks_and_boot_id() -> None:

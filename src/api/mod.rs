@@ -14,6 +14,14 @@
 //! prints ([`Document`]), so a caller parses them with the JSON library it
 //! already has; integers are never rounded through a float.
 //!
+//! A library, not a command line (docs/format.md §13.1): it reads no
+//! environment variable (what the command takes from `KVCR_PROFILE`,
+//! `KVCR_NODE_FACTS` and `KVCR_THREADS` are options here), prints nothing
+//! (the notes the command prints on stderr come back in
+//! [`Document::notes`]) and keeps no process-wide cache that a long-running
+//! caller would see go stale (the GPU list is read afresh on every live
+//! call).
+//!
 //! ```no_run
 //! use kvcr::api::{audit, AuditOptions};
 //! let report = audit("/run/kv/inventory".as_ref(), &AuditOptions::default())?;
@@ -128,11 +136,13 @@ impl From<Failure> for Error {
 }
 
 /// One JSON document exactly as the command line prints it (UTF-8, one
-/// object, a trailing newline), with the exit status it stands for.
+/// object, a trailing newline), with the exit status it stands for and the
+/// notes the command would have printed on stderr.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Document {
     text: String,
     exit_status: i32,
+    notes: Vec<String>,
 }
 
 impl Document {
@@ -141,9 +151,25 @@ impl Document {
         crate::format::json::write(&mut out, value)
             .map_err(|e| Error::usage(format!("cannot render the document: {e}")))?;
         Ok(Document {
-            text: String::from_utf8_lossy(&out).into_owned(),
+            text: String::from_utf8(out)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
             exit_status,
+            notes: Vec::new(),
         })
+    }
+
+    fn with_notes(mut self, notes: Vec<String>) -> Document {
+        self.notes = notes;
+        self
+    }
+
+    /// What the operator is owed about where the facts came from, one line
+    /// each, terminal-safe, without the command line's `kvcr: note: `
+    /// prefix: that they come from a facts file and not from this node;
+    /// that `/proc` is not procfs and nothing read from it is trusted. The
+    /// command line prints these on stderr; the library prints nothing.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// The JSON text.
@@ -167,33 +193,23 @@ impl Document {
 pub type Report = Document;
 
 /// A deployment profile: a file, as `--profile FILE` names it, or the JSON
-/// text of one (a caller that holds the profile in memory).
+/// text of one (a caller that holds the profile in memory). The library
+/// never reads `$KVCR_PROFILE`: a caller that wants it passes it here.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Profile {
-    /// `--profile FILE`.
+    /// `--profile FILE`: the report's `options.profile` is the path,
+    /// `options.profile_source` `"flag"`.
     Path(PathBuf),
-    /// A file named by `$KVCR_PROFILE` ([`Profile::from_env`]): judged as
-    /// [`Profile::Path`], and the report's `options.profile_source` is
-    /// `"env"`, as on the command line.
-    FromEnv(PathBuf),
-    /// The profile's JSON text (docs/format.md §4); the report's
-    /// `options.profile` is then `null`.
+    /// The profile's JSON text (docs/format.md §4): the report's
+    /// `options.profile` is `null`, `options.profile_source` `"value"`.
     Json(Vec<u8>),
 }
 
-impl Profile {
-    /// `$KVCR_PROFILE` when set and not empty, as the command line reads it.
-    pub fn from_env() -> Option<Profile> {
-        std::env::var_os("KVCR_PROFILE")
-            .filter(|p| !p.is_empty())
-            .map(|p| Profile::FromEnv(PathBuf::from(p)))
-    }
-}
-
-/// The options of `kvcr audit` (docs/format.md §7), each as its flag takes it.
+/// The options of `kvcr audit` (docs/format.md §7), each as its flag takes
+/// it, and what the command takes from its environment.
 #[derive(Clone, Debug, Default)]
 pub struct AuditOptions {
-    /// `--profile`. Not read from `$KVCR_PROFILE` here: see [`Profile::from_env`].
+    /// `--profile` (never `$KVCR_PROFILE`: the library reads no environment).
     pub profile: Option<Profile>,
     /// `--engine ID`.
     pub engine: Option<String>,
@@ -209,10 +225,24 @@ pub struct AuditOptions {
     pub max_age_s: Option<u64>,
     /// `--incarnation UUID`.
     pub incarnation: Option<uuid::Uuid>,
+    /// The node `live` judges against: `None` reads this machine (`/proc`,
+    /// the CUDA driver); a facts file (docs/live.md) describes another
+    /// node instead, as `KVCR_NODE_FACTS` does for the command line. The
+    /// report's `node_facts_source` names it, and [`Document::notes`] says
+    /// so.
+    pub node_facts: Option<PathBuf>,
+    /// Threads that read and parse the descriptors, the calling thread
+    /// included (`KVCR_THREADS` for the command line): `None` (or 0) is the
+    /// number of CPUs this process may run on; at most 64. The report does
+    /// not depend on it.
+    pub threads: Option<usize>,
     /// `--producer-user`, as a uid: files it owns are trusted like root's
     /// and this process's user's (docs/format.md §2.4).
     pub producer_uid: Option<u32>,
 }
+
+/// How the library's notes and messages name a facts file (`node_facts=PATH`).
+const NODE_FACTS_NAMED: &str = "node_facts=";
 
 /// A finding's message as every kvcr output writes it: its text, with the
 /// numbers it carries (an age, a moment) in the operator's units. The
@@ -234,13 +264,6 @@ pub fn parse_age(s: &str) -> Result<u64, Error> {
     crate::format::timefmt::parse_age(s).map_err(|e| Error::usage(format!("max_age: {e}")))
 }
 
-/// `KVCR_NODE_FACTS` when set and not empty.
-fn node_facts_from_env() -> Option<PathBuf> {
-    std::env::var_os(crate::io::node::facts_file::ENV)
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-}
-
 /// The inventory the command line would judge with these options.
 fn inventory(
     root: &Path,
@@ -254,32 +277,26 @@ fn inventory(
                 .map_err(|m| Error::usage(format!("engine {e:?}: {m}")))
         })
         .transpose()?;
-    let from_env = matches!(profile, Some(Profile::FromEnv(_)));
-    let (path, loaded) = match profile {
-        None => (None, None),
-        Some(Profile::Path(p) | Profile::FromEnv(p)) => {
-            let shown = if from_env {
-                format!("{} (from $KVCR_PROFILE)", p.display())
-            } else {
-                p.display().to_string()
-            };
-            (
-                Some(p.clone()),
-                Some(crate::io::audit::load_profile(p, &shown)?),
-            )
-        }
+    use crate::io::audit::ProfileSource;
+    let (path, loaded, source) = match profile {
+        None => (None, None, None),
+        Some(Profile::Path(p)) => (
+            Some(p.clone()),
+            Some(crate::io::audit::load_profile(p, &p.display().to_string())?),
+            Some(ProfileSource::Flag),
+        ),
         Some(Profile::Json(bytes)) => {
             let p = crate::format::profile::parse_profile(bytes).map_err(|e| Error::Usage {
                 message: format!("bad profile: {e}"),
                 hint: Some("see docs/format.md §4 for the format".into()),
             })?;
-            (None, Some(p))
+            (None, Some(p), Some(ProfileSource::Value))
         }
     };
     crate::io::audit::check_engine(loaded.as_ref(), engine.as_ref())?;
     Ok(Inventory {
         root: Some(root.to_path_buf()),
-        profile_from_env: path.is_some() && from_env,
+        profile_source: source,
         profile_path: path,
         expect: crate::rules::Expectations {
             engine,
@@ -290,10 +307,18 @@ fn inventory(
             incarnation: o.incarnation,
             strict: false,
         },
-        threads: crate::io::pipeline::threads_from_env(),
-        node_facts: node_facts_from_env(),
+        threads: crate::io::pipeline::threads(o.threads),
+        node_facts: o.node_facts.clone(),
         producer_uid: o.producer_uid,
     })
+}
+
+/// The node probe for a live call, and the notes it is owed (returned,
+/// never printed).
+fn probe(
+    facts: Option<&Path>,
+) -> Result<(Box<dyn crate::io::node::NodeProbe>, Vec<String>), Error> {
+    crate::io::node::probe(facts, NODE_FACTS_NAMED).map_err(Error::usage)
 }
 
 /// Audits the inventory at `root`: the `kvcr.audit-report/v1` document
@@ -301,29 +326,40 @@ fn inventory(
 /// by the same code (docs/format.md §5, §9.2). A rejected group is not an
 /// error: the report says so, and [`Document::exit_status`] is 1.
 pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
-    let (inv, probe) = audit_inputs(root, o)?;
+    let (inv, probe, notes) = audit_inputs(root, o)?;
     let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
-    audit_document(&run)
+    audit_document(&run, notes)
 }
 
-/// The inventory and, in live mode, the node probe of an audit with `o`.
-type AuditInputs = (Inventory, Option<Box<dyn crate::io::node::NodeProbe>>);
+/// The inventory and, in live mode, the node probe of an audit with `o`
+/// and the notes the probe is owed.
+type AuditInputs = (
+    Inventory,
+    Option<Box<dyn crate::io::node::NodeProbe>>,
+    Vec<String>,
+);
 
 fn audit_inputs(root: &Path, o: &AuditOptions) -> Result<AuditInputs, Error> {
     if o.strict && !o.live {
         return Err(Error::usage("strict requires live (--strict needs --live)"));
     }
     let inv = inventory(root, o.profile.as_ref(), o.engine.as_deref(), o)?;
-    let probe = o
-        .live
-        .then(|| crate::io::audit::probe_node(inv.node_facts.as_deref()))
-        .transpose()
-        .map_err(Error::usage)?;
-    Ok((inv, probe))
+    let (probe, notes) = match o.live {
+        true => {
+            let (p, n) = probe(inv.node_facts.as_deref())?;
+            (Some(p), n)
+        }
+        false => (None, Vec::new()),
+    };
+    Ok((inv, probe, notes))
 }
 
-/// The report of `run`, as `kvcr audit --format json` prints it.
-fn audit_document(run: &crate::report::audit::AuditRun) -> Result<Report, Error> {
+/// The report of `run`, as `kvcr audit --format json` prints it, with the
+/// notes the command would print on stderr.
+fn audit_document(
+    run: &crate::report::audit::AuditRun,
+    notes: Vec<String>,
+) -> Result<Report, Error> {
     let mut out = Vec::new();
     let printer = crate::report::Printer {
         format: crate::report::Format::Json,
@@ -335,8 +371,11 @@ fn audit_document(run: &crate::report::audit::AuditRun) -> Result<Report, Error>
     crate::report::audit::print_audit(&mut out, &printer, run, None)
         .map_err(|e| Error::usage(format!("cannot render the report: {e}")))?;
     Ok(Document {
-        text: String::from_utf8_lossy(&out).into_owned(),
+        // The writer writes UTF-8 (docs/format.md §9.6): no copy.
+        text: String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         exit_status: run.judgement.exit_status(),
+        notes,
     })
 }
 
@@ -419,7 +458,14 @@ fn descriptor_error(text: &[u8], fallback: String) -> Error {
     let finding = out
         .findings
         .iter()
-        .find(|f| f.code != Code::KV008 && !f.message.starts_with("digest"));
+        .find(|f| f.code != Code::KV008 && !f.message.starts_with("digest"))
+        .cloned()
+        // A rule one descriptor breaks on its own (KV101, KV104, KV108...),
+        // judged on the sealed bytes, as the writer judged them.
+        .or_else(|| {
+            let sealed = crate::api::writer::sealed_text_unchecked(text).ok()?;
+            crate::api::writer::own_rejects(&sealed).into_iter().next()
+        });
     match finding {
         Some(f) => Error::Descriptor {
             code: f.code,
@@ -479,13 +525,86 @@ pub fn digest_json(text: &[u8]) -> Result<String, Error> {
 }
 
 /// Validates, seals and writes a descriptor given as JSON text as
-/// `root/[subdir/]rank-<R>.json`, exactly as docs/format.md §3.5 says: an
-/// exclusive staging file (mode 0600), fsync, rename over the old file,
-/// directory fsync. `subdir` is a relative path of plain names, created
-/// (mode 0700) where missing; no component of it may be a symlink, `.` or
-/// `..`. Returns the path written.
+/// `root/[subdir/]rank-<R>.json`: [`write_rank_json_with`] against this
+/// machine.
 pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Result<PathBuf, Error> {
+    let o = WriteOptions {
+        subdir: subdir.map(Path::to_path_buf),
+        node_facts: None,
+    };
+    write_rank_json_with(root, text, &o)
+}
+
+/// The names of a `subdir`: a relative path of plain names, read from its
+/// bytes as given (`Path::components` would drop a `.` in the middle,
+/// `a/./b`, or at the end, `a/.`, without a word); empty names (`a//b`,
+/// `a/`) name nothing.
+fn subdir_names(sub: &Path) -> Result<Vec<std::ffi::OsString>, Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = sub.as_os_str().as_bytes();
+    let names: Vec<&[u8]> = bytes.split(|&b| b == b'/').collect();
+    let plain = !bytes.starts_with(b"/")
+        && names.iter().any(|n| !n.is_empty())
+        && names.iter().all(|n| *n != b"." && *n != b"..");
+    if !plain {
+        return Err(Error::usage(format!(
+            "subdir {}: a relative path of plain names below the root (no leading /, no . or \
+             .. component)",
+            crate::format::names::display_path(sub)
+        )));
+    }
+    Ok(names
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .map(|n| std::ffi::OsStr::from_bytes(n).to_os_string())
+        .collect())
+}
+
+/// The options of [`write_rank_json_with`].
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// A relative path of plain names below the root, created (mode 0700,
+    /// whatever the umask) where missing; no component of it may be a
+    /// symlink, `.` or `..`.
+    pub subdir: Option<PathBuf>,
+    /// The node the descriptor is checked against: `None` reads this
+    /// machine; a facts file (docs/live.md) describes another (tests), as
+    /// [`AuditOptions::node_facts`].
+    pub node_facts: Option<PathBuf>,
+}
+
+/// Validates, seals and writes a descriptor given as JSON text as
+/// `root/[subdir/]rank-<R>.json`, exactly as docs/format.md §3.5 says: every
+/// check `kvcr examine` makes ([`seal_json`]); then the node facts that
+/// must already hold when it is written: this node's hostname (KV110) and
+/// boot id (KV108), the owner process alive with its start ticks (KV108),
+/// each refused as [`Error::Descriptor`] with the audit's code and the
+/// member (`node.hostname`, `node.boot_id`, `owner`) — not the writer's
+/// quiescence, not the GPUs; then an exclusive staging file (mode 0600),
+/// fsync, rename over the old file, directory fsync. Returns the path
+/// written.
+pub fn write_rank_json_with(root: &Path, text: &[u8], o: &WriteOptions) -> Result<PathBuf, Error> {
+    // The subdir's names first: a bad argument is answered before the
+    // descriptor is judged.
+    let names = match o.subdir.as_deref() {
+        Some(sub) => subdir_names(sub)?,
+        None => Vec::new(),
+    };
     let sealed = seal_json(text)?;
+    let mismatches =
+        crate::api::writer::node_mismatches(&sealed, o.node_facts.as_deref(), NODE_FACTS_NAMED)
+            .map_err(Error::usage)?;
+    if let Some((member, f)) = mismatches.into_iter().next() {
+        return Err(Error::Descriptor {
+            code: f.code,
+            field: Some(member.to_string()),
+            message: format!(
+                "{member}: {}; a descriptor must describe this node and a running owner \
+                 when it is written",
+                crate::format::message::render(&f.message)
+            ),
+        });
+    }
     // seal_json checked the schema: rank is an integer below 4096.
     let rank = crate::format::descriptor::parse_descriptor(&sealed)
         .descriptor
@@ -510,57 +629,66 @@ pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Resul
     let mut fd = rustix::fs::open(root, dir_flags, Mode::empty())
         .map_err(|e| Error::usage(format!("inventory root {}: {e}", root.display())))?;
     let mut dir = root.to_path_buf();
-    if let Some(sub) = subdir {
-        for c in sub.components() {
-            let std::path::Component::Normal(name) = c else {
+    for name in &names {
+        let name = name.as_os_str();
+        dir.push(name);
+        let open = |fd: &rustix::fd::OwnedFd| {
+            rustix::fs::openat(fd, name, dir_flags | OFlags::NOFOLLOW, Mode::empty())
+        };
+        let next = match open(&fd) {
+            Err(rustix::io::Errno::NOENT) => {
+                match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o700)) {
+                    // Created here: 0700 whatever the umask took away
+                    // (§2.4). Through an O_PATH fd of the very
+                    // directory (a umask of 0777 leaves nothing this
+                    // user may open it with), then opened through it.
+                    Ok(()) => rustix::fs::openat(
+                        &fd,
+                        name,
+                        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )
+                    .and_then(|p| {
+                        let magic =
+                            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&p));
+                        rustix::fs::chmod(magic.as_str(), Mode::from_raw_mode(0o700))?;
+                        rustix::fs::open(magic.as_str(), dir_flags, Mode::empty())
+                    }),
+                    Err(rustix::io::Errno::EXIST) => open(&fd),
+                    Err(e) => Err(e),
+                }
+            }
+            other => other,
+        };
+        // O_NOFOLLOW | O_DIRECTORY on a symlink is ELOOP or ENOTDIR.
+        let is_link = || {
+            rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_symlink())
+        };
+        fd = match next {
+            Ok(n) => n,
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) if is_link() => {
+                return Err(Error::Other {
+                    message: format!(
+                        "{} is a symlink; descriptors are never written through one",
+                        dir.display()
+                    ),
+                    status: crate::format::exit::REJECTED,
+                })
+            }
+            Err(rustix::io::Errno::NOTDIR) => {
                 return Err(Error::usage(format!(
-                    "subdir {}: only plain names below the root (no /, . or ..)",
-                    sub.display()
-                )));
-            };
-            dir.push(name);
-            let open = |fd: &rustix::fd::OwnedFd| {
-                rustix::fs::openat(fd, name, dir_flags | OFlags::NOFOLLOW, Mode::empty())
-            };
-            let next = match open(&fd) {
-                Err(rustix::io::Errno::NOENT) => {
-                    match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o700)) {
-                        Ok(()) | Err(rustix::io::Errno::EXIST) => open(&fd),
-                        Err(e) => Err(e),
-                    }
-                }
-                other => other,
-            };
-            // O_NOFOLLOW | O_DIRECTORY on a symlink is ELOOP or ENOTDIR.
-            let is_link = || {
-                rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                    .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_symlink())
-            };
-            fd = match next {
-                Ok(n) => n,
-                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) if is_link() => {
-                    return Err(Error::Other {
-                        message: format!(
-                            "{} is a symlink; descriptors are never written through one",
-                            dir.display()
-                        ),
-                        status: crate::format::exit::REJECTED,
-                    })
-                }
-                Err(rustix::io::Errno::NOTDIR) => {
-                    return Err(Error::usage(format!(
-                        "{} exists and is not a directory",
-                        dir.display()
-                    )))
-                }
-                Err(e) => {
-                    return Err(Error::usage(format!(
-                        "cannot open or create {}: {e}",
-                        dir.display()
-                    )))
-                }
-            };
-        }
+                    "{} exists and is not a directory",
+                    dir.display()
+                )))
+            }
+            Err(e) => {
+                return Err(Error::usage(format!(
+                    "cannot open or create {}: {e}",
+                    dir.display()
+                )))
+            }
+        };
     }
     let name = format!("rank-{rank}.json");
     // The held directory, by its descriptor: nothing is resolved by name again.
@@ -579,6 +707,30 @@ pub fn write_rank_json(root: &Path, text: &[u8], subdir: Option<&Path>) -> Resul
         })?;
     drop(fd);
     Ok(dir.join(name))
+}
+
+/// The current epoch of group `engine` in the inventory at `root`: the
+/// highest epoch any of its descriptors states (current, superseded or
+/// rejected alike; one whose identity alone can be read counts too), or
+/// `None` when the inventory holds none. A producer's first start takes the
+/// larger of this and the epoch it persisted, plus one (docs/format.md
+/// §3.5); an empty inventory and no state is the one case that starts at 1.
+/// Reads the inventory as the audit does (no live facts).
+pub fn current_epoch(root: &Path, engine: &str) -> Result<Option<u64>, Error> {
+    let engine = crate::format::descriptor::EngineId::parse(engine)
+        .map_err(|m| Error::usage(format!("engine {engine:?}: {m}")))?;
+    let inv = Inventory {
+        root: Some(root.to_path_buf()),
+        threads: crate::io::pipeline::threads(None),
+        ..Inventory::default()
+    };
+    let opts = crate::io::pipeline::Options {
+        threads: inv.threads,
+        keep_allocations: false,
+        producer_uid: None,
+    };
+    let (cands, _files) = crate::io::audit::collect(&inv.root()?, false, &opts)?;
+    Ok(crate::rules::highest_epoch(&cands, &engine))
 }
 
 /// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, clock
@@ -620,6 +772,14 @@ pub struct GateOptions {
     pub fleet_report: Option<PathBuf>,
     /// `--max-report-age`, seconds (default 300).
     pub max_report_age_s: u64,
+    /// The node the gate judges against: `None` reads this machine; a
+    /// facts file describes another (as [`AuditOptions::node_facts`]). On a
+    /// machine without a GPU driver the GPUs cannot be checked, and the
+    /// gate refuses (`not-checked`) unless a facts file lists them
+    /// (docs/live.md).
+    pub node_facts: Option<PathBuf>,
+    /// As [`AuditOptions::threads`].
+    pub threads: Option<usize>,
 }
 
 impl Default for GateOptions {
@@ -630,6 +790,8 @@ impl Default for GateOptions {
             local_ranks: None,
             fleet_report: None,
             max_report_age_s: 300,
+            node_facts: None,
+            threads: None,
         }
     }
 }
@@ -646,6 +808,8 @@ pub type ImportPlan = Document;
 pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
     let audit_options = AuditOptions {
         local_ranks: o.local_ranks.clone(),
+        node_facts: o.node_facts.clone(),
+        threads: o.threads,
         ..AuditOptions::default()
     };
     let inv = inventory(
@@ -654,7 +818,7 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         o.engine.as_deref(),
         &audit_options,
     )?;
-    let probe = crate::io::audit::probe_node(inv.node_facts.as_deref()).map_err(Error::usage)?;
+    let (probe, notes) = probe(inv.node_facts.as_deref())?;
     let req = crate::import::gate::order::Inputs {
         inventory: &inv,
         fleet_report: o.fleet_report.as_deref(),
@@ -663,13 +827,13 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         progress: false,
     };
     match crate::import::gate::readiness::ask(&req) {
-        Ok(plan) => Document::of(&plan, crate::format::exit::OK),
+        Ok(plan) => Ok(Document::of(&plan, crate::format::exit::OK)?.with_notes(notes)),
         Err(crate::import::gate::readiness::NotReady::Usage(f)) => Err(f.into()),
         Err(crate::import::gate::readiness::NotReady::Refused(report)) => {
             let message = first_reason(&report);
             Err(Error::Refused {
                 message,
-                report: Document::of(&report, crate::format::exit::REJECTED)?,
+                report: Document::of(&report, crate::format::exit::REJECTED)?.with_notes(notes),
             })
         }
     }
@@ -731,7 +895,7 @@ pub fn audit_files(
     files: &[(&Path, &[u8])],
     o: &AuditOptions,
 ) -> Result<Report, Error> {
-    let (inv, probe) = audit_inputs(root, o)?;
+    let (inv, probe, notes) = audit_inputs(root, o)?;
     let run = crate::io::audit::audit_in_memory(&inv, files, probe.as_deref(), o.strict)?.run;
-    audit_document(&run)
+    audit_document(&run, notes)
 }

@@ -112,6 +112,13 @@ pub fn digest_of_bytes(bytes: &[u8]) -> Result<String, Error> {
 /// with a trailing newline. Refused unless the result is a descriptor that
 /// passes every check of docs/format.md §3.
 pub fn seal_value(value: &Value) -> Result<Vec<u8>, Error> {
+    let bytes = sealed_bytes(value)?;
+    check_descriptor(&bytes)?;
+    Ok(bytes)
+}
+
+/// [`seal_value`]'s bytes before its checks.
+fn sealed_bytes(value: &Value) -> Result<Vec<u8>, Error> {
     let Value::Object(members) = value else {
         return Err(Error::Refused("a descriptor is a JSON object".into()));
     };
@@ -123,8 +130,15 @@ pub fn seal_value(value: &Value) -> Result<Vec<u8>, Error> {
     let mut bytes = serde_json::to_vec_pretty(&Value::Object(members))
         .map_err(|e| Error::Refused(format!("cannot serialise: {e}")))?;
     bytes.push(b'\n');
-    check_descriptor(&bytes)?;
     Ok(bytes)
+}
+
+/// [`seal_text`]'s bytes before its checks: what the library judges again
+/// to name the code of a refusal.
+pub(crate) fn sealed_text_unchecked(bytes: &[u8]) -> Result<Vec<u8>, Error> {
+    let doc = json::parse(bytes).map_err(|e| Error::Refused(format!("not strict JSON: {e}")))?;
+    let value: Value = json::to_serde(doc.root()).map_err(|e| Error::Refused(e.to_string()))?;
+    sealed_bytes(&value)
 }
 
 /// The sealed bytes of a descriptor given as JSON text: what `kvcr seal`
@@ -142,7 +156,12 @@ pub fn seal_text(bytes: &[u8]) -> Result<Vec<u8>, Error> {
     seal_value(&value)
 }
 
-/// Refuses bytes that are not a descriptor passing every file-level check.
+/// Refuses bytes that are not a descriptor passing every check one
+/// descriptor can be given on its own: those of `kvcr examine`, by the same
+/// function (`crate::rules::own::findings`): the schema and digest, KV101
+/// (rank below world_size, world_size = tp × pp), KV104 (allocations the
+/// geometry needs), KV111 (a handle repeated within it), KV108 (a
+/// `created_unix_ms` in seconds).
 fn check_descriptor(bytes: &[u8]) -> Result<(), Error> {
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(Error::Refused(format!(
@@ -150,12 +169,11 @@ fn check_descriptor(bytes: &[u8]) -> Result<(), Error> {
             bytes.len()
         )));
     }
-    let out = parse_descriptor(bytes);
-    if out.descriptor.is_some() && out.findings.is_empty() {
+    let rejects = own_rejects(bytes);
+    if rejects.is_empty() {
         return Ok(());
     }
-    let why: Vec<String> = out
-        .findings
+    let why: Vec<String> = rejects
         .iter()
         .map(|f| format!("{} {}", f.code, crate::format::message::render(&f.message)))
         .collect();
@@ -165,10 +183,71 @@ fn check_descriptor(bytes: &[u8]) -> Result<(), Error> {
     )))
 }
 
+/// The rejecting findings a descriptor earns by itself (what
+/// [`check_descriptor`] refuses), judged now.
+pub(crate) fn own_rejects(bytes: &[u8]) -> Vec<crate::format::finding::Finding> {
+    let out = parse_descriptor(bytes);
+    let cand = crate::rules::own::unwritten(out.descriptor, out.ident, out.findings);
+    let mut all = crate::rules::own::findings(cand, crate::io::node::now_unix_ms());
+    all.retain(crate::format::finding::Finding::is_reject);
+    all
+}
+
+/// What a descriptor written now contradicts about this node (or the node
+/// `facts` describes, named in messages as `named` and the path): each
+/// mismatch with its member (`node.hostname`, `node.boot_id`, `owner`) and
+/// the audit's finding (KV110, KV108), by `crate::rules::own::write_time`.
+/// Only the facts that must hold while the owner writes: not the writer's
+/// quiescence, not the GPUs (docs/format.md §3.5). A fact that cannot be
+/// read is no mismatch.
+pub(crate) fn node_mismatches(
+    sealed: &[u8],
+    facts: Option<&Path>,
+    named: &str,
+) -> Result<Vec<(&'static str, crate::format::finding::Finding)>, String> {
+    let Some(d) = parse_descriptor(sealed).descriptor else {
+        return Ok(Vec::new()); // refused by its own checks already
+    };
+    let (probe, _notes) = crate::io::node::probe(facts, named)?;
+    let node = crate::rules::facts::NodeFacts {
+        boot_id: probe.boot_id(),
+        hostname: probe.hostname(),
+        processes: [(d.owner.pid, probe.start_ticks(d.owner.pid))].into(),
+        gpus: crate::rules::facts::Fact::NotChecked("not checked when writing".into()),
+    };
+    Ok(crate::rules::own::write_time(&d, &node))
+}
+
 /// Seals `value` and writes it as `dir/rank-<R>.json` (R from its `rank`),
-/// mode 0600, atomically (docs/format.md §3.5). Returns the path written.
+/// mode 0600, atomically (docs/format.md §3.5), after every check one
+/// descriptor can be given ([`seal_value`]) and the node facts that must
+/// hold when it is written, read from this machine: its hostname and boot
+/// id, the owner process alive with its start ticks. Returns the path
+/// written.
 pub fn write_rank(dir: &Path, value: &Value) -> Result<PathBuf, Error> {
+    write_rank_with(dir, value, None)
+}
+
+/// [`write_rank`] against the node a facts file describes (docs/live.md)
+/// instead of this machine: the test and demo hook the library takes as
+/// its `node_facts` option.
+pub fn write_rank_with(
+    dir: &Path,
+    value: &Value,
+    node_facts: Option<&Path>,
+) -> Result<PathBuf, Error> {
     let bytes = seal_value(value)?;
+    let mismatches = node_mismatches(&bytes, node_facts, "node_facts=").map_err(|m| Error::Io {
+        what: "cannot read the node facts".into(),
+        source: io::Error::other(m),
+    })?;
+    if let Some((_, f)) = mismatches.first() {
+        return Err(Error::Refused(format!(
+            "{} {}",
+            f.code,
+            crate::format::message::render(&f.message)
+        )));
+    }
     // seal_value checked the schema, so rank is an integer here; were it
     // not, the file is refused, never named rank-0.json.
     let rank = value
@@ -447,11 +526,68 @@ mod tests {
         assert!(matches!(seal_value(&float), Err(Error::Refused(_))));
     }
 
+    /// The node the test kit's descriptors describe (docs/live.md).
+    fn node_match() -> &'static Path {
+        Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/live/node-match.json"
+        ))
+    }
+
+    #[test]
+    fn write_rank_checks_the_node_facts_that_hold_while_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Desc::new("e", 0, 1, 1).value();
+        // On this machine the test kit's boot id, hostname and owner are not
+        // this node's: refused, nothing written.
+        assert!(
+            matches!(write_rank(dir.path(), &v), Err(Error::Refused(m)) if m.starts_with("KV"))
+        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Each fact that must hold when writing, with the audit's code.
+        type Case = (&'static str, fn(&mut Value), &'static str);
+        let cases: [Case; 4] = [
+            (
+                "KV108",
+                |v| v["node"]["boot_id"] = "00000000-0000-4000-8000-000000000001".into(),
+                "rebooted",
+            ),
+            (
+                "KV110",
+                |v| v["node"]["hostname"] = "other-node".into(),
+                "other-node",
+            ),
+            (
+                "KV108",
+                |v| v["owner"]["start_ticks"] = 7.into(),
+                "another process",
+            ),
+            ("KV108", |v| v["owner"]["pid"] = 4243.into(), "is gone"),
+        ];
+        for (code, edit, says) in cases {
+            let mut bad = v.clone();
+            edit(&mut bad);
+            match write_rank_with(dir.path(), &bad, Some(node_match())) {
+                Err(Error::Refused(m)) => {
+                    assert!(m.starts_with(code) && m.contains(says), "{code}: {m}")
+                }
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Not the writer's quiescence (false while writing), nor its process.
+        let mut writing = v.clone();
+        writing["writer"]["quiesced"] = false.into();
+        writing["writer"]["pid"] = 4242.into();
+        writing["writer"]["start_ticks"] = 123456.into();
+        write_rank_with(dir.path(), &writing, Some(node_match())).unwrap();
+    }
+
     #[test]
     fn write_rank_is_atomic_and_leaves_no_staging_file() {
         let dir = tempfile::tempdir().unwrap();
         let v = Desc::new("e", 0, 1, 1).value();
-        let p = write_rank(dir.path(), &v).unwrap();
+        let p = write_rank_with(dir.path(), &v, Some(node_match())).unwrap();
         assert_eq!(p, dir.path().join("rank-0.json"));
         let names: Vec<_> = fs::read_dir(dir.path())
             .unwrap()
@@ -461,7 +597,7 @@ mod tests {
         assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
         assert!(parse_descriptor(&fs::read(&p).unwrap()).findings.is_empty());
         // Writing into a missing directory is an I/O error, exit 2.
-        let e = write_rank(&dir.path().join("nope"), &v).unwrap_err();
+        let e = write_rank_with(&dir.path().join("nope"), &v, Some(node_match())).unwrap_err();
         assert_eq!(e.exit_status(), 2);
     }
 

@@ -6,7 +6,6 @@
 use crate::commands::{self, Command};
 use crate::format::failure::Failure;
 use clap::Parser;
-use std::io::{self, Write};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -70,7 +69,6 @@ pub fn parse() -> Result<Cli, clap::Error> {
 /// ESC, U+202E or any character [`crate::format::text::is_dangerous`]
 /// names (docs/format.md §9.6).
 pub fn print_error(e: &clap::Error) -> i32 {
-    use std::io::Write;
     // Rendered with clap's ANSI styles (none: [`parse`] sets plain styles)
     // and the arguments exactly as given; `to_string` would drop
     // some control characters silently instead of showing them.
@@ -82,11 +80,11 @@ pub fn print_error(e: &clap::Error) -> i32 {
         }
         safe.push_str(&crate::format::text::terminal(line));
     }
-    let _ = if e.use_stderr() {
-        std::io::stderr().lock().write_all(safe.as_bytes())
+    if e.use_stderr() {
+        crate::io::output::to_stderr(|w| w.write_all(safe.as_bytes()));
     } else {
-        std::io::stdout().lock().write_all(safe.as_bytes())
-    };
+        crate::io::output::to_stdout(safe.as_bytes());
+    }
     e.exit_code()
 }
 
@@ -143,6 +141,7 @@ pub fn print_error_document(f: &Failure, command: Option<&str>) {
 /// is printed here, once.
 pub fn run(cli: Cli) -> i32 {
     let (name, json) = cli.command.json_output();
+    commands::settings::install_proc_root();
     if cli.command.reads_files() {
         // The `/proc` test hook changes what every file is opened through
         // (docs/format.md §11): announced before the command runs, by the
@@ -155,15 +154,17 @@ pub fn run(cli: Cli) -> i32 {
         if json && !crate::io::output::emitted() {
             print_error_document(&f, Some(name));
         }
-        let mut err = io::stderr().lock();
-        let _ = writeln!(
-            err,
-            "kvcr: error: {}",
-            crate::format::text::terminal(&f.message)
-        );
-        if let Some(h) = f.hint {
-            let _ = writeln!(err, "  hint: {h}");
-        }
+        crate::io::output::to_stderr(|err| {
+            writeln!(
+                err,
+                "kvcr: error: {}",
+                crate::format::text::terminal(&f.message)
+            )?;
+            match &f.hint {
+                Some(h) => writeln!(err, "  hint: {h}"),
+                None => Ok(()),
+            }
+        });
         f.status
     })
 }

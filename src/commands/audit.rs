@@ -83,10 +83,10 @@ pub fn run(args: &AuditArgs) -> Result<i32, Failure> {
                     exit_status: f.status,
                 });
                 if let Err(e) = out.write_atomic(text.as_bytes(), 0o644) {
-                    eprintln!(
+                    crate::io::output::err_line(&format!(
                         "kvcr: warning: cannot write kvcr_audit_success 0 to the --textfile: {}",
                         crate::format::text::terminal(&format!("{}: {}", e.what, e.source))
-                    );
+                    ));
                 }
             }
             return Err(f);

@@ -47,10 +47,10 @@ pub fn run(inv: &Inventory) -> Result<i32, Failure> {
     let audited = crate::io::audit::audit(inv, Some(probe.as_ref()), false, false, true)?.run;
     let j = &audited.judgement;
     let refuse = |why: String| {
-        eprintln!(
+        crate::io::output::err_line(&format!(
             "kvcr: no profile derived: {}",
             crate::format::text::terminal(&why)
-        );
+        ));
         Ok(exit::REJECTED)
     };
     let Some(g) = crate::import::plan::select::select(&j.groups, inv.expect.engine.as_deref())?
@@ -82,11 +82,11 @@ pub fn run(inv: &Inventory) -> Result<i32, Failure> {
         crate::format::json::write(out, &doc)?;
         out.flush()
     })?;
-    eprintln!(
+    crate::io::output::err_line(&format!(
         "kvcr: profile derived from the live audit of {}; review it before use (see its \
             \"derived\" member)",
         crate::format::text::terminal(&g.engine_id)
-    );
+    ));
     Ok(exit::OK)
 }
 

@@ -6,7 +6,6 @@ use crate::format::exit;
 use crate::format::failure::Failure;
 use crate::io::output::emit;
 use clap::Args;
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug, Clone)]
@@ -57,16 +56,15 @@ pub fn seal(args: &SealArgs) -> Result<i32, Failure> {
                 worst = worst.max(e.exit_status());
                 let msg =
                     anyhow::Error::new(e).context(format!("refusing to seal {}", path.display()));
-                let _ = writeln!(
-                    io::stderr(),
+                crate::io::output::err_line(&format!(
                     "kvcr: error: {}",
                     crate::format::text::terminal(&format!("{msg:#}"))
-                );
+                ));
             }
         }
     }
     if worst != exit::OK {
-        let _ = writeln!(io::stderr(), "kvcr: no file was written");
+        crate::io::output::err_line("kvcr: no file was written");
         return Ok(worst);
     }
     let mut lines = String::new();

@@ -8,17 +8,42 @@ use super::args::{InventoryArgs, OutputArgs};
 use super::profile::ProfileArgs;
 use crate::format::failure::Failure;
 use crate::format::profile::Profile;
-use crate::io::audit::{check_engine, Inventory};
+use crate::io::audit::{check_engine, Inventory, ProfileSource};
 use crate::report::Printer;
 use crate::rules::Expectations;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+/// The environment variable naming a facts file that describes the node
+/// in place of this one (docs/live.md).
+pub const NODE_FACTS_ENV: &str = "KVCR_NODE_FACTS";
+
+/// The environment variable that sets the number of reading threads.
+pub const THREADS_ENV: &str = "KVCR_THREADS";
+
+/// Installs the `KVCR_PROC_ROOT` test hook (docs/live.md) as this
+/// process's `/proc`, before any command opens a file; the library never
+/// reads it.
+pub fn install_proc_root() {
+    let value = std::env::var_os(crate::io::procfs::ROOT_ENV);
+    crate::io::procfs::ProcFs::install_hook(value.as_deref());
+}
+
 /// `KVCR_NODE_FACTS` when set and not empty.
 pub fn node_facts_from_env() -> Option<PathBuf> {
-    std::env::var_os(crate::io::node::facts_file::ENV)
+    std::env::var_os(NODE_FACTS_ENV)
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
+}
+
+/// `KVCR_THREADS` when it is a positive integer, else the default
+/// ([`crate::io::pipeline::threads`]).
+pub fn threads_from_env() -> usize {
+    crate::io::pipeline::threads(
+        std::env::var(THREADS_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok()),
+    )
 }
 
 /// The environment variable that declares the producer's user when
@@ -65,7 +90,13 @@ pub fn inventory(a: &InventoryArgs) -> Result<Inventory, Failure> {
     Ok(Inventory {
         root: a.root.clone(),
         profile_path: a.profile.clone(),
-        profile_from_env: a.profile.is_some() && a.profile_from_env,
+        profile_source: a.profile.as_ref().map(|_| {
+            if a.profile_from_env {
+                ProfileSource::Env
+            } else {
+                ProfileSource::Flag
+            }
+        }),
         expect: Expectations {
             engine: a.engine.clone(),
             profile,
@@ -75,7 +106,7 @@ pub fn inventory(a: &InventoryArgs) -> Result<Inventory, Failure> {
             incarnation: a.incarnation,
             strict: false,
         },
-        threads: crate::io::pipeline::threads_from_env(),
+        threads: threads_from_env(),
         node_facts: node_facts_from_env(),
         producer_uid: producer_uid(a.producer_user)?,
     })
@@ -86,7 +117,7 @@ pub fn inventory(a: &InventoryArgs) -> Result<Inventory, Failure> {
 pub fn inventory_for_profile(a: &ProfileArgs) -> Result<Inventory, Failure> {
     let mut inv = Inventory {
         root: a.root.clone(),
-        threads: crate::io::pipeline::threads_from_env(),
+        threads: threads_from_env(),
         node_facts: node_facts_from_env(),
         producer_uid: producer_uid(a.producer_user)?,
         ..Inventory::default()

@@ -22,20 +22,47 @@ pub use crate::format::names::DEFAULT_ROOT;
 pub struct Inventory {
     /// ROOT or `$KVCR_INVENTORY`, as given ([`Inventory::root`] resolves it).
     pub root: Option<PathBuf>,
-    /// `--profile` or `$KVCR_PROFILE`, as given (the report names it).
+    /// `--profile` or `$KVCR_PROFILE`, as given (the report names it);
+    /// `None` also for a profile given as a value (the library).
     pub profile_path: Option<PathBuf>,
-    /// The profile came from `$KVCR_PROFILE`, not `--profile`.
-    pub profile_from_env: bool,
+    /// Where the profile came from (the report's `options.profile_source`);
+    /// `None` when there is no profile.
+    pub profile_source: Option<ProfileSource>,
     /// The loaded profile and the flags that override it.
     pub expect: Expectations,
-    /// `KVCR_THREADS` (see `crate::io::pipeline`).
+    /// Threads that read and parse (`crate::io::pipeline::threads`: the
+    /// command line's `KVCR_THREADS`, the library's `threads` option).
     pub threads: usize,
-    /// `KVCR_NODE_FACTS`: a file describing the node, in place of this one
-    /// (the test and demo hook of `crate::io::node::facts_file`).
+    /// A file describing the node, in place of this one (the facts file of
+    /// `crate::io::node::facts_file`: `KVCR_NODE_FACTS` on the command
+    /// line, the library's `node_facts` option).
     pub node_facts: Option<PathBuf>,
     /// `--producer-user` or `$KVCR_PRODUCER_USER`, as a uid: whose files
     /// are trusted besides root's and this user's (docs/format.md §2.4).
     pub producer_uid: Option<u32>,
+}
+
+/// Where a run's profile came from (docs/json.md, `options.profile_source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileSource {
+    /// `--profile FILE`, or the library's profile given as a path.
+    Flag,
+    /// `$KVCR_PROFILE` (the command line only).
+    Env,
+    /// The library's profile given as a value (JSON text, a Python dict):
+    /// no file, so the report's `options.profile` is `null`.
+    Value,
+}
+
+impl ProfileSource {
+    /// The report's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProfileSource::Flag => "flag",
+            ProfileSource::Env => "env",
+            ProfileSource::Value => "value",
+        }
+    }
 }
 
 impl Inventory {
@@ -310,13 +337,7 @@ fn judge_collected(
     meta.options = crate::format::meta::Options {
         engine: expect.engine.clone(),
         profile: inv.profile_path.as_ref().map(|p| p.display().to_string()),
-        profile_source: inv.profile_path.as_ref().map(|_| {
-            if inv.profile_from_env {
-                "env"
-            } else {
-                "flag"
-            }
-        }),
+        profile_source: inv.profile_source.map(ProfileSource::as_str),
         min_epoch: expect.min_epoch(profile),
         max_age_s: expect.max_age_s(profile),
         local_ranks: expect.local_ranks(profile),
@@ -410,12 +431,16 @@ fn check_names(inv: &Inventory, cands: &[Candidate]) -> Result<(), Failure> {
     Ok(())
 }
 
-/// [`node::probe`], its notes printed on stderr (`kvcr: note: …`): the
-/// one place a command (or the library API) takes the node probe.
+/// [`node::probe`] for the command line: its notes printed on stderr
+/// (`kvcr: note: …`), the facts file named as `KVCR_NODE_FACTS=` names it.
+/// The library takes [`node::probe`] itself and returns the notes.
 pub(crate) fn probe_node(facts: Option<&Path>) -> Result<Box<dyn NodeProbe>, String> {
-    let (probe, notes) = node::probe(facts)?;
+    let (probe, notes) = node::probe(facts, FACTS_ENV_NAMED)?;
     for n in notes {
         crate::io::output::print_note(&n);
     }
     Ok(probe)
 }
+
+/// How the command line's notes name a facts file (`KVCR_NODE_FACTS=PATH`).
+pub const FACTS_ENV_NAMED: &str = "KVCR_NODE_FACTS=";

@@ -303,16 +303,32 @@ unsafe impl Send for Driver {}
 // SAFETY: as above; nothing in Driver is mutated after loading.
 unsafe impl Sync for Driver {}
 
-static DRIVER: OnceLock<Result<Driver, LoadError>> = OnceLock::new();
+/// The loaded driver: kept once loaded (a library is never unloaded, so
+/// the function pointers stay valid), never a failure, which a later call
+/// tries again (a driver installed or a library path fixed while a
+/// long-running caller waits).
+static DRIVER: OnceLock<Driver> = OnceLock::new();
 
-/// The driver, loaded on first use. Calls nothing in it.
+/// The driver, loaded on first success. Calls nothing in it.
 pub fn driver() -> Result<&'static Driver, LoadError> {
-    DRIVER.get_or_init(load).as_ref().map_err(Clone::clone)
+    if let Some(d) = DRIVER.get() {
+        return Ok(d);
+    }
+    // Two threads may both load: dlopen hands out one handle, and the
+    // second Driver (function pointers only) is dropped unused.
+    let loaded = load()?;
+    Ok(DRIVER.get_or_init(|| loaded))
 }
 
 fn load() -> Result<Driver, LoadError> {
+    load_from(&[c"libcuda.so.1", c"libcuda.so"])
+}
+
+/// The first of `names` that `dlopen` opens, as a driver; else why the
+/// first could not be opened.
+fn load_from(names: &[&CStr]) -> Result<Driver, LoadError> {
     let mut why = String::new();
-    for name in [c"libcuda.so.1", c"libcuda.so"] {
+    for name in names {
         // SAFETY: dlopen with a NUL-terminated name; running the library's
         // initialisers is what loading a driver means.
         let lib = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -921,11 +937,22 @@ mod tests {
     }
 
     #[test]
-    fn missing_library_is_an_error() {
-        // On CI (no driver) this is the NotFound path; on a GPU node, a driver.
-        match driver() {
-            Err(LoadError::NotFound(why)) => assert!(!why.is_empty()),
-            Ok(d) => assert!(d.missing(&["cuInit"]).is_empty()),
+    fn a_library_that_is_not_there_is_not_found_naming_it() {
+        match load_from(&[c"libkvcr-no-such-driver.so.9"]) {
+            Err(LoadError::NotFound(why)) => {
+                assert!(why.contains("libkvcr-no-such-driver.so.9"), "{why}")
+            }
+            Ok(_) => panic!("a library that does not exist was loaded"),
         }
+    }
+
+    #[test]
+    fn a_library_without_the_driver_api_names_what_it_lacks() {
+        // libc loads, and has none of the driver's entry points.
+        let d = load_from(&[c"libc.so.6"]).expect("libc loads");
+        assert_eq!(
+            d.missing(&["cuInit", "cuDeviceGet"]),
+            ["cuInit", "cuDeviceGet"]
+        );
     }
 }

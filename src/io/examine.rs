@@ -2,7 +2,9 @@
 //! `mdadm --examine` for one member: its fields, the digest, the bytes the
 //! geometry needs against the bytes allocated, the handle kinds, and every
 //! finding the descriptor earns by itself (KV006/7/8 parsing, KV101 own
-//! rank, KV104 own sizes, KV111 a handle repeated within it). Checks that
+//! rank, KV104 own sizes, KV111 a handle repeated within it, KV108 a
+//! `created_unix_ms` in seconds: `crate::rules::own`, which the writers
+//! refuse by too). Checks that
 //! need the rest of the group or the node (KV102, KV103, KV106, KV110,
 //! live mode) are the audit's.
 //!
@@ -13,7 +15,7 @@ use crate::format::descriptor::{parse_descriptor, MAX_FILE_BYTES};
 use crate::format::failure::Failure;
 use crate::format::finding::{Code, Finding};
 use crate::report::examine::{summary, Examined};
-use crate::rules::{self, Candidate, Context, Expectations};
+use crate::rules::{self, Candidate};
 use std::path::Path;
 
 /// The file's bytes, hard-link count and mode; `None` when it is larger
@@ -59,8 +61,8 @@ pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
     } else {
         "not checked"
     };
-    // The verdict core's own-rank rules, on a group of one: only what this
-    // file earns by itself counts (KV103 for the other ranks does not).
+    // What this file earns by itself (KV103 for the other ranks does not
+    // count): the one function the writers refuse by, too.
     let cand = Candidate {
         path: shown.clone(),
         raw_path: shown.as_bytes().to_vec(),
@@ -76,25 +78,7 @@ pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
             .chain(crate::io::inventory::reader::hard_links(nlink, &shown))
             .collect(),
     };
-    let expect = Expectations::default();
-    let ctx = Context {
-        now_unix_ms: now_ms,
-        node: None,
-        expect: &expect,
-    };
-    let mut findings: Vec<Finding> = Vec::new();
-    let j = rules::judge(vec![cand.clone()], Vec::new(), &ctx);
-    for g in &j.groups {
-        for r in &g.ranks {
-            findings.extend(r.findings.iter().cloned());
-        }
-    }
-    for f in &j.files {
-        findings.extend(f.findings.iter().cloned());
-    }
-    if j.groups.is_empty() && j.files.is_empty() {
-        findings = cand.findings;
-    }
+    let findings = rules::own::findings(cand, now_ms);
     Ok(summary(
         shown,
         name_rank,

@@ -1,10 +1,13 @@
-//! Where and how kvcr writes: the one writer of stdout (a closed pipe ends
-//! quietly), the operator's notes on stderr, and [`OutputFile`], the one
-//! way to a file kvcr writes (a `--textfile`, the import log, a
-//! `--ready-file`): checked against the inventory once, whichever way its
-//! root was chosen, and written only through what the check resolved, so
-//! that nothing is ever written inside the inventory (docs/format.md §1,
-//! §8.8).
+//! Where and how kvcr writes: the one writer of stdout ([`emit`]: a closed
+//! pipe ends quietly) and the one writer of stderr ([`to_stderr`],
+//! [`err_line`], [`print_note`]: a stderr that is closed or a pipe whose
+//! reader has gone loses the text, never the exit status), and
+//! [`OutputFile`], the one way to a file kvcr writes (a `--textfile`, the
+//! import log, a `--ready-file`): checked against the inventory once,
+//! whichever way its root was chosen, and written only through what the
+//! check resolved, so that nothing is ever written inside the inventory
+//! (docs/format.md §1, §8.8). Nothing else in `src/` prints
+//! (tests/it/architecture.rs).
 
 use crate::format::failure::Failure;
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -44,7 +47,7 @@ pub(crate) fn print_note(note: &str) {
     static PRINTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut printed = PRINTED.lock().unwrap_or_else(|e| e.into_inner());
     if !printed.iter().any(|p| p == note) {
-        eprintln!("kvcr: note: {note}");
+        err_line(&format!("kvcr: note: {note}"));
         printed.push(note.to_string());
     }
 }
@@ -416,6 +419,51 @@ pub fn write_atomic_at(
     }
     rustix::fs::fsync(dir)
         .map_err(|e| fail(format!("cannot sync directory {}", shown_dir.display()))(e.into()))
+}
+
+/// Writes to stderr through `f`: the one writer of stderr. A write that
+/// fails (a pipe whose reader has gone, EPIPE; a stderr that is closed or
+/// not writable, EBADF, which the standard library already reads as
+/// written; a full disk) loses the text and nothing else: no panic (where
+/// `eprintln!` would panic, exit 101), no error, and the command's exit
+/// status stays what its verdict says.
+pub fn to_stderr(f: impl FnOnce(&mut dyn Write) -> io::Result<()>) {
+    let mut err = io::stderr().lock();
+    let _ = f(&mut err).and_then(|()| err.flush());
+}
+
+/// Stderr as a writer for several writes in a row, with [`to_stderr`]'s
+/// rule: a write that fails is dropped (and reported as written), so
+/// nothing after it fails either.
+pub fn stderr() -> impl Write {
+    struct Lossy(io::StderrLock<'static>);
+    impl Write for Lossy {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let _ = self.0.write_all(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            let _ = self.0.flush();
+            Ok(())
+        }
+    }
+    Lossy(io::stderr().lock())
+}
+
+/// One line on stderr (the newline is added), through [`to_stderr`].
+pub fn err_line(line: &str) {
+    to_stderr(|w| {
+        w.write_all(line.as_bytes())?;
+        w.write_all(b"\n")
+    });
+}
+
+/// Bytes on stdout exactly as given (clap's help and version), through the
+/// same rule as [`emit`] but failing never: a closed pipe loses them.
+pub fn to_stdout(bytes: &[u8]) {
+    EMITTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut out = io::stdout().lock();
+    let _ = out.write_all(bytes).and_then(|()| out.flush());
 }
 
 #[cfg(test)]

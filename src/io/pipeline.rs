@@ -12,9 +12,10 @@
 //! slot of its descriptor number and a file-level verdict keeps its walk
 //! number, so both lists come out exactly as a one-thread walk makes them.
 //!
-//! `KVCR_THREADS` sets the number of threads (the walking thread included);
-//! `1` reads everything on the calling thread. The default is the number of
-//! CPUs this process may run on.
+//! [`Options::threads`] is the number of threads (the walking thread
+//! included; `KVCR_THREADS` on the command line, the library's `threads`
+//! option): `1` reads everything on the calling thread. The default
+//! ([`threads`]) is the number of CPUs this process may run on.
 
 use crate::format::descriptor::parse_descriptor_with;
 use crate::format::names::display_path;
@@ -26,9 +27,6 @@ use std::collections::VecDeque;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-
-/// The environment variable that sets the number of threads.
-pub const THREADS_ENV: &str = "KVCR_THREADS";
 
 /// Upper bound on threads, whatever is asked.
 pub const MAX_THREADS: usize = 64;
@@ -43,7 +41,10 @@ const QUEUED_PER_THREAD: usize = 2;
 /// How to collect.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Threads that read and parse, the walking thread included (≥ 1).
+    /// Threads that read and parse, the walking thread included; 0 is the
+    /// default ([`threads`]): the CPUs this process may run on, asked only
+    /// once the walk has a full batch for a second thread, so a small
+    /// inventory never pays for asking (it reads the cgroup files).
     pub threads: usize,
     /// Keep each descriptor's allocations with their handles (import needs
     /// them); without, only the summary the verdict needs is kept.
@@ -53,15 +54,17 @@ pub struct Options {
     pub producer_uid: Option<u32>,
 }
 
-/// `KVCR_THREADS` when it is a positive integer, else the number of CPUs
-/// this process may run on; at most `MAX_THREADS`.
-pub fn threads_from_env() -> usize {
-    let asked = std::env::var(THREADS_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n >= 1);
-    asked
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+/// [`Options::threads`] for `asked`: `asked` when it is at least 1 (at
+/// most `MAX_THREADS`), else 0, the default (the CPUs this process may run
+/// on, asked when needed: [`cpus`]).
+pub fn threads(asked: Option<usize>) -> usize {
+    asked.filter(|&n| n >= 1).map_or(0, |n| n.min(MAX_THREADS))
+}
+
+/// The number of CPUs this process may run on, at most `MAX_THREADS`.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
         .min(MAX_THREADS)
 }
 
@@ -76,7 +79,7 @@ pub fn collect(
 ) -> Result<(Vec<Candidate>, Vec<FileVerdict>), InventoryError> {
     let inv = InventoryRoot::open(root, opts.producer_uid)?;
     let keep = opts.keep_allocations;
-    if opts.threads > 1 {
+    if opts.threads != 1 {
         return parallel(&inv, opts.threads, keep, tick);
     }
     let mut cands = Vec::new();
@@ -329,13 +332,15 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// The walk on this thread, reading on `threads` threads.
+/// The walk on this thread, reading on `threads` threads (0: [`cpus`],
+/// asked at the first full batch).
 fn parallel(
     inv: &InventoryRoot,
     threads: usize,
     keep: bool,
     tick: &mut dyn FnMut(),
 ) -> Result<(Vec<Candidate>, Vec<FileVerdict>), InventoryError> {
+    let mut threads = threads;
     let shared = Shared {
         queue: Mutex::new(Queue {
             batches: VecDeque::new(),
@@ -365,6 +370,9 @@ fn parallel(
                     if batch.len() == BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
                         let waiting = shared.push(full, descriptors);
+                        if threads == 0 {
+                            threads = cpus();
+                        }
                         if helpers.is_empty() {
                             for _ in 1..threads {
                                 helpers.push(s.spawn(move || {

@@ -10,8 +10,14 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// The test hook that names another procfs root than `/proc` (tests build
-/// a plain directory holding forged files there; it is never trusted).
+/// a plain directory holding forged files there; it is never trusted). The
+/// command line reads it (`crate::commands::settings`) and installs it
+/// with [`ProcFs::install_hook`]; the library never does, so an engine's
+/// environment cannot move its `/proc`.
 pub const ROOT_ENV: &str = "KVCR_PROC_ROOT";
+
+/// The process's procfs root, opened on first use ([`ProcFs::system`]).
+static SYSTEM: OnceLock<ProcFs> = OnceLock::new();
 
 /// A `/proc` that is trusted only when it is procfs (docs/format.md §11).
 ///
@@ -73,12 +79,27 @@ impl ProcFs {
         }
     }
 
-    /// This process's procfs root: `/proc`, or the directory [`ROOT_ENV`]
-    /// names (a test hook, announced by the caller through [`ProcFs::note`]:
-    /// this module prints nothing). Opened and checked once per process.
+    /// This process's procfs root: `/proc`, or the directory the command
+    /// line's [`ROOT_ENV`] hook installed ([`ProcFs::install_hook`];
+    /// announced by the caller through [`ProcFs::note`]: this module prints
+    /// nothing). Opened and checked once per process: what is kept is an fd
+    /// on the procfs mount and whether it is procfs, which cannot go stale
+    /// (every fact is read afresh through it, each call).
     pub fn system() -> &'static ProcFs {
-        static SYSTEM: OnceLock<ProcFs> = OnceLock::new();
-        SYSTEM.get_or_init(|| ProcFs::from_hook(std::env::var_os(ROOT_ENV).as_deref()))
+        SYSTEM.get_or_init(|| ProcFs::open(Path::new("/proc")))
+    }
+
+    /// Makes the root [`ProcFs::from_hook`] opens for `value` this
+    /// process's [`ProcFs::system`]. The command line's `KVCR_PROC_ROOT`,
+    /// before anything opens a file; false (and nothing changed) when the
+    /// system root was already opened.
+    pub fn install_hook(value: Option<&std::ffi::OsStr>) -> bool {
+        let mut installed = false;
+        SYSTEM.get_or_init(|| {
+            installed = true;
+            ProcFs::from_hook(value)
+        });
+        installed
     }
 
     /// The root [`ProcFs::system`] opens for this value of [`ROOT_ENV`]:

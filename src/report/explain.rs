@@ -187,11 +187,14 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV108 => (
             "A descriptor is stale: superseded by a newer epoch of the group (a notice: it is not \
-                counted), below min_epoch, older than max_age_s, or (live) the node rebooted \
-                since, or the owner process is gone or its PID was reused.",
-            "Epochs across incarnations; epoch against min_epoch; created_unix_ms against the \
-                clock and max_age_s; in live mode boot_id against /proc/sys/kernel/random/boot_id \
-                and owner pid/start_ticks against /proc/<pid>/stat.",
+                counted), below min_epoch, older than max_age_s, dated before 2001 (a \
+                created_unix_ms below 10^12, plausibly seconds, so its age cannot be proven), or \
+                (live) the node rebooted since, or the owner process is gone or its PID was \
+                reused.",
+            "Epochs across incarnations; epoch against min_epoch; created_unix_ms against 10^12, \
+                the clock and max_age_s; in live mode boot_id against \
+                /proc/sys/kernel/random/boot_id and owner pid/start_ticks against \
+                /proc/<pid>/stat.",
             "do not import stale memory; start the engine with an empty cache",
             "the reboot and owner parts are checked only with --live",
         ),

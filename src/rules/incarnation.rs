@@ -61,6 +61,22 @@ impl Selection {
     }
 }
 
+/// The highest epoch any descriptor of `engine` states (parsed, or with
+/// only its identity readable; current, superseded or rejected alike): the
+/// current incarnation's epoch when nothing is pinned (§5.1), and the one a
+/// producer's new incarnation must exceed (docs/format.md §3.5). `None`
+/// when no descriptor of `engine` states an epoch.
+pub fn highest_epoch(
+    cands: &[Candidate],
+    engine: &crate::format::descriptor::EngineId,
+) -> Option<u64> {
+    cands
+        .iter()
+        .filter(|c| c.engine_id() == Some(engine))
+        .filter_map(Candidate::epoch)
+        .max()
+}
+
 pub(crate) fn select(
     cands: &[Candidate],
     pin: Option<Uuid>,

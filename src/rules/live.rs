@@ -54,7 +54,9 @@ pub(crate) fn check(rows: &mut [Row], node: &NodeFacts) {
     }
 }
 
-fn hostname(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
+/// KV110: the descriptor names another node. Also what the writer checks
+/// before it writes (`super::own`).
+pub(super) fn hostname(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
     match &node.hostname {
         Fact::Known(h) if !h.eq_ignore_ascii_case(&d.node.hostname) => {
             row.check("hostname", false);

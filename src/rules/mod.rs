@@ -14,6 +14,7 @@ pub(crate) mod gms;
 mod handles;
 mod incarnation;
 mod live;
+pub mod own;
 mod ranks;
 mod staleness;
 
@@ -23,6 +24,7 @@ mod tests_gms;
 mod tests_mutants;
 
 pub use crate::format::rankset::compress_ranks;
+pub use incarnation::highest_epoch;
 pub use staleness::FUTURE_SLACK_MS;
 
 use crate::format::descriptor::{Descriptor, EngineId, Ident};
@@ -165,7 +167,7 @@ pub enum CheckStatus {
 }
 
 impl CheckStatus {
-    #[cfg(test)]
+    /// The fact could not be read.
     pub fn is_not_checked(&self) -> bool {
         matches!(self, CheckStatus::NotChecked(_))
     }

@@ -1,6 +1,7 @@
-//! KV108 (stale) for current descriptors: below `min_epoch`, older than
-//! `max_age_s`, and in live mode a rebooted node or a gone/reused owner.
-//! (Superseded descriptors are notices, decided in `incarnation.rs`.)
+//! KV108 (stale) for current descriptors: a `created_unix_ms` plausibly in
+//! seconds, below `min_epoch`, older than `max_age_s`, and in live mode a
+//! rebooted node or a gone/reused owner. (Superseded descriptors are
+//! notices, decided in `incarnation.rs`.)
 
 use super::live::{foreign, rebooted, skipped, FOREIGN, REBOOTED};
 use super::{Context, Row};
@@ -13,12 +14,44 @@ use crate::rules::facts::{Fact, NodeFacts};
 /// owner and this run) before, with a maximum age, it is KV108.
 pub const FUTURE_SLACK_MS: u64 = 300_000;
 
+/// 10^12 ms, 2001-09-09 01:46:40 UTC: a `created_unix_ms` below it cannot
+/// be when a descriptor was written (docs/format.md §3), and is most
+/// likely seconds since the epoch written where milliseconds belong
+/// (seconds stay below 10^12 until the year 33658).
+pub const MIN_CREATED_UNIX_MS: u64 = 1_000_000_000_000;
+
+/// KV108 for a `created_unix_ms` below [`MIN_CREATED_UNIX_MS`], whatever
+/// the options: its age cannot be proven, so no age rule can judge it.
+fn in_seconds(created_unix_ms: u64) -> Option<Finding> {
+    if created_unix_ms >= MIN_CREATED_UNIX_MS {
+        return None;
+    }
+    let message = Message::new()
+        .text(format!("created_unix_ms {created_unix_ms} is before "))
+        .unix_ms(MIN_CREATED_UNIX_MS)
+        .text(
+            ", plausibly seconds since the epoch written where milliseconds belong (as seconds \
+             it would be ",
+        )
+        .unix_ms(created_unix_ms.saturating_mul(1000))
+        .text("): its age cannot be proven; the owner must write milliseconds");
+    Some(Finding::reject(Code::KV108, message).values(
+        format!("created_unix_ms ≥ {MIN_CREATED_UNIX_MS} (milliseconds since the epoch)"),
+        format!("created_unix_ms {created_unix_ms}"),
+    ))
+}
+
 pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) {
     let min_epoch = ctx.expect.min_epoch(profile);
     let max_age_s = ctx.expect.max_age_s(profile);
     for row in rows.iter_mut() {
         row.with_desc(|row, d| {
             let mut ok = true;
+            let seconds = in_seconds(d.created_unix_ms);
+            if let Some(f) = seconds.clone() {
+                ok = false;
+                row.reject(f);
+            }
             if let Some(min) = min_epoch {
                 if d.epoch < min {
                     ok = false;
@@ -31,7 +64,8 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
                     );
                 }
             }
-            if let Some(max) = max_age_s {
+            // A time in seconds has no age to compare: its own finding says so.
+            if let Some(max) = max_age_s.filter(|_| seconds.is_none()) {
                 let age_ms = ctx.now_unix_ms.saturating_sub(d.created_unix_ms);
                 let ahead_ms = d.created_unix_ms.saturating_sub(ctx.now_unix_ms);
                 let max_ms = max.saturating_mul(1000);
@@ -83,7 +117,8 @@ pub(crate) fn check(rows: &mut [Row], profile: Option<&Profile>, ctx: &Context) 
 /// another process (start_ticks differs). On another node (KV110) neither
 /// means anything; after a reboot the owner is certainly gone, and its pid
 /// and start time may repeat in a new process, so it is not looked up.
-fn live(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
+/// Also what the writer checks before it writes (`super::own`).
+pub(super) fn live(row: &mut Row, d: &Descriptor, node: &NodeFacts) {
     if foreign(node, d) {
         skipped(row, "boot_id", FOREIGN);
         skipped(row, "owner", FOREIGN);

@@ -75,7 +75,7 @@ fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
 /// [`judge`] with the given expectations (`--strict`, say).
 fn judge_with(root: &Path, probe: &dyn NodeProbe, expect: &Expectations) -> Judgement {
     let opts = crate::io::pipeline::Options {
-        threads: crate::io::pipeline::threads_from_env(),
+        threads: crate::io::pipeline::threads(None),
         keep_allocations: true,
         producer_uid: None,
     };

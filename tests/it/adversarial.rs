@@ -361,7 +361,6 @@ fn unsafe_entries_below_the_depth_limit_are_still_rejected() {
 #[test]
 fn a_bind_mount_or_other_fs_below_the_root_is_kv003_and_not_entered() {
     if !can_unshare_mounts() {
-        eprintln!("skipped: needs root and unshare -m (mount namespaces)");
         return;
     }
     let bin = crate::util::bin();

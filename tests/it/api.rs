@@ -152,7 +152,14 @@ fn seal_json_is_kvcr_seal_and_errors_name_the_field() {
     use std::os::unix::fs::PermissionsExt;
     let root = dir.path().join("inv");
     std::fs::create_dir(&root).unwrap();
-    let p = api::write_rank_json(&root, &text, Some(Path::new("a/b"))).unwrap();
+    let write = |sub: &str| {
+        let o = api::WriteOptions {
+            subdir: Some(sub.into()),
+            node_facts: Some(crate::util::fixtures_live("node-match.json")),
+        };
+        api::write_rank_json_with(&root, &text, &o)
+    };
+    let p = write("a/b").unwrap();
     assert_eq!(p, root.join("a/b/rank-0.json"));
     assert_eq!(
         std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
@@ -167,11 +174,17 @@ fn seal_json_is_kvcr_seal_and_errors_name_the_field() {
         0o700
     );
     std::os::unix::fs::symlink(dir.path(), root.join("link")).unwrap();
-    assert!(api::write_rank_json(&root, &text, Some(Path::new("link"))).is_err());
-    assert!(matches!(
-        api::write_rank_json(&root, &text, Some(Path::new("../x"))),
-        Err(Error::Usage { .. })
-    ));
+    assert!(write("link").is_err());
+    assert!(matches!(write("../x"), Err(Error::Usage { .. })));
+    // Against this machine the test kit's node is not this one: refused
+    // with the audit's code and the member, nothing written.
+    match api::write_rank_json(&root, &text, None) {
+        Err(Error::Descriptor { code, field, .. }) => {
+            assert!(matches!(code, Code::KV108 | Code::KV110), "{code:?}");
+            assert!(field.is_some_and(|f| f.starts_with("node.") || f == "owner"));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -291,6 +304,9 @@ fn the_dry_run_carries_the_import_plan() {
         assert_eq!(r["digest"], file["digest"]);
         assert_eq!(r["gpu_uuid"], file["gpu_uuid"]);
         assert_eq!(r["owner"], file["owner"]);
+        // The writer as judged: pid, start ticks and quiesced, from the file.
+        assert_eq!(r["writer"], file["writer"]);
+        assert_eq!(r["writer"].as_object().unwrap().len(), 3);
         let allocs = r["allocations"].as_array().unwrap();
         assert_eq!(allocs.len(), 3);
         for (a, f) in allocs.iter().zip(file["allocations"].as_array().unwrap()) {
@@ -482,4 +498,343 @@ fn audit_files_refuses_what_it_cannot_stand_for_and_reads_no_disk() {
         "{v:#}"
     );
     assert!(!root.exists());
+}
+
+/// A facts file describing the node of testkit's descriptors, with
+/// `processes` as given.
+fn facts_file(dir: &Path, processes: Value) -> std::path::PathBuf {
+    let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
+    let facts = json!({
+        "boot_id": testkit::BOOT_ID, "hostname": testkit::HOSTNAME,
+        "processes": processes, "processes_unreadable": null,
+        "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
+    });
+    let p = dir.join("facts.json");
+    std::fs::write(&p, facts.to_string()).unwrap();
+    p
+}
+
+#[test]
+fn node_facts_and_threads_are_options_and_notes_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    put_group(&inv, "", &Desc::new("opts", 0, 2, 1));
+    private(&inv);
+    let facts = facts_file(dir.path(), json!({"4242": 123456}));
+    let out = kvcr()
+        .args(["audit", "--live", "--format", "json"])
+        .arg(&inv)
+        .env("KVCR_NODE_FACTS", &facts)
+        .output()
+        .unwrap();
+    let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    for threads in [None, Some(1), Some(3), Some(0)] {
+        let o = AuditOptions {
+            live: true,
+            node_facts: Some(facts.clone()),
+            threads,
+            ..AuditOptions::default()
+        };
+        let got = api::audit(&inv, &o).unwrap();
+        assert_eq!(got.exit_status(), out.status.code().unwrap());
+        let doc: Value = serde_json::from_str(got.as_json()).unwrap();
+        assert_eq!(doc["node_facts_source"], facts.to_str().unwrap());
+        assert_eq!(
+            testkit::without_clock(doc),
+            testkit::without_clock(want.clone())
+        );
+        // The command's note, returned instead of printed, naming the option.
+        let note = format!(
+            "node facts come from node_facts={}, not from this node",
+            facts.display()
+        );
+        assert_eq!(got.notes(), std::slice::from_ref(&note));
+        assert!(
+            stderr.contains(&note.replace("node_facts=", "KVCR_NODE_FACTS=")),
+            "{stderr}"
+        );
+    }
+    // Offline: no probe, no note.
+    let got = api::audit(&inv, &AuditOptions::default()).unwrap();
+    assert!(got.notes().is_empty());
+    // A facts file that cannot be read names the option, not the variable.
+    let o = AuditOptions {
+        live: true,
+        node_facts: Some(dir.path().join("missing.json")),
+        ..AuditOptions::default()
+    };
+    match api::audit(&inv, &o) {
+        Err(Error::Usage { message, .. }) => {
+            assert!(message.contains("cannot read node_facts="), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // A profile given as a value says so.
+    let p = testkit::profile(&Desc::new("opts", 0, 2, 1));
+    let o = AuditOptions {
+        profile: Some(Profile::Json(serde_json::to_vec(&p).unwrap())),
+        ..AuditOptions::default()
+    };
+    let doc: Value = serde_json::from_str(api::audit(&inv, &o).unwrap().as_json()).unwrap();
+    assert_eq!(doc["options"]["profile"], Value::Null);
+    assert_eq!(doc["options"]["profile_source"], "value");
+    valid(kvcr::schema::Kind::Report, &doc);
+}
+
+/// Run by [`the_library_reads_no_environment_variable`] in a child process
+/// whose environment names a profile, a facts file, a thread count and a
+/// `/proc` that would each change the answer: none does.
+#[test]
+#[ignore = "a child of the_library_reads_no_environment_variable"]
+fn child_audits_with_a_hostile_environment() {
+    let inv = std::path::PathBuf::from(std::env::var_os("KVCR_TEST_INVENTORY").unwrap());
+    for k in [
+        "KVCR_PROFILE",
+        "KVCR_NODE_FACTS",
+        "KVCR_THREADS",
+        "KVCR_PROC_ROOT",
+    ] {
+        assert!(std::env::var_os(k).is_some(), "{k} set by the parent");
+    }
+    let o = AuditOptions {
+        live: true,
+        ..AuditOptions::default()
+    };
+    let got = api::audit(&inv, &o).expect("neither the profile nor the facts file is read");
+    let doc: Value = serde_json::from_str(got.as_json()).unwrap();
+    assert_eq!(doc["node_facts_source"], "proc", "{doc:#}");
+    assert_eq!(doc["options"]["profile"], Value::Null, "{doc:#}");
+    assert!(doc["options"].get("profile_source").is_none(), "{doc:#}");
+    assert!(
+        got.notes().iter().all(|n| !n.contains("KVCR_")),
+        "{:?}",
+        got.notes()
+    );
+    let g = GateOptions::default();
+    let no_profile =
+        |r| matches!(r, Err(Error::Usage { message, .. }) if message.contains("profile"));
+    assert!(
+        no_profile(api::gate(&inv, &g)),
+        "the gate took no profile from the environment"
+    );
+    println!("child-ran-to-the-end");
+}
+
+#[test]
+fn the_library_reads_no_environment_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    put_group(&inv, "", &Desc::new("env", 0, 2, 1));
+    private(&inv);
+    // Each would fail the run or change the report if it were read.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "api::child_audits_with_a_hostile_environment",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KVCR_TEST_INVENTORY", &inv)
+        .env("KVCR_PROFILE", dir.path().join("no-such-profile.json"))
+        .env("KVCR_NODE_FACTS", dir.path().join("no-such-facts.json"))
+        .env("KVCR_THREADS", "not-a-number")
+        .env("KVCR_PROC_ROOT", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
+    assert!(
+        !stderr.contains("kvcr: note"),
+        "the library printed: {stderr}"
+    );
+}
+
+/// Run by [`a_long_running_caller_sees_the_gpu_list_afresh`] in a child
+/// process that loads the fake driver (tests/fakecuda) with its first
+/// `cuInit` failing: a driver that was not ready yet.
+#[test]
+#[ignore = "a child of a_long_running_caller_sees_the_gpu_list_afresh"]
+fn child_asks_twice_while_the_driver_comes_up() {
+    let inv = std::path::PathBuf::from(std::env::var_os("KVCR_TEST_INVENTORY").unwrap());
+    let o = AuditOptions {
+        live: true,
+        ..AuditOptions::default()
+    };
+    let gpu_check = || {
+        let doc: Value = serde_json::from_str(api::audit(&inv, &o).unwrap().as_json()).unwrap();
+        let rank = &doc["groups"][0]["ranks"][0];
+        let not_checked: Vec<String> = rank["not_checked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        (not_checked, doc)
+    };
+    let (first, doc) = gpu_check();
+    assert!(
+        first.iter().any(|n| n.starts_with("gpu-present:")),
+        "the first cuInit fails: {doc:#}"
+    );
+    // The same process asks again: the list is read afresh, not the failure
+    // kept from the first call.
+    let (second, doc) = gpu_check();
+    assert!(
+        !second.iter().any(|n| n.starts_with("gpu-present:")),
+        "{doc:#}"
+    );
+    assert!(!doc.to_string().contains("KV106"), "{doc:#}");
+    println!("child-ran-to-the-end");
+}
+
+#[test]
+fn a_long_running_caller_sees_the_gpu_list_afresh() {
+    let Some(b) = crate::fakecuda::built() else {
+        return; // no C compiler; fakecuda.rs says so (and fails in CI)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    // Written on this node, so the GPU is looked up (not skipped as foreign).
+    let d = Desc::new("gpus", 0, 1, 1);
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    let bytes = d.bytes_with(|v| {
+        v["node"]["boot_id"] = json!(boot.trim());
+        v["node"]["hostname"] = json!(host);
+    });
+    testkit::put(&inv, "rank-0.json", &bytes);
+    private(&inv);
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "api::child_asks_twice_while_the_driver_comes_up",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("KVCR_TEST_INVENTORY", &inv)
+        .env("LD_LIBRARY_PATH", &b.lib_dir)
+        .env("FAKECUDA_GPUS", testkit::gpu(0, 0))
+        // CUDA_ERROR_NOT_INITIALIZED (3) from the first cuInit only.
+        .env("FAKECUDA_FAIL", "cuInit:1:3")
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
+}
+
+#[test]
+fn a_gate_that_cannot_list_the_gpus_says_how_to_give_node_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    let d = Desc::new("nogpu", 0, 2, 1);
+    put_group(&inv, "", &d);
+    private(&inv);
+    let profile = || {
+        Some(Profile::Json(
+            serde_json::to_vec(&testkit::profile(&d)).unwrap(),
+        ))
+    };
+    // A node whose GPUs could not be read: everything else checks out.
+    let facts = dir.path().join("facts.json");
+    let f = json!({
+        "boot_id": testkit::BOOT_ID, "hostname": testkit::HOSTNAME,
+        "processes": {"4242": 123456}, "gpus": null
+    });
+    std::fs::write(&facts, f.to_string()).unwrap();
+    let o = GateOptions {
+        profile: profile(),
+        node_facts: Some(facts.clone()),
+        ..GateOptions::default()
+    };
+    let (message, report) = match api::gate(&inv, &o) {
+        Err(Error::Refused { message, report }) => (message, report),
+        other => panic!("{other:?}"),
+    };
+    let r: Value = serde_json::from_str(report.as_json()).unwrap();
+    assert_eq!(r["refusals"][0]["gate"], "not-checked", "{r:#}");
+    for text in [
+        message.as_str(),
+        r["refusals"][0]["message"].as_str().unwrap(),
+    ] {
+        assert!(text.contains("gpu-present: "), "{text}");
+        assert!(
+            text.contains("node_facts=FILE") && text.contains("docs/live.md"),
+            "{text}"
+        );
+    }
+    // Neighbour: GPUs listed, another fact not checked: no GPU hint.
+    let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
+    let f = json!({
+        "boot_id": null, "hostname": testkit::HOSTNAME,
+        "processes": {"4242": 123456}, "gpus": {"visible": gpus, "on_node": gpus}
+    });
+    std::fs::write(&facts, f.to_string()).unwrap();
+    match api::gate(&inv, &o) {
+        Err(Error::Refused { message, .. }) => {
+            assert!(message.contains("boot_id: "), "{message}");
+            assert!(!message.contains("node_facts=FILE"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The command line's import says what it always said (the driver is
+    // its own check there, §8.9).
+    let out = kvcr()
+        .args(["import", "--dry-run", "--format", "json"])
+        .arg(&inv)
+        .env("KVCR_NODE_FACTS", &facts)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("node_facts=FILE"));
+}
+
+#[test]
+fn current_epoch_is_the_highest_epoch_of_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    std::fs::create_dir(&inv).unwrap();
+    private(&inv);
+    assert_eq!(api::current_epoch(&inv, "grp").unwrap(), None);
+    let mut d = Desc::new("grp", 0, 1, 1);
+    d.epoch = 3;
+    put_group(&inv, "old", &d);
+    d.epoch = 7;
+    d.incarnation = testkit::INCARNATION_B.into();
+    put_group(&inv, "new", &d);
+    // A descriptor of the group that does not parse still names its epoch.
+    let mut broken = d.clone();
+    broken.epoch = 9;
+    let bytes = broken.bytes_with(|v| v["world_size"] = json!("one"));
+    testkit::put(&inv, "broken/rank-0.json", &bytes);
+    put_group(&inv, "other", &Desc::new("other-grp", 0, 1, 1));
+    assert_eq!(api::current_epoch(&inv, "grp").unwrap(), Some(9));
+    assert_eq!(api::current_epoch(&inv, "other-grp").unwrap(), Some(1));
+    assert_eq!(api::current_epoch(&inv, "absent").unwrap(), None);
+    assert!(matches!(
+        api::current_epoch(&inv, "bad id!"),
+        Err(Error::Usage { .. })
+    ));
+    assert!(matches!(
+        api::current_epoch(&dir.path().join("missing"), "grp"),
+        Err(Error::Usage { .. })
+    ));
+    // The audit agrees: the highest epoch is the current incarnation's.
+    std::fs::remove_dir_all(inv.join("broken")).unwrap();
+    let o = AuditOptions {
+        engine: Some("grp".into()),
+        ..AuditOptions::default()
+    };
+    let doc: Value = serde_json::from_str(api::audit(&inv, &o).unwrap().as_json()).unwrap();
+    assert_eq!(doc["groups"][0]["epoch"], 7);
+    assert_eq!(api::current_epoch(&inv, "grp").unwrap(), Some(7));
 }

@@ -837,3 +837,77 @@ fn the_layering_check_finds_a_planted_back_arrow_and_a_stale_exception() {
         "{unplaced}"
     );
 }
+
+/// Every place in `src/` (test code aside) that prints by itself: a print
+/// macro, or `io::stdout()` / `io::stderr()` used for anything but asking
+/// whether it is a terminal. `src/io/output.rs` is the one writer (a closed
+/// stderr or a broken pipe never panics there), so it alone may.
+fn printers(src: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in modules(src).values() {
+        if file.ends_with("io/output.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        let toks = strip_test_items(tokens(&text));
+        let rel = file.strip_prefix(src).unwrap().display().to_string();
+        for (i, (t, line)) in toks.iter().enumerate() {
+            let Tok::Ident(id) = t else { continue };
+            let next = |k: usize| toks.get(i + k).map(|x| &x.0);
+            let is_macro = ["println", "print", "eprintln", "eprint", "dbg"].contains(&id.as_str())
+                && next(1) == Some(&Tok::Other)
+                && text
+                    .lines()
+                    .nth(line - 1)
+                    .is_some_and(|l| l.contains(&format!("{id}!")));
+            let is_stream = (id == "stdout" || id == "stderr")
+                && i >= 2
+                && toks[i - 1].0 == Tok::Colons
+                && toks[i - 2].0 == Tok::Ident("io".into());
+            let asks_terminal = matches!(next(4), Some(Tok::Ident(s)) if s == "is_terminal")
+                || text
+                    .lines()
+                    .nth(line - 1)
+                    .is_some_and(|l| l.contains("tcgetwinsize"));
+            if is_macro || (is_stream && !asks_terminal) {
+                found.push(format!("{rel}:{line}: {id}"));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn every_print_goes_through_the_one_writer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = printers(&src);
+    assert!(
+        found.is_empty(),
+        "print through crate::io::output (to_stderr, err_line, emit), which never panics on a \
+         closed stream or a broken pipe:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_print_check_sees_a_planted_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir(src.join("io")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod io;\n").unwrap();
+    std::fs::write(src.join("io/mod.rs"), "pub mod output;\n").unwrap();
+    std::fs::write(
+        src.join("io/output.rs"),
+        "fn f() { eprintln!(\"ok here\"); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a.rs"),
+        "fn f() {\n    eprintln!(\"x\");\n    let t = std::io::stdout().is_terminal();\n    \
+         let _ = writeln!(std::io::stderr(), \"y\");\n    let s = \"println!\";\n}\n\
+         #[cfg(test)]\nmod tests {\n    fn g() { println!(\"in a test\"); }\n}\n",
+    )
+    .unwrap();
+    assert_eq!(printers(src), ["a.rs:2: eprintln", "a.rs:4: stderr"]);
+}

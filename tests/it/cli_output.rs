@@ -264,3 +264,91 @@ fn completions_for_every_shell_name_the_subcommands() {
     let (code, _, _) = run(&["completions", "tcsh"]);
     assert_eq!(code, 2);
 }
+
+/// How stdout is given to kvcr when stderr is a pipe whose reader is gone.
+#[derive(Clone, Copy, Debug)]
+enum Stdout {
+    /// fd 1 closed before exec (the runtime finds it closed).
+    Closed,
+    /// fd 1 open read-only: every write fails with EBADF.
+    ReadOnly,
+    /// Also a pipe whose reader is gone: EPIPE.
+    BrokenPipe,
+}
+
+/// Runs kvcr with stderr on a pipe whose reader is already gone (every
+/// write to it fails with EPIPE) and stdout as `how` says; the exit status.
+fn broken_stderr(args: &[&str], env: &[(&str, &std::path::Path)], how: Stdout) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+    drop(reader);
+    let mut c = kvcr_std();
+    c.args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::from(writer));
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    match how {
+        Stdout::Closed => {
+            // SAFETY: close(2) is async-signal-safe; nothing else runs
+            // between fork and exec.
+            unsafe {
+                c.pre_exec(|| {
+                    libc::close(1);
+                    Ok(())
+                })
+            };
+        }
+        Stdout::ReadOnly => {
+            c.stdout(std::fs::File::open("/dev/null").unwrap());
+        }
+        Stdout::BrokenPipe => {
+            let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
+            drop(r);
+            c.stdout(Stdio::from(w));
+        }
+    }
+    let status = c.status().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+#[test]
+fn a_broken_stderr_never_panics_and_keeps_the_exit_status() {
+    let facts = crate::util::fixtures_live("node-match.json");
+    let facts = facts.as_path();
+    let posix = inventory("accept-posix-fd");
+    let posix = posix.to_str().unwrap();
+    let kv103 = inventory("kv103-missing-rank");
+    let kv103 = kv103.to_str().unwrap();
+    let seal_dir = tempfile::tempdir().unwrap();
+    let bad = seal_dir.path().join("rank-0.json");
+    std::fs::write(&bad, b"{\"schema\": 1}").unwrap();
+    let bad = bad.to_str().unwrap();
+    let env: &[(&str, &std::path::Path)] = &[("KVCR_NODE_FACTS", facts)];
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        // The two of the issue: a refusal on stderr, a note on stderr.
+        (vec!["profile", kv103], 1),
+        (vec!["audit", "--live", "--format", "json", posix], 0),
+        (vec!["audit", "--live", "--format", "json", kv103], 1),
+        (vec!["audit", "--live", posix], 0),
+        // An error and its hint; a clap error; a refused seal.
+        (vec!["audit", "/nonexistent/kvcr-inventory"], 2),
+        (vec!["audit", "--no-such-flag"], 2),
+        (vec!["audit", "--format", "json", "--no-such-flag"], 2),
+        (vec!["seal", bad], 1),
+        (vec!["import", "--dry-run", posix], 2),
+    ];
+    for how in [Stdout::Closed, Stdout::ReadOnly, Stdout::BrokenPipe] {
+        for (args, want) in &cases {
+            let code = broken_stderr(args, env, how);
+            assert_eq!(
+                code, *want,
+                "{how:?} {args:?}: exit {code} (101 is a panic)"
+            );
+        }
+    }
+}

@@ -347,10 +347,7 @@ fn writable_directory_between_root_and_descriptor() {
 #[test]
 fn directory_and_descriptor_owned_by_another_uid_between() {
     if !is_root() {
-        eprintln!(
-            "SKIP directory_and_descriptor_owned_by_another_uid_between: \
-             needs root to chown to nobody"
-        );
+        crate::util::missing("needs root to chown to nobody");
         return;
     }
     let t = tempfile::tempdir().unwrap();

@@ -649,10 +649,7 @@ fn every_man_page_example_runs_with_the_status_it_claims() {
         .is_ok_and(|o| o.status.success());
     for e in &examples {
         if !jq && e.cmd.contains("jq ") {
-            eprintln!(
-                "skipped (jq is not installed; .ci/run installs it): {}",
-                e.cmd
-            );
+            crate::util::missing(&format!("needs jq (.ci/run installs it) for: {}", e.cmd));
             continue;
         }
         let (code, err) = world.run(&e.cmd, true);

@@ -271,7 +271,11 @@ fn machines(names: &[&str]) -> Option<Machines> {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("SKIP: unshare -u -m not permitted here (needs root or user namespaces)");
+        if !crate::util::is_root() {
+            crate::util::missing("needs root (or user namespaces) for unshare -u -m");
+        } else {
+            crate::util::skip_fact("unshare -u -m is refused here");
+        }
         return None;
     }
     let t = tempfile::tempdir().unwrap();
@@ -413,10 +417,7 @@ fn assert_merged(name: &str, code: i32, text: &str, reports: &Path, nodes: usize
 #[test]
 fn readme_pdsh_recipe_runs_verbatim_on_real_pdsh() {
     if !have("/usr/bin/pdsh") {
-        eprintln!(
-            "SKIP readme_pdsh_recipe_runs_verbatim_on_real_pdsh: pdsh not installed \
-            (apt-get install pdsh)"
-        );
+        crate::util::missing("needs pdsh (apt-get install pdsh; .ci/run installs it)");
         return;
     }
     let Some(m) = machines(&["node-0", "node-1"]) else {
@@ -491,7 +492,9 @@ mod slurm {
     }
 
     fn skip(why: &str) -> Option<Cluster> {
-        eprintln!("SKIP real Slurm: {why}; the Slurm recipe runs with an srun stand-in");
+        crate::util::skip_fact(&format!(
+            "real Slurm: {why}; the Slurm recipe runs with an srun stand-in"
+        ));
         None
     }
 
@@ -517,11 +520,13 @@ mod slurm {
                 "/usr/bin/sinfo",
             ];
             if let Some(b) = bins.iter().find(|b| !Path::new(b).exists()) {
-                return skip(&format!(
-                    "{b} not installed (apt-get install munge slurmctld slurmd slurm-client)"
+                crate::util::missing(&format!(
+                    "needs {b} (apt-get install munge slurmctld slurmd slurm-client)"
                 ));
+                return skip("not installed");
             }
             if !super::is_root() {
+                crate::util::missing("needs root to run Slurm's daemons");
                 return skip("not root");
             }
             let dir = tempfile::tempdir().unwrap();

@@ -178,7 +178,7 @@ fn textfile_through_a_bind_mount_of_the_inventory_is_refused() {
             .output()
             .is_err()
     {
-        eprintln!("skipped: needs root and unshare(1)");
+        crate::util::missing("needs root and unshare(1)");
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -201,7 +201,7 @@ fn textfile_through_a_bind_mount_of_the_inventory_is_refused() {
     let said =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     if said.contains("mount:") {
-        eprintln!("skipped: bind mount not permitted here: {said}");
+        crate::util::skip_fact(&format!("a bind mount is not permitted here: {said}"));
         return;
     }
     let leaked: Vec<_> = std::fs::read_dir(&inv)

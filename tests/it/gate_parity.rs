@@ -27,6 +27,14 @@ use std::path::{Path, PathBuf};
 /// The child's input (JSON cases) and where it writes its answers.
 const CASES_ENV: &str = "KVCR_TEST_GATE_CASES";
 const ANSWERS_ENV: &str = "KVCR_TEST_GATE_ANSWERS";
+/// What the library's gate adds to a refusal whose GPUs were not checked
+/// (src/import/gate/readiness.rs).
+const GPUS_HINT: &str = "; the GPUs could not be listed in this process (no GPU driver answered): \
+    give this node's facts, the GPUs the engine sees included, as a facts file with the \
+    node_facts option (node_facts=FILE; the format is in docs/live.md)";
+
+/// The facts file the child passes as the library's `node_facts` option.
+const FACTS_ENV: &str = "KVCR_TEST_GATE_FACTS";
 
 /// One question, asked of both.
 #[derive(Clone, Debug)]
@@ -221,7 +229,7 @@ fn library(cases: &[Case], facts: &Path, tmp: &Path) -> Vec<Value> {
         .args(["--test-threads", "1"])
         .env(CASES_ENV, serde_json::to_string(&input).unwrap())
         .env(ANSWERS_ENV, &answers)
-        .env("KVCR_NODE_FACTS", facts)
+        .env(FACTS_ENV, facts)
         .output()
         .unwrap();
     assert!(
@@ -230,7 +238,23 @@ fn library(cases: &[Case], facts: &Path, tmp: &Path) -> Vec<Value> {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Vec<Value> = serde_json::from_slice(&std::fs::read(&answers).unwrap()).unwrap();
+    // The library names the facts file by its option, the command by its
+    // variable, and its gate says how to give the GPUs when it could not
+    // list them (the command checks its driver there instead, §8.9);
+    // nothing else may differ.
+    let text = std::fs::read_to_string(&answers).unwrap();
+    let hinted = text.matches(GPUS_HINT).count();
+    let text = text.replace(GPUS_HINT, "");
+    let gpus_unknown = std::fs::read_to_string(facts)
+        .unwrap()
+        .contains("\"gpus\": null");
+    assert_eq!(
+        hinted > 0,
+        gpus_unknown,
+        "the GPU hint where the GPUs are not known"
+    );
+    let text = text.replace("node_facts=", "KVCR_NODE_FACTS=");
+    let v: Vec<Value> = serde_json::from_str(&text).unwrap();
     assert_eq!(v.len(), cases.len(), "one answer per case");
     v
 }
@@ -254,6 +278,7 @@ fn gate_child() {
             local_ranks: c["local_ranks"]
                 .as_str()
                 .map(|r| RankSet::parse(r).unwrap()),
+            node_facts: std::env::var_os(FACTS_ENV).map(Into::into),
             ..GateOptions::default()
         };
         let json = |t: &str| serde_json::from_str::<Value>(t).unwrap();

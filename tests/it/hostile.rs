@@ -53,7 +53,11 @@ fn char_device_named_as_descriptor() {
         rustix::fs::makedev(1, 3),
     );
     if made.is_err() {
-        eprintln!("SKIP char_device_named_as_descriptor: mknod refused ({made:?})");
+        if crate::util::is_root() {
+            crate::util::skip_fact(&format!("mknod is refused here ({made:?})"));
+        } else {
+            crate::util::missing("needs root to create a device node");
+        }
         return;
     }
     assert_rejects(t.path(), "KV002", "rank-1.json");
@@ -157,7 +161,7 @@ fn world_writable_file_and_directory_are_unsafe() {
 #[test]
 fn descriptor_owned_by_another_uid_is_unsafe() {
     if !is_root() {
-        eprintln!("SKIP descriptor_owned_by_another_uid_is_unsafe: needs root to chown");
+        crate::util::missing("needs root to chown");
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -212,10 +216,7 @@ fn unreadable_descriptor_is_exit_2_not_a_verdict() {
         let out = match run {
             Ok(out) => out,
             Err(e) => {
-                eprintln!(
-                    "SKIP unreadable_descriptor_is_exit_2_not_a_verdict: cannot run kvcr as \
-                    nobody ({e})"
-                );
+                crate::util::missing(&format!("needs to run kvcr as nobody ({e})"));
                 return;
             }
         };

@@ -454,7 +454,7 @@ fn dry_run_on_the_shipped_fixture_as_checked_out() {
 #[test]
 fn import_without_a_driver_exits_2_naming_the_driver() {
     if driver_present() {
-        eprintln!("skipped: libcuda is present on this machine");
+        crate::util::skip_fact("libcuda is present on this machine");
         return;
     }
     let c = Case::new();
@@ -710,7 +710,7 @@ fn facts_not_checked_refuse_the_import_and_the_strict_audit() {
 #[test]
 fn without_a_driver_a_rejected_group_is_1_and_unchecked_facts_are_2() {
     if driver_present() {
-        eprintln!("skipped: libcuda is present on this machine");
+        crate::util::skip_fact("libcuda is present on this machine");
         return;
     }
     let c = Case::new();

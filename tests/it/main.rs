@@ -65,6 +65,7 @@ mod prometheus;
 mod public_surface;
 mod race;
 mod rustfmt_coverage;
+mod skips;
 mod typed_messages;
 mod units;
 mod verdict_rules;

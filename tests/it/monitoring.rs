@@ -457,7 +457,9 @@ fn promtool_checks_and_tests_the_alert_rules() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !have {
-        eprintln!("skipped: promtool is not installed (Debian: apt-get install prometheus)");
+        crate::util::missing(
+            "needs promtool (Debian: apt-get install prometheus; .ci/run installs it)",
+        );
         return;
     }
     let dir = repo().join("packaging/prometheus");

@@ -356,9 +356,7 @@ fn permission_denied_anywhere_in_the_walk_is_exit_2_with_a_hint() {
                 format.as_ref(),
             ];
             let Some(out) = as_nobody(&args) else {
-                eprintln!(
-                    "SKIP permission_denied_anywhere_in_the_walk_is_exit_2_with_a_hint: not root"
-                );
+                crate::util::missing("needs root to run kvcr as nobody");
                 return;
             };
             let stderr = String::from_utf8_lossy(&out.stderr);
@@ -918,7 +916,7 @@ fn import_help_offers_only_the_formats_import_writes() {
 #[test]
 fn without_root_or_kvcr_inventory_the_packaged_default_is_used() {
     if std::path::Path::new("/var/lib/kvcr/inventory").exists() {
-        eprintln!("SKIP: this machine has /var/lib/kvcr/inventory; kvcr would audit it");
+        crate::util::skip_fact("this machine has /var/lib/kvcr/inventory; kvcr would audit it");
         return;
     }
     let out = kvcr().args(["audit"]).output().unwrap();

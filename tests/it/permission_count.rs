@@ -20,7 +20,7 @@ fn set(p: &Path, mode: u32) {
 fn an_unsearchable_directory_refuses_each_entry_below_it_once() {
     let setpriv = Path::new("/usr/bin/setpriv");
     if rustix::process::geteuid().as_raw() != 0 || !setpriv.exists() {
-        println!("skipped: needs root and setpriv to run kvcr as another user");
+        crate::util::missing("needs root and setpriv(1) to run kvcr as another user");
         return;
     }
     let t = tempfile::tempdir().unwrap();

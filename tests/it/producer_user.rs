@@ -36,7 +36,7 @@ fn kv003_paths(report: &Value) -> Vec<String> {
 #[test]
 fn a_declared_producer_user_is_trusted_and_any_other_owner_is_kv003() {
     if !is_root() {
-        eprintln!("skipped: needs root to give files to another uid");
+        crate::util::missing("needs root to give files to another uid");
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -117,7 +117,7 @@ fn a_declared_producer_user_is_trusted_and_any_other_owner_is_kv003() {
 #[test]
 fn a_producer_user_name_is_resolved_to_its_uid() {
     if !is_root() {
-        eprintln!("skipped: needs root to give files to another uid");
+        crate::util::missing("needs root to give files to another uid");
         return;
     }
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
@@ -125,7 +125,7 @@ fn a_producer_user_name_is_resolved_to_its_uid() {
         let f: Vec<&str> = l.split(':').collect();
         (f.first() == Some(&"nobody")).then(|| f[2].parse::<u32>().unwrap())
     }) else {
-        eprintln!("skipped: no user nobody in /etc/passwd");
+        crate::util::skip_fact("no user nobody in /etc/passwd");
         return;
     };
     let t = tempfile::tempdir().unwrap();

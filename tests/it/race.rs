@@ -166,7 +166,14 @@ fn race(mut audit: impl FnMut(&Layout) -> Result<(i32, bool), String>) -> Stats 
         exits: [0, 0],
     };
     let mut failure = None;
-    while stats.audits < iters && Instant::now() < deadline {
+    // The budget of audits and seconds, then on until one audit has seen a
+    // swapped inventory (a rejection: the inventory as laid out is
+    // accepted), for at most `OBSERVE_SECS` more: a race no audit saw
+    // proves nothing, and fails below.
+    let observe_by = deadline + Duration::from_secs(OBSERVE_SECS);
+    while (stats.audits < iters && Instant::now() < deadline)
+        || (stats.exits[1] == 0 && failure.is_none() && Instant::now() < observe_by)
+    {
         stats.audits += 1;
         match audit(&l) {
             Ok((code, kv001)) if code == 0 || code == 1 => {
@@ -196,8 +203,18 @@ fn race(mut audit: impl FnMut(&Layout) -> Result<(i32, bool), String>) -> Stats 
         "race: {} audits ({} exit 0, {} exit 1, {} with KV001), {} swaps",
         stats.audits, stats.exits[0], stats.exits[1], stats.saw_kv001, stats.swaps
     );
+    assert!(
+        stats.swaps > 0 && stats.exits[1] > 0,
+        "no audit saw a swapped inventory ({} audits, {} swaps): the race was not run",
+        stats.audits,
+        stats.swaps
+    );
     stats
 }
+
+/// How much longer a race goes on, past its budget, until one audit has
+/// seen the swap it races.
+const OBSERVE_SECS: u64 = 60;
 
 /// Checks one report for the secrets; returns whether it saw a KV001.
 fn check_report(l: &Layout, text: &str) -> Result<bool, String> {
@@ -258,7 +275,7 @@ fn run(root: &Path, args: &[&str]) -> Result<(i32, String), String> {
 #[test]
 fn a_device_swapped_in_is_never_opened() {
     if !is_root() {
-        eprintln!("skipped: creating a device node needs root");
+        crate::util::missing("needs root to create a device node");
         return;
     }
     let base = tempfile::tempdir().unwrap();
@@ -276,7 +293,7 @@ fn a_device_swapped_in_is_never_opened() {
     )
     .is_err()
     {
-        eprintln!("skipped: mknod refused here");
+        crate::util::skip_fact("mknod is refused here");
         return;
     }
     let ino = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
@@ -300,7 +317,10 @@ fn a_device_swapped_in_is_never_opened() {
     let deadline = Instant::now() + Duration::from_secs(env_u64("KVCR_RACE_SECS", 5));
     let opts = kvcr::api::AuditOptions::default();
     let (mut runs, mut swapped_seen) = (0u64, 0u64);
-    while runs < iters && Instant::now() < deadline {
+    let observe_by = deadline + Duration::from_secs(OBSERVE_SECS);
+    while (runs < iters && Instant::now() < deadline)
+        || (swapped_seen == 0 && Instant::now() < observe_by)
+    {
         let doc = kvcr::api::audit(&root, &opts).unwrap();
         let report: serde_json::Value = serde_json::from_str(doc.as_json()).unwrap();
         // The device showed up under the descriptor's name at least once.
@@ -324,6 +344,10 @@ fn a_device_swapped_in_is_never_opened() {
     assert!(
         swaps.load(Ordering::Relaxed) > 0,
         "the swapper never swapped"
+    );
+    assert!(
+        swapped_seen > 0,
+        "no audit saw the device in {runs} audits: the race was not run"
     );
     assert!(
         n <= 0,

@@ -62,7 +62,7 @@ fn exposure(unit: &Path) -> f64 {
 #[test]
 fn the_units_rate_3_or_lower_in_systemd_analyze_security() {
     if !have("systemd-analyze") {
-        eprintln!("skipped: systemd-analyze is not installed (.ci/run installs systemd)");
+        crate::util::missing("needs systemd-analyze (.ci/run installs systemd)");
         return;
     }
     for u in [AUDIT, HOLD] {
@@ -156,7 +156,7 @@ fn tmpfiles_creates_the_ready_file_directory_of_the_hold_unit() {
         .collect();
     assert_eq!(entry[..5], ["d", dir, "0755", "root", "root"]);
     if !have("systemd-tmpfiles") {
-        eprintln!("skipped: systemd-tmpfiles is not installed");
+        crate::util::missing("needs systemd-tmpfiles (.ci/run installs systemd)");
         return;
     }
     let root = tempfile::tempdir().unwrap();
@@ -326,7 +326,7 @@ fn a_fresh_node_timer_command_exits_0_on_the_inventory_tmpfiles_creates() {
         "{entries:?}"
     );
     if !have("systemd-tmpfiles") {
-        eprintln!("skipped: systemd-tmpfiles is not installed (.ci/run installs systemd)");
+        crate::util::missing("needs systemd-tmpfiles (.ci/run installs systemd)");
         return;
     }
     let tmpfiles = |root: &Path| {
@@ -377,7 +377,7 @@ fn a_fresh_node_timer_command_exits_0_on_the_inventory_tmpfiles_creates() {
 #[test]
 fn the_audit_unit_trusts_the_producer_user_declared_in_etc_default_kvcr() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root to give the inventory to another uid (CI runs as root)");
+        crate::util::missing("needs root to give the inventory to another uid (CI runs as root)");
         return;
     }
     let root = tempfile::tempdir().unwrap();

@@ -199,7 +199,8 @@ fn the_rust_api_writes_an_inventory_that_audits_clean() {
     let dir = tempfile::tempdir().unwrap();
     for rank in 0..4 {
         let v = Desc::new("api-group", rank, 2, 2).value();
-        let p = kvcr::writer::write_rank(dir.path(), &v).unwrap();
+        let facts = crate::util::fixtures_live("node-match.json");
+        let p = kvcr::writer::write_rank_with(dir.path(), &v, Some(&facts)).unwrap();
         assert_eq!(p.file_name().unwrap(), format!("rank-{rank}.json").as_str());
     }
     assert_eq!(
@@ -232,7 +233,7 @@ fn the_python_recipe_writes_an_inventory_that_audits_clean() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !have_python {
-        eprintln!("skipped: python3 is not installed, so the Python recipe cannot run");
+        crate::util::missing("needs python3 to run the Python recipe");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -457,4 +458,154 @@ fn explain_kv008_says_seal_refuses_unless_reseal_edited() {
         "{text}"
     );
     assert!(text.contains("kvcr seal --reseal-edited FILE"), "{text}");
+}
+
+/// One descriptor broken in a way it can be judged on its own (the code the
+/// audit gives it), for every writer and examine to agree on.
+type Defect = (&'static str, kvcr::finding::Code, Box<dyn Fn(&mut Value)>);
+
+fn own_defects() -> Vec<Defect> {
+    use kvcr::finding::Code;
+    vec![
+        (
+            "rank not below world_size",
+            Code::KV101,
+            Box::new(|v| v["rank"] = 2.into()),
+        ),
+        (
+            "world_size is not tp × pp",
+            Code::KV101,
+            Box::new(|v| {
+                v["tp"] = 3.into();
+            }),
+        ),
+        (
+            "allocations smaller than the geometry needs",
+            Code::KV104,
+            Box::new(|v| v["allocations"][0]["size_bytes"] = 4096.into()),
+        ),
+        (
+            "two allocations with one id",
+            Code::KV104,
+            Box::new(|v| v["allocations"][1]["id"] = "kv-0".into()),
+        ),
+        (
+            "one handle twice within the descriptor",
+            Code::KV111,
+            Box::new(|v| v["allocations"][1]["handle"] = v["allocations"][0]["handle"].clone()),
+        ),
+        (
+            "created_unix_ms in seconds",
+            Code::KV108,
+            Box::new(|v| v["created_unix_ms"] = 1_764_460_800u64.into()),
+        ),
+        (
+            "created_unix_ms one below 10^12",
+            Code::KV108,
+            Box::new(|v| v["created_unix_ms"] = 999_999_999_999u64.into()),
+        ),
+    ]
+}
+
+#[test]
+fn every_writer_refuses_what_examine_rejects_with_the_same_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let facts = crate::util::fixtures_live("node-match.json");
+    let mut base = Desc::new("own", 1, 2, 1);
+    base.allocations = 2;
+    for (what, code, edit) in own_defects() {
+        let mut v = base.value();
+        edit(&mut v);
+        let text = serde_json::to_vec(&v).unwrap();
+        // examine (the file sealed by hand, as the test kit seals).
+        let mut sealed = v.clone();
+        crate::util::testkit::seal(&mut sealed);
+        let f = dir.path().join(format!("rank-{}.json", v["rank"]));
+        fs::write(&f, to_bytes(&sealed)).unwrap();
+        let out = kvcr()
+            .args(["examine", "--format", "json"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let ex: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{what}: {ex:#}");
+        assert!(ex.to_string().contains(code.as_str()), "{what}: {ex:#}");
+        // kvcr seal refuses it, naming the code, and writes nothing.
+        let before = fs::read(&f).unwrap();
+        let out = kvcr().arg("seal").arg(&f).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(err.contains(code.as_str()), "{what}: {err}");
+        assert_eq!(fs::read(&f).unwrap(), before, "{what}");
+        fs::remove_file(&f).unwrap();
+        // The Rust writer and the library, with the audit's code.
+        match kvcr::writer::seal_value(&v) {
+            Err(kvcr::writer::Error::Refused(m)) => assert!(m.contains(code.as_str()), "{m}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(
+            kvcr::writer::write_rank_with(dir.path(), &v, Some(&facts)).is_err(),
+            "{what}"
+        );
+        match kvcr::api::seal_json(&text) {
+            Err(kvcr::api::Error::Descriptor { code: c, .. }) => assert_eq!(c, code, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        let o = kvcr::api::WriteOptions {
+            subdir: None,
+            node_facts: Some(facts.clone()),
+        };
+        match kvcr::api::write_rank_json_with(dir.path(), &text, &o) {
+            Err(kvcr::api::Error::Descriptor { code: c, .. }) => assert_eq!(c, code, "{what}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(
+            names(dir.path()).is_empty(),
+            "{what}: {:?}",
+            names(dir.path())
+        );
+    }
+    // Neighbours: the same descriptor unbroken, a time at exactly 10^12 ms,
+    // and a rank written alone (its group's other rank missing is the
+    // audit's KV103, never the writer's) are written.
+    let mut v = base.value();
+    kvcr::writer::write_rank_with(dir.path(), &v, Some(&facts)).unwrap();
+    v["created_unix_ms"] = 1_000_000_000_000u64.into();
+    let o = kvcr::api::WriteOptions {
+        subdir: Some("edge".into()),
+        node_facts: Some(facts.clone()),
+    };
+    kvcr::api::write_rank_json_with(dir.path(), &serde_json::to_vec(&v).unwrap(), &o).unwrap();
+    let out = kvcr()
+        .arg("examine")
+        .arg(dir.path().join("edge/rank-1.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn a_time_in_seconds_is_one_finding_with_or_without_a_maximum_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Desc::new("secs", 0, 1, 1);
+    crate::util::testkit::put(
+        dir.path(),
+        "rank-0.json",
+        &d.bytes_with(|v| v["created_unix_ms"] = 1_764_460_800u64.into()),
+    );
+    for args in [&[][..], &["--max-age", "1d"], &["--max-age", "100000d"]] {
+        let (code, v) = audit_json(dir.path(), args);
+        assert_eq!(code, 1, "{args:?}: {v:#}");
+        let rank = &v["groups"][0]["ranks"][0];
+        assert_eq!(rank["verdict"], "reject");
+        let findings = rank["findings"].as_array().unwrap();
+        assert_eq!(findings.len(), 1, "{args:?}: {findings:#?}");
+        assert_eq!(findings[0]["code"], "KV108");
+        let m = findings[0]["message"].as_str().unwrap();
+        assert!(
+            m.contains("plausibly seconds") && m.contains("2025-11-30"),
+            "{m}"
+        );
+        assert_eq!(v["groups"][0]["cause_code"], "KV108");
+    }
 }

@@ -175,7 +175,7 @@ pub fn write(log: &Log, r: &Report, event: Event, quiet: bool) {
         rec["result"].as_str().unwrap_or("?"),
     );
     let journal = journal(&log.journal, &message, &line);
-    let mut err = std::io::stderr().lock();
+    let mut err = crate::io::output::stderr();
     match &file {
         Ok(()) if !quiet => {
             let also = if matches!(journal, Ok(true)) {

@@ -21,12 +21,12 @@ pub fn holding(p: &Printer, r: &Report) {
     if p.format == Format::Table {
         let _ = emit(|out| write_table(out, p, r));
     }
-    eprintln!(
+    crate::io::output::err_line(&format!(
         "kvcr: holding {} ranks of {}; send SIGINT or SIGTERM (kill -TERM {}) to release",
         r.ranks.len(),
         terminal(r.engine_id.as_deref().unwrap_or("?")),
         std::process::id()
-    );
+    ));
 }
 
 /// The finished import: the JSON document, or the refused audit's table,

@@ -37,6 +37,8 @@ pub struct Import {
 pub fn run(s: &Import) -> Result<i32, Failure> {
     let p = &s.printer;
     let spec = &s.backend;
+    // One run: the probe, the plan and the backend see one GPU list.
+    crate::io::node::gpus::keep_one_list();
     let probe = crate::io::audit::probe_node(s.inventory.node_facts.as_deref())
         .map_err(|e| Failure::usage(e, None))?;
     let flag = spec.flag();
@@ -56,10 +58,10 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
     let open = || {
         let b = make_backend(spec, s.map_read_write, s.inventory.root.as_deref())?;
         if spec.sim && p.verbosity != Verbosity::Quiet {
-            eprintln!(
+            crate::io::output::err_line(&format!(
                 "kvcr: warning: {} selects the simulated backend: no GPU memory is imported",
                 BackendSpec::ENV
-            );
+            ));
         }
         Ok(b)
     };

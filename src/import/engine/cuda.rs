@@ -4,8 +4,8 @@
 //! build does not know is reported by number, never a crash.
 //!
 //! Devices are planned from the node probe's list ([`gpus::cuda_devices`],
-//! read once per process: `cuDeviceGetUuid_v2`, 16 raw bytes, never ordinal
-//! or bus id) and used through their primary contexts. A GPU the plan does
+//! kept for the run by `kvcr import`: `cuDeviceGetUuid_v2`, 16 raw bytes,
+//! never ordinal or bus id) and used through their primary contexts. A GPU the plan does
 //! not use is never asked anything by the backend.
 //!
 //! Verification (the `verify` step) asks the driver where the rank's first
@@ -255,7 +255,7 @@ impl CudaBackend {
         // The toolkit's stub first (the probe's cuInit answered
         // CUDA_ERROR_STUB_LIBRARY): it may lack entry points too, and "too
         // old" would send the operator the wrong way.
-        if let Err(e @ gpus::EnumError::Call(c)) = gpus::cuda_devices() {
+        if let Err(e @ gpus::EnumError::Call(c)) = &gpus::cuda_devices() {
             if e.is_stub() {
                 return Err(DriverError::Stub(c.to_string()));
             }
@@ -361,7 +361,8 @@ impl Backend for CudaBackend {
     }
 
     fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), BackendError> {
-        let list = match gpus::cuda_devices() {
+        let devices = gpus::cuda_devices();
+        let list = match &devices {
             Ok(l) => l,
             Err(e) => {
                 let mut err =

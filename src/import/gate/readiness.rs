@@ -43,6 +43,23 @@ impl From<Failure> for NotReady {
     }
 }
 
+/// What the refusal adds when the GPUs could not be checked: a process
+/// without a GPU driver (the engine lists its GPUs with its own) can give
+/// the node's facts, GPUs included, as a facts file.
+pub const GPUS_HINT: &str = "; the GPUs could not be listed in this process (no GPU driver \
+    answered): give this node's facts, the GPUs the engine sees included, as a facts file with \
+    the node_facts option (node_facts=FILE; the format is in docs/live.md)";
+
+/// True when some rank's GPU presence was not checked (by the check's name,
+/// `gpu-present`, never its text).
+fn gpus_not_listed(g: &crate::rules::GroupVerdict) -> bool {
+    g.ranks.iter().any(|r| {
+        r.checks
+            .iter()
+            .any(|c| c.name == "gpu-present" && c.status.is_not_checked())
+    })
+}
+
 /// Runs the import gate up to the driver check (module docs).
 pub fn ask(gates: &Inputs) -> Result<ImportPlan, NotReady> {
     let Answer {
@@ -61,6 +78,11 @@ pub fn ask(gates: &Inputs) -> Result<ImportPlan, NotReady> {
     };
     // No driver: the engine's own. Facts not checked come next (§8.9).
     if order::not_checked(&mut report, &group) {
+        if gpus_not_listed(&group) {
+            if let Some(r) = report.refusals.last_mut() {
+                r.message.push_str(GPUS_HINT);
+            }
+        }
         return Err(refused(report));
     }
     ImportPlan::new(origin(&audited), &group, &plan, &descriptors).map_err(|e| {

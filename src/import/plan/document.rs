@@ -57,7 +57,18 @@ pub struct PlanRank {
     /// The descriptor's `digest` (`sha256:…`), as judged.
     pub digest: String,
     pub owner: PlanOwner,
+    /// The descriptor's writer, as judged: an engine decides on
+    /// `quiesced` from the plan, never from a second read of the file.
+    pub writer: PlanWriter,
     pub allocations: Vec<PlanAllocation>,
+}
+
+/// The engine process that last wrote a rank's KV (docs/format.md §3).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct PlanWriter {
+    pub pid: i32,
+    pub start_ticks: u64,
+    pub quiesced: bool,
 }
 
 /// The process that holds a rank's memory.
@@ -139,6 +150,11 @@ impl ImportPlan {
                 owner: PlanOwner {
                     pid: pr.owner.pid,
                     start_ticks: pr.owner.start_ticks,
+                },
+                writer: PlanWriter {
+                    pid: d.writer.pid,
+                    start_ticks: d.writer.start_ticks,
+                    quiesced: d.writer.quiesced,
                 },
                 allocations: pr
                     .allocations

@@ -1,5 +1,6 @@
-//! The `KVCR_NODE_FACTS` test and demo hook: a JSON file that describes a
-//! node, read instead of this machine.
+//! The facts file, a test and demo hook: a JSON file that describes a node,
+//! read instead of this machine (`KVCR_NODE_FACTS` on the command line,
+//! the `node_facts` option in the library; docs/live.md).
 //!
 //! ```json
 //! {"boot_id": "6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9a30", "hostname": "gpu-node-17",
@@ -14,8 +15,6 @@ use crate::format::descriptor::GpuUuid;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-
-pub const ENV: &str = "KVCR_NODE_FACTS";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -107,9 +106,10 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
     })
 }
 
-/// Reads the file `KVCR_NODE_FACTS` names.
-pub fn load(path: &Path) -> Result<FakeProbe, String> {
-    let origin = format!("{ENV}={}", path.display());
+/// Reads the facts file at `path`; every message names it as `named` and
+/// the path (`KVCR_NODE_FACTS=PATH` for the command line).
+pub fn load(path: &Path, named: &str) -> Result<FakeProbe, String> {
+    let origin = format!("{named}{}", path.display());
     let bytes = crate::io::safe_file::read_regular(path, 1 << 20)
         .map_err(|e| format!("cannot read {origin}: {e}"))?;
     parse(&bytes, &origin).map_err(|e| format!("bad node facts in {origin}: {e}"))
@@ -165,7 +165,12 @@ mod tests {
 
     #[test]
     fn load_names_the_file() {
-        let e = load(Path::new("/nonexistent/facts.json")).unwrap_err();
+        let e = load(Path::new("/nonexistent/facts.json"), "KVCR_NODE_FACTS=").unwrap_err();
         assert!(e.contains("KVCR_NODE_FACTS=/nonexistent/facts.json"), "{e}");
+        let e = load(Path::new("/nonexistent/facts.json"), "node_facts=").unwrap_err();
+        assert!(
+            e.contains("cannot read node_facts=/nonexistent/facts.json"),
+            "{e}"
+        );
     }
 }

@@ -14,14 +14,20 @@
 //! build does not know: the FFI module checks the library and each symbol
 //! before a call and keeps every status a number.
 //!
-//! The driver's list is read once per process ([`cuda_devices`]) and shared
-//! with the import backend, which plans from it.
+//! The driver's list is read afresh on every call ([`cuda_devices`]):
+//! nothing here is kept for the process, so a long-running caller of the
+//! library (an engine asking the gate) never sees a list gone stale, nor a
+//! driver that failed once (a `cuInit` before the driver was ready) failing
+//! for ever. `kvcr import`, one run per process, keeps the first list
+//! ([`keep_one_list`]) so that the probe, the plan and the backend see one
+//! and the same list.
 
 use super::{Fact, Gpus};
 use crate::format::descriptor::{GpuKind, GpuUuid};
 use crate::io::cuda_ffi::{self, CallError, Status};
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use uuid::Uuid;
 
@@ -161,7 +167,7 @@ pub fn probe() -> Fact<Gpus> {
 pub fn probe_in(proc: &crate::io::procfs::ProcFs) -> Fact<Gpus> {
     let proc_gpus = proc.gpus_dir().and_then(|d| read_proc_gpus(&d));
     let (cuda, unreadable) = match cuda_devices() {
-        Ok(e) => (Ok(e.devices.clone()), e.unreadable.clone()),
+        Ok(e) => (Ok(e.devices), e.unreadable),
         Err(e) => (Err(e.to_string()), Vec::new()),
     };
     let mut fact = combine(cuda, proc_gpus);
@@ -213,13 +219,26 @@ pub struct Enumeration {
     pub unreadable: Vec<String>,
 }
 
-static ENUMERATION: OnceLock<Result<Enumeration, EnumError>> = OnceLock::new();
+/// Set by [`keep_one_list`]: the command is one run.
+static KEEP: AtomicBool = AtomicBool::new(false);
+/// The list kept once [`KEEP`] is set.
+static KEPT: OnceLock<Result<Enumeration, EnumError>> = OnceLock::new();
 
-/// The driver's device list, read once per process and shared by the node
-/// probe and the import backend (which plans from it instead of listing
-/// the GPUs again).
-pub fn cuda_devices() -> &'static Result<Enumeration, EnumError> {
-    ENUMERATION.get_or_init(enumerate)
+/// Makes [`cuda_devices`] keep the first list it reads for the rest of
+/// the process: `kvcr import` (one run, whose probe, plan and backend must
+/// see one list) calls it; the library never does.
+pub fn keep_one_list() {
+    KEEP.store(true, Ordering::SeqCst);
+}
+
+/// The driver's device list: read now (`cuInit`, which is cheap once it
+/// succeeded, then every device's UUID), or, after [`keep_one_list`], the
+/// first one read.
+pub fn cuda_devices() -> Result<Enumeration, EnumError> {
+    if KEEP.load(Ordering::SeqCst) {
+        return KEPT.get_or_init(enumerate).clone();
+    }
+    enumerate()
 }
 
 fn enumerate() -> Result<Enumeration, EnumError> {

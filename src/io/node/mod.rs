@@ -120,15 +120,20 @@ pub fn facts_source(facts: Option<&Path>) -> String {
     facts.map_or_else(|| "proc".to_string(), |p| p.to_string_lossy().into_owned())
 }
 
-/// The probe live mode and the import use: this machine, or, with
-/// `KVCR_NODE_FACTS` (resolved into the settings), the node that file
-/// describes (a test and demo hook). A file that cannot be read or parsed
+/// The probe live mode and the import use: this machine, or, with a facts
+/// file (`KVCR_NODE_FACTS` on the command line, resolved into the settings;
+/// the library's `node_facts` option), the node that file describes (a
+/// test and demo hook). `named` is how the note names the file's path
+/// (`KVCR_NODE_FACTS=` for the command line, `node_facts=` for the library). A file that cannot be read or parsed
 /// is an error: the run cannot happen. Beside the probe come the notes the
 /// operator is owed about where its facts come from (the facts file; or the
 /// `KVCR_PROC_ROOT` test hook and a `/proc` that is not trusted),
 /// terminal-safe; the caller prints them (`crate::io::audit::probe_node`), this
 /// module prints nothing.
-pub fn probe(facts: Option<&Path>) -> Result<(Box<dyn NodeProbe>, Vec<String>), String> {
+pub fn probe(
+    facts: Option<&Path>,
+    named: &str,
+) -> Result<(Box<dyn NodeProbe>, Vec<String>), String> {
     let Some(path) = facts else {
         let proc = crate::io::procfs::ProcFs::system();
         let untrusted = proc.untrusted().map(|why| {
@@ -145,10 +150,9 @@ pub fn probe(facts: Option<&Path>) -> Result<(Box<dyn NodeProbe>, Vec<String>), 
             .collect();
         return Ok((Box::new(LinuxProbe), notes));
     };
-    let probe = facts_file::load(path)?;
+    let probe = facts_file::load(path, named)?;
     let note = format!(
-        "node facts come from {}={}, not from this node",
-        facts_file::ENV,
+        "node facts come from {named}{}, not from this node",
         crate::format::text::terminal(&path.to_string_lossy())
     );
     Ok((Box::new(probe), vec![note]))

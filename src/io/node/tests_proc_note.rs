@@ -65,11 +65,18 @@ fn child_reads_proc_through_the_hook() {
         "/proc is read from KVCR_PROC_ROOT={}, a test hook",
         crate::format::text::terminal(&Path::new(&dir).to_string_lossy())
     );
+    // Installed as the command line installs it (the library alone never
+    // reads the variable: child_ignores_the_hook_unless_installed).
+    assert!(ProcFs::install_hook(Some(&dir)));
+    assert!(
+        !ProcFs::install_hook(None),
+        "installed once, before first use"
+    );
     // Every way into the system root: the root itself, the probe and its
     // facts, a descriptor's reopen.
     let proc = ProcFs::system();
     assert_eq!(proc.note(), Some(want.as_str()));
-    let (probe, notes) = node::probe(None).unwrap();
+    let (probe, notes) = node::probe(None, crate::io::audit::FACTS_ENV_NAMED).unwrap();
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert_eq!(notes[0], want);
     assert!(notes[1].contains("is not procfs"), "{notes:?}");
@@ -115,4 +122,42 @@ fn the_library_prints_nothing_itself() {
         !stdout.contains("kvcr: note"),
         "the library printed: {stdout}"
     );
+}
+
+/// Run by [`the_library_ignores_the_hook_in_its_environment`] in a child
+/// process with the hook set: without the command line's install, the
+/// system root is `/proc` and nothing is said about a hook.
+#[test]
+#[ignore = "a child of the_library_ignores_the_hook_in_its_environment"]
+fn child_ignores_the_hook_unless_installed() {
+    assert!(std::env::var_os(ROOT_ENV).is_some(), "run by the parent");
+    let proc = ProcFs::system();
+    assert_eq!(proc.note(), None);
+    assert_eq!(proc.display("stat"), "/proc/stat");
+    let (_probe, notes) = node::probe(None, crate::io::audit::FACTS_ENV_NAMED).unwrap();
+    assert!(notes.iter().all(|n| !n.contains(ROOT_ENV)), "{notes:?}");
+    println!("child-ran-to-the-end");
+}
+
+#[test]
+fn the_library_ignores_the_hook_in_its_environment() {
+    let (_t, dir) = hostile_root();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "io::node::tests_proc_note::child_ignores_the_hook_unless_installed",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROOT_ENV, &dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
 }

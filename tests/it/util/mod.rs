@@ -237,9 +237,56 @@ pub fn ends_by_itself(
 /// Whether this test may make mount namespaces (`unshare -m`: root, and a
 /// sandbox that allows it).
 pub fn can_unshare_mounts() -> bool {
-    is_root()
-        && std::process::Command::new("unshare")
-            .args(["-m", "true"])
-            .status()
-            .is_ok_and(|s| s.success())
+    if !is_root() {
+        missing("needs root for mount namespaces (CI runs as root)");
+        return false;
+    }
+    match std::process::Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+    {
+        Err(e) => {
+            missing(&format!("needs unshare(1) (util-linux): {e}"));
+            false
+        }
+        Ok(s) if !s.success() => {
+            skip_fact("unshare -m is refused here (no mount namespaces)");
+            false
+        }
+        Ok(_) => true,
+    }
+}
+
+/// The variable `.ci/run` sets: a test that would skip because this
+/// machine lacks something CI provides (a tool, root) fails instead, so
+/// CI proves what it claims. `KVCR_FAKECUDA_REQUIRED`, its older name for
+/// the C compiler alone, counts too.
+pub const REQUIRE_ENV: &str = "KVCR_TEST_REQUIRE";
+
+/// Whether [`REQUIRE_ENV`] (or `KVCR_FAKECUDA_REQUIRED`) is set.
+pub fn required() -> bool {
+    [REQUIRE_ENV, "KVCR_FAKECUDA_REQUIRED"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+}
+
+/// A test that cannot run for want of `what` (a tool or a privilege CI
+/// has): a note on stderr here, a failure under [`REQUIRE_ENV`].
+#[track_caller]
+pub fn missing(what: &str) {
+    skip_unless_required(required(), what);
+}
+
+/// [`missing`] with [`required`]'s answer given.
+#[track_caller]
+pub fn skip_unless_required(required: bool, what: &str) {
+    assert!(!required, "{REQUIRE_ENV} is set, but this test {what}");
+    eprintln!("skipped: {what}");
+}
+
+/// A test that cannot run for a fact of this machine (the kernel refuses
+/// a namespace, a bind mount, `pidfd_getfd`; a real GPU driver is
+/// present): always a skip, saying why, whatever [`REQUIRE_ENV`] says.
+pub fn skip_fact(why: &str) {
+    eprintln!("skipped: {why} (a fact of this machine, not a missing tool)");
 }
