@@ -264,3 +264,50 @@ fn completions_for_every_shell_name_the_subcommands() {
     let (code, _, _) = run(&["completions", "tcsh"]);
     assert_eq!(code, 2);
 }
+
+/// Tables are measured in terminal columns (issue #29 §3): a path with
+/// wide characters (two columns each) or a combining mark (none) keeps the
+/// files table's columns aligned and every line within COLUMNS=80. Counted
+/// in characters, the wide path's code column sat two columns right of the
+/// others, the combining mark's one column left.
+#[test]
+fn wide_and_combining_characters_keep_the_table_aligned_at_80_columns() {
+    use crate::util::testkit::{self, Desc};
+    use unicode_width::UnicodeWidthStr;
+    let d = tempfile::tempdir().unwrap();
+    testkit::put_group(d.path(), "", &Desc::new("w80", 0, 2, 1));
+    let paths = [
+        "缓存キャッシュ/rank-5.json",
+        "cafe\u{301}/rank-6.json",
+        "plain/rank-7.json",
+    ];
+    for p in paths {
+        testkit::put(d.path(), p, b"x");
+    }
+    let out = kvcr()
+        .arg("audit")
+        .arg(d.path())
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let wide: Vec<&str> = text.lines().filter(|l| l.width() > 80).collect();
+    assert!(wide.is_empty(), "lines over 80 columns: {wide:#?}\n{text}");
+    // Each file's row: the column where its code starts, in terminal columns.
+    let columns: Vec<usize> = paths
+        .iter()
+        .map(|p| {
+            let row = text
+                .lines()
+                .find(|l| l.trim_start().starts_with(p))
+                .unwrap_or_else(|| panic!("no row for {p}:\n{text}"));
+            let at = row.find("KV").unwrap_or_else(|| panic!("no code: {row}"));
+            row[..at].width()
+        })
+        .collect();
+    assert!(
+        columns.windows(2).all(|w| w[0] == w[1]),
+        "code columns {columns:?}:\n{text}"
+    );
+}
