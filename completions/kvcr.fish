@@ -46,7 +46,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l incarnation -d 'Pin 
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l textfile -d 'Also write the Prometheus metrics (docs/format.md §9.5) to PATH, atomically, for node-exporter\'s textfile collector; PATH may not lie inside the inventory' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
-prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+prometheus\t'Prometheus text exposition format (audit and merge; docs/format.md §9.5)'"
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l color -d 'Colour: auto follows the terminal, NO_COLOR and TERM=dumb' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -78,7 +78,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s h -l help -d 'Print
 complete -c kvcr -n "__fish_kvcr_using_subcommand explain" -s h -l help -d 'Print help'
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
-prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+prometheus\t'Prometheus text exposition format (audit and merge; docs/format.md §9.5)'"
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -l color -d 'Colour: auto follows the terminal, NO_COLOR and TERM=dumb' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -89,8 +89,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l engine -d 'The gro
 complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -l format -d 'Output format' -r -f -a "table\t''
-json\t''
-prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand schema" -s h -l help -d 'Print help (see more with \'--help\')'
