@@ -581,21 +581,26 @@ fn carry_node_findings(
         // reason (a node audited without --local-ranks that misses the
         // other nodes' ranks included: audit each node with --local-ranks).
         if g.verdict == wire::Verdict::Reject {
-            node_rejects.push(
-                Finding::reject(
-                    first_reject,
-                    format!(
-                        "report {name} rejects the group{}",
-                        if g.local_ranks.is_none() {
-                            " (audited without --local-ranks: audit each node with --local-ranks \
-                             RANKS)"
-                        } else {
-                            ""
-                        }
-                    ),
-                )
-                .values("accept", "reject"),
-            );
+            let f = Finding::reject(
+                first_reject,
+                format!(
+                    "report {name} rejects the group{}",
+                    if g.local_ranks.is_none() {
+                        " (audited without --local-ranks: audit each node with --local-ranks \
+                         RANKS)"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+            .values("accept", "reject");
+            // Without --local-ranks the cause is the input, not its files:
+            // the headline's action says how to write it again.
+            node_rejects.push(if g.local_ranks.is_none() {
+                f.about(Subject::MergeInputs)
+            } else {
+                f
+            });
         }
         // Every identity field is required: a null is never "agreement".
         for (field, missing, code) in [
