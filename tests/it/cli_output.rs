@@ -323,7 +323,7 @@ fn offered_formats(sub: &str) -> Option<Vec<String>> {
         .enumerate()
         .take_while(|(i, l)| {
             let l = l.trim_start();
-            *i == 0 || !(l.starts_with('-') && !l.starts_with("- "))
+            *i == 0 || !l.starts_with('-') || l.starts_with("- ")
         })
         .map(|(_, l)| l.trim())
         .collect();
