@@ -31,6 +31,9 @@ _kvcr() {
             kvcr,explain)
                 cmd="kvcr__subcmd__explain"
                 ;;
+            kvcr,gms)
+                cmd="kvcr__subcmd__gms"
+                ;;
             kvcr,help)
                 cmd="kvcr__subcmd__help"
                 ;;
@@ -64,6 +67,9 @@ _kvcr() {
             kvcr__subcmd__help,explain)
                 cmd="kvcr__subcmd__help__subcmd__explain"
                 ;;
+            kvcr__subcmd__help,gms)
+                cmd="kvcr__subcmd__help__subcmd__gms"
+                ;;
             kvcr__subcmd__help,help)
                 cmd="kvcr__subcmd__help__subcmd__help"
                 ;;
@@ -89,7 +95,7 @@ _kvcr() {
 
     case "${cmd}" in
         kvcr)
-            opts="-h -V --help --version audit import explain merge profile examine completions schema seal digest help"
+            opts="-h -V --help --version audit import explain merge profile gms examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -103,7 +109,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__audit)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --live --strict --textfile --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --producer-user --live --strict --textfile --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -130,6 +136,10 @@ _kvcr() {
                     return 0
                     ;;
                 --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --producer-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -212,8 +222,38 @@ _kvcr() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kvcr__subcmd__gms)
+            opts="-h --live --num-blocks --binding --interval-ms --format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --num-blocks)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binding)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kvcr__subcmd__help)
-            opts="audit import explain merge profile examine completions schema seal digest help"
+            opts="audit import explain merge profile gms examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -283,6 +323,20 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__help__subcmd__explain)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvcr__subcmd__help__subcmd__gms)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -381,7 +435,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__import)
-            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --dry-run --hold --ready-file --map-read-write --fleet-report --max-report-age --format --color --quiet --verbose --help"
+            opts="-q -v -h --profile --engine --min-epoch --max-age --local-ranks --incarnation --producer-user --dry-run --hold --ready-file --map-read-write --fleet-report --max-report-age --format --color --quiet --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -408,6 +462,10 @@ _kvcr() {
                     return 0
                     ;;
                 --incarnation)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --producer-user)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -461,7 +519,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__profile)
-            opts="-h --engine --incarnation --help"
+            opts="-h --engine --incarnation --producer-user --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -475,6 +533,10 @@ _kvcr() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --producer-user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -483,7 +545,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__schema)
-            opts="-h --help report descriptor profile import-report ready error import-plan"
+            opts="-h --help report descriptor profile import-report ready error import-plan gms-report"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

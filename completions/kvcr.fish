@@ -31,9 +31,10 @@ complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "import" -d 'All-or-nothin
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "gms" -d 'Read-only check of what Dynamo\'s GPU Memory Service left on this node (docs/format.md §14)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file or the error document'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -43,6 +44,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l min-epoch -d 'Reject
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l max-age -d 'Reject descriptors sealed more than this long ago (overrides the profile): plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l local-ranks -d 'The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11 (overrides the profile); other ranks are expected elsewhere' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation (overrides the profile\'s incarnation); its other incarnations are notices' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l producer-user -d 'The producer\'s user (a name or a uid): files and directories it owns are trusted like root\'s and the invoking user\'s, for a root audit of a sidecar that runs as its own user (default: $KVCR_PRODUCER_USER; docs/format.md §2.4)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l textfile -d 'Also write the Prometheus metrics (docs/format.md §9.5) to PATH, atomically, for node-exporter\'s textfile collector; PATH may not lie inside the inventory' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
@@ -61,6 +63,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l min-epoch -d 'Rejec
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-age -d 'Reject descriptors sealed more than this long ago (overrides the profile): plain seconds, or a number with s, m, h or d (90s, 15m, 2h, 1d)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l local-ranks -d 'The ranks this node holds of a group spanning nodes, e.g. 0-7 or 0-3,8-11 (overrides the profile); other ranks are expected elsewhere' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation (overrides the profile\'s incarnation); its other incarnations are notices' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l producer-user -d 'The producer\'s user (a name or a uid): files and directories it owns are trusted like root\'s and the invoking user\'s, for a root audit of a sidecar that runs as its own user (default: $KVCR_PRODUCER_USER; docs/format.md §2.4)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l ready-file -d 'With --hold: write this file atomically once every rank is imported; removed on release' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l fleet-report -d 'With --local-ranks: a `kvcr merge --format json` report, built from live reports, that accepts the whole group and names this host and boot id for exactly these ranks (docs/format.md §8.9)' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand import" -l max-report-age -d 'The oldest --fleet-report input accepted: plain seconds, or a number with s, m, h or d (default 300 s)' -r
@@ -87,7 +90,15 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s v -l verbose -d 'Sho
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l engine -d 'The group to derive the profile of (required when the inventory holds several)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l incarnation -d 'Pin the current owner lifetime of the group that has this incarnation' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -l producer-user -d 'The producer\'s user (a name or a uid): files and directories it owns are trusted like root\'s and the invoking user\'s, for a root audit of a sidecar that runs as its own user (default: $KVCR_PRODUCER_USER; docs/format.md §2.4)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand profile" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l num-blocks -d 'The block count the engine will ask recovery metadata for (default: the one its size implies)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l binding -d 'The binding digest (64 hex digits) the engine will compute for its KV pool; without it the binding is not checked' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l interval-ms -d 'Milliseconds between the two reads (0 to 60000)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l format -d 'Output format (json: exactly one kvcr.gms-report/v1 document on stdout)' -r -f -a "table\t''
+json\t''"
+complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l live -d 'Also check this node\'s processes: lease owners under GMS\'s default owner id, and a held recovery barrier\'s owner'
+complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -l format -d 'Output format' -r -f -a "table\t''
 json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -96,14 +107,15 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand schema" -s h -l help -d 'Print
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s q -l quiet -d 'Print nothing on success; refusals still go to stderr'
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand digest" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file or the error document'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "gms" -d 'Read-only check of what Dynamo\'s GPU Memory Service left on this node (docs/format.md §14)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

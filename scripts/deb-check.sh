@@ -24,12 +24,15 @@ for f in ./usr/bin/kvcr ./usr/share/man/man1/kvcr.1.gz ./usr/share/man/man1/kvcr
   grep -q " $f\$" "$root.list" || fail "$f is not in the package"
 done
 rm -f "$root.list"
+dpkg-deb -I "$deb" postinst | grep -q 'systemd-tmpfiles' || fail "the package has no postinst running systemd-tmpfiles"
 
 # A scratch dpkg database: a real `dpkg -i`, confined to $root. libc6 is not
-# in that database, hence --force-depends.
+# in that database, hence --force-depends. The postinst runs too, outside a
+# chroot (the scratch root has no shell) with DPKG_ROOT=$root: it creates
+# what tmpfiles.d/kvcr.conf declares there, as on a real node.
 mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates"
 touch "$root/var/lib/dpkg/status"
-dpkg --root="$root" --force-depends --force-not-root --log=/dev/null \
+dpkg --root="$root" --force-depends --force-not-root --force-script-chrootless --log=/dev/null \
   --path-include="*" -i "$deb" >/dev/null 2>&1 \
   || fail "dpkg -i --root failed"
 dpkg --root="$root" -s kvcr | grep -q '^Status: install ok installed' || fail "not installed"
@@ -77,6 +80,66 @@ grep -q '^kvcr_group_accepted{engine_id="llama3-70b-a"} 0$' "$root/kvcr.prom" \
   || fail "the service's command wrote no metrics"
 echo "deb-check: the service's command wrote $root/kvcr.prom"
 
+# A fresh node: the package just installed, the timer's command with the
+# shipped /etc/default/kvcr unchanged (its paths moved into the scratch
+# root), no producer output yet. It must exit 0 with kvcr_audit_success 1,
+# or KvcrAuditFailing pages a node that merely retains nothing.
+if command -v systemd-tmpfiles >/dev/null; then
+  inv="$root/var/lib/kvcr/inventory"
+  [ -d "$inv" ] || fail "the postinst did not create /var/lib/kvcr/inventory"
+  [ "$(stat -c '%a %u' "$inv")" = "700 0" ] \
+    || fail "/var/lib/kvcr/inventory is $(stat -c '%a uid %u' "$inv"), not 700 uid 0"
+  [ "$(stat -c %a "$root/run/kvcr")" = 755 ] || fail "the postinst did not create /run/kvcr 0755"
+  mkdir -p "$root/var/lib/prometheus/node-exporter"
+  (
+    set -a
+    # shellcheck disable=SC1091
+    . "$root/etc/default/kvcr"
+    KVCR_INVENTORY=$root$KVCR_INVENTORY
+    KVCR_TEXTFILE=$root$KVCR_TEXTFILE
+    set +a
+    set +e
+    eval "$exec_start"; st=$?
+    set -e
+    [ "$st" = 0 ] || fail "a fresh node's timer command exited $st, not 0"
+    grep -qx 'kvcr_audit_success 1' "$KVCR_TEXTFILE" || fail "a fresh node's audit did not succeed"
+    grep -qx 'kvcr_audit_exit_status 0' "$KVCR_TEXTFILE" || fail "a fresh node's exit status metric"
+    grep -qx 'kvcr_groups{verdict="reject"} 0' "$KVCR_TEXTFILE" || fail "a fresh node rejects a group"
+  )
+  echo "deb-check: a fresh node's timer command exits 0 on the package's empty inventory"
+  # A producer running as its own user (uid 4242) fills the inventory: the
+  # timer (root) rejects its files (KV003) until /etc/default/kvcr declares
+  # it. Needs root for chown; the node is described by a facts file.
+  if [ "$(id -u)" = 0 ]; then
+    cp -r fixtures/accept-tp4/inventory/. "$inv/"
+    chmod 600 "$inv"/*.json
+    chown -R 4242:4242 "$inv"
+    for declared in "" 4242; do
+      (
+        set -a
+        # shellcheck disable=SC1091
+        . "$root/etc/default/kvcr"
+        KVCR_INVENTORY=$root$KVCR_INVENTORY
+        KVCR_TEXTFILE=$root$KVCR_TEXTFILE
+        export KVCR_PRODUCER_USER="$declared"
+        export KVCR_NODE_FACTS="$PWD/fixtures/live/node-match.json"
+        set +a
+        set +e
+        eval "$exec_start"; st=$?
+        set -e
+        want=$([ -n "$declared" ] && echo 0 || echo 1)
+        [ "$st" = "$want" ] || fail "KVCR_PRODUCER_USER='$declared': the timer's command exited $st, not $want"
+        if [ -z "$declared" ]; then
+          grep -q 'code="KV003"' "$KVCR_TEXTFILE" || fail "an undeclared producer's files are not KV003"
+        fi
+      )
+    done
+    echo "deb-check: a producer's files (uid 4242) are KV003 until KVCR_PRODUCER_USER=4242 declares it"
+  fi
+else
+  echo "deb-check: skipped the postinst and fresh-node checks (no systemd-tmpfiles)"
+fi
+
 if command -v systemd-analyze >/dev/null; then
   MANPATH="$root/usr/share/man" systemd-analyze verify "$units"/kvcr-audit-textfile.{service,timer} \
     "$units"/kvcr-hold.service || fail "systemd-analyze verify"
@@ -86,9 +149,6 @@ if command -v systemd-analyze >/dev/null; then
       || fail "$u: systemd-analyze security rates it above 3.0: $(systemd-analyze security --offline=yes "$units/$u" | tail -1)"
     echo "deb-check: $(systemd-analyze security --offline=yes "$units/$u" | tail -1)"
   done
-  systemd-tmpfiles --root="$root" --create "$root/usr/lib/tmpfiles.d/kvcr.conf" \
-    && [ "$(stat -c %a "$root/run/kvcr")" = 755 ] || fail "tmpfiles.d/kvcr.conf does not create /run/kvcr 0755"
-  echo "deb-check: tmpfiles.d/kvcr.conf creates /run/kvcr"
 else
   echo "deb-check: skipped systemd-analyze verify (not installed)"
 fi

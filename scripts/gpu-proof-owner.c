@@ -19,9 +19,11 @@
  *       GPU memory) and the number of an fd it closed; every allocation is
  *       filled with its own pattern (below). Writes DIR/owner.json, then
  *       waits: SIGUSR2 re-reads every allocation it still maps and writes
- *       DIR/check.json; SIGUSR1 drops its own references to the VMM
- *       allocations (unmap, free the range, cuMemRelease; the exported fds
- *       stay open) and writes DIR/dropped.json; SIGTERM/SIGINT end it.
+ *       DIR/check.json; SIGUSR1 drops every reference it has to the hold
+ *       allocation (a third VMM allocation, exported once as a posix_fd for
+ *       the hold step: unmap, free the range, cuMemRelease, close its fd)
+ *       and to the fabric one, and writes DIR/dropped.json; SIGTERM/SIGINT
+ *       end it.
  *       It allows any process to ptrace it (PR_SET_PTRACER_ANY), for
  *       pidfd_getfd under Yama ptrace_scope 1.
  *   gpu-proof-owner read ipc|fabric HEX SIZE SEED
@@ -31,8 +33,20 @@
  *   gpu-proof-owner twice IPC_HEX PID FD1 FD2
  *       the driver's own answers, outside kvcr: the same IPC handle opened
  *       twice in one context (same pointer? does one close leave it
- *       readable?) and one VMM allocation imported through two fds (the
- *       same handle?); one JSON object on stdout.
+ *       readable?) and one VMM allocation imported through two exported
+ *       fds: both handles (the same?), each fd's file type and kcmp of the
+ *       two (0 is one open file), and each handle's BUFFER_ID and
+ *       MEMORY_BLOCK_ID once mapped (with the status of each query); one
+ *       JSON object on stdout.
+ *   gpu-proof-owner take SOCKET SEED
+ *       a new engine during a `kvcr import --hold`: connects to the hold's
+ *       hand-over socket (the ready file's hand_over), receives one message
+ *       per posix_fd allocation with its fd (SCM_RIGHTS), imports each, maps
+ *       it read-only and compares the sampled pages of offset_bytes +
+ *       size_bytes with the pattern; one JSON object on stdout: the fd's
+ *       file type, the read and the allocation's own description.
+ *   gpu-proof-owner meminfo
+ *       cuMemGetInfo of device 0 (free, total, used), one JSON object.
  *   gpu-proof-owner probe PID FD SIZE SEED [write]
  *       a throwaway importer: takes FD from process PID (pidfd_getfd),
  *       imports it, maps it read-only, reads cuMemGetAccess back, compares
@@ -56,7 +70,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -130,6 +147,8 @@ static CUresult (*p_cuMemRelease)(CUmemGenericAllocationHandle);
 static CUresult (*p_cuGetErrorName)(CUresult, const char **);
 static CUresult (*p_cuIpcOpenMemHandle)(CUdeviceptr *, CUipcMemHandle, unsigned);
 static CUresult (*p_cuIpcCloseMemHandle)(CUdeviceptr);
+static CUresult (*p_cuMemGetInfo)(size_t *, size_t *); /* optional */
+static CUresult (*p_cuPointerGetAttribute)(void *, int, CUdeviceptr); /* optional */
 
 static const char *missing_sym;
 
@@ -179,6 +198,8 @@ static int load(void) {
     RESOLVE(p_cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
     *(void **)(&p_cuMemGetAccess) = sym("cuMemGetAccess", 0);
     *(void **)(&p_cuGetErrorName) = sym("cuGetErrorName", 0);
+    *(void **)(&p_cuMemGetInfo) = sym("cuMemGetInfo_v2", 0);
+    *(void **)(&p_cuPointerGetAttribute) = sym("cuPointerGetAttribute", 0);
     if (missing_sym) {
         fprintf(stderr, "gpu-proof-owner: libcuda has no %s\n", missing_sym);
         return -1;
@@ -336,7 +357,8 @@ struct vmm {
     int seed, mapped;
 };
 
-static struct vmm posix_mem, fabric_mem;
+static struct vmm posix_mem, fabric_mem, hold_mem;
+static int hold_fd = -1;
 static CUdeviceptr ipc_ptr;
 static unsigned long long ipc_size;
 static const char *dir;
@@ -429,6 +451,10 @@ static int cmd_serve(unsigned long long mib) {
     int fd1 = -1, fd2 = -1, gone = -1;
     if (CK(p_cuMemExportToShareableHandle(&fd1, posix_mem.h, H_POSIX_FD, 0))) return 1;
     if (CK(p_cuMemExportToShareableHandle(&fd2, posix_mem.h, H_POSIX_FD, 0))) return 1;
+    /* posix_fd for the hold step: one more VMM allocation, exported once;
+     * SIGUSR1 drops it and closes that fd (the others stay for later steps). */
+    if (vmm_create(&hold_mem, H_POSIX_FD, size, 0x44)) return 1;
+    if (CK(p_cuMemExportToShareableHandle(&hold_fd, hold_mem.h, H_POSIX_FD, 0))) return 1;
     /* An fd number the owner closed: far above anything it opens later. */
     if (dup2(fd1, 900) == 900) {
         close(900);
@@ -466,6 +492,7 @@ static int cmd_serve(unsigned long long mib) {
     fprintf(f, " \"ipc\": {\"hex\": \"%s\", \"size\": %llu, \"seed\": %d},\n", ipc_hex, ipc_size, 0x11);
     fprintf(f, " \"vmm\": {\"fd\": %d, \"fd2\": %d, \"size\": %llu, \"seed\": %d},\n", fd1, fd2, posix_mem.size,
             posix_mem.seed);
+    fprintf(f, " \"hold\": {\"fd\": %d, \"size\": %llu, \"seed\": %d},\n", hold_fd, hold_mem.size, hold_mem.seed);
     if (fab_hex[0])
         fprintf(f, " \"fabric\": {\"hex\": \"%s\", \"size\": %llu, \"seed\": %d},\n", fab_hex, fabric_mem.size,
                 fabric_mem.seed);
@@ -483,11 +510,17 @@ static int cmd_serve(unsigned long long mib) {
         if (sig == SIGUSR2) {
             write_check();
         } else if (sig == SIGUSR1) {
-            vmm_drop(&posix_mem);
+            /* The hold step: every reference of this process to the hold
+             * allocation (mapping, handle, its exported fd) and to the
+             * fabric one goes; only kvcr's keep them. */
+            vmm_drop(&hold_mem);
             vmm_drop(&fabric_mem);
+            int closed = hold_fd >= 0 && close(hold_fd) == 0;
+            hold_fd = -1;
             FILE *d = open_out("dropped.json", fin, sizeof fin, tmp, sizeof tmp);
             if (d) {
-                fprintf(d, "{\"dropped\": [\"vmm\"%s], \"error\": ", fabric_mem.size ? ", \"fabric\"" : "");
+                fprintf(d, "{\"dropped\": [\"hold\"%s], \"closed_fd\": %s, \"error\": ",
+                        fabric_mem.size ? ", \"fabric\"" : "", closed ? "true" : "false");
                 jstr(d, last_error);
                 fprintf(d, "}\n");
                 fclose(d);
@@ -495,6 +528,7 @@ static int cmd_serve(unsigned long long mib) {
             }
         } else {
             vmm_drop(&posix_mem);
+            vmm_drop(&hold_mem);
             vmm_drop(&fabric_mem);
             p_cuMemFree(ipc_ptr);
             return 0;
@@ -559,6 +593,125 @@ fail:
     jstr(stdout, last_error);
     printf("}\n");
     return 1;
+}
+
+/* ---- take: a new engine, from a hold's hand-over socket --------------- */
+static const char *file_type(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return "unknown";
+    if (S_ISREG(st.st_mode)) return "regular";
+    if (S_ISCHR(st.st_mode)) return "character device";
+    if (S_ISSOCK(st.st_mode)) return "socket";
+    if (S_ISFIFO(st.st_mode)) return "fifo";
+    return "other";
+}
+
+/* The integer after "KEY": in a flat JSON object; -1 when absent. */
+static long long json_int(const char *msg, const char *key) {
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(msg, k);
+    return p ? strtoll(p + strlen(k), NULL, 10) : -1;
+}
+
+static int cmd_take(const char *path, int seed) {
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    if (s < 0 || strlen(path) >= sizeof a.sun_path) {
+        printf("{\"error\": \"no socket for %s\"}\n", path);
+        return 1;
+    }
+    memcpy(a.sun_path, path, strlen(path));
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        char e[512];
+        snprintf(e, sizeof e, "connect %s: %s", path, strerror(errno));
+        printf("{\"error\": ");
+        jstr(stdout, e);
+        printf("}\n");
+        return 1;
+    }
+    if (init_device()) {
+        printf("{\"error\": ");
+        jstr(stdout, last_error);
+        printf("}\n");
+        return 1;
+    }
+    printf("{\"items\": [");
+    int n = 0, bad = 0;
+    for (;;) {
+        char msg[4096];
+        union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } c;
+        struct iovec io = {msg, sizeof msg - 1};
+        struct msghdr m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &io;
+        m.msg_iovlen = 1;
+        m.msg_control = c.b;
+        m.msg_controllen = sizeof c.b;
+        ssize_t got = recvmsg(s, &m, MSG_CMSG_CLOEXEC);
+        if (got <= 0) break;
+        msg[got] = 0;
+        int fd = -1;
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(h), sizeof fd);
+        long long size = json_int(msg, "size_bytes"), off = json_int(msg, "offset_bytes");
+        printf("%s{\"message\": %s, \"fd_type\": ", n++ ? ", " : "", msg);
+        jstr(stdout, fd < 0 ? "none" : file_type(fd));
+        CUmemGenericAllocationHandle hd = 0;
+        CUdeviceptr va = 0;
+        size_t g = 0;
+        long long badat = -1;
+        unsigned long long span = 0;
+        const char *read = "same";
+        CUmemAllocationProp p = vmm_prop(H_POSIX_FD);
+        if (fd < 0 || size < 1 || off < 0) {
+            read = "no fd or sizes in the message";
+        } else if (CK(p_cuMemImportFromShareableHandle(&hd, (void *)(intptr_t)fd, H_POSIX_FD)) ||
+                   CK(p_cuMemGetAllocationGranularity(&g, &p, 0))) {
+            read = last_error;
+        } else {
+            span = ((unsigned long long)(size + off) + g - 1) / g * g;
+            CUmemAccessDesc acc = {{LOC_DEVICE, 0}, PROT_R};
+            if (CK(p_cuMemAddressReserve(&va, span, 0, 0, 0)) || CK(p_cuMemMap(va, span, 0, hd, 0)) ||
+                CK(p_cuMemSetAccess(va, span, &acc, 1)) ||
+                sample(va, (unsigned long long)(size + off), seed, &badat) != 0)
+                read = last_error;
+            else if (badat >= 0)
+                read = "differs";
+        }
+        if (strcmp(read, "same")) bad = 1;
+        printf(", \"read\": ");
+        jstr(stdout, read);
+        printf("}");
+        if (va) {
+            p_cuMemUnmap(va, span);
+            p_cuMemAddressFree(va, span);
+        }
+        if (hd) p_cuMemRelease(hd);
+        if (fd >= 0) close(fd);
+    }
+    printf("], \"received\": %d}\n", n);
+    close(s);
+    return bad || n == 0;
+}
+
+/* ---- meminfo: device 0's memory, as the driver counts it --------------- */
+static int cmd_meminfo(void) {
+    size_t fr = 0, total = 0;
+    if (!p_cuMemGetInfo) {
+        printf("{\"error\": \"libcuda has no cuMemGetInfo_v2\"}\n");
+        return 1;
+    }
+    if (init_device() || CK(p_cuMemGetInfo(&fr, &total))) {
+        printf("{\"error\": ");
+        jstr(stdout, last_error);
+        printf("}\n");
+        return 1;
+    }
+    printf("{\"free\": %zu, \"total\": %zu, \"used\": %zu}\n", fr, total, total - fr);
+    return 0;
 }
 
 /* ---- read: a second importer of an IPC or fabric handle ---------------- */
@@ -649,17 +802,50 @@ static int cmd_twice(const char *ipc_hex, int pid, int fd1, int fd2) {
     printf("{\"ipc\": {\"open1\": %d, \"open2\": %d, \"same_pointer\": %s, \"close1\": %d, "
            "\"read_after_one_close\": %d, \"close2\": %d, \"close3\": %d}",
            ra, rb, ra == 0 && rb == 0 && a == b ? "true" : "false", c1, after, c2, c3);
-    /* One VMM allocation through two fds. */
+    /* One VMM allocation through two fds (two exports): what the driver
+     * gives to tell them apart or not. */
     int m1 = take(pid, fd1), m2 = take(pid, fd2);
     CUmemGenericAllocationHandle h1 = 0, h2 = 0;
     int i1 = m1 < 0 ? -1 : p_cuMemImportFromShareableHandle(&h1, (void *)(intptr_t)m1, H_POSIX_FD);
     int i2 = m2 < 0 ? -1 : p_cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)m2, H_POSIX_FD);
+    long kc = m1 < 0 || m2 < 0 ? -2 : syscall(SYS_kcmp, getpid(), getpid(), 0, m1, m2);
+    printf(", \"posix_fd\": {\"taken\": %s, \"import1\": %d, \"import2\": %d, \"handle1\": \"0x%llx\", "
+           "\"handle2\": \"0x%llx\", \"same_handle\": %s, \"fd_type1\": ",
+           m1 >= 0 && m2 >= 0 ? "true" : "false", i1, i2, h1, h2, i1 == 0 && i2 == 0 && h1 == h2 ? "true" : "false");
+    jstr(stdout, m1 < 0 ? "none" : file_type(m1));
+    printf(", \"fd_type2\": ");
+    jstr(stdout, m2 < 0 ? "none" : file_type(m2));
+    printf(", \"kcmp\": %ld", kc);
+    /* Each handle mapped on its own: BUFFER_ID (7) and MEMORY_BLOCK_ID (20). */
+    CUmemGenericAllocationHandle hs[2] = {h1, h2};
+    int ok[2] = {i1 == 0, i2 == 0};
+    unsigned long long ids[2][2] = {{0, 0}, {0, 0}};
+    int rcs[2][2] = {{-1, -1}, {-1, -1}};
+    for (int k = 0; k < 2; k++) {
+        CUmemAllocationProp p = vmm_prop(H_POSIX_FD);
+        size_t g = 0;
+        CUdeviceptr va = 0;
+        if (!ok[k] || !p_cuPointerGetAttribute || p_cuMemGetAllocationGranularity(&g, &p, 0)) continue;
+        if (p_cuMemAddressReserve(&va, g, 0, 0, 0)) continue;
+        CUmemAccessDesc acc = {{LOC_DEVICE, 0}, PROT_R};
+        if (p_cuMemMap(va, g, 0, hs[k], 0) == 0) {
+            p_cuMemSetAccess(va, g, &acc, 1);
+            rcs[k][0] = p_cuPointerGetAttribute(&ids[k][0], 7, va);
+            rcs[k][1] = p_cuPointerGetAttribute(&ids[k][1], 20, va);
+            p_cuMemUnmap(va, g);
+        }
+        p_cuMemAddressFree(va, g);
+    }
+    printf(", \"buffer_id_rc\": [%d, %d], \"buffer_id\": [\"0x%llx\", \"0x%llx\"], \"same_buffer_id\": %s",
+           rcs[0][0], rcs[1][0], ids[0][0], ids[1][0],
+           rcs[0][0] == 0 && rcs[1][0] == 0 && ids[0][0] == ids[1][0] ? "true" : "false");
+    printf(", \"memory_block_id_rc\": [%d, %d], \"memory_block_id\": [\"0x%llx\", \"0x%llx\"], "
+           "\"same_memory_block_id\": %s",
+           rcs[0][1], rcs[1][1], ids[0][1], ids[1][1],
+           rcs[0][1] == 0 && rcs[1][1] == 0 && ids[0][1] == ids[1][1] ? "true" : "false");
     int r1 = i1 == 0 ? p_cuMemRelease(h1) : -1;
     int r2 = i2 == 0 ? p_cuMemRelease(h2) : -1;
-    printf(", \"posix_fd\": {\"taken\": %s, \"import1\": %d, \"import2\": %d, \"same_handle\": %s, "
-           "\"release1\": %d, \"release2\": %d}}\n",
-           m1 >= 0 && m2 >= 0 ? "true" : "false", i1, i2, i1 == 0 && i2 == 0 && h1 == h2 ? "true" : "false", r1,
-           r2);
+    printf(", \"release1\": %d, \"release2\": %d}}\n", r1, r2);
     return 0;
 usage:
     fprintf(stderr, "gpu-proof-owner: twice wants 128 hex digits\n");
@@ -679,10 +865,12 @@ int main(int argc, char **argv) {
                          argc == 7 && !strcmp(argv[6], "write"));
     if (!strcmp(argv[1], "read") && argc == 6)
         return cmd_read(argv[2], argv[3], strtoull(argv[4], NULL, 10), atoi(argv[5]));
+    if (!strcmp(argv[1], "take") && argc == 4) return cmd_take(argv[2], atoi(argv[3]));
+    if (!strcmp(argv[1], "meminfo") && argc == 2) return cmd_meminfo();
     if (!strcmp(argv[1], "twice") && argc == 6)
         return cmd_twice(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 usage:
     fprintf(stderr, "usage: gpu-proof-owner env | serve DIR SIZE_MIB | probe PID FD SIZE SEED [write]"
-                    " | read ipc|fabric HEX SIZE SEED | twice IPC_HEX PID FD1 FD2\n");
+                    " | read ipc|fabric HEX SIZE SEED | twice IPC_HEX PID FD1 FD2 | take SOCKET SEED | meminfo\n");
     return 2;
 }

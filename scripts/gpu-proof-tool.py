@@ -39,9 +39,9 @@ def start_ticks(pid):
     return int(stat[stat.rindex(")") + 2:].split()[19])
 
 HARDWARE_ONLY = ["environment", "trial-read-only", "vmm-size-too-large", "ipc-beyond-range",
-                 "ipc-corrupt-handle", "plain-memfd", "read-only-refuses-writes",
-                 "same-ipc-handle-twice", "one-allocation-two-fds", "visible-devices-empty",
-                 "toolkit-stub", "hold"]
+                 "ipc-corrupt-handle", "plain-memfd", "same-ipc-handle-twice",
+                 "one-allocation-two-fds", "visible-devices-empty", "toolkit-stub", "hold",
+                 "read-only-refuses-writes"]
 
 GEOMETRY = {"num_layers": 1, "kv_heads_per_rank": 1, "head_size": 1, "block_size": 1,
             "num_blocks": 1, "dtype": "int8", "use_mla": False}
@@ -84,6 +84,13 @@ def allocations(o, variant, with_content):
         return [I("kv-lo", size=S // 2), I("kv-hi", size=S // 2, off=S // 2)]
     if variant == "two-fds":
         return [V("kv-a"), V("kv-b", fd=vmm["fd2"])]
+    if variant == "hold":
+        h = o["hold"]
+        out = [] if os.environ.get("GPU_PROOF_NO_POSIX_FD") else [
+            a("kv-hold", "posix_fd", {"fd": h["fd"]}, h["size"], 0, h["seed"])]
+        if fab:
+            out.append(a("kv-fabric", "fabric", {"hex": fab["hex"]}, fab["size"], 0, fab["seed"]))
+        return out
     raise SystemExit(f"unknown variant {variant}")
 
 def descriptor(o, variant, with_content):

@@ -35,6 +35,7 @@ __all__ = [
     "audit",
     "examine",
     "gate",
+    "gms",
 ]
 
 StrPath = Union[str, "_os.PathLike[str]"]
@@ -334,6 +335,41 @@ def examine(path: StrPath) -> Dict[str, Any]:
     descriptor checked on its own)."""
     try:
         text = _native.examine(_path("path", path))
+    except _native.NativeError as e:
+        _raise(e)
+    out: Dict[str, Any] = _json.loads(text)
+    return out
+
+
+def gms(
+    paths: Union[StrPath, Sequence[StrPath], None] = None,
+    *,
+    live: bool = False,
+    num_blocks: Optional[int] = None,
+    binding: Optional[str] = None,
+    interval_ms: Optional[int] = None,
+) -> Dict[str, Any]:
+    """The document ``kvcr gms [PATH]... --format json`` prints: what
+    Dynamo's GPU Memory Service left on this node (lease rings, writer
+    cohorts, recovery metadata), judged read-only (docs/format.md §14).
+    ``paths`` is one path or a sequence of them; with none, looks where GMS
+    puts its artifacts (this process's environment, as GMS reads it). A
+    rejected artifact is no exception: read ``report["exit_status"]``."""
+    if paths is None:
+        listed: Sequence[Any] = []
+    elif isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
+        listed = [paths]
+    else:
+        listed = list(paths)
+    ps = [_path("paths", p) for p in listed]
+    if not isinstance(live, bool):
+        raise UsageError("live is a boolean")
+    nb = None if num_blocks is None else _int_option("num_blocks", num_blocks)
+    iv = None if interval_ms is None else _int_option("interval_ms", interval_ms, 0, 60000)
+    if binding is not None and not isinstance(binding, str):
+        raise UsageError("binding: expected 64 hex digits, found %r" % (binding,))
+    try:
+        text = _native.gms(ps, live, nb, binding, iv)
     except _native.NativeError as e:
         _raise(e)
     out: Dict[str, Any] = _json.loads(text)

@@ -53,6 +53,14 @@ def audit(
     incarnation: Union[str, uuid.UUID, None] = None,
 ) -> Dict[str, Any]: ...
 def examine(path: StrPath) -> Dict[str, Any]: ...
+def gms(
+    paths: Union[StrPath, Sequence[StrPath], None] = None,
+    *,
+    live: bool = False,
+    num_blocks: Optional[int] = None,
+    binding: Optional[str] = None,
+    interval_ms: Optional[int] = None,
+) -> Dict[str, Any]: ...
 def gate(
     root: StrPath,
     *,

@@ -1,5 +1,5 @@
 # The native half (python/src/lib.rs); not API: use the kvcr package.
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 class NativeError(Exception): ...
 
@@ -26,6 +26,13 @@ def boot_id() -> str: ...
 def content_digest(
     read: Any, size_bytes: int, offset_bytes: int, pages: int, page_bytes: int
 ) -> Tuple[int, int, str]: ...
+def gms(
+    paths: List[bytes],
+    live: bool,
+    num_blocks: Optional[int],
+    binding: Optional[str],
+    interval_ms: Optional[int],
+) -> str: ...
 def gate(
     root: bytes,
     profile_path: Optional[bytes],

@@ -112,6 +112,7 @@ fn audit(
         min_epoch,
         max_age_s,
         incarnation,
+        producer_uid: None,
     };
     let root = path(&root);
     let r = py.detach(move || api::audit(&root, &o)).map_err(raise)?;
@@ -249,6 +250,33 @@ fn gate(
         .map_err(raise)
 }
 
+/// `kvcr gms PATH... --format json`, with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (paths, live, num_blocks, binding, interval_ms))]
+fn gms(
+    py: Python<'_>,
+    paths: Vec<Vec<u8>>,
+    live: bool,
+    num_blocks: Option<u64>,
+    binding: Option<String>,
+    interval_ms: Option<u64>,
+) -> PyResult<String> {
+    let binding = binding
+        .map(|b| api::parse_binding(&b))
+        .transpose()
+        .map_err(raise)?;
+    let o = api::GmsOptions {
+        live,
+        num_blocks,
+        binding,
+        interval_ms,
+    };
+    let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();
+    py.detach(move || api::gms(&paths, &o))
+        .map(api::Document::into_json)
+        .map_err(raise)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
@@ -263,5 +291,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(boot_id, m)?)?;
     m.add_function(wrap_pyfunction!(content_digest, m)?)?;
     m.add_function(wrap_pyfunction!(gate, m)?)?;
+    m.add_function(wrap_pyfunction!(gms, m)?)?;
     Ok(())
 }

@@ -7,7 +7,8 @@
 //! `kvcr examine --format json`, [`seal_json`] and [`digest_json`] are
 //! `kvcr seal` and `kvcr digest` on JSON text, [`write_rank_json`] is the
 //! writer of docs/format.md §3.5, [`gate`] is `kvcr import` up to (not
-//! including) the driver check (§8.9), answering with the import plan.
+//! including) the driver check (§8.9), answering with the import plan,
+//! [`gms`] is `kvcr gms --format json` (§14).
 //!
 //! Documents (reports, plans) come back as the exact JSON text the command
 //! prints ([`Document`]), so a caller parses them with the JSON library it
@@ -22,7 +23,8 @@
 //!
 //! Versioning: this module follows the crate's semantic version; the JSON
 //! documents carry their own `schema` (`kvcr.audit-report/v1`,
-//! `kvcr.examine/v1`, `kvcr.import-plan/v1`, `kvcr.import-report/v1`).
+//! `kvcr.examine/v1`, `kvcr.import-plan/v1`, `kvcr.import-report/v1`,
+//! `kvcr.gms-report/v1`).
 
 use crate::format::descriptor::parse_descriptor;
 use crate::format::failure::Failure;
@@ -207,6 +209,9 @@ pub struct AuditOptions {
     pub max_age_s: Option<u64>,
     /// `--incarnation UUID`.
     pub incarnation: Option<uuid::Uuid>,
+    /// `--producer-user`, as a uid: files it owns are trusted like root's
+    /// and this process's user's (docs/format.md §2.4).
+    pub producer_uid: Option<u32>,
 }
 
 /// A finding's message as every kvcr output writes it: its text, with the
@@ -287,6 +292,7 @@ fn inventory(
         },
         threads: crate::io::pipeline::threads_from_env(),
         node_facts: node_facts_from_env(),
+        producer_uid: o.producer_uid,
     })
 }
 
@@ -319,6 +325,57 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
         text: String::from_utf8_lossy(&out).into_owned(),
         exit_status: run.judgement.exit_status(),
     })
+}
+
+/// What [`gms`] is asked for: the options of `kvcr gms`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GmsOptions {
+    /// `--live`: lease owners and a held recovery barrier's owner checked
+    /// against this node's processes.
+    pub live: bool,
+    /// `--num-blocks`: the block count the engine will ask recovery
+    /// metadata for.
+    pub num_blocks: Option<u64>,
+    /// `--binding`: the binding digest the engine will compute.
+    pub binding: Option<[u8; 32]>,
+    /// `--interval-ms` (0 to 60000; `None`: the default, 200).
+    pub interval_ms: Option<u64>,
+}
+
+/// `--binding`'s text (64 hex digits) as the digest [`GmsOptions`] takes.
+pub fn parse_binding(s: &str) -> Result<[u8; 32], Error> {
+    crate::format::gms::parse_binding(s).map_err(Error::usage)
+}
+
+/// Reads what Dynamo's GPU Memory Service left on this node and judges
+/// it: the `kvcr.gms-report/v1` document `kvcr gms PATH... --format json`
+/// prints (docs/format.md §14). With no path, looks where GMS puts its
+/// artifacts, from this process's environment as GMS reads it. A path that
+/// does not exist, cannot be read or is no GMS artifact is [`Error::Usage`].
+pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
+    use crate::rules::gms::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
+    let interval_ms = o.interval_ms.unwrap_or(DEFAULT_INTERVAL_MS);
+    if interval_ms > MAX_INTERVAL_MS {
+        return Err(Error::usage(format!(
+            "interval_ms {interval_ms} is out of range: 0 to {MAX_INTERVAL_MS}"
+        )));
+    }
+    let options = Options {
+        paths: paths.to_vec(),
+        live: o.live,
+        ask: RecoveryAsk {
+            num_blocks: o.num_blocks,
+            binding: o.binding,
+        },
+        interval_ms,
+    };
+    let run = crate::io::gms::run(&options, &crate::io::gms::process_env)?;
+    let doc = crate::report::gms::document(
+        &run,
+        crate::io::node::now_unix_ms(),
+        &crate::io::node::hostname(),
+    );
+    Document::of(&doc, run.exit_status())
 }
 
 /// Decodes and checks one descriptor file on its own: the `kvcr.examine/v1`

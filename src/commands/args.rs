@@ -39,6 +39,18 @@ pub struct InventoryArgs {
     /// (overrides the profile's incarnation); its other incarnations are notices.
     #[arg(long, value_name = "UUID")]
     pub incarnation: Option<uuid::Uuid>,
+    #[arg(long, value_name = "USER", value_parser = parse_user, help = PRODUCER_USER_HELP)]
+    pub producer_user: Option<u32>,
+}
+
+/// `--producer-user` (audit, import, profile): one text for every command.
+pub const PRODUCER_USER_HELP: &str = "The producer's user (a name or a uid): files and \
+    directories it owns are trusted like root's and the invoking user's, for a root audit of a \
+    sidecar that runs as its own user (default: $KVCR_PRODUCER_USER; docs/format.md §2.4)";
+
+/// `--producer-user USER` to a uid (`crate::io::inventory::parse_user`).
+pub fn parse_user(s: &str) -> Result<u32, String> {
+    crate::io::inventory::parse_user(s)
 }
 
 #[derive(Args, Debug, Clone)]

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod completions;
 pub mod examine;
 pub mod explain;
+pub mod gms;
 pub mod import;
 pub mod merge;
 pub mod profile;
@@ -38,6 +39,19 @@ pub enum Command {
     /// exits 1 naming why. A bootstrap: in production the deployer writes
     /// the profile from the engine's configuration (docs/format.md §4.1).
     Profile(profile::ProfileArgs),
+    /// Read-only check of what Dynamo's GPU Memory Service left on this node (docs/format.md §14).
+    ///
+    /// Lease rings (gms-kv-lease-*.shm), writer-cohort directories
+    /// (*.vllm-writers, *.writers), recovery metadata (DYNKV001) and files of
+    /// superseded formats: each artifact's verdict, cause and action, then
+    /// its facts. With no PATH, looks where GMS puts them (its own
+    /// environment variables and defaults) and says where it looked. Reads
+    /// twice, --interval-ms apart: a condition a healthy artifact shows for
+    /// a moment rejects only when both reads show it. Never writes, never
+    /// locks a lease ring. Exit 0 when every artifact is ok (or none is
+    /// found), 1 when one is rejected, 2 when a PATH is missing, unreadable
+    /// or no GMS artifact.
+    Gms(gms::GmsArgs),
     /// Decode and check one descriptor file on its own (like mdadm --examine).
     ///
     /// Prints its fields, the digest status, the bytes the geometry needs
@@ -51,13 +65,14 @@ pub enum Command {
     /// colour choices, shells, schema names); it is generated from the same
     /// definitions as the help, so it never lags behind the binary.
     Completions(completions::CompletionsArgs),
-    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file or the error document.
+    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report.
     ///
     /// "report" is what kvcr audit --format json writes (docs/json.md,
     /// field by field), "descriptor" what an owner writes as rank-<R>.json,
     /// "profile" what --profile reads, "import-report" what kvcr import
     /// --format json writes, "ready" what --ready-file receives, "error" what
-    /// any --format json prints when the run could not happen (exit 2). kvcr checks more than a schema can
+    /// any --format json prints when the run could not happen (exit 2),
+    /// "gms-report" what kvcr gms --format json writes. kvcr checks more than a schema can
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(schema::SchemaArgs),
@@ -92,6 +107,7 @@ impl Command {
             Command::Merge(a) => ("merge", json(&a.output)),
             Command::Profile(_) => ("profile", false),
             Command::Examine(a) => ("examine", a.format == examine::ExamineFormat::Json),
+            Command::Gms(a) => ("gms", a.format == gms::GmsFormat::Json),
             Command::Explain(_) => ("explain", false),
             Command::Completions(_) => ("completions", false),
             Command::Schema(_) => ("schema", false),
@@ -118,8 +134,9 @@ pub fn run(command: &Command, cli: impl FnOnce() -> clap::Command) -> Result<i32
         Command::Audit(a) => audit::run(a),
         Command::Import(a) => import::run(a),
         Command::Merge(a) => merge::run(&a.reports, &settings::printer(&a.output)),
-        Command::Profile(a) => profile::run(&settings::inventory_for_profile(a)),
+        Command::Profile(a) => settings::inventory_for_profile(a).and_then(|i| profile::run(&i)),
         Command::Examine(a) => examine::run(&a.file, a.format),
+        Command::Gms(a) => gms::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Completions(a) => completions::run(a, cli()),
         Command::Schema(a) => schema::run(a),

@@ -28,6 +28,9 @@ pub struct ProfileArgs {
     /// Pin the current owner lifetime of the group that has this incarnation.
     #[arg(long, value_name = "UUID")]
     pub incarnation: Option<uuid::Uuid>,
+    #[arg(long, value_name = "USER", value_parser = super::args::parse_user,
+          help = super::args::PRODUCER_USER_HELP)]
+    pub producer_user: Option<u32>,
 }
 
 /// What a derived profile's `derived.review` says.

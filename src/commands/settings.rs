@@ -21,6 +21,38 @@ pub fn node_facts_from_env() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The environment variable that declares the producer's user when
+/// `--producer-user` is not given (docs/format.md §2.4).
+pub const PRODUCER_USER_ENV: &str = "KVCR_PRODUCER_USER";
+
+/// `--producer-user`, else `$KVCR_PRODUCER_USER`, as a uid. An empty
+/// variable declares none (an EnvironmentFile's `KVCR_PRODUCER_USER=`); a
+/// value that names no user is exit 2 naming the variable, so a value from
+/// the environment is never mistaken for one given on the command line.
+fn producer_uid(flag: Option<u32>) -> Result<Option<u32>, Failure> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    let Some(v) = std::env::var_os(PRODUCER_USER_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let hint = || {
+        Some(format!(
+            "set {PRODUCER_USER_ENV} (in /etc/default/kvcr for the packaged units) to the \
+             producer's user name or uid, or leave it empty to declare none"
+        ))
+    };
+    let s = v.to_str().ok_or_else(|| {
+        Failure::usage(
+            format!("{PRODUCER_USER_ENV}={v:?}: not UTF-8, so it names no user"),
+            hint(),
+        )
+    })?;
+    crate::io::inventory::parse_user(s)
+        .map(Some)
+        .map_err(|e| Failure::usage(format!("{PRODUCER_USER_ENV}={s:?}: {e}"), hint()))
+}
+
 /// The inventory `kvcr audit` and `kvcr import` judge: the profile loaded
 /// and checked against `--engine`.
 pub fn inventory(a: &InventoryArgs) -> Result<Inventory, Failure> {
@@ -45,20 +77,23 @@ pub fn inventory(a: &InventoryArgs) -> Result<Inventory, Failure> {
         },
         threads: crate::io::pipeline::threads_from_env(),
         node_facts: node_facts_from_env(),
+        producer_uid: producer_uid(a.producer_user)?,
     })
 }
 
-/// `kvcr profile`: the root, `--engine` and `--incarnation`; no profile.
-pub fn inventory_for_profile(a: &ProfileArgs) -> Inventory {
+/// `kvcr profile`: the root, `--engine`, `--incarnation` and
+/// `--producer-user`; no profile.
+pub fn inventory_for_profile(a: &ProfileArgs) -> Result<Inventory, Failure> {
     let mut inv = Inventory {
         root: a.root.clone(),
         threads: crate::io::pipeline::threads_from_env(),
         node_facts: node_facts_from_env(),
+        producer_uid: producer_uid(a.producer_user)?,
         ..Inventory::default()
     };
     inv.expect.engine = a.engine.clone();
     inv.expect.incarnation = a.incarnation;
-    inv
+    Ok(inv)
 }
 
 /// `--profile FILE` (or `$KVCR_PROFILE`): a profile named only by the

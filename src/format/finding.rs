@@ -1,10 +1,11 @@
-//! Finding codes (docs/format.md §5): the stable vocabulary of every rejection and notice.
+//! Finding codes (docs/format.md §5, and §14.6 for the GMS reader): the stable vocabulary of
+//! every rejection and notice.
 
 use serde::Serialize;
 use std::borrow::Cow;
 use std::fmt;
 
-/// Every finding code of docs/format.md §5, in table order: the
+/// Every finding code of docs/format.md §5.3 and §14.6, in table order: the
 /// discriminant is the code's row in [`TABLE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
@@ -30,6 +31,37 @@ pub enum Code {
     KV109 = 18,
     KV110 = 19,
     KV111 = 20,
+    KV201 = 21,
+    KV202 = 22,
+    KV203 = 23,
+    KV204 = 24,
+    KV205 = 25,
+    KV206 = 26,
+    KV207 = 27,
+    KV208 = 28,
+    KV209 = 29,
+    KV210 = 30,
+    KV211 = 31,
+    KV212 = 32,
+    KV213 = 33,
+    KV221 = 34,
+    KV222 = 35,
+    KV223 = 36,
+    KV224 = 37,
+    KV225 = 38,
+    KV226 = 39,
+    KV227 = 40,
+    KV228 = 41,
+    KV229 = 42,
+    KV231 = 43,
+    KV232 = 44,
+    KV233 = 45,
+    KV234 = 46,
+    KV235 = 47,
+    KV236 = 48,
+    KV241 = 49,
+    KV242 = 50,
+    KV250 = 51,
 }
 
 /// One row of the finding-code table: everything a code is, in one place.
@@ -46,9 +78,22 @@ pub struct Spec {
     /// made a notice, e.g. outside the current incarnation).
     pub severity: Severity,
     /// Place in the headline's root-cause order (0 is named first); the
-    /// ranks are a permutation of 0..21, checked when compiling
+    /// ranks are a permutation of 0..52, checked when compiling
     /// `report::headline::ROOT_ORDER`.
     pub root_rank: u8,
+    /// What the code judges: a kvcr inventory (`kvcr audit`, §5.3) or a
+    /// GMS artifact (`kvcr gms`, §14.6).
+    pub family: Family,
+}
+
+/// What a finding code judges: the two vocabularies share one table (one
+/// code never means two things), each printed by its own command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// A kvcr inventory (`kvcr audit`, `kvcr merge`, `kvcr import`): KV0xx, KV1xx.
+    Inventory,
+    /// A Dynamo GPU Memory Service artifact (`kvcr gms`): KV2xx.
+    Gms,
 }
 
 const fn row(code: Code, id: &'static str, name: &'static str, root_rank: u8) -> Spec {
@@ -58,12 +103,20 @@ const fn row(code: Code, id: &'static str, name: &'static str, root_rank: u8) ->
         name,
         severity: Severity::Reject,
         root_rank,
+        family: Family::Inventory,
+    }
+}
+
+const fn gms(code: Code, id: &'static str, name: &'static str, root_rank: u8) -> Spec {
+    Spec {
+        family: Family::Gms,
+        ..row(code, id, name, root_rank)
     }
 }
 
 /// The finding codes of docs/format.md §5, in table order (row `i` is the
 /// code with discriminant `i`).
-pub const TABLE: [Spec; 21] = [
+pub const TABLE: [Spec; 52] = [
     row(Code::KV001, "KV001", "symlink", 2),
     row(Code::KV002, "KV002", "not-regular", 3),
     row(Code::KV003, "KV003", "unsafe-permissions", 11),
@@ -88,11 +141,54 @@ pub const TABLE: [Spec; 21] = [
     row(Code::KV109, "KV109", "not-quiesced", 14),
     row(Code::KV110, "KV110", "foreign-node", 9),
     row(Code::KV111, "KV111", "handle-reuse", 17),
+    gms(Code::KV201, "KV201", "lease-legacy-layout", 21),
+    gms(Code::KV202, "KV202", "lease-header", 22),
+    gms(Code::KV203, "KV203", "lease-size", 23),
+    gms(Code::KV204, "KV204", "lease-state", 24),
+    gms(Code::KV205, "KV205", "lease-transition", 27),
+    gms(Code::KV206, "KV206", "lease-owner-state", 28),
+    Spec {
+        severity: Severity::Notice,
+        ..gms(Code::KV207, "KV207", "lease-sealed-unowned", 33)
+    },
+    gms(Code::KV208, "KV208", "lease-free-count", 29),
+    gms(Code::KV209, "KV209", "lease-mutations", 26),
+    gms(Code::KV210, "KV210", "lease-barrier", 25),
+    gms(Code::KV211, "KV211", "lease-reservation-range", 30),
+    gms(Code::KV212, "KV212", "lease-reservation-torn", 31),
+    gms(Code::KV213, "KV213", "lease-foreign-owner", 32),
+    gms(Code::KV221, "KV221", "recovery-size", 34),
+    gms(Code::KV222, "KV222", "recovery-magic", 35),
+    gms(Code::KV223, "KV223", "recovery-epoch", 36),
+    gms(Code::KV224, "KV224", "recovery-uncommitted", 37),
+    gms(Code::KV225, "KV225", "recovery-binding", 38),
+    gms(Code::KV226, "KV226", "recovery-valid-word", 39),
+    gms(Code::KV227, "KV227", "recovery-crc", 40),
+    gms(Code::KV228, "KV228", "recovery-lengths", 41),
+    Spec {
+        severity: Severity::Notice,
+        ..gms(Code::KV229, "KV229", "recovery-binding-unchecked", 42)
+    },
+    gms(Code::KV231, "KV231", "cohort-unretired", 44),
+    gms(Code::KV232, "KV232", "cohort-writer-running", 45),
+    gms(Code::KV233, "KV233", "cohort-staging", 46),
+    gms(Code::KV234, "KV234", "cohort-marker", 43),
+    Spec {
+        severity: Severity::Notice,
+        ..gms(Code::KV235, "KV235", "cohort-not-checked", 47)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..gms(Code::KV236, "KV236", "cohort-stale-joining", 48)
+    },
+    gms(Code::KV241, "KV241", "superseded-format", 49),
+    gms(Code::KV242, "KV242", "superseded-size", 50),
+    gms(Code::KV250, "KV250", "gms-changed", 51),
 ];
 
 impl Code {
-    pub const ALL: [Code; 21] = {
-        let mut all = [Code::KV001; 21];
+    pub const ALL: [Code; 52] = {
+        let mut all = [Code::KV001; 52];
         let mut i = 0;
         while i < TABLE.len() {
             assert!(TABLE[i].code as usize == i, "TABLE row out of order");
@@ -119,6 +215,11 @@ impl Code {
     /// The severity docs/format.md §5 lists the code with.
     pub fn severity(self) -> Severity {
         self.spec().severity
+    }
+
+    /// What the code judges ([`Family`]).
+    pub fn family(self) -> Family {
+        self.spec().family
     }
 
     /// Accepts `KV104`, `kv104`, the bare number (`104`, and `9` or `009`
@@ -179,6 +280,11 @@ pub enum Subject {
     Request,
     /// The reports given to `kvcr merge`.
     MergeInputs,
+    /// A file or directory owned by this uid, which is neither root, the
+    /// invoking user nor the declared producer user (KV003, docs/format.md
+    /// §2.4): the fix is to declare the producer's user when it is this
+    /// one, not to rewrite the files.
+    UndeclaredOwner(u32),
     /// This user may not list, open or read the entry (EACCES, EPERM):
     /// nothing is known about the file, so the run cannot judge the
     /// inventory at all (exit 2, docs/format.md §6), never a verdict.

@@ -20,6 +20,8 @@ pub const ERROR: &str = "kvcr.error/v1";
 pub const IMPORT_PLAN: &str = "kvcr.import-plan/v1";
 /// The import log's record.
 pub const IMPORT_LOG: &str = "kvcr.import-log/v1";
+/// The GMS report (`kvcr gms --format json`, docs/format.md §14.8).
+pub const GMS_REPORT: &str = "kvcr.gms-report/v1";
 
 /// A JSON format kvcr reads or writes. The variants' doc comments are
 /// `kvcr schema`'s help text, printed as written (`rank-<R>.json` is no
@@ -41,10 +43,12 @@ pub enum Kind {
     Error,
     /// The import plan (the library's gate, `kvcr import --dry-run`), kvcr.import-plan/v1.
     ImportPlan,
+    /// The GMS report (`kvcr gms --format json`), kvcr.gms-report/v1.
+    GmsReport,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Report,
         Kind::Descriptor,
         Kind::Profile,
@@ -52,6 +56,7 @@ impl Kind {
         Kind::Ready,
         Kind::Error,
         Kind::ImportPlan,
+        Kind::GmsReport,
     ];
 
     /// The `schema` member a document of this kind carries.
@@ -64,6 +69,7 @@ impl Kind {
             Kind::Ready => IMPORT_READY,
             Kind::Error => ERROR,
             Kind::ImportPlan => IMPORT_PLAN,
+            Kind::GmsReport => GMS_REPORT,
         }
     }
 }

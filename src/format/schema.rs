@@ -18,6 +18,7 @@ impl Kind {
             Kind::Ready => include_str!("../../schemas/ready.schema.json"),
             Kind::Error => include_str!("../../schemas/error.schema.json"),
             Kind::ImportPlan => include_str!("../../schemas/import-plan.schema.json"),
+            Kind::GmsReport => include_str!("../../schemas/gms-report.schema.json"),
         }
     }
 }

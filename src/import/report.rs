@@ -5,7 +5,7 @@
 use crate::format::exit;
 use crate::format::finding::Finding;
 use crate::import::engine::{
-    BackendError, Cause, RankResult, ReleaseReport, Resource, StepFailure,
+    BackendError, Cause, Compared, RankResult, ReleaseReport, Resource, StepFailure,
 };
 use crate::import::plan::select::PlannedAllocation;
 use crate::import::plan::Plan;
@@ -65,7 +65,26 @@ pub struct RankRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ms: Option<u64>,
     /// The planned allocations (id, handle kind, size).
-    pub items: Vec<PlannedAllocation>,
+    pub items: Vec<ItemRow>,
+}
+
+/// One allocation of a [`RankRow`]: as planned, and for an imported one
+/// the identities compared to show it is no other allocation's memory,
+/// and those the driver did not answer (docs/format.md §8.10).
+#[derive(Clone, Debug, Serialize)]
+pub struct ItemRow {
+    #[serde(flatten)]
+    pub planned: PlannedAllocation,
+    /// Absent in a dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distinct: Option<Vec<Compared>>,
+}
+
+impl std::ops::Deref for ItemRow {
+    type Target = PlannedAllocation;
+    fn deref(&self) -> &PlannedAllocation {
+        &self.planned
+    }
 }
 
 /// A resource still held after a failed release.
@@ -252,7 +271,15 @@ pub(crate) fn rank_rows(plan: &Plan, done: Option<&[RankResult]>) -> Vec<RankRow
                 allocations: pr.allocations.len(),
                 bytes: pr.bytes(),
                 ms: r.map(|r| r.ms),
-                items: pr.planned_allocations(r.is_some()),
+                items: pr
+                    .planned_allocations(r.is_some())
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, planned)| ItemRow {
+                        planned,
+                        distinct: r.and_then(|r| r.distinct.get(i).cloned()),
+                    })
+                    .collect(),
             })
         })
         .collect()

@@ -44,6 +44,11 @@ pub enum Step {
     /// across ranks (docs/format.md §8.10): the same IPC pointer, the same
     /// imported handle, or two POSIX fds of one file. No driver call.
     VerifyDistinct,
+    /// Once mapped, the identities that exist only then (the driver's
+    /// `CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID`, an IPC mapping's range) show
+    /// one memory at overlapping ranges or in two ranks (docs/format.md
+    /// §8.10). No call that changes anything.
+    VerifyDistinctMapped,
     /// VMM: `cuMemGetAllocationPropertiesFromHandle` says pinned device
     /// memory on the planned device (docs/format.md §8.4).
     VerifyLocation,
@@ -79,6 +84,7 @@ impl Step {
             Step::Map => "map",
             Step::SetAccess => "set-access",
             Step::VerifyDistinct => "verify-distinct",
+            Step::VerifyDistinctMapped => "verify-distinct-mapped",
             Step::VerifyLocation => "verify-location",
             Step::Verify => "verify",
             Step::VerifyContent => "verify-content",
@@ -95,6 +101,7 @@ impl Step {
             Step::Map,
             Step::SetAccess,
             Step::VerifyDistinct,
+            Step::VerifyDistinctMapped,
             Step::VerifyLocation,
             Step::Verify,
             Step::VerifyContent,

@@ -35,6 +35,9 @@ pub struct Inventory {
     /// `KVCR_NODE_FACTS`: a file describing the node, in place of this one
     /// (the test and demo hook of `crate::io::node::facts_file`).
     pub node_facts: Option<PathBuf>,
+    /// `--producer-user` or `$KVCR_PRODUCER_USER`, as a uid: whose files
+    /// are trusted besides root's and this user's (docs/format.md §2.4).
+    pub producer_uid: Option<u32>,
 }
 
 impl Inventory {
@@ -218,6 +221,7 @@ pub fn audit(
     let opts = pipeline::Options {
         threads: inv.threads,
         keep_allocations,
+        producer_uid: inv.producer_uid,
     };
     let (cands, files) = collect(&root, progress, &opts)?;
     check_names(inv, &cands)?;

@@ -69,7 +69,11 @@ pub struct AllocFlags {
     pub reserved: [u8; 4],
 }
 
-/// `CUmemAllocationProp`.
+/// `CUmemAllocationProp`. The CUDA 13.x headers make `location.id` a union
+/// with a `{deviceId, localityDomainId}` byte pair (for
+/// `CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN`): still 4 bytes, so the
+/// layout is unchanged, and kvcr reads `id` as an int only where the
+/// location type is device (1).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct MemAllocationProp {
@@ -110,6 +114,8 @@ pub mod consts {
     pub const CU_MEM_ACCESS_FLAGS_PROT_READWRITE: c_int = 3;
     pub const CU_MEM_ALLOC_GRANULARITY_MINIMUM: c_int = 0;
     pub const CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: c_int = 9;
+    pub const CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: c_int = 20;
+    pub const CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: c_int = 20;
     pub const CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: std::ffi::c_uint = 1;
 }
 
@@ -251,6 +257,7 @@ driver_api! {
     mem_properties = "cuMemGetAllocationPropertiesFromHandle":
         fn(*mut MemAllocationProp, MemHandle);
     mem_get_access = "cuMemGetAccess": fn(*mut u64, *const MemLocation, DevicePtr);
+    device_get_attribute = "cuDeviceGetAttribute": fn(*mut c_int, c_int, CuDevice);
 }
 
 /// Every entry point the import backend calls.
@@ -506,27 +513,28 @@ impl Driver {
         Ok(h)
     }
 
-    /// Minimum granularity of a pinned allocation on device `ordinal` with
-    /// `handle_type`: the prop is built for the planned device, never read
-    /// from the imported allocation.
-    pub fn granularity(&self, ordinal: i32, handle_type: c_int) -> Result<u64, CallError> {
+    /// Minimum granularity of an allocation with the properties `prop`: the
+    /// imported allocation's own, as
+    /// `cuMemGetAllocationPropertiesFromHandle` wrote them.
+    pub fn granularity(&self, prop: &MemAllocationProp) -> Result<u64, CallError> {
         let f = sym!(self.mem_granularity, "cuMemGetAllocationGranularity");
-        let prop = MemAllocationProp {
-            type_: consts::CU_MEM_ALLOCATION_TYPE_PINNED,
-            requested_handle_types: handle_type,
-            location: MemLocation {
-                type_: consts::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: ordinal,
-            },
-            win32_handle_meta_data: std::ptr::null_mut(),
-            alloc_flags: AllocFlags::default(),
-        };
         let mut g: usize = 0;
-        // SAFETY: reads `prop`, writes one size, both valid for the call.
+        // SAFETY: reads `prop` (a struct the driver itself wrote), writes
+        // one size, both valid for the call.
         self.check("cuMemGetAllocationGranularity", unsafe {
-            f(&mut g, &prop, consts::CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+            f(&mut g, prop, consts::CU_MEM_ALLOC_GRANULARITY_MINIMUM)
         })?;
         Ok(g as u64)
+    }
+
+    /// `CU_DEVICE_ATTRIBUTE_COMPUTE_MODE` of `dev`, as the integer the
+    /// driver wrote; `None` where the driver lacks the call or refuses.
+    pub fn compute_mode(&self, dev: CuDevice) -> Option<i32> {
+        let f = self.api.device_get_attribute?;
+        let mut v: c_int = -1;
+        // SAFETY: writes one int through a valid pointer; the driver checks `dev`.
+        let r = unsafe { f(&mut v, consts::CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, dev) };
+        (r == 0).then_some(v)
     }
 
     /// Reserves a fresh virtual address range (no fixed address).
@@ -640,6 +648,28 @@ impl Driver {
             )
         })?;
         Ok(ordinal)
+    }
+}
+
+impl Driver {
+    /// `CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID` of `ptr`: documented as a
+    /// process-wide unique id of the physical allocation the pointer belongs
+    /// to (an `unsigned long long`). A lookup only; a driver that predates
+    /// the attribute answers an error, which the caller treats as "not
+    /// available".
+    pub fn pointer_block_id(&self, ptr: DevicePtr) -> Result<u64, CallError> {
+        let f = sym!(self.pointer_attribute, "cuPointerGetAttribute");
+        let mut id: u64 = 0;
+        // SAFETY: MEMORY_BLOCK_ID writes one unsigned long long through the
+        // data pointer, which points at our u64.
+        self.check("cuPointerGetAttribute(MEMORY_BLOCK_ID)", unsafe {
+            f(
+                (&mut id as *mut u64).cast(),
+                consts::CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID,
+                ptr,
+            )
+        })?;
+        Ok(id)
     }
 }
 
@@ -879,6 +909,12 @@ mod tests {
         // SAFETY: as above.
         assert_eq!(name(unsafe { d.read(0, 8) }.map(drop)), "cuMemcpyDtoH_v2");
         assert_eq!(name(d.access_flags(0, 0).map(drop)), "cuMemGetAccess");
+        assert_eq!(
+            name(d.pointer_block_id(0).map(drop)),
+            "cuPointerGetAttribute"
+        );
+        // Optional: without it the compute mode is simply unknown.
+        assert_eq!(d.compute_mode(0x100), None);
         // Every name the backend requires is one the table resolves.
         let all = d.missing(&IMPORT_SYMBOLS);
         assert_eq!(all.len(), IMPORT_SYMBOLS.len());

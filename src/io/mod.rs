@@ -8,6 +8,7 @@
 pub mod audit;
 pub mod cuda_ffi;
 pub mod examine;
+pub mod gms;
 pub mod inventory;
 pub mod node;
 pub mod output;

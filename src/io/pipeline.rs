@@ -48,6 +48,9 @@ pub struct Options {
     /// Keep each descriptor's allocations with their handles (import needs
     /// them); without, only the summary the verdict needs is kept.
     pub keep_allocations: bool,
+    /// The declared producer's uid (`--producer-user`): its files are
+    /// trusted like root's (docs/format.md §2.4).
+    pub producer_uid: Option<u32>,
 }
 
 /// `KVCR_THREADS` when it is a positive integer, else the number of CPUs
@@ -71,7 +74,7 @@ pub fn collect(
     opts: &Options,
     tick: &mut dyn FnMut(),
 ) -> Result<(Vec<Candidate>, Vec<FileVerdict>), InventoryError> {
-    let inv = InventoryRoot::open(root)?;
+    let inv = InventoryRoot::open(root, opts.producer_uid)?;
     let keep = opts.keep_allocations;
     if opts.threads > 1 {
         return parallel(&inv, opts.threads, keep, tick);

@@ -112,7 +112,9 @@ impl ProcFs {
         self.root.as_ref().err().map(String::as_str)
     }
 
-    fn root(&self) -> Result<BorrowedFd<'_>, String> {
+    /// The checked root itself, for a reader that lists or stats beneath it
+    /// (the GMS reader's lock holders); `Err` says why it is not trusted.
+    pub fn root(&self) -> Result<BorrowedFd<'_>, String> {
         self.root
             .as_ref()
             .map(|fd| fd.as_fd())

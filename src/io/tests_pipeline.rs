@@ -62,6 +62,7 @@ fn collect_is_the_same_on_any_number_of_threads() {
         let opts = Options {
             threads,
             keep_allocations,
+            producer_uid: None,
         };
         let (cands, files) = pipeline::collect(&root, &opts, &mut || {}).unwrap();
         format!("{cands:#?}\n{files:#?}")

@@ -47,18 +47,21 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV003 => (
             "A file or directory in the inventory is writable by group or others, or owned by a \
-                uid that is neither root nor the invoking user, so someone else could have \
-                planted or edited it; or a directory below the root is another mount (a bind \
-                mount, another file system), which kvcr does not enter. In live mode also: a \
-                descriptor carrying cuda_ipc or fabric handle bytes is readable by group or \
-                others, and those bytes grant access to the GPU memory.",
+                uid that is neither root, the invoking user nor the declared producer user, so \
+                someone else could have planted or edited it; or a directory below the root is \
+                another mount (a bind mount, another file system), which kvcr does not enter. In \
+                live mode also: a descriptor carrying cuda_ipc or fabric handle bytes is readable \
+                by group or others, and those bytes grant access to the GPU memory.",
             "st_mode and st_uid from fstat of every descriptor and lstat of every directory (the \
                 root included); a descriptor below an unsafe directory is rejected too. Mounts: \
                 each directory's st_dev and statx mount id against the root's, and openat2 \
                 RESOLVE_NO_XDEV for every open. Live mode also checks the read bits of \
                 descriptors that carry handle bytes.",
             "have the owner rewrite the inventory with mode 0700 directories and 0600 files owned \
-                by its own user, then audit again",
+                by its own user, then audit again; when the files are the producer's and it runs \
+                as its own user while kvcr runs as another (root, for the packaged units), declare \
+                the producer's user instead: --producer-user USER, or KVCR_PRODUCER_USER in \
+                /etc/default/kvcr (docs/format.md §2.4)",
             "the handle-exposure part is checked only with --live",
         ),
         KV004 => (
@@ -111,7 +114,9 @@ pub fn explain(code: Code) -> Explanation {
             "An unexpected file in the inventory (not rank-N.json, not a staging leftover), or a \
                 regular file deeper than 8 levels, which is not read (symlinks, devices and other \
                 mounts are rejected at any depth). A notice only.",
-            "The file name and depth.",
+            "The file name and depth (a name that is a GMS artifact's, a lease ring, recovery \
+                metadata or a writer-cohort directory's file, is named as such: check it with \
+                kvcr gms).",
             "nothing required; move unrelated files out of the inventory to keep audits quiet",
             "",
         ),
@@ -223,6 +228,312 @@ pub fn explain(code: Code) -> Explanation {
                 descriptors, then audit again",
             "",
         ),
+        // The GMS reader's codes (docs/format.md §14.6).
+        KV201 => (
+            "A GMS lease ring (GMSL) has 32-byte records: the oldest lease-ring layout, which no \
+                current GMS writes. kvcr reports it and does not decode it as the current \
+                layout; the next GMS client to open it finds an invalid header and \
+                re-initialises the file, wiping every lease it holds.",
+            "The header's magic (GMSL), version (1) and record_size (32; the current layout is \
+                16), read without any lock.",
+            "stop every engine of the old GMS version on this node before starting a current \
+                one; the current client re-creates the ring, and the leases in it are lost",
+            "",
+        ),
+        KV202 => (
+            "A GMS lease ring's header is not one GMS accepts: the magic (byte-swapped or \
+                wrong), the version (not 1), the record size (neither 16 nor 32) or total_blocks \
+                (0). GMS itself treats such a header as invalid and re-initialises the file at \
+                the next client, wiping every lease.",
+            "The 64-byte header's magic (0x4C534D47, on disk GMSL), version, record_size and \
+                total_blocks; a file found where GMS puts its rings (gms-kv-lease-*.shm, \
+                $GMS_KV_LEASE_SHM_PATH) is judged as a ring even when its magic is wrong.",
+            "do not copy or edit the ring; find the program that wrote it (not GMS, or another \
+                version) and stop it; the next GMS client re-creates the ring empty",
+            "",
+        ),
+        KV203 => (
+            "A GMS lease ring's size is not 64 + record_size × total_blocks: smaller is \
+                truncated, larger is foreign. GMS itself extends a short ring and accepts a \
+                longer one, so the file is not what GMS last wrote.",
+            "fstat's st_size against the header's total_blocks and record_size.",
+            "do not start an engine on this ring until it is understood: a truncated ring lost \
+                the records of its last blocks; remove it once no engine maps it (the next \
+                client re-creates it)",
+            "",
+        ),
+        KV204 => (
+            "A GMS lease record holds a state GMS never writes (valid states: 0 FREE, 1 LEASED, \
+                2 SEALED, 3 RESERVED, 4 TRANSITION).",
+            "The state word (u32 at record offset 0) of every record, in both reads.",
+            "treat the ring as corrupt: stop the engines that map it and let a fenced successor \
+                re-create it (GMS_KV_LEASE_SHM_RESET)",
+            "",
+        ),
+        KV205 => (
+            "A GMS lease record is in TRANSITION in both reads: a writer died in the middle of an \
+                acquire, seal, adopt or release. A healthy ring shows TRANSITION only for a \
+                moment, so a record seen once is a notice.",
+            "The state of every record in two reads a documented interval apart (--interval-ms); \
+                a block is counted when it is in TRANSITION in both.",
+            "fence the dead writer (the failover lock), then let the successor run GMS's \
+                post-fence reclaim, which rolls interrupted transitions forward to FREE (or back \
+                to SEALED for directory-protected blocks); never edit the ring by hand",
+            "",
+        ),
+        KV206 => (
+            "A GMS lease record's owner does not match its state: a FREE or RESERVED record with \
+                a non-zero owner hash, or a LEASED record with owner 0. GMS never leaves a \
+                record so at rest.",
+            "owner_hash (u64 at record offset 8) against the state of every record, in both \
+                reads.",
+            "treat the ring as corrupt: fence its writers and let the successor run GMS's \
+                post-fence reclaim, which recomputes the free count",
+            "",
+        ),
+        KV207 => (
+            "SEALED lease records with owner 0: a post-fence reclaim that protects \
+                directory-advertised blocks puts an interrupted TRANSITION back to SEALED without \
+                an owner. A real GMS state, not corruption: the foreign-owner reclaim skips \
+                owner-0 records, so only an adopt through the content directory frees them. A \
+                notice only.",
+            "owner_hash of every SEALED record.",
+            "nothing required; the blocks stay sealed until an engine adopts them through the \
+                content directory; without a directory they stay unusable until the ring is \
+                re-created",
+            "",
+        ),
+        KV208 => (
+            "A GMS lease ring's free_count is not the number of FREE records while no mutation is \
+                in flight, in both reads and with the ring unchanged between them: acquires will \
+                fail early, or over-promise.",
+            "The header's free_count against the count of FREE records, only in reads where \
+                active_mutations is 0.",
+            "fence the ring's writers, then let the successor run GMS's post-fence reclaim, which \
+                recomputes the free count from the records",
+            "",
+        ),
+        KV209 => (
+            "A GMS lease ring counts record mutations in flight (active_mutations > 0) in both \
+                reads, with the same count and no record changed between them: a writer died \
+                inside a mutation and stranded its count. A ring in use shows a count for a \
+                moment, so a count seen once, or on a ring that changed, is a notice.",
+            "active_mutations (u64 at header offset 24) in two reads, and whether any record \
+                changed between them.",
+            "fence the dead writer, then let the successor run GMS's post-fence reclaim, which \
+                drains or forces the count and recovers the records",
+            "",
+        ),
+        KV210 => (
+            "A GMS lease ring's recovery barrier is held (active_mutations all ones) in both \
+                reads: every acquire spins and then fails. During a post-fence reclaim this is \
+                normal for a moment; with --live, a barrier whose recovery_owner_pid is alive is \
+                a recovery in progress (a notice), and one whose owner is gone is stranded.",
+            "active_mutations == u64::MAX in two reads; with --live, recovery_owner_pid (header \
+                offset 56, written only by the newest ring) against /proc. That pid is never \
+                cleared after a recovery, so it is read only while the barrier is held.",
+            "if a recovery is running, wait for it; a stranded barrier is taken over by the next \
+                fenced successor's reclaim (GMS steals it from a dead owner); never clear it by \
+                hand while an engine runs",
+            "the recovery owner's liveness is checked only with --live",
+        ),
+        KV211 => (
+            "A GMS lease ring reserves more blocks than it has (reserved_blocks > total_blocks).",
+            "reserved_blocks (u32 at header offset 40) against total_blocks.",
+            "treat the ring as corrupt: fence its writers and let the successor re-create it",
+            "",
+        ),
+        KV212 => (
+            "A GMS lease ring's reservation_epoch is odd in both reads: a reservation update \
+                (a seqlock, in the ring versions that have one) was torn by a writer's death. \
+                The newest ring never writes the field, so only an older ring produces it.",
+            "reservation_epoch (u64 at header offset 32) in two reads.",
+            "fence the ring's writers and re-create the ring with the engines' current GMS \
+                version",
+            "",
+        ),
+        KV213 => (
+            "(live) GMS leases whose owner hash matches no running process under GMS's default \
+                owner id ({engine}-{pid}-{device} for vllm, sglang and trtllm, every device on \
+                the node): orphaned leases of a dead engine that only a post-fence reclaim \
+                frees. An owner id set by GMS_KV_LEASE_OWNER_ID (or per engine) cannot be \
+                checked, and would look orphaned here.",
+            "The first 8 bytes of sha256(owner id), little-endian, for every process in /proc, \
+                every engine name and every device, against the owner hash of every LEASED and \
+                SEALED record.",
+            "fence the dead engine (its failover lock), then let its successor run GMS's \
+                post-fence reclaim on this engine's and device's own ring only; never reclaim a \
+                whole directory of rings",
+            "checked only with --live",
+        ),
+        KV221 => (
+            "GMS recovery metadata (DYNKV001) is not exactly 4096 + 128 × num_blocks bytes: GMS \
+                would resize it and start FRESH, discarding every record.",
+            "st_size against --num-blocks, or, without it, a size that some block count explains.",
+            "nothing to recover from this file: start the engine; GMS re-creates it (FRESH)",
+            "",
+        ),
+        KV222 => (
+            "GMS recovery metadata found where GMS keeps it ($DYN_KV_RECOVERY_PATH, \
+                $GMS_SOCKET_DIR/kv-recovery.mmap) does not start with the magic DYNKV001: GMS \
+                would start FRESH.",
+            "The first 8 bytes, against the ASCII magic DYNKV001.",
+            "nothing to recover: check that the path names GMS's metadata file, not another \
+                file; GMS re-creates it at the next takeover",
+            "",
+        ),
+        KV223 => (
+            "GMS recovery metadata has epoch 0: no takeover ever committed, so GMS would start \
+                FRESH.",
+            "epoch (u64 at offset 16).",
+            "nothing to recover; the next takeover starts FRESH",
+            "",
+        ),
+        KV224 => (
+            "GMS recovery metadata's commit is not its epoch: a takeover began (epoch bumped, \
+                commit 0) and did not finish, or the header is damaged; GMS would start FRESH. \
+                Seen in one read only, it is a takeover in progress (a notice).",
+            "commit (u64 at offset 24) against epoch, in two reads.",
+            "nothing to recover; if no takeover is running, the writer died mid-takeover and the \
+                next one starts FRESH",
+            "",
+        ),
+        KV225 => (
+            "GMS recovery metadata is bound to another KV pool than --binding names: other \
+                allocations (GPU UUIDs, the server nonce), another geometry or another model. \
+                GMS would start FRESH.",
+            "The 32-byte binding at offset 32 against --binding HEX (the sha256 GMS computes \
+                over the allocations and the KV manifest).",
+            "do not reuse this metadata for this pool; GMS starts FRESH, which is the safe \
+                outcome",
+            "",
+        ),
+        KV226 => (
+            "A GMS recovery record's valid word is neither 0 (empty) nor 1 (valid): any other \
+                value makes GMS discard the whole file (FRESH). A writer crash never leaves it; \
+                it comes from corruption.",
+            "valid (u64 at record offset 0) of records 1..num_blocks-1 (record 0 is never used).",
+            "nothing to recover; keep the file for diagnosis if the corruption needs explaining, \
+                else let GMS re-create it",
+            "",
+        ),
+        KV227 => (
+            "A valid GMS recovery record fails its CRC (zlib crc32 of record bytes 8..87): GMS \
+                discards the whole file (FRESH). A writer killed while publishing leaves valid 0, \
+                never a bad CRC, so this is corruption.",
+            "The stored crc32 (record offset 88) against the crc32 kvcr computes, for every record \
+                with valid 1.",
+            "nothing to recover; keep the file for diagnosis, else let GMS re-create it",
+            "",
+        ),
+        KV228 => (
+            "A valid GMS recovery record has illegal lengths: hash_len outside 5..68 or \
+                num_tokens 0. GMS discards the whole file (FRESH).",
+            "hash_len (u32 at record offset 8) and num_tokens (u64 at offset 12) of every record \
+                with valid 1 and a correct CRC.",
+            "nothing to recover; keep the file for diagnosis, else let GMS re-create it",
+            "",
+        ),
+        KV229 => (
+            "The outcome of GMS recovery metadata was judged without its binding: without \
+                --binding kvcr cannot tell whether the file belongs to the KV pool that will \
+                read it, and GMS starts FRESH when it does not. A notice only.",
+            "Nothing: the binding is printed, not compared.",
+            "pass --binding HEX (the binding digest the engine computes) to check it",
+            "",
+        ),
+        KV231 => (
+            "A writer cohort's predecessor is not retired: its cohort file carries no tombstone \
+                (size 0: joiners are still admitted) or a byte other than R (joiners refuse it, \
+                but GMS's fence proof needs exactly R). The predecessor named by .predecessor \
+                (vLLM) must be retired before the successor may reuse KV.",
+            "The first byte of the predecessor's cohort file, read without a lock.",
+            "do not start the successor's KV reuse; let the successor's fence retire the \
+                predecessor (it writes R), or stop the predecessor's processes",
+            "",
+        ),
+        KV232 => (
+            "A writer of a retired or predecessor cohort still runs: the kernel lists a lock on \
+                its cohort file, held by a process that is not exiting, in both reads. Its CPU \
+                side can still enqueue GPU work against KV the successor reuses. A holder that \
+                is exiting (PF_EXITING, or SIGKILL pending) is the legitimate end of a fence, a \
+                notice.",
+            "/proc/locks (a listed lock is held, whatever its recorded pid: a forked child keeps \
+                it), the holders found through /proc/<pid>/fdinfo, and each holder's threads in \
+                /proc/<pid>/task/*/stat and status; where /proc/locks lists nothing, one \
+                non-blocking exclusive flock probe, released at once.",
+            "stop the listed processes (kill them; a process blocked in the driver exits when \
+                the call returns), then run kvcr gms again; never remove or recreate the cohort \
+                file",
+            "",
+        ),
+        KV233 => (
+            "A writer-cohort directory holds a staging file in both reads (<uuid>.<uuid>.active, \
+                <uuid>.active, <uuid>.predecessor.<uuid>.pending, joining-<h>.<uuid>): a writer \
+                died between writing a marker and renaming it into place. Seen once, it is a \
+                write in progress (a notice).",
+            "Entry names only; staging files are never parsed.",
+            "once no launcher or fence is running, remove the staging file; the marker it was \
+                meant to replace is unchanged",
+            "",
+        ),
+        KV234 => (
+            "A writer-cohort marker (active, <uuid>.predecessor) cannot be used: it is not one \
+                32-hex uuid, or it names a cohort file that does not exist. GMS's fence raises \
+                \"invalid ... writer-cohort identity\" and the takeover stops.",
+            "The marker's content (at most 64 bytes, newline trimmed) and the cohort file it \
+                names.",
+            "find the launcher that wrote it; with no writer running, remove the broken marker so \
+                the next fence writes a fresh one",
+            "",
+        ),
+        KV235 => (
+            "A writer-cohort lock could not be checked: the kernel's lock table lists nothing \
+                for the file but a probe found it held (by a process outside this PID \
+                namespace), or the file could not be opened for the probe. Never read as free. \
+                A notice only.",
+            "/proc/locks, then one non-blocking flock probe (exclusive on a cohort file, shared on \
+                a .leader), released at once.",
+            "run kvcr in the PID namespace of the engines (the pod, with shareProcessNamespace) \
+                or as root",
+            "",
+        ),
+        KV236 => (
+            "A vLLM joining marker names a retired or missing cohort: ranks started now would \
+                wait for a fresh leader (GMS rejects a stale marker). A notice only.",
+            "The content of joining-<h> against the cohort file it names.",
+            "nothing required; the next launcher replaces the marker",
+            "",
+        ),
+        KV241 => (
+            "A file in a superseded GMS format (the DYNKVIX1 block-index store, the GMSKVIX1 or \
+                GMSKVIX2 snapshot, the GMSKVGN1 generation counters): the designs that wrote \
+                them were withdrawn upstream, no current GMS reads them, and one left next to \
+                live leases is stale. Recognised by magic and size, never decoded as current.",
+            "The magic and the header's counts against the size; the .rank<R> answers and \
+                .status.jsonl beside a DYNKVIX1 store are listed by name, never read or \
+                consumed.",
+            "make sure no engine of the withdrawn design runs (GMS_KV_INDEX_PATH unset), then \
+                remove the file and the files beside it",
+            "",
+        ),
+        KV242 => (
+            "A superseded GMS file's size does not match its own header (truncated, or records \
+                that do not fill the file).",
+            "DYNKVIX1: 4096 + 64 × num_blocks; GMSKVGN1: 4096 + 8 × num_blocks; GMSKVIX1/2: the \
+                records walked to the end of the file.",
+            "remove it once no engine of the withdrawn design runs",
+            "",
+        ),
+        KV250 => (
+            "A GMS artifact changed between kvcr's two reads in a way it cannot judge: a lease \
+                ring's header geometry or size, or recovery metadata's epoch, commit or owner (a \
+                takeover ran), or a cohort directory's markers. kvcr reports it and does not \
+                guess which read is right.",
+            "The identity fields of both reads.",
+            "run kvcr gms again; if it keeps changing, something is re-initialising the artifact",
+            "",
+        ),
     };
     Explanation {
         code,
@@ -260,14 +571,22 @@ pub fn render(code: Code) -> String {
     s
 }
 
-/// The one-line-per-code list for `kvcr explain` with no argument.
+/// The one-line-per-code list for `kvcr explain` with no argument: the
+/// inventory's codes, then the GMS reader's (`kvcr gms`).
 pub fn render_list() -> String {
+    use crate::format::finding::Family;
+    let width = Code::ALL.iter().map(|c| c.name().len()).max().unwrap_or(0);
     let mut s = String::new();
+    let mut family = Family::Inventory;
     for c in Code::ALL {
+        if c.family() != family {
+            family = c.family();
+            s.push_str("\nGMS artifacts (kvcr gms, docs/format.md §14):\n");
+        }
         let e = explain(c);
         let first = e.meaning.split(". ").next().unwrap_or(e.meaning);
         s.push_str(&format!(
-            "{}  {:<18} {}\n",
+            "{}  {:<width$} {}\n",
             c,
             c.name(),
             first.trim_end_matches('.')

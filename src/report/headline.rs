@@ -531,6 +531,18 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
         Code::KV103 if f.subject == Subject::MergeInputs && inv.merged.is_some() => {
             audit_with_local_ranks(g, inv)
         }
+        // A file of a user kvcr does not trust: when that user is the
+        // producer's, the files are right and the audit lacks the
+        // declaration (docs/format.md §2.4).
+        Code::KV003 => match f.subject {
+            Subject::UndeclaredOwner(uid) => format!(
+                "if uid {uid} is the producer's user (its sidecar runs as uid {uid}), declare it: \
+                 --producer-user {uid}, or KVCR_PRODUCER_USER={uid} in /etc/default/kvcr for the \
+                 packaged units, then audit again; if it is not, someone else wrote into the \
+                 inventory: do not import"
+            ),
+            _ => crate::report::explain::action(f.code).to_string(),
+        },
         // Two reports of one node in `kvcr merge`: the inputs are wrong.
         Code::KV102 if f.subject == Subject::MergeInputs => format!(
             "pass one report per node to kvcr merge: keep the newest of {} and drop the others",

@@ -6,6 +6,7 @@
 pub mod audit;
 pub mod examine;
 pub mod explain;
+pub mod gms;
 pub mod headline;
 pub mod json;
 pub mod prometheus;

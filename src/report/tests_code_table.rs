@@ -1,7 +1,7 @@
 //! The finding-code table (src/format/finding.rs `TABLE`) is the one source of every
 //! code's id, name, severity and root-cause rank.
 
-use crate::format::finding::{Code, Severity, TABLE};
+use crate::format::finding::{Code, Family, Severity, TABLE};
 use crate::report::explain::explain;
 use crate::report::headline::ROOT_ORDER;
 use std::collections::BTreeSet;
@@ -27,7 +27,11 @@ fn root_cause_order_is_unchanged() {
         ROOT_ORDER,
         [
             KV008, KV107, KV001, KV002, KV004, KV005, KV006, KV007, KV009, KV110, KV108, KV003,
-            KV101, KV102, KV109, KV104, KV105, KV111, KV106, KV103, KV010,
+            KV101, KV102, KV109, KV104, KV105, KV111, KV106, KV103,
+            KV010, // the GMS reader's:
+            KV201, KV202, KV203, KV204, KV210, KV209, KV205, KV206, KV208, KV211, KV212, KV213,
+            KV207, KV221, KV222, KV223, KV224, KV225, KV226, KV227, KV228, KV229, KV234, KV231,
+            KV232, KV233, KV235, KV236, KV241, KV242, KV250,
         ]
     );
 }
@@ -55,7 +59,33 @@ fn every_row_describes_its_own_code() {
 fn only_stray_is_a_notice_code() {
     let notices: Vec<Code> = Code::ALL
         .into_iter()
-        .filter(|c| c.severity() == Severity::Notice)
+        .filter(|c| c.severity() == Severity::Notice && c.family() == Family::Inventory)
         .collect();
     assert_eq!(notices, [Code::KV010]);
+}
+
+/// The GMS reader's codes (docs/format.md §14.6) are KV2xx, after every
+/// inventory code in the table and in the root-cause order, and its notice
+/// codes are the four conditions that never reject.
+#[test]
+fn the_gms_codes_follow_the_inventory_codes() {
+    let split = Code::ALL
+        .iter()
+        .position(|c| c.family() == Family::Gms)
+        .unwrap();
+    assert_eq!(split, 21);
+    for (i, c) in Code::ALL.iter().enumerate() {
+        let gms = i >= split;
+        assert_eq!(c.family() == Family::Gms, gms, "{c}");
+        assert_eq!(c.as_str().starts_with("KV2"), gms, "{c}");
+        assert_eq!((c.spec().root_rank as usize) >= split, gms, "{c}");
+    }
+    let notices: Vec<Code> = Code::ALL
+        .into_iter()
+        .filter(|c| c.severity() == Severity::Notice && c.family() == Family::Gms)
+        .collect();
+    assert_eq!(
+        notices,
+        [Code::KV207, Code::KV229, Code::KV235, Code::KV236]
+    );
 }

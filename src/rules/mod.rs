@@ -10,12 +10,15 @@ mod claims;
 mod consistency;
 pub mod facts;
 pub(crate) mod fleet;
+pub(crate) mod gms;
 mod handles;
 mod incarnation;
 mod live;
 mod ranks;
 mod staleness;
 
+#[cfg(test)]
+mod tests_gms;
 #[cfg(test)]
 mod tests_mutants;
 

@@ -77,6 +77,7 @@ fn judge_with(root: &Path, probe: &dyn NodeProbe, expect: &Expectations) -> Judg
     let opts = crate::io::pipeline::Options {
         threads: crate::io::pipeline::threads_from_env(),
         keep_allocations: true,
+        producer_uid: None,
     };
     let (cands, files) = crate::io::audit::collect(root, false, &opts).unwrap();
     let pids: Vec<i32> = cands

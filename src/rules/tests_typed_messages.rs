@@ -20,6 +20,7 @@ fn judge_at(root: &Path, now_ms: u64, max_age_s: Option<u64>) -> Judgement {
     let opts = crate::io::pipeline::Options {
         threads: 1,
         keep_allocations: false,
+        producer_uid: None,
     };
     let (cands, files) = crate::io::audit::collect(root, false, &opts).unwrap();
     let expect = Expectations {

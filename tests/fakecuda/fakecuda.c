@@ -24,8 +24,25 @@
  *                              in the context returns the existing pointer and
  *                              counts a reference; each close drops one.
  *   FAKECUDA_FABRIC=HEX:DEV:SIZE,...  importable fabric handles
- *     posix_fd handles: a memfd named "fakecuda-devN" is device N's memory,
- *     its size is the allocation's size.
+ *     posix_fd handles: only what an owner process exported through this
+ *     fake (FAKECUDA_STATE, the owner-side section at the end), in the
+ *     driver's shape: each export is a fresh open of /dev/null, a
+ *     character device whose fstat and whose file identity say nothing
+ *     about the allocation (two exports of one allocation are two files).
+ *   FAKECUDA_REIMPORT=same     cuMemImportFromShareableHandle of an
+ *                              allocation this process already holds
+ *                              returns the existing handle (and counts a
+ *                              reference: one cuMemRelease each); default:
+ *                              a new handle each time (the reference
+ *                              allows either)
+ *   FAKECUDA_NO_BLOCK_ID=1     cuPointerGetAttribute answers
+ *                              CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID (20)
+ *                              and BUFFER_ID (7) with 1, as a driver that
+ *                              predates them; otherwise both are answered
+ *                              per physical allocation
+ *   FAKECUDA_MEM_TOTAL=N       cuMemGetInfo's total per device (default 80 GiB)
+ *   FAKECUDA_COMPUTE_MODE=N    CU_DEVICE_ATTRIBUTE_COMPUTE_MODE of every device
+ *                              (default 0; 3 is exclusive-process)
  *   FAKECUDA_GRANULARITY=N     allocation granularity (default 2 MiB)
  *   FAKECUDA_FAIL=SYM:N:CODE,...   the Nth call of SYM returns CODE (any
  *                              integer) and does nothing; SYM "*" counts
@@ -37,6 +54,8 @@
  *                              this location (any integers) for VMM imports
  *   FAKECUDA_ALLOC_TYPE=N      ... and this allocation type (default 1, pinned)
  *   FAKECUDA_ACCESS=N          cuMemGetAccess reports N whatever was set
+ *   FAKECUDA_COMPRESSIBLE=1    ... and allocFlags.compressionType 1, whose
+ *                              granularity is twice FAKECUDA_GRANULARITY
  * Memory contents (cuMemcpyDtoH_v2 reads them; only an owner process's
  * cuMemcpyHtoD_v2 writes, see the owner-side section at the end): a
  * posix_fd allocation's bytes are its memfd's; a cuda_ipc or fabric handle
@@ -125,7 +144,9 @@ _Static_assert(sizeof(CUdeviceptr) == 8, "CUdeviceptr is 64-bit");
 #define CUDA_ERROR_ALREADY_MAPPED 208
 #define CUDA_ERROR_NOT_FOUND 500
 #define CUDA_ERROR_NOT_SUPPORTED 801
+#define CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID 20
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -147,8 +168,14 @@ struct res {
     unsigned long long handle; /* map: the mapped mem handle */
     int access;              /* map: access flags set, -1 none */
     unsigned char bytes[64]; /* ipc: the handle bytes */
-    int refs;                /* ipc: opens not yet closed */
-    int memfd;               /* mem (posix_fd): our dup of the memfd, else -1 */
+    int refs;                /* ipc: opens not yet closed; mem: imports of it
+                                (FAKECUDA_REIMPORT=same) not yet released */
+    int memfd;               /* mem (posix_fd): the backing file, else -1 */
+    int ref;                 /* mem, map: the reference it holds on its
+                                physical allocation (a locked /dev/null), else -1 */
+    char phys[40];           /* mem, map: the physical allocation's id, "" none */
+    long long lock;          /* mem, map: its lock byte (see "physical allocations") */
+    unsigned long long block; /* ipc, mem: MEMORY_BLOCK_ID of its memory */
     int seed;                /* ipc, mem (fabric): the content seed */
     int htype;               /* mem: the handle type it was imported from */
     int alias;               /* ipc: the handle's ALIAS (0: none) */
@@ -293,7 +320,7 @@ __attribute__((destructor)) static void teardown(void) {
     for (int i = 0; i < MAX_GPUS; i++)
         for (int k = 0; k < ctx_refs[i]; k++) logf_("held\tctx\tdev%d", i);
     for (int i = 0; i < nres; i++)
-        for (int k = 0; res[i].live && k < (res[i].kind == K_IPC ? res[i].refs : 1); k++)
+        for (int k = 0; res[i].live && k < (res[i].kind == K_MAP || res[i].kind == K_VA ? 1 : res[i].refs); k++)
             logf_("held\t%s\t0x%llx+%llu", kind_name[res[i].kind], res[i].ptr, res[i].size);
     logf_("exit");
 }
@@ -384,6 +411,8 @@ static struct res *new_res(enum kind k) {
     r->kind = k;
     r->access = -1;
     r->memfd = -1;
+    r->ref = -1;
+    r->refs = 1;
     return r;
 }
 
@@ -424,6 +453,148 @@ static unsigned long long fresh_va(unsigned long long size) {
     unsigned long long p = next_va;
     next_va += ((size / (1ull << 30)) + 1) * (1ull << 30);
     return p;
+}
+
+/* ---- physical allocations shared between processes ---------------------
+ * An owner's VMM (and cuMemAlloc) allocation made through this fake with
+ * FAKECUDA_STATE=DIR set is one physical allocation named ID (PID-N): its
+ * bytes are the file DIR/mem-ID, and DIR/alloc lists it as
+ * "alloc ID LOCK DEV SIZE". It lives while any reference to it lives, in
+ * any process: the owner's handle, a mapping, an exported posix_fd, an
+ * importer's handle. Each reference is an open of /dev/null holding an
+ * OFD read lock on byte LOCK of it (the kernel drops the lock when the
+ * last fd of that open file is closed, in whatever process it was passed
+ * to: dup, fork, pidfd_getfd, SCM_RIGHTS); anyone tests liveness by asking
+ * for a conflicting write lock. An exported posix_fd is such an open with
+ * a second lock on its own byte, listed as "export BYTE ID": that is how
+ * the importer finds the allocation behind an fd whose fstat says only
+ * "/dev/null". kvcr reads none of this; it sees what the driver shows. */
+struct phys { char id[40]; long long lock; int dev; unsigned long long size; };
+
+static const char *state_dir(void) {
+    const char *st = getenv("FAKECUDA_STATE");
+    return st && *st ? st : NULL;
+}
+
+static long long fresh_lock(void) {
+    unsigned long long v = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &v, sizeof v) != (ssize_t)sizeof v) v = 0;
+        close(fd);
+    }
+    if (!v) v = ((unsigned long long)getpid() << 24) ^ (unsigned long long)time(NULL);
+    return (long long)((v & ((1ull << 58) - 1)) | (1ull << 58));
+}
+
+static int lock_byte(int fd, long long at) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+/* 1 when some open file other than `fd`'s holds a lock on byte `at`
+ * (fd -1: any open file at all). */
+static int byte_locked(int fd, long long at) {
+    int own = fd < 0;
+    if (own) fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    int r = fcntl(fd, F_OFD_GETLK, &fl);
+    if (own) close(fd);
+    return r == 0 && fl.l_type != F_UNLCK;
+}
+
+/* A new reference to the allocation locked at `lock`: a locked /dev/null. */
+static int ref_take(long long lock) {
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (lock_byte(fd, lock) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int phys_live(const struct phys *p) { return byte_locked(-1, p->lock); }
+
+static void state_path(char *out, size_t n, const char *name) {
+    snprintf(out, n, "%s/%s", state_dir() ? state_dir() : ".", name);
+}
+
+static void state_append(const char *name, const char *line) {
+    char p[4096];
+    if (!state_dir()) return;
+    state_path(p, sizeof p, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    ssize_t w = write(fd, line, strlen(line));
+    (void)w;
+    close(fd);
+}
+
+static int phys_find(const char *id, struct phys *out) {
+    char p[4096], line[256];
+    if (!state_dir()) return -1;
+    state_path(p, sizeof p, "alloc");
+    FILE *f = fopen(p, "re");
+    if (!f) return -1;
+    int found = -1;
+    while (fgets(line, sizeof line, f)) {
+        struct phys q;
+        memset(&q, 0, sizeof q);
+        if (sscanf(line, "alloc %39s %lld %d %llu", q.id, &q.lock, &q.dev, &q.size) == 4 &&
+            !strcmp(q.id, id)) {
+            *out = q;
+            found = 0;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The allocation an exported fd names: the export byte only its open file holds. */
+static int phys_of_export(int fd, struct phys *out) {
+    char p[4096], line[256], id[40];
+    long long at;
+    if (!state_dir()) return -1;
+    state_path(p, sizeof p, "exports");
+    FILE *f = fopen(p, "re");
+    if (!f) return -1;
+    int found = -1;
+    while (found < 0 && fgets(line, sizeof line, f))
+        if (sscanf(line, "export %lld %39s", &at, id) == 2 && !byte_locked(fd, at) &&
+            byte_locked(-1, at))
+            found = phys_find(id, out);
+    fclose(f);
+    return found;
+}
+
+/* MEMORY_BLOCK_ID of a physical allocation: from its id (PID-N). */
+static unsigned long long block_of_id(const char *id) {
+    unsigned long long h = 1469598103934665603ull;
+    for (; *id; id++) h = (h ^ (unsigned char)*id) * 1099511628211ull;
+    return h | 1;
+}
+
+static unsigned long long block_of_bytes(const unsigned char *b, int alias) {
+    if (alias) return 0xb10c000000ull + (unsigned long long)alias;
+    unsigned long long h = 1469598103934665603ull;
+    for (int i = 0; i < 64; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h | 1;
+}
+
+static int reimport_same(void) {
+    return getenv("FAKECUDA_REIMPORT") && !strcmp(getenv("FAKECUDA_REIMPORT"), "same");
 }
 
 /* ---- entry points ----------------------------------------------------- */
@@ -575,6 +746,7 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
     r->refs = 1;
     r->seed = handle.reserved[0] & 0xff;
     r->alias = h->alias;
+    r->block = block_of_bytes((const unsigned char *)handle.reserved, h->alias);
     r->ctx = current->ordinal;
     *pdptr = r->ptr;
     acquired(r);
@@ -594,32 +766,31 @@ EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
     END(CUDA_SUCCESS, "ptr=0x%llx", dptr);
 }
 
-static int memfd_device(int fd, unsigned long long *size) {
-    char link[64], target[256];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, target, sizeof target - 1);
-    if (n < 0) return -1;
-    target[n] = 0;
-    const char *p = strstr(target, "fakecuda-dev");
-    if (!p) return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0) return -1;
-    *size = (unsigned long long)st.st_size;
-    return atoi(p + strlen("fakecuda-dev"));
-}
-
 /* The owner-side section (end of file) maps the memory behind a fabric
  * handle an owner process exported, so copies read the owner's bytes. */
 static void fakeowner_imported_fabric(unsigned long long handle, const unsigned char *bytes)
     __attribute__((unused));
 
 #ifndef FAKECUDA_OLD_DRIVER /* -DFAKECUDA_OLD_DRIVER: a driver without VMM import */
+static int fabric_phys(const unsigned char *bytes, struct phys *out) {
+    char p[4096], name[160], hx[129], target[256];
+    for (int i = 0; i < 64; i++) sprintf(hx + 2 * i, "%02x", bytes[i]);
+    snprintf(name, sizeof name, "fab-%s", hx);
+    state_path(p, sizeof p, name);
+    ssize_t n = readlink(p, target, sizeof target - 1);
+    if (n <= 4) return -1;
+    target[n] = 0;
+    return strncmp(target, "mem-", 4) ? -1 : phys_find(target + 4, out);
+}
+
 EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os,
                                                CUmemAllocationHandleType type) {
     BEGIN("cuMemImportFromShareableHandle", 1);
     if (!handle) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null handle pointer");
     int dev = -1, seed = 0, memfd = -1;
     unsigned long long size = 0;
+    struct phys ph;
+    memset(&ph, 0, sizeof ph);
     if (type == CU_MEM_HANDLE_TYPE_FABRIC) {
         if (!os) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null fabric handle");
         const CUmemFabricHandle *fh = os;
@@ -630,15 +801,37 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
                 seed = fh->data[0];
             }
         if (dev < 0) END(CUDA_ERROR_INVALID_VALUE, "unknown fabric handle");
+        /* An owner's export: importable by anyone while any reference lives. */
+        if (fabric_phys(fh->data, &ph) == 0 && !phys_live(&ph))
+            END(CUDA_ERROR_INVALID_VALUE, "the fabric allocation %s has no reference left (freed)", ph.id);
     } else if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
         int fd = (int)(intptr_t)os;
-        dev = memfd_device(fd, &size);
-        if (dev < 0) END(CUDA_ERROR_INVALID_VALUE, "fd %d is not a fake allocation", fd);
+        struct stat st;
+        if (fstat(fd, &st) != 0) END(CUDA_ERROR_INVALID_VALUE, "fd %d: %s", fd, strerror(errno));
+        if (!S_ISCHR(st.st_mode) || phys_of_export(fd, &ph) != 0)
+            END(CUDA_ERROR_INVALID_VALUE, "fd %d is not an exported allocation", fd);
+        dev = ph.dev;
+        size = ph.size;
+        char p[4096], name[64];
+        snprintf(name, sizeof name, "mem-%s", ph.id);
+        state_path(p, sizeof p, name);
         /* The driver keeps the memory, not the caller's fd: so does the fake. */
-        memfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        memfd = open(p, O_RDWR | O_CLOEXEC);
+        if (memfd < 0) END(CUDA_ERROR_INVALID_VALUE, "the memory of %s is gone: %s", ph.id, strerror(errno));
     } else {
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle type %d", (int)type);
     }
+    if (ph.id[0] && reimport_same())
+        for (int i = 0; i < nres; i++)
+            if (res[i].live && res[i].kind == K_MEM && !strcmp(res[i].phys, ph.id)) {
+                /* FAKECUDA_REIMPORT=same: the handle this process already holds. */
+                if (memfd >= 0) close(memfd);
+                res[i].refs++;
+                *handle = res[i].ptr;
+                acquired(&res[i]);
+                END(CUDA_SUCCESS, "type=%d handle=0x%llx size=%llu dev=%d refs=%d", (int)type, res[i].ptr,
+                    res[i].size, res[i].dev, res[i].refs);
+            }
     struct res *r = new_res(K_MEM);
     if (!r) {
         if (memfd >= 0) close(memfd);
@@ -650,6 +843,14 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
     r->seed = seed;
     r->memfd = memfd;
     r->htype = (int)type;
+    if (ph.id[0]) {
+        snprintf(r->phys, sizeof r->phys, "%s", ph.id);
+        r->lock = ph.lock;
+        r->ref = ref_take(ph.lock);
+        r->block = block_of_id(ph.id);
+    } else {
+        r->block = block_of_bytes(((const CUmemFabricHandle *)os)->data, 0);
+    }
     *handle = r->ptr;
     if (type == CU_MEM_HANDLE_TYPE_FABRIC) fakeowner_imported_fabric(r->ptr, ((const CUmemFabricHandle *)os)->data);
     acquired(r);
@@ -667,9 +868,11 @@ EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationPr
         prop->location.id >= ngpus)
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "prop.location %d/%d", (int)prop->location.type,
                   prop->location.id);
-    *g = (size_t)granularity;
-    END(CUDA_SUCCESS, "dev=%d handle_types=%d granularity=%llu", prop->location.id,
-        (int)prop->requestedHandleTypes, granularity);
+    /* Compressible memory comes in larger pieces (modelled: twice). */
+    unsigned long long gr = prop->allocFlags.compressionType ? 2 * granularity : granularity;
+    *g = (size_t)gr;
+    END(CUDA_SUCCESS, "dev=%d handle_types=%d compression=%d granularity=%llu", prop->location.id,
+        (int)prop->requestedHandleTypes, (int)prop->allocFlags.compressionType, gr);
 }
 
 EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
@@ -729,6 +932,12 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     r->size = size;
     r->dev = h->dev;
     r->handle = handle;
+    if (h->phys[0]) {
+        /* A mapping is a reference to the physical allocation too. */
+        snprintf(r->phys, sizeof r->phys, "%s", h->phys);
+        r->lock = h->lock;
+        r->ref = ref_take(h->lock);
+    }
     acquired(r);
     END(CUDA_SUCCESS, "ptr=0x%llx size=%zu handle=0x%llx", ptr, size, handle);
 }
@@ -738,6 +947,8 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     struct res *r = find(K_MAP, ptr);
     if (!r || r->size != size)
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "0x%llx+%zu is not exactly a mapping", ptr, size);
+    if (r->ref >= 0) close(r->ref);
+    r->ref = -1;
     released(r);
     END(CUDA_SUCCESS, "ptr=0x%llx size=%zu", ptr, size);
 }
@@ -766,8 +977,15 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     BEGIN("cuMemRelease", 1);
     struct res *r = find(K_MEM, handle);
     if (!r) VIOLATION(CUDA_ERROR_INVALID_VALUE, "handle 0x%llx is not held (double release?)", handle);
+    if (--r->refs > 0) {
+        /* FAKECUDA_REIMPORT=same: one reference of several. */
+        logf_("release\t%s\t0x%llx+%llu", kind_name[r->kind], r->ptr, r->size);
+        END(CUDA_SUCCESS, "handle=0x%llx refs=%d", handle, r->refs);
+    }
     if (r->memfd >= 0) close(r->memfd);
     r->memfd = -1;
+    if (r->ref >= 0) close(r->ref);
+    r->ref = -1;
     released(r);
     END(CUDA_SUCCESS, "handle=0x%llx", handle);
 }
@@ -786,14 +1004,28 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdevic
 EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr) {
     BEGIN("cuPointerGetAttribute", 1);
     if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
-    if (attribute != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+    if (attribute != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL && attribute != CU_POINTER_ATTRIBUTE_BUFFER_ID &&
+        attribute != CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID)
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "attribute %d is not implemented", attribute);
     if (!data) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null data");
     struct res *r = containing(K_IPC, ptr);
     if (!r) r = containing(K_MAP, ptr);
     if (!r) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", ptr);
-    *(int *)data = r->dev;
-    END(CUDA_SUCCESS, "ptr=0x%llx dev=%d", ptr, r->dev);
+    if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
+        *(int *)data = r->dev;
+        END(CUDA_SUCCESS, "ptr=0x%llx dev=%d", ptr, r->dev);
+    }
+    /* Both ids name the physical allocation behind the pointer. */
+    if (getenv("FAKECUDA_NO_BLOCK_ID") && *getenv("FAKECUDA_NO_BLOCK_ID") == '1')
+        END(CUDA_ERROR_INVALID_VALUE, "attribute %d unknown to this driver (mode)", attribute);
+    unsigned long long block = r->block;
+    if (r->kind == K_MAP) {
+        struct res *h = find(K_MEM, r->handle);
+        block = h ? h->block : 0;
+    }
+    unsigned long long v = attribute == CU_POINTER_ATTRIBUTE_BUFFER_ID ? block ^ 0x5bd1e9955bd1e995ull : block;
+    *(unsigned long long *)data = v;
+    END(CUDA_SUCCESS, "ptr=0x%llx attr=%d id=0x%llx", ptr, attribute, v);
 }
 
 /* ---- import-side verification: location, access, reading contents ---- */
@@ -811,6 +1043,7 @@ EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop
     memset(prop, 0, sizeof *prop);
     prop->type = (CUmemAllocationType)env_int("FAKECUDA_ALLOC_TYPE", CU_MEM_ALLOCATION_TYPE_PINNED);
     prop->requestedHandleTypes = (CUmemAllocationHandleType)h->htype;
+    prop->allocFlags.compressionType = (unsigned char)env_int("FAKECUDA_COMPRESSIBLE", 0);
     prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop->location.id = h->dev;
     const char *loc = getenv("FAKECUDA_LOCATION");
@@ -887,6 +1120,9 @@ struct owned {
     unsigned char *bytes;      /* the memory, mapped shared */
     unsigned char ipc[64];     /* alloc: its IPC handle, once asked */
     int has_ipc;
+    char phys[40];             /* its physical allocation (FAKECUDA_STATE), "" none */
+    long long lock;
+    int ref;                   /* alloc: the reference cuMemFree drops, else -1 */
 };
 static struct owned owned[256];
 static int nowned;
@@ -1010,7 +1246,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
     if (!v) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null value");
     if (o < 0) VIOLATION(CUDA_ERROR_INVALID_DEVICE, "device handle %d", dev);
     switch (attr) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: *v = env_int("FAKECUDA_COMPUTE_MODE", 0); break;
     case CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_POSIX_FD_SUPPORTED: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_FABRIC_SUPPORTED: *v = !no_fabric(); break;
@@ -1025,18 +1261,27 @@ static struct owned *new_owned(int vmm, int file, unsigned long long size, int d
     if (nowned >= 256) return NULL;
     struct owned *o = &owned[nowned];
     memset(o, 0, sizeof *o);
+    o->ref = -1;
     char name[64];
-    const char *st = getenv("FAKECUDA_STATE");
-    if (!file || !st || !*st) {
-        /* The importer side takes a memfd named fakecuda-devN as device N's
-         * posix_fd memory; cuMemAlloc memory gets another name. */
+    if (!state_dir()) {
+        /* Nowhere to share it: memory of this process only. */
         snprintf(name, sizeof name, vmm ? "fakecuda-dev%d" : "fakecuda-alloc-dev%d", dev);
         o->fd = memfd_create(name, MFD_CLOEXEC);
     } else {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/mem-%d-%ld", st, (int)getpid(), ++next_owned_id);
+        /* One physical allocation, shared through FAKECUDA_STATE. */
+        char p[4096], line[256];
+        snprintf(o->phys, sizeof o->phys, "%d-%ld", (int)getpid(), ++next_owned_id);
+        snprintf(name, sizeof name, "mem-%s", o->phys);
+        state_path(p, sizeof p, name);
         o->fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        o->lock = fresh_lock();
+        snprintf(line, sizeof line, "alloc %s %lld %d %llu\n", o->phys, o->lock, dev, size);
+        state_append("alloc", line);
+        /* cuMemAlloc memory is referenced until cuMemFree; a VMM
+         * allocation by its handle (cuMemCreate's res). */
+        if (!vmm) o->ref = ref_take(o->lock);
     }
+    (void)file;
     if (o->fd < 0) return NULL;
     if (ftruncate(o->fd, (off_t)size) != 0) { close(o->fd); return NULL; }
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
@@ -1065,14 +1310,15 @@ static void hexs(const unsigned char *b, size_t n, char *out) {
 static int link_backing(struct owned *o, const char *tag, const unsigned char *bytes) {
     const char *st = getenv("FAKECUDA_STATE");
     char from[4096], to[4096], hx[129];
-    snprintf(from, sizeof from, "/proc/self/fd/%d", o->fd);
-    ssize_t n = readlink(from, to, sizeof to - 1);
-    if (!st || n <= 0) return -1;
-    to[n] = 0;
-    if (to[0] != '/') return -1;
+    if (!st) return -1;
     hexs(bytes, 64, hx);
     snprintf(from, sizeof from, "%s/%s-%s", st, tag, hx);
-    return link(to, from) == 0 || errno == EEXIST ? 0 : -1;
+    if (o->phys[0]) {
+        /* Named by its allocation, so an importer finds its reference lock. */
+        snprintf(to, sizeof to, "mem-%s", o->phys);
+        return symlink(to, from) == 0 || errno == EEXIST ? 0 : -1;
+    }
+    return -1; /* a memfd of this process only: nothing to name */
 }
 
 /* Maps DIR/TAG-HEX: the owner's memory behind a handle; NULL if none. */
@@ -1128,6 +1374,13 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     r->ptr = next_handle++;
     r->size = size;
     r->dev = prop->location.id;
+    if (o->phys[0]) {
+        /* The owner's handle is its first reference. */
+        snprintf(r->phys, sizeof r->phys, "%s", o->phys);
+        r->lock = o->lock;
+        r->ref = ref_take(o->lock);
+        r->block = block_of_id(o->phys);
+    }
     o->key = r->ptr;
     *handle = r->ptr;
     acquired(r);
@@ -1170,8 +1423,19 @@ EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHa
     struct owned *o = owned_handle(handle);
     if (!o || !find(K_MEM, handle)) END(CUDA_ERROR_INVALID_VALUE, "handle 0x%llx is not held", handle);
     if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
-        int fd = dup(o->fd);
-        if (fd < 0) END(2, "dup: %s", strerror(errno));
+        /* The driver's shape: a fresh open file of a character device per
+         * export, whose identity says nothing about the allocation. */
+        if (!o->phys[0]) END(CUDA_ERROR_NOT_SUPPORTED, "no FAKECUDA_STATE to share the allocation through");
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (fd < 0) END(2, "open /dev/null: %s", strerror(errno));
+        long long at = fresh_lock();
+        if (lock_byte(fd, o->lock) != 0 || lock_byte(fd, at) != 0) {
+            close(fd);
+            END(2, "lock: %s", strerror(errno));
+        }
+        char line[128];
+        snprintf(line, sizeof line, "export %lld %s\n", at, o->phys);
+        state_append("exports", line);
         *(int *)out = fd;
         END(CUDA_SUCCESS, "handle=0x%llx fd=%d", handle, fd);
     }
@@ -1205,6 +1469,8 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
         if (owned[i].live && !owned[i].vmm && owned[i].key == ptr) {
             munmap(owned[i].bytes, owned[i].size);
             close(owned[i].fd);
+            if (owned[i].ref >= 0) close(owned[i].ref);
+            owned[i].ref = -1;
             owned[i].live = 0;
             END(CUDA_SUCCESS, "ptr=0x%llx", ptr);
         }
@@ -1325,4 +1591,27 @@ EXPORT CUresult cuCtxSynchronize(void) {
     if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
     if (sticky_fault) END(CUDA_ERROR_ILLEGAL_ADDRESS, "the context faulted earlier");
     END(CUDA_SUCCESS, "ok");
+}
+
+/* Device memory in use: every physical allocation on the current device
+ * (FAKECUDA_STATE, any process) that some reference still keeps. */
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
+    BEGIN("cuMemGetInfo_v2", 1);
+    if (!current_ok()) VIOLATION(CUDA_ERROR_INVALID_CONTEXT, "no current context");
+    if (!free_ || !total) VIOLATION(CUDA_ERROR_INVALID_VALUE, "null pointer");
+    unsigned long long all = 80ull << 30, used = 0;
+    if (getenv("FAKECUDA_MEM_TOTAL")) all = strtoull(getenv("FAKECUDA_MEM_TOTAL"), NULL, 10);
+    char p[4096], line[256];
+    state_path(p, sizeof p, "alloc");
+    FILE *f = state_dir() ? fopen(p, "re") : NULL;
+    while (f && fgets(line, sizeof line, f)) {
+        struct phys q;
+        if (sscanf(line, "alloc %39s %lld %d %llu", q.id, &q.lock, &q.dev, &q.size) == 4 &&
+            q.dev == current->ordinal && phys_live(&q))
+            used += q.size;
+    }
+    if (f) fclose(f);
+    *total = (size_t)all;
+    *free_ = (size_t)(used > all ? 0 : all - used);
+    END(CUDA_SUCCESS, "dev=%d used=%llu total=%llu", current->ordinal, used, all);
 }

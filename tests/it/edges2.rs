@@ -461,7 +461,10 @@ fn ready_schema_requires_the_backend() {
         let mut d = serde_json::json!({"schema": "kvcr.import-ready/v1", "engine_id": "e",
             "incarnation": null, "epoch": null, "pid": 7, "start_ticks": 9,
             "ranks": [{"rank": 0, "gpu_uuid": "GPU-x", "device": 0,
-                       "allocations": 1, "bytes": 1}]});
+                       "allocations": 1, "bytes": 1, "items": [{"id": "kv-0",
+                       "size_bytes": 1, "offset_bytes": 0,
+                       "handle": {"kind": "posix_fd", "fd": 7},
+                       "obtain": {"from": "hand-over", "index": 0}}]}]});
         if let Some(b) = backend {
             d["backend"] = b;
         }

@@ -41,6 +41,30 @@ use Expect::*;
 /// (file, the line as written, what it claims). A block with shell control
 /// flow (`case`, `for`) is one entry, keyed by its first line.
 const EXPECTED: &[(&str, &str, Expect)] = &[
+    // GMS (README "GMS"): this machine runs no GMS, so nothing is found.
+    (
+        "README.md",
+        "kvcr gms                                   # where GMS puts them, from GMS's own \
+        variables",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr gms --live --format json              # one kvcr.gms-report/v1 document; lease \
+        owners checked",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "GMS_KV_LEASE_SHM_DIR=/run/kvcr/ kvcr gms   # the rings of another directory",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr explain KV232                         # a writer of the predecessor cohort still \
+        runs",
+        Status(0),
+    ),
     (
         "README.md",
         "pip install maturin && (cd python && maturin build --release --locked) && pip \
@@ -228,15 +252,27 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     (
         "README.md",
         "cargo deb --locked                          # \
-        target/debian/kvcr_<version>_<arch>.deb (cargo install \
+        target/debian/kvcr_<version>_<arch>.deb for this machine (cargo install \
         cargo-deb)",
         Skip("a release build (.ci/run)"),
     ),
     (
         "README.md",
-        "sudo dpkg -i target/debian/kvcr_*.deb       # binary, man pages, completions, \
-        systemd timer",
-        Skip("installs a package (scripts/deb-check.sh)"),
+        "tar -xzf kvcr-0.1.0-x86_64-linux-gnu.tar.gz                      # kvcr, man/, \
+        completions/, README, licences",
+        Skip("a release download (scripts/dist-check.sh unpacks dist/'s and runs it)"),
+    ),
+    (
+        "README.md",
+        "sudo dpkg -i kvcr_0.1.0-1_amd64.deb                               # /usr/bin/kvcr, \
+        man pages, completions, systemd timer",
+        Skip("installs a package (scripts/deb-check.sh, into a scratch root)"),
+    ),
+    (
+        "README.md",
+        "pip install kvcr-0.1.0-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl  # \
+        Python package, CPython >= 3.9",
+        Skip("installs a release download (scripts/dist-check.sh, in a fresh venv)"),
     ),
     (
         "README.md",

@@ -3,7 +3,7 @@
 //! through kvcr's own mapping), `require_content` at the gate, the driver's
 //! word on where VMM memory lives, and the access flags it granted.
 
-use crate::fakecuda::{alloc, built, Alloc, Run, Scenario, MIB};
+use crate::fakecuda::{alloc, built, calls, Alloc, Run, Scenario, MIB};
 use serde_json::Value;
 
 fn with_content(kind: &'static str, good: bool) -> Alloc {
@@ -20,15 +20,6 @@ fn items(r: &Run) -> Vec<Value> {
         .unwrap()
         .iter()
         .flat_map(|x| x["items"].as_array().unwrap().clone())
-        .collect()
-}
-
-fn calls(r: &Run, sym: &str) -> Vec<String> {
-    r.log
-        .calls
-        .iter()
-        .filter(|c| c.1 == sym)
-        .map(|c| c.3.clone())
         .collect()
 }
 
@@ -198,8 +189,17 @@ fn vmm_memory_elsewhere_stops_at_verify_location() {
             (
                 "FAKECUDA_LOCATION",
                 "77:0",
-                "location type 77 (unknown to this build)",
+                "location type 77 (unknown to this build; CUDA 13.x",
             ),
+            // CU_MEM_LOCATION_TYPE_INVISIBLE, id CU_DEVICE_INVALID (-2).
+            (
+                "FAKECUDA_LOCATION",
+                "5:-2",
+                "location type 5 (CU_MEM_LOCATION_TYPE_INVISIBLE",
+            ),
+            // A 13.x locality-domain location: a device id byte and a
+            // domain byte in the id union, never read as the device.
+            ("FAKECUDA_LOCATION", "9:256", "id 256 (bytes 0x00000100)"),
             ("FAKECUDA_ALLOC_TYPE", "0", "allocation type 0"),
             ("FAKECUDA_ALLOC_TYPE", "2", "allocation type 2"),
         ] {

@@ -180,7 +180,11 @@ fn every_non_live_code_has_a_fixture_or_runtime_case() {
             }
         }
     }
-    for code in kvcr::finding::Code::ALL {
+    // The GMS reader's codes are covered on generated artifacts (tests/it/gms.rs).
+    for code in kvcr::finding::Code::ALL
+        .into_iter()
+        .filter(|c| c.family() == kvcr::finding::Family::Inventory)
+    {
         let live_only = matches!(code.as_str(), "KV109" | "KV110");
         if !live_only {
             assert!(

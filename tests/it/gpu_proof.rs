@@ -17,7 +17,7 @@ const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakecuda");
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu-proof.sh");
 
 /// Every step, in order (the script's own list).
-const STEPS: [&str; 24] = [
+const STEPS: [&str; 25] = [
     "binaries",
     "environment",
     "owner",
@@ -33,21 +33,22 @@ const STEPS: [&str; 24] = [
     "ipc-corrupt-handle",
     "fd-closed",
     "plain-memfd",
-    "read-only-refuses-writes",
     "same-ipc-handle-twice",
     "one-allocation-two-fds",
     "visible-devices-uuid",
     "visible-devices-empty",
     "toolkit-stub",
     "sigint",
+    "hold-refuses-ipc",
     "hold",
+    "read-only-refuses-writes",
     "owner-gone",
 ];
 
 /// The default subset: the owner, a trial, the driver refusing a write, a
 /// driver error, the stub, SIGINT and the hold.
 const QUICK: &str = "binaries environment owner audit trial-read-only vmm-size-too-large \
-                     read-only-refuses-writes toolkit-stub sigint hold";
+                     toolkit-stub sigint hold-refuses-ipc hold read-only-refuses-writes";
 
 const GPUS: &str =
     "GPU-6a1f0c2e-1111-4222-8333-000000000000,GPU-6a1f0c2f-1111-4222-8333-000000000001";
@@ -336,6 +337,22 @@ fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
     assert_eq!(view["devices"][0]["fabric"], 1);
 }
 
+/// scripts/gpu-proof-owner.c built as scripts/gpu-proof-build.sh builds it.
+fn compile_owner(out: &Path) {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let o = Command::new(&cc)
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(out)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/gpu-proof-owner.c"
+        ))
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn by_name<'a>(s: &'a Value, name: &str) -> &'a Value {
     s["steps"]
         .as_array()
@@ -350,30 +367,89 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
     let Some(f) = fake() else { return };
     let full = std::env::var_os("KVCR_GPU_PROOF_FULL").is_some();
     let only = if full { None } else { Some(QUICK) };
-    let (code, s, log, out) = run(&f, only, &[]);
+    // The whole proof runs as the GPU machine runs it: carried binaries
+    // (the owner built as scripts/gpu-proof-build.sh builds it); the
+    // subset builds the owner with cc, as where the carried one cannot run.
+    let carried = f.dir.path().join("carried-owner");
+    if full {
+        compile_owner(&carried);
+    }
+    let owner = [("GPU_OWNER_BIN", carried.to_str().unwrap())];
+    let (code, s, log, out) = run(&f, only, if full { &owner[..] } else { &[] });
     check(code, &s, &log, &out, only);
     // What the details must say, not only the statuses.
     let d = |n: &str| by_name(&s, n)["detail"].as_str().unwrap().to_string();
-    assert!(
-        d("binaries").contains("owner built here with cc"),
-        "{}",
-        d("binaries")
-    );
+    let built = if full {
+        format!("owner {}", carried.display())
+    } else {
+        "owner built here with cc".to_string()
+    };
+    assert!(d("binaries").contains(&built), "{}", d("binaries"));
     assert!(d("toolkit-stub").contains("stub"));
     assert!(d("sigint").contains("result=interrupted"));
     assert!(d("hold").contains("lib/libcuda.so.1"), "{}", d("hold"));
     assert!(d("environment").contains("pidfd_getfd"));
+    // The hold measures device memory: the owner's drop frees nothing
+    // kvcr holds (a posix_fd and a fabric allocation of 4 MiB each), the
+    // release returns it (the fake counts what some reference keeps).
+    let mib = 1u64 << 20;
+    let held = if s["environment"]["pidfd_getfd"] == "ok" {
+        8
+    } else {
+        4
+    } * mib;
+    assert!(
+        d("hold").contains(&format!("holding {held} bytes")),
+        "{}",
+        d("hold")
+    );
+    let used: Vec<u64> = d("hold")
+        .split("device memory used: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{}", d("hold")))
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .take(3)
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert_eq!(used.len(), 3, "{}", d("hold"));
+    // Without posix_fd the owner's unheld hold allocation goes at its drop.
+    let unheld = if s["environment"]["pidfd_getfd"] == "ok" {
+        0
+    } else {
+        4 * mib
+    };
+    assert_eq!(
+        used[0] - used[1],
+        unheld,
+        "the owner's drop freed memory kvcr holds"
+    );
+    assert_eq!(used[1] - used[2], held, "the release returns what was held");
+    assert!(d("hold").contains("an engine read the fabric allocation by its handle"));
+    assert!(d("hold").contains("ready file and socket removed"));
     if s["environment"]["pidfd_getfd"] == "ok" {
         assert!(d("read-only-refuses-writes").contains("status 700"));
         assert!(d("read-only-refuses-writes").contains("the owner's bytes: same"));
-        assert!(d("hold").contains("a second importer read its bytes"));
-        assert!(d("hold").contains("ipc read back by a second importer"));
-        assert!(d("hold").contains("fabric read back by a second importer"));
+        assert!(d("hold").contains(
+            "an engine read the owner's bytes through the hand-over socket ([\"character device\"])"
+        ));
+        assert!(d("hold").contains("the owner dropped its references and closed its fd (True)"));
         assert!(d("vmm-size-too-large").contains("step=map"));
         if full {
             assert!(d("fd-closed").contains("fd 900"));
+            // The driver's answers for two exports of one allocation, and
+            // the step that used them.
+            let two = d("one-allocation-two-fds");
+            assert!(two.contains("refused as the same memory twice at verify-distinct-mapped"));
+            assert!(
+                two.contains("fd types character device and character device"),
+                "{two}"
+            );
+            assert!(two.contains("same False"), "{two}");
+            assert!(two.contains("MEMORY_BLOCK_ID"), "{two}");
         }
     }
+    assert!(d("hold-refuses-ipc").contains("cannot keep cuda_ipc memory"));
     if full {
         assert!(d("visible-devices-empty").contains("KV106"));
         assert!(d("ipc-beyond-range").contains("step=verify"));
@@ -381,6 +457,7 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
         assert!(d("injected-failures").contains("a refused release: exit 4"));
         assert!(d("content-bad").contains("step=verify-content"));
         assert!(d("same-ipc-handle-twice").contains("same pointer True"));
+        assert!(d("ipc-corrupt-handle").contains("the driver refused it"));
     }
 }
 
@@ -450,8 +527,49 @@ fn without_pidfd_getfd_the_posix_fd_steps_skip_and_the_rest_runs() {
         "{:?}",
         st("trial-read-only")
     );
-    assert_eq!(st("hold").0, "passed");
-    assert!(st("hold").1.contains("no second importer"));
+    // The hold keeps the fabric allocation alone.
+    assert_eq!(st("hold").0, "passed", "{:?}", st("hold"));
+    assert!(
+        st("hold").1.contains("fabric from handle"),
+        "{:?}",
+        st("hold")
+    );
+    assert!(!st("hold").1.contains("hand-over"), "{:?}", st("hold"));
+}
+
+/// A carried owner that does not start on the GPU machine is built there
+/// with cc; a libcuda.so.1 that is neither in ld.so's cache nor on
+/// LD_LIBRARY_PATH is found in the driver's usual folders.
+#[test]
+fn the_proof_builds_an_owner_that_does_not_run_and_finds_libcuda_where_the_driver_puts_it() {
+    let Some(f) = fake() else { return };
+    let broken = f.dir.path().join("broken-owner");
+    std::fs::write(&broken, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let lib = f.lib();
+    let (code, s, log, _) = run(
+        &f,
+        Some("binaries environment owner trial-read-only"),
+        &[
+            ("GPU_OWNER_BIN", broken.to_str().unwrap()),
+            ("LD_LIBRARY_PATH", ""),
+            ("GPU_PROOF_LIBCUDA_DIRS", lib.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(code, 0, "{log}");
+    let d = |n: &str| by_name(&s, n)["detail"].as_str().unwrap().to_string();
+    assert!(
+        d("binaries").contains("does not run here")
+            && d("binaries").contains("owner built here with cc"),
+        "{}",
+        d("binaries")
+    );
+    let found = s["environment"]["libcuda_found"].as_str().unwrap();
+    assert_eq!(
+        found,
+        format!("{} (put first on LD_LIBRARY_PATH)", lib.display())
+    );
+    assert_eq!(by_name(&s, "trial-read-only")["status"], "passed");
 }
 
 /// The fake reads CUDA_VISIBLE_DEVICES as the driver does (the proof's
@@ -462,22 +580,7 @@ fn without_pidfd_getfd_the_posix_fd_steps_skip_and_the_rest_runs() {
 fn the_fake_reads_cuda_visible_devices_as_the_driver_does() {
     let Some(f) = fake() else { return };
     let owner = f.dir.path().join("gpu-proof-owner");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let out = Command::new(&cc)
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&owner)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/scripts/gpu-proof-owner.c"
-        ))
-        .arg("-ldl")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile_owner(&owner);
     let (g0, g1) = GPUS.split_once(',').unwrap();
     let seen = |cvd: Option<&str>| -> (i64, Vec<String>) {
         let mut c = Command::new(&owner);

@@ -42,6 +42,7 @@ fn kvcr_schema_prints_the_committed_files() {
         ("profile", "profile.schema.json"),
         ("import-report", "import-report.schema.json"),
         ("ready", "ready.schema.json"),
+        ("gms-report", "gms-report.schema.json"),
     ] {
         let out = kvcr().args(["schema", arg]).output().unwrap();
         assert_eq!(out.status.code(), Some(0));
@@ -73,31 +74,33 @@ fn shared_definitions_agree() {
     }
 }
 
+/// Each report schema lists exactly its family's codes (the GMS reader's
+/// KV2xx never appear in an audit report, nor KV0xx/KV1xx in a GMS report),
+/// each with its name.
 #[test]
-fn report_schema_pairs_every_code_with_its_name() {
-    let r = schema(Kind::Report);
-    let pairs: Vec<(String, String)> = r["$defs"]["finding"]["oneOf"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["properties"]["code"]["const"]
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
-                p["properties"]["name"]["const"]
-                    .as_str()
-                    .unwrap()
-                    .to_string(),
-            )
-        })
-        .collect();
-    let want: Vec<(String, String)> = Code::ALL
-        .iter()
-        .map(|c| (c.as_str().to_string(), c.name().to_string()))
-        .collect();
-    assert_eq!(pairs, want);
+fn report_schemas_pair_every_code_with_its_name() {
+    use kvcr::finding::Family;
+    for (kind, family) in [
+        (Kind::Report, Family::Inventory),
+        (Kind::GmsReport, Family::Gms),
+    ] {
+        let r = schema(kind);
+        let pairs: Vec<(String, String)> = r["$defs"]["finding"]["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let s = |k: &str| p["properties"][k]["const"].as_str().unwrap().to_string();
+                (s("code"), s("name"))
+            })
+            .collect();
+        let want: Vec<(String, String)> = Code::ALL
+            .iter()
+            .filter(|c| c.family() == family)
+            .map(|c| (c.as_str().to_string(), c.name().to_string()))
+            .collect();
+        assert_eq!(pairs, want, "{kind:?}");
+    }
 }
 
 /// Regular files named rank-<R>.json below every fixture inventory.

@@ -35,7 +35,7 @@ fn every_deb_asset_exists() {
     assert!(sources.len() >= 10, "{sources:?}");
     for s in &sources {
         if s == "target/release/kvcr" {
-            continue; // built by cargo deb itself
+            continue; // built by cargo (scripts/dist.sh: target/<triple>/release/kvcr)
         }
         if let Some(dir) = s.strip_suffix("/*.1").or_else(|| s.strip_suffix("/*.md")) {
             let n = std::fs::read_dir(repo(dir)).unwrap().count();
@@ -87,6 +87,7 @@ fn the_service_command_writes_the_textfile() {
         keys,
         [
             "KVCR_INVENTORY",
+            "KVCR_PRODUCER_USER",
             "KVCR_TEXTFILE",
             "KVCR_AUDIT_ARGS",
             "KVCR_HOLD_ARGS"
@@ -189,4 +190,135 @@ fn systemd_units_pass_systemd_analyze_verify() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+}
+
+/// `name = "VALUE"` of Cargo.toml's `[package]` table.
+fn package_field(name: &str) -> String {
+    let toml = std::fs::read_to_string(repo("Cargo.toml")).unwrap();
+    let package = toml.split("\n[").next().unwrap();
+    let prefix = format!("{name} = \"");
+    package
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("no {name} in [package]"))
+        .to_string()
+}
+
+/// Issue #31 §1: the README's Install section gives the three prebuilt
+/// routes, with the file names scripts/dist.sh writes for this version,
+/// before any `cargo install`; it names the repository once, as Cargo.toml's
+/// `repository`, and no placeholder stands for it.
+#[test]
+fn readme_install_names_the_dist_files_and_the_repository_once() {
+    let version = package_field("version");
+    let url = package_field("repository");
+    assert_eq!(url, "https://github.com/kvcr/kvcr");
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    assert_eq!(readme.matches(url.as_str()).count(), 1, "{url}");
+    assert_eq!(
+        readme.matches("github.com/").count(),
+        1,
+        "another repository URL"
+    );
+    for placeholder in ["<this repository", "<repository", "<repo>", "OWNER/"] {
+        assert!(!readme.contains(placeholder), "{placeholder}");
+    }
+    let start = readme.find("\n## Install\n").expect("an Install section");
+    let install = &readme[start..];
+    let install = &install[..install[1..].find("\n## ").unwrap()];
+    let dist = std::fs::read_to_string(repo("scripts/dist.sh")).unwrap();
+    assert!(dist.contains(r#"name="kvcr-$version-x86_64-linux-gnu""#));
+    assert!(dist.contains("--compatibility manylinux2014"));
+    let pyproject = std::fs::read_to_string(repo("python/pyproject.toml")).unwrap();
+    assert!(pyproject.contains("requires-python = \">=3.9\""));
+    let routes = [
+        format!("tar -xzf kvcr-{version}-x86_64-linux-gnu.tar.gz"),
+        format!("sudo dpkg -i kvcr_{version}-1_amd64.deb"),
+        format!(
+            "pip install kvcr-{version}-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+        ),
+    ];
+    let first_cargo_install = readme.find("cargo install").unwrap();
+    for r in &routes {
+        let at = install
+            .find(r.as_str())
+            .unwrap_or_else(|| panic!("Install lacks {r}"));
+        assert!(
+            start + at < first_cargo_install,
+            "{r} comes after a cargo install"
+        );
+    }
+    assert!(
+        install.contains(url.as_str()),
+        "Install names the repository"
+    );
+}
+
+/// The release workflow builds and checks with the same scripts as CI and
+/// attaches dist/ to the tag's release.
+#[test]
+fn the_release_workflow_runs_the_dist_scripts_on_a_version_tag() {
+    let wf = std::fs::read_to_string(repo(".github/workflows/release.yml")).unwrap();
+    assert!(wf.contains("tags: [\"v*\"]"), "{wf}");
+    let runs: Vec<&str> = wf
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("run: "))
+        .collect();
+    assert!(runs.contains(&"bash scripts/dist.sh"), "{runs:?}");
+    assert!(runs.contains(&"bash scripts/dist-check.sh"), "{runs:?}");
+    assert!(wf.contains("gh release create") && wf.contains("dist/*"));
+    let ci = std::fs::read_to_string(repo(".ci/run")).unwrap();
+    assert!(
+        ci.contains("\nbash scripts/dist.sh\n") && ci.contains("\nbash scripts/dist-check.sh\n")
+    );
+}
+
+/// The package's one maintainer script applies tmpfiles.d/kvcr.conf at
+/// install (into $DPKG_ROOT when dpkg installs into another root), so the
+/// default inventory exists before the next boot.
+#[test]
+fn the_postinst_applies_the_tmpfiles_at_install() {
+    let toml = std::fs::read_to_string(repo("Cargo.toml")).unwrap();
+    assert!(toml.contains("maintainer-scripts = \"packaging/debian/\""));
+    let names: Vec<_> = std::fs::read_dir(repo("packaging/debian"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["postinst"]);
+    let dir = tempfile::tempdir().unwrap();
+    // A stand-in systemd-tmpfiles that records its arguments.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let log = dir.path().join("args");
+    let fake = bin.join("systemd-tmpfiles");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\necho \"$@\" > '{}'\n", log.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    for (arg, dpkg_root, want) in [
+        ("configure", "", Some("--create kvcr.conf")),
+        (
+            "configure",
+            "/srv/root",
+            Some("--root=/srv/root --create kvcr.conf"),
+        ),
+        ("abort-remove", "", None),
+    ] {
+        let _ = std::fs::remove_file(&log);
+        let st = Command::new("sh")
+            .arg(repo("packaging/debian/postinst"))
+            .arg(arg)
+            .env("PATH", &path)
+            .env("DPKG_ROOT", dpkg_root)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let got = std::fs::read_to_string(&log).ok();
+        assert_eq!(got.as_deref().map(str::trim), want, "postinst {arg}");
+    }
 }

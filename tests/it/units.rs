@@ -173,6 +173,25 @@ fn tmpfiles_creates_the_ready_file_directory_of_the_hold_unit() {
     assert_eq!(md.mode() & 0o7777, 0o755);
 }
 
+/// A node facts file (`KVCR_NODE_FACTS`) in `dir` describing the node the
+/// test kit's TP=4 group was written on: its boot id, host, owner process
+/// and GPUs.
+fn this_node(dir: &Path) -> std::path::PathBuf {
+    let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
+    let facts = dir.join("facts.json");
+    std::fs::write(
+        &facts,
+        json!({
+            "boot_id": BOOT_ID, "hostname": HOSTNAME,
+            "processes": {"4242": 123456}, "processes_unreadable": null,
+            "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    facts
+}
+
 /// The hold unit's command, word for word with the shipped defaults
 /// (`$KVCR_HOLD_ARGS` from /etc/default/kvcr), on the simulated backend:
 /// it imports, writes the ready file, and on `systemctl stop` (SIGTERM)
@@ -184,18 +203,7 @@ fn the_hold_unit_holds_until_sigterm_with_the_shipped_defaults() {
     let d = Desc::new("llama3-70b-a", 0, 4, 1);
     put_group(&inv, "", &d);
     private(&inv);
-    let gpus: Vec<String> = (0..4).map(|r| testkit::gpu(0, r)).collect();
-    let facts = dir.path().join("facts.json");
-    std::fs::write(
-        &facts,
-        json!({
-            "boot_id": BOOT_ID, "hostname": HOSTNAME,
-            "processes": {"4242": 123456}, "processes_unreadable": null,
-            "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
-        })
-        .to_string(),
-    )
-    .unwrap();
+    let facts = this_node(dir.path());
     let profile = dir.path().join("profile.json");
     testkit::put_profile(&profile, &d);
     let ready = dir.path().join("ready.json");
@@ -250,4 +258,179 @@ fn the_hold_unit_holds_until_sigterm_with_the_shipped_defaults() {
     );
     assert_eq!(code, 0);
     assert!(!ready.exists(), "the ready file is removed on release");
+}
+
+/// The audit unit's command line with the shipped /etc/default/kvcr, its
+/// paths moved below `root`: `$KVCR_AUDIT_ARGS` split on whitespace,
+/// `${KVCR_TEXTFILE}` one word, as systemd does; the variables kvcr reads
+/// itself in its environment, as the EnvironmentFile sets them.
+fn audit_command(root: &Path) -> (Command, std::path::PathBuf) {
+    let audit = settings(&read(AUDIT));
+    let exec = values(&audit, "ExecStart")[0];
+    let defaults = settings(&read("packaging/default/kvcr"));
+    let moved = |key: &str| root.join(values(&defaults, key)[0].trim_start_matches('/'));
+    let textfile = moved("KVCR_TEXTFILE");
+    std::fs::create_dir_all(textfile.parent().unwrap()).unwrap();
+    let args = values(&defaults, "KVCR_AUDIT_ARGS")[0].trim_matches('"');
+    let mut words: Vec<String> = Vec::new();
+    for w in exec.split_whitespace() {
+        match w {
+            "${KVCR_TEXTFILE}" => words.push(textfile.display().to_string()),
+            "$KVCR_AUDIT_ARGS" => words.extend(args.split_whitespace().map(str::to_string)),
+            w => words.push(w.to_string()),
+        }
+    }
+    assert_eq!(words[0], "/usr/bin/kvcr");
+    let mut c = kvcr_std();
+    c.args(&words[1..])
+        .env("KVCR_INVENTORY", moved("KVCR_INVENTORY"))
+        .env(
+            "KVCR_PRODUCER_USER",
+            values(&defaults, "KVCR_PRODUCER_USER")[0],
+        );
+    (c, textfile)
+}
+
+/// Issue #31: a node with the package installed and the timer enabled but
+/// no producer output yet must not page. tmpfiles.d (applied by the
+/// postinst at install and at every boot) creates the default inventory,
+/// so the timer's command audits an empty inventory: exit 0 and
+/// `kvcr_audit_success 1` (KvcrAuditFailing fires on 0). Without it, the
+/// same command exits 2: what paged before.
+#[test]
+fn a_fresh_node_timer_command_exits_0_on_the_inventory_tmpfiles_creates() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut before, prom) = audit_command(root.path());
+    let out = before.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(text.contains("\nkvcr_audit_success 0\n"), "{text}");
+
+    let conf = read(TMPFILES);
+    let entries: Vec<Vec<&str>> = conf
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let defaults = settings(&read("packaging/default/kvcr"));
+    let inventory = values(&defaults, "KVCR_INVENTORY")[0];
+    assert_eq!(
+        inventory, "/var/lib/kvcr/inventory",
+        "docs/format.md §2.1's default"
+    );
+    // Created 0700 (§2.4); "-" keeps an existing directory's owner.
+    assert!(
+        entries
+            .iter()
+            .any(|e| e[..5] == ["d", inventory, "0700", "-", "-"]),
+        "{entries:?}"
+    );
+    if !have("systemd-tmpfiles") {
+        eprintln!("skipped: systemd-tmpfiles is not installed (.ci/run installs systemd)");
+        return;
+    }
+    let tmpfiles = |root: &Path| {
+        let out = Command::new("systemd-tmpfiles")
+            .arg(format!("--root={}", root.display()))
+            .arg("--create")
+            .arg(repo().join(TMPFILES))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    tmpfiles(root.path());
+    use std::os::unix::fs::MetadataExt;
+    let dir = root.path().join(inventory.trim_start_matches('/'));
+    let md = std::fs::metadata(&dir).unwrap();
+    assert_eq!(md.mode() & 0o7777, 0o700);
+    assert_eq!(md.uid(), rustix::process::geteuid().as_raw());
+    let (mut after, prom) = audit_command(root.path());
+    let out = after.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&prom).unwrap();
+    for line in [
+        "kvcr_audit_success 1",
+        "kvcr_audit_exit_status 0",
+        "kvcr_groups{verdict=\"reject\"} 0",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in {text}");
+    }
+    // A directory the operator gave the producer keeps its owner at the next
+    // boot's tmpfiles run (chown needs root).
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(&dir, Some(4321), Some(4321)).unwrap();
+        tmpfiles(root.path());
+        assert_eq!(std::fs::metadata(&dir).unwrap().uid(), 4321);
+    }
+}
+
+/// Issue #31: root auditing a producer that runs as its own user. The
+/// packaged units run as root; with the shipped /etc/default/kvcr (no
+/// producer user declared) every file of uid 4242 is KV003 and the action
+/// names the declaration; with `KVCR_PRODUCER_USER=4242` there, the timer's
+/// command accepts the group. Needs root (chown).
+#[test]
+fn the_audit_unit_trusts_the_producer_user_declared_in_etc_default_kvcr() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to give the inventory to another uid (CI runs as root)");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let inv = root.path().join("var/lib/kvcr/inventory");
+    let d = Desc::new("llama3-70b-a", 0, 4, 1);
+    put_group(&inv, "llama", &d);
+    private(&inv);
+    for e in walkdir::WalkDir::new(&inv) {
+        std::os::unix::fs::chown(e.unwrap().path(), Some(4242), Some(4242)).unwrap();
+    }
+    // This node, as the descriptors describe it (the shipped args audit --live).
+    let facts = this_node(root.path());
+    let timer = || {
+        let (mut c, prom) = audit_command(root.path());
+        c.env("KVCR_NODE_FACTS", &facts);
+        (c, prom)
+    };
+    let (mut c, prom) = timer();
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        text.contains("kvcr_group_findings{engine_id=\"llama3-70b-a\",code=\"KV003\""),
+        "{text}"
+    );
+    // The action says what to declare, and where (the same audit, printed:
+    // the unit's --quiet prints nothing).
+    let out = kvcr_std()
+        .args(["audit", "--live", "--format", "json"])
+        .arg(&inv)
+        .env("KVCR_NODE_FACTS", &facts)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let action = report["groups"][0]["action"].as_str().unwrap();
+    assert!(
+        action.starts_with("if uid 4242 is the producer's user")
+            && action.contains("--producer-user 4242")
+            && action.contains("KVCR_PRODUCER_USER=4242 in /etc/default/kvcr"),
+        "{action}"
+    );
+
+    let (mut c, prom) = timer();
+    let out = c.env("KVCR_PRODUCER_USER", "4242").output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        text.contains("kvcr_group_accepted{engine_id=\"llama3-70b-a\"} 1\n"),
+        "{text}"
+    );
 }

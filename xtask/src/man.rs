@@ -258,6 +258,9 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "The group was accepted by the live, strict audit and its profile printed."
         }
         Some("digest") => "The digest was printed.",
+        Some("gms") => {
+            "Every GMS artifact is ok (notices allowed), or none was found where kvcr looked."
+        }
         _ => {
             "Every group in scope was accepted (audit, merge); the import was done (import); \
              the text was printed (explain, completions, schema)."
@@ -278,6 +281,11 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         Some("examine") => {
             "Usage error, or the file cannot be read as a regular file (missing, a symlink, a \
              directory or a device)."
+        }
+        Some("gms") => {
+            "Usage error, or the run could not happen: a PATH does not exist, is a symlink, \
+             cannot be read (run as root or as the artifact's owner), or is a file that is no \
+             GMS artifact."
         }
         Some("import") => {
             "Usage error, or the run could not happen: the root is missing, no deployment \
@@ -312,6 +320,10 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
              is here, or no descriptor was found); nothing was printed on stdout, and \
              stderr says why."
         }
+        Some("gms") => {
+            "A GMS artifact was rejected: a finding in both reads (docs/format.md §14.6); \
+             recovery metadata that GMS would start FRESH."
+        }
         _ => {
             "At least one group was rejected, or a file-level finding rejects (a symlink, a \
              torn write, a malformed descriptor); import: or no descriptor was found. Nothing \
@@ -342,9 +354,8 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         ),
     ];
     let wanted: &[i32] = match sub {
-        Some("audit") | Some("merge") | Some("seal") | Some("digest") | Some("examine") => {
-            &[exit::OK, exit::REJECTED, exit::USAGE]
-        }
+        Some("audit") | Some("merge") | Some("seal") | Some("digest") | Some("examine")
+        | Some("gms") => &[exit::OK, exit::REJECTED, exit::USAGE],
         Some("explain") | Some("completions") | Some("schema") => &[exit::OK, exit::USAGE],
         _ => &[
             exit::OK,
@@ -454,6 +465,33 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
         return;
     }
     r.control("SH", ["ENVIRONMENT"]);
+    if sub == Some("gms") {
+        item(
+            r,
+            bold("GMS_KV_LEASE_SHM_DIR, GMS_KV_LEASE_SHM_PATH"),
+            "With no PATH: the lease rings' directory (default /dev/shm) and an explicit ring, \
+             as GMS reads them; GMS_<ENGINE>_KV_LEASE_SHM_DIR and _PATH for vllm, sglang and \
+             trtllm first (docs/format.md §14.1).",
+        );
+        item(
+            r,
+            bold("FAILOVER_LOCK_PATH"),
+            "With no PATH: the failover lock (default /shared/failover.lock) whose \
+             .vllm-writers and .writers directories hold the writer cohorts.",
+        );
+        item(
+            r,
+            bold("DYN_KV_RECOVERY_PATH, GMS_SOCKET_DIR"),
+            "With no PATH: the recovery metadata, else kv-recovery.mmap in GMS_SOCKET_DIR, \
+             else in /tmp.",
+        );
+        item(
+            r,
+            bold("GMS_KV_INDEX_PATH"),
+            "With no PATH: a block index of a superseded format, and its .gen.",
+        );
+        return;
+    }
     if sub != Some("merge") {
         item(
             r,
@@ -683,6 +721,25 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
             ex(
                 "Reseal every descriptor of a fixture inventory in CI",
                 "find fixtures/accept-tp4 -name 'rank-*.json' -type f -exec kvcr seal -q {} +",
+                0,
+            ),
+        ],
+        Some("gms") => vec![
+            ex(
+                "Look where GMS puts its artifacts, from its own variables (0: every one is ok, \
+                 or none is found)",
+                "kvcr gms",
+                0,
+            ),
+            ex(
+                "The same, lease owners checked against this node's processes, as one JSON \
+                 document",
+                "kvcr gms --live --format json",
+                0,
+            ),
+            ex(
+                "Every GMS artifact in one directory (its files by content, not by name)",
+                "kvcr gms /run/kvcr/",
                 0,
             ),
         ],

@@ -12,10 +12,14 @@
 //! type: a kvcr value handed from here to a unit test would be a different
 //! type from the one the unit test names.
 //!
+//! [`gms`] writes Dynamo GPU Memory Service artifacts, valid and with each
+//! mutation of the GMS reference's generator recipes (tests/it/gms.rs).
+//!
 //! [`json_oracle`] is the differential oracle of the hand-written JSON
 //! reader against serde_json (the `json` fuzz target and
 //! tests/it/json_oracle.rs).
 
+pub mod gms;
 pub mod json_oracle;
 
 use serde_json::{json, Value};

@@ -4,6 +4,7 @@
 //! ([`report`]) and its printing ([`print`]); [`setup`] makes the probe,
 //! the backend and the signal handlers.
 
+pub mod handover;
 pub mod log;
 pub mod print;
 pub mod ready_file;

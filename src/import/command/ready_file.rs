@@ -11,8 +11,10 @@
 //! while PATH is still the file this process published, so it never claims a
 //! group kvcr no longer holds and never deletes another holder's file.
 
+use crate::format::descriptor::{Allocation, Handle};
 use crate::import::engine::RankResult;
-use crate::import::plan::Plan;
+use crate::import::plan::document::PlanHandle;
+use crate::import::plan::{Plan, PlannedRank};
 use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -39,6 +41,10 @@ struct ReadyDoc<'a> {
     /// taken for the holder.
     #[serde(skip_serializing_if = "Option::is_none")]
     start_ticks: Option<u64>,
+    /// The socket an engine takes the `posix_fd` allocations' fds from
+    /// (docs/format.md §8.6), when the group has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hand_over: Option<String>,
     ranks: Vec<ReadyRank<'a>>,
 }
 
@@ -49,9 +55,81 @@ struct ReadyRank<'a> {
     device: i32,
     allocations: usize,
     bytes: u128,
+    /// Every allocation: the plan's own `id`, sizes and `handle`
+    /// (docs/format.md §13.4), and where an engine obtains it now.
+    items: Vec<ReadyItem<'a>>,
 }
 
-pub(crate) fn ready_content(plan: &Plan, ranks: &[RankResult], backend: &'static str) -> Vec<u8> {
+#[derive(Serialize)]
+struct ReadyItem<'a> {
+    id: &'a str,
+    size_bytes: u64,
+    offset_bytes: u64,
+    handle: PlanHandle,
+    obtain: Obtain,
+}
+
+/// Where an engine obtains an allocation while kvcr holds it.
+#[derive(Serialize)]
+#[serde(tag = "from", rename_all = "kebab-case")]
+enum Obtain {
+    /// `fabric`: import `handle` (`cuMemImportFromShareableHandle`); kvcr's
+    /// reference keeps the memory importable while it holds.
+    Handle,
+    /// `posix_fd`: message `index` of the hand-over socket carries the fd
+    /// (the owner's fd may be gone).
+    HandOver { index: usize },
+}
+
+/// The `posix_fd` allocations of `plan`, in the order the hand-over
+/// socket sends them (rank order, then allocation order).
+pub(crate) fn handed_over(plan: &Plan) -> impl Iterator<Item = (&PlannedRank, &Allocation)> {
+    plan.ranks.iter().flat_map(|pr| {
+        pr.allocations
+            .iter()
+            .filter(|a| matches!(a.handle, Handle::PosixFd(_)))
+            .map(move |a| (pr, a))
+    })
+}
+
+/// The message of the hand-over socket for allocation `a` of `pr`.
+pub(crate) fn hand_over_message(
+    pr: &PlannedRank,
+    a: &Allocation,
+    index: usize,
+    of: usize,
+) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "rank": pr.rank,
+        "allocation": a.id,
+        "size_bytes": a.size_bytes,
+        "offset_bytes": a.offset_bytes,
+        "index": index,
+        "of": of,
+    }))
+    .unwrap_or_default()
+}
+
+pub(crate) fn ready_content(
+    plan: &Plan,
+    ranks: &[RankResult],
+    backend: &'static str,
+    hand_over: Option<&Path>,
+) -> Vec<u8> {
+    let mut index = 0;
+    let mut items = |pr: &'_ PlannedRank| -> Vec<(usize, Obtain)> {
+        pr.allocations
+            .iter()
+            .enumerate()
+            .map(|(i, a)| match a.handle {
+                Handle::PosixFd(_) => {
+                    index += 1;
+                    (i, Obtain::HandOver { index: index - 1 })
+                }
+                _ => (i, Obtain::Handle),
+            })
+            .collect()
+    };
     let doc = ReadyDoc {
         schema: READY_SCHEMA,
         backend,
@@ -63,14 +141,31 @@ pub(crate) fn ready_content(plan: &Plan, ranks: &[RankResult], backend: &'static
             .known()
             .copied()
             .flatten(),
+        hand_over: hand_over.map(|p| p.display().to_string()),
         ranks: ranks
             .iter()
-            .map(|r| ReadyRank {
-                rank: r.rank,
-                gpu_uuid: &r.gpu_uuid,
-                device: r.device,
-                allocations: r.allocations,
-                bytes: r.bytes,
+            .filter_map(|r| {
+                let pr = plan.ranks.iter().find(|p| p.rank == r.rank)?;
+                Some(ReadyRank {
+                    rank: r.rank,
+                    gpu_uuid: &r.gpu_uuid,
+                    device: r.device,
+                    allocations: r.allocations,
+                    bytes: r.bytes,
+                    items: items(pr)
+                        .into_iter()
+                        .map(|(i, obtain)| {
+                            let a = &pr.allocations[i];
+                            ReadyItem {
+                                id: &a.id,
+                                size_bytes: a.size_bytes,
+                                offset_bytes: a.offset_bytes,
+                                handle: PlanHandle::of(&a.handle),
+                                obtain,
+                            }
+                        })
+                        .collect(),
+                })
             })
             .collect(),
     };

@@ -6,7 +6,9 @@
 //! stdout are [`crate::import::command::setup`]'s): tests drive [`import`] with a described
 //! node, a simulated backend and an interrupt closure.
 
+use crate::format::descriptor::Handle;
 use crate::format::failure::Failure;
+use crate::import::command::handover::{self, HandOver};
 use crate::import::command::ready_file::{ready_content, ReadyFile};
 use crate::import::engine::{
     execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, StepFailure,
@@ -122,6 +124,12 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         Decision::Refused { audit: true } => return Ok(Done::of(report, Some(audited))),
         Decision::Refused { audit: false } => return Ok(Done::of(report, None)),
     };
+    // A hold keeps only what it can hand on (docs/format.md §8.6): usage
+    // errors (exit 2) once the plan's handle kinds are known.
+    let mut hand_over = match &run {
+        Action::Hold { ready_file, .. } => hold_plan(&plan, *ready_file)?,
+        _ => None,
+    };
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
             // The plan lists what would still refuse the real import, in
@@ -166,6 +174,13 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         return Ok(Done::of(report, None));
     }
     report.backend = backend.name();
+    // MIG: what the driver cannot do, refused before the first import.
+    if let crate::io::node::Fact::Known(gpus) = req.probe.gpus() {
+        if let Some(at) = mig_refusal(&plan, &gpus) {
+            not_imported(&mut report, &plan, at, &[], &ReleaseReport::default());
+            return Ok(Done::of(report, None));
+        }
+    }
 
     // 3–5. Import everything, all or nothing.
     let mut ledger = Ledger::new();
@@ -178,7 +193,11 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
                 plan: &plan,
                 ranks: &ranks,
             };
-            end.finish(&mut report, &mut ready, hold.as_mut(), ledger, backend);
+            let kept = Kept {
+                ready: &mut ready,
+                hand_over: &mut hand_over,
+            };
+            end.finish(&mut report, kept, hold.as_mut(), ledger, backend);
         }
         Outcome::Failed {
             failure: at,
@@ -209,6 +228,135 @@ fn not_imported(
     report.failure = Some(at);
     report.released = Some(release.released.len());
     report.remaining = remaining_rows(release);
+}
+
+/// What `--hold` can keep for a new engine, per handle kind (docs/format.md
+/// §8.6): `fabric` stays importable by its handle while kvcr's reference
+/// lives; `posix_fd` is handed over on the socket beside the ready file
+/// (bound here, so a bad path is a usage error); `cuda_ipc` is refused.
+fn hold_plan(plan: &Plan, ready_file: Option<&Path>) -> Result<Option<HandOver>, Failure> {
+    let named = |want: fn(&Handle) -> bool| -> Vec<String> {
+        plan.ranks
+            .iter()
+            .flat_map(|pr| {
+                pr.allocations
+                    .iter()
+                    .filter(move |a| want(&a.handle))
+                    .map(move |a| format!("rank {} {:?}", pr.rank, a.id))
+            })
+            .collect()
+    };
+    let few = |v: Vec<String>| -> String {
+        let n = v.len();
+        let mut s = v.into_iter().take(4).collect::<Vec<_>>().join(", ");
+        if n > 4 {
+            s.push_str(&format!(" and {} more", n - 4));
+        }
+        s
+    };
+    let ipc = named(|h| matches!(h, Handle::CudaIpc(_)));
+    if !ipc.is_empty() {
+        return Err(Failure::usage(
+            format!(
+                "--hold cannot keep cuda_ipc memory ({}): it belongs to the exporter and dies \
+                 with it, and an exporter that frees it while kvcr still maps it is undefined \
+                 behaviour, so a hold would keep nothing an engine could use",
+                few(ipc)
+            ),
+            Some(
+                "run the import without --hold (a trial proves the handles import); an engine \
+                 opens cuda_ipc handles itself while their owner runs"
+                    .into(),
+            ),
+        ));
+    }
+    let posix = named(|h| matches!(h, Handle::PosixFd(_)));
+    if posix.is_empty() {
+        return Ok(None);
+    }
+    let Some(ready) = ready_file else {
+        return Err(Failure::usage(
+            format!(
+                "--hold of posix_fd allocations ({}) needs --ready-file: the ready file names \
+                 the socket an engine takes their fds from, and without it a hold would keep \
+                 memory no engine can reach",
+                few(posix)
+            ),
+            Some("add --ready-file PATH".into()),
+        ));
+    };
+    HandOver::prepare(ready).map(Some).map_err(|e| {
+        Failure::usage(
+            format!(
+                "cannot prepare the hand-over socket of --ready-file {}: {e}",
+                ready.display()
+            ),
+            Some("choose a --ready-file path whose PATH.sock is free and short enough".into()),
+        )
+    })
+}
+
+/// MIG devices (as the node probe names them) in a plan that cannot work
+/// there: with CUDA 11 and 12 one process enumerates a single MIG device,
+/// so ranks on two MIG devices cannot be imported by one kvcr; and legacy
+/// CUDA IPC does not work on a MIG device. Exit 3 at step `device` of the
+/// rank that needs it, before any GPU call of the import.
+pub(crate) fn mig_refusal(plan: &Plan, gpus: &crate::rules::facts::Gpus) -> Option<StepFailure> {
+    use crate::format::descriptor::GpuKind;
+    let is_mig = |g: &crate::format::descriptor::GpuUuid| {
+        gpus.visible
+            .iter()
+            .any(|v| v.uuid == g.uuid && v.kind == GpuKind::Mig)
+    };
+    let fail = |rank: u64, allocation: Option<String>, message: String| StepFailure {
+        rank,
+        allocation,
+        step: Step::Device,
+        cause: Cause::Failed,
+        error: message.into(),
+    };
+    let mut first: Option<(u64, &crate::format::descriptor::GpuUuid)> = None;
+    for pr in plan.ranks.iter().filter(|pr| is_mig(&pr.gpu)) {
+        if let Some(a) = pr
+            .allocations
+            .iter()
+            .find(|a| matches!(a.handle, Handle::CudaIpc(_)))
+        {
+            return Some(fail(
+                pr.rank,
+                Some(a.id.clone()),
+                format!(
+                    "{} is a MIG device, and legacy CUDA IPC (cuda_ipc) does not work on MIG \
+                     devices: the owner must export this memory as posix_fd or fabric",
+                    pr.gpu
+                ),
+            ));
+        }
+        match first {
+            None => first = Some((pr.rank, &pr.gpu)),
+            Some((r, g)) if g.uuid != pr.gpu.uuid => {
+                return Some(fail(
+                    pr.rank,
+                    None,
+                    format!(
+                        "the plan needs two MIG devices in one process ({g} for rank {r}, {} for \
+                         rank {}), and a CUDA process uses a single MIG device: import each MIG \
+                         device's ranks in a kvcr of its own (CUDA_VISIBLE_DEVICES naming that \
+                         device)",
+                        pr.gpu, pr.rank
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+/// What a hold publishes and removes before the memory goes.
+struct Kept<'a> {
+    ready: &'a mut Option<ReadyFile>,
+    hand_over: &'a mut Option<HandOver>,
 }
 
 /// A hold's ready file is prepared before anything else, so a bad path is
@@ -273,11 +421,12 @@ impl Imported<'_> {
     fn finish(
         &self,
         report: &mut Report,
-        ready: &mut Option<ReadyFile>,
+        kept: Kept,
         hold: Option<&mut Hold>,
         mut ledger: Ledger,
         backend: &mut dyn Backend,
     ) {
+        let Kept { ready, hand_over } = kept;
         let (req, plan, ranks) = (self.req, self.plan, self.ranks);
         report.ranks = rank_rows(plan, Some(ranks));
         // Whole-import steps (ready file, release) are named after the last
@@ -298,9 +447,19 @@ impl Imported<'_> {
         });
         let mut failed = None;
         if let (None, Some((poll, on_ready))) = (&stop, hold) {
-            failed = self.hold(report, ready, *poll, &mut **on_ready, last);
+            if let Some(h) = hand_over.as_mut() {
+                load_hand_over(h, plan, &ledger, backend);
+            }
+            report.warnings.extend(backend.hold_warnings());
+            let wait = Wait {
+                poll: *poll,
+                on_ready: &mut **on_ready,
+                last,
+            };
+            failed = self.hold(report, ready, hand_over.as_mut(), wait);
         }
-        // The ready file goes before the memory does.
+        // The ready file goes before the memory does, and the hand-over
+        // socket (with kvcr's copies of the fds) with it.
         if let Some(mut rf) = ready.take() {
             if let Err(e) = rf.remove() {
                 report.warnings.push(format!(
@@ -309,6 +468,7 @@ impl Imported<'_> {
                 ));
             }
         }
+        drop(hand_over.take());
         let rel = ledger.release_all(backend);
         report.released = Some(rel.released.len());
         report.remaining = remaining_rows(&rel);
@@ -327,18 +487,25 @@ impl Imported<'_> {
     }
 
     /// Publishes the ready file, tells `on_ready` and waits for the
-    /// interrupt; a ready file that cannot be published is the failure.
+    /// interrupt, handing the `posix_fd` fds to every engine that asks; a
+    /// ready file that cannot be published is the failure.
     fn hold(
         &self,
         report: &mut Report,
         ready: &mut Option<ReadyFile>,
-        poll: Duration,
-        on_ready: &mut dyn FnMut(&Report),
-        last: u64,
+        mut hand_over: Option<&mut HandOver>,
+        wait: Wait,
     ) -> Option<StepFailure> {
+        let Wait {
+            poll,
+            on_ready,
+            last,
+        } = wait;
         let mut failed = None;
         if let Some(rf) = ready.as_mut() {
-            if let Err(e) = rf.publish(&ready_content(self.plan, self.ranks, report.backend)) {
+            let socket = hand_over.as_ref().map(|h| h.path().to_path_buf());
+            let content = ready_content(self.plan, self.ranks, report.backend, socket.as_deref());
+            if let Err(e) = rf.publish(&content) {
                 failed = Some(StepFailure {
                     rank: last,
                     allocation: None,
@@ -354,11 +521,61 @@ impl Imported<'_> {
             report.result = ResultKind::Imported;
             on_ready(report);
             while !(self.req.interrupted)() {
-                std::thread::sleep(poll);
+                match hand_over.as_deref_mut() {
+                    Some(h) => {
+                        for w in h.serve(poll) {
+                            if report.warnings.len() < 16 {
+                                report.warnings.push(w);
+                            }
+                        }
+                    }
+                    None => std::thread::sleep(poll),
+                }
             }
         }
         failed
     }
+}
+
+/// How a hold waits: how often the interrupt is asked, what is told once
+/// the group is ready, and the rank whole-import steps are named after.
+struct Wait<'a> {
+    poll: Duration,
+    on_ready: &'a mut dyn FnMut(&Report),
+    last: u64,
+}
+
+/// The hand-over's messages, in the order the ready file names them: for
+/// each `posix_fd` allocation a copy of the fd the backend took for it.
+fn load_hand_over(h: &mut HandOver, plan: &Plan, ledger: &Ledger, backend: &dyn Backend) {
+    let list: Vec<_> = crate::import::command::ready_file::handed_over(plan).collect();
+    let of = list.len();
+    let items = list
+        .iter()
+        .enumerate()
+        .map(|(index, (pr, a))| {
+            let fd = ledger
+                .entries()
+                .iter()
+                .find(|e| {
+                    e.rank == pr.rank
+                        && e.allocation.as_deref() == Some(a.id.as_str())
+                        && matches!(e.resource, crate::import::engine::Resource::Imported { .. })
+                })
+                .and_then(|e| backend.held_fd(&e.resource))
+                .and_then(|fd| fd.try_clone_to_owned().ok());
+            handover::Item {
+                message: crate::import::command::ready_file::hand_over_message(pr, a, index, of),
+                fd,
+            }
+        })
+        .collect();
+    let owners = plan
+        .ranks
+        .iter()
+        .filter_map(|pr| handover::owner_uid(pr.owner.pid))
+        .collect();
+    h.load(items, owners);
 }
 
 fn progress_bar(enabled: bool, total: usize) -> Option<indicatif::ProgressBar> {

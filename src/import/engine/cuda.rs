@@ -13,14 +13,14 @@
 //! range contains them (`cuMemGetAddressRange`); docs/import.md says what
 //! each check can and cannot catch.
 
-use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource};
+use super::{Backend, BackendError, Device, Identity, IdentityKind, Mapped, MemoryId, Resource};
 use crate::format::descriptor::{GpuUuid, Handle, Owner};
 use crate::import::engine::pidfd;
 use crate::io::cuda_ffi::{self, consts, CallError, Driver};
 use crate::io::node::gpus;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Rounds `n` up to a multiple of `granularity`; `None` on overflow or a
 /// zero granularity.
@@ -48,7 +48,7 @@ fn access_name(flags: u64) -> &'static str {
     }
 }
 
-/// `CUmemLocationType` by name, for messages.
+/// `CUmemLocationType` by name, for messages (the decision compares integers).
 fn location_name(t: c_int) -> &'static str {
     match t {
         0 => "invalid",
@@ -56,7 +56,12 @@ fn location_name(t: c_int) -> &'static str {
         2 => "host",
         3 => "host NUMA node",
         4 => "host NUMA node of the calling thread",
-        _ => "unknown to this build",
+        5 => "CU_MEM_LOCATION_TYPE_INVISIBLE: the memory's device is not visible to this process",
+        _ => {
+            "unknown to this build; CUDA 13.x adds location types (device locality domains) \
+             whose id is a union of a deviceId and a localityDomainId byte, which kvcr does \
+             not read"
+        }
     }
 }
 
@@ -79,15 +84,52 @@ pub fn check_location(
         .into());
     }
     if location_type != consts::CU_MEM_LOCATION_TYPE_DEVICE || location_id != ordinal {
+        // Another location type's id may not be an int at all (CUDA 13.x):
+        // its raw bytes, for the operator.
+        let raw = if location_type == consts::CU_MEM_LOCATION_TYPE_DEVICE {
+            String::new()
+        } else {
+            format!(" (bytes {:#010x})", location_id as u32)
+        };
         return Err(format!(
             "cuMemGetAllocationPropertiesFromHandle reports location type {location_type} ({}) id \
-                {location_id}, the plan put it on device {ordinal} (location type {} id {ordinal})",
+                {location_id}{raw}, the plan put it on device {ordinal} (location type {} id \
+                {ordinal})",
             location_name(location_type),
             consts::CU_MEM_LOCATION_TYPE_DEVICE
         )
         .into());
     }
     Ok(())
+}
+
+/// True when a failed `cuPointerGetAttribute(MEMORY_BLOCK_ID)` means the
+/// driver does not answer the attribute: `CUDA_ERROR_INVALID_VALUE` (1), as
+/// a driver that predates it answers an attribute it does not know (an
+/// assumption: the reference documents that status for invalid arguments),
+/// or `CUDA_ERROR_NOT_SUPPORTED` (801). Any other status fails the step.
+pub fn block_id_unanswered(e: &CallError) -> bool {
+    matches!(e.status, Some(cuda_ffi::Status(1 | 801)))
+}
+
+/// `CU_COMPUTEMODE_*`: why a context may be refused on a device in mode
+/// `mode` (the integer the driver wrote), or `None` for the default mode.
+pub fn compute_mode_refusal(mode: i32, ordinal: i32) -> Option<String> {
+    match mode {
+        0 => None,
+        2 => Some(format!(
+            "device {ordinal} is in prohibited compute mode (CU_COMPUTEMODE_PROHIBITED, 2): no \
+             process may create a context on it"
+        )),
+        3 => Some(format!(
+            "device {ordinal} is in exclusive-process compute mode \
+             (CU_COMPUTEMODE_EXCLUSIVE_PROCESS, 3): only one process may have a context on it, \
+             and another one has"
+        )),
+        m => Some(format!(
+            "device {ordinal} is in compute mode {m}, which this build does not know"
+        )),
+    }
 }
 
 /// Why the CUDA backend cannot be used on this machine (exit 2).
@@ -120,17 +162,30 @@ pub struct CudaBackend {
     read_write: bool,
     /// Retained primary contexts by ordinal: device handle, context, our count.
     contexts: BTreeMap<i32, (cuda_ffi::CuDevice, cuda_ffi::Context, usize)>,
-    /// The handle type of each imported handle (for the granularity query).
-    handle_types: BTreeMap<u64, c_int>,
-    /// What the kernel says each imported `posix_fd` handle is (the file
-    /// behind the owner's fd), for [`Backend::memory_id`].
-    files: BTreeMap<u64, MemoryId>,
-    /// The owner fds taken so far that are not regular files: (pid, fd,
-    /// identity), compared with `kcmp` against each new one.
-    owner_files: Vec<(i32, i32, MemoryId)>,
+    /// What `cuMemGetAllocationPropertiesFromHandle` wrote for each
+    /// imported handle (`verify-location`), the first answer kept: the
+    /// granularity query takes the allocation's own properties.
+    props: BTreeMap<u64, cuda_ffi::MemAllocationProp>,
+    /// The compute mode of each device kvcr retained a context on (the
+    /// integer the driver wrote), for the hold's warning.
+    compute_modes: BTreeMap<i32, i32>,
+    /// The owner fds taken for `posix_fd` imports, by imported handle (one
+    /// per import: the driver may answer a handle it already gave), kept
+    /// open until that import is released: each is itself a reference to
+    /// the memory, `kcmp` compares a new one with them, and a hold hands
+    /// them over (docs/format.md §8.6).
+    taken: BTreeMap<u64, Vec<Taken>>,
     /// What this backend minted and has not released, contexts aside
     /// (`contexts` counts those).
     held: Held,
+}
+
+/// An owner's fd kvcr took (`pidfd_getfd`), with where it came from.
+#[derive(Debug)]
+struct Taken {
+    pid: i32,
+    fd: i32,
+    file: OwnedFd,
 }
 
 /// The resources a backend returned and has not released, with how many
@@ -197,22 +252,25 @@ impl CudaBackend {
     /// `cuInit` answers CUDA_ERROR_STUB_LIBRARY). VMM mappings are read-only.
     pub fn new() -> Result<CudaBackend, DriverError> {
         let drv = cuda_ffi::driver().map_err(|_| DriverError::NotFound)?;
-        let missing = drv.missing(&REQUIRED_SYMBOLS);
-        if !missing.is_empty() {
-            return Err(DriverError::TooOld { missing });
-        }
+        // The toolkit's stub first (the probe's cuInit answered
+        // CUDA_ERROR_STUB_LIBRARY): it may lack entry points too, and "too
+        // old" would send the operator the wrong way.
         if let Err(e @ gpus::EnumError::Call(c)) = gpus::cuda_devices() {
             if e.is_stub() {
                 return Err(DriverError::Stub(c.to_string()));
             }
         }
+        let missing = drv.missing(&REQUIRED_SYMBOLS);
+        if !missing.is_empty() {
+            return Err(DriverError::TooOld { missing });
+        }
         Ok(CudaBackend {
             drv,
             read_write: false,
             contexts: BTreeMap::new(),
-            handle_types: BTreeMap::new(),
-            files: BTreeMap::new(),
-            owner_files: Vec::new(),
+            props: BTreeMap::new(),
+            compute_modes: BTreeMap::new(),
+            taken: BTreeMap::new(),
             held: Held::default(),
         })
     }
@@ -232,28 +290,61 @@ impl CudaBackend {
         self.drv.ctx_set_current(Some(*ctx)).map_err(call)
     }
 
-    /// The file behind the owner's `fd` (our duplicate `dup`): a regular
-    /// file (a memfd) by device and inode; anything else by `kcmp` against
-    /// the owner's fds taken before, so two fds of one open file are one
-    /// memory (docs/format.md §8.10).
-    fn file_identity(&mut self, pid: i32, fd: i32, dup: std::os::fd::BorrowedFd<'_>) -> MemoryId {
+    /// The file behind the owner's `fd` (our duplicate `dup`), docs/format.md
+    /// §8.10: a regular file (a memfd) by device and inode; any other file
+    /// (the driver exports a character device, whose `fstat` says nothing)
+    /// by `kcmp(KCMP_FILE)` against every fd taken before, all held open in
+    /// this process, so two fds of one open file are one memory whichever
+    /// owners they came from. Where `kcmp` cannot answer, the identity is
+    /// not available (evidence neither way).
+    fn file_identity(&self, pid: i32, fd: i32, dup: BorrowedFd<'_>) -> Identity {
         if let Ok(st) = rustix::fs::fstat(dup) {
             if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
             {
-                return MemoryId::File {
+                return Identity::Known(MemoryId::File {
                     dev: st.st_dev,
                     ino: st.st_ino,
-                };
+                });
             }
         }
-        let same = self
-            .owner_files
-            .iter()
-            .find(|(p, f, _)| *p == pid && pidfd::same_open_file(pid, *f, fd) == Some(true))
-            .map(|e| e.2);
-        let id = same.unwrap_or(MemoryId::OwnerFile { pid, fd });
-        self.owner_files.push((pid, fd, id));
-        id
+        let not = |why: String| Identity::NotAvailable(IdentityKind::OwnerFile, why);
+        if pidfd::same_file_here(dup, dup) != Some(true) {
+            return not(
+                "kcmp(KCMP_FILE) cannot compare files here (no kcmp, or not permitted), and the \
+                 file is not a regular file"
+                    .into(),
+            );
+        }
+        let mut unknown = None;
+        for t in self.taken.values().flatten() {
+            match pidfd::same_file_here(t.file.as_fd(), dup) {
+                Some(true) => {
+                    return Identity::Known(MemoryId::OwnerFile {
+                        pid: t.pid,
+                        fd: t.fd,
+                    })
+                }
+                Some(false) => {}
+                None => unknown = Some((t.pid, t.fd)),
+            }
+        }
+        match unknown {
+            Some((p, f)) => not(format!(
+                "kcmp(KCMP_FILE) could not compare it with fd {f} of owner {p}"
+            )),
+            None => Identity::Known(MemoryId::OwnerFile { pid, fd }),
+        }
+    }
+
+    /// The pointer of `mapping` (an IPC mapping or a VMM mapping this
+    /// backend holds), with its device's context made current.
+    fn mapped(&self, dev: Device, mapping: &Resource) -> Result<u64, BackendError> {
+        self.held.check(mapping)?;
+        self.enter(dev.0)?;
+        match *mapping {
+            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => Ok(ptr),
+            other => Err(format!("internal: {other} is not a mapping").into()),
+        }
     }
 
     fn handle_of(r: &Resource) -> Result<u64, BackendError> {
@@ -301,7 +392,17 @@ impl Backend for CudaBackend {
             }
             return Err(why.into());
         };
-        let ctx = self.drv.primary_ctx_retain(v.handle).map_err(call)?;
+        let mode = self.drv.compute_mode(v.handle);
+        let ctx = self.drv.primary_ctx_retain(v.handle).map_err(|e| {
+            let mut err = call(e);
+            if let Some(why) = mode.and_then(|m| compute_mode_refusal(m, v.ordinal)) {
+                err.message.push_str(&format!("; {why}"));
+            }
+            err
+        })?;
+        if let Some(m) = mode {
+            self.compute_modes.insert(v.ordinal, m);
+        }
         let e = self.contexts.entry(v.ordinal).or_insert((v.handle, ctx, 0));
         e.2 += 1;
         // Nothing fallible between the retain and handing it to the ledger:
@@ -322,31 +423,34 @@ impl Backend for CudaBackend {
         dev: Device,
         handle: &Handle,
         owner: &Owner,
-    ) -> Result<Resource, BackendError> {
+    ) -> Result<(Resource, Option<Identity>), BackendError> {
         self.enter(dev.0)?;
-        let (h, ty) = match handle {
-            Handle::Fabric(bytes) => (
-                self.drv.import_fabric(bytes).map_err(call)?,
-                consts::CU_MEM_HANDLE_TYPE_FABRIC,
-            ),
+        let mut file = None;
+        let h = match handle {
+            Handle::Fabric(bytes) => self.drv.import_fabric(bytes).map_err(call)?,
             Handle::PosixFd(fd) => {
                 let dup =
                     pidfd::take_fd(owner.pid, *fd, owner.start_ticks, &pidfd::proc_start_ticks)
                         .map_err(|e| format!("taking fd {fd} of owner {}: {e}", owner.pid))?;
-                let file = self.file_identity(owner.pid, *fd, dup.as_fd());
-                let r = self.drv.import_fd(dup.as_fd());
-                drop(dup); // our duplicate is closed whether or not the import worked
-                let h = r.map_err(call)?;
-                self.files.insert(h, file);
-                (h, consts::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+                let ident = self.file_identity(owner.pid, *fd, dup.as_fd());
+                // A failed import closes our duplicate (dropped here); a
+                // good one keeps it with the handle until it is released.
+                let h = self.drv.import_fd(dup.as_fd()).map_err(call)?;
+                self.taken.entry(h).or_default().push(Taken {
+                    pid: owner.pid,
+                    fd: *fd,
+                    file: dup,
+                });
+                file = Some(ident);
+                h
             }
             Handle::CudaIpc(_) => return Err("internal: cuda_ipc is not a shareable handle".into()),
         };
-        self.handle_types.insert(h, ty);
-        Ok(self.held.mint(Resource::Imported {
+        let r = self.held.mint(Resource::Imported {
             device: dev.0,
             handle: h,
-        }))
+        });
+        Ok((r, file))
     }
 
     fn reserve(
@@ -358,13 +462,12 @@ impl Backend for CudaBackend {
         self.held.check(imported)?;
         self.enter(dev.0)?;
         let h = Self::handle_of(imported)?;
-        // Recorded by `import` for every handle `held` admits.
-        let ty = self.handle_types.get(&h).copied().ok_or_else(|| {
-            format!("internal: no handle type recorded for imported handle {h:#x}")
+        // The imported allocation's own properties, which verify-location
+        // read (and found to be pinned memory of the planned device).
+        let prop = self.props.get(&h).copied().ok_or_else(|| {
+            format!("internal: no allocation properties recorded for imported handle {h:#x}")
         })?;
-        // Granularity of the planned device, not of the imported allocation
-        // (a fabric allocation's location need not be a local device).
-        let gran = self.drv.granularity(dev.0, ty).map_err(call)?;
+        let gran = self.drv.granularity(&prop).map_err(call)?;
         let size = round_up(size, gran)
             .ok_or_else(|| format!("size {size} cannot be rounded to granularity {gran}"))?;
         let ptr = self.drv.address_reserve(size, gran).map_err(call)?;
@@ -442,7 +545,10 @@ impl Backend for CudaBackend {
         let h = Self::handle_of(imported)?;
         // SAFETY: a handle this backend imported and holds (checked above).
         let p = unsafe { self.drv.allocation_properties(h) }.map_err(call)?;
-        check_location(p.type_, p.location.type_, p.location.id, dev.0)
+        check_location(p.type_, p.location.type_, p.location.id, dev.0)?;
+        // A handle the driver gave before keeps its first answer.
+        self.props.entry(h).or_insert(p);
+        Ok(())
     }
 
     fn read(
@@ -452,12 +558,7 @@ impl Backend for CudaBackend {
         offset: u64,
         len: u64,
     ) -> Result<Vec<u8>, BackendError> {
-        self.held.check(mapping)?;
-        self.enter(dev.0)?;
-        let ptr = match *mapping {
-            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
-            other => return Err(format!("internal: cannot read from {other}").into()),
-        };
+        let ptr = self.mapped(dev, mapping)?;
         if len > crate::format::content::PAGE_MAX {
             return Err(format!("internal: a read of {len} bytes is more than one page").into());
         }
@@ -477,12 +578,7 @@ impl Backend for CudaBackend {
         offset: u64,
         size: u64,
     ) -> Result<Mapped, BackendError> {
-        self.held.check(mapping)?;
-        self.enter(dev.0)?;
-        let ptr = match *mapping {
-            Resource::Mapping { ptr, .. } | Resource::IpcMapping { ptr, .. } => ptr,
-            other => return Err(format!("internal: cannot inspect {other}").into()),
-        };
+        let ptr = self.mapped(dev, mapping)?;
         // The range containing the mapping's own pointer: for an IPC mapping
         // the exporter's whole allocation, for a VMM mapping our reservation.
         let (base, range) = self.drv.address_range(ptr).map_err(call)?;
@@ -504,17 +600,48 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
-        match *imported {
-            Resource::IpcMapping { device, ptr } => Some(MemoryId::IpcPointer { device, ptr }),
-            Resource::Imported { device, handle } => Some(
-                self.files
-                    .get(&handle)
-                    .copied()
-                    .unwrap_or(MemoryId::VmmHandle { device, handle }),
-            ),
-            _ => None,
+    fn block_id(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+    ) -> Result<Identity, BackendError> {
+        let ptr = self.mapped(dev, mapping)?;
+        let at = ptr
+            .checked_add(offset)
+            .ok_or_else(|| format!("internal: {ptr:#x} + {offset} overflows"))?;
+        match self.drv.pointer_block_id(at) {
+            Ok(id) => Ok(Identity::Known(MemoryId::BlockId { id })),
+            Err(e) if block_id_unanswered(&e) => Ok(Identity::NotAvailable(
+                IdentityKind::MemoryBlockId,
+                e.to_string(),
+            )),
+            Err(e) => Err(call(e)),
         }
+    }
+
+    fn hold_warnings(&self) -> Vec<String> {
+        self.compute_modes
+            .iter()
+            .filter(|(_, m)| **m == 3)
+            .map(|(d, _)| {
+                format!(
+                    "device {d} is in exclusive-process compute mode \
+                     (CU_COMPUTEMODE_EXCLUSIVE_PROCESS): while kvcr holds its context there, no \
+                     other process, the engine included, can create one"
+                )
+            })
+            .collect()
+    }
+
+    fn held_fd(&self, imported: &Resource) -> Option<BorrowedFd<'_>> {
+        let Resource::Imported { handle, .. } = *imported else {
+            return None;
+        };
+        self.taken
+            .get(&handle)
+            .and_then(|t| t.first())
+            .map(|t| t.file.as_fd())
     }
 
     fn release(&mut self, r: &Resource) -> Result<(), BackendError> {
@@ -562,9 +689,13 @@ impl CudaBackend {
                 self.enter(device)?;
                 // SAFETY: a handle from import_shareable with a reference of ours left (Held counts each import).
                 unsafe { self.drv.mem_release(handle) }.map_err(call)?;
+                // This import's owner fd goes with it (closed when dropped).
+                if let Some(fds) = self.taken.get_mut(&handle) {
+                    fds.pop();
+                }
                 if self.held.count(r) <= 1 {
-                    self.handle_types.remove(&handle);
-                    self.files.remove(&handle);
+                    self.props.remove(&handle);
+                    self.taken.remove(&handle);
                 }
                 Ok(())
             }
@@ -664,7 +795,10 @@ mod tests {
             (1, 2, 0, "location type 2 (host)"),
             (1, 3, 0, "location type 3 (host NUMA node)"),
             (1, 0, 0, "location type 0 (invalid)"),
-            (1, 919, 0, "location type 919 (unknown to this build)"),
+            (1, 919, 0, "location type 919 (unknown to this build"),
+            (1, 919, 0, "device locality domains"),
+            (1, 5, -2, "location type 5 (CU_MEM_LOCATION_TYPE_INVISIBLE"),
+            (1, 5, -2, "bytes 0xfffffffe"),
             (1, 1, 1, "id 1, the plan put it on device 0"),
             (1, 1, -1, "id -1"),
         ] {
@@ -673,6 +807,39 @@ mod tests {
         }
         assert_eq!(access_name(1), "PROT_READ");
         assert_eq!(access_name(2), "unknown to this build");
+    }
+
+    #[test]
+    fn only_an_unknown_attribute_leaves_the_block_id_unanswered() {
+        let e = |status| CallError {
+            call: "cuPointerGetAttribute(MEMORY_BLOCK_ID)",
+            status: Some(cuda_ffi::Status(status)),
+            text: None,
+        };
+        assert!(block_id_unanswered(&e(1)));
+        assert!(block_id_unanswered(&e(801)));
+        for other in [2, 201, 700, 919, 999, -1] {
+            assert!(!block_id_unanswered(&e(other)), "{other}");
+        }
+        let missing = CallError {
+            status: None,
+            ..e(1)
+        };
+        assert!(!block_id_unanswered(&missing));
+    }
+
+    #[test]
+    fn compute_modes_are_named_by_their_integer() {
+        assert_eq!(compute_mode_refusal(0, 1), None);
+        assert!(compute_mode_refusal(2, 1)
+            .unwrap()
+            .contains("CU_COMPUTEMODE_PROHIBITED, 2"));
+        assert!(compute_mode_refusal(3, 1)
+            .unwrap()
+            .contains("device 1 is in exclusive-process compute mode"));
+        assert!(compute_mode_refusal(77, 0)
+            .unwrap()
+            .contains("compute mode 77, which this build does not know"));
     }
 
     #[test]

@@ -67,6 +67,11 @@ impl Ledger {
         self.next_seq += 1;
     }
 
+    /// What is held, in acquisition order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()

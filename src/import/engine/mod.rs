@@ -22,6 +22,7 @@
 //!   backend, the signal handlers).
 
 pub mod cuda;
+pub mod distinct;
 pub mod ledger;
 pub mod pidfd;
 pub mod sim;
@@ -33,6 +34,7 @@ use std::time::Instant;
 
 pub use crate::import::plan::{Plan, PlannedRank};
 pub use crate::import::spec::Step;
+pub use distinct::{Compared, Distinct, Identity, IdentityKind, MemoryId};
 pub use ledger::{Ledger, ReleaseReport};
 
 /// A device chosen for one rank: the backend's number for it (CUDA: the
@@ -140,89 +142,6 @@ pub struct Mapped {
     pub end_device: Option<i32>,
 }
 
-/// What the driver or the kernel says an allocation's memory is, so that
-/// two allocations naming one memory are found even when their handle bytes
-/// differ (docs/format.md §8.10). Compared as values, never as text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum MemoryId {
-    /// The pointer `cuIpcOpenMemHandle` returned: one exported allocation
-    /// opened twice in a context answers the same pointer.
-    IpcPointer { device: i32, ptr: u64 },
-    /// The handle `cuMemImportFromShareableHandle` returned.
-    VmmHandle { device: i32, handle: u64 },
-    /// The file behind a `posix_fd` (`fstat`: device and inode of a
-    /// regular file, as a memfd is).
-    File { dev: u64, ino: u64 },
-    /// The owner's open file behind a `posix_fd` that is not a regular file:
-    /// the first of the owner's fds that `kcmp(KCMP_FILE)` found to be it.
-    OwnerFile { pid: i32, fd: i32 },
-}
-
-impl fmt::Display for MemoryId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            MemoryId::IpcPointer { device, ptr } => {
-                write!(f, "IPC pointer {ptr:#x} on device {device}")
-            }
-            MemoryId::VmmHandle { device, handle } => {
-                write!(f, "imported handle {handle:#x} on device {device}")
-            }
-            MemoryId::File { dev, ino } => write!(f, "file dev {dev} inode {ino}"),
-            MemoryId::OwnerFile { pid, fd } => write!(f, "the open file of owner {pid}'s fd {fd}"),
-        }
-    }
-}
-
-/// The memory each imported allocation resolved to, and the rule of
-/// docs/format.md §8.10: one memory may back several allocations of one
-/// rank at disjoint ranges `[offset_bytes, offset_bytes + size_bytes)` (a
-/// caching allocator exports whole segments); overlapping ranges are the
-/// same memory twice, and one memory in two ranks is refused outright.
-#[derive(Debug, Default)]
-pub struct Distinct {
-    seen: Vec<(MemoryId, u64, String, u64, u64)>,
-}
-
-impl Distinct {
-    /// Admits allocation `id` of `rank` at `[offset, offset + size)` of
-    /// memory `mem`, or says which earlier allocation it collides with.
-    pub fn admit(
-        &mut self,
-        mem: Option<MemoryId>,
-        rank: u64,
-        id: &str,
-        offset: u64,
-        size: u64,
-    ) -> Result<(), BackendError> {
-        let Some(mem) = mem else { return Ok(()) };
-        let end = offset.saturating_add(size);
-        for (m, r, other, o, e) in &self.seen {
-            if *m != mem {
-                continue;
-            }
-            if *r != rank {
-                return Err(format!(
-                    "allocation {id:?} resolves to the same memory ({mem}) as allocation {other:?} \
-                        of rank {r}: a rank's memory lives on its own GPU, so one memory cannot \
-                        back two ranks"
-                )
-                .into());
-            }
-            if offset < *e && *o < end {
-                return Err(format!(
-                    "allocation {id:?} resolves to the same memory ({mem}) as allocation \
-                        {other:?}, and their ranges [{offset}, {end}) and [{o}, {e}) overlap: the \
-                        same memory would be imported twice"
-                )
-                .into());
-            }
-        }
-        self.seen.push((mem, rank, id.to_string(), offset, end));
-        Ok(())
-    }
-}
-
 /// A GPU memory backend, one method per step so the engine can record each
 /// resource the moment it exists. Errors are [`BackendError`]s: one line
 /// naming the call that failed, and its status when the driver answered.
@@ -234,13 +153,15 @@ pub trait Backend {
     fn open_device(&mut self, gpu: &GpuUuid) -> Result<(Device, Resource), BackendError>;
     /// Opens a legacy IPC handle on `dev` ([`Resource::IpcMapping`]).
     fn ipc_open(&mut self, dev: Device, handle: &[u8; 64]) -> Result<Resource, BackendError>;
-    /// Imports a fabric handle or the owner's POSIX fd ([`Resource::Imported`]).
+    /// Imports a fabric handle or the owner's POSIX fd ([`Resource::Imported`]),
+    /// with, for `posix_fd`, what the kernel says the file behind the fd is
+    /// ([`IdentityKind::OwnerFile`], docs/format.md §8.10).
     fn import_shareable(
         &mut self,
         dev: Device,
         handle: &Handle,
         owner: &Owner,
-    ) -> Result<Resource, BackendError>;
+    ) -> Result<(Resource, Option<Identity>), BackendError>;
     /// Reserves an address range for `size` bytes of `imported` (the
     /// allocation's `offset_bytes + size_bytes`), rounded up to the planned
     /// device's allocation granularity ([`Resource::Reservation`]).
@@ -270,9 +191,29 @@ pub trait Backend {
     ) -> Result<Mapped, BackendError>;
     /// Releases one resource.
     fn release(&mut self, r: &Resource) -> Result<(), BackendError>;
-    /// The memory an imported resource (an IPC mapping or an imported
-    /// handle) resolves to, when the backend can tell ([`Distinct`]).
-    fn memory_id(&self, imported: &Resource) -> Option<MemoryId>;
+    /// `posix_fd`: the owner's fd kvcr took for the imported handle
+    /// `imported` and keeps while it holds it (a hold hands it over,
+    /// docs/format.md §8.6); `None` for any other resource, or a backend
+    /// that takes no fds.
+    fn held_fd(&self, _imported: &Resource) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+    /// What a hold should tell about the devices it keeps (an
+    /// exclusive-process compute mode keeps the engine out).
+    fn hold_warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// `CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID` of the byte at `offset` into
+    /// `mapping` (an IPC mapping, or a VMM mapping with access granted): the
+    /// driver's id of the physical allocation, or
+    /// [`Identity::NotAvailable`] where the driver does not answer the
+    /// attribute ([`Distinct`]); an error fails the step.
+    fn block_id(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+    ) -> Result<Identity, BackendError>;
     /// VMM: the driver's word that `imported` is pinned device memory on
     /// `dev` (docs/format.md §8.4); every enum read as an integer.
     fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError>;
@@ -382,6 +323,10 @@ pub struct RankResult {
     pub allocations: usize,
     pub bytes: u128,
     pub ms: u64,
+    /// Per allocation, in plan order: the identities compared for it
+    /// (docs/format.md §8.10).
+    #[serde(skip)]
+    pub distinct: Vec<Vec<Compared>>,
 }
 
 /// What [`execute`] did.
@@ -528,9 +473,30 @@ fn import_all(
             allocations: pr.allocations.len(),
             bytes: pr.bytes(),
             ms,
+            distinct: pr
+                .allocations
+                .iter()
+                .map(|a| distinct.compared(pr.rank, &a.id))
+                .collect(),
         });
     }
     Ok(())
+}
+
+/// The imported handle (or IPC pointer) as an identity.
+fn handle_identity(r: &Resource) -> Identity {
+    match *r {
+        Resource::IpcMapping { device, ptr } => {
+            Identity::Known(MemoryId::IpcPointer { device, ptr })
+        }
+        Resource::Imported { device, handle } => {
+            Identity::Known(MemoryId::VmmHandle { device, handle })
+        }
+        other => Identity::NotAvailable(
+            IdentityKind::Handle,
+            format!("internal: {other} is not an import"),
+        ),
+    }
 }
 
 fn import_one(
@@ -544,17 +510,7 @@ fn import_one(
 ) -> Result<(), Stop> {
     let rank = pr.rank;
     let id = Some(a.id.as_str());
-    let mut admit = |backend: &dyn Backend, r: &Resource| {
-        s.run(Step::VerifyDistinct, || {
-            distinct.admit(
-                backend.memory_id(r),
-                rank,
-                &a.id,
-                a.offset_bytes,
-                a.size_bytes,
-            )
-        })
-    };
+    let (offset, size) = (a.offset_bytes, a.size_bytes);
     match &a.handle {
         Handle::CudaIpc(bytes) => {
             let mapping = s.run(Step::Import, || {
@@ -562,28 +518,46 @@ fn import_one(
                 ledger.record(rank, id, r);
                 Ok(r)
             })?;
-            admit(&*backend, &mapping)?;
-            s.run(Step::Verify, || {
-                let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
-                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
+            s.run(Step::VerifyDistinct, || {
+                distinct.admit(rank, &a.id, offset, size, vec![handle_identity(&mapping)])
+            })?;
+            let m = s.run(Step::Verify, || {
+                let m = backend.inspect(dev, &mapping, offset, size)?;
+                check_mapping(&mapping, &m, dev, offset, size).map(|()| m)
+            })?;
+            s.run(Step::VerifyDistinctMapped, || {
+                let range = MemoryId::Range {
+                    device: dev.0,
+                    base: m.base,
+                    size: m.size,
+                };
+                let ids = vec![
+                    backend.block_id(dev, &mapping, offset)?,
+                    Identity::Known(range),
+                ];
+                distinct.extend(rank, &a.id, ids)
             })?;
             verify_content(s, backend, dev, &mapping, a)
         }
         Handle::Fabric(_) | Handle::PosixFd(_) => {
             // The parser refuses an overflowing offset + size (KV007).
-            let extent = a.offset_bytes.checked_add(a.size_bytes).ok_or_else(|| {
+            let extent = offset.checked_add(size).ok_or_else(|| {
                 Stop::Failed(s.at(
                     Step::Reserve,
                     Cause::Failed,
                     "offset_bytes + size_bytes overflows".into(),
                 ))
             })?;
-            let imported = s.run(Step::Import, || {
-                let r = backend.import_shareable(dev, &a.handle, &pr.owner)?;
+            let (imported, file) = s.run(Step::Import, || {
+                let (r, file) = backend.import_shareable(dev, &a.handle, &pr.owner)?;
                 ledger.record(rank, id, r);
-                Ok(r)
+                Ok((r, file))
             })?;
-            admit(&*backend, &imported)?;
+            s.run(Step::VerifyDistinct, || {
+                let mut ids = vec![handle_identity(&imported)];
+                ids.extend(file);
+                distinct.admit(rank, &a.id, offset, size, ids)
+            })?;
             s.run(Step::VerifyLocation, || {
                 backend.verify_location(dev, &imported)
             })?;
@@ -599,8 +573,14 @@ fn import_one(
             })?;
             s.run(Step::SetAccess, || backend.set_access(dev, &mapping))?;
             s.run(Step::Verify, || {
-                let m = backend.inspect(dev, &mapping, a.offset_bytes, a.size_bytes)?;
-                check_mapping(&mapping, &m, dev, a.offset_bytes, a.size_bytes)
+                let m = backend.inspect(dev, &mapping, offset, size)?;
+                check_mapping(&mapping, &m, dev, offset, size)
+            })?;
+            // A VMM mapping's range is kvcr's own reservation: it says
+            // nothing about the memory, so only the block id is asked.
+            s.run(Step::VerifyDistinctMapped, || {
+                let ids = vec![backend.block_id(dev, &mapping, offset)?];
+                distinct.extend(rank, &a.id, ids)
             })?;
             verify_content(s, backend, dev, &mapping, a)
         }

@@ -148,10 +148,12 @@ pub fn parse_start_ticks(stat: &[u8]) -> Option<u64> {
     rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
 }
 
-/// `kcmp(pid, pid, KCMP_FILE, a, b)`: whether the owner's fds `a` and `b`
-/// are one open file (two fds of one VMM export are one memory). `None`
-/// when the kernel cannot say (no kcmp, or not permitted): then they are
-/// not known to be the same, and the driver's own answers stand.
+/// `kcmp(pid, pid, KCMP_FILE, a, b)`: whether the fds `a` and `b` of
+/// process `pid` are one open file (two fds of one VMM export are one
+/// memory). `None` when the kernel cannot say (no kcmp, or not permitted):
+/// then they are not known to be the same, and the driver's own answers
+/// stand. kcmp answers 0 for equal, 1 and 2 for an ordering, and 3 for "not
+/// equal, no ordering available": all but 0 are "different".
 pub fn same_open_file(pid: i32, a: i32, b: i32) -> Option<bool> {
     const KCMP_FILE: libc::c_long = 0;
     // SAFETY: kcmp only compares kernel objects of a process; every argument
@@ -166,11 +168,26 @@ pub fn same_open_file(pid: i32, a: i32, b: i32) -> Option<bool> {
             libc::c_long::from(b),
         )
     };
+    kcmp_answer(r)
+}
+
+/// What a `kcmp` return value says: 0 equal, 1–3 different, else unknown.
+fn kcmp_answer(r: libc::c_long) -> Option<bool> {
     match r {
         0 => Some(true),
-        1..=2 => Some(false),
+        1..=3 => Some(false),
         _ => None,
     }
+}
+
+/// Whether two fds of this process are one open file ([`same_open_file`]
+/// on our own pid: no ptrace access to anyone else is needed).
+pub fn same_file_here(
+    a: std::os::fd::BorrowedFd<'_>,
+    b: std::os::fd::BorrowedFd<'_>,
+) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    same_open_file(std::process::id() as i32, a.as_raw_fd(), b.as_raw_fd())
 }
 
 #[cfg(test)]
@@ -237,5 +254,16 @@ mod kcmp_tests {
         }
         // A closed fd: the kernel cannot say, never "the same".
         assert_ne!(same_open_file(me, a.as_raw_fd(), 1_000_000), Some(true));
+    }
+
+    #[test]
+    fn every_kcmp_answer_but_0_is_different() {
+        assert_eq!(super::kcmp_answer(0), Some(true));
+        for r in [1, 2, 3] {
+            assert_eq!(super::kcmp_answer(r), Some(false), "{r}");
+        }
+        for r in [-1, 4, 99] {
+            assert_eq!(super::kcmp_answer(r), None, "{r}");
+        }
     }
 }

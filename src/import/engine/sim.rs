@@ -15,7 +15,7 @@
 //! Selected with `KVCR_IMPORT_BACKEND` (see [`BackendSpec::parse`]); never
 //! used unless asked for, and always named in the report.
 
-use super::{Backend, BackendError, Device, Mapped, MemoryId, Resource, Step};
+use super::{Backend, BackendError, Device, Identity, IdentityKind, Mapped, Resource, Step};
 use crate::format::descriptor::{GpuUuid, Handle, Owner};
 pub use crate::import::spec::{BackendSpec, FaultPlan};
 use serde::Serialize;
@@ -187,9 +187,18 @@ pub struct SimBackend {
     pub lie_location: bool,
     /// Read other bytes than the memory holds (every byte flipped).
     pub lie_content: bool,
+    /// Answer this one MEMORY_BLOCK_ID for every mapping (a driver that
+    /// says every allocation is one memory).
+    pub same_block: bool,
+    /// Answer no MEMORY_BLOCK_ID at all (a driver that predates it).
+    pub no_block: bool,
     /// The content seed of every IPC mapping, imported handle and mapping
     /// ([`sim_byte`]).
     seeds: BTreeMap<Resource, u8>,
+    /// The MEMORY_BLOCK_ID of every IPC mapping (a mix of the handle's
+    /// bytes and the device, like its pointer), imported handle (its own)
+    /// and mapping (its handle's).
+    blocks: BTreeMap<Resource, u64>,
     log_file: Option<File>,
     hook: Option<Hook>,
     devices: BTreeMap<GpuUuid, i32>,
@@ -333,6 +342,8 @@ impl Backend for SimBackend {
         };
         let r = self.acquire(Step::Import, Resource::IpcMapping { device: dev.0, ptr });
         self.seeds.insert(r, handle[0]);
+        // Like its pointers, the simulator's IPC memory is per device.
+        self.blocks.insert(r, mix(handle) ^ dev.0 as u64);
         Ok(r)
     }
 
@@ -341,13 +352,15 @@ impl Backend for SimBackend {
         dev: Device,
         handle: &Handle,
         _owner: &Owner,
-    ) -> Result<Resource, BackendError> {
+    ) -> Result<(Resource, Option<Identity>), BackendError> {
         self.step(Step::Import)?;
         let seed = match handle {
             Handle::CudaIpc(b) | Handle::Fabric(b) => b[0],
             Handle::PosixFd(fd) => *fd as u8,
         };
         let h = 0x1000 + self.fresh();
+        // Every import is memory of its own, like its handle.
+        let block = mix(&[h as u8; 64]) ^ h;
         let r = self.acquire(
             Step::Import,
             Resource::Imported {
@@ -356,7 +369,14 @@ impl Backend for SimBackend {
             },
         );
         self.seeds.insert(r, seed);
-        Ok(r)
+        self.blocks.insert(r, block);
+        let file = matches!(handle, Handle::PosixFd(_)).then(|| {
+            Identity::NotAvailable(
+                IdentityKind::OwnerFile,
+                "the simulated backend takes no fd".into(),
+            )
+        });
+        Ok((r, file))
     }
 
     fn reserve(
@@ -403,6 +423,9 @@ impl Backend for SimBackend {
         if let Some(seed) = self.seeds.get(imported).copied() {
             self.seeds.insert(r, seed);
         }
+        if let Some(b) = self.blocks.get(imported).copied() {
+            self.blocks.insert(r, b);
+        }
         Ok(r)
     }
 
@@ -428,8 +451,9 @@ impl Backend for SimBackend {
         let (base, size) = match *mapping {
             Resource::Mapping { ptr, size, .. } => (ptr, size),
             // An IPC mapping covers the owner's whole allocation; the
-            // simulator does not know its size, so it is "large".
-            Resource::IpcMapping { ptr, .. } => (ptr, 1 << 40),
+            // simulator does not know its size, so it is "large": up to
+            // the next IPC pointer it hands out (4 GiB on).
+            Resource::IpcMapping { ptr, .. } => (ptr, 1 << 32),
             other => return Err(format!("sim: inspect {other}").into()),
         };
         let device = Some(if self.lie_device { dev.0 + 100 } else { dev.0 });
@@ -460,12 +484,28 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
-        match *imported {
-            Resource::IpcMapping { device, ptr } => Some(MemoryId::IpcPointer { device, ptr }),
-            Resource::Imported { device, handle } => Some(MemoryId::VmmHandle { device, handle }),
-            _ => None,
+    fn block_id(
+        &mut self,
+        _dev: Device,
+        mapping: &Resource,
+        _offset: u64,
+    ) -> Result<Identity, BackendError> {
+        self.check_held(mapping, "ask the block id of")?;
+        if self.no_block {
+            return Ok(Identity::NotAvailable(
+                IdentityKind::MemoryBlockId,
+                "sim: no MEMORY_BLOCK_ID (a driver that predates it)".into(),
+            ));
         }
+        let id = if self.same_block {
+            0xb10c
+        } else {
+            self.blocks
+                .get(mapping)
+                .copied()
+                .ok_or_else(|| format!("sim: {mapping} maps no imported memory"))?
+        };
+        Ok(Identity::Known(super::MemoryId::BlockId { id }))
     }
 
     fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError> {
@@ -514,6 +554,13 @@ impl Backend for SimBackend {
     }
 }
 
+/// FNV-1a of 64 bytes: the simulator's stand-in for a driver's block id.
+fn mix(b: &[u8; 64]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
+        (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Fault injection around any backend (the GPU proof wraps the CUDA backend).
 pub struct Injected<B: Backend> {
     pub inner: B,
@@ -541,7 +588,7 @@ impl<B: Backend> Backend for Injected<B> {
         dev: Device,
         handle: &Handle,
         owner: &Owner,
-    ) -> Result<Resource, BackendError> {
+    ) -> Result<(Resource, Option<Identity>), BackendError> {
         self.faults.before(Step::Import)?;
         let r = self.inner.import_shareable(dev, handle, owner)?;
         self.faults.acquired();
@@ -587,8 +634,19 @@ impl<B: Backend> Backend for Injected<B> {
         self.faults.before_release()?;
         self.inner.release(r)
     }
-    fn memory_id(&self, imported: &Resource) -> Option<MemoryId> {
-        self.inner.memory_id(imported)
+    fn held_fd(&self, imported: &Resource) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.held_fd(imported)
+    }
+    fn hold_warnings(&self) -> Vec<String> {
+        self.inner.hold_warnings()
+    }
+    fn block_id(
+        &mut self,
+        dev: Device,
+        mapping: &Resource,
+        offset: u64,
+    ) -> Result<Identity, BackendError> {
+        self.inner.block_id(dev, mapping, offset)
     }
     fn verify_location(&mut self, dev: Device, imported: &Resource) -> Result<(), BackendError> {
         self.faults.before(Step::VerifyLocation)?;

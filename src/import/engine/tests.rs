@@ -484,6 +484,7 @@ fn args(root: &Path, engine: Option<&str>) -> Inventory {
         max_age: None,
         local_ranks: None,
         incarnation: None,
+        producer_user: None,
     })
     .unwrap()
 }

@@ -137,47 +137,234 @@ fn overlapping_ranges_of_one_memory_stop_at_verify_distinct() {
     ));
 }
 
+fn known(m: MemoryId) -> Vec<Identity> {
+    vec![Identity::Known(m)]
+}
+
 #[test]
 fn distinct_rule() {
-    let ipc = Some(MemoryId::IpcPointer { device: 0, ptr: 1 });
+    let ipc = MemoryId::IpcPointer { device: 0, ptr: 1 };
     let mut d = Distinct::default();
-    d.admit(ipc, 0, "a", 0, 10).unwrap();
-    d.admit(ipc, 0, "b", 10, 10).unwrap();
+    d.admit(0, "a", 0, 10, known(ipc)).unwrap();
+    d.admit(0, "b", 10, 10, known(ipc)).unwrap();
     // Another memory at the same range: fine.
-    d.admit(Some(MemoryId::File { dev: 1, ino: 2 }), 0, "c", 0, 10)
+    d.admit(0, "c", 0, 10, known(MemoryId::File { dev: 1, ino: 2 }))
         .unwrap();
     // No identity: nothing to compare.
-    d.admit(None, 0, "d", 0, 10).unwrap();
-    d.admit(None, 0, "e", 0, 10).unwrap();
-    let e = d.admit(ipc, 0, "f", 19, 1).unwrap_err();
+    d.admit(0, "d", 0, 10, vec![]).unwrap();
+    let na = Identity::NotAvailable(IdentityKind::OwnerFile, "no kcmp".into());
+    d.admit(0, "e", 0, 10, vec![na]).unwrap();
+    let e = d.admit(0, "f", 19, 1, known(ipc)).unwrap_err();
     assert!(
         e.message.contains("\"b\"") && e.message.contains("[19, 20)"),
         "{e}"
     );
     // One memory in two ranks, even at a disjoint range.
-    let e = d.admit(ipc, 1, "a", 100, 10).unwrap_err();
+    let e = d.admit(1, "a", 100, 10, known(ipc)).unwrap_err();
     assert!(e.message.contains("of rank 0"), "{e}");
     // Ranges that reach u64::MAX do not wrap.
     let mut d = Distinct::default();
-    d.admit(ipc, 0, "a", u64::MAX - 10, 5).unwrap();
-    assert!(d.admit(ipc, 0, "b", u64::MAX - 5, 5).is_ok());
-    assert!(d.admit(ipc, 0, "c", u64::MAX - 6, 1).is_err());
-    assert!(d.admit(ipc, 0, "d", u64::MAX - 1, 1).is_err());
+    d.admit(0, "a", u64::MAX - 10, 5, known(ipc)).unwrap();
+    assert!(d.admit(0, "b", u64::MAX - 5, 5, known(ipc)).is_ok());
+    assert!(d.admit(0, "c", u64::MAX - 6, 1, known(ipc)).is_err());
+    assert!(d.admit(0, "d", u64::MAX - 1, 1, known(ipc)).is_err());
 }
 
 #[test]
 fn one_memory_in_two_ranks_stops_at_verify_distinct() {
-    // The sim answers the same pointer only on one device, so across ranks
-    // this is the VMM handle case: the driver hands one handle to two ranks.
+    // The driver hands one handle to two ranks.
     let mut d = Distinct::default();
-    let h = Some(MemoryId::VmmHandle {
+    let h = MemoryId::VmmHandle {
         device: 0,
         handle: 9,
-    });
-    d.admit(h, 0, "kv-0", 0, MIB).unwrap();
-    let e = d.admit(h, 3, "kv-2", MIB, MIB).unwrap_err();
+    };
+    d.admit(0, "kv-0", 0, MIB, known(h)).unwrap();
+    let e = d.admit(3, "kv-2", MIB, MIB, known(h)).unwrap_err();
     assert!(
         e.message.contains("one memory cannot back two ranks"),
         "{e}"
     );
+    // The device is not compared: a handle is process-wide.
+    let mut d = Distinct::default();
+    d.admit(0, "kv-0", 0, MIB, known(h)).unwrap();
+    let h1 = MemoryId::VmmHandle {
+        device: 1,
+        handle: 9,
+    };
+    assert!(d.admit(1, "kv-0", 0, MIB, known(h1)).is_err());
+}
+
+#[test]
+fn any_one_shared_identity_is_one_memory() {
+    // Different handles and different files (two exports of one
+    // allocation, as the driver gives them), one block id once mapped.
+    let mut d = Distinct::default();
+    let ids = |h: u64, fd: i32| {
+        vec![
+            Identity::Known(MemoryId::VmmHandle {
+                device: 0,
+                handle: h,
+            }),
+            Identity::Known(MemoryId::OwnerFile { pid: 7, fd }),
+        ]
+    };
+    d.admit(0, "kv-0", 0, MIB, ids(1, 10)).unwrap();
+    d.admit(0, "kv-1", 0, MIB, ids(2, 11)).unwrap();
+    let block = || known(MemoryId::BlockId { id: 0xb10c });
+    d.extend(0, "kv-0", block()).unwrap();
+    let e = d.extend(0, "kv-1", block()).unwrap_err();
+    assert!(
+        e.message.contains("MEMORY_BLOCK_ID 0xb10c") && e.message.contains("\"kv-0\""),
+        "{e}"
+    );
+    // Unanswered block ids are evidence neither way: both import.
+    let mut d = Distinct::default();
+    d.admit(0, "kv-0", 0, MIB, ids(1, 10)).unwrap();
+    d.admit(0, "kv-1", 0, MIB, ids(2, 11)).unwrap();
+    let none = || {
+        vec![Identity::NotAvailable(
+            IdentityKind::MemoryBlockId,
+            "CUDA_ERROR_INVALID_VALUE (1)".into(),
+        )]
+    };
+    d.extend(0, "kv-0", none()).unwrap();
+    d.extend(0, "kv-1", none()).unwrap();
+    let c = d.compared(0, "kv-1");
+    let names: Vec<(IdentityKind, bool)> = c.iter().map(|c| (c.identity, c.compared)).collect();
+    assert_eq!(
+        names,
+        [
+            (IdentityKind::Handle, true),
+            (IdentityKind::OwnerFile, true),
+            (IdentityKind::MemoryBlockId, false)
+        ]
+    );
+    assert_eq!(c[2].why.as_deref(), Some("CUDA_ERROR_INVALID_VALUE (1)"));
+    // An identity of one kind never matches one of another.
+    let mut d = Distinct::default();
+    d.admit(0, "a", 0, MIB, known(MemoryId::BlockId { id: 5 }))
+        .unwrap();
+    d.admit(
+        0,
+        "b",
+        0,
+        MIB,
+        known(MemoryId::VmmHandle {
+            device: 0,
+            handle: 5,
+        }),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_repeated_handle_keeps_its_first_identity() {
+    // The driver answers the same handle for a second import: the first
+    // allocation's file identity is not replaced by the second's, and the
+    // handle alone shows the overlap.
+    let h = MemoryId::VmmHandle {
+        device: 0,
+        handle: 0xa110c,
+    };
+    let mut d = Distinct::default();
+    d.admit(
+        0,
+        "kv-0",
+        0,
+        MIB,
+        vec![
+            Identity::Known(h),
+            Identity::Known(MemoryId::OwnerFile { pid: 7, fd: 10 }),
+        ],
+    )
+    .unwrap();
+    let e = d
+        .admit(
+            0,
+            "kv-1",
+            MIB / 2,
+            MIB,
+            vec![
+                Identity::Known(h),
+                Identity::Known(MemoryId::OwnerFile { pid: 7, fd: 11 }),
+            ],
+        )
+        .unwrap_err();
+    assert!(e.message.contains("imported handle 0xa110c"), "{e}");
+    // A third import of another file at a disjoint range still meets the
+    // first one's file identity, which was kept.
+    let mut d = Distinct::default();
+    let f10 = MemoryId::OwnerFile { pid: 7, fd: 10 };
+    d.admit(
+        0,
+        "kv-0",
+        0,
+        MIB,
+        vec![Identity::Known(h), Identity::Known(f10)],
+    )
+    .unwrap();
+    d.admit(0, "kv-1", MIB, MIB, vec![Identity::Known(h)])
+        .unwrap();
+    let e = d.admit(0, "kv-2", 0, 1, known(f10)).unwrap_err();
+    assert!(e.message.contains("\"kv-0\""), "{e}");
+}
+
+#[test]
+fn overlapping_mapped_ranges_are_one_memory() {
+    let r = |base: u64, size: u64| MemoryId::Range {
+        device: 0,
+        base,
+        size,
+    };
+    assert!(r(0x1000, 0x1000).matches(&r(0x1fff, 1)));
+    assert!(!r(0x1000, 0x1000).matches(&r(0x2000, 1)));
+    assert!(!r(0x1000, 0).matches(&r(0x1000, 1)));
+    assert!(r(u64::MAX - 1, 2).matches(&r(u64::MAX, 1)));
+}
+
+#[test]
+fn the_same_block_id_for_two_memories_stops_at_verify_distinct_mapped() {
+    // Two different fabric handles; the driver says one physical
+    // allocation once they are mapped.
+    let p = plan(vec![rank(
+        0,
+        vec![
+            (0, MIB, Handle::Fabric([1; 64])),
+            (0, MIB, Handle::Fabric([2; 64])),
+        ],
+    )]);
+    let mut sim = SimBackend::new();
+    sim.same_block = true;
+    let Outcome::Failed {
+        failure, release, ..
+    } = run(&p, &mut sim)
+    else {
+        panic!("imported");
+    };
+    assert_eq!(failure.step, Step::VerifyDistinctMapped);
+    assert_eq!(failure.allocation.as_deref(), Some("kv-1"));
+    assert!(
+        failure.error.message.contains("MEMORY_BLOCK_ID"),
+        "{failure}"
+    );
+    assert!(release.is_clean());
+    let mut want = sim.acquired();
+    want.reverse();
+    assert_eq!(sim.released(), want);
+    // With no block id the same plan imports, and says what it compared.
+    let mut sim = SimBackend::new();
+    sim.no_block = true;
+    let mut ledger = Ledger::new();
+    let Outcome::Imported { ranks } = execute(&p, &mut sim, &mut ledger, &|| false, &mut |_| {})
+    else {
+        panic!("not imported");
+    };
+    let c = &ranks[0].distinct[1];
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert_eq!((c[0].identity, c[0].compared), (IdentityKind::Handle, true));
+    assert_eq!(
+        (c[1].identity, c[1].compared),
+        (IdentityKind::MemoryBlockId, false)
+    );
+    assert!(ledger.release_all(&mut sim).is_clean());
 }

@@ -98,6 +98,21 @@ pub enum PlanHandle {
     PosixFd { fd: i32 },
 }
 
+impl PlanHandle {
+    /// A descriptor's handle as the plan (and a hold's ready file) states it.
+    pub fn of(h: &Handle) -> PlanHandle {
+        match h {
+            Handle::CudaIpc(b) => PlanHandle::CudaIpc {
+                hex: crate::format::hex::encode(b),
+            },
+            Handle::Fabric(b) => PlanHandle::Fabric {
+                hex: crate::format::hex::encode(b),
+            },
+            Handle::PosixFd(fd) => PlanHandle::PosixFd { fd: *fd },
+        }
+    }
+}
+
 impl ImportPlan {
     /// The plan document of `plan`, a group the audit accepted; each rank's
     /// digest comes from the descriptor the audit judged (by raw path bytes).
@@ -132,15 +147,7 @@ impl ImportPlan {
                         id: a.id.clone(),
                         size_bytes: a.size_bytes,
                         offset_bytes: a.offset_bytes,
-                        handle: match &a.handle {
-                            Handle::CudaIpc(b) => PlanHandle::CudaIpc {
-                                hex: crate::format::hex::encode(b),
-                            },
-                            Handle::Fabric(b) => PlanHandle::Fabric {
-                                hex: crate::format::hex::encode(b),
-                            },
-                            Handle::PosixFd(fd) => PlanHandle::PosixFd { fd: *fd },
-                        },
+                        handle: PlanHandle::of(&a.handle),
                         content: a.content.map(|c| PlanContent {
                             page_bytes: c.page_bytes,
                             pages: c.pages,

@@ -6,7 +6,7 @@
 //! buffer) opens and reads it.
 
 use super::open::{self, FileId};
-use super::perms::{findings_of, permission_issues};
+use super::perms::{findings_of, permission_issues, Owners};
 use super::{Entry, EntryKind};
 use crate::format::descriptor::MAX_FILE_BYTES;
 use crate::format::finding::{Code, Finding};
@@ -56,7 +56,7 @@ pub(crate) fn hard_links(nlink: u64, at: &str) -> Option<Finding> {
 pub struct Reader<'a> {
     root_fd: BorrowedFd<'a>,
     root_dev: u64,
-    euid: u32,
+    owners: Owners,
     buf: Vec<u8>,
 }
 
@@ -71,12 +71,12 @@ fn entry(rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>, mode: Optio
 
 impl<'a> Reader<'a> {
     /// A reader of descriptors beneath `root_fd` (the root's device
-    /// `root_dev`), judging ownership against `euid`.
-    pub(super) fn new(root_fd: BorrowedFd<'a>, root_dev: u64, euid: u32) -> Reader<'a> {
+    /// `root_dev`), judging ownership against `owners`.
+    pub(super) fn new(root_fd: BorrowedFd<'a>, root_dev: u64, owners: Owners) -> Reader<'a> {
         Reader {
             root_fd,
             root_dev,
-            euid,
+            owners,
             buf: Vec::new(),
         }
     }
@@ -146,7 +146,7 @@ impl<'a> Reader<'a> {
         let mut findings: Vec<Finding> = findings_of(&permission_issues(
             mode,
             md.st_uid,
-            self.euid,
+            self.owners,
             "descriptor",
             at,
         ))

@@ -16,9 +16,18 @@ use std::path::{Path, PathBuf};
 /// files). Directories are reported only when they carry findings.
 fn scan<F: FnMut(Entry, Option<&[u8]>)>(
     root: &Path,
+    visit: F,
+) -> Result<ScanStats, InventoryError> {
+    scan_with(root, None, visit)
+}
+
+/// [`scan`] trusting the files of the declared producer's uid `producer`.
+fn scan_with<F: FnMut(Entry, Option<&[u8]>)>(
+    root: &Path,
+    producer: Option<u32>,
     mut visit: F,
 ) -> Result<ScanStats, InventoryError> {
-    let inv = InventoryRoot::open(root)?;
+    let inv = InventoryRoot::open(root, producer)?;
     let mut reader = inv.reader();
     inv.walk(|listed| match listed {
         Listed::Entry(entry) => visit(entry, None),
@@ -502,9 +511,36 @@ fn foreign_owner() {
     assert_eq!(codes(s), [Code::KV003]);
     assert_eq!(
         s.entry.findings[0].message,
-        "directory g is owned by uid 4242, neither root nor the invoking user"
+        "directory g is owned by uid 4242, neither root, the invoking user nor a declared \
+         producer user"
     );
     assert_eq!(s.entry.findings[0].found.as_deref(), Some("uid 4242"));
+    // Inherited with what chooses the headline's action.
+    assert_eq!(
+        s.entry.findings[0].subject,
+        crate::format::finding::Subject::UndeclaredOwner(4242)
+    );
+
+    // The same tree with uid 4242 declared as the producer's user: nothing
+    // to report; a file of another user in it is still KV003.
+    write(&d.path().join("g/rank-1.json"), b"{}");
+    std::os::unix::fs::chown(d.path().join("g/rank-0.json"), Some(4242), None).unwrap();
+    std::os::unix::fs::chown(d.path().join("g/rank-1.json"), Some(4243), None).unwrap();
+    let mut seen = Vec::new();
+    let root = resolve_root(d.path()).unwrap();
+    scan_with(&root, Some(4242), |e, _| seen.push(e)).unwrap();
+    let at = |p: &str| seen.iter().find(|e| e.rel_path == Path::new(p));
+    assert!(at("g").is_none(), "a trusted directory is not reported");
+    let f = &at("g/rank-0.json").unwrap().findings;
+    assert!(f.iter().all(|f| f.code != Code::KV003), "{f:?}");
+    let f = &at("g/rank-1.json").unwrap().findings;
+    assert_eq!(
+        f.iter().filter(|f| f.code == Code::KV003).count(),
+        1,
+        "{f:?}"
+    );
+    assert_eq!(f[0].expected.as_deref(), Some("uid 0 or 4242"));
+    assert_eq!(f[0].found.as_deref(), Some("uid 4243"));
 }
 
 #[test]

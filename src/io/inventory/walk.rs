@@ -9,7 +9,7 @@
 
 use super::beneath::{Beneath, Now};
 use super::open::{self, mode_type_name, mount_id, FileId, OpenError};
-use super::perms::{findings_of, permission_issues, PermIssue};
+use super::perms::{findings_of, permission_issues, Owners, PermIssue};
 use super::reader::{ReadJob, Reader};
 use super::{Entry, EntryKind, InventoryError, ScanStats};
 use crate::format::finding::{Code, Finding};
@@ -65,13 +65,13 @@ fn inherited(dir: &UnsafeDir, issue: &PermIssue, at: &str) -> Finding {
     let mut f = Finding::reject(Code::KV003, format!("{subject} {}", issue.why)).at(at);
     f.expected.clone_from(&issue.finding.expected);
     f.found.clone_from(&issue.finding.found);
-    f
+    f.about(issue.finding.subject)
 }
 
 struct Scanner<'a> {
     root: &'a Path,
     root_fd: BorrowedFd<'a>,
-    euid: u32,
+    owners: Owners,
     unsafe_dirs: Vec<UnsafeDir>,
     /// The last directory that could not be opened beneath the root.
     failed_dir: Option<PathBuf>,
@@ -83,7 +83,7 @@ pub struct InventoryRoot {
     root: PathBuf,
     file: File,
     md: Metadata,
-    euid: u32,
+    owners: Owners,
 }
 
 /// One step of the walk, in walk order.
@@ -96,8 +96,10 @@ pub enum Listed {
 }
 
 impl InventoryRoot {
-    /// Opens the resolved `root` (see [`resolve_root`]).
-    pub fn open(root: &Path) -> Result<InventoryRoot, InventoryError> {
+    /// Opens the resolved `root` (see [`resolve_root`]); files are trusted
+    /// when root, this process's user or the declared `producer` owns them
+    /// (docs/format.md §2.4).
+    pub fn open(root: &Path, producer: Option<u32>) -> Result<InventoryRoot, InventoryError> {
         let shown = display_path(root);
         let file = open::open_root(root).map_err(|e| InventoryError::OpenRoot {
             path: shown.clone(),
@@ -111,13 +113,13 @@ impl InventoryRoot {
             root: root.to_path_buf(),
             file,
             md,
-            euid: rustix::process::geteuid().as_raw(),
+            owners: Owners::of_this_process(producer),
         })
     }
 
     /// A reader with its own buffer; one per thread.
     pub fn reader(&self) -> Reader<'_> {
-        Reader::new(self.file.as_fd(), self.md.dev(), self.euid)
+        Reader::new(self.file.as_fd(), self.md.dev(), self.owners)
     }
 
     /// Lists beneath the root and calls `visit` once per reported entry or
@@ -177,7 +179,7 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
         sc: Scanner {
             root,
             root_fd: inv.file.as_fd(),
-            euid: inv.euid,
+            owners: inv.owners,
             unsafe_dirs: Vec::new(),
             failed_dir: None,
         },
@@ -399,7 +401,7 @@ impl Walker<'_> {
         match kind {
             EntryKind::Torn => Step::entry(sc.entry(rel, kind, vec![torn(&at)])),
             EntryKind::Stray | EntryKind::Dir => {
-                let f = Finding::notice(Code::KV010, "unexpected file; not read").at(&at);
+                let f = Finding::notice(Code::KV010, stray_message(&rel)).at(&at);
                 Step::entry(sc.entry(rel, EntryKind::Stray, vec![f]))
             }
             // Regular files named as descriptors were handed out above.
@@ -461,7 +463,7 @@ impl Walker<'_> {
                     .values("regular file", "directory"),
             );
         }
-        let perms = permission_issues(md.st_mode, md.st_uid, sc.euid, "directory", &at);
+        let perms = permission_issues(md.st_mode, md.st_uid, sc.owners, "directory", &at);
         findings.extend(findings_of(&perms));
         // Inherit from the dirs above before registering this one.
         let mut entry = sc.entry(rel, kind, findings);
@@ -576,7 +578,7 @@ impl Scanner<'_> {
         let perms = permission_issues(
             root_md.mode(),
             root_md.uid(),
-            self.euid,
+            self.owners,
             "the inventory root directory",
             ".",
         );
@@ -622,5 +624,23 @@ impl Scanner<'_> {
             f = f.about(crate::format::finding::Subject::Access);
         }
         self.with_inherited(self.entry(rel, kind, vec![f]), &at)
+    }
+}
+
+/// The notice of a stray file: "unexpected file; not read", naming the GMS
+/// artifact its name (or its directory's) is, with where to check it
+/// (docs/format.md §14.9). By name only: nothing more is read.
+fn stray_message(rel: &Path) -> String {
+    let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let dir = rel
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str());
+    match crate::format::gms::artifact_by_name(name, dir) {
+        Some(what) => format!(
+            "unexpected file; not read (named as {what}: check it with `kvcr gms`, \
+             docs/format.md §14)"
+        ),
+        None => "unexpected file; not read".to_string(),
     }
 }

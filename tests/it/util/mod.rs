@@ -40,6 +40,20 @@ pub const KVCR_READS: &[&str] = &[
     "CUDA_VISIBLE_DEVICES",
     "KVCR_IMPORT_LOG",
     "KVCR_JOURNAL_SOCKET",
+    "KVCR_PRODUCER_USER",
+    // Where `kvcr gms` looks (GMS's own variables, docs/format.md §14.1).
+    "GMS_KV_LEASE_SHM_DIR",
+    "GMS_KV_LEASE_SHM_PATH",
+    "GMS_VLLM_KV_LEASE_SHM_DIR",
+    "GMS_VLLM_KV_LEASE_SHM_PATH",
+    "GMS_SGLANG_KV_LEASE_SHM_DIR",
+    "GMS_SGLANG_KV_LEASE_SHM_PATH",
+    "GMS_TRTLLM_KV_LEASE_SHM_DIR",
+    "GMS_TRTLLM_KV_LEASE_SHM_PATH",
+    "FAILOVER_LOCK_PATH",
+    "DYN_KV_RECOVERY_PATH",
+    "GMS_SOCKET_DIR",
+    "GMS_KV_INDEX_PATH",
 ];
 
 /// Where the import log of every command [`test_env`] prepares goes: a

@@ -1,0 +1,335 @@
+//! `--hold` of `posix_fd` allocations (docs/format.md §8.6): the socket a
+//! new engine takes kvcr's duplicates of the owner's fds from.
+//!
+//! A `posix_fd` handle is an fd in the owner; once the owner has closed it
+//! (or exited), the only references left are kvcr's imported handle and
+//! the duplicate kvcr took. A new engine cannot import a handle of kvcr's
+//! process, and `pidfd_getfd` on a hold run as root is refused to a
+//! non-root engine by the kernel's ptrace rules. So kvcr listens on a Unix
+//! socket beside the ready file (`PATH.sock`, `SOCK_SEQPACKET`) and gives
+//! every engine that connects, as one message per `posix_fd` allocation,
+//! its JSON description with the fd attached (`SCM_RIGHTS`), then closes
+//! the connection. Only root, kvcr's own user and the owners' users are
+//! served (`SO_PEERCRED`); the socket file itself is 0666 so that the
+//! check is the only gate.
+
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::io::Errno;
+use rustix::net::{
+    AddressFamily, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix,
+    SocketFlags, SocketType,
+};
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One message of the hand-over: an allocation's description and its fd.
+pub struct Item {
+    pub message: Vec<u8>,
+    pub fd: Option<OwnedFd>,
+}
+
+/// The hand-over socket of one hold.
+pub struct HandOver {
+    path: PathBuf,
+    listener: OwnedFd,
+    /// (device, inode) of the socket file this process bound.
+    bound: (u64, u64),
+    items: Vec<Item>,
+    allowed: Vec<u32>,
+    served: usize,
+}
+
+/// The real uid of process `pid` (`/proc/PID/status`), when it runs.
+pub fn owner_uid(pid: i32) -> Option<u32> {
+    let status = crate::io::procfs::ProcFs::system()
+        .read(&format!("{pid}/status"))
+        .ok()?;
+    let text = String::from_utf8_lossy(&status);
+    let line = text.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Where the socket of the ready file `ready` lies: `READY.sock`.
+pub fn socket_path(ready: &Path) -> PathBuf {
+    let mut p = OsString::from(ready.as_os_str());
+    p.push(".sock");
+    PathBuf::from(p)
+}
+
+impl HandOver {
+    /// Binds `socket_path(ready)` and listens; refuses a path that exists.
+    pub fn prepare(ready: &Path) -> io::Result<HandOver> {
+        let path = socket_path(ready);
+        if fs::symlink_metadata(&path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "hand-over socket {} already exists: another hold may serve it, or a \
+                     killed one left it (remove it after checking nothing holds the group)",
+                    path.display()
+                ),
+            ));
+        }
+        let addr = SocketAddrUnix::new(&path).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "hand-over socket {}: not a usable Unix socket path ({e}; at most 107 \
+                     bytes)",
+                    path.display()
+                ),
+            )
+        })?;
+        let listener = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+            None,
+        )?;
+        rustix::net::bind(&listener, &addr)?;
+        let m = fs::symlink_metadata(&path)?;
+        let bound = (m.dev(), m.ino());
+        let out = HandOver {
+            path,
+            listener,
+            bound,
+            items: Vec::new(),
+            allowed: Vec::new(),
+            served: 0,
+        };
+        // Who may connect is decided by SO_PEERCRED, not by the file mode.
+        fs::set_permissions(&out.path, fs::Permissions::from_mode(0o666))?;
+        rustix::net::listen(&out.listener, 16)?;
+        Ok(out)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What to hand over, and to whom (uids besides root and kvcr's own).
+    pub fn load(&mut self, items: Vec<Item>, owners: Vec<u32>) {
+        self.items = items;
+        let me = rustix::process::geteuid().as_raw();
+        self.allowed = [0, me].into_iter().chain(owners).collect();
+        self.allowed.sort_unstable();
+        self.allowed.dedup();
+    }
+
+    /// How many engines were given the fds so far.
+    #[cfg(test)]
+    pub fn served(&self) -> usize {
+        self.served
+    }
+
+    /// Serves every engine waiting to connect, or waits `poll` when none
+    /// is; a warning for each connection that could not be served.
+    pub fn serve(&mut self, poll: Duration) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let mut any = false;
+        loop {
+            match rustix::net::accept_with(&self.listener, SocketFlags::CLOEXEC) {
+                Ok(conn) => {
+                    any = true;
+                    if let Err(w) = self.serve_one(&conn) {
+                        warnings.push(w);
+                    }
+                }
+                Err(Errno::INTR) => continue,
+                Err(Errno::AGAIN) => break,
+                Err(e) => {
+                    warnings.push(format!(
+                        "hand-over socket {}: accept: {e}",
+                        self.path.display()
+                    ));
+                    break;
+                }
+            }
+        }
+        if !any {
+            std::thread::sleep(poll);
+        }
+        warnings
+    }
+
+    fn serve_one(&mut self, conn: &OwnedFd) -> Result<(), String> {
+        let at = self.path.display();
+        let _ = rustix::net::sockopt::set_socket_timeout(
+            conn,
+            rustix::net::sockopt::Timeout::Send,
+            Some(Duration::from_secs(2)),
+        );
+        let cred = rustix::net::sockopt::socket_peercred(conn)
+            .map_err(|e| format!("hand-over socket {at}: SO_PEERCRED: {e}"))?;
+        let uid = cred.uid.as_raw();
+        if !self.allowed.contains(&uid) {
+            let why = format!(
+                "{{\"error\": \"uid {uid} may not take these fds: only root, kvcr's user and the \
+                 owners' users ({:?}) may\"}}",
+                self.allowed
+            );
+            let _ = send(conn, why.as_bytes(), None);
+            return Err(format!(
+                "hand-over socket {at}: refused pid {} (uid {uid}): not root, kvcr's user or an \
+                 owner's user",
+                cred.pid.as_raw_nonzero()
+            ));
+        }
+        for item in &self.items {
+            send(conn, &item.message, item.fd.as_ref())
+                .map_err(|e| format!("hand-over socket {at}: sending to uid {uid}: {e}"))?;
+        }
+        self.served += 1;
+        Ok(())
+    }
+
+    /// Removes the socket file (if it is still the one this process bound)
+    /// and closes every fd it held.
+    pub fn remove(&mut self) {
+        self.items.clear();
+        if let Ok(m) = fs::symlink_metadata(&self.path) {
+            if (m.dev(), m.ino()) == self.bound {
+                let _ = fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+impl Drop for HandOver {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// One message, with `fd` attached when there is one.
+fn send(conn: &OwnedFd, message: &[u8], fd: Option<&OwnedFd>) -> io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut anc = SendAncillaryBuffer::new(&mut space);
+    let fds;
+    if let Some(fd) = fd {
+        fds = [fd.as_fd()];
+        if !anc.push(SendAncillaryMessage::ScmRights(&fds)) {
+            return Err(io::Error::other("no room for the fd"));
+        }
+    }
+    let n = rustix::net::sendmsg(
+        conn,
+        &[IoSlice::new(message)],
+        &mut anc,
+        SendFlags::NOSIGNAL,
+    )?;
+    if n != message.len() {
+        return Err(io::Error::other(format!(
+            "sent {n} of {} bytes",
+            message.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    use std::io::IoSliceMut;
+    use std::io::{Read, Seek, Write};
+
+    fn receive(path: &Path) -> Vec<(String, Option<OwnedFd>)> {
+        let s = rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).unwrap();
+        rustix::net::connect(&s, &SocketAddrUnix::new(path).unwrap()).unwrap();
+        let mut out = Vec::new();
+        loop {
+            let mut buf = [0u8; 4096];
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut anc = RecvAncillaryBuffer::new(&mut space);
+            let r = rustix::net::recvmsg(
+                &s,
+                &mut [IoSliceMut::new(&mut buf)],
+                &mut anc,
+                RecvFlags::CMSG_CLOEXEC,
+            )
+            .unwrap();
+            if r.bytes == 0 {
+                return out;
+            }
+            let mut fd = None;
+            for m in anc.drain() {
+                if let RecvAncillaryMessage::ScmRights(mut fds) = m {
+                    fd = fds.next();
+                }
+            }
+            out.push((String::from_utf8_lossy(&buf[..r.bytes]).into_owned(), fd));
+        }
+    }
+
+    #[test]
+    fn an_engine_receives_every_fd_and_the_socket_goes_with_the_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready.json");
+        let mut h = HandOver::prepare(&ready).unwrap();
+        assert_eq!(h.path(), dir.path().join("ready.json.sock"));
+        // A second hold on the same ready file is refused.
+        let e = HandOver::prepare(&ready).err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        let mode = fs::symlink_metadata(h.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o666);
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"the owner's bytes").unwrap();
+        h.load(
+            vec![
+                Item {
+                    message: br#"{"allocation":"kv-0"}"#.to_vec(),
+                    fd: Some(OwnedFd::from(f)),
+                },
+                Item {
+                    message: br#"{"allocation":"kv-1"}"#.to_vec(),
+                    fd: None,
+                },
+            ],
+            vec![],
+        );
+        let path = h.path().to_path_buf();
+        let t = std::thread::spawn(move || receive(&path));
+        let mut warnings = Vec::new();
+        while !t.is_finished() {
+            warnings.extend(h.serve(Duration::from_millis(5)));
+        }
+        let got = t.join().unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(h.served(), 1);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].0, r#"{"allocation":"kv-0"}"#);
+        assert!(got[1].1.is_none());
+        // The fd received is the very file kvcr held.
+        let mut file = fs::File::from(got[0].1.as_ref().unwrap().try_clone().unwrap());
+        file.rewind().unwrap();
+        let mut s = String::new();
+        file.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "the owner's bytes");
+        drop(h);
+        assert!(!dir.path().join("ready.json.sock").exists());
+    }
+
+    #[test]
+    fn an_owners_uid_is_its_real_uid() {
+        let me = std::process::id() as i32;
+        assert_eq!(owner_uid(me), Some(rustix::process::getuid().as_raw()));
+        assert_eq!(owner_uid(i32::MAX), None);
+    }
+
+    #[test]
+    fn a_path_too_long_for_a_socket_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("r".repeat(120));
+        let e = HandOver::prepare(&ready).err().unwrap();
+        assert!(
+            e.to_string().contains("not a usable Unix socket path"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! `--hold` per handle kind (docs/format.md §8.6) through the real binary
+//! and the fake driver with the driver's fd shape: `fabric` stays
+//! importable by its handle while kvcr holds; `posix_fd` is handed over on
+//! the socket the ready file names (the owner's fds may be gone); a hold of
+//! `cuda_ipc` is refused saying why. The owner closes every fd it has and
+//! exits, an engine obtains the memory from what the ready file names and
+//! reads the owner's bytes, and the release gives the memory back (the
+//! fake's `cuMemGetInfo` counts every physical allocation some reference
+//! still keeps, in any process).
+
+use crate::fakecuda::{alloc, built, parse_log, pidfd_works, Alloc, Scenario, MIB};
+use crate::util::signal;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+const SEED: u8 = 0x5a;
+
+/// Runs a gpu-proof-owner tool (`take`, `meminfo`, `read`) as a new
+/// process with the scenario's driver environment; its JSON answer.
+fn tool(s: &Scenario, args: &[&str]) -> (i32, Value) {
+    let log = s.dir.path().join("tool.log");
+    let b = built().unwrap();
+    // The environment kvcr gets in this scenario, for another program.
+    let c = s.command(&log, &[], &[]);
+    let mut cmd = Command::new(&b.proof_owner);
+    cmd.args(args).env_clear();
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn used(s: &Scenario) -> u64 {
+    let (code, v) = tool(s, &["meminfo"]);
+    assert_eq!(code, 0, "{v}");
+    v["used"].as_u64().unwrap()
+}
+
+fn seeded(kind: &'static str) -> Alloc {
+    Alloc {
+        alloc_size: 4 * MIB,
+        size_bytes: 2 * MIB,
+        seed: Some(SEED),
+        ..alloc(kind, 0)
+    }
+}
+
+#[test]
+fn the_owner_goes_and_an_engine_takes_the_memory_from_what_the_ready_file_names() {
+    let Some(b) = built() else { return };
+    if !pidfd_works(b) {
+        return;
+    }
+    let mut s = Scenario::new(b, 1, 1, |_| {
+        vec![
+            seeded("posix_fd"),
+            Alloc {
+                offset_bytes: MIB,
+                ..seeded("posix_fd")
+            },
+            seeded("fabric"),
+        ]
+    });
+    let before = used(&s);
+    assert_eq!(before, 3 * 4 * MIB, "the owner's three allocations");
+    let held = s.start_hold("run", &[]);
+    let ready = held.ready.clone();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    let socket = doc["hand_over"].as_str().unwrap().to_string();
+    assert_eq!(socket, format!("{}.sock", ready.display()));
+
+    // The ready file and the import plan agree on every allocation.
+    let dry = s.import("plan", &[], &["--dry-run"]);
+    let plan = &dry.report()["plan"]["ranks"][0]["allocations"];
+    let items = doc["ranks"][0]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    for (item, p) in items.iter().zip(plan.as_array().unwrap()) {
+        for k in ["id", "size_bytes", "offset_bytes", "handle"] {
+            assert_eq!(item[k], p[k], "{k}: {item} vs {p}");
+        }
+    }
+    assert_eq!(
+        items[0]["obtain"],
+        serde_json::json!({"from": "hand-over", "index": 0})
+    );
+    assert_eq!(
+        items[1]["obtain"],
+        serde_json::json!({"from": "hand-over", "index": 1})
+    );
+    assert_eq!(items[2]["obtain"], serde_json::json!({"from": "handle"}));
+
+    // The owner closes every fd it has, drops its handles and exits.
+    signal(&s.owner, libc::SIGUSR1);
+    let st = s.owner.wait().unwrap();
+    assert!(st.success(), "{st:?}");
+    // kvcr's references keep every allocation.
+    assert_eq!(used(&s), before);
+
+    // A new engine: the posix_fd allocations from the socket, their bytes
+    // the owner's; the fabric one from its handle.
+    let (code, got) = tool(&s, &["take", &socket, &SEED.to_string()]);
+    assert_eq!(code, 0, "{got}");
+    assert_eq!(got["received"], 2, "{got}");
+    for (k, item) in got["items"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(item["read"], "same", "{item}");
+        assert_eq!(item["fd_type"], "character device", "{item}");
+        assert_eq!(item["message"]["index"], k);
+        assert_eq!(item["message"]["of"], 2);
+        assert_eq!(item["message"]["allocation"], items[k]["id"]);
+        assert_eq!(item["message"]["offset_bytes"], items[k]["offset_bytes"]);
+    }
+    let hex = items[2]["handle"]["hex"].as_str().unwrap();
+    let size = (2 * MIB).to_string();
+    let (code, read) = tool(&s, &["read", "fabric", hex, &size, &SEED.to_string()]);
+    assert_eq!((code, &read["read"]), (0, &Value::from("same")), "{read}");
+
+    // Release: exit 0, the socket and the ready file gone, the memory back.
+    let r = held.release();
+    assert_eq!(r.code, 0, "{}", r.why());
+    assert!(!ready.exists() && !Path::new(&socket).exists());
+    r.assert_clean_reverse();
+    assert!(r.log.held.is_empty());
+    assert!(r.report()["warnings"].is_null(), "{}", r.why());
+    assert_eq!(used(&s), 0, "no reference left anywhere");
+    // Nothing keeps the fabric allocation now: it can no longer be imported.
+    let (code, read) = tool(&s, &["read", "fabric", hex, &size, &SEED.to_string()]);
+    assert_ne!(code, 0, "{read}");
+    assert!(read["error"].as_str().unwrap().contains("(1)"), "{read}");
+}
+
+#[test]
+fn a_hold_refuses_what_it_cannot_serve_saying_why() {
+    let Some(b) = built() else { return };
+    let s = Scenario::new(b, 1, 1, |_| vec![alloc("fabric", 0), alloc("cuda_ipc", 0)]);
+    let ready = s.dir.path().join("ready.json");
+    let r = s.import(
+        "ipc",
+        &[],
+        &["--hold", "--ready-file", ready.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 2, "{}", r.why());
+    assert!(
+        r.stderr
+            .contains("--hold cannot keep cuda_ipc memory (rank 0 \"kv-1\")")
+            && r.stderr.contains("dies with it"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.log.acquired.is_empty(), "no GPU call");
+    assert!(!ready.exists());
+    let left: Vec<_> = std::fs::read_dir(s.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".ready.json"))
+        .collect();
+    assert!(left.is_empty(), "staging left: {left:?}");
+    // posix_fd without a ready file: nothing would name the socket.
+    if pidfd_works(b) {
+        let s = Scenario::new(b, 1, 1, |_| vec![alloc("posix_fd", 0)]);
+        let r = s.import("no-ready", &[], &["--hold"]);
+        assert_eq!(r.code, 2, "{}", r.why());
+        assert!(r.stderr.contains("needs --ready-file"), "{}", r.stderr);
+        assert!(r.log.acquired.is_empty());
+    }
+}
+
+#[test]
+fn a_fabric_hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
+    let Some(b) = built() else { return };
+    let s = Scenario::new(b, 2, 2, |r| vec![alloc("fabric", r), alloc("fabric", r)]);
+    let held = s.start_hold("fabric", &[]);
+    let ready = held.ready.clone();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
+    assert_eq!(doc["pid"], held.child.id());
+    assert_eq!(doc["backend"], "cuda");
+    assert!(
+        doc.get("hand_over").is_none(),
+        "no posix_fd, no socket: {doc}"
+    );
+    assert_eq!(doc["ranks"].as_array().unwrap().len(), 2);
+    // Everything acquired, nothing released while held.
+    let mid = parse_log(&std::fs::read_to_string(&held.log).unwrap());
+    assert_eq!(mid.acquired.len(), 2 * 7);
+    assert!(mid.released.is_empty());
+    let r = held.release();
+    assert_eq!(r.code, 0, "{}", r.why());
+    assert!(!ready.exists());
+    r.assert_clean_reverse();
+    assert!(r.log.held.is_empty());
+    assert_eq!(r.log.released.len(), 14);
+}
