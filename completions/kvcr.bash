@@ -198,7 +198,7 @@ _kvcr() {
             fi
             case "${prev}" in
                 --format)
-                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -48,7 +48,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l producer-user -d 'Th
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l textfile -d 'Also write the Prometheus metrics (docs/format.md §9.5) to PATH, atomically, for node-exporter\'s textfile collector; PATH may not lie inside the inventory' -r -F
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
-prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+prometheus\t'Prometheus text exposition format (audit and merge; docs/format.md §9.5)'"
 complete -c kvcr -n "__fish_kvcr_using_subcommand audit" -l color -d 'Colour: auto follows the terminal, NO_COLOR and TERM=dumb' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -81,7 +81,7 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand import" -s h -l help -d 'Print
 complete -c kvcr -n "__fish_kvcr_using_subcommand explain" -s h -l help -d 'Print help'
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -l format -d 'Output format (json: exactly one document on stdout)' -r -f -a "table\t''
 json\t''
-prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+prometheus\t'Prometheus text exposition format (audit and merge; docs/format.md §9.5)'"
 complete -c kvcr -n "__fish_kvcr_using_subcommand merge" -l color -d 'Colour: auto follows the terminal, NO_COLOR and TERM=dumb' -r -f -a "auto\t''
 always\t''
 never\t''"
@@ -100,8 +100,7 @@ json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l live -d 'Also check this node\'s processes: lease owners under GMS\'s default owner id, and a held recovery barrier\'s owner'
 complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -l format -d 'Output format' -r -f -a "table\t''
-json\t''
-prometheus\t'Prometheus text exposition format (audit only; docs/format.md §9.5)'"
+json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand schema" -s h -l help -d 'Print help (see more with \'--help\')'

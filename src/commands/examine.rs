@@ -4,7 +4,6 @@
 
 use crate::format::failure::Failure;
 use crate::io::output::emit;
-use crate::report::Format;
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -14,23 +13,27 @@ pub struct ExamineArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = ExamineFormat::Table)]
+    pub format: ExamineFormat,
+}
+
+/// The formats `kvcr examine` writes: a table or the `kvcr.examine/v1`
+/// document. No Prometheus text (that is the audit's, of a whole
+/// inventory), so `--help`, the man page and the completions never offer
+/// what examine would refuse, and clap refuses it as any unknown value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExamineFormat {
+    Table,
+    Json,
 }
 
 /// `kvcr examine FILE`.
-pub fn run(file: &Path, format: Format) -> Result<i32, Failure> {
-    if format == Format::Prometheus {
-        return Err(Failure::usage(
-            "kvcr examine writes a table or JSON; --format prometheus is for kvcr audit",
-            None,
-        ));
-    }
+pub fn run(file: &Path, format: ExamineFormat) -> Result<i32, Failure> {
     let e = crate::io::examine::examine(file, crate::io::node::now_unix_ms())?;
     let status = e.exit_status;
     emit(|out| match format {
-        Format::Json => crate::format::json::write(out, &e),
-        Format::Table | Format::Prometheus => crate::report::examine::write_table(out, &e),
+        ExamineFormat::Json => crate::format::json::write(out, &e),
+        ExamineFormat::Table => crate::report::examine::write_table(out, &e),
     })?;
     Ok(status)
 }

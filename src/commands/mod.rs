@@ -109,7 +109,7 @@ impl Command {
             Command::Import(a) => ("import", json(&a.output.output())),
             Command::Merge(a) => ("merge", json(&a.output)),
             Command::Profile(_) => ("profile", false),
-            Command::Examine(a) => ("examine", a.format == Format::Json),
+            Command::Examine(a) => ("examine", a.format == examine::ExamineFormat::Json),
             Command::Gms(a) => ("gms", a.format == gms::GmsFormat::Json),
             Command::Explain(_) => ("explain", false),
             Command::Completions(_) => ("completions", false),

@@ -143,7 +143,10 @@ pub fn explain(code: Code) -> Explanation {
             "A rank of the group has no current descriptor. A tensor-parallel group is usable \
                 only whole, so the group is rejected.",
             "Ranks 0..world_size-1 of the current incarnation; an older incarnation is never used \
-                to fill the gap.",
+                to fill the gap. kvcr merge counts them over every node's report, and a node's \
+                report written without --local-ranks rejects the group for the ranks other nodes \
+                hold: there the step is to audit each node again with --local-ranks naming its \
+                own ranks, then merge.",
             "restore the missing rank's descriptor from its owner if it still lives; otherwise \
                 start the engine with an empty cache",
             "",

@@ -400,13 +400,8 @@ fn headline(
         let list: Vec<&str> = explained.iter().map(|c| c.as_str()).collect();
         cause.push_str(&format!("; this also explains {}", list.join(", ")));
     }
-    let bad_ranks = g
-        .ranks
-        .iter()
-        .filter(|r| r.verdict == Verdict::Reject)
-        .count();
-    if bad_ranks > 1 {
-        cause.push_str(&format!("; {bad_ranks} ranks rejected in all"));
+    if let Some(tally) = rejected_in_all(g) {
+        cause.push_str(&format!("; {tally}"));
     }
     // Every file that rejects the run is named or counted in the cause.
     let more = unclaimed_files(if from_files { root.file } else { None });
@@ -481,6 +476,38 @@ fn partial_view(g: &GroupVerdict, own: &[Candidate], inv: &Invocation) -> Option
     ))
 }
 
+/// How much of the group is rejected, when more than one row is: ranks
+/// counted as ranks (distinct rank numbers), and descriptors named as
+/// descriptors where a rank has more than one (two incarnations that tie,
+/// a copy of a rank, one rank reported by two nodes), so a 2-rank group
+/// never reads "4 ranks rejected".
+fn rejected_in_all(g: &GroupVerdict) -> Option<String> {
+    let rows: Vec<Option<u64>> = g
+        .ranks
+        .iter()
+        .filter(|r| r.verdict == Verdict::Reject)
+        .map(|r| r.rank)
+        .collect();
+    if rows.len() < 2 {
+        return None;
+    }
+    let mut ranks: Vec<u64> = rows.iter().flatten().copied().collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    Some(if ranks.len() == rows.len() {
+        format!("{} ranks rejected in all", ranks.len())
+    } else if rows.iter().any(Option::is_none) {
+        // A descriptor whose rank has no number: only descriptors count.
+        format!("{} descriptors rejected in all", rows.len())
+    } else {
+        format!(
+            "{} descriptors of {} rejected in all",
+            rows.len(),
+            plural(ranks.len(), "rank", "ranks")
+        )
+    })
+}
+
 /// The safe step for the headline finding: the code's own, unless the
 /// finding came from the command line or from `kvcr merge`.
 fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
@@ -499,6 +526,11 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
                 compress_ranks(&present)
             }
         ),
+        // A node's report written without --local-ranks rejects the group
+        // for the ranks other nodes hold: the inputs are wrong.
+        Code::KV103 if f.subject == Subject::MergeInputs && inv.merged.is_some() => {
+            audit_with_local_ranks(g, inv)
+        }
         // A file of a user kvcr does not trust: when that user is the
         // producer's, the files are right and the audit lacks the
         // declaration (docs/format.md §2.4).
@@ -560,6 +592,91 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
     }
 }
 
+/// What reusing an accepted group takes, around the `import` command(s)
+/// that prove it (docs/import.md "Trial, hold, dry run"): a trial import
+/// proves `what` can be imported now, whole, and releases it, so it hands
+/// nothing over; the engine takes the memory over by importing the handles
+/// itself, from the import plan, while a hold keeps it mapped. `whose`
+/// comes before "engine" ("the ", or "each node's " after a merge).
+fn reuse(what: &str, whose: &str, import: &str) -> String {
+    format!(
+        "a trial proves {what} can be reused now (it imports every rank, verifies and releases \
+         them: nothing is handed over): {import}; to hand the memory over, hold it \
+         instead (the same with --hold --ready-file PATH keeps it mapped until SIGTERM) while \
+         {whose}engine imports the handles itself from the import plan (the same with --dry-run \
+         --format json)"
+    )
+}
+
+/// The ranks of group `g` that merge input `i` reported.
+fn ranks_of(g: &GroupVerdict, i: &MergeInput) -> Vec<u64> {
+    g.ranks
+        .iter()
+        .filter(|r| r.report.as_deref() == Some(i.report.as_str()))
+        .filter_map(|r| r.rank)
+        .collect()
+}
+
+/// At most 8 steps, one per node, then how many more: "; "-separated.
+fn bounded_steps(steps: impl ExactSizeIterator<Item = String>) -> String {
+    let n = steps.len();
+    let mut shown: Vec<String> = steps.take(8).collect();
+    if n > 8 {
+        shown.push(format!("and {} more nodes", n - 8));
+    }
+    shown.join("; ")
+}
+
+/// The live audit to run again on merge input `i`'s node, naming its own
+/// ranks of `g` (`--strict` when `strict`), its report written to
+/// `HOST.json`; `why` says what was wrong with the report it has.
+fn audit_step(g: &GroupVerdict, i: &MergeInput, why: Option<&str>, strict: bool) -> String {
+    let host = i.host.as_deref().unwrap_or("its node");
+    let mut flags = vec![
+        "--local-ranks".to_string(),
+        compress_ranks(&ranks_of(g, i)),
+        "--format".to_string(),
+        "json".to_string(),
+    ];
+    if strict {
+        flags.insert(0, "--strict".to_string());
+    }
+    format!(
+        "on {host} (report {}{}): {} > {}",
+        i.report,
+        why.map(|w| format!(", {w}")).unwrap_or_default(),
+        command(
+            "audit",
+            true,
+            i.root.as_deref().unwrap_or("."),
+            &g.engine_id,
+            &flags
+        ),
+        shell_quote(&format!("{host}.json"))
+    )
+}
+
+/// `kvcr merge` of reports written without `--local-ranks`: each node's
+/// audit missed the ranks the other nodes hold and rejected the group
+/// (KV103), though every rank row is accepted. The fix is the audits'
+/// flag, not the cache: audit every node of the group again naming its
+/// own ranks, then merge the new reports (the import gate takes a fleet
+/// report only as fresh as its oldest input, so every node's is new).
+fn audit_with_local_ranks(g: &GroupVerdict, inv: &Invocation) -> String {
+    let inputs: Vec<&MergeInput> = inv
+        .merged
+        .iter()
+        .flatten()
+        .filter(|i| !ranks_of(g, i).is_empty())
+        .collect();
+    let steps = bounded_steps(inputs.iter().map(|i| audit_step(g, i, None, false)));
+    format!(
+        "a node's report written without --local-ranks misses the ranks other nodes hold and \
+         rejects the group, whatever its rank rows say; audit every node again naming its own \
+         ranks: {steps}; then kvcr merge every node's report again"
+    )
+}
+
 fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
     // Both judges accept a group only with a world size; a verdict built
     // without one still never claims "0 ranks".
@@ -583,13 +700,6 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
                 "; not every input was live"
             }
         );
-        let ranks_of = |i: &MergeInput| -> Vec<u64> {
-            g.ranks
-                .iter()
-                .filter(|r| r.report.as_deref() == Some(i.report.as_str()))
-                .filter_map(|r| r.rank)
-                .collect()
-        };
         // The import gate refuses a fleet report with an input that is not
         // live (or names no boot id) and ranks with facts not checked:
         // never advise that import; name each node to audit again, live,
@@ -604,84 +714,50 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
             })
             .collect();
         if !unproven.is_empty() {
-            let mut steps: Vec<String> = unproven
-                .iter()
-                .take(8)
-                .map(|(i, unchecked)| {
-                    let host = i.host.as_deref().unwrap_or("its node");
-                    let mut flags = vec![
-                        "--local-ranks".to_string(),
-                        compress_ranks(&ranks_of(i)),
-                        "--format".to_string(),
-                        "json".to_string(),
-                    ];
-                    if *unchecked {
-                        flags.insert(0, "--strict".to_string());
-                    }
-                    format!(
-                        "on {host} (report {}{}): {} > {}",
-                        i.report,
-                        if *unchecked {
-                            ", facts not checked"
-                        } else {
-                            ", not live"
-                        },
-                        command(
-                            "audit",
-                            true,
-                            i.root.as_deref().unwrap_or("."),
-                            &g.engine_id,
-                            &flags
-                        ),
-                        shell_quote(&format!("{host}.json"))
-                    )
-                })
-                .collect();
-            if unproven.len() > 8 {
-                steps.push(format!("and {} more nodes", unproven.len() - 8));
-            }
+            let steps = bounded_steps(unproven.iter().map(|&(i, unchecked)| {
+                let why = if unchecked {
+                    "facts not checked"
+                } else {
+                    "not live"
+                };
+                audit_step(g, i, Some(why), unchecked)
+            }));
             return (
                 cause,
                 format!(
                     "none needed; an import needs every node audited live with every fact checked: \
-                     {}; then kvcr merge every node's report again",
-                    steps.join("; ")
+                     {steps}; then kvcr merge every node's report again"
                 ),
             );
         }
         // Each node imports its own ranks from its own inventory.
-        let mut steps: Vec<String> = inputs
-            .iter()
-            .take(8)
-            .map(|i| {
-                let ranks = ranks_of(i);
-                format!(
-                    "on {}: {}",
-                    i.host.as_deref().unwrap_or("its node"),
-                    import_command(
-                        i.root.as_deref().unwrap_or("."),
-                        &g.engine_id,
-                        &[],
-                        &[
-                            "--local-ranks".to_string(),
-                            compress_ranks(&ranks),
-                            "--fleet-report".to_string(),
-                            "fleet.json".to_string(),
-                        ]
-                    )
+        let steps = bounded_steps(inputs.iter().map(|i| {
+            format!(
+                "on {}: {}",
+                i.host.as_deref().unwrap_or("its node"),
+                import_command(
+                    i.root.as_deref().unwrap_or("."),
+                    &g.engine_id,
+                    &[],
+                    &[
+                        "--local-ranks".to_string(),
+                        compress_ranks(&ranks_of(g, i)),
+                        "--fleet-report".to_string(),
+                        "fleet.json".to_string(),
+                    ]
                 )
-            })
-            .collect();
-        if inputs.len() > 8 {
-            steps.push(format!("and {} more nodes", inputs.len() - 8));
-        }
+            )
+        }));
         return (
             cause,
             format!(
-                "none needed; to reuse the cache, save this report as fleet.json (kvcr merge … \
-                 --format json > fleet.json) and copy it to each node, then {}{}",
-                steps.join("; "),
-                profile_note(&[])
+                "none needed; save this report as fleet.json (kvcr merge … --format json > \
+                 fleet.json) and copy it to each node; then {}",
+                reuse(
+                    "each node's ranks",
+                    "each node's ",
+                    &format!("{steps}{}", profile_note(&[]))
+                )
             ),
         );
     }
@@ -714,16 +790,17 @@ fn accepted(g: &GroupVerdict, inv: &Invocation) -> (String, String) {
     );
     let action = if !inv.live {
         format!(
-            "check this node first: {}; then reuse the cache: {import}",
-            command("audit", true, root, &g.engine_id, &inv.flags)
+            "check this node first: {}; then {}",
+            command("audit", true, root, &g.engine_id, &inv.flags),
+            reuse("the group", "the ", &import)
         )
     } else if unchecked > 0 {
         format!(
-            "see which facts with -v (import refuses facts it cannot check); to reuse the \
-         cache: {import}"
+            "see which facts with -v (import refuses facts it cannot check); then {}",
+            reuse("the group", "the ", &import)
         )
     } else {
-        format!("none needed; to reuse the cache: {import}")
+        format!("none needed; {}", reuse("the group", "the ", &import))
     };
     (cause, action)
 }
@@ -830,6 +907,52 @@ mod tests {
         }
         let known = action_for(&f, &accepted_pair(), &inv);
         assert!(known.contains("below world_size 2 in"), "{known}");
+    }
+
+    /// Ranks are counted as ranks, descriptors as descriptors (issue #31
+    /// §3): two rows of one rank are two descriptors of one rank.
+    #[test]
+    fn rejected_in_all_counts_ranks_and_names_descriptors() {
+        let reject = |mut g: GroupVerdict| {
+            for r in &mut g.ranks {
+                r.verdict = Verdict::Reject;
+            }
+            g
+        };
+        let one = GroupVerdict {
+            ranks: vec![accepted_pair().ranks.remove(0)],
+            ..accepted_pair()
+        };
+        assert_eq!(rejected_in_all(&reject(one)), None);
+        assert_eq!(rejected_in_all(&accepted_pair()), None);
+        let g = reject(accepted_pair());
+        assert_eq!(rejected_in_all(&g).unwrap(), "2 ranks rejected in all");
+        // Both ranks twice (two incarnations that tie): 4 descriptors.
+        let mut tie = g.clone();
+        tie.ranks.extend(g.ranks.clone());
+        assert_eq!(
+            rejected_in_all(&tie).unwrap(),
+            "4 descriptors of 2 ranks rejected in all"
+        );
+        // One rank twice (a copy): 2 descriptors of 1 rank.
+        let mut copy = g.clone();
+        copy.ranks[1].rank = Some(0);
+        assert_eq!(
+            rejected_in_all(&copy).unwrap(),
+            "2 descriptors of 1 rank rejected in all"
+        );
+        // A descriptor whose rank has no number: only descriptors count.
+        let mut unnumbered = g.clone();
+        unnumbered.ranks[1].rank = None;
+        assert_eq!(
+            rejected_in_all(&unnumbered).unwrap(),
+            "2 descriptors rejected in all"
+        );
+        // Accepted rows are not counted.
+        let mut mixed = tie.clone();
+        mixed.ranks[0].verdict = Verdict::Accept;
+        mixed.ranks[1].verdict = Verdict::Accept;
+        assert_eq!(rejected_in_all(&mixed).unwrap(), "2 ranks rejected in all");
     }
 
     #[test]

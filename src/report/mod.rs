@@ -16,7 +16,7 @@ pub mod table;
 pub enum Format {
     Table,
     Json,
-    /// Prometheus text exposition format (audit only; docs/format.md §9.5).
+    /// Prometheus text exposition format (audit and merge; docs/format.md §9.5).
     Prometheus,
 }
 

@@ -8,6 +8,7 @@ use crate::format::text::human_duration_ms;
 use crate::format::text::terminal;
 use crate::rules::{GroupVerdict, Judgement, RankVerdict, Verdict};
 use std::io::{self, Write};
+use unicode_width::UnicodeWidthChar;
 
 fn paint(p: &Printer, s: &str, code: &str) -> String {
     if p.color {
@@ -53,14 +54,18 @@ fn reason(p: &Printer, r: &RankVerdict, live: bool) -> Vec<String> {
     lines
 }
 
-/// Characters a terminal shows: escape sequences (`\x1b[...m`) take none.
+/// Terminal columns `s` takes: a wide character (CJK, most emoji) takes
+/// two, a combining mark or a zero-width character none, and so do the
+/// colour escape sequences (`\x1b[...m`) this printer writes. Measured by
+/// the Unicode East Asian Width rules (`unicode-width`), never by
+/// counting characters.
 fn visible_len(s: &str) -> usize {
     let mut n = 0;
     let mut in_escape = false;
     for c in s.chars() {
         match (in_escape, c) {
             (false, '\x1b') => in_escape = true,
-            (false, _) => n += 1,
+            (false, _) => n += UnicodeWidthChar::width(c).unwrap_or(0),
             (true, 'm') => in_escape = false,
             (true, _) => {}
         }
@@ -165,12 +170,12 @@ struct Row {
 /// below, indented, wrapped at spaces (a word is never cut).
 fn layout(out: &mut dyn Write, p: &Printer, header: &[&str], rows: &[Row]) -> io::Result<()> {
     let n = header.len() - 1; // the reason column is not padded
-    let mut widths: Vec<usize> = header[..n].iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = header[..n].iter().map(|h| visible_len(h)).collect();
     for r in rows {
         for (i, c) in r.cells.iter().enumerate() {
             widths[i] = widths[i].max(visible_len(c));
         }
-        widths[n - 1] = widths[n - 1].max(r.verdict.0.chars().count());
+        widths[n - 1] = widths[n - 1].max(visible_len(&r.verdict.0));
     }
     let lead = "  ";
     let prefix_len = lead.len() + widths.iter().map(|w| w + 2).sum::<usize>();
@@ -188,7 +193,7 @@ fn layout(out: &mut dyn Write, p: &Printer, header: &[&str], rows: &[Row]) -> io
     for r in rows {
         let mut cells = r.cells.clone();
         let v = &r.verdict;
-        let pad = widths[n - 1] - v.0.chars().count();
+        let pad = widths[n - 1] - visible_len(&v.0);
         cells.push(format!("{}{}", paint(p, &v.0, v.1), " ".repeat(pad)));
         // The verdict cell is padded by hand (colour codes take no columns).
         let fits = |l: &String| {
@@ -624,6 +629,17 @@ mod tests {
     fn escape_sequences_take_no_columns() {
         assert_eq!(visible_len("\x1b[1;31mREJECTED\x1b[0m"), 8);
         assert_eq!(visible_len("3f2b8c1e…"), 9);
+    }
+
+    /// A wide character takes two columns, a combining mark none: the
+    /// table measures what a terminal shows, not characters.
+    #[test]
+    fn wide_characters_take_two_columns_and_combining_marks_none() {
+        assert_eq!(visible_len("缓存/rank-0.json"), 4 + 12);
+        assert_eq!(visible_len("e\u{301}"), 1);
+        assert_eq!(visible_len("\x1b[1m缓\x1b[0m"), 2);
+        // Wrapped by columns: "缓存 缓存" is 9 columns, not 5 characters.
+        assert_eq!(wrap(Some(8), "", "缓存 缓存", " "), "缓存\n    缓存\n");
     }
 
     #[test]

@@ -1,16 +1,14 @@
 //! Rules across the groups of one inventory (docs/format.md §3.4, §5.5):
 //! one memory handle backs one allocation of one group (KV111), and one
-//! inventory holds one node's descriptors (KV110). And the rules across the
-//! nodes of one group that `kvcr merge` applies (docs/format.md §10): one
-//! rank per GPU (KV106), one node per rank (KV102), every rank reported
-//! (KV103).
+//! inventory holds one node's descriptors (KV110). The rules across the
+//! nodes of one group (docs/format.md §10) are `rules::fleet`'s.
 //!
 //! Only current descriptors count, as everywhere: each group's current
 //! incarnation is selected exactly as `judge_group` selects it.
 
 use super::claims::{name_bounded, MAX_NAMED};
 use super::handles::{keys, HandleKey};
-use super::{compress_ranks, incarnation, Candidate, Context, RankVerdict, Verdict};
+use super::{incarnation, Candidate, Context};
 use crate::format::descriptor::EngineId;
 use crate::format::finding::{Code, Finding};
 use std::collections::BTreeMap;
@@ -219,125 +217,4 @@ pub(crate) fn check(
         }
     }
     out
-}
-
-// Rules across the nodes of one merged group (docs/format.md §10), for
-// `kvcr merge`: functions of the ranks' verdicts alone, no I/O.
-
-/// `a, b and N more`: at most [`MAX_NAMED`] names (docs/format.md §9.3).
-pub(crate) fn bounded(names: &[&str]) -> String {
-    const MAX_NAMED: usize = 8;
-    let mut s = names
-        .iter()
-        .take(MAX_NAMED)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > MAX_NAMED {
-        s.push_str(&format!(" and {} more", names.len() - MAX_NAMED));
-    }
-    s
-}
-
-/// One GPU (its 16 UUID bytes) for one rank across the whole fleet.
-pub(crate) fn one_rank_per_gpu(ranks: &mut [RankVerdict]) {
-    let mut by_gpu: BTreeMap<crate::format::descriptor::GpuUuid, Vec<usize>> = BTreeMap::new();
-    for (i, r) in ranks.iter().enumerate() {
-        if let Some(g) = r
-            .gpu_uuid
-            .as_deref()
-            .and_then(crate::format::descriptor::GpuUuid::parse)
-        {
-            by_gpu.entry(g).or_default().push(i);
-        }
-    }
-    for (gpu, idx) in by_gpu.iter().filter(|(_, v)| v.len() > 1) {
-        let names: Vec<String> = idx
-            .iter()
-            .map(|&i| {
-                let r = &ranks[i];
-                format!(
-                    "rank {} ({})",
-                    r.rank.map_or("?".to_string(), |n| n.to_string()),
-                    r.report.as_deref().unwrap_or("?")
-                )
-            })
-            .collect();
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        for &i in idx {
-            let at = ranks[i].path.clone();
-            ranks[i].verdict = Verdict::Reject;
-            ranks[i].findings.push(
-                Finding::reject(
-                    Code::KV106,
-                    format!(
-                        "GPU {gpu} is claimed by {} ranks: {}",
-                        idx.len(),
-                        bounded(&refs)
-                    ),
-                )
-                .values("one rank per GPU", format!("{gpu} shared"))
-                .at(at),
-            );
-        }
-    }
-}
-
-/// One node per rank: a rank listed by two reports is rejected in both.
-pub(crate) fn one_node_per_rank(ranks: &mut [RankVerdict], seen: &BTreeMap<u64, Vec<&str>>) {
-    for r in ranks.iter_mut() {
-        let Some(n) = r.rank else {
-            continue;
-        };
-        let names = &seen[&n];
-        if names.len() > 1 {
-            r.verdict = Verdict::Reject;
-            r.findings.push(
-                Finding::reject(
-                    Code::KV102,
-                    format!(
-                        "rank {n} is reported by {} reports: {}",
-                        names.len(),
-                        bounded(names)
-                    ),
-                )
-                .values("one node per rank", bounded(names))
-                .at(r.path.clone()),
-            );
-        }
-    }
-}
-
-/// Ranks 0..world_size-1 that no node reports (KV103, recomputed over all
-/// nodes), as runs for the verdict's `missing` list.
-pub(crate) fn missing_ranks(
-    world_size: Option<u64>,
-    seen: &BTreeMap<u64, Vec<&str>>,
-    names: &[String],
-) -> (Vec<(u64, u64)>, Option<Finding>) {
-    let mut finding = None;
-    let mut missing = Vec::new();
-    if let Some(ws) = world_size {
-        let absent: Vec<u64> = (0..ws.min(crate::format::descriptor::MAX_WORLD_SIZE))
-            .filter(|r| !seen.contains_key(r))
-            .collect();
-        missing = crate::format::rankset::runs(absent.iter().copied());
-        if !absent.is_empty() {
-            let list = compress_ranks(&absent);
-            let all: Vec<&str> = names.iter().map(String::as_str).collect();
-            let names = [bounded(&all)];
-            finding = Some(
-                Finding::reject(
-                    Code::KV103,
-                    format!(
-                        "no node reports rank{} {list} of {ws} (reports: {})",
-                        if absent.len() == 1 { "" } else { "s" },
-                        names.join(", ")
-                    ),
-                )
-                .values(format!("ranks 0-{}", ws - 1), format!("missing {list}")),
-            );
-        }
-    }
-    (missing, finding)
 }

@@ -136,7 +136,7 @@ fn an_odd_rank_0_is_the_rank_rejected_and_named_not_the_three_agreeing_ranks() {
 // ---------------------------------------------------------------------------
 // Class 3 (doc claims more than the gate checks): README "Decisions" says the
 // fleet report is refused unless its "inputs [have] distinct hosts and boot
-// ids". judge_report_data (src/import/gate/checks.rs) checks only that each input
+// ids". judge_report_data (src/import/gate/fleet.rs) checks only that each input
 // *names* a boot id; two inputs with one boot id (one machine audited twice
 // under two hostnames) pass.
 // ---------------------------------------------------------------------------

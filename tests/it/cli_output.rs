@@ -352,3 +352,180 @@ fn a_broken_stderr_never_panics_and_keeps_the_exit_status() {
         }
     }
 }
+
+/// Tables are measured in terminal columns (issue #29 §3): a path with
+/// wide characters (two columns each) or a combining mark (none) keeps the
+/// files table's columns aligned and every line within COLUMNS=80. Counted
+/// in characters, the wide path's code column sat two columns right of the
+/// others, the combining mark's one column left.
+#[test]
+fn wide_and_combining_characters_keep_the_table_aligned_at_80_columns() {
+    use crate::util::testkit::{self, Desc};
+    use unicode_width::UnicodeWidthStr;
+    let d = tempfile::tempdir().unwrap();
+    testkit::put_group(d.path(), "", &Desc::new("w80", 0, 2, 1));
+    let paths = [
+        "缓存キャッシュ/rank-5.json",
+        "cafe\u{301}/rank-6.json",
+        "plain/rank-7.json",
+    ];
+    for p in paths {
+        testkit::put(d.path(), p, b"x");
+    }
+    let out = kvcr()
+        .arg("audit")
+        .arg(d.path())
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let wide: Vec<&str> = text.lines().filter(|l| l.width() > 80).collect();
+    assert!(wide.is_empty(), "lines over 80 columns: {wide:#?}\n{text}");
+    // Each file's row: the column where its code starts, in terminal columns.
+    let columns: Vec<usize> = paths
+        .iter()
+        .map(|p| {
+            let row = text
+                .lines()
+                .find(|l| l.trim_start().starts_with(p))
+                .unwrap_or_else(|| panic!("no row for {p}:\n{text}"));
+            let at = row.find("KV").unwrap_or_else(|| panic!("no code: {row}"));
+            row[..at].width()
+        })
+        .collect();
+    assert!(
+        columns.windows(2).all(|w| w[0] == w[1]),
+        "code columns {columns:?}:\n{text}"
+    );
+}
+
+/// The `--format` values a subcommand's `--help` offers (both of clap's
+/// layouts: "[possible values: a, b]" and the "Possible values:" list).
+fn offered_formats(sub: &str) -> Option<Vec<String>> {
+    let (_, help, _) = run(&[sub, "--help"]);
+    let at = help.find("--format <FORMAT>")?;
+    // The option's own block: up to the next option's line.
+    let block: Vec<&str> = help[at..]
+        .lines()
+        .enumerate()
+        .take_while(|(i, l)| {
+            let l = l.trim_start();
+            *i == 0 || !l.starts_with('-') || l.starts_with("- ")
+        })
+        .map(|(_, l)| l.trim())
+        .collect();
+    let text = block.join(" ");
+    if let Some(i) = text.find("[possible values: ") {
+        let list = &text[i + "[possible values: ".len()..];
+        let list = &list[..list.find(']').unwrap()];
+        return Some(list.split(", ").map(str::to_string).collect());
+    }
+    Some(
+        block
+            .iter()
+            .filter_map(|l| l.strip_prefix("- "))
+            .map(|l| l.split(':').next().unwrap().to_string())
+            .collect(),
+    )
+}
+
+/// `--help`, the man pages and the completions offer only the formats each
+/// command accepts (issue #31 §3): `kvcr examine --help` offered
+/// `--format prometheus`, which examine then refused. Every subcommand
+/// with `--format` is asked here with each value it offers, and none is a
+/// usage error; examine offers a table or JSON, and refuses prometheus as
+/// clap refuses any value it does not offer.
+#[test]
+fn every_offered_format_is_accepted_by_its_command() {
+    let d = tempfile::tempdir().unwrap();
+    let inv = inventory("profile-accept");
+    let inv = inv.to_str().unwrap();
+    let profile = repo().join("fixtures/profile-accept/profile.json");
+    let report = d.path().join("node.json");
+    let (_, json, _) = run(&["audit", inv, "--format", "json"]);
+    std::fs::write(&report, json).unwrap();
+    let rank = format!("{inv}/rank-0.json");
+    // An empty directory: gms finds no artifact there (exit 2), which is
+    // no refusal of its format.
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        ("audit", vec!["audit", inv]),
+        ("merge", vec!["merge", report.to_str().unwrap()]),
+        (
+            "import",
+            vec![
+                "import",
+                "--dry-run",
+                inv,
+                "--profile",
+                profile.to_str().unwrap(),
+            ],
+        ),
+        ("examine", vec!["examine", &rank]),
+        (
+            "gms",
+            vec!["gms", "--interval-ms", "0", empty.to_str().unwrap()],
+        ),
+    ];
+    // Every subcommand that has --format is one of the cases.
+    let (_, top, _) = run(&["--help"]);
+    let subs: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| *s != "help")
+        .collect();
+    let with_format: Vec<&str> = subs
+        .iter()
+        .copied()
+        .filter(|s| offered_formats(s).is_some())
+        .collect();
+    let mut asked: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    asked.sort();
+    let mut with_format_sorted = with_format.clone();
+    with_format_sorted.sort();
+    assert_eq!(with_format_sorted, asked, "subcommands with --format");
+    for (sub, args) in &cases {
+        let offered = offered_formats(sub).unwrap();
+        assert!(offered.contains(&"table".to_string()), "{sub}: {offered:?}");
+        for f in &offered {
+            let out = kvcr()
+                .args(args)
+                .args(["--format", f])
+                .env("KVCR_IMPORT_BACKEND", "sim")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if *sub != "gms" {
+                assert_ne!(
+                    out.status.code(),
+                    Some(2),
+                    "{sub} --format {f} is offered but refused: {stderr}"
+                );
+            }
+            assert!(
+                !stderr.contains("--format") && !stderr.contains("invalid value"),
+                "{sub} --format {f} is offered but refused: {stderr}"
+            );
+        }
+    }
+    assert_eq!(
+        offered_formats("examine").unwrap(),
+        ["table", "json"],
+        "examine writes a table or kvcr.examine/v1"
+    );
+    let out = kvcr()
+        .args(["examine", &rank, "--format", "prometheus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid value 'prometheus'"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

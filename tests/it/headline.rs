@@ -330,14 +330,21 @@ fn missing_ranks_stay_one_row_per_run() {
 }
 
 fn write_report(dir: &Path, ranks: std::ops::Range<u64>, local: &str, host: &str) -> PathBuf {
-    let inv = dir.join(format!("inv-{host}-{local}"));
+    let first = ranks.start;
+    let inv = dir.join(format!("inv-{host}-{local}-{first}"));
     for rank in ranks {
         let d = crate::util::testkit::Desc::new("fleet-a", rank, 4, 1);
         crate::util::testkit::put(&inv, &format!("rank-{rank}.json"), &d.bytes());
     }
-    let (_, mut v) = audit_json(&inv, &["--local-ranks", local]);
+    // `local` empty: audited without --local-ranks.
+    let args: &[&str] = if local.is_empty() {
+        &[]
+    } else {
+        &["--local-ranks", local]
+    };
+    let (_, mut v) = audit_json(&inv, args);
     v["host"] = Value::String(host.into());
-    let p = dir.join(format!("{host}-{local}.json"));
+    let p = dir.join(format!("{host}-{local}-{first}.json"));
     std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
     p
 }
@@ -469,4 +476,120 @@ fn local_ranks_beyond_the_group_point_at_the_request_not_the_files() {
     let (_, v) = audit_json(&fixtures().join("kv101-wrong-rank/inventory"), &[]);
     let act = v["groups"][0]["action"].as_str().unwrap_or_default();
     assert!(!act.contains("--local-ranks"), "{act}");
+}
+
+/// Reports written without --local-ranks (issue #31 §3): each node's
+/// audit rejects the group for the ranks the other node holds (KV103),
+/// while every rank row of the merge is accepted. The action follows from
+/// that cause: audit every node again naming its own ranks, then merge;
+/// never KV103's "start the engine with an empty cache".
+#[test]
+fn a_merge_of_reports_without_local_ranks_points_at_local_ranks() {
+    let t = tempfile::tempdir().unwrap();
+    let a = write_report(t.path(), 0..2, "", "node-a");
+    let b = write_report(t.path(), 2..4, "", "node-b");
+    let (code, v, table) = merge_json(&[&a, &b]);
+    assert_eq!(code, 1, "{v:#}");
+    let g = &v["groups"][0];
+    assert!(
+        g["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["verdict"] == "accept"),
+        "{v:#}"
+    );
+    assert_eq!(g["cause_code"], "KV103", "{v:#}");
+    let cause = g["cause"].as_str().unwrap();
+    assert!(cause.contains("without --local-ranks"), "{cause}");
+    let act = g["action"].as_str().unwrap();
+    assert!(!act.contains("empty cache"), "{act}");
+    for (host, ranks) in [("node-a", "0-1"), ("node-b", "2-3")] {
+        assert!(
+            act.contains(&format!("on {host} (report "))
+                && act.contains(&format!(
+                    "--local-ranks {ranks} --format json > {host}.json"
+                )),
+            "{host}: {act}"
+        );
+    }
+    assert!(act.contains("kvcr audit --live "), "{act}");
+    assert!(
+        act.contains("then kvcr merge every node's report again"),
+        "{act}"
+    );
+    assert!(!act.contains("kvcr import"), "{act}");
+    let words = table.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("audit every node again"), "{table}");
+    // One node with --local-ranks, one without: the one without rejects,
+    // and the action names both nodes' ranks (the merge needs every
+    // node's report, each new).
+    let a = write_report(t.path(), 0..2, "0-1", "node-a");
+    let (code, v, _) = merge_json(&[&a, &b]);
+    assert_eq!(code, 1, "{v:#}");
+    let act = v["groups"][0]["action"].as_str().unwrap();
+    assert!(
+        act.contains("--local-ranks 0-1") && act.contains("--local-ranks 2-3"),
+        "{act}"
+    );
+    // A node audited with --local-ranks that rejects for its own reason
+    // keeps that reason's action.
+    let mut bad = serde_json::from_slice::<Value>(&std::fs::read(&a).unwrap()).unwrap();
+    bad["groups"][0]["verdict"] = "reject".into();
+    bad["groups"][0]["findings"] = serde_json::json!([{"code": "KV103", "name": "missing-rank",
+        "severity": "reject", "message": "rank 1 missing"}]);
+    let bad_path = t.path().join("bad.json");
+    std::fs::write(&bad_path, bad.to_string()).unwrap();
+    let b = write_report(t.path(), 2..4, "2-3", "node-b");
+    let (code, v, _) = merge_json(&[&bad_path, &b]);
+    assert_eq!(code, 1, "{v:#}");
+    let act = v["groups"][0]["action"].as_str().unwrap();
+    assert!(
+        act.starts_with(&action(kvcr::finding::Code::KV103)),
+        "{act}"
+    );
+}
+
+/// An accepted group's action says what each command does (issue #31
+/// §3): a trial import proves the group can be imported and releases it,
+/// handing nothing over; a hold keeps the memory while the engine imports
+/// the handles itself from the import plan.
+#[test]
+fn an_accepted_action_says_what_a_trial_proves_and_what_hands_memory_over() {
+    let t = tempfile::tempdir().unwrap();
+    let (code, v) = audit_json(&fixtures().join("accept-tp4/inventory"), &[]);
+    assert_eq!(code, 0, "{v:#}");
+    let act = v["groups"][0]["action"].as_str().unwrap();
+    assert!(
+        act.contains("a trial proves the group can be reused"),
+        "{act}"
+    );
+    assert!(act.contains("nothing is handed over"), "{act}");
+    assert!(act.contains("--hold --ready-file PATH"), "{act}");
+    assert!(
+        act.contains("the engine imports the handles itself from the import plan"),
+        "{act}"
+    );
+    assert!(!act.contains("to reuse the cache: kvcr import"), "{act}");
+    // After a merge: the same, for each node's ranks.
+    let a = write_report(t.path(), 0..2, "0-1", "node-a");
+    let b = write_report(t.path(), 2..4, "2-3", "node-b");
+    let mut live = Vec::new();
+    for p in [&a, &b] {
+        let mut v: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        v["live"] = true.into();
+        v["boot_id"] = crate::util::testkit::BOOT_ID.into();
+        let q = p.with_extension("live.json");
+        std::fs::write(&q, v.to_string()).unwrap();
+        live.push(q);
+    }
+    let (code, v, _) = merge_json(&[&live[0], &live[1]]);
+    assert_eq!(code, 0, "{v:#}");
+    let act = v["groups"][0]["action"].as_str().unwrap();
+    assert!(act.contains("on node-a: kvcr import"), "{act}");
+    assert!(
+        act.contains("a trial proves each node's ranks can be reused")
+            && act.contains("each node's engine imports the handles itself"),
+        "{act}"
+    );
 }

@@ -427,3 +427,71 @@ fn the_fleet_gate_refuses_a_rank_with_any_finding() {
         });
     }
 }
+
+/// Merge and the fleet gate judge a group-level notice by one rule
+/// (rules::fleet::judged): only a known code, spelled as kvcr spells it,
+/// may be a notice. The gate read only the severity, the path and
+/// `counted`, so a fleet report whose accepted group carried a notice of
+/// an unknown code ("KV999", or "kv108") imported, where merge rejects the
+/// same notice in a node report as KV007.
+#[test]
+fn merge_and_the_fleet_gate_judge_a_notice_of_an_unknown_code_alike() {
+    let f = Fleet::new();
+    for code in ["KV999", "kv108"] {
+        let notice = json!([{"code": code, "name": "stale", "severity": "notice",
+            "message": "superseded; not counted", "path": "old/rank-0.json", "counted": false}]);
+        let r = merge_edited(&f, |a| a["groups"][0]["findings"] = notice.clone(), |_| {});
+        rejected_with(&r, "KV007");
+        f.must_refuse(&format!("a notice of code {code}"), |v| {
+            v["groups"][0]["findings"] = notice.clone();
+        });
+        let mut forged = f.fleet();
+        forged["groups"][0]["findings"] = notice.clone();
+        f.refused(Some(&forged), &[], &format!("carries finding {code}"));
+    }
+    // A known code stays a notice for both.
+    let notice = json!([{"code": "KV108", "name": "stale", "severity": "notice",
+        "message": "superseded; not counted", "path": "old/rank-0.json", "counted": false}]);
+    let r = merge_edited(&f, |a| a["groups"][0]["findings"] = notice.clone(), |_| {});
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let mut fleet = f.fleet();
+    fleet["groups"][0]["findings"] = notice;
+    assert_eq!(f.import(Some(&fleet), &[]).0, 0);
+}
+
+/// A rank is dated against its own report (docs/format.md §10.3), by merge
+/// and the fleet gate alike (rules::fleet::judge_ranks). The gate compared
+/// a merged rank's `created_unix_ms` with the merged report's own time, so
+/// a rank created after its node's report was written (which merge rejects
+/// as KV108) passed when the merge was written later still.
+#[test]
+fn the_fleet_gate_dates_a_rank_by_its_own_input_as_merge_does() {
+    let f = Fleet::new();
+    let now = now_ms();
+    // Node a's report written 250 s ago, its rank 0 created 100 s from now:
+    // 350 s after its report, beyond the 300 s slack; the merged report
+    // dated 200 s from now (within the slack of the gate's clock).
+    let forge = |v: &mut Value| {
+        v["inputs"][0]["generated_unix_ms"] = json!(now - 250_000);
+        v["groups"][0]["ranks"][0]["created_unix_ms"] = json!(now + 100_000);
+        v["generated_unix_ms"] = json!(now + 200_000);
+    };
+    let mut forged = f.fleet();
+    forge(&mut forged);
+    f.refused(Some(&forged), &[], "after the report was written");
+    // Merge rejects the same rank in node a's report.
+    let r = merge_edited(
+        &f,
+        |a| {
+            a["generated_unix_ms"] = json!(now - 250_000);
+            a["groups"][0]["ranks"][0]["created_unix_ms"] = json!(now + 100_000);
+        },
+        |_| {},
+    );
+    rejected_with(&r, "KV108");
+    // Within the slack of its input, the same rank imports.
+    let mut fleet = f.fleet();
+    forge(&mut fleet);
+    fleet["inputs"][0]["generated_unix_ms"] = json!(now - 150_000);
+    assert_eq!(f.import(Some(&fleet), &[]).0, 0, "{fleet:#}");
+}

@@ -2,5 +2,6 @@
 //! §8.9), asked in one order by `kvcr import` and the readiness gate alike.
 
 pub mod checks;
+pub mod fleet;
 pub mod order;
 pub mod readiness;

@@ -155,12 +155,14 @@ fn gate_group(
         }
     };
     // A local part needs proof of the whole group.
-    let fleet = checks::Fleet {
+    let fleet = super::fleet::Fleet {
         report: g.fleet_report,
         max_age_s: g.max_report_age_s,
         now_ms: audited.now_ms,
     };
-    if let Some(stop) = checks::fleet(&fleet, group, audited.node.as_ref()).and_then(&mut refuse) {
+    if let Some(stop) =
+        super::fleet::fleet(&fleet, group, audited.node.as_ref()).and_then(&mut refuse)
+    {
         return Ok(stop);
     }
     // Plan from the very descriptors the audit judged.

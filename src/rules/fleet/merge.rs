@@ -1,16 +1,20 @@
 //! `kvcr merge`: per-node audit reports in, group verdicts over the whole
 //! fleet out (a TP×PP group can span nodes; each node's inventory holds only
-//! its own ranks). Pure: parsed reports in, a [`Judgement`] out.
+//! its own ranks). Pure: parsed reports in, a [`Judgement`] out. The rules
+//! across nodes are [`super`]'s; this writes each breach as a finding.
 //!
 //! A merged group is accepted only if every rank 0..world_size-1 appears
 //! exactly once across all reports and is accepted there, no node rejected
 //! the group for another reason, and incarnation, epoch, world_size, tp, pp,
 //! geometry and model agree across nodes.
 
+use super::{
+    hosts, judge_ranks, judged, unclean, LocalRanks, Place, RankBreach, RankFacts, RanksJudged,
+    FUTURE_SLACK_MS,
+};
 use crate::format::descriptor::{EngineId, Geometry, Model};
 use crate::format::finding::{Code, Finding, Subject};
 use crate::format::wire::{self, Severity};
-use crate::rules::across::{bounded, missing_ranks, one_node_per_rank, one_rank_per_gpu};
 use crate::rules::{FileVerdict, GroupVerdict, Judgement, RankVerdict, Verdict};
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -20,6 +24,8 @@ use uuid::Uuid;
 pub type NodeReport = wire::Report;
 type NodeGroup = wire::Group;
 type NodeFinding = wire::Finding;
+/// One report's entry for a group: the report's name and the entry.
+type Part = (String, NodeGroup);
 
 /// Reads one report through the typed wire layer (strict: docs/format.md
 /// §10.2); anything that is not a per-node kvcr audit report v1 is an error
@@ -36,47 +42,13 @@ pub fn read_report(name: &str, r: impl std::io::Read) -> Result<NodeReport, Stri
     Ok(report)
 }
 
-/// Where a finding sits in a report: its severity is judged from its code
-/// and its place (docs/format.md §5.2), never taken from the report.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Place {
-    File,
-    Group,
-    Rank,
-}
-
-/// The severity a finding of a report has at `place`, judged from its code
-/// and place (docs/format.md §5.2, §10), and whether its code is known.
-fn judged(f: &NodeFinding, place: Place) -> (Code, bool, crate::format::finding::Severity) {
-    let (code, known) = match Code::parse(&f.code) {
-        Some(c) if c.as_str() == f.code => (c, true),
-        _ => (Code::KV007, false),
-    };
-    // Notices exist only as KV010 on a file, and on a group for a
-    // descriptor outside the current incarnation (it carries its path).
-    let may_be_notice = known
-        && match place {
-            Place::File => code == Code::KV010,
-            // Descriptors outside the current incarnation (superseded,
-            // not pinned) and their problems: marked `"counted": false`.
-            Place::Group => f.path.is_some() && !f.counted,
-            Place::Rank => false,
-        };
-    let severity = if may_be_notice && f.severity == Severity::Notice {
-        crate::format::finding::Severity::Notice
-    } else {
-        crate::format::finding::Severity::Reject
-    };
-    (code, known, severity)
-}
-
-fn rejects_at(f: &NodeFinding, place: Place) -> bool {
-    judged(f, place).2 == crate::format::finding::Severity::Reject
-}
-
 /// A report's finding as the merge's own (its strings moved, not copied).
 fn finding(name: &str, f: NodeFinding, place: Place) -> Finding {
-    let (code, known, severity) = judged(&f, place);
+    let super::Judged {
+        code,
+        known,
+        severity,
+    } = judged(&f, place);
     let message = if known {
         format!("[{name}] {}", f.message)
     } else {
@@ -142,41 +114,6 @@ impl<T: serde::Serialize> Clone for Json<'_, T> {
     }
 }
 
-/// The identity of a report's host (docs/format.md §10): hostnames are
-/// DNS names, so ASCII case and one trailing dot (the root) do not make
-/// another node; every other byte counts (a look-alike letter is another
-/// name). Merge and the fleet gate compare hosts only through this.
-pub fn host_key(h: &str) -> String {
-    h.strip_suffix('.').unwrap_or(h).to_ascii_lowercase()
-}
-
-/// Whether a report proves a live audit: it says `live` and names the
-/// boot it was audited in (a live claim without a boot id cannot be matched
-/// to a node's boot, docs/format.md §10). `all_inputs_live` is this of
-/// every input.
-pub fn proves_live(r: &NodeReport) -> bool {
-    r.live && r.boot_id.is_some()
-}
-
-/// Whether a rank created at `created` (ms) is dated beyond the clock
-/// slack after the report that lists it was written at `written`
-/// (docs/format.md §10.3). Merge and the fleet gate both ask this.
-pub fn created_after(created: u64, written: u64) -> bool {
-    created > written.saturating_add(FUTURE_SLACK_MS)
-}
-
-/// Whether a report's rank `rank` was read from a file named for it: the
-/// last component of `path` is `rank-<rank>.json` (docs/format.md §10.1),
-/// by the audit's own name parser. Merge and the fleet gate both ask this.
-pub fn file_names_rank(path: &str, rank: Option<u64>) -> bool {
-    let file = path.rsplit('/').next().unwrap_or_default();
-    crate::format::names::parse_rank_name(std::ffi::OsStr::new(file)) == Some(rank)
-}
-
-/// How far in the future a report may be dated: the descriptors' clock
-/// slack (docs/format.md §5.4), one rule for both.
-pub use crate::rules::FUTURE_SLACK_MS;
-
 /// When the merge is dated: its clock, or its newest input's when that is
 /// ahead within the clock slack, so a merged report is never dated before
 /// its inputs (docs/format.md §10.3). Inputs beyond the slack are findings
@@ -185,7 +122,7 @@ pub fn merged_at(reports: &[(String, NodeReport)], now_ms: u64) -> u64 {
     reports
         .iter()
         .map(|(_, r)| r.generated_unix_ms)
-        .filter(|&t| t <= now_ms.saturating_add(FUTURE_SLACK_MS))
+        .filter(|&t| !super::beyond_slack(t, now_ms))
         .fold(now_ms, u64::max)
 }
 
@@ -208,8 +145,8 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
     // A report dated beyond the clock slack cannot prove its age: a
     // finding, never a fresh input (the descriptors' rule, §5.4).
     for (name, r) in &reports {
-        let ahead = r.generated_unix_ms.saturating_sub(now_ms);
-        if ahead > FUTURE_SLACK_MS {
+        if super::beyond_slack(r.generated_unix_ms, now_ms) {
+            let ahead = r.generated_unix_ms - now_ms;
             global.push(
                 Finding::reject(
                     Code::KV108,
@@ -233,38 +170,37 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
     // Two reports from one node would count its ranks twice. Hostnames
     // compare ASCII case-insensitively; a report that names no host cannot
     // be told apart from another node's.
-    let mut by_host: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-    for (name, r) in &reports {
-        match r.host.as_deref().filter(|h| !h.is_empty()) {
-            Some(h) => by_host.entry(host_key(h)).or_default().push(name),
-            None => global.push(
-                Finding::reject(
-                    Code::KV110,
-                    format!("report {name} names no host: cannot tell which node it describes"),
-                )
-                .values("a non-empty host", "none"),
-            ),
-        }
+    let by_host = hosts(reports.iter().map(|(_, r)| r.host.as_deref()));
+    for &i in &by_host.nameless {
+        let name = &reports[i].0;
+        global.push(
+            Finding::reject(
+                Code::KV110,
+                format!("report {name} names no host: cannot tell which node it describes"),
+            )
+            .values("a non-empty host", "none"),
+        );
     }
-    for (host, names) in &by_host {
-        if names.len() > 1 {
-            global.push(
-                Finding::reject(
-                    Code::KV102,
-                    format!(
-                        "{} reports come from node {host:?} (hostnames compare ignoring ASCII case \
-                         and a trailing dot): {}; each node must be audited once",
-                        names.len(),
-                        bounded(names)
-                    ),
-                )
-                .values("one report per node", bounded(names))
-                .about(Subject::MergeInputs),
-            );
-        }
+    for (host, shared) in &by_host.shared {
+        let names: Vec<&str> = shared.iter().map(|&i| reports[i].0.as_str()).collect();
+        global.push(
+            Finding::reject(
+                Code::KV102,
+                format!(
+                    "{} reports come from node {host:?} (hostnames compare ignoring ASCII case and \
+                     a trailing dot): {}; each node must be audited once",
+                    names.len(),
+                    bounded(&names)
+                ),
+            )
+            .values("one report per node", bounded(&names))
+            .about(Subject::MergeInputs),
+        );
     }
 
-    let mut engines: BTreeMap<EngineId, Vec<(String, NodeGroup)>> = BTreeMap::new();
+    // Per engine: each report's part of the group, and when that report
+    // was written.
+    let mut engines: BTreeMap<EngineId, (Vec<Part>, Vec<u64>)> = BTreeMap::new();
     // Per engine: findings about the reports its parts come from.
     let mut about: BTreeMap<String, Vec<Finding>> = BTreeMap::new();
     // Each report is consumed as it is judged: its strings move into the
@@ -273,16 +209,8 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         // A node whose inventory is not clean (a rejecting file-level
         // finding: a symlink named like a rank, a torn write...) proves
         // nothing about its groups.
-        let mut unclean = 0usize;
-        let mut first_unclean: Option<(String, String)> = None;
-        for f in r.files.iter().flat_map(|f| &f.findings) {
-            if rejects_at(f, Place::File) {
-                unclean += 1;
-                if first_unclean.is_none() {
-                    first_unclean = Some((f.code.clone(), f.message.clone()));
-                }
-            }
-        }
+        let (unclean, first) = unclean(r.files.iter().flat_map(|f| &f.findings));
+        let first_unclean = first.map(|f| (f.code.clone(), f.message.clone()));
         let NodeReport {
             files: node_files,
             groups: node_groups,
@@ -303,7 +231,7 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         for g in &node_groups {
             *seen.entry(g.engine_id.clone()).or_default() += 1;
         }
-        for mut g in node_groups {
+        for g in node_groups {
             // `read_report` checked every engine_id already; a report built
             // otherwise (the library's `merge`) is refused here, not trusted.
             let id = match EngineId::parse(&g.engine_id) {
@@ -320,31 +248,6 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                     continue;
                 }
             };
-            // A rank created after its report was written (beyond the
-            // clock slack) is dated in the future: the descriptors' rule
-            // (docs/format.md §5.4, §10.3), whatever the report says of it.
-            for rank in &mut g.ranks {
-                if let Some(c) = rank.created_unix_ms.filter(|&c| created_after(c, written)) {
-                    rank.findings.push(wire::Finding {
-                        code: Code::KV108.as_str().to_string(),
-                        name: Code::KV108.name().to_string(),
-                        severity: Severity::Reject,
-                        message: format!(
-                            "created {} s after its report was written (created_unix_ms {c}, \
-                             generated_unix_ms {written}), beyond the {} s clock slack",
-                            (c - written) / 1000,
-                            FUTURE_SLACK_MS / 1000
-                        ),
-                        path: Some(rank.path.clone()),
-                        expected: Some(format!(
-                            "created_unix_ms at most {}",
-                            written.saturating_add(FUTURE_SLACK_MS)
-                        )),
-                        found: Some(format!("created_unix_ms {c}")),
-                        counted: true,
-                    });
-                }
-            }
             let e = g.engine_id.as_str();
             let notes = about.entry(e.to_string()).or_default();
             if let Some(first) = &first_unclean {
@@ -375,17 +278,19 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
                     .values("one entry per group", seen[e]),
                 );
             }
-            engines.entry(id).or_default().push((name.clone(), g));
+            let (parts, times) = engines.entry(id).or_default();
+            parts.push((name.clone(), g));
+            times.push(written);
         }
     }
     let mut groups = Vec::new();
-    for (engine, parts) in engines {
+    for (engine, (parts, written)) in engines {
         let mut pre = global.clone();
         if let Some(mut notes) = about.remove(engine.as_str()) {
             notes.dedup();
             pre.extend(notes);
         }
-        groups.push(merge_group(&engine, parts, &pre));
+        groups.push(merge_group(&engine, parts, &written, &pre));
     }
     let descriptors = groups.iter().map(|g| g.ranks.len()).sum();
     Judgement::new(groups, files, descriptors)
@@ -403,24 +308,34 @@ struct Agreed {
     model_ok: bool,
 }
 
+/// One group over its parts (each report's entry for it, and when that
+/// report was `written`), after the findings about the reports (`global`).
 fn merge_group(
     engine: &EngineId,
     mut parts: Vec<(String, NodeGroup)>,
+    written: &[u64],
     global: &[Finding],
 ) -> GroupVerdict {
     let mut findings: Vec<Finding> = global.to_vec();
     let agreed = agree_identity(&mut findings, &parts);
     shape_rules(&mut findings, &agreed);
+    let judged = judge_parts(&parts, written, agreed.world_size);
+    created_after_findings(&mut parts, &judged);
     // Listed after the merge's own reasons, which say more.
     let node_rejects = carry_node_findings(&mut findings, &mut parts);
 
-    let mut seen: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
     let names: Vec<String> = parts.iter().map(|(n, _)| n.clone()).collect();
     let (model0, geometry0) = (parts[0].1.model.clone(), parts[0].1.geometry.clone());
-    let mut ranks = judge_ranks(parts, &names, agreed.world_size, &mut seen);
-    one_rank_per_gpu(&mut ranks);
-    one_node_per_rank(&mut ranks, &seen);
-    let (missing, absent) = missing_ranks(agreed.world_size, &seen, &names);
+    let RanksJudged {
+        breaches,
+        shared_gpus,
+        seen,
+        coverage,
+    } = judged;
+    let mut ranks = rank_verdicts(parts, &names, breaches);
+    one_rank_per_gpu(&mut ranks, &shared_gpus);
+    one_node_per_rank(&mut ranks, &seen, &names);
+    let (missing, absent) = missing_ranks(agreed.world_size, coverage.missing, &names);
     findings.extend(absent);
     findings.extend(node_rejects);
     ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.report.cmp(&b.report)));
@@ -581,21 +496,26 @@ fn carry_node_findings(
         // reason (a node audited without --local-ranks that misses the
         // other nodes' ranks included: audit each node with --local-ranks).
         if g.verdict == wire::Verdict::Reject {
-            node_rejects.push(
-                Finding::reject(
-                    first_reject,
-                    format!(
-                        "report {name} rejects the group{}",
-                        if g.local_ranks.is_none() {
-                            " (audited without --local-ranks: audit each node with --local-ranks \
-                             RANKS)"
-                        } else {
-                            ""
-                        }
-                    ),
-                )
-                .values("accept", "reject"),
-            );
+            let f = Finding::reject(
+                first_reject,
+                format!(
+                    "report {name} rejects the group{}",
+                    if g.local_ranks.is_none() {
+                        " (audited without --local-ranks: audit each node with --local-ranks \
+                         RANKS)"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+            .values("accept", "reject");
+            // Without --local-ranks the cause is the input, not its files:
+            // the headline's action says how to write it again.
+            node_rejects.push(if g.local_ranks.is_none() {
+                f.about(Subject::MergeInputs)
+            } else {
+                f
+            });
         }
         // Every identity field is required: a null is never "agreement".
         for (field, missing, code) in [
@@ -619,85 +539,198 @@ fn carry_node_findings(
     node_rejects
 }
 
-/// Every rank of every part judged from its own data; the parts are
-/// consumed here: each rank's strings move into its verdict. `seen` maps
-/// each rank number to the reports that list it.
-fn judge_ranks<'a>(
-    parts: Vec<(String, NodeGroup)>,
-    names: &'a [String],
+/// The cross-node rules over every rank of every part ([`judge_ranks`]):
+/// each rank against its part's lifetime, its report's time and local
+/// ranks, and the agreed `world_size`.
+fn judge_parts(
+    parts: &[(String, NodeGroup)],
+    written: &[u64],
     world_size: Option<u64>,
-    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+) -> RanksJudged {
+    let locals: Vec<Option<LocalRanks>> = parts
+        .iter()
+        .map(|(_, g)| g.local_ranks.as_deref().map(LocalRanks::parse))
+        .collect();
+    let facts: Vec<RankFacts> = parts
+        .iter()
+        .zip(written)
+        .zip(&locals)
+        .enumerate()
+        .flat_map(|(source, (((_, g), &written), local))| {
+            let lifetime = (wire::uuid(g.incarnation.as_deref()), g.epoch);
+            g.ranks.iter().map(move |rank| RankFacts {
+                rank,
+                source,
+                written: Some(written),
+                lifetime,
+                local: local.as_ref(),
+            })
+        })
+        .collect();
+    judge_ranks(&facts, world_size)
+}
+
+/// A rank created after its report was written (beyond the clock slack) is
+/// dated in the future: the descriptors' rule (docs/format.md §5.4,
+/// §10.3), whatever the report says of it. It becomes one of the rank's
+/// own findings, as the audit would have made it.
+fn created_after_findings(parts: &mut [(String, NodeGroup)], judged: &RanksJudged) {
+    let ranks = parts.iter_mut().flat_map(|(_, g)| g.ranks.iter_mut());
+    for (rank, breaches) in ranks.zip(&judged.breaches) {
+        for b in breaches {
+            let &RankBreach::CreatedAfter {
+                created: c,
+                written,
+            } = b
+            else {
+                continue;
+            };
+            rank.findings.push(wire::Finding {
+                code: Code::KV108.as_str().to_string(),
+                name: Code::KV108.name().to_string(),
+                severity: Severity::Reject,
+                message: format!(
+                    "created {} s after its report was written (created_unix_ms {c}, \
+                     generated_unix_ms {written}), beyond the {} s clock slack",
+                    (c - written) / 1000,
+                    FUTURE_SLACK_MS / 1000
+                ),
+                path: Some(rank.path.clone()),
+                expected: Some(format!(
+                    "created_unix_ms at most {}",
+                    written.saturating_add(FUTURE_SLACK_MS)
+                )),
+                found: Some(format!("created_unix_ms {c}")),
+                counted: true,
+            });
+        }
+    }
+}
+
+/// Every rank of every part, with its breaches ([`judge_parts`], in the
+/// same order); the parts are consumed here: each rank's strings move into
+/// its verdict.
+fn rank_verdicts(
+    parts: Vec<(String, NodeGroup)>,
+    names: &[String],
+    breaches: Vec<Vec<RankBreach>>,
 ) -> Vec<RankVerdict> {
+    let mut breaches = breaches.into_iter();
     let mut ranks: Vec<RankVerdict> = Vec::new();
     for (pi, (_, g)) in parts.into_iter().enumerate() {
         let name = names[pi].as_str();
-        let local = g
-            .local_ranks
-            .as_deref()
-            .map(|s| (s, crate::format::rankset::RankSet::parse(s)));
-        let group_inc = wire::uuid(g.incarnation.as_deref());
+        let local = g.local_ranks.as_deref().map(LocalRanks::parse);
         for r in g.ranks {
-            ranks.push(judge_rank(
-                name,
-                r,
-                (group_inc, g.epoch),
-                &local,
-                world_size,
-                seen,
-            ));
+            let b = breaches.next().unwrap_or_default();
+            ranks.push(judge_rank(name, r, b, local.as_ref()));
         }
     }
     ranks
 }
 
-/// One rank of report `name`, judged from its own data against its group's
-/// lifetime (`group`: incarnation and epoch), the agreed world size and the
-/// report's own local ranks.
-fn judge_rank<'a>(
-    name: &'a str,
+/// One rank of report `name`: its own findings, then each breach of the
+/// cross-node rules as a finding (its report's `local` ranks named).
+fn judge_rank(
+    name: &str,
     mut r: wire::Rank,
-    group: (Option<Uuid>, Option<u64>),
-    local: &Option<(&str, Result<crate::format::rankset::RankSet, String>)>,
-    world_size: Option<u64>,
-    seen: &mut BTreeMap<u64, Vec<&'a str>>,
+    breaches: Vec<RankBreach>,
+    local: Option<&LocalRanks>,
 ) -> RankVerdict {
     let mut rank_findings: Vec<Finding> = std::mem::take(&mut r.findings)
         .into_iter()
         .map(|f| finding(name, f, Place::Rank))
         .collect();
-    // The GPU must be a GPU UUID (docs/format.md §3).
-    if r.gpu_uuid
-        .as_deref()
-        .and_then(crate::format::descriptor::GpuUuid::parse)
-        .is_none()
-    {
-        rank_findings.push(
-            Finding::reject(
+    let mut rejected = false;
+    for b in breaches {
+        let f = match b {
+            // Already one of its own findings (`created_after_findings`).
+            RankBreach::CreatedAfter { .. } => continue,
+            RankBreach::Rejected => {
+                rejected = true;
+                continue;
+            }
+            // The GPU must be a GPU UUID (docs/format.md §3).
+            RankBreach::NoGpu => Finding::reject(
                 Code::KV106,
                 format!("report {name} gives this rank no valid GPU UUID"),
             )
             .values(
                 "GPU-<uuid> or MIG-<uuid>",
                 format!("{:?}", r.gpu_uuid.as_deref().unwrap_or("null")),
+            ),
+            // The rank's own lifetime, never its group's word for it
+            // (docs/format.md §10.1).
+            RankBreach::Lifetime { field, mine, group } => {
+                let field = field.as_str();
+                let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
+                Finding::reject(
+                    Code::KV107,
+                    format!(
+                        "report {name}: this rank carries {field} {}, its group {}: a rank is \
+                         judged by its own data, and every rank of a group has the group's",
+                        shown(&mine),
+                        shown(&group)
+                    ),
+                )
+                .values(
+                    format!("{field} {}", shown(&group)),
+                    format!("{field} {}", shown(&mine)),
+                )
+            }
+            // One descriptor file is one rank: the rank is the one its file
+            // name names (docs/format.md §10.1).
+            RankBreach::NotItsFile { rank: n } => Finding::reject(
+                Code::KV101,
+                format!(
+                    "report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json",
+                    r.path
+                ),
             )
+            .values(format!("rank-{n}.json"), format!("{:?}", r.path)),
+            RankBreach::NoNumber => Finding::reject(
+                Code::KV101,
+                format!("report {name} lists a rank with no number"),
+            )
+            .values("a rank number", "null"),
+            RankBreach::NotBelow {
+                rank: n,
+                world_size: ws,
+            } => Finding::reject(
+                Code::KV101,
+                format!("report {name} lists rank {n}, not below world_size {ws}"),
+            )
+            .values(format!("rank < {ws}"), n),
+            RankBreach::OutsideLocal { rank: n } => {
+                let set = local
+                    .and_then(|l| l.set.as_ref().ok())
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                Finding::reject(
+                    Code::KV101,
+                    format!("report {name} lists rank {n}, outside its own local ranks {set}"),
+                )
+                .values(format!("a rank in {set}"), n)
+            }
+            RankBreach::UnreadableLocal => {
+                let s = local.map_or("", |l| l.text);
+                Finding::reject(
+                    Code::KV101,
+                    format!("report {name} has unreadable local_ranks {s:?}"),
+                )
+                .values("a rank list such as 0-3", format!("{s:?}"))
+            }
+        };
+        rank_findings.push(f.at(r.path.clone()));
+    }
+    if rejected && !rank_findings.iter().any(Finding::is_reject) {
+        rank_findings.push(
+            Finding::reject(
+                Code::KV007,
+                format!("report {name} rejects this rank without a reason"),
+            )
+            .values("accept", "reject")
             .at(r.path.clone()),
         );
-    }
-    let path = r.path.clone();
-    let at = |f: Finding| f.at(path.clone());
-    let (inc, epoch) = (wire::uuid(r.incarnation.as_deref()), r.epoch);
-    rank_findings.extend(own_lifetime(name, (inc, epoch), group).into_iter().map(&at));
-    rank_findings.extend(
-        rank_number(name, &r.path, r.rank, world_size, local, seen)
-            .into_iter()
-            .map(&at),
-    );
-    if r.verdict == wire::Verdict::Reject && !rank_findings.iter().any(Finding::is_reject) {
-        rank_findings.push(at(Finding::reject(
-            Code::KV007,
-            format!("report {name} rejects this rank without a reason"),
-        )
-        .values("accept", "reject")));
     }
     // A rank is accepted only when nothing in its own data rejects it.
     let verdict =
@@ -706,6 +739,7 @@ fn judge_rank<'a>(
         } else {
             Verdict::Reject
         };
+    let (inc, epoch) = (wire::uuid(r.incarnation.as_deref()), r.epoch);
     RankVerdict {
         rank: r.rank,
         raw_path: r.path.as_bytes().to_vec(),
@@ -725,121 +759,117 @@ fn judge_rank<'a>(
     }
 }
 
-/// The rank's own lifetime, never its group's word for it (docs/format.md
-/// §10.1): each rank carries the incarnation and epoch of its group
-/// (`group`), or the rank is rejected (KV107).
-fn own_lifetime(
-    name: &str,
-    (inc, epoch): (Option<Uuid>, Option<u64>),
-    group: (Option<Uuid>, Option<u64>),
-) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let (group_inc, group_epoch) = group;
-    for (field, mine, theirs) in [
-        (
-            "incarnation",
-            inc.map(|u| u.to_string()),
-            group_inc.map(|u| u.to_string()),
-        ),
-        (
-            "epoch",
-            epoch.map(|e| e.to_string()),
-            group_epoch.map(|e| e.to_string()),
-        ),
-    ] {
-        if mine.is_none() || mine != theirs {
-            let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-            out.push(
-                Finding::reject(
-                    Code::KV107,
-                    format!(
-                    "report {name}: this rank carries {field} {}, its group {}: a rank is judged \
-                     by its own data, and every rank of a group has the group's",
-                    shown(&mine),
-                    shown(&theirs)
-                ),
+/// `a, b and N more`: at most 8 names (docs/format.md §9.3).
+fn bounded(names: &[&str]) -> String {
+    const MAX_NAMED: usize = 8;
+    let mut s = names
+        .iter()
+        .take(MAX_NAMED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > MAX_NAMED {
+        s.push_str(&format!(" and {} more", names.len() - MAX_NAMED));
+    }
+    s
+}
+
+/// One GPU (its 16 UUID bytes) for one rank across the whole fleet: each
+/// rank of a GPU claimed twice ([`super::RanksJudged::shared_gpus`]) is
+/// rejected (KV106).
+fn one_rank_per_gpu(
+    ranks: &mut [RankVerdict],
+    shared: &[(crate::format::descriptor::GpuUuid, Vec<usize>)],
+) {
+    for (gpu, idx) in shared {
+        let names: Vec<String> = idx
+            .iter()
+            .map(|&i| {
+                let r = &ranks[i];
+                format!(
+                    "rank {} ({})",
+                    r.rank.map_or("?".to_string(), |n| n.to_string()),
+                    r.report.as_deref().unwrap_or("?")
                 )
-                .values(
-                    format!("{field} {}", shown(&theirs)),
-                    format!("{field} {}", shown(&mine)),
-                ),
+            })
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        for &i in idx {
+            let at = ranks[i].path.clone();
+            ranks[i].verdict = Verdict::Reject;
+            ranks[i].findings.push(
+                Finding::reject(
+                    Code::KV106,
+                    format!(
+                        "GPU {gpu} is claimed by {} ranks: {}",
+                        idx.len(),
+                        bounded(&refs)
+                    ),
+                )
+                .values("one rank per GPU", format!("{gpu} shared"))
+                .at(at),
             );
         }
     }
-    out
 }
 
-/// The rank's number (KV101): the one its file names, below the world size
-/// and inside the report's own local ranks. Records the report in `seen`.
-fn rank_number<'a>(
-    name: &'a str,
-    path: &str,
-    rank: Option<u64>,
-    world_size: Option<u64>,
-    local: &Option<(&str, Result<crate::format::rankset::RankSet, String>)>,
-    seen: &mut BTreeMap<u64, Vec<&'a str>>,
-) -> Vec<Finding> {
-    let mut out = Vec::new();
-    // One descriptor file is one rank: the rank is the one its
-    // file name names (docs/format.md §10.1), by the audit's own
-    // name parser.
-    if let Some(n) = rank.filter(|_| !file_names_rank(path, rank)) {
-        out.push(
-            Finding::reject(
-                Code::KV101,
-                format!(
-                    "report {name} lists rank {n} read from {:?}, a file not named rank-{n}.json",
-                    path
-                ),
-            )
-            .values(format!("rank-{n}.json"), format!("{:?}", path)),
-        );
-    }
-    match rank {
-        None => out.push(
-            Finding::reject(
-                Code::KV101,
-                format!("report {name} lists a rank with no number"),
-            )
-            .values("a rank number", "null"),
-        ),
-        Some(n) => {
-            seen.entry(n).or_default().push(name);
-            if let Some(ws) = world_size.filter(|&ws| n >= ws) {
-                out.push(
-                    Finding::reject(
-                        Code::KV101,
-                        format!("report {name} lists rank {n}, not below world_size {ws}"),
-                    )
-                    .values(format!("rank < {ws}"), n),
-                );
-            }
-            match local {
-                Some((_, Ok(set))) if !set.contains(n) => {
-                    out.push(
-                        Finding::reject(
-                            Code::KV101,
-                            format!(
-                                "report {name} lists rank {n}, outside its own local ranks {set}"
-                            ),
-                        )
-                        .values(format!("a rank in {set}"), n),
-                    );
-                }
-                Some((s, Err(_))) => {
-                    out.push(
-                        Finding::reject(
-                            Code::KV101,
-                            format!("report {name} has unreadable local_ranks {s:?}"),
-                        )
-                        .values("a rank list such as 0-3", format!("{s:?}")),
-                    );
-                }
-                _ => {}
-            }
+/// One node per rank: a rank listed by two reports (`seen`: the reports,
+/// by position in `names`, that list each rank) is rejected in both (KV102).
+fn one_node_per_rank(
+    ranks: &mut [RankVerdict],
+    seen: &BTreeMap<u64, Vec<usize>>,
+    names: &[String],
+) {
+    for r in ranks.iter_mut() {
+        let Some(n) = r.rank else {
+            continue;
+        };
+        let by: Vec<&str> = seen[&n].iter().map(|&i| names[i].as_str()).collect();
+        if by.len() > 1 {
+            r.verdict = Verdict::Reject;
+            r.findings.push(
+                Finding::reject(
+                    Code::KV102,
+                    format!(
+                        "rank {n} is reported by {} reports: {}",
+                        by.len(),
+                        bounded(&by)
+                    ),
+                )
+                .values("one node per rank", bounded(&by))
+                .at(r.path.clone()),
+            );
         }
     }
-    out
+}
+
+/// Ranks 0..world_size-1 that no node reports (`absent`, KV103, recomputed
+/// over all nodes), as runs for the verdict's `missing` list.
+fn missing_ranks(
+    world_size: Option<u64>,
+    absent: Option<Vec<u64>>,
+    names: &[String],
+) -> (Vec<(u64, u64)>, Option<Finding>) {
+    let (Some(ws), Some(absent)) = (world_size, absent) else {
+        return (Vec::new(), None);
+    };
+    let missing = crate::format::rankset::runs(absent.iter().copied());
+    if absent.is_empty() {
+        return (missing, None);
+    }
+    let list = crate::rules::compress_ranks(&absent);
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    let names = [bounded(&all)];
+    let finding = Finding::reject(
+        Code::KV103,
+        format!(
+            "no node reports rank{} {list} of {ws} (reports: {})",
+            if absent.len() == 1 { "" } else { "s" },
+            names.join(", ")
+        ),
+    )
+    .values(format!("ranks 0-{}", ws - 1), format!("missing {list}"));
+    (missing, Some(finding))
 }
 
 #[cfg(test)]
