@@ -94,12 +94,11 @@ pub fn seal(args: &SealArgs) -> Result<i32, Failure> {
         match p.overridden() {
             // What --reseal-edited overrode is said even with --quiet.
             Some(what) if quiet => {
-                let _ = writeln!(
-                    io::stderr(),
+                crate::io::output::err_line(&format!(
                     "kvcr: warning: resealed {}, overriding {}",
                     crate::format::text::terminal(&shown),
                     crate::format::text::terminal(what)
-                );
+                ));
             }
             Some(what) => lines.push_str(&format!(
                 "resealed {}, overriding {}\n",

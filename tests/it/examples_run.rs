@@ -227,14 +227,20 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "README.md",
-        "kvcr seal fixtures/kv008-digest/inventory/rank-1.json # edited after sealing: \
-        refused, KV008 (exit 1)",
+        "mkdir -p /tmp/inv && cp fixtures/accept-tp4/inventory/rank-1.json /tmp/inv/ && \
+        sed -i 's/\"epoch\": 1,/\"epoch\": 2,/' /tmp/inv/rank-1.json",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr seal /tmp/inv/rank-1.json                 # edited after sealing: refused, \
+        KV008 naming both digests (exit 1)",
         Status(1),
     ),
     (
         "README.md",
-        "kvcr seal --reseal-edited fixtures/kv008-digest/inventory/rank-1.json # an edit \
-        you checked: seal it as it is",
+        "kvcr seal --reseal-edited /tmp/inv/rank-1.json # an edit you checked: sealed as \
+        it is now",
         Status(0),
     ),
     (
