@@ -559,7 +559,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__seal)
-            opts="-q -h --quiet --help"
+            opts="-q -h --quiet --reseal-edited --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -105,7 +105,6 @@ def descriptor(o, variant, with_content):
         "writer": {"pid": pid, "start_ticks": start_ticks(pid), "quiesced": True},
         "allocations": allocations(o, variant, with_content),
         "created_unix_ms": int(time.time() * 1000),
-        "digest": "sha256:" + "0" * 64,
     }
 
 def write_private(path, text):

@@ -3,12 +3,13 @@
 //! The input is one or more descriptor files separated by NUL bytes (a raw
 //! NUL can never occur inside valid JSON text, so a single valid descriptor
 //! is simply the whole input). Each file is parsed with
-//! `kvcr::descriptor::parse_descriptor`, then all of them are written to a
-//! private directory and audited together as one inventory through
-//! `kvcr::api::audit` (inventory.rs), created in one order and in the
-//! reverse order, and once more in live mode on a node about which nothing
-//! is known (`KVCR_NODE_FACTS`; its note goes to stderr: run with
-//! `-close_fd_mask=2`).
+//! `kvcr::descriptor::parse_descriptor`, then all of them are audited
+//! together as one inventory, in memory through `kvcr::api::audit_files`
+//! (inventory.rs), given in one order and in the reverse order, once more
+//! in live mode on a node about which nothing is known (`KVCR_NODE_FACTS`;
+//! its note goes to stderr: run with `-close_fd_mask=2`), and, for one input
+//! in 64, on disk through `kvcr::api::audit` (files written to a private
+//! directory in the reverse order), which must judge alike.
 //!
 //! Oracles (a failed assertion is a crash):
 //! - parsing never panics and reports at most `MAX_FINDINGS` findings;
@@ -21,7 +22,7 @@
 //! - judging never panics, exits 0 or 1, and only files without findings
 //!   ever sit in an accepted rank;
 //! - the verdicts and the whole report do not depend on the order in which
-//!   the files were created;
+//!   the files were given or created, nor on the route (memory or disk);
 //! - live mode on a node about which nothing is known changes no verdict.
 #![no_main]
 
@@ -106,16 +107,9 @@ fuzz_target!(|data: &[u8]| {
         written.push((path, bytes));
     }
 
-    let forward = inventory::Dir::new();
-    for (path, bytes) in &written {
-        forward.write(path, bytes);
-    }
-    let backward = inventory::Dir::new();
-    for (path, bytes) in written.iter().rev() {
-        backward.write(path, bytes);
-    }
+    // In memory (kvcr::api::audit_files), in the order given and reversed.
     let o = AuditOptions::default();
-    let report = inventory::audit(&forward.0, &o);
+    let report = inventory::audit_mem(&written, &o);
     let status = report["exit_status"].as_i64().expect("exit status");
     assert!(status == 0 || status == 1, "exit status {status}");
     let groups = report["groups"].as_array().expect("groups");
@@ -132,18 +126,34 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    assert_eq!(
-        inventory::judgement(&report, &forward.0),
-        inventory::judgement(&inventory::audit(&backward.0, &o), &backward.0),
-        "order-dependent verdict"
+    let reversed: Vec<_> = written.iter().rev().cloned().collect();
+    inventory::assert_same(
+        &report,
+        &inventory::audit_mem(&reversed, &o),
+        || inventory::audit_mem(&written, &o),
+        "order-dependent verdict",
     );
+    // A fixed sample also on disk, created in the reverse order (through
+    // kvcr::api::audit): the in-memory route judges as the real one.
+    if inventory::sampled(data) {
+        let dir = inventory::Dir::new();
+        for (path, bytes) in &reversed {
+            dir.write(path, bytes);
+        }
+        inventory::assert_same(
+            &report,
+            &inventory::audit(&dir.0, &o),
+            || inventory::audit_mem(&written, &o),
+            "in memory and on disk judged differently",
+        );
+    }
 
     // Live mode with a node about which nothing is known: never a mismatch.
     let live = AuditOptions {
         live: true,
         ..AuditOptions::default()
     };
-    let j = inventory::audit(&forward.0, &live);
+    let j = inventory::audit_mem(&written, &live);
     for (a, b) in groups.iter().zip(j["groups"].as_array().expect("groups")) {
         assert_eq!(a["verdict"], b["verdict"], "unknown node facts changed a verdict");
     }

@@ -2,12 +2,14 @@
 //!
 //! Any input is parsed with `kvcr::profile::parse_profile`; a profile that
 //! parses is then applied to a fixed inventory (two incarnations of the
-//! fixtures' `llama3-70b-a` group and one other group), audited through
-//! `kvcr::api::audit` (inventory.rs) in a directory written in one order
-//! and in one written in the reverse order. Oracles: no panic; a refused profile says why; judging exits 0
-//! or 1, never accepts a group the profile names without every rank (every
-//! local rank, for a group that spans nodes), and does not depend on the
-//! order of the files.
+//! fixtures' `llama3-70b-a` group and one other group), audited in memory
+//! through `kvcr::api::audit_files` (inventory.rs), its files given in one
+//! order and in the reverse order, and for one input in 64 also on disk
+//! through `kvcr::api::audit`. Oracles: no panic; a refused profile says
+//! why; judging exits 0 or 1, never accepts a group the profile names
+//! without every rank (every local rank, for a group that spans nodes), and
+//! depends neither on the order of the files nor on the route (memory or
+//! disk).
 #![no_main]
 
 use kvcr_testkit as testkit;
@@ -21,10 +23,10 @@ use std::sync::OnceLock;
 
 mod inventory;
 
-/// The fixed inventory, written in one order and in the reverse order.
-fn inventory() -> &'static (inventory::Dir, inventory::Dir) {
-    static INV: OnceLock<(inventory::Dir, inventory::Dir)> = OnceLock::new();
-    INV.get_or_init(|| {
+/// The fixed inventory: root-relative paths and sealed bytes.
+fn files() -> &'static [(String, Vec<u8>)] {
+    static FILES: OnceLock<Vec<(String, Vec<u8>)>> = OnceLock::new();
+    FILES.get_or_init(|| {
         let mut files = Vec::new();
         for rank in 0..2 {
             files.push((
@@ -39,15 +41,25 @@ fn inventory() -> &'static (inventory::Dir, inventory::Dir) {
         let mut other = Desc::new("other", 0, 1, 1);
         other.group = 1;
         files.push(("c/rank-0.json".to_string(), other));
-        let (forward, backward) = (inventory::Dir::new(), inventory::Dir::new());
-        for (path, d) in &files {
-            assert!(parse_descriptor(&d.bytes()).findings.is_empty());
-            forward.write(path, &d.bytes());
+        files
+            .into_iter()
+            .map(|(path, d)| {
+                assert!(parse_descriptor(&d.bytes()).findings.is_empty());
+                (path, d.bytes())
+            })
+            .collect()
+    })
+}
+
+/// The fixed inventory on disk, written in the reverse order.
+fn on_disk() -> &'static inventory::Dir {
+    static DIR: OnceLock<inventory::Dir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = inventory::Dir::new();
+        for (path, bytes) in files().iter().rev() {
+            dir.write(path, bytes);
         }
-        for (path, d) in files.iter().rev() {
-            backward.write(path, &d.bytes());
-        }
-        (forward, backward)
+        dir
     })
 }
 
@@ -71,8 +83,9 @@ fuzz_target!(|data: &[u8]| {
         profile: Some(Profile::Json(data.to_vec())),
         ..AuditOptions::default()
     };
-    let (forward, backward) = inventory();
-    let report = inventory::audit(&forward.0, &o);
+    let forward: Vec<(String, &[u8])> = files().iter().map(|(p, b)| (p.clone(), &b[..])).collect();
+    let backward: Vec<_> = forward.iter().rev().cloned().collect();
+    let report = inventory::audit_mem(&forward, &o);
     let status = report["exit_status"].as_i64().expect("exit status");
     assert!(status == 0 || status == 1);
     let named = report["groups"]
@@ -96,9 +109,19 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    assert_eq!(
-        inventory::judgement(&report, &forward.0),
-        inventory::judgement(&inventory::audit(&backward.0, &o), &backward.0),
-        "order-dependent verdict"
+    inventory::assert_same(
+        &report,
+        &inventory::audit_mem(&backward, &o),
+        || inventory::audit_mem(&forward, &o),
+        "order-dependent verdict",
     );
+    // A fixed sample also on disk (kvcr::api::audit): the same judgement.
+    if inventory::sampled(data) {
+        inventory::assert_same(
+            &report,
+            &inventory::audit(&on_disk().0, &o),
+            || inventory::audit_mem(&forward, &o),
+            "in memory and on disk judged differently",
+        );
+    }
 });

@@ -137,10 +137,19 @@ def test_shape_errors(tmp_path: Path) -> None:
     with pytest.raises(kvcr.DescriptorError) as e:
         kvcr.seal(d)
     assert e.value.field == "node"
-    # A wrong digest is repaired, as `kvcr seal` repairs it.
+    # A wrong digest is replaced: the library seals the value its caller
+    # built (docs/format.md §6.1, §13.1). `kvcr seal` refuses the same file
+    # (KV008) unless --reseal-edited, and then writes the same digest.
     d = descriptor()
     d["digest"] = "sha256:" + "0" * 64
     assert kvcr.seal(d)["digest"] == kvcr.digest(d) != d["digest"]
+    f = tmp_path / "stale.json"
+    f.write_text(json.dumps(d, indent=2))
+    rc, out, err = cli("seal", str(f))
+    assert rc == 1 and "KV008" in err, err
+    rc, out, err = cli("seal", "--reseal-edited", str(f))
+    assert rc == 0 and "overriding KV008" in out, (out, err)
+    assert json.loads(f.read_text())["digest"] == kvcr.seal(d)["digest"]
     # Over 1 MiB: KV004.
     d = descriptor(model="m" * 200)
     d["model"]["revision"] = "r"

@@ -326,6 +326,20 @@ fn probe(
 /// by the same code (docs/format.md §5, §9.2). A rejected group is not an
 /// error: the report says so, and [`Document::exit_status`] is 1.
 pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
+    let (inv, probe, notes) = audit_inputs(root, o)?;
+    let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
+    audit_document(&run, notes)
+}
+
+/// The inventory and, in live mode, the node probe of an audit with `o`
+/// and the notes the probe is owed.
+type AuditInputs = (
+    Inventory,
+    Option<Box<dyn crate::io::node::NodeProbe>>,
+    Vec<String>,
+);
+
+fn audit_inputs(root: &Path, o: &AuditOptions) -> Result<AuditInputs, Error> {
     if o.strict && !o.live {
         return Err(Error::usage("strict requires live (--strict needs --live)"));
     }
@@ -337,7 +351,15 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
         }
         false => (None, Vec::new()),
     };
-    let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
+    Ok((inv, probe, notes))
+}
+
+/// The report of `run`, as `kvcr audit --format json` prints it, with the
+/// notes the command would print on stderr.
+fn audit_document(
+    run: &crate::report::audit::AuditRun,
+    notes: Vec<String>,
+) -> Result<Report, Error> {
     let mut out = Vec::new();
     let printer = crate::report::Printer {
         format: crate::report::Format::Json,
@@ -346,7 +368,7 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
         progress: false,
         width: None,
     };
-    crate::report::audit::print_audit(&mut out, &printer, &run, None)
+    crate::report::audit::print_audit(&mut out, &printer, run, None)
         .map_err(|e| Error::usage(format!("cannot render the report: {e}")))?;
     Ok(Document {
         // The writer writes UTF-8 (docs/format.md §9.6): no copy.
@@ -463,10 +485,13 @@ fn descriptor_error(text: &[u8], fallback: String) -> Error {
     }
 }
 
-/// Seals a descriptor given as JSON text, as `kvcr seal` seals a file
-/// (docs/format.md §3.2, §3.5): strict JSON (KV006), then every check the
-/// audit makes apart from the digest (KV007...), then the digest set (kept
-/// in place when present, else appended). Returns the sealed bytes: two-space
+/// Seals a descriptor given as JSON text, as `kvcr seal --reseal-edited`
+/// seals a file (docs/format.md §3.2, §3.5, §6.1): strict JSON (KV006), then
+/// every check the audit makes apart from the digest (KV007...), then the
+/// digest set (kept in place when present, else appended). A `digest` the
+/// text already carries is replaced whatever it is: the caller built this
+/// value (the command, which seals files someone else may have edited,
+/// refuses a mismatch unless told). Returns the sealed bytes: two-space
 /// indented JSON with a trailing newline, byte for byte what `kvcr seal`
 /// writes for the same content and member order.
 pub fn seal_json(text: &[u8]) -> Result<Vec<u8>, Error> {
@@ -832,3 +857,45 @@ fn first_reason(r: &crate::import::report::Report) -> String {
     }
 }
 pub mod writer;
+
+/// Audits descriptor files given as bytes (docs/format.md §13.1): the
+/// `kvcr.audit-report/v1` document `kvcr audit ROOT --format json` prints,
+/// with the same options, for an inventory at `root` that holds exactly
+/// `files` and nothing else, each a regular file of mode `0600` owned by
+/// this user with one name, in directories of mode `0700` on the root's
+/// mount (§2.3–§2.5: how the writer of §3.5 leaves them). The same walk
+/// order, size limit, parser and verdict core judge them as [`audit`]
+/// judges that inventory; only the disk is not read: nothing is opened
+/// under `root`, which is the name the report gives the inventory. A
+/// profile given as a path is read, and `live` asks this node (or
+/// `KVCR_NODE_FACTS`) as [`audit`] does.
+///
+/// Each file is `(path, bytes)`, the path relative to `root`, of plain
+/// names, naming a descriptor (`g0/rank-0.json`; §2.2, at most 8 levels
+/// deep, no directory named like a descriptor or a staging leftover).
+/// Anything else, or a path given twice, is [`Error::Usage`]: the checks of
+/// the files themselves (links, modes, owners, stray and torn entries) are
+/// [`audit`]'s, on a real inventory. For a producer's tests and for the fuzz
+/// targets (fuzz/), which judge thousands of inventories a second this way;
+/// tests/it/api.rs checks that both routes give the same report.
+///
+/// ```
+/// use kvcr::api::{audit_files, AuditOptions};
+/// use std::path::Path;
+/// let report = audit_files(
+///     Path::new("/run/kv/inventory"),
+///     &[(Path::new("g0/rank-0.json"), b"{}".as_slice())],
+///     &AuditOptions::default(),
+/// )?;
+/// assert_eq!(report.exit_status(), 1); // "{}" is no descriptor (KV007)
+/// # Ok::<(), kvcr::api::Error>(())
+/// ```
+pub fn audit_files(
+    root: &Path,
+    files: &[(&Path, &[u8])],
+    o: &AuditOptions,
+) -> Result<Report, Error> {
+    let (inv, probe, notes) = audit_inputs(root, o)?;
+    let run = crate::io::audit::audit_in_memory(&inv, files, probe.as_deref(), o.strict)?.run;
+    audit_document(&run, notes)
+}

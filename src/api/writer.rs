@@ -23,16 +23,20 @@
 //!
 //! [`seal_value`] returns the sealed bytes without writing them;
 //! [`write_atomic`] is the staging/rename step on its own. `kvcr seal` and
-//! `kvcr digest` are built on [`check_file`] and [`digest_file`].
+//! `kvcr digest` are built on [`check_file_with`] and [`digest_file`]: a
+//! file whose digest is not its content's is refused there (KV008) unless
+//! the operator says it means to reseal it, while [`seal_value`] and
+//! [`write_rank`] seal whatever value the caller built (docs/format.md
+//! §6.1, §13.1).
 
 use crate::format::descriptor::canon::{digest_without, format_digest};
 use crate::format::descriptor::{parse_descriptor, MAX_FILE_BYTES};
 use crate::format::json;
 use serde_json::Value;
 use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Why a descriptor or file could not be sealed or written.
@@ -144,8 +148,11 @@ pub fn seal_text(bytes: &[u8]) -> Result<Vec<u8>, Error> {
     // Strict first: serde_json would silently take the last of two equal keys.
     // One number reader for seal and the audit (§3.2): `-0` is 0, 2^64 is
     // out of range (serde_json alone would make floats of both).
-    let doc = json::parse(bytes).map_err(|e| Error::Refused(format!("not strict JSON: {e}")))?;
-    let value: Value = json::to_serde(doc.root()).map_err(|e| Error::Refused(e.to_string()))?;
+    let doc =
+        json::parse(bytes).map_err(|e| Error::Refused(format!("KV006 not strict JSON: {e}")))?;
+    // An integer out of range is the schema's (KV007), as in the audit.
+    let value: Value =
+        json::to_serde(doc.root()).map_err(|e| Error::Refused(format!("KV007 {e}")))?;
     seal_value(&value)
 }
 
@@ -252,23 +259,12 @@ pub fn write_rank_with(
     Ok(dir.join(name))
 }
 
-/// A staging name `.NAME.<random>.tmp`: a staging leftover to kvcr (KV009),
-/// ignored by node-exporter's textfile collector.
-fn staging_name(name: &OsStr) -> std::ffi::OsString {
-    let random = uuid::Uuid::new_v4().simple().to_string();
-    let mut s = std::ffi::OsString::from(".");
-    s.push(name);
-    s.push(".");
-    s.push(&random[..16]);
-    s.push(".tmp");
-    s
-}
-
 /// Writes `bytes` to `dir/name` atomically: a staging file created
 /// exclusively beside it, given `mode` (and `owner` uid/gid when set),
 /// synced, renamed over `dir/name`, then the directory synced. A reader sees
 /// the old file or the whole new one; on failure the staging file is
-/// removed and `dir/name` is untouched.
+/// removed and `dir/name` is untouched. `dir` is opened once and every step
+/// names that directory (`crate::io::output::write_atomic_at`).
 pub fn write_atomic(
     dir: &Path,
     name: &OsStr,
@@ -276,48 +272,23 @@ pub fn write_atomic(
     mode: u32,
     owner: Option<(u32, u32)>,
 ) -> Result<(), Error> {
-    let tmp = dir.join(staging_name(name));
-    let target = dir.join(name);
-    let shown = tmp.display().to_string();
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(Error::io(format!("cannot create {shown}")))?;
-    let staged = (|| -> Result<(), Error> {
-        if let Some((uid, gid)) = owner {
-            rustix::fs::fchown(
-                &f,
-                Some(rustix::fs::Uid::from_raw(uid)),
-                Some(rustix::fs::Gid::from_raw(gid)),
-            )
-            .map_err(|e| Error::io(format!("cannot give {shown} its owner"))(e.into()))?;
-        }
-        // After fchown, which may clear set-id bits; the umask does not apply.
-        rustix::fs::fchmod(&f, rustix::fs::Mode::from_raw_mode(mode & 0o7777))
-            .map_err(|e| Error::io(format!("cannot set the mode of {shown}"))(e.into()))?;
-        f.write_all(bytes)
-            .map_err(Error::io(format!("cannot write {shown}")))?;
-        f.sync_all()
-            .map_err(Error::io(format!("cannot sync {shown}")))?;
-        fs::rename(&tmp, &target).map_err(Error::io(format!(
-            "cannot rename {shown} to {}",
-            target.display()
-        )))
-    })();
-    drop(f);
-    if let Err(e) = staged {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(Error::io(format!(
-            "cannot sync directory {}",
-            dir.display()
-        )))
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        Error::io(format!(
+            "cannot create {}",
+            dir.join(crate::io::output::staging_name(name)).display()
+        ))(e.into())
+    })?;
+    crate::io::output::write_atomic_at(std::os::fd::AsFd::as_fd(&fd), dir, name, bytes, mode, owner)
+        .map_err(|e| Error::Io {
+            what: e.what,
+            source: e.source,
+        })
 }
 
 /// A file as kvcr found it before sealing or hashing.
@@ -336,15 +307,17 @@ fn read_regular(path: &Path) -> Result<Read1, Error> {
     let ft = lmeta.file_type();
     if ft.is_symlink() {
         return Err(Error::Refused(format!(
-            "{shown} is a symlink; seal and digest never follow links"
+            "KV001 {shown} is a symlink; seal and digest never follow links"
         )));
     }
     if !ft.is_file() {
-        return Err(Error::Refused(format!("{shown} is not a regular file")));
+        return Err(Error::Refused(format!(
+            "KV002 {shown} is not a regular file"
+        )));
     }
     if lmeta.len() > MAX_FILE_BYTES {
         return Err(Error::Refused(format!(
-            "{shown} is {} bytes, over the 1 MiB limit",
+            "KV004 {shown} is {} bytes, over the 1 MiB limit",
             lmeta.len()
         )));
     }
@@ -354,9 +327,11 @@ fn read_regular(path: &Path) -> Result<Read1, Error> {
     use crate::io::safe_file::{read, Links, NotRead};
     let (bytes, st) = read(path, Links::Refuse, MAX_FILE_BYTES).map_err(|e| match e {
         NotRead::NotRegular(what) => {
-            Error::Refused(format!("{shown} is {what}, not a regular file"))
+            Error::Refused(format!("KV002 {shown} is {what}, not a regular file"))
         }
-        NotRead::TooLarge { .. } => Error::Refused(format!("{shown} is over the 1 MiB limit")),
+        NotRead::TooLarge { .. } => {
+            Error::Refused(format!("KV004 {shown} is over the 1 MiB limit"))
+        }
         NotRead::Io(e) => Error::io(format!("cannot read {shown}"))(e),
     })?;
     if st.st_dev != lmeta.dev() || st.st_ino != lmeta.ino() {
@@ -374,12 +349,24 @@ pub fn digest_file(path: &Path) -> Result<String, Error> {
     digest_of_bytes(&r.bytes).map_err(|e| Error::Refused(format!("{}: {e}", path.display())))
 }
 
+/// How [`check_file_with`] treats a file whose `digest` is not its
+/// content's (docs/format.md §6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SealOptions {
+    /// Seal it anyway (`kvcr seal --reseal-edited`): the operator checked
+    /// the edit and means the file as it is now. The plan says what was
+    /// overridden ([`SealPlan::overridden`]).
+    pub reseal_edited: bool,
+}
+
 /// What sealing one file would do, decided before anything is written.
 pub struct SealPlan {
     /// The file to seal.
     pub path: PathBuf,
     /// `None` when the file already carries its digest, byte for byte.
     bytes: Option<Vec<u8>>,
+    /// With [`SealOptions::reseal_edited`]: the KV008 this seal overrides.
+    overridden: Option<String>,
     mode: u32,
     owner: (u32, u32),
     /// Device, inode, size and mtime when checked: [`apply`] refuses a file
@@ -410,16 +397,34 @@ impl SealPlan {
     pub fn already_sealed(&self) -> bool {
         self.bytes.is_none()
     }
+
+    /// The mismatch this seal overrides (with
+    /// [`SealOptions::reseal_edited`], a file whose digest was not its
+    /// content's), in words: what it carried and what its content digests
+    /// to.
+    pub fn overridden(&self) -> Option<&str> {
+        self.overridden.as_deref()
+    }
+}
+
+/// [`check_file_with`] with the default options: a file whose `digest` is
+/// not its content's is refused (KV008), never resealed.
+pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
+    check_file_with(path, SealOptions::default())
 }
 
 /// Checks that `path` can be sealed and computes its new bytes; writes
-/// nothing.
-pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
+/// nothing. A file without a `digest` member is sealed; one whose `digest`
+/// is its content's is already sealed; one whose `digest` is anything
+/// else was edited or damaged after sealing, and is refused (KV008, naming
+/// both digests) unless `o.reseal_edited` (docs/format.md §6.1): sealing it
+/// would make the audit accept what nobody sealed.
+pub fn check_file_with(path: &Path, o: SealOptions) -> Result<SealPlan, Error> {
     let shown = path.display().to_string();
     let r = read_regular(path)?;
     if r.meta.st_nlink > 1 {
         return Err(Error::Refused(format!(
-            "{shown} has {} hard links; replacing it would leave the others unsealed",
+            "KV002 {shown} has {} hard links; replacing it would leave the others unsealed",
             r.meta.st_nlink
         )));
     }
@@ -427,6 +432,24 @@ pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
         Error::Refused(m) => Error::Refused(format!("{shown}: {m}")),
         other => other,
     })?;
+    // seal_text read it strictly: it parses.
+    let claim = json::parse(&r.bytes)
+        .map(|doc| crate::format::descriptor::parse::digest_claim(&doc))
+        .map_err(|e| Error::Refused(format!("{shown}: KV006 not strict JSON: {e}")))?;
+    let mut overridden = None;
+    if let crate::format::descriptor::parse::DigestClaim::Differs { claimed, actual } = claim {
+        let what = format!(
+            "KV008 {}: it carries {claimed}, its content digests to {actual}",
+            crate::format::descriptor::parse::DIGEST_MISMATCH
+        );
+        if !o.reseal_edited {
+            return Err(Error::Refused(format!(
+                "{shown}: {what}; kvcr seal never reseals an edited or damaged descriptor \
+                 (check what changed, then `kvcr seal --reseal-edited` seals it as it is now)"
+            )));
+        }
+        overridden = Some(what);
+    }
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -436,6 +459,7 @@ pub fn check_file(path: &Path) -> Result<SealPlan, Error> {
     Ok(SealPlan {
         path: path.to_path_buf(),
         bytes: (bytes != r.bytes).then_some(bytes),
+        overridden,
         mode: r.meta.st_mode,
         owner: (r.meta.st_uid, r.meta.st_gid),
         seen: stat_identity(&r.meta),
@@ -582,8 +606,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("rank-0.json");
-        let mut v = Desc::new("e", 0, 1, 1).value();
-        v["digest"] = Value::from("sha256:0");
+        let v = Desc::new("e", 0, 1, 1).value();
         fs::write(&p, to_bytes(&v)).unwrap();
         fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
         let plan = check_file(&p).unwrap();
@@ -605,6 +628,36 @@ mod tests {
         let again = check_file(&p).unwrap();
         assert!(!apply(&again).unwrap());
         assert_eq!(fs::read(&p).unwrap(), sealed);
+        // Edited after sealing: refused (KV008) by default; with
+        // reseal_edited the plan says what it overrides, and writes what
+        // seal_text writes.
+        let edited = String::from_utf8(sealed.clone()).unwrap().replacen(
+            "\"epoch\": 1,",
+            "\"epoch\": 9,",
+            1,
+        );
+        fs::write(&p, &edited).unwrap();
+        let e = check_file(&p).err().unwrap();
+        assert!(
+            matches!(&e, Error::Refused(m) if m.contains("KV008") && m.contains("--reseal-edited")),
+            "{e}"
+        );
+        assert_eq!(e.exit_status(), 1);
+        let plan = check_file_with(
+            &p,
+            SealOptions {
+                reseal_edited: true,
+            },
+        )
+        .unwrap();
+        assert!(plan
+            .overridden()
+            .unwrap()
+            .starts_with("KV008 digest does not match"));
+        assert!(apply(&plan).unwrap());
+        assert_eq!(fs::read(&p).unwrap(), seal_text(edited.as_bytes()).unwrap());
+        assert!(check_file(&p).unwrap().already_sealed());
+        assert!(check_file(&p).unwrap().overridden().is_none());
     }
 
     #[test]

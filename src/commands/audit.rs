@@ -8,7 +8,7 @@ use crate::format::exit;
 use crate::format::failure::Failure;
 use crate::io::audit::{audit, probe_node};
 use crate::io::node::now_unix_ms;
-use crate::io::output::emit;
+use crate::io::output::{emit, OutputFile, Unusable};
 use crate::report;
 use crate::report::audit::{print_audit, prometheus_text, AuditRun};
 use clap::Args;
@@ -75,19 +75,17 @@ pub fn run(args: &AuditArgs) -> Result<i32, Failure> {
     let (a, run, took) = match judged {
         Ok(x) => x,
         Err(f) => {
-            if let Some((dir, name)) = &textfile {
+            if let Some(out) = &textfile {
                 let text = report::prometheus::render_failure(&report::prometheus::Meta {
                     now_unix_ms: now_unix_ms(),
                     live: args.live,
                     duration: None,
                     exit_status: f.status,
                 });
-                if let Err(e) =
-                    crate::api::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None)
-                {
+                if let Err(e) = out.write_atomic(text.as_bytes(), 0o644) {
                     crate::io::output::err_line(&format!(
                         "kvcr: warning: cannot write kvcr_audit_success 0 to the --textfile: {}",
-                        crate::format::text::terminal(&e.to_string())
+                        crate::format::text::terminal(&format!("{}: {}", e.what, e.source))
                     ));
                 }
             }
@@ -96,7 +94,7 @@ pub fn run(args: &AuditArgs) -> Result<i32, Failure> {
     };
     let p = &a.printer;
     let status = run.judgement.exit_status();
-    if let Some((dir, name)) = &textfile {
+    if let Some(out) = &textfile {
         // A judgement that says the audit could not run (exit 2) carries no
         // verdict a monitor may show: the same text as a failed run.
         let text = if status == exit::USAGE {
@@ -109,12 +107,12 @@ pub fn run(args: &AuditArgs) -> Result<i32, Failure> {
         } else {
             prometheus_text(&run, Some(took))
         };
-        crate::api::writer::write_atomic(dir, name, text.as_bytes(), 0o644, None).map_err(|e| {
+        out.write_atomic(text.as_bytes(), 0o644).map_err(|e| {
             Failure::new(
                 exit::USAGE,
                 format!(
-                    "{:#}",
-                    anyhow::Error::new(e).context("cannot write the --textfile metrics")
+                    "cannot write the --textfile metrics: {}: {}",
+                    e.what, e.source
                 ),
             )
         })?;
@@ -141,14 +139,14 @@ fn judge(a: &Audit) -> Result<AuditRun, Failure> {
     .run)
 }
 
-/// `--textfile PATH`: its directory and file name, refusing a PATH inside
-/// the inventory `root` (kvcr never writes there) or one without a file
-/// name. Checked before the settings, so that a run that then fails can
-/// still write `kvcr_audit_success 0` there.
-fn textfile_target(
-    path: &Path,
-    root: Option<&Path>,
-) -> Result<(PathBuf, std::ffi::OsString), Failure> {
+/// `--textfile PATH`: its directory, resolved once and held
+/// (`crate::io::output::OutputFile`), refusing a PATH inside the inventory
+/// (the ROOT or `$KVCR_INVENTORY` given, else the default root: kvcr never
+/// writes there), one without a file name, one whose directory cannot be
+/// opened, and a PATH that exists and is not a regular file. Checked before
+/// the settings, so that a run that then fails (a bad profile) can still
+/// write `kvcr_audit_success 0` there, and only there.
+fn textfile_target(path: &Path, root: Option<&Path>) -> Result<OutputFile, Failure> {
     let bad = |why: String| {
         Failure::usage(
             format!("--textfile {}: {why}", path.display()),
@@ -159,14 +157,14 @@ fn textfile_target(
             ),
         )
     };
-    let name = path
-        .file_name()
-        .ok_or_else(|| bad("names no file".to_string()))?
-        .to_os_string();
+    let out = OutputFile::resolve(root, path, "--textfile", false).map_err(|u| match u {
+        Unusable::Inside(f) => f,
+        Unusable::Other(why) => bad(why),
+    })?;
     // The write renames over PATH: only ever over a regular file, never over
     // a symlink (such as /dev/stdout) or a device.
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if !m.file_type().is_file() {
+    if let Ok(Some(st)) = out.lstat() {
+        if !rustix::fs::FileType::from_raw_mode(st.st_mode).is_file() {
             return Err(bad(
                 "exists and is not a regular file (a symlink, a directory or a device); kvcr \
                  replaces only a regular file"
@@ -174,30 +172,5 @@ fn textfile_target(
             ));
         }
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let dir = dir
-        .canonicalize()
-        .map_err(|e| bad(format!("its directory cannot be used: {e}")))?;
-    match root.map(crate::io::inventory::resolve_root) {
-        // The same check as --ready-file: by resolved path and by the
-        // (device, inode) of the directory and its ancestors (a bind-mount
-        // alias too).
-        Some(Ok(root)) => crate::io::output::refuse_inside_root(&root, path, "--textfile")?,
-        // A root that does not resolve (missing, not a directory, not
-        // searchable) holds no directory this process can reach, and the
-        // textfile's directory did resolve; the audit then fails on the root
-        // and writes `kvcr_audit_success 0`. Refused all the same when its
-        // directory lies lexically below that root.
-        Some(Err(_)) => {
-            let abs = std::path::absolute(root.unwrap_or(Path::new("."))).ok();
-            if abs.is_some_and(|r| dir.starts_with(r)) {
-                return Err(bad("lies inside the inventory root".to_string()));
-            }
-        }
-        None => {}
-    }
-    Ok((dir, name))
+    Ok(out)
 }

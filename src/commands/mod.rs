@@ -76,12 +76,15 @@ pub enum Command {
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(schema::SchemaArgs),
-    /// Write the canonical digest into descriptor files edited by hand (docs/format.md §3.5).
+    /// Write the canonical digest into descriptor files written without one (docs/format.md §3.5).
     ///
     /// Each FILE must be a regular file (never a symlink) of at most 1 MiB
     /// holding strict JSON that is a valid descriptor apart from its
-    /// digest. Every file is checked before any is written; if one is
-    /// refused, none is touched. Each is rewritten atomically (a staging
+    /// digest. A FILE that already carries a digest that does not match its
+    /// content was edited or damaged after sealing: it is refused (KV008,
+    /// naming both digests) unless --reseal-edited, and then the output says
+    /// what was overridden. Every file is checked before any is written; if
+    /// one is refused, none is touched. Each is rewritten atomically (a staging
     /// file in the same directory, fsync, rename, directory fsync),
     /// keeping its mode, owner and member order. Exit 0 when every file is
     /// sealed, 1 when a file is refused, 2 when a file cannot be read or
@@ -140,7 +143,7 @@ pub fn run(command: &Command, cli: impl FnOnce() -> clap::Command) -> Result<i32
         Command::Explain(a) => explain::run(a),
         Command::Completions(a) => completions::run(a, cli()),
         Command::Schema(a) => schema::run(a),
-        Command::Seal(a) => seal::seal(&a.files, a.quiet),
+        Command::Seal(a) => seal::seal(a),
         Command::Digest(a) => seal::digest(&a.file),
     }
 }

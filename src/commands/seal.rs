@@ -13,9 +13,15 @@ pub struct SealArgs {
     /// Descriptor files to seal (rank-<R>.json).
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
-    /// Print nothing on success; refusals still go to stderr.
+    /// Print nothing on success; refusals (and what --reseal-edited
+    /// overrode) still go to stderr.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Also seal a file whose digest does not match its content (edited or
+    /// damaged after sealing: KV008), as it is now; without this flag such a
+    /// file is refused. Say so only after checking what changed.
+    #[arg(long)]
+    pub reseal_edited: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -25,8 +31,14 @@ pub struct DigestArgs {
     pub file: PathBuf,
 }
 
-/// `kvcr seal FILE…`: check every file, then write them (docs/format.md §3.5, §6.1).
-pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {
+/// `kvcr seal FILE…`: check every file, then write them (docs/format.md §3.5,
+/// §6.1). A file whose digest does not match its content is refused (KV008)
+/// unless `--reseal-edited`, and then each line says what was overridden.
+pub fn seal(args: &SealArgs) -> Result<i32, Failure> {
+    let (files, quiet) = (&args.files, args.quiet);
+    let options = writer::SealOptions {
+        reseal_edited: args.reseal_edited,
+    };
     let mut plans = Vec::new();
     let mut worst = exit::OK;
     // One file named twice (or under two names) is sealed once.
@@ -38,7 +50,7 @@ pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {
                 continue;
             }
         }
-        match writer::check_file(path) {
+        match writer::check_file_with(path, options) {
             Ok(p) => plans.push(p),
             Err(e) => {
                 worst = worst.max(e.exit_status());
@@ -56,7 +68,7 @@ pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {
         return Ok(worst);
     }
     let mut lines = String::new();
-    for p in &plans {
+    for (done, p) in plans.iter().enumerate() {
         let wrote = match writer::apply(p) {
             Ok(w) => w,
             Err(e) => {
@@ -64,7 +76,6 @@ pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {
                 if !quiet && !lines.is_empty() {
                     emit(|out| out.write_all(lines.as_bytes()))?;
                 }
-                let done = lines.lines().count();
                 return Err(Failure::new(
                     e.exit_status(),
                     format!(
@@ -79,11 +90,29 @@ pub fn seal(files: &[PathBuf], quiet: bool) -> Result<i32, Failure> {
                 ));
             }
         };
-        let verb = if wrote { "sealed" } else { "already sealed" };
-        lines.push_str(&format!(
-            "{verb} {}\n",
-            crate::format::text::terminal(&p.path.display().to_string())
-        ));
+        let shown = p.path.display().to_string();
+        match p.overridden() {
+            // What --reseal-edited overrode is said even with --quiet.
+            Some(what) if quiet => {
+                crate::io::output::err_line(&format!(
+                    "kvcr: warning: resealed {}, overriding {}",
+                    crate::format::text::terminal(&shown),
+                    crate::format::text::terminal(what)
+                ));
+            }
+            Some(what) => lines.push_str(&format!(
+                "resealed {}, overriding {}\n",
+                crate::format::text::terminal(&shown),
+                crate::format::text::terminal(what)
+            )),
+            None => {
+                let verb = if wrote { "sealed" } else { "already sealed" };
+                lines.push_str(&format!(
+                    "{verb} {}\n",
+                    crate::format::text::terminal(&shown)
+                ));
+            }
+        }
     }
     if !quiet {
         emit(|out| out.write_all(lines.as_bytes()))?;

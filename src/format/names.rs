@@ -7,6 +7,10 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+/// The inventory root when neither ROOT nor `$KVCR_INVENTORY` names one:
+/// where the Debian package's units keep it (docs/format.md §2.1).
+pub const DEFAULT_ROOT: &str = "/var/lib/kvcr/inventory";
+
 /// Deepest level at which descriptors are read (depth 1 = directly in the root).
 pub const MAX_DESCRIPTOR_DEPTH: usize = 8;
 

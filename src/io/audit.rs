@@ -15,9 +15,7 @@ use crate::rules::{self, Candidate, Context, FileVerdict};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The inventory root when neither ROOT nor `$KVCR_INVENTORY` names one:
-/// where the Debian package's units keep it (docs/format.md §2.1).
-pub const DEFAULT_ROOT: &str = "/var/lib/kvcr/inventory";
+pub use crate::format::names::DEFAULT_ROOT;
 
 /// What every command that reads an inventory was asked to judge.
 #[derive(Clone, Debug, Default)]
@@ -242,8 +240,6 @@ pub fn audit(
     keep_allocations: bool,
     strict: bool,
 ) -> Result<Audited, Failure> {
-    let mut expect = inv.expect.clone();
-    expect.strict = strict && probe.is_some();
     let root = inv.root()?;
     let opts = pipeline::Options {
         threads: inv.threads,
@@ -251,6 +247,47 @@ pub fn audit(
         producer_uid: inv.producer_uid,
     };
     let (cands, files) = collect(&root, progress, &opts)?;
+    judge_collected(inv, &root, cands, files, probe, keep_allocations, strict)
+}
+
+/// [`audit`] of descriptor files given in memory
+/// ([`pipeline::collect_in_memory`]: an inventory holding exactly these
+/// files, as its owner writes them) instead of the inventory on disk:
+/// nothing under the root is read, and `inv.root` (else [`DEFAULT_ROOT`]) is
+/// only the name the report gives the inventory. A path that is not a
+/// descriptor's is a usage error.
+pub fn audit_in_memory(
+    inv: &Inventory,
+    files: &[(&Path, &[u8])],
+    probe: Option<&dyn NodeProbe>,
+    strict: bool,
+) -> Result<Audited, Failure> {
+    let root = inv
+        .root
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT));
+    let (cands, verdicts) = pipeline::collect_in_memory(files, false).map_err(|e| {
+        Failure::usage(
+            format!("in-memory inventory: {e}"),
+            Some("give descriptors as root-relative paths such as g0/rank-0.json".to_string()),
+        )
+    })?;
+    judge_collected(inv, &root, cands, verdicts, probe, false, strict)
+}
+
+/// The judgement of what [`collect`] (or [`pipeline::collect_in_memory`])
+/// found under `root`.
+fn judge_collected(
+    inv: &Inventory,
+    root: &Path,
+    cands: Vec<Candidate>,
+    files: Vec<FileVerdict>,
+    probe: Option<&dyn NodeProbe>,
+    keep_allocations: bool,
+    strict: bool,
+) -> Result<Audited, Failure> {
+    let mut expect = inv.expect.clone();
+    expect.strict = strict && probe.is_some();
     check_names(inv, &cands)?;
     // Keyed by raw path bytes: two paths that print alike stay two entries.
     let descriptors: BTreeMap<Vec<u8>, Descriptor> = if keep_allocations {

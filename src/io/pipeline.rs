@@ -105,6 +105,87 @@ pub fn collect(
     Ok((cands, files))
 }
 
+/// The mode a descriptor given in memory is taken to have: a regular file,
+/// `0600`, as the writer of docs/format.md §3.5 leaves it.
+const IN_MEMORY_MODE: u32 = libc::S_IFREG | 0o600;
+
+/// [`collect`] for descriptor files given in memory (`crate::api::audit_files`):
+/// what the walk and the reader make of an inventory that holds exactly
+/// these files, each a regular file of mode `0600` owned by this user with
+/// one name, in private directories on the root's mount (docs/format.md
+/// §2.3–§2.5): the same walk order (sorted by name, pre-order: by path,
+/// component by component), the same size limit (KV004), the same parser.
+/// Refused, naming the path: one that is not relative plain names ending in
+/// a descriptor's name (§2.2) at most `MAX_DESCRIPTOR_DEPTH` deep, a
+/// directory named like a descriptor or a staging leftover (the walk
+/// reports those, never a descriptor below them), and a path given twice.
+pub fn collect_in_memory(
+    files: &[(&Path, &[u8])],
+    keep_allocations: bool,
+) -> Result<(Vec<Candidate>, Vec<FileVerdict>), String> {
+    use crate::format::names::{
+        classify_name, is_staging_name, parse_rank_name, MAX_DESCRIPTOR_DEPTH,
+    };
+    use std::path::Component;
+    let mut sorted: Vec<(&Path, &[u8])> = files.to_vec();
+    for (path, _) in &sorted {
+        let shown = display_path(path);
+        let names: Vec<&std::ffi::OsStr> = path
+            .components()
+            .map(|c| match c {
+                Component::Normal(n) => Ok(n),
+                _ => Err(format!(
+                    "{shown}: a path below the root is plain names (no /, . or ..)"
+                )),
+            })
+            .collect::<Result<_, _>>()?;
+        let Some((last, dirs)) = names.split_last() else {
+            return Err("an empty path names no file".to_string());
+        };
+        if !matches!(classify_name(last), EntryKind::Descriptor { .. }) {
+            return Err(format!("{shown}: not a descriptor's name (rank-<R>.json)"));
+        }
+        if names.len() > MAX_DESCRIPTOR_DEPTH {
+            return Err(format!(
+                "{shown}: deeper than {MAX_DESCRIPTOR_DEPTH} levels, where descriptors are not read"
+            ));
+        }
+        if let Some(d) = dirs
+            .iter()
+            .find(|d| is_staging_name(d) || parse_rank_name(d).is_some())
+        {
+            return Err(format!(
+                "{shown}: directory {} is named like a descriptor or a staging leftover",
+                display_path(Path::new(d))
+            ));
+        }
+    }
+    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    if let Some(w) = sorted.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(format!("{}: given twice", display_path(w[0].0)));
+    }
+    let mut cands = Vec::new();
+    let mut verdicts = Vec::new();
+    for (path, bytes) in sorted {
+        let at = display_path(path);
+        let name = path.file_name().unwrap_or_default();
+        let too_large = crate::io::inventory::reader::too_large(bytes.len() as u64, &at);
+        let entry = Entry {
+            rel_path: path.to_path_buf(),
+            kind: classify_name(name),
+            findings: too_large.into_iter().collect(),
+            mode: Some(IN_MEMORY_MODE),
+        };
+        let read = entry.findings.is_empty().then_some(bytes);
+        match outcome(entry, read, keep_allocations) {
+            Outcome::Candidate(c) => cands.push(c),
+            Outcome::File(f) => verdicts.push(f),
+            Outcome::Nothing => {}
+        }
+    }
+    Ok((cands, verdicts))
+}
+
 /// What one listed entry contributes. Short-lived (moved straight into its
 /// list), so the size difference is cheaper than a box per candidate.
 #[allow(clippy::large_enum_variant)]

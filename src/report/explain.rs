@@ -96,7 +96,10 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV008 => (
             "The descriptor's digest does not match its content: the file is torn or was edited \
-                after the owner sealed it.",
+                after the owner sealed it. The owner's writer seals the value it builds; `kvcr \
+                seal FILE` refuses this file (KV008, naming both digests) rather than launder \
+                it, and only `kvcr seal --reseal-edited FILE`, after checking what changed, \
+                seals it as it is now, saying what it overrode.",
             "SHA-256 over the canonical form (docs/format.md §3.2) of the descriptor without its \
                 digest member.",
             "do not import; have the owner reseal the descriptor, or start with an empty cache",

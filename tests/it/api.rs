@@ -364,6 +364,142 @@ fn content_digest_follows_the_sampling_rule() {
     ));
 }
 
+/// `api::audit_files` (descriptors given as bytes, docs/format.md §13.1)
+/// judges as `api::audit` judges an inventory holding exactly those files
+/// as an owner writes them: every fixture made only of descriptors, copied
+/// with private modes, with the fixture's options, gives the same groups,
+/// findings, summary and exit status both ways, in whatever order the files
+/// are given.
+#[test]
+fn audit_files_judges_as_the_audit_of_the_same_files_on_disk() {
+    let mut compared = 0;
+    for case in std::fs::read_dir(repo().join("fixtures")).unwrap() {
+        let case = case.unwrap().path();
+        let Ok(text) = std::fs::read_to_string(case.join("case.json")) else {
+            continue;
+        };
+        let meta: Value = serde_json::from_str(&text).unwrap();
+        let args: Vec<&str> = meta["args"]
+            .as_array()
+            .map(|a| a.iter().map(|x| x.as_str().unwrap()).collect())
+            .unwrap_or_default();
+        let mut o = AuditOptions::default();
+        let mut known = true;
+        for pair in args.chunks(2) {
+            match pair {
+                ["--profile", p] => o.profile = Some(Profile::Path(case.join(p))),
+                ["--engine", e] => o.engine = Some(e.to_string()),
+                ["--max-age", a] => o.max_age_s = Some(api::parse_age(a).unwrap()),
+                _ => known = false,
+            }
+        }
+        let inv = case.join("inventory");
+        let mut files = Vec::new();
+        for e in walkdir::WalkDir::new(&inv).sort_by_file_name() {
+            let e = e.unwrap();
+            let rel = e.path().strip_prefix(&inv).unwrap().to_path_buf();
+            let name = e.file_name().to_string_lossy();
+            if e.file_type().is_file() && name.starts_with("rank-") && name.ends_with(".json") {
+                files.push((rel, std::fs::read(e.path()).unwrap()));
+            } else if !e.file_type().is_dir() || name.starts_with("rank-") || name.ends_with(".tmp")
+            {
+                known = false;
+            }
+        }
+        if !known || files.is_empty() {
+            continue;
+        }
+        let d = tempfile::tempdir().unwrap();
+        for (rel, bytes) in &files {
+            let p = d.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, bytes).unwrap();
+        }
+        private(d.path());
+        let disk = api::audit(d.path(), &o).unwrap();
+        let mut given: Vec<(&Path, &[u8])> = files
+            .iter()
+            .map(|(p, b)| (p.as_path(), b.as_slice()))
+            .collect();
+        given.reverse();
+        let in_memory = || {
+            let mem = api::audit_files(Path::new("/nowhere/inventory"), &given, &o).unwrap();
+            let v: Value = serde_json::from_str(mem.as_json()).unwrap();
+            (mem, v)
+        };
+        let (mut mem, mut mem_v) = in_memory();
+        let disk_v: Value = serde_json::from_str(disk.as_json()).unwrap();
+        if testkit::judgement(&mem_v) != testkit::judgement(&disk_v) {
+            // Ages in words (`age N s`) may cross a second between two
+            // audits: once more, after both, the step is behind them.
+            let disk = api::audit(d.path(), &o).unwrap();
+            let disk_v: Value = serde_json::from_str(disk.as_json()).unwrap();
+            (mem, mem_v) = in_memory();
+            assert_eq!(
+                testkit::judgement(&mem_v),
+                testkit::judgement(&disk_v),
+                "{}",
+                case.display()
+            );
+        }
+        assert_eq!(mem.exit_status(), disk.exit_status(), "{}", case.display());
+        assert_eq!(mem_v["root"], "/nowhere/inventory");
+        valid(kvcr::schema::Kind::Report, &mem_v);
+        compared += 1;
+    }
+    assert!(compared >= 20, "only {compared} fixtures compared");
+}
+
+/// What `api::audit_files` cannot stand for is refused, naming the path: a
+/// path that is not plain names ending in a descriptor's name, too deep, a
+/// directory named like a descriptor or a staging leftover, or a path given
+/// twice. A file over the size limit is the reader's KV004, unread; nothing
+/// named `root` is ever read.
+#[test]
+fn audit_files_refuses_what_it_cannot_stand_for_and_reads_no_disk() {
+    let bytes = Desc::new("m", 0, 1, 1).bytes();
+    let o = AuditOptions::default();
+    let root = Path::new("/nowhere/inventory");
+    let deep = format!("{}rank-0.json", "d/".repeat(8));
+    for (bad, why) in [
+        ("/abs/rank-0.json", "plain names"),
+        ("g/../rank-0.json", "plain names"),
+        ("./rank-0.json", "plain names"),
+        ("g/notes.txt", "not a descriptor's name"),
+        ("g/rank-01.json", "not a descriptor's name"),
+        ("", "names no file"),
+        (deep.as_str(), "deeper than 8"),
+        ("rank-1.json/rank-0.json", "named like a descriptor"),
+        (".stage.tmp/rank-0.json", "staging leftover"),
+    ] {
+        let e = api::audit_files(root, &[(Path::new(bad), &bytes[..])], &o).unwrap_err();
+        assert_eq!(e.exit_status(), 2, "{bad}");
+        assert!(e.to_string().contains(why), "{bad}: {e}");
+    }
+    let twice = [
+        (Path::new("g/rank-0.json"), &bytes[..]),
+        (Path::new("g/rank-0.json"), &bytes[..]),
+    ];
+    let e = api::audit_files(root, &twice, &o).unwrap_err();
+    assert!(e.to_string().contains("g/rank-0.json: given twice"), "{e}");
+    // Seven levels below the root is still read, as on disk.
+    let seven = format!("{}rank-0.json", "d/".repeat(7));
+    let ok = api::audit_files(root, &[(Path::new(&seven), &bytes[..])], &o).unwrap();
+    assert_eq!(ok.exit_status(), 0, "{}", ok.as_json());
+    // Over 1 MiB: KV004, unread, as the reader says it.
+    let mut huge = bytes.clone();
+    huge.resize(1024 * 1024 + 1, b' ');
+    let r = api::audit_files(root, &[(Path::new("rank-0.json"), &huge[..])], &o).unwrap();
+    let v: Value = serde_json::from_str(r.as_json()).unwrap();
+    assert_eq!(r.exit_status(), 1);
+    assert!(
+        r.as_json()
+            .contains("larger than 1048576 bytes; rejected unread"),
+        "{v:#}"
+    );
+    assert!(!root.exists());
+}
+
 /// A facts file describing the node of testkit's descriptors, with
 /// `processes` as given.
 fn facts_file(dir: &Path, processes: Value) -> std::path::PathBuf {

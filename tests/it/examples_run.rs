@@ -221,8 +221,26 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "README.md",
-        "kvcr seal fixtures/accept-tp4/inventory/rank-1.json   # after a hand edit: \
-        write the digest, atomically",
+        "kvcr seal fixtures/accept-tp4/inventory/rank-1.json   # write the digest, \
+        atomically (here: already sealed)",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "mkdir -p /tmp/inv && cp fixtures/accept-tp4/inventory/rank-1.json /tmp/inv/ && \
+        sed -i 's/\"epoch\": 1,/\"epoch\": 2,/' /tmp/inv/rank-1.json",
+        Status(0),
+    ),
+    (
+        "README.md",
+        "kvcr seal /tmp/inv/rank-1.json                 # edited after sealing: refused, \
+        KV008 naming both digests (exit 1)",
+        Status(1),
+    ),
+    (
+        "README.md",
+        "kvcr seal --reseal-edited /tmp/inv/rank-1.json # an edit you checked: sealed as \
+        it is now",
         Status(0),
     ),
     (
@@ -300,8 +318,8 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "docs/ci.md",
-        "kvcr seal fixtures/my-case/inventory/rank-*.json && kvcr audit \
-        fixtures/my-case/inventory",
+        "kvcr seal --reseal-edited fixtures/my-case/inventory/rank-*.json && kvcr \
+        audit fixtures/my-case/inventory",
         Status(0),
     ),
     (

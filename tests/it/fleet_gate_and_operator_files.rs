@@ -234,7 +234,14 @@ fn seal_of_one_file_named_twice_never_both_writes_and_reports_failure() {
     let f = d.path().join("rank-0.json");
     std::fs::write(&f, testkit::to_bytes(&v)).unwrap();
     let before = std::fs::read(&f).unwrap();
-    let out = kvcr().arg("seal").arg(&f).arg(&f).output().unwrap();
+    // The edit is meant (--reseal-edited): without it the stale digest is
+    // refused (KV008) and nothing is written.
+    let out = kvcr()
+        .args(["seal", "--reseal-edited"])
+        .arg(&f)
+        .arg(&f)
+        .output()
+        .unwrap();
     let after = std::fs::read(&f).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

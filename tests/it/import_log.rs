@@ -364,3 +364,123 @@ fn tests_never_write_the_system_log() {
         "{stderr}"
     );
 }
+
+/// Issue #30 §1: files kvcr writes more than once are resolved once. The
+/// import log's directory is checked and held when the hold starts; swapped
+/// for a symlink into the inventory while the group is held, the release
+/// record still goes to the directory that was checked, and nothing lands
+/// inside the inventory. The log file itself swapped for a symlink to a
+/// descriptor is never followed (a warning; the hold still releases).
+#[test]
+fn a_log_swapped_for_a_symlink_during_a_hold_never_writes_inside_the_inventory() {
+    let c = Case::new();
+    let before = testkit::snapshot(&c.p("inv"));
+    for swap_file in [false, true] {
+        let logs = c.p("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let log = logs.join("import.jsonl");
+        let ready = c.p("ready.json");
+        let child = c
+            .cmd(
+                "",
+                &log,
+                &["--hold", "--ready-file", ready.to_str().unwrap()],
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for("the holding record", || {
+            log.exists() && !lines(&log).is_empty()
+        });
+        let checked = c.p("logs-checked");
+        if swap_file {
+            std::fs::rename(&log, c.p("held.jsonl")).unwrap();
+            std::os::unix::fs::symlink(c.p("inv/rank-0.json"), &log).unwrap();
+        } else {
+            std::fs::rename(&logs, &checked).unwrap();
+            std::os::unix::fs::symlink(c.p("inv"), &logs).unwrap();
+        }
+        signal(&child, libc::SIGTERM);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert_eq!(
+            testkit::snapshot(&c.p("inv")),
+            before,
+            "written inside: {stderr}"
+        );
+        if swap_file {
+            assert!(
+                stderr.contains("kvcr: warning: the import log was not written"),
+                "{stderr}"
+            );
+            assert_eq!(
+                lines(&c.p("held.jsonl")).len(),
+                1,
+                "only the holding record"
+            );
+            std::fs::remove_file(c.p("held.jsonl")).unwrap();
+            std::fs::remove_file(&log).unwrap();
+            std::fs::remove_dir(&logs).unwrap();
+        } else {
+            let recs = lines(&checked.join("import.jsonl"));
+            assert_eq!(recs.len(), 2, "{stderr}");
+            assert_eq!(recs[0]["result"], "holding");
+            assert_eq!(recs[1]["result"], "imported");
+            std::fs::remove_file(&logs).unwrap();
+            std::fs::remove_dir_all(&checked).unwrap();
+        }
+        let (acquired, released) = c.sim_counts();
+        assert!(acquired > 0 && acquired == released);
+    }
+}
+
+/// The ready file's directory too: swapped for a symlink into the
+/// inventory between the hold's start (the staging file is created) and
+/// the moment every rank is imported, the ready file is published in the
+/// directory that was checked, and removed from there at release.
+#[test]
+fn a_ready_file_directory_swapped_for_a_symlink_never_publishes_inside_the_inventory() {
+    let c = Case::new();
+    let before = testkit::snapshot(&c.p("inv"));
+    let rdir = c.p("run");
+    std::fs::create_dir(&rdir).unwrap();
+    let ready = rdir.join("ready.json");
+    let child = c
+        .cmd(
+            "delay-ms=200,",
+            &c.log(),
+            &["--hold", "--ready-file", ready.to_str().unwrap()],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let staged = || {
+        std::fs::read_dir(&rdir)
+            .map(|d| d.count() > 0)
+            .unwrap_or(false)
+    };
+    wait_for("the staging file", staged);
+    let checked = c.p("run-checked");
+    std::fs::rename(&rdir, &checked).unwrap();
+    std::os::unix::fs::symlink(c.p("inv"), &rdir).unwrap();
+    wait_for("the ready file", || checked.join("ready.json").exists());
+    assert_eq!(testkit::snapshot(&c.p("inv")), before, "published inside");
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!checked.join("ready.json").exists(), "removed at release");
+    assert_eq!(testkit::snapshot(&c.p("inv")), before);
+    assert_eq!(
+        std::fs::read_dir(&checked).unwrap().count(),
+        0,
+        "no staging left"
+    );
+}

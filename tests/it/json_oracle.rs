@@ -89,6 +89,37 @@ mod props {
         );
     }
 
+    /// The first 10-minute run of the `json` fuzz target stopped after 87 s
+    /// on this literal (kept as fuzz/seeds/digest/float-rounding.json):
+    /// kvcr's reader keeps the text and std rounds it correctly to
+    /// 9.232267351080949e108, while serde_json without `float_roundtrip`
+    /// read …947e108, two ulps off. The oracle's reference now rounds
+    /// correctly, and it still notices a float one ulp off.
+    #[test]
+    fn regression_a_float_literal_is_compared_with_a_correctly_rounded_reference() {
+        let doc = b"92322673510809486445E89";
+        check(doc);
+        check(b"[92322673510809486445E89, -92322673510809486445e+89]");
+        let serde: S = serde_json::from_slice(doc).unwrap();
+        assert_eq!(serde.as_f64(), Some(9.232267351080949e108));
+        let seed = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fuzz/seeds/digest/float-rounding.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            seed.trim_ascii(),
+            doc,
+            "the seed is the input that stopped the run"
+        );
+        for ulps in [-1i64, 1] {
+            let bits = 9.232267351080949e108f64.to_bits().wrapping_add_signed(ulps);
+            let off = S::from(f64::from_bits(bits));
+            let caught = std::panic::catch_unwind(|| agree(doc, Ok(&off)));
+            assert!(caught.is_err(), "a float {ulps} ulp off passed");
+        }
+    }
+
     /// A JSON text, built to reach the corners both readers must agree on:
     /// escapes (including surrogate pairs and lone surrogates), integers at
     /// the 64-bit edges and beyond, floats, duplicate and escaped keys,

@@ -55,6 +55,7 @@ mod monitoring;
 mod no_sentinels;
 mod node_notes;
 mod operator;
+mod output_paths;
 mod packaging;
 mod parallel;
 mod permission_count;

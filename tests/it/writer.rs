@@ -28,8 +28,12 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// docs/format.md §6.1: a hand edit leaves the digest stale (KV008), and
+/// `kvcr seal` refuses to launder it; only `--reseal-edited` seals the files
+/// as they are now, saying for each what it overrode, and then they audit
+/// clean.
 #[test]
-fn a_hand_edited_descriptor_sealed_audits_clean() {
+fn a_hand_edited_descriptor_is_resealed_only_when_asked_and_then_audits_clean() {
     let dir = tempfile::tempdir().unwrap();
     copy_fixture("accept-tp4", dir.path());
     assert_eq!(audit_json(dir.path(), &[]).0, 0);
@@ -57,7 +61,27 @@ fn a_hand_edited_descriptor_sealed_audits_clean() {
     let files: Vec<_> = (0..4)
         .map(|r| dir.path().join(format!("rank-{r}.json")))
         .collect();
+    let before = crate::util::testkit::snapshot(dir.path());
     let out = kvcr().arg("seal").args(&files).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.matches("KV008 digest does not match").count(),
+        4,
+        "{stderr}"
+    );
+    assert!(stderr.contains("--reseal-edited"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        crate::util::testkit::snapshot(dir.path()),
+        before,
+        "refused, nothing written"
+    );
+    let out = kvcr()
+        .args(["seal", "--reseal-edited"])
+        .args(&files)
+        .output()
+        .unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -65,7 +89,8 @@ fn a_hand_edited_descriptor_sealed_audits_clean() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(stdout.matches("sealed ").count(), 4, "{stdout}");
+    assert_eq!(stdout.matches("resealed ").count(), 4, "{stdout}");
+    assert_eq!(stdout.matches(", overriding KV008 ").count(), 4, "{stdout}");
     let (code, report) = audit_json(dir.path(), &[]);
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(names(dir.path()).len(), 4, "no staging file left behind");
@@ -92,8 +117,9 @@ fn refused_files_are_left_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let good = d.join("rank-0.json");
-    let mut v = Desc::new("e", 0, 2, 1).value();
-    v["digest"] = Value::from("sha256:stale");
+    // Never sealed (no digest member): sealable.
+    let v = Desc::new("e", 0, 2, 1).value();
+    assert!(v.get("digest").is_none());
     fs::write(&good, to_bytes(&v)).unwrap();
     let mut cases: Vec<(&str, Vec<u8>)> = vec![
         ("not-json.json", b"{\"schema\": ".to_vec()),
@@ -108,8 +134,7 @@ fn refused_files_are_left_byte_identical() {
     }
     std::os::unix::fs::symlink("rank-0.json", d.join("link.json")).unwrap();
     // Replacing one name of a hard-linked file would leave the other stale.
-    let mut linked = Desc::new("e", 1, 2, 1).value();
-    linked["digest"] = Value::from("sha256:stale");
+    let linked = Desc::new("e", 1, 2, 1).value();
     fs::write(d.join("linked.json"), to_bytes(&linked)).unwrap();
     fs::hard_link(d.join("linked.json"), d.join("linked-too.json")).unwrap();
     let before = crate::util::testkit::snapshot(d);
@@ -129,6 +154,15 @@ fn refused_files_are_left_byte_identical() {
             assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
             assert!(stderr.contains(name), "{name}: {stderr}");
             assert!(stderr.contains("no file was written"), "{stderr}");
+            // Every refusal names its code, as the audit would give it.
+            let code = match *name {
+                "not-json.json" | "dup-key.json" => "KV006",
+                "too-large.json" => "KV004",
+                "schema.json" => "KV007",
+                "link.json" => "KV001",
+                _ => "KV002",
+            };
+            assert!(stderr.contains(code), "{name}: {code}: {stderr}");
             assert_eq!(crate::util::testkit::snapshot(d), before, "{name} touched");
         }
         let out = kvcr().arg("digest").arg(d.join(name)).output().unwrap();
@@ -242,6 +276,188 @@ fn the_python_recipe_writes_an_inventory_that_audits_clean() {
         .unwrap();
     let v: Value = serde_json::from_slice(&fs::read(inv.join("rank-1.json")).unwrap()).unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), v["digest"]);
+}
+
+/// The sealed text of a fresh descriptor and the same text edited after
+/// sealing (`epoch` 1 → 2), with the two digests: the one it carries and its
+/// content's.
+fn edited_after_sealing() -> (Vec<u8>, Vec<u8>, String, String) {
+    let sealed = kvcr::api::seal_json(&to_bytes(&Desc::new("launder", 0, 1, 1).value())).unwrap();
+    let text = String::from_utf8(sealed.clone()).unwrap();
+    assert!(text.contains("\"epoch\": 1,"));
+    let edited = text
+        .replacen("\"epoch\": 1,", "\"epoch\": 2,", 1)
+        .into_bytes();
+    let carried = kvcr::api::digest_json(&sealed).unwrap();
+    let actual = kvcr::api::digest_json(&edited).unwrap();
+    assert_ne!(carried, actual);
+    (sealed, edited, carried, actual)
+}
+
+/// docs/format.md §6.1, issue #30 §3: `kvcr seal FILE` never launders. A
+/// file whose digest is not its content's (edited, or damaged: another
+/// digest, a malformed one, one that is not a string) is refused with KV008
+/// naming both digests, nothing written, and the audit still says KV008;
+/// beside clean files, none of them is written either. A file with no
+/// digest is sealed, one whose digest matches is already sealed, with or
+/// without the flag.
+#[test]
+fn seal_refuses_a_descriptor_whose_digest_does_not_match_its_content() {
+    let (sealed, edited, carried, actual) = edited_after_sealing();
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("rank-0.json");
+    let other = d.path().join("rank-1.json");
+    let fresh = to_bytes(&Desc::new("launder", 1, 2, 1).value());
+    let edited_text = String::from_utf8(edited.clone()).unwrap();
+    let damaged: Vec<(&str, Vec<u8>, String)> = vec![
+        ("edited", edited.clone(), carried.clone()),
+        (
+            "malformed digest",
+            edited_text
+                .replacen(&carried, "sha256:stale", 1)
+                .into_bytes(),
+            "sha256:stale".to_string(),
+        ),
+        (
+            "digest null",
+            edited_text
+                .replacen(&format!("\"{carried}\""), "null", 1)
+                .into_bytes(),
+            "null (not a string)".to_string(),
+        ),
+        (
+            "upper-case other digest",
+            edited_text
+                .replacen(
+                    &carried,
+                    &carried.to_uppercase().replace("SHA256", "sha256"),
+                    1,
+                )
+                .into_bytes(),
+            carried.to_uppercase().replace("SHA256", "sha256"),
+        ),
+    ];
+    for (what, bytes, shown) in &damaged {
+        fs::write(&p, bytes).unwrap();
+        fs::write(&other, &fresh).unwrap();
+        let before = crate::util::testkit::snapshot(d.path());
+        for files in [vec![&p], vec![&other, &p]] {
+            let out = kvcr().arg("seal").args(&files).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+            assert!(
+                stderr.contains(&format!(
+                    "KV008 digest does not match the content (torn or edited file): it carries \
+                     {shown}, its content digests to {actual}"
+                )),
+                "{what}: {stderr}"
+            );
+            assert!(stderr.contains("no file was written"), "{what}: {stderr}");
+            assert!(out.stdout.is_empty(), "{what}");
+            assert_eq!(
+                crate::util::testkit::snapshot(d.path()),
+                before,
+                "{what}: written"
+            );
+        }
+        let (code, report) = audit_json(d.path(), &[]);
+        assert_eq!(code, 1, "{what}: {report:#}");
+        fs::remove_file(&other).unwrap();
+    }
+    // Never sealed: sealed. Sealed and unchanged: already sealed.
+    let mut unsealed: Value = serde_json::from_slice(&sealed).unwrap();
+    unsealed.as_object_mut().unwrap().shift_remove("digest");
+    fs::write(&p, to_bytes(&unsealed)).unwrap();
+    let out = kvcr().arg("seal").arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("sealed "));
+    for flag in [None, Some("--reseal-edited")] {
+        let out = kvcr().arg("seal").args(flag).arg(&p).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("already sealed "));
+    }
+    assert_eq!(audit_json(d.path(), &[]).0, 0);
+}
+
+/// With `--reseal-edited` the operator says the edit is meant: the file is
+/// sealed as it is now, and the output says what was overridden (both
+/// digests) on stdout, or on stderr with `--quiet`. The bytes are exactly
+/// what the library's seal of the same text gives (`api::seal_json`,
+/// `writer::seal_value`), which keeps sealing a value its caller built
+/// (docs/format.md §13.1).
+#[test]
+fn reseal_edited_says_what_it_overrode_and_writes_the_librarys_bytes() {
+    let (_, edited, carried, actual) = edited_after_sealing();
+    let library = kvcr::api::seal_json(&edited).unwrap();
+    let value: Value = serde_json::from_slice(&edited).unwrap();
+    assert_eq!(kvcr::writer::seal_value(&value).unwrap(), library);
+    let overriding = format!(
+        "overriding KV008 digest does not match the content (torn or edited file): it carries \
+         {carried}, its content digests to {actual}"
+    );
+    for quiet in [false, true] {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("rank-0.json");
+        fs::write(&p, &edited).unwrap();
+        let out = kvcr()
+            .args(["seal", "--reseal-edited"])
+            .args(quiet.then_some("-q"))
+            .arg(&p)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let line = format!("resealed {}, {overriding}", p.display());
+        if quiet {
+            assert!(stdout.is_empty(), "{stdout}");
+            assert!(
+                stderr.contains(&format!("kvcr: warning: {line}")),
+                "{stderr}"
+            );
+        } else {
+            assert_eq!(stdout.trim_end(), line);
+        }
+        assert_eq!(fs::read(&p).unwrap(), library, "the library's bytes");
+        assert_eq!(audit_json(d.path(), &[]).0, 0);
+    }
+}
+
+/// An integer out of range is refused naming its code (KV007), the field
+/// and the literal, like every other refusal of seal.
+#[test]
+fn seal_names_kv007_for_an_integer_out_of_range() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("rank-0.json");
+    let text = String::from_utf8(to_bytes(&Desc::new("range", 0, 1, 1).value())).unwrap();
+    let big = text.replacen("\"epoch\": 1,", "\"epoch\": 18446744073709551616,", 1);
+    assert_ne!(big, text);
+    fs::write(&p, &big).unwrap();
+    let out = kvcr().arg("seal").arg(&p).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "KV007 epoch: out of range (an integer must fit 64 bits), found 18446744073709551616"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(fs::read_to_string(&p).unwrap(), big);
+}
+
+/// `kvcr explain KV008` says what seal does with such a file.
+#[test]
+fn explain_kv008_says_seal_refuses_unless_reseal_edited() {
+    let out = kvcr().args(["explain", "KV008"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text.contains("refuses this file (KV008, naming both digests)"),
+        "{text}"
+    );
+    assert!(text.contains("kvcr seal --reseal-edited FILE"), "{text}");
 }
 
 /// One descriptor broken in a way it can be judged on its own (the code the

@@ -253,7 +253,10 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
              and nothing would refuse the real import before its first GPU call."
         }
         Some("explain") | Some("completions") | Some("schema") => "The text was printed.",
-        Some("seal") => "Every file was sealed, or already carried its digest.",
+        Some("seal") => {
+            "Every file was sealed, or already carried its digest (with --reseal-edited: or was \
+             resealed, and the output says what was overridden)."
+        }
         Some("profile") => {
             "The group was accepted by the live, strict audit and its profile printed."
         }
@@ -312,8 +315,10 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
              --dry-run exits 1 where the real import would."
         }
         Some("seal") | Some("digest") => {
-            "A file was refused: a symlink, not a regular file, over 1 MiB, not strict JSON, \
-             or (seal) not a valid descriptor apart from its digest. No file was written."
+            "A file was refused, naming its code: a symlink (KV001), not a regular file \
+             (KV002), over 1 MiB (KV004), not strict JSON (KV006), or (seal) not a valid \
+             descriptor apart from its digest (KV007) or carrying a digest that does not match \
+             its content (KV008, without --reseal-edited). No file was written."
         }
         Some("profile") => {
             "The group was rejected by the live, strict audit (or only a local part of it \
@@ -714,12 +719,18 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
         ],
         Some("seal") => vec![
             ex(
-                "Fix the digest of a descriptor edited by hand, then audit",
+                "Seal a descriptor written without its digest, then audit",
                 "kvcr seal inventory/rank-1.json && kvcr audit inventory",
                 0,
             ),
             ex(
-                "Reseal every descriptor of a fixture inventory in CI",
+                "A descriptor edited after sealing is refused (KV008, both digests named); once \
+                 the edit is checked, seal it as it is now",
+                "kvcr seal --reseal-edited inventory/rank-1.json",
+                0,
+            ),
+            ex(
+                "Seal every descriptor of a fixture inventory in CI",
                 "find fixtures/accept-tp4 -name 'rank-*.json' -type f -exec kvcr seal -q {} +",
                 0,
             ),

@@ -5,7 +5,10 @@
 //! - Both accept: the same tree (object keys in the same order with the same
 //!   text, equal strings, equal booleans and nulls; an integer literal that
 //!   fits 64 bits is the same integer, every other number is a float to
-//!   serde_json and the same float within one rounding step).
+//!   serde_json and exactly the same float: serde_json's `float_roundtrip`
+//!   feature (enabled by this crate) and std's `f64::from_str` both round
+//!   correctly, so any difference is a reader that split or read the
+//!   literal wrong).
 //! - Only the hand reader refuses: allowed only for the reasons documented in
 //!   `src/format/json/read.rs`, which serde_json does not check
 //!   ([`HAND_ONLY_REFUSALS`]: a duplicate key, nesting deeper than
@@ -99,11 +102,14 @@ fn same(hand: Value<'_>, s: &S, at: &str) {
                 None => {
                     // Beyond 64 bits, or a fraction/exponent, or "-0":
                     // serde_json holds an f64.
+                    // Both correctly rounded (std's `f64::from_str`;
+                    // serde_json with `float_roundtrip`): the same bits,
+                    // the sign of a zero included.
                     let b = b.as_f64().unwrap_or(f64::NAN);
                     let a: f64 = n.text.parse().expect("a JSON number is an f64 literal");
                     assert!(
-                        b.is_finite() && (a - b).abs() <= f64::EPSILON * a.abs().max(b.abs()),
-                        "{at}: number {} is {a} here and {b} for serde_json",
+                        b.is_finite() && a.to_bits() == b.to_bits(),
+                        "{at}: number {} is {a:e} here and {b:e} for serde_json",
                         n.text
                     );
                     if let NumKind::Int(i) = n.kind {

@@ -281,3 +281,22 @@ pub fn without_clock_bytes(b: &[u8]) -> Vec<u8> {
         Err(_) => b.to_vec(),
     }
 }
+
+/// What two audits of the same files must agree on, whatever the root and
+/// the clock (in two directories, or on disk and in memory through
+/// `kvcr::api::audit_files`): the groups, the files, the summary and the
+/// exit status of `report`, ages left out ([`without_clock`]) and the
+/// report's own `root` written `<ROOT>`.
+pub fn judgement(report: &Value) -> String {
+    let j = without_clock(json!([
+        report["groups"],
+        report["files"],
+        report["summary"],
+        report["exit_status"]
+    ]));
+    let text = serde_json::to_string(&j).unwrap_or_default();
+    match report["root"].as_str() {
+        Some(root) if !root.is_empty() => text.replace(root, "<ROOT>"),
+        _ => text,
+    }
+}

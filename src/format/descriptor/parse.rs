@@ -170,16 +170,56 @@ pub fn parse_descriptor_with(bytes: &[u8], keep_allocations: bool) -> ParseOutco
     out
 }
 
+/// The words of KV008 (docs/format.md §3.2), in the audit's finding and in
+/// `kvcr seal`'s refusal alike.
+pub const DIGEST_MISMATCH: &str = "digest does not match the content (torn or edited file)";
+
 /// KV008 when the computed digest differs from the one the file claims
 /// (`text` as written in the file).
 fn digest_mismatch(actual: &[u8; 32], claimed: &[u8; 32], text: &str) -> Option<Finding> {
-    (actual != claimed).then(|| {
-        Finding::reject(
-            Code::KV008,
-            "digest does not match the content (torn or edited file)",
-        )
-        .values(format_digest(actual), text)
-    })
+    (actual != claimed)
+        .then(|| Finding::reject(Code::KV008, DIGEST_MISMATCH).values(format_digest(actual), text))
+}
+
+/// What a descriptor's JSON text says of its own digest (docs/format.md
+/// §3.2), as `kvcr seal` asks before it writes one (§6.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DigestClaim {
+    /// No top-level `digest` member: never sealed.
+    Absent,
+    /// A `digest` that is the digest of the content, as the audit reads it.
+    Matches,
+    /// A `digest` member that is not the content's digest: another digest
+    /// (the content was edited or damaged after sealing) or no digest at
+    /// all (`null`, `"sha256:stale"`: damaged, or never a seal).
+    Differs {
+        /// The member as written (a longer string is cut and quoted; a
+        /// value that is not a string is named by its type).
+        claimed: String,
+        /// The digest of the content.
+        actual: String,
+    },
+}
+
+/// The [`DigestClaim`] of `doc`, a JSON text already read strictly.
+pub fn digest_claim(doc: &json::Doc<'_>) -> DigestClaim {
+    let Some(member) = doc.root().get("digest") else {
+        return DigestClaim::Absent;
+    };
+    let actual = canon::digest_without(doc, "digest");
+    if member.as_str().and_then(parse_digest) == Some(actual) {
+        return DigestClaim::Matches;
+    }
+    let claimed = match member.as_str() {
+        // A digest's length (71) in full; anything longer is cut.
+        Some(text) if text.chars().count() <= 80 => text.to_string(),
+        Some(text) => quote_preview(text),
+        None => format!("{} (not a string)", member.type_name()),
+    };
+    DigestClaim::Differs {
+        claimed,
+        actual: format_digest(&actual),
+    }
 }
 
 /// SHA-256 of the canonical form of `bytes` (JSON) without its top-level

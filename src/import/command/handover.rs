@@ -20,10 +20,8 @@ use rustix::net::{
     SocketFlags, SocketType,
 };
 use std::ffi::OsString;
-use std::fs;
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,6 +34,10 @@ pub struct Item {
 /// The hand-over socket of one hold.
 pub struct HandOver {
     path: PathBuf,
+    /// The ready file's directory, held since it was checked
+    /// (`crate::io::output::OutputFile`), and the socket's name in it.
+    dir: OwnedFd,
+    name: OsString,
     listener: OwnedFd,
     /// (device, inode) of the socket file this process bound.
     bound: (u64, u64),
@@ -62,10 +64,24 @@ pub fn socket_path(ready: &Path) -> PathBuf {
 }
 
 impl HandOver {
-    /// Binds `socket_path(ready)` and listens; refuses a path that exists.
-    pub fn prepare(ready: &Path) -> io::Result<HandOver> {
-        let path = socket_path(ready);
-        if fs::symlink_metadata(&path).is_ok() {
+    /// Binds `READY.sock` beside the ready file `ready` and listens;
+    /// refuses a path that exists. The socket is bound, checked, given its
+    /// mode and later removed in the ready file's held directory (through
+    /// `/proc/self/fd`, by name beneath that descriptor), never by resolving
+    /// the path again: a directory swapped for a symlink after the check
+    /// cannot put the socket inside the inventory.
+    pub fn prepare(ready: &crate::io::output::OutputFile) -> io::Result<HandOver> {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let path = socket_path(ready.path());
+        let mut name = OsString::from(ready.name());
+        name.push(".sock");
+        let dir = rustix::fs::openat(
+            ready.dir(),
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        if rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW).is_ok() {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!(
@@ -75,12 +91,14 @@ impl HandOver {
                 ),
             ));
         }
-        let addr = SocketAddrUnix::new(&path).map_err(|e| {
+        use std::os::fd::AsRawFd;
+        let at = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(&name);
+        let addr = SocketAddrUnix::new(&at).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "hand-over socket {}: not a usable Unix socket path ({e}; at most 107 \
-                     bytes)",
+                    "hand-over socket {}: not a usable Unix socket path ({e}; its name at most \
+                     about 85 bytes)",
                     path.display()
                 ),
             )
@@ -92,10 +110,28 @@ impl HandOver {
             None,
         )?;
         rustix::net::bind(&listener, &addr)?;
-        let m = fs::symlink_metadata(&path)?;
-        let bound = (m.dev(), m.ino());
+        // The inode just bound, beneath the held directory, never through a
+        // symlink swapped in at the name.
+        let node = rustix::fs::openat(
+            &dir,
+            &name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = rustix::fs::fstat(&node)?;
+        if !rustix::fs::FileType::from_raw_mode(st.st_mode).is_socket() {
+            return Err(io::Error::other(format!(
+                "hand-over socket {} was replaced while being bound",
+                path.display()
+            )));
+        }
+        // Field widths differ between architectures.
+        #[allow(clippy::unnecessary_cast)]
+        let bound = (st.st_dev as u64, st.st_ino as u64);
         let out = HandOver {
             path,
+            dir,
+            name,
             listener,
             bound,
             items: Vec::new(),
@@ -103,7 +139,11 @@ impl HandOver {
             served: 0,
         };
         // Who may connect is decided by SO_PEERCRED, not by the file mode.
-        fs::set_permissions(&out.path, fs::Permissions::from_mode(0o666))?;
+        // The mode of the very inode held (its O_PATH descriptor).
+        rustix::fs::chmod(
+            format!("/proc/self/fd/{}", node.as_raw_fd()).as_str(),
+            Mode::from_raw_mode(0o666),
+        )?;
         rustix::net::listen(&out.listener, 16)?;
         Ok(out)
     }
@@ -191,10 +231,12 @@ impl HandOver {
     /// Removes the socket file (if it is still the one this process bound)
     /// and closes every fd it held.
     pub fn remove(&mut self) {
+        use rustix::fs::AtFlags;
         self.items.clear();
-        if let Ok(m) = fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.bound {
-                let _ = fs::remove_file(&self.path);
+        if let Ok(st) = rustix::fs::statat(&self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW) {
+            #[allow(clippy::unnecessary_cast)]
+            if (st.st_dev as u64, st.st_ino as u64) == self.bound {
+                let _ = rustix::fs::unlinkat(&self.dir, &self.name, AtFlags::empty());
             }
         }
     }
@@ -236,8 +278,10 @@ fn send(conn: &OwnedFd, message: &[u8], fd: Option<&OwnedFd>) -> io::Result<()> 
 mod tests {
     use super::*;
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    use std::fs;
     use std::io::IoSliceMut;
     use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::PermissionsExt;
 
     fn receive(path: &Path) -> Vec<(String, Option<OwnedFd>)> {
         let s = rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).unwrap();
@@ -267,14 +311,25 @@ mod tests {
         }
     }
 
+    /// The ready file `p` resolved as the import resolves it.
+    fn out(p: &Path) -> crate::io::output::OutputFile {
+        crate::io::output::OutputFile::resolve(
+            Some(Path::new("/nonexistent-inventory")),
+            p,
+            "--ready-file",
+            false,
+        )
+        .unwrap()
+    }
+
     #[test]
     fn an_engine_receives_every_fd_and_the_socket_goes_with_the_hold() {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready.json");
-        let mut h = HandOver::prepare(&ready).unwrap();
+        let mut h = HandOver::prepare(&out(&ready)).unwrap();
         assert_eq!(h.path(), dir.path().join("ready.json.sock"));
         // A second hold on the same ready file is refused.
-        let e = HandOver::prepare(&ready).err().unwrap();
+        let e = HandOver::prepare(&out(&ready)).err().unwrap();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         let mode = fs::symlink_metadata(h.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o666);
@@ -326,10 +381,37 @@ mod tests {
     fn a_path_too_long_for_a_socket_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("r".repeat(120));
-        let e = HandOver::prepare(&ready).err().unwrap();
+        let e = HandOver::prepare(&out(&ready)).err().unwrap();
         assert!(
             e.to_string().contains("not a usable Unix socket path"),
             "{e}"
         );
+        // A deep directory is not a limit: the socket is bound beneath the
+        // held directory's descriptor.
+        let deep = dir.path().join("d".repeat(100));
+        fs::create_dir(&deep).unwrap();
+        let h = HandOver::prepare(&out(&deep.join("ready.json"))).unwrap();
+        assert!(deep.join("ready.json.sock").exists());
+        drop(h);
+        assert!(!deep.join("ready.json.sock").exists());
+    }
+
+    #[test]
+    fn the_socket_is_bound_in_the_directory_that_was_checked() {
+        let t = tempfile::tempdir().unwrap();
+        let run = t.path().join("run");
+        let inv = t.path().join("inv");
+        fs::create_dir(&run).unwrap();
+        fs::create_dir(&inv).unwrap();
+        let ready = out(&run.join("ready.json"));
+        // The directory swapped for a symlink into the inventory after the
+        // check: the socket still goes to the directory that was checked.
+        fs::rename(&run, t.path().join("checked")).unwrap();
+        std::os::unix::fs::symlink(&inv, &run).unwrap();
+        let h = HandOver::prepare(&ready).unwrap();
+        assert!(t.path().join("checked/ready.json.sock").exists());
+        assert_eq!(fs::read_dir(&inv).unwrap().count(), 0);
+        drop(h);
+        assert!(!t.path().join("checked/ready.json.sock").exists());
     }
 }

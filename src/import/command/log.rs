@@ -7,9 +7,7 @@
 
 use crate::import::report::{Mode, Report};
 use serde_json::{json, Value};
-use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 pub use crate::format::ids::IMPORT_LOG as SCHEMA;
@@ -80,51 +78,38 @@ pub fn record(r: &Report, event: Event, now_ms: u64) -> Value {
     })
 }
 
-/// Appends `line` (one JSON document, then `\n`) to `path`: the directory
-/// is created `0700` if missing, the file `0600` if missing, opened
-/// `O_APPEND | O_NOFOLLOW` and written with one `write`, then `fsync`ed.
-/// Only a regular file with one link is written.
-pub fn append(path: &Path, line: &[u8]) -> Result<(), String> {
-    let shown = crate::format::names::display_path(path);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
+/// Where the records of one run go, resolved once before anything is
+/// imported: the log file's directory held open
+/// (`crate::io::output::OutputFile`; created `0700` where missing), so the
+/// hold's release record, written long after, goes to the very directory
+/// that was checked, never to whatever the path names by then; or why the
+/// file cannot be written (a warning at each record, never a refusal). And
+/// the journal's socket.
+pub struct Log {
+    file: Result<crate::io::output::OutputFile, String>,
+    shown: String,
+    journal: std::path::PathBuf,
+}
+
+impl Log {
+    /// Resolves `t` against the inventory `root` (as given; `None`: the
+    /// default root). A log inside the inventory is refused (exit 2, before
+    /// anything is imported); one that cannot be opened or created is kept as
+    /// a warning.
+    pub fn open(t: &Target, root: Option<&Path>) -> Result<Log, crate::format::failure::Failure> {
+        use crate::io::output::{OutputFile, Unusable};
+        let shown = crate::format::names::display_path(&t.file);
+        let file = match OutputFile::resolve(root, &t.file, ENV, true) {
+            Ok(f) => Ok(f),
+            Err(Unusable::Inside(f)) => return Err(f),
+            Err(Unusable::Other(why)) => Err(format!("{shown}: {why}")),
+        };
+        Ok(Log {
+            file,
+            shown,
+            journal: t.journal.clone(),
+        })
     }
-    let mut f = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        // Never through a symlink; never blocks on a FIFO.
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("cannot open {shown}: {e}"))?;
-    let md = f
-        .metadata()
-        .map_err(|e| format!("cannot stat {shown}: {e}"))?;
-    if !md.file_type().is_file() {
-        return Err(format!("{shown} is not a regular file"));
-    }
-    // A second name may be anywhere, a descriptor inside the inventory
-    // included: kvcr appends only to a file that has this one name.
-    use std::os::unix::fs::MetadataExt;
-    if md.nlink() > 1 {
-        return Err(format!(
-            "{shown} has {} hard links; kvcr appends only to a file with one name",
-            md.nlink()
-        ));
-    }
-    let mut buf = Vec::with_capacity(line.len() + 1);
-    buf.extend_from_slice(line);
-    buf.push(b'\n');
-    f.write_all(&buf)
-        .map_err(|e| format!("cannot append to {shown}: {e}"))?;
-    f.sync_all()
-        .map_err(|e| format!("cannot sync {shown}: {e}"))
 }
 
 /// Sends the record to the journal's native socket as one datagram:
@@ -163,14 +148,17 @@ pub fn journal(socket: &Path, message: &str, record: &str) -> Result<bool, Strin
 
 /// Writes the record of `r` to the file and the journal; says on stderr
 /// where (unless `quiet`), and warns on stderr when it cannot. Never fails.
-pub fn write(t: &Target, r: &Report, event: Event, quiet: bool) {
+pub fn write(log: &Log, r: &Report, event: Event, quiet: bool) {
     if r.mode == Mode::DryRun {
         return;
     }
     let rec = record(r, event, crate::io::node::now_unix_ms());
     let line = rec.to_string();
-    let shown = crate::format::names::display_path(&t.file);
-    let file = append(&t.file, line.as_bytes());
+    let shown = &log.shown;
+    let file = match &log.file {
+        Ok(f) => f.append(line.as_bytes()),
+        Err(why) => Err(why.clone()),
+    };
     let message = format!(
         "kvcr import: {} {} of {} (epoch {}): {}",
         match r.mode {
@@ -186,7 +174,7 @@ pub fn write(t: &Target, r: &Report, event: Event, quiet: bool) {
         r.epoch.map_or("?".to_string(), |e| e.to_string()),
         rec["result"].as_str().unwrap_or("?"),
     );
-    let journal = journal(&t.journal, &message, &line);
+    let journal = journal(&log.journal, &message, &line);
     let mut err = crate::io::output::stderr();
     match &file {
         Ok(()) if !quiet => {

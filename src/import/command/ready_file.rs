@@ -10,16 +10,21 @@
 //! released, and on every other way out (dropping [`ReadyFile`]), but only
 //! while PATH is still the file this process published, so it never claims a
 //! group kvcr no longer holds and never deletes another holder's file.
+//! PATH's directory is the one [`OutputFile::resolve`] checked and holds
+//! open: the staging file, the rename and the removal all name it by its
+//! descriptor, never by the path again.
 
 use crate::format::descriptor::{Allocation, Handle};
 use crate::import::engine::RankResult;
 use crate::import::plan::document::PlanHandle;
 use crate::import::plan::{Plan, PlannedRank};
+use crate::io::output::OutputFile;
+use rustix::fd::BorrowedFd;
 use serde::Serialize;
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use uuid::Uuid;
 
 pub use crate::format::ids::IMPORT_READY as READY_SCHEMA;
@@ -175,8 +180,10 @@ pub(crate) fn ready_content(
 }
 
 pub struct ReadyFile {
-    path: PathBuf,
-    staging: Option<(PathBuf, File)>,
+    /// PATH's directory, held open since it was checked, and its name.
+    out: OutputFile,
+    /// The staging file's name in that directory, and the file.
+    staging: Option<(OsString, File)>,
     /// Identity of the file this process published at PATH (device, inode,
     /// ctime): an inode number alone can be reused by a newer file.
     published: Option<FileId>,
@@ -184,21 +191,29 @@ pub struct ReadyFile {
 
 type FileId = (u64, u64, i64, i64);
 
-fn file_id(m: &fs::Metadata) -> FileId {
-    use std::os::unix::fs::MetadataExt;
-    (m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
+// Field widths differ between architectures: the casts are not no-ops
+// everywhere.
+#[allow(clippy::unnecessary_cast)]
+fn file_id(st: &rustix::fs::Stat) -> FileId {
+    (
+        st.st_dev as u64,
+        st.st_ino as u64,
+        st.st_ctime as i64,
+        st.st_ctime_nsec as i64,
+    )
 }
 
-/// Moves `from` to `to` without ever replacing an existing `to`.
-fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    use rustix::fs::{renameat_with, RenameFlags, CWD};
-    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+/// Moves `from` to `to` in the directory `dir` without ever replacing an
+/// existing `to`.
+fn rename_noreplace(dir: BorrowedFd<'_>, from: &OsStr, to: &OsStr) -> io::Result<()> {
+    use rustix::fs::{renameat_with, AtFlags, RenameFlags};
+    match renameat_with(dir, from, dir, to, RenameFlags::NOREPLACE) {
         Ok(()) => Ok(()),
         // Filesystems without RENAME_NOREPLACE: a hard link also refuses an
         // existing target.
         Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
-            fs::hard_link(from, to)?;
-            fs::remove_file(from)
+            rustix::fs::linkat(dir, from, dir, to, AtFlags::empty())?;
+            Ok(rustix::fs::unlinkat(dir, from, AtFlags::empty())?)
         }
         Err(e) => Err(e.into()),
     }
@@ -250,49 +265,48 @@ fn holder(path: &Path) -> String {
 }
 
 impl ReadyFile {
-    /// Prepares PATH: refuses an existing PATH (another hold may own it, or a
-    /// killed one left it behind) and creates the staging file beside it.
-    pub fn prepare(path: &Path) -> io::Result<ReadyFile> {
-        if fs::symlink_metadata(path).is_ok() {
+    /// Prepares PATH, resolved and checked as `out`: refuses an existing
+    /// PATH (another hold may own it, or a killed one left it behind) and
+    /// creates the staging file beside it, in the held directory.
+    pub fn prepare(out: OutputFile) -> io::Result<ReadyFile> {
+        let path = out.path().to_path_buf();
+        if out.lstat()?.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 format!(
                     "ready file {} already exists, {}",
                     path.display(),
-                    holder(path)
+                    holder(&path)
                 ),
             ));
         }
-        let name = path.file_name().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("ready file {} has no file name", path.display()),
-            )
-        })?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let mut staging_name = std::ffi::OsString::from(".");
-        staging_name.push(name);
+        let mut staging = OsString::from(".");
+        staging.push(out.name());
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        staging_name.push(format!(".{}.{seq}.tmp", std::process::id()));
-        let staging = dir.join(staging_name);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&staging)?;
+        staging.push(format!(".{}.{seq}.tmp", std::process::id()));
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::openat(
+            out.dir(),
+            &staging,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )?;
         Ok(ReadyFile {
-            path: path.to_path_buf(),
-            staging: Some((staging, file)),
+            out,
+            staging: Some((staging, File::from(fd))),
             published: None,
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.out.path()
+    }
+
+    /// PATH as resolved and checked: its held directory and name (the
+    /// hand-over socket is bound beside it, `crate::import::command::handover`).
+    pub fn output(&self) -> &OutputFile {
+        &self.out
     }
 
     /// Writes `content` and moves the staging file to PATH; fails (and
@@ -302,22 +316,25 @@ impl ReadyFile {
             .staging
             .take()
             .ok_or_else(|| io::Error::other("ready file already published"))?;
+        let dir = self.out.dir();
         let r = file
             .write_all(content)
             .and_then(|_| file.sync_all())
-            .and_then(|_| rename_noreplace(&staging, &self.path))
-            .and_then(|_| fs::symlink_metadata(&self.path).map(|m| file_id(&m)));
+            .and_then(|_| rename_noreplace(dir, &staging, self.out.name()))
+            .and_then(|_| self.out.lstat())
+            .and_then(|st| {
+                st.map(|st| file_id(&st))
+                    .ok_or_else(|| io::Error::other("gone"))
+            });
         match r {
             Ok(id) => {
                 self.published = Some(id);
-                if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    // Best effort: make the rename durable.
-                    let _ = File::open(dir).and_then(|d| d.sync_all());
-                }
+                // Best effort: make the rename durable.
+                let _ = rustix::fs::fsync(dir);
                 Ok(())
             }
             Err(e) => {
-                let _ = fs::remove_file(&staging);
+                let _ = rustix::fs::unlinkat(dir, &staging, rustix::fs::AtFlags::empty());
                 Err(e)
             }
         }
@@ -326,21 +343,19 @@ impl ReadyFile {
     /// Removes PATH if it is still the file this process published (or
     /// the unused staging file).
     pub fn remove(&mut self) -> io::Result<()> {
+        let dir = self.out.dir();
         if let Some((staging, _)) = self.staging.take() {
-            let _ = fs::remove_file(staging);
+            let _ = rustix::fs::unlinkat(dir, &staging, rustix::fs::AtFlags::empty());
         }
         if let Some(id) = self.published.take() {
-            match fs::symlink_metadata(&self.path) {
-                Ok(m) if file_id(&m) == id => {}
+            match self.out.lstat()? {
+                Some(st) if file_id(&st) == id => {}
                 // Gone, or replaced by someone else's file: not ours to delete.
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(e),
+                _ => return Ok(()),
             }
-            match fs::remove_file(&self.path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+            match rustix::fs::unlinkat(dir, self.out.name(), rustix::fs::AtFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())
@@ -357,11 +372,28 @@ impl Drop for ReadyFile {
 mod tests {
     use super::*;
 
+    /// PATH resolved as the import resolves it (no inventory near).
+    fn out(p: &Path) -> io::Result<OutputFile> {
+        OutputFile::resolve(
+            Some(Path::new("/nonexistent-inventory")),
+            p,
+            "--ready-file",
+            false,
+        )
+        .map_err(|e| io::Error::other(format!("{e:?}")))
+    }
+
+    impl ReadyFile {
+        fn at(p: &Path) -> io::Result<ReadyFile> {
+            ReadyFile::prepare(out(p)?)
+        }
+    }
+
     #[test]
     fn staged_then_published_then_removed() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("ready.json");
-        let mut r = ReadyFile::prepare(&p).unwrap();
+        let mut r = ReadyFile::at(&p).unwrap();
         assert!(!p.exists());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "staging file");
         r.publish(b"{}\n").unwrap();
@@ -382,14 +414,14 @@ mod tests {
         let p = dir.path().join("ready");
         fs::write(&p, "old").unwrap();
         assert_eq!(
-            ReadyFile::prepare(&p).err().unwrap().kind(),
+            ReadyFile::at(&p).err().unwrap().kind(),
             io::ErrorKind::AlreadyExists
         );
-        assert!(ReadyFile::prepare(&dir.path().join("no/such/dir/ready")).is_err());
+        assert!(ReadyFile::at(&dir.path().join("no/such/dir/ready")).is_err());
         // The message names the holder and whether it still runs.
         let msg = |content: String| {
             fs::write(&p, content).unwrap();
-            ReadyFile::prepare(&p).err().unwrap().to_string()
+            ReadyFile::at(&p).err().unwrap().to_string()
         };
         let me = std::process::id();
         assert!(
@@ -414,7 +446,7 @@ mod tests {
         fs::write(&p, "old").unwrap();
         let q = dir.path().join("ready2");
         {
-            let mut r = ReadyFile::prepare(&q).unwrap();
+            let mut r = ReadyFile::at(&q).unwrap();
             r.publish(b"x").unwrap();
             assert!(q.exists());
         }
@@ -428,8 +460,8 @@ mod tests {
         let p = dir.path().join("ready");
         // Both prepared before either published (the race the check at
         // prepare time cannot see).
-        let mut a = ReadyFile::prepare(&p).unwrap();
-        let mut b = ReadyFile::prepare(&p).unwrap();
+        let mut a = ReadyFile::at(&p).unwrap();
+        let mut b = ReadyFile::at(&p).unwrap();
         a.publish(b"A").unwrap();
         let e = b.publish(b"B").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);

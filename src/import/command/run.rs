@@ -127,7 +127,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     // A hold keeps only what it can hand on (docs/format.md §8.6): usage
     // errors (exit 2) once the plan's handle kinds are known.
     let mut hand_over = match &run {
-        Action::Hold { ready_file, .. } => hold_plan(&plan, *ready_file)?,
+        Action::Hold { .. } => hold_plan(&plan, ready.as_ref())?,
         _ => None,
     };
     let (gpu, mut hold) = match run {
@@ -234,7 +234,7 @@ fn not_imported(
 /// §8.6): `fabric` stays importable by its handle while kvcr's reference
 /// lives; `posix_fd` is handed over on the socket beside the ready file
 /// (bound here, so a bad path is a usage error); `cuda_ipc` is refused.
-fn hold_plan(plan: &Plan, ready_file: Option<&Path>) -> Result<Option<HandOver>, Failure> {
+fn hold_plan(plan: &Plan, ready_file: Option<&ReadyFile>) -> Result<Option<HandOver>, Failure> {
     let named = |want: fn(&Handle) -> bool| -> Vec<String> {
         plan.ranks
             .iter()
@@ -285,11 +285,11 @@ fn hold_plan(plan: &Plan, ready_file: Option<&Path>) -> Result<Option<HandOver>,
             Some("add --ready-file PATH".into()),
         ));
     };
-    HandOver::prepare(ready).map(Some).map_err(|e| {
+    HandOver::prepare(ready.output()).map(Some).map_err(|e| {
         Failure::usage(
             format!(
                 "cannot prepare the hand-over socket of --ready-file {}: {e}",
-                ready.display()
+                ready.path().display()
             ),
             Some("choose a --ready-file path whose PATH.sock is free and short enough".into()),
         )
@@ -369,11 +369,24 @@ fn prepare_ready_file(req: &Request, run: &Action) -> Result<Option<ReadyFile>, 
     else {
         return Ok(None);
     };
-    crate::io::output::refuse_inside_root(&req.inventory.root()?, p, "--ready-file")?;
-    let ready = ReadyFile::prepare(p).map_err(|e| {
+    let hint = "choose a path in an existing, writable directory that does not exist yet";
+    let out = crate::io::output::OutputFile::resolve(
+        req.inventory.root.as_deref(),
+        p,
+        "--ready-file",
+        false,
+    )
+    .map_err(|u| match u {
+        crate::io::output::Unusable::Inside(f) => f,
+        crate::io::output::Unusable::Other(why) => Failure::usage(
+            format!("cannot prepare --ready-file {}: {why}", p.display()),
+            Some(hint.into()),
+        ),
+    })?;
+    let ready = ReadyFile::prepare(out).map_err(|e| {
         Failure::usage(
             format!("cannot prepare --ready-file {}: {e}", p.display()),
-            Some("choose a path in an existing, writable directory that does not exist yet".into()),
+            Some(hint.into()),
         )
     })?;
     Ok(Some(ready))

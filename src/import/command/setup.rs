@@ -56,7 +56,7 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
         CudaBackend::new().err().map(|e| e.to_string())
     };
     let open = || {
-        let b = make_backend(spec, s.map_read_write)?;
+        let b = make_backend(spec, s.map_read_write, s.inventory.root.as_deref())?;
         if spec.sim && p.verbosity != Verbosity::Quiet {
             crate::io::output::err_line(&format!(
                 "kvcr: warning: {} selects the simulated backend: no GPU memory is imported",
@@ -66,23 +66,24 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
         Ok(b)
     };
     // The import log is never inside the inventory (exit 2, before anything
-    // is imported); a dry run writes none.
-    if s.mode != Mode::DryRun {
-        crate::io::output::refuse_inside_root(
-            &s.inventory.root()?,
-            &s.import_log.file,
-            crate::import::command::log::ENV,
-        )?;
-    }
+    // is imported), and is resolved once for the whole run: the release
+    // record goes where the check looked. A dry run writes none.
+    let log = match s.mode {
+        Mode::DryRun => None,
+        _ => Some(crate::import::command::log::Log::open(
+            &s.import_log,
+            s.inventory.root.as_deref(),
+        )?),
+    };
     let quiet = p.verbosity == Verbosity::Quiet;
+    let write_log = |r: &_, event| {
+        if let Some(log) = &log {
+            crate::import::command::log::write(log, r, event, quiet);
+        }
+    };
     let mut on_ready = |r: &_| {
         print::holding(p, r);
-        crate::import::command::log::write(
-            &s.import_log,
-            r,
-            crate::import::command::log::Event::Holding,
-            quiet,
-        );
+        write_log(r, crate::import::command::log::Event::Holding);
     };
     let run = match s.mode {
         // The command line never asks for the library's gate mode.
@@ -106,27 +107,39 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
         progress: p.progress,
     };
     let done = import(&req, run)?;
-    crate::import::command::log::write(
-        &s.import_log,
-        &done.report,
-        crate::import::command::log::Event::Ended,
-        quiet,
-    );
+    write_log(&done.report, crate::import::command::log::Event::Ended);
     print::done(p, &done)?;
     Ok(done.report.status())
 }
 
 /// Builds the backend `KVCR_IMPORT_BACKEND` asks for (CUDA by default;
-/// VMM mappings read-only unless `read_write`).
-fn make_backend(spec: &BackendSpec, read_write: bool) -> Result<Box<dyn Backend>, Failure> {
+/// VMM mappings read-only unless `read_write`). The sim backend's event log
+/// is an output like any other: never inside the inventory at `root`.
+fn make_backend(
+    spec: &BackendSpec,
+    read_write: bool,
+    root: Option<&std::path::Path>,
+) -> Result<Box<dyn Backend>, Failure> {
     if spec.sim {
-        let b = spec.build_sim().map_err(|e| {
+        use crate::io::output::{OutputFile, Unusable};
+        let cannot = |e: String| {
             Failure::usage(
                 format!("{}: cannot open the sim log: {e}", BackendSpec::ENV),
                 None,
             )
-        })?;
-        return Ok(Box::new(b));
+        };
+        let log = match &spec.log {
+            None => None,
+            Some(p) => {
+                let out =
+                    OutputFile::resolve(root, p, BackendSpec::ENV, false).map_err(|u| match u {
+                        Unusable::Inside(f) => f,
+                        Unusable::Other(why) => cannot(why),
+                    })?;
+                Some(out.open_append().map_err(cannot)?)
+            }
+        };
+        return Ok(Box::new(spec.build_sim(log)));
     }
     let cuda = CudaBackend::new()
         .map_err(|e| {

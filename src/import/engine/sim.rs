@@ -222,15 +222,10 @@ impl SimBackend {
         }
     }
 
-    /// Also append every event to `path` as one JSON line, as it happens.
-    pub fn log_to(&mut self, path: &std::path::Path) -> std::io::Result<()> {
-        self.log_file = Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?,
-        );
-        Ok(())
+    /// Also append every event to `file` (opened for appending) as one JSON
+    /// line, as it happens.
+    pub fn log_to(&mut self, file: std::fs::File) {
+        self.log_file = Some(file);
     }
 
     #[cfg(test)]
@@ -666,16 +661,18 @@ impl<B: Backend> Backend for Injected<B> {
 
 impl BackendSpec {
     /// A simulator configured by this spec.
-    pub fn build_sim(&self) -> std::io::Result<SimBackend> {
+    /// The sim backend this spec asks for, logging to `log` (the spec's
+    /// `log=PATH`, opened by the caller through the output check).
+    pub fn build_sim(&self, log: Option<std::fs::File>) -> SimBackend {
         let mut b = SimBackend::with_faults(Faults::from_plan(&self.faults));
         b.lie_size = self.lie_size;
         b.lie_device = self.lie_device;
         b.lie_location = self.lie_location;
         b.lie_content = self.lie_content;
-        if let Some(p) = &self.log {
-            b.log_to(p)?;
+        if let Some(f) = log {
+            b.log_to(f);
         }
-        Ok(b)
+        b
     }
 }
 

@@ -50,6 +50,20 @@ pub(crate) fn hard_links(nlink: u64, at: &str) -> Option<Finding> {
     })
 }
 
+/// KV004 for a descriptor of `size` bytes, over the limit: rejected
+/// unread (the reader's rule, and the in-memory route's,
+/// `crate::io::pipeline::collect_in_memory`).
+pub(crate) fn too_large(size: u64, at: &str) -> Option<Finding> {
+    (size > MAX_FILE_BYTES).then(|| {
+        Finding::reject(
+            Code::KV004,
+            format!("larger than {MAX_FILE_BYTES} bytes; rejected unread"),
+        )
+        .at(at)
+        .values(format!("≤ {MAX_FILE_BYTES} bytes"), format!("{size} bytes"))
+    })
+}
+
 /// Opens and reads descriptors listed by
 /// [`InventoryRoot::walk`](super::InventoryRoot::walk). Each
 /// thread has its own; the buffer is reused from one file to the next.
@@ -157,15 +171,8 @@ impl<'a> Reader<'a> {
         if let Some(f) = hard_links(nlink, at) {
             findings.push(f);
         }
-        if size > MAX_FILE_BYTES {
-            findings.push(
-                Finding::reject(
-                    Code::KV004,
-                    format!("larger than {MAX_FILE_BYTES} bytes; rejected unread"),
-                )
-                .at(at)
-                .values(format!("≤ {MAX_FILE_BYTES} bytes"), format!("{size} bytes")),
-            );
+        if let Some(f) = too_large(size, at) {
+            findings.push(f);
             return (entry(rel, kind, findings, Some(mode)), false);
         }
         if let Err(e) = open::read_sized(&mut file, &mut self.buf, size) {
