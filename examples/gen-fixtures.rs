@@ -1,7 +1,7 @@
 //! Regenerates `fixtures/`: one inventory per accepted shape and per finding
 //! code that git can hold, each with a `case.json` (arguments, expected exit
 //! status, codes that must appear). Expected reports (`expected.json`) are
-//! then written by `KVCR_BLESS=1 cargo test --test it fixtures::` and reviewed.
+//! then written by `KVCR_BLESS=1 cargo test --test it audit::fixtures::` and reviewed.
 //!
 //! Usage: cargo run --example gen-fixtures [-- OUT_DIR]   (default: fixtures)
 

@@ -6,7 +6,7 @@
 //! than `MAX_DEPTH`), and accept what serde_json refuses only for a number
 //! literal beyond `f64`. The oracle is the test kit's `json_oracle`
 //! (crates/kvcr-testkit), which `cargo test` also runs as property tests
-//! (tests/it/json_oracle.rs).
+//! (tests/it/report/json_oracle.rs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -877,7 +877,7 @@ pub mod writer;
 /// the files themselves (links, modes, owners, stray and torn entries) are
 /// [`audit`]'s, on a real inventory. For a producer's tests and for the fuzz
 /// targets (fuzz/), which judge thousands of inventories a second this way;
-/// tests/it/api.rs checks that both routes give the same report.
+/// tests/it/library/api.rs checks that both routes give the same report.
 ///
 /// ```
 /// use kvcr::api::{audit_files, AuditOptions};

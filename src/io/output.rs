@@ -7,7 +7,7 @@
 //! whichever way its root was chosen, and written only through what the
 //! check resolved, so that nothing is ever written inside the inventory
 //! (docs/format.md §1, §8.8). Nothing else in `src/` prints
-//! (tests/it/architecture.rs).
+//! (tests/it/project/architecture.rs).
 
 use crate::format::failure::Failure;
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

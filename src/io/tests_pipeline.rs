@@ -1,6 +1,6 @@
 //! The read pipeline's candidates never depend on threads: the same
 //! candidates and file verdicts, in the same order, with one thread and
-//! with several, with the allocations kept or not (tests/it/parallel.rs
+//! with several, with the allocations kept or not (tests/it/audit/parallel.rs
 //! checks the command's report bytes under `KVCR_THREADS`).
 
 use crate::io::pipeline::{self, Options};

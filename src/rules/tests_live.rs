@@ -3,7 +3,7 @@
 //! (reboot, owner gone or PID reused), KV109 (writer running, not
 //! quiesced), KV110 (other host), and "not checked", judged with a described
 //! node (the fake probe); and the real probe on this machine. The command's
-//! end (`KVCR_NODE_FACTS`, `--live` on this node) is tests/it/live.rs.
+//! end (`KVCR_NODE_FACTS`, `--live` on this node) is tests/it/audit/live.rs.
 
 use crate::format::finding::Message;
 use crate::io::node::{self, Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};

@@ -2,7 +2,7 @@
 //! printers write them (issue #23), at the library level: the verdict
 //! core's KV108 age and maximum age, and KV107's seal times, are numbers,
 //! written by the one renderer. The printers' end is
-//! tests/it/typed_messages.rs.
+//! tests/it/audit/typed_messages.rs.
 
 use crate::format::finding::{Code, Finding, Part};
 use crate::format::message::render;

@@ -1,6 +1,6 @@
 /*
  * fakecuda: an ABI-level fake of the CUDA driver (libcuda.so.1) for kvcr's
- * tests (tests/it/fakecuda.rs). It implements the driver entry points kvcr
+ * tests (tests/it/import/fakecuda.rs). It implements the driver entry points kvcr
  * calls with the C signatures and struct layouts of cuda.h (CUDA 12.x),
  * keeps real state (initialisation, primary contexts, the current context,
  * IPC mappings, imported handles, reservations, mappings and their access
@@ -1076,7 +1076,7 @@ static unsigned char pattern(int seed, unsigned long long o) {
 
 /* ======================================================================
  * Owner side: the calls a KV-cache owner makes (scripts/gpu-proof-owner.c
- * run against this fake by tests/it/gpu_proof.rs), plus the environment a
+ * run against this fake by tests/it/import/gpu_proof.rs), plus the environment a
  * real driver reads. Kept apart from the importer's entry points above.
  *
  *   FAKECUDA_STATE=DIR   shared by the owner and every importer: an owner's

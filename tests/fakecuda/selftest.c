@@ -1,6 +1,6 @@
 /*
  * Self-test of the fake driver's rules: breaks each rule once, through the
- * same entry points kvcr uses, so tests/it/fakecuda.rs can check that the fake
+ * same entry points kvcr uses, so tests/it/import/fakecuda.rs can check that the fake
  * reports every one as a `violation` (a fake that accepted anything would
  * make "no violation" in kvcr's runs meaningless). Linked against the fake.
  */

@@ -90,7 +90,7 @@ fn headline_is(a: &Value, code: &str) {
     let cause = a["cause"].as_str().unwrap();
     assert!(cause.ends_with(&format!("({code})")), "{cause}");
     let action = a["action"].as_str().unwrap();
-    let explained = crate::explain::action(Code::parse(code).unwrap());
+    let explained = crate::cli::explain::action(Code::parse(code).unwrap());
     assert_eq!(action, format!("{explained}; see `kvcr explain {code}`"));
 }
 

@@ -8,7 +8,7 @@
 //!   differs from what the CLI generates and exits 1 if there is one.
 //!
 //! A workspace member that is never shipped (`publish = false`); kvcr lists
-//! it as a dev-dependency only, so that `tests/it/man.rs` checks the
+//! it as a dev-dependency only, so that `tests/it/cli/man.rs` checks the
 //! committed files against the same renderer.
 
 pub mod man;

@@ -3,7 +3,7 @@
 //! ENVIRONMENT, EXAMPLES and SEE ALSO sections; and the shell completions.
 //!
 //! Both are committed; `cargo xtask man` regenerates them, and
-//! `tests/it/man.rs` fails when they drift from what the CLI generates (it
+//! `tests/it/cli/man.rs` fails when they drift from what the CLI generates (it
 //! calls [`page_drift`] and [`completion_drift`]). The renderer lives in the
 //! xtask, not in the library, so clap_mangen is never a dependency of the
 //! shipped binary: it never renders roff.
@@ -106,7 +106,7 @@ pub fn completion_drift(dir: &Path) -> Vec<String> {
 /// (/usr/share/bash-completion/completions), zsh `_kvcr`
 /// (/usr/share/zsh/vendor-completions), fish `kvcr.fish`
 /// (/usr/share/fish/vendor_completions.d). Committed under `completions/`;
-/// `tests/it/man.rs` fails when they drift.
+/// `tests/it/cli/man.rs` fails when they drift.
 pub fn completions() -> Vec<(&'static str, Vec<u8>)> {
     use clap_complete::Shell;
     [
@@ -563,7 +563,7 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
 }
 
 /// One EXAMPLES entry: what it does, the command line, and the exit status
-/// it has on a healthy node (rendered as "(exit N)"; `tests/it/examples_run.rs`
+/// it has on a healthy node (rendered as "(exit N)"; `tests/it/cli/examples_run.rs`
 /// runs every example of the committed pages and checks that status).
 pub struct Example {
     pub what: &'static str,

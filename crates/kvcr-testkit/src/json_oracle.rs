@@ -18,7 +18,7 @@
 //!   written, and the descriptor checks judge its range).
 //!
 //! The `json` fuzz target (fuzz/fuzz_targets/json.rs) calls [`check`] on
-//! every input; under `cargo test`, tests/it/json_oracle.rs feeds it
+//! every input; under `cargo test`, tests/it/report/json_oracle.rs feeds it
 //! generated documents and mutations of them. Like the rest of the kit it
 //! takes plain data (bytes, serde_json values), never a kvcr type.
 

@@ -17,7 +17,7 @@
 //!
 //! [`json_oracle`] is the differential oracle of the hand-written JSON
 //! reader against serde_json (the `json` fuzz target and
-//! tests/it/json_oracle.rs).
+//! tests/it/report/json_oracle.rs).
 
 pub mod gms;
 pub mod json_oracle;

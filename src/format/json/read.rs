@@ -42,7 +42,7 @@
 //!
 //! Where both accept, they must read the same tree; the hand reader may
 //! refuse what serde_json accepts only for a duplicate key or depth. The
-//! differential oracle `tests/it/json_oracle.rs` checks this (property
+//! differential oracle `tests/it/report/json_oracle.rs` checks this (property
 //! tests under `cargo test`, and the `json` fuzz target in fuzz/).
 
 /// Deepest allowed nesting of arrays/objects (the top-level object is depth 1).

@@ -672,7 +672,7 @@ fn selection_needs_engine_when_several_groups() {
     // An --engine that names no group, with a profile declaring that group:
     // the declared group is missing (rejected, exit 1), nothing imported.
     // (Without a profile it is a usage error listing the groups present:
-    // tests/it/headline.rs.)
+    // tests/it/audit/headline.rs.)
     let mut sim = SimBackend::new();
     let done = core(
         &args(dir.path(), Some("nope")),

@@ -1,7 +1,7 @@
 //! The node probe prints nothing: it hands back the notes an operator is
 //! owed about where its facts come from, terminal-safe (issue #23, "node
 //! calls the sanitizer inside a library eprintln!"); the command prints each
-//! once (tests/it/node_notes.rs).
+//! once (tests/it/audit/node_notes.rs).
 
 use crate::io::node;
 use std::path::Path;

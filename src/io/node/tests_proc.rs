@@ -1,7 +1,7 @@
 //! Issue #19 item 7: a `/proc` that is not procfs is never trusted: not a
 //! plain directory laid out like it, not one whose entries point into the
 //! real one, not a tmpfs; a forged `self/fd` link is never followed. The
-//! command's end of it is tests/it/edges2.rs
+//! command's end of it is tests/it/audit/untrusted_inputs.rs
 //! (`proc_forged_root_audit_refuses_every_descriptor_kv005`).
 
 use crate::io::node::{Fact, NodeProbe, ProcProbe};

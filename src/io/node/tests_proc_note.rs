@@ -1,7 +1,7 @@
 //! The `KVCR_PROC_ROOT` test hook's note is returned, never printed
 //! (issue #23): [`ProcFs::note`], and [`node::probe`] among its notes. The
 //! command's end of it (printed once, for every command that opens files)
-//! is tests/it/proc_note.rs.
+//! is tests/it/audit/proc_note.rs.
 
 use crate::io::node;
 use crate::io::procfs::{ProcFs, ROOT_ENV};

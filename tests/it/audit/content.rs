@@ -11,7 +11,7 @@ use kvcr::content::{digest_content, sampled_ranges, ContentError};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-const FORMAT: &str = include_str!("../../docs/format.md");
+const FORMAT: &str = include_str!("../../../docs/format.md");
 
 fn section(title: &str) -> &'static str {
     let start = FORMAT.find(title).expect("section");

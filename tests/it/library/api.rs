@@ -631,7 +631,7 @@ fn the_library_reads_no_environment_variable() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "api::child_audits_with_a_hostile_environment",
+            "library::api::child_audits_with_a_hostile_environment",
             "--ignored",
             "--nocapture",
             "--test-threads=1",
@@ -693,7 +693,7 @@ fn child_asks_twice_while_the_driver_comes_up() {
 
 #[test]
 fn a_long_running_caller_sees_the_gpu_list_afresh() {
-    let Some(b) = crate::fakecuda::built() else {
+    let Some(b) = crate::import::fakecuda::built() else {
         return; // no C compiler; fakecuda.rs says so (and fails in CI)
     };
     let dir = tempfile::tempdir().unwrap();
@@ -714,7 +714,7 @@ fn a_long_running_caller_sees_the_gpu_list_afresh() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "api::child_asks_twice_while_the_driver_comes_up",
+            "library::api::child_asks_twice_while_the_driver_comes_up",
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -182,7 +182,7 @@ fn one_handle_in_two_groups_is_rejected() {
     }
 }
 
-// ---- (f) Merge: hand-edited reports beyond tests/it/adversarial.rs ----------
+// ---- (f) Merge: hand-edited reports beyond tests/it/audit/adversarial.rs ----------
 
 fn honest_pair(dir: &Path) -> (Value, Value) {
     (

@@ -1,7 +1,7 @@
 //! The committed man pages (man/*.1) and shell completions
 //! (completions/*) must be what the CLI generates now, through the renderer
 //! `cargo xtask man` runs (xtask/src/man.rs). Regenerate with
-//! `cargo xtask man` (or `KVCR_BLESS=1 cargo test --test it man::`) and
+//! `cargo xtask man` (or `KVCR_BLESS=1 cargo test --test it cli::man::`) and
 //! commit the result.
 
 use std::ffi::OsString;

@@ -3,7 +3,7 @@
 //! header in the table at 80 and 120 columns (no line wider, no trailing
 //! space, no word cut); and the merge and command-line cases.
 
-use crate::explain::action;
+use crate::cli::explain::action;
 use crate::util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

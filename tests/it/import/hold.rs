@@ -8,7 +8,7 @@
 //! fake's `cuMemGetInfo` counts every physical allocation some reference
 //! still keeps, in any process).
 
-use crate::fakecuda::{alloc, built, parse_log, pidfd_works, Alloc, Scenario, MIB};
+use crate::import::fakecuda::{alloc, built, parse_log, pidfd_works, Alloc, Scenario, MIB};
 use crate::util::signal;
 use serde_json::Value;
 use std::path::Path;

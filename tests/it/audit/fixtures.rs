@@ -1,7 +1,7 @@
 //! Runs `kvcr audit --format json` on every fixture and compares the report
 //! with the committed `expected.json` (root path and clock-dependent ages
 //! normalised), then checks the exit status and the codes the case names.
-//! `KVCR_BLESS=1 cargo test --test it fixtures::` rewrites the expected reports.
+//! `KVCR_BLESS=1 cargo test --test it audit::fixtures::` rewrites the expected reports.
 
 use crate::util::{codes, kvcr, repo};
 use kvcr::api::message_text as render;
@@ -168,7 +168,7 @@ fn every_fixture_matches_its_expected_report() {
 
 #[test]
 fn every_non_live_code_has_a_fixture_or_runtime_case() {
-    // Codes that git cannot hold are built at run time in tests/it/hostile.rs.
+    // Codes that git cannot hold are built at run time in tests/it/audit/hostile.rs.
     let runtime = ["KV003", "KV004", "KV005"];
     let mut covered: Vec<String> = runtime.iter().map(|s| s.to_string()).collect();
     for e in std::fs::read_dir(fixtures_dir()).unwrap() {

@@ -1,5 +1,5 @@
 //! Output behaviour through the binary: -q and -v, a closed pipe, colour off
-//! a terminal, completions. Terminal behaviour is in tests/it/cli_terminal.rs.
+//! a terminal, completions. Terminal behaviour is in tests/it/cli/terminal.rs.
 
 use crate::util::{bin, kvcr, kvcr_std, repo, test_env};
 use std::process::{Command, Stdio};

@@ -160,7 +160,7 @@ pub(crate) fn pidfd_works(b: &Built) -> bool {
 
 macro_rules! need_cc {
     () => {
-        match $crate::fakecuda::built() {
+        match $crate::import::fakecuda::built() {
             Some(b) => b,
             None => return,
         }

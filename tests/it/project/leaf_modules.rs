@@ -1,6 +1,6 @@
 //! The leaf modules issue #23 made (text helpers, schema ids, the import's
 //! plain values) name no other module of the crate, so that every layer can
-//! use them without an arrow running up (tests/it/architecture.rs places
+//! use them without an arrow running up (tests/it/project/architecture.rs places
 //! them in the lowest layer, where an arrow between two leaves would not
 //! show).
 

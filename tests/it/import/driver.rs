@@ -5,7 +5,7 @@
 //! stub is recognised before missing entry points are; MIG devices the plan
 //! cannot use in one process are refused before any import.
 
-use crate::fakecuda::{alloc, build_variant, built, calls, gpu, Alloc, Scenario, MIB};
+use crate::import::fakecuda::{alloc, build_variant, built, calls, gpu, Alloc, Scenario, MIB};
 
 #[test]
 fn the_granularity_is_the_imported_allocations_own() {

@@ -3,7 +3,7 @@
 //! through kvcr's own mapping), `require_content` at the gate, the driver's
 //! word on where VMM memory lives, and the access flags it granted.
 
-use crate::fakecuda::{alloc, built, calls, Alloc, Run, Scenario, MIB};
+use crate::import::fakecuda::{alloc, built, calls, Alloc, Run, Scenario, MIB};
 use serde_json::Value;
 
 fn with_content(kind: &'static str, good: bool) -> Alloc {

@@ -675,7 +675,7 @@ fn judge_layers_in(
 fn no_arrow_runs_back_up_the_layers() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     if let Err(msg) = judge_layers(&src, LAYERS, KNOWN_BACK) {
-        panic!("layering of src/ (tests/it/architecture.rs LAYERS):\n{msg}");
+        panic!("layering of src/ (tests/it/project/architecture.rs LAYERS):\n{msg}");
     }
 }
 
@@ -683,7 +683,7 @@ fn no_arrow_runs_back_up_the_layers() {
 fn the_import_reads_gate_plan_engine_driven_by_command() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     if let Err(msg) = judge_layers_in(&src, "import", IMPORT_LAYERS, &[]) {
-        panic!("layering of src/import/ (tests/it/architecture.rs IMPORT_LAYERS):\n{msg}");
+        panic!("layering of src/import/ (tests/it/project/architecture.rs IMPORT_LAYERS):\n{msg}");
     }
 }
 

@@ -5,7 +5,7 @@
 //! visible device (and so the KV106 message) depends on v1, and only a v1
 //! that differs from v2 makes it MIG (an equal one cannot tell).
 
-use crate::fakecuda::{alloc, built, gpu, Scenario};
+use crate::import::fakecuda::{alloc, built, gpu, Scenario};
 use serde_json::Value;
 
 fn mig(i: usize) -> String {
@@ -16,7 +16,7 @@ fn mig(i: usize) -> String {
 fn a_rank_imports_onto_a_mig_instance_by_its_16_bytes() {
     let Some(b) = built() else { return };
     // (cuda_ipc on a device the probe calls MIG is refused:
-    // tests/it/fakecuda_driver.rs.)
+    // tests/it/import/driver.rs.)
     let s = Scenario::new(b, 1, 1, |_| vec![alloc("fabric", 0), alloc("fabric", 0)]);
     for v1_physical in ["0", "1"] {
         let env = [

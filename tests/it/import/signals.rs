@@ -4,7 +4,7 @@
 //! report, having acquired nothing, and no ready file. A reordering that
 //! installed the handlers after the probe would die of the signal instead.
 
-use crate::fakecuda::{alloc, built, finish, Scenario};
+use crate::import::fakecuda::{alloc, built, finish, Scenario};
 use crate::util::{signal, wait_for};
 
 #[test]

@@ -259,7 +259,7 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         "README.md",
         "man -l man/kvcr.1                            # kvcr-audit.1, kvcr-import.1, \
         ... beside it",
-        Skip("a pager (tests/it/man.rs checks the pages)"),
+        Skip("a pager (tests/it/cli/man.rs checks the pages)"),
     ),
     (
         "README.md",
@@ -348,7 +348,7 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         "docs/ci.md",
         "man -l man/kvcr.1                                      # from a source \
         tree",
-        Skip("a pager (tests/it/man.rs checks the pages)"),
+        Skip("a pager (tests/it/cli/man.rs checks the pages)"),
     ),
     (
         "docs/ci.md",
@@ -406,7 +406,7 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
 ];
 
 /// README blocks run by other suites (the multi-node recipes need launchers
-/// and nodes): the `<!-- recipe: NAME -->` blocks, tests/it/fleet.rs.
+/// and nodes): the `<!-- recipe: NAME -->` blocks, tests/it/fleet/nodes.rs.
 const RECIPE_MARK: &str = "<!-- recipe:";
 
 /// The scratch world the examples run in.

@@ -12,7 +12,7 @@
 //! in which the driver answers an identity; where it answers none the
 //! report says so.
 
-use crate::fakecuda::{alloc, built, pidfd_works, Alloc, Run, Scenario, MIB};
+use crate::import::fakecuda::{alloc, built, pidfd_works, Alloc, Run, Scenario, MIB};
 use serde_json::Value;
 
 fn opens(r: &Run, sym: &str) -> Vec<String> {

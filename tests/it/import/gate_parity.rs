@@ -225,7 +225,12 @@ fn library(cases: &[Case], facts: &Path, tmp: &Path) -> Vec<Value> {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap());
     crate::util::test_env(&mut child);
     let out = child
-        .args(["--exact", "gate_parity::gate_child", "--ignored", "--quiet"])
+        .args([
+            "--exact",
+            "import::gate_parity::gate_child",
+            "--ignored",
+            "--quiet",
+        ])
         .args(["--test-threads", "1"])
         .env(CASES_ENV, serde_json::to_string(&input).unwrap())
         .env(ANSWERS_ENV, &answers)

@@ -1,0 +1,10 @@
+//! The repository itself: layering, formatting, packaging, the units shipped, doc references, skips.
+
+mod architecture;
+mod format_refs;
+mod leaf_modules;
+mod packaging;
+mod rustfmt_coverage;
+mod skips;
+mod systemd_units;
+mod workspace_layout;
