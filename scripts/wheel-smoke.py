@@ -5,7 +5,7 @@ on the PATH).
 Usage: python wheel-smoke.py FIXTURES VERSION
 
 Writes the four ranks of FIXTURES/accept-tp4 into a new inventory with
-kvcr.write_rank, audits it (accepted, exit 0), rewrites one rank with
+kvcr.write_rank (node facts from FIXTURES/live/node-match.json), audits it (accepted, exit 0), rewrites one rank with
 another geometry (rejected, KV104, exit 1) and checks that a descriptor with
 a bad member raises kvcr.DescriptorError with the audit's code.
 """
@@ -29,9 +29,13 @@ def main() -> None:
         json.loads((fixtures / "accept-tp4" / "inventory" / f"rank-{r}.json").read_text())
         for r in range(4)
     ]
+    # The fixture's ranks describe its node (gpu-node-17), not this machine:
+    # write_rank checks the node through the fixture's facts file, as a
+    # producer's test would (docs/python.md).
+    facts = fixtures / "live" / "node-match.json"
     root = pathlib.Path(tempfile.mkdtemp(prefix="kvcr-wheel-"))
     for d in ranks:
-        written = kvcr.write_rank(root, d, subdir="llama")
+        written = kvcr.write_rank(root, d, subdir="llama", node_facts=facts)
         assert written.parent == root / "llama", written
     doc = kvcr.audit(root)
     assert doc["schema"] == "kvcr.audit-report/v1", doc["schema"]
@@ -41,7 +45,7 @@ def main() -> None:
     ], doc["groups"]
 
     other = dict(ranks[1], geometry=dict(ranks[1]["geometry"], num_blocks=512))
-    kvcr.write_rank(root, other, subdir="llama")
+    kvcr.write_rank(root, other, subdir="llama", node_facts=facts)
     doc = kvcr.audit(root)
     assert doc["exit_status"] == 1, doc["exit_status"]
     codes = {f["code"] for g in doc["groups"] for r in g["ranks"] for f in r["findings"]}
@@ -49,7 +53,7 @@ def main() -> None:
 
     bad = dict(ranks[0], node=dict(ranks[0]["node"], boot_id="not-a-uuid"))
     try:
-        kvcr.write_rank(root, bad, subdir="bad")
+        kvcr.write_rank(root, bad, subdir="bad", node_facts=facts)
     except kvcr.DescriptorError as e:
         assert e.code == "KV007" and e.field == "node.boot_id", (e.code, e.field)
     else:
