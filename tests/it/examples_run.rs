@@ -966,3 +966,35 @@ fn every_readme_and_docs_example_runs_with_the_status_it_claims() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(ran >= 20, "{ran}");
 }
+
+/// Issue #31 §4: the README's first screen (24 lines) gives two commands
+/// that work on a fresh machine — kvcr on a shipped fixture, and the very
+/// test command `.ci/run` runs — and links the on-call runbook.
+#[test]
+fn the_readme_first_screen_runs_a_fixture_and_the_tests_and_links_the_runbook() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let screen: Vec<&str> = readme.lines().take(24).collect();
+    let screen = screen.join("\n");
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let test_cmd = ci
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.starts_with("cargo test ")
+                .then(|| l.split(" 2>&1").next().unwrap().trim().to_string())
+        })
+        .expect(".ci/run runs cargo test");
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with(&format!("{test_cmd} "))),
+        "the first screen lacks .ci/run's `{test_cmd}`"
+    );
+    let fixture = screen
+        .lines()
+        .find(|l| l.starts_with("cargo run -q -- audit fixtures/"))
+        .expect("a kvcr command on a shipped fixture");
+    let dir = fixture.split_whitespace().nth(5).unwrap();
+    assert!(repo().join(dir).is_dir(), "{dir}");
+    assert!(screen.contains("(docs/runbook.md)"), "{screen}");
+}
