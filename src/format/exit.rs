@@ -1,5 +1,5 @@
 //! Exit statuses (docs/format.md §6). Scripts depend on these numbers; the man page and
-//! the README list them again.
+//! docs/runbook.md (what to do on each) list them again.
 
 /// Every group in scope accepted (audit); import done (import).
 pub const OK: i32 = 0;

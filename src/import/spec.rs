@@ -133,21 +133,46 @@ pub const JOURNAL_ENV: &str = "KVCR_JOURNAL_SOCKET";
 pub struct Target {
     pub file: PathBuf,
     pub journal: PathBuf,
+    /// `KVCR_IMPORT_LOG` named the file (not the default).
+    pub file_named: bool,
+    /// `KVCR_JOURNAL_SOCKET` named the socket (not the system's journal).
+    pub journal_named: bool,
 }
 
 impl Target {
     /// From `KVCR_IMPORT_LOG` and `KVCR_JOURNAL_SOCKET` (unset or empty: the defaults).
     pub fn from_env() -> Target {
-        let var = |k: &str, d: &str| {
+        let var = |k: &str| {
             std::env::var_os(k)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(d))
         };
+        let (file, journal) = (var(ENV), var(JOURNAL_ENV));
         Target {
-            file: var(ENV, DEFAULT_PATH),
-            journal: var(JOURNAL_ENV, JOURNAL_SOCKET),
+            file_named: file.is_some(),
+            journal_named: journal.is_some(),
+            file: file.unwrap_or_else(|| PathBuf::from(DEFAULT_PATH)),
+            journal: journal.unwrap_or_else(|| PathBuf::from(JOURNAL_SOCKET)),
         }
+    }
+
+    /// Where the records of an import with this backend go; `None`: nowhere.
+    /// A simulated import (`sim`) imported nothing, so it writes no record
+    /// into the system's logs: none at all unless `KVCR_IMPORT_LOG` names a
+    /// file, and to the journal only at a socket `KVCR_JOURNAL_SOCKET` names
+    /// (an empty path: no journal). docs/import.md "The import log".
+    pub fn for_backend(&self, sim: bool) -> Option<Target> {
+        if !sim {
+            return Some(self.clone());
+        }
+        if !self.file_named {
+            return None;
+        }
+        let mut t = self.clone();
+        if !t.journal_named {
+            t.journal = PathBuf::new();
+        }
+        Some(t)
     }
 }
 
@@ -267,6 +292,7 @@ impl BackendSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn parses_specs() {
@@ -300,5 +326,31 @@ mod tests {
         ] {
             assert!(BackendSpec::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A simulated import writes nothing into the system's logs: no record
+    /// unless `KVCR_IMPORT_LOG` named a file, and the journal only at a
+    /// socket `KVCR_JOURNAL_SOCKET` named; a real import goes to both.
+    #[test]
+    fn a_simulated_import_records_only_where_it_is_told() {
+        let t = |file: Option<&str>, journal: Option<&str>| Target {
+            file: PathBuf::from(file.unwrap_or(DEFAULT_PATH)),
+            journal: PathBuf::from(journal.unwrap_or(JOURNAL_SOCKET)),
+            file_named: file.is_some(),
+            journal_named: journal.is_some(),
+        };
+        let real = t(None, None).for_backend(false).unwrap();
+        assert_eq!(real.file, Path::new(DEFAULT_PATH));
+        assert_eq!(real.journal, Path::new(JOURNAL_SOCKET));
+        assert!(t(None, None).for_backend(true).is_none());
+        assert!(t(None, Some("/tmp/j.sock")).for_backend(true).is_none());
+        let named = t(Some("/tmp/i.jsonl"), None).for_backend(true).unwrap();
+        assert_eq!(named.file, Path::new("/tmp/i.jsonl"));
+        assert_eq!(named.journal, Path::new(""));
+        assert!(!named.journal.exists(), "an empty path names no journal");
+        let both = t(Some("/tmp/i.jsonl"), Some("/tmp/j.sock"))
+            .for_backend(true)
+            .unwrap();
+        assert_eq!(both.journal, Path::new("/tmp/j.sock"));
     }
 }

@@ -79,7 +79,10 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV006 => (
             "A descriptor is not well-formed JSON: invalid UTF-8, a byte order mark, a syntax \
-                error, a duplicate key, data after the document, or nesting deeper than 32.",
+                error, a duplicate key, data after the document, or nesting deeper than 32. A \
+                file the producer writes in place is read half-written when it dies mid-write; \
+                the producer's fix is an atomic write: write a staging file, fsync it, rename \
+                it over rank-<R>.json (docs/format.md §3.5).",
             "A strict JSON reader with a depth bound, run before any typed parsing.",
             "treat the file as corrupt; let the owner rewrite it, or start the engine with an \
                 empty cache",
@@ -107,7 +110,10 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV009 => (
             "A staging leftover (.NAME.tmp) of an interrupted write: the owner died between \
-                writing and renaming.",
+                writing and renaming. This is the atomic write working as meant (write a \
+                staging file, fsync it, rename it over rank-<R>.json; docs/format.md §3.5): \
+                rank-<R>.json was never half-written. A producer that leaves them behind \
+                should remove its own leftovers when it starts.",
             "The file name only; leftovers are never opened.",
             "a write may be in progress: audit again in a few seconds; a leftover that stays is \
                 an interrupted write: once no owner is writing, remove it and audit again",

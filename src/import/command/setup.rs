@@ -55,23 +55,34 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
         }
         CudaBackend::new().err().map(|e| e.to_string())
     };
+    // A simulated import records nothing in the system's logs: only where
+    // KVCR_IMPORT_LOG / KVCR_JOURNAL_SOCKET name one.
+    let target = s.import_log.for_backend(spec.sim);
     let open = || {
         let b = make_backend(spec, s.map_read_write, s.inventory.root.as_deref())?;
         if spec.sim && p.verbosity != Verbosity::Quiet {
             crate::io::output::err_line(&format!(
-                "kvcr: warning: {} selects the simulated backend: no GPU memory is imported",
-                BackendSpec::ENV
+                "kvcr: warning: {} selects the simulated backend: no GPU memory is imported{}",
+                BackendSpec::ENV,
+                match &target {
+                    None => format!(
+                        ", and no record goes to the import log ({} names a file to keep one)",
+                        crate::import::command::log::ENV
+                    ),
+                    Some(_) => String::new(),
+                }
             ));
         }
         Ok(b)
     };
     // The import log is never inside the inventory (exit 2, before anything
     // is imported), and is resolved once for the whole run: the release
-    // record goes where the check looked. A dry run writes none.
-    let log = match s.mode {
-        Mode::DryRun => None,
-        _ => Some(crate::import::command::log::Log::open(
-            &s.import_log,
+    // record goes where the check looked. A dry run writes none, nor does a
+    // simulated import unless told where.
+    let log = match (&s.mode, &target) {
+        (Mode::DryRun, _) | (_, None) => None,
+        (_, Some(t)) => Some(crate::import::command::log::Log::open(
+            t,
             s.inventory.root.as_deref(),
         )?),
     };

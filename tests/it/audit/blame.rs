@@ -141,7 +141,7 @@ fn an_odd_rank_0_is_the_rank_rejected_and_named_not_the_three_agreeing_ranks() {
 // under two hostnames) pass.
 // ---------------------------------------------------------------------------
 
-/// Decided (README "Decisions", docs/format.md §8.9): inputs must have
+/// Decided (docs/format.md §8.9, which the README's summary now points to): inputs must have
 /// distinct hosts and each name a boot id, but two inputs may share one boot
 /// id: two pods (hostnames) on one machine, each with its own GPUs, hold two
 /// parts of a group. The README said "distinct boot ids"; it now says this.

@@ -387,3 +387,39 @@ fn real_probe_other_boot_is_kv108() {
         "{msg}"
     );
 }
+
+/// Issue #31 §4: the table's first line, as docs/live.md quotes it, is what
+/// kvcr prints: live with facts not checked, live strict, and offline.
+#[test]
+fn docs_live_quotes_the_first_line_as_printed() {
+    let doc = std::fs::read_to_string(repo().join("docs/live.md")).unwrap();
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let inv = inventory(|_| {});
+    let first = |facts: &str, args: &[&str]| {
+        let (_, table, _) = audit_with_facts(inv.path(), &facts_fixture(facts), args);
+        table.lines().next().unwrap().to_string()
+    };
+    let root = inv.path().display().to_string();
+    let unknown = first("node-unknown.json", &["--live"]);
+    let strict = first("node-match.json", &["--live", "--strict"]);
+    let offline = first("node-match.json", &[]);
+    for (line, quoted) in [
+        (
+            &unknown,
+            "(live: checked against this node; 8 facts not checked, -v lists them)",
+        ),
+        (&strict, "(live: checked against this node (strict))"),
+        (&offline, "(offline: node not checked; add --live)"),
+    ] {
+        let printed = line
+            .strip_prefix(&format!("inventory {root}"))
+            .unwrap_or_else(|| panic!("{line}"))
+            .trim();
+        assert_eq!(printed, quoted);
+        assert!(
+            doc.contains(&format!("`{quoted}`")),
+            "docs/live.md lacks `{quoted}`"
+        );
+    }
+    assert!(doc.contains("`; 8 facts not checked, -v lists them`"));
+}

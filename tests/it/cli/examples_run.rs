@@ -190,13 +190,13 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         NoDriver(2),
     ),
     (
-        "README.md",
+        "docs/bench.md",
         "benches/audit.sh            # ~1 min; inventories are kept in /tmp/kvcr-bench \
         for the next run",
         Skip("a benchmark (docs/bench.md)"),
     ),
     (
-        "README.md",
+        "docs/bench.md",
         "cargo bench --bench parse   # per-descriptor parse/digest \
         cost",
         Skip("a benchmark (docs/bench.md)"),
@@ -403,6 +403,117 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         -v",
         Status(0),
     ),
+    // docs/runbook.md: the real node's commands run on this machine, whose
+    // hostname is not the descriptors' node; the practice lines run on the
+    // node KVCR_NODE_FACTS describes.
+    // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
+    (
+        "docs/runbook.md",
+        "kvcr audit --live /var/lib/kvcr/inventory                 # read-only; checked against this node",
+        Status(1),
+    ),
+    // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
+    (
+        "docs/runbook.md",
+        "kvcr audit --live -v /var/lib/kvcr/inventory              # the same, with every check of every rank",
+        Status(1),
+    ),
+    // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
+    (
+        "docs/runbook.md",
+        "kvcr audit --live --format json /var/lib/kvcr/inventory > kvcr-audit.json   # for the ticket",
+        Status(1),
+    ),
+    (
+        "docs/runbook.md",
+        "$ COLUMNS=80 kvcr audit fixtures/kv103-missing-rank/inventory",
+        Status(1),
+    ),
+    (
+        "docs/runbook.md",
+        "kvcr explain KV108            # what it means, what kvcr checked, the safe next step",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "kvcr explain                  # every code, one line each",
+        Status(0),
+    ),
+    // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
+    (
+        "docs/runbook.md",
+        "kvcr import --dry-run --profile /etc/kvcr/profile.json /var/lib/kvcr/inventory   # the plan; exits with the status the real import would have",
+        Status(1),
+    ),
+    // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
+    (
+        "docs/runbook.md",
+        "kvcr import --profile /etc/kvcr/profile.json /var/lib/kvcr/inventory             # trial: every rank or none, then released",
+        Status(1),
+    ),
+    // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
+    (
+        "docs/runbook.md",
+        "kvcr import --hold --ready-file /run/kvcr/ready.json --profile /etc/kvcr/profile.json /var/lib/kvcr/inventory",
+        Status(1),
+    ),
+    (
+        "docs/runbook.md",
+        "mkdir -p /tmp/inv && cp fixtures/profile-accept/inventory/rank-*.json /tmp/inv/ && chmod 700 /tmp/inv && chmod 600 /tmp/inv/*",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live /tmp/inv                     # accepted (exit 0)",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim kvcr import --dry-run --profile fixtures/profile-accept/profile.json /tmp/inv   # the plan (exit 0)",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim kvcr import --profile fixtures/profile-accept/profile.json /tmp/inv             # a simulated trial (exit 0)",
+        Status(0),
+    ),
+    // released with SIGTERM once its ready file exists.
+    (
+        "docs/runbook.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim kvcr import --hold --ready-file /tmp/inv-ready.json --profile fixtures/profile-accept/profile.json /tmp/inv   # until Ctrl-C (exit 0)",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "mkdir -p /tmp/inv && cp fixtures/accept-tp4/inventory/rank-0.json fixtures/accept-tp4/inventory/rank-1.json /tmp/inv/ && chmod 700 /tmp/inv && chmod 600 /tmp/inv/*",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live --local-ranks 0-1 /tmp/inv   # this node's part: local part accepted (exit 0)",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live --local-ranks 0-1 --format json /tmp/inv > node-a.json",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "kvcr merge node-a.json        # one node's report alone: ranks 2-3 are missing, rejected (exit 1)",
+        Status(1),
+    ),
+    // this machine runs no GMS, so nothing is found.
+    (
+        "docs/runbook.md",
+        "kvcr gms --live               # where GMS puts them, from GMS's own variables; lease owners checked against this node",
+        Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "kvcr --version                # version, git commit, build date, CUDA headers",
+        Status(0),
+    ),
 ];
 
 /// README blocks run by other suites (the multi-node recipes need launchers
@@ -520,8 +631,10 @@ impl World {
         test_env(&mut c);
         // zsh's $fpath, for the zsh completion line (1-based in zsh).
         let prelude = "fpath=(\"$HOME/.zfunc\" \"$HOME/.zfunc\")\n";
+        // `exec env`: the line may start with variable assignments, and the
+        // hold must be the process the SIGTERM reaches.
         let body = if hold_ready.is_some() {
-            format!("exec {script}")
+            format!("exec env {script}")
         } else {
             script.clone()
         };
@@ -852,4 +965,36 @@ fn every_readme_and_docs_example_runs_with_the_status_it_claims() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(ran >= 20, "{ran}");
+}
+
+/// Issue #31 §4: the README's first screen (24 lines) gives two commands
+/// that work on a fresh machine — kvcr on a shipped fixture, and the very
+/// test command `.ci/run` runs — and links the on-call runbook.
+#[test]
+fn the_readme_first_screen_runs_a_fixture_and_the_tests_and_links_the_runbook() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let screen: Vec<&str> = readme.lines().take(24).collect();
+    let screen = screen.join("\n");
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let test_cmd = ci
+        .lines()
+        .find_map(|l| {
+            let l = l.trim();
+            l.starts_with("cargo test ")
+                .then(|| l.split(" 2>&1").next().unwrap().trim().to_string())
+        })
+        .expect(".ci/run runs cargo test");
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with(&format!("{test_cmd} "))),
+        "the first screen lacks .ci/run's `{test_cmd}`"
+    );
+    let fixture = screen
+        .lines()
+        .find(|l| l.starts_with("cargo run -q -- audit fixtures/"))
+        .expect("a kvcr command on a shipped fixture");
+    let dir = fixture.split_whitespace().nth(5).unwrap();
+    assert!(repo().join(dir).is_dir(), "{dir}");
+    assert!(screen.contains("(docs/runbook.md)"), "{screen}");
 }

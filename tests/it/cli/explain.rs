@@ -83,3 +83,18 @@ fn live_codes_say_so() {
         );
     }
 }
+
+/// Issue #31 §4: a torn or malformed descriptor is the producer's to fix,
+/// and the fix `kvcr explain` names is the atomic write of docs/format.md
+/// §3.5: a staging file, fsync, rename.
+#[test]
+fn kv006_and_kv009_name_the_atomic_write() {
+    for code in [Code::KV006, Code::KV009] {
+        let meaning = explained(code, "meaning").unwrap();
+        for step in ["staging file", "fsync", "rename", "§3.5"] {
+            assert!(meaning.contains(step), "{code} lacks {step:?}: {meaning}");
+        }
+        let at = |w: &str| meaning.find(w).unwrap();
+        assert!(at("staging file") < at("fsync") && at("fsync") < at("rename"));
+    }
+}

@@ -222,14 +222,15 @@ fn merge_refuses_foreign_json() {
     );
 }
 
-/// The code block after `<!-- recipe: NAME -->` in the README, verbatim.
-fn readme_recipe(name: &str) -> String {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+/// The code block after `<!-- recipe: NAME -->` in docs/runbook.md
+/// ("6. Groups that span nodes"), verbatim.
+fn runbook_recipe(name: &str) -> String {
+    let runbook =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/runbook.md")).unwrap();
     let marker = format!("<!-- recipe: {name} -->");
-    let after = readme
+    let after = runbook
         .split_once(&marker)
-        .unwrap_or_else(|| panic!("README has no {marker}"))
+        .unwrap_or_else(|| panic!("docs/runbook.md has no {marker}"))
         .1;
     let body = after
         .trim_start()
@@ -266,6 +267,12 @@ struct Machines {
 }
 
 fn machines(names: &[&str]) -> Option<Machines> {
+    machines_sized(names, 8)
+}
+
+/// [`machines`] with `per_node` ranks on each node (tp `per_node`, one
+/// pipeline stage per node).
+fn machines_sized(names: &[&str], per_node: u64) -> Option<Machines> {
     let ok = std::process::Command::new("unshare")
         .args(["-u", "-m", "--propagation", "private", "true"])
         .status()
@@ -284,10 +291,9 @@ fn machines(names: &[&str]) -> Option<Machines> {
     let (pid, ticks) = live_owner();
     for (i, name) in names.iter().enumerate() {
         let dir = base.join("nodes").join(name);
-        let ranks = (i as u64 * 8)..(i as u64 * 8 + 8);
+        let ranks = (i as u64 * per_node)..(i as u64 * per_node + per_node);
         for rank in ranks.clone() {
-            // tp 8 per node, one pipeline stage per node.
-            let mut d = Desc::new("llama3-405b-fleet", rank, 8, names.len() as u64);
+            let mut d = Desc::new("llama3-405b-fleet", rank, per_node, names.len() as u64);
             d.handle_kind = "posix_fd";
             d.group = (i % 2) as u32;
             let mut v = d.value();
@@ -337,16 +343,17 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do case $1 in -n|-c) shift 2;; *) pod=$1; 
 shift; exec kvcr-node "$pod" "$@""#,
     );
     // Stand-in for srun when no Slurm cluster runs: one task per node,
-    // SLURM_NODEID and SLURMD_NODENAME set, options ignored.
+    // SLURM_NNODES, SLURM_NODEID and SLURMD_NODENAME set, options ignored.
     script(
         "srun-standin",
         r#"while [ $# -gt 0 ]; do case $1 in -*) shift;; *) break;; esac; done
-i=0; rc=0; for n in $KVCR_SRUN_NODES; do SLURM_NODEID=$i SLURMD_NODENAME=$n kvcr-node $n "$@" || rc=$?; i=$((i+1)); done; exit $rc"#,
+nn=$(echo $KVCR_SRUN_NODES | wc -w)
+i=0; rc=0; for n in $KVCR_SRUN_NODES; do SLURM_NNODES=$nn SLURM_NODEID=$i SLURMD_NODENAME=$n kvcr-node $n "$@" || rc=$?; i=$((i+1)); done; exit $rc"#,
     );
     Some(Machines { _t: t, base, bin })
 }
 
-/// Runs a README recipe with `bin` first on PATH; returns (status, stdout+stderr, reports dir).
+/// Runs a docs/runbook.md recipe with `bin` first on PATH; returns (status, stdout+stderr, reports dir).
 fn run_recipe(m: &Machines, name: &str, env: &[(&str, String)]) -> (i32, String, PathBuf) {
     run_recipe_in(m, name, env, &[])
 }
@@ -374,7 +381,7 @@ fn run_recipe_in(
         None => std::process::Command::new("sh"),
     };
     test_env(&mut c)
-        .args(["-c", &readme_recipe(name)])
+        .args(["-c", &runbook_recipe(name)])
         .current_dir(&run)
         .env("PATH", path)
         .env("KVCR_FLEET", &m.base)
@@ -392,8 +399,18 @@ fn run_recipe_in(
 }
 
 fn assert_merged(name: &str, code: i32, text: &str, reports: &Path, nodes: usize) {
+    assert_merged_ranks(name, code, text, reports, nodes, nodes * 8)
+}
+
+fn assert_merged_ranks(
+    name: &str,
+    code: i32,
+    text: &str,
+    reports: &Path,
+    nodes: usize,
+    ranks: usize,
+) {
     assert_eq!(code, 0, "{name}: {text}");
-    let ranks = nodes * 8;
     assert!(text.contains("ACCEPTED"), "{name}: {text}");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(reports)
         .unwrap()
@@ -415,7 +432,7 @@ fn assert_merged(name: &str, code: i32, text: &str, reports: &Path, nodes: usize
 }
 
 #[test]
-fn readme_pdsh_recipe_runs_verbatim_on_real_pdsh() {
+fn runbook_pdsh_recipe_runs_verbatim_on_real_pdsh() {
     if !have("/usr/bin/pdsh") {
         crate::util::missing("needs pdsh (apt-get install pdsh; .ci/run installs it)");
         return;
@@ -432,7 +449,7 @@ fn readme_pdsh_recipe_runs_verbatim_on_real_pdsh() {
 }
 
 #[test]
-fn readme_kubectl_recipe_runs_verbatim_with_a_kubectl_stand_in() {
+fn runbook_kubectl_recipe_runs_verbatim_with_a_kubectl_stand_in() {
     let Some(m) = machines(&["engine-0", "engine-1"]) else {
         return;
     };
@@ -449,7 +466,7 @@ fn readme_kubectl_recipe_runs_verbatim_with_a_kubectl_stand_in() {
 }
 
 #[test]
-fn readme_slurm_recipe_runs_verbatim() {
+fn runbook_slurm_recipe_runs_verbatim() {
     let nodes = ["node-0", "node-1"];
     let Some(m) = machines(&nodes) else { return };
     if let Some(cluster) = slurm::Cluster::start(&m, &nodes) {
@@ -471,6 +488,69 @@ fn readme_slurm_recipe_runs_verbatim() {
     std::fs::rename(m.bin.join("srun-standin"), m.bin.join("srun")).unwrap();
     let (code, text, reports) = run_recipe(&m, "slurm", &[("KVCR_SRUN_NODES", nodes.join(" "))]);
     assert_merged("slurm (stand-in)", code, &text, &reports, 2);
+}
+
+/// The nodes' profiles without `local_ranks`: each node's part then comes
+/// from `WORLD_SIZE` alone.
+fn drop_local_ranks(m: &Machines, names: &[&str]) {
+    for n in names {
+        let p = m.base.join("nodes").join(n).join("profile.json");
+        let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("local_ranks");
+        std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+}
+
+/// Issue #31 §4: the recipes hard-code no ranks per node. With profiles
+/// that name no `local_ranks`, `WORLD_SIZE` gives each node an equal share
+/// in node order: 3 ranks on each of 2 pods (a recipe that assumed 8 per
+/// node would name ranks no pod has), and a world size that does not
+/// divide stops the recipe (exit 2) before any report is merged.
+#[test]
+fn runbook_kubectl_recipe_derives_the_ranks_from_the_world_size() {
+    let pods = ["engine-0", "engine-1"];
+    let Some(m) = machines_sized(&pods, 3) else {
+        return;
+    };
+    drop_local_ranks(&m, &pods);
+    let (code, text, reports) = run_recipe(&m, "kubectl", &[("WORLD_SIZE", "6".into())]);
+    assert_merged_ranks("kubectl WORLD_SIZE=6", code, &text, &reports, 2, 6);
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(reports.join("report.engine-1.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["groups"][0]["local_ranks"], "3-5", "{v:#}");
+    let (code, text, _) = run_recipe(&m, "kubectl", &[("WORLD_SIZE", "7".into())]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("WORLD_SIZE 7 is not a multiple of 2 pods"),
+        "{text}"
+    );
+}
+
+#[test]
+fn runbook_slurm_recipe_derives_the_ranks_from_the_world_size() {
+    let nodes = ["node-0", "node-1"];
+    let Some(m) = machines_sized(&nodes, 3) else {
+        return;
+    };
+    drop_local_ranks(&m, &nodes);
+    std::fs::rename(m.bin.join("srun-standin"), m.bin.join("srun")).unwrap();
+    let env = [
+        ("KVCR_SRUN_NODES", nodes.join(" ")),
+        ("WORLD_SIZE", "6".to_string()),
+    ];
+    let (code, text, reports) = run_recipe(&m, "slurm", &env);
+    assert_merged_ranks("slurm WORLD_SIZE=6", code, &text, &reports, 2, 6);
+    let env = [
+        ("KVCR_SRUN_NODES", nodes.join(" ")),
+        ("WORLD_SIZE", "7".to_string()),
+    ];
+    let (code, text, _) = run_recipe(&m, "slurm", &env);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("WORLD_SIZE 7 is not a multiple of 2 nodes"),
+        "{text}"
+    );
 }
 
 mod slurm {

@@ -156,6 +156,8 @@ fn a_dry_run_writes_no_record() {
     assert!(!log.exists());
     assert!(!log.parent().unwrap().exists());
     assert!(!stderr.contains("import recorded"), "{stderr}");
+    assert!(!stderr.contains("import log was not written"), "{stderr}");
+    assert!(!stderr.contains("journal"), "{stderr}");
 }
 
 #[test]
@@ -483,4 +485,40 @@ fn a_ready_file_directory_swapped_for_a_symlink_never_publishes_inside_the_inven
         0,
         "no staging left"
     );
+}
+
+/// A simulated import imported nothing: without a file named by
+/// KVCR_IMPORT_LOG it appends no record to the system's import log (the
+/// default, /var/log/kvcr/import.jsonl), and says so; the trial itself runs.
+#[test]
+fn a_simulated_import_never_appends_to_the_system_log() {
+    let c = Case::new();
+    let system = Path::new("/var/log/kvcr/import.jsonl");
+    let before = std::fs::read(system).ok();
+    let mut cmd = c.cmd("", &c.log(), &[]);
+    cmd.env_remove("KVCR_IMPORT_LOG")
+        .env_remove("KVCR_JOURNAL_SOCKET");
+    let out = assert_cmd::Command::from_std(cmd)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (acquired, released) = c.sim_counts();
+    assert!(
+        acquired > 0 && acquired == released,
+        "{acquired} {released}"
+    );
+    assert!(!stderr.contains("import recorded"), "{stderr}");
+    assert!(!stderr.contains("import log was not written"), "{stderr}");
+    assert!(!stderr.contains("journal"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "no GPU memory is imported, and no record goes to the import log \
+            (KVCR_IMPORT_LOG names a file to keep one)"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(system).ok(), before, "{}", system.display());
+    assert!(!c.log().exists());
 }

@@ -177,3 +177,73 @@ fn the_checker_catches_what_it_guards_against() {
     assert!(sections("## §1 A\n## §1 B\n").is_err(), "twice");
     assert!(sections("## §1 A\n## §1.1 B\n").is_err(), "level mismatch");
 }
+
+/// Issue #31 §4: the synopsis of docs/format.md §7 lists, for every
+/// subcommand `kvcr SUB --help` shows, each of its flags (long and short
+/// form) and each value a flag with a fixed set of values takes.
+#[test]
+fn section_7_synopsis_lists_every_flag_of_every_subcommand() {
+    let format_md = fs::read_to_string(Path::new(ROOT).join("docs/format.md")).unwrap();
+    let sec = format_md.split("\n## §7 ").nth(1).expect("§7");
+    let block = sec.split("```\n").nth(1).expect("§7's synopsis block");
+    // One entry per `kvcr SUB` line, with its indented continuation lines.
+    let mut synopsis: Vec<(String, String)> = Vec::new();
+    for l in block.lines() {
+        if let Some(rest) = l.strip_prefix("kvcr ") {
+            let sub = rest.split_whitespace().next().unwrap_or("").to_string();
+            synopsis.push((sub, format!(" {rest} ")));
+        } else if let Some((_, text)) = synopsis.last_mut() {
+            text.push_str(l);
+            text.push(' ');
+        }
+    }
+    let mut missing = Vec::new();
+    let cmd = kvcr::command();
+    let mut checked = 0;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let Some((_, text)) = synopsis.iter().find(|(n, _)| n == sub.get_name()) else {
+            missing.push(format!("kvcr {} has no synopsis line", sub.get_name()));
+            continue;
+        };
+        let has = |flag: &str| {
+            [" ", "[", "|"].iter().any(|pre| {
+                [" ", "]", "|"]
+                    .iter()
+                    .any(|post| text.contains(&format!("{pre}{flag}{post}")))
+            })
+        };
+        for a in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+            if a.get_id() == "help" || a.is_positional() {
+                continue;
+            }
+            checked += 1;
+            if let Some(l) = a.get_long() {
+                if !has(&format!("--{l}")) {
+                    missing.push(format!("kvcr {}: --{l}", sub.get_name()));
+                }
+            }
+            if let Some(s) = a.get_short() {
+                if !has(&format!("-{s}")) {
+                    missing.push(format!("kvcr {}: -{s}", sub.get_name()));
+                }
+            }
+            let values = if a.get_action().takes_values() {
+                a.get_possible_values()
+            } else {
+                Vec::new()
+            };
+            for v in values.iter().filter(|v| !v.is_hide_set()) {
+                if !text.contains(v.get_name()) {
+                    missing.push(format!(
+                        "kvcr {}: --{} {}",
+                        sub.get_name(),
+                        a.get_long().unwrap_or("?"),
+                        v.get_name()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked > 40, "only {checked} flags checked");
+    assert!(missing.is_empty(), "§7 lacks:\n{}", missing.join("\n"));
+}
