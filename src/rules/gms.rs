@@ -194,7 +194,10 @@ pub struct LeaseLive {
     pub owners: BTreeMap<u64, OwnerId>,
     /// The devices tried (0..devices).
     pub devices: u32,
-    /// Why processes could not be listed (then no owner is judged).
+    /// Why this ring's pids cannot be compared with this node's processes
+    /// (`/proc` untrusted, or the ring's writers in another PID namespace
+    /// or in one kvcr cannot tell, docs/format.md §14.2): then no owner and
+    /// no barrier holder is judged alive or gone; it is said not checked.
     pub not_checked: Option<String>,
     /// The recovery owner pid's liveness, when the barrier is held:
     /// `Some(true)` running, `Some(false)` gone, `None` not checked.
@@ -212,6 +215,8 @@ pub struct LeaseFacts {
     /// process has (only with --live).
     pub owners: Vec<(u64, u64, Option<OwnerId>)>,
     pub live: bool,
+    /// With --live: why the owners were not checked (`LeaseLive::not_checked`).
+    pub owners_not_checked: Option<String>,
     pub barrier: bool,
     /// The default namespace whose ring the file name is, when it is one
     /// (`vllm:gpu0:kv`); `None` for a custom namespace or path.
@@ -234,6 +239,7 @@ pub fn judge_lease(
         size: a.size,
         header: a.header,
         live: live.is_some(),
+        owners_not_checked: live.and_then(|l| l.not_checked.clone()),
         ..LeaseFacts::default()
     };
     let mut out = Vec::new();
@@ -396,7 +402,19 @@ pub fn judge_lease(
                 ),
                 true,
             ),
-            _ => (
+            Some(None) => (
+                Finding::reject(
+                    Code::KV210,
+                    format!(
+                        "the recovery barrier is held (whether recovery_owner_pid {pid} runs is \
+                         not checked: {}); every acquire fails while it is",
+                        live.and_then(|l| l.not_checked.as_deref())
+                            .unwrap_or("the pid is not one of this node's")
+                    ),
+                ),
+                true,
+            ),
+            None => (
                 Finding::reject(
                     Code::KV210,
                     format!(
@@ -479,6 +497,31 @@ pub fn judge_lease(
         facts.owners.push((hash, n, id));
     }
     if let Some(l) = live {
+        let owned: u64 = sb.owners.values().sum::<u64>() + sb.owners_untracked;
+        if let (Some(why), true) = (&l.not_checked, owned > 0) {
+            out.push(
+                Finding::notice(
+                    Code::KV213,
+                    format!(
+                        "whether the owners of {owned} leased or sealed block(s) run is not \
+                         checked: {why}"
+                    ),
+                )
+                .values("a live owner", "not checked"),
+            );
+        } else if l.not_checked.is_none() && sb.owners_untracked > 0 {
+            out.push(
+                Finding::notice(
+                    Code::KV213,
+                    format!(
+                        "{} leased or sealed block(s) of owners beyond the first {OWNER_CAP} \
+                         tracked are not checked",
+                        sb.owners_untracked
+                    ),
+                )
+                .values("a live owner", "not checked"),
+            );
+        }
         if l.not_checked.is_none() {
             let orphaned: Vec<(u64, u64)> = sb
                 .owners

@@ -306,8 +306,51 @@ fn beside(path: &Path, s: Superseded) -> Vec<String> {
     out
 }
 
-/// The names in a directory (at most [`ENTRY_CAP`]), `.` and `..` aside.
-fn list(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
+/// Why a directory was not listed whole.
+#[derive(Debug)]
+pub enum ListError {
+    /// The kernel's answer.
+    Sys(Errno),
+    /// More entries than the cap (named): a directory kvcr cannot read
+    /// whole is never judged as if it were complete.
+    TooMany(usize),
+}
+
+impl From<Errno> for ListError {
+    fn from(e: Errno) -> ListError {
+        ListError::Sys(e)
+    }
+}
+
+impl ListError {
+    /// The error naming the directory, for the run (exit 2).
+    pub fn at(self, path: &Path) -> ReadError {
+        match self {
+            ListError::Sys(e) => ReadError::new(path, "cannot list", e),
+            ListError::TooMany(cap) => ReadError {
+                path: path.to_path_buf(),
+                what: format!(
+                    "holds more than {cap} entries, the most kvcr reads of one directory: not \
+                     judged, since a partial listing could hide an artifact, a cohort file or a \
+                     marker"
+                ),
+                denied: false,
+            },
+        }
+    }
+}
+
+/// The most entries of a `/proc` directory kvcr reads (the kernel's
+/// PID_MAX_LIMIT, above any descriptor table's size too).
+const PROC_ENTRY_CAP: usize = 1 << 22;
+
+/// The names in a directory (at most [`ENTRY_CAP`]: more is an error,
+/// never a silent truncation), `.` and `..` aside.
+fn list(dir: &OwnedFd) -> Result<Vec<OsString>, ListError> {
+    list_at_most(dir, ENTRY_CAP)
+}
+
+fn list_at_most(dir: &OwnedFd, cap: usize) -> Result<Vec<OsString>, ListError> {
     let mut d = rustix::fs::Dir::read_from(dir)?;
     let mut out = Vec::new();
     while let Some(e) = d.read() {
@@ -316,12 +359,20 @@ fn list(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
         if name == b"." || name == b".." {
             continue;
         }
-        if out.len() >= ENTRY_CAP {
-            break;
+        if out.len() >= cap {
+            return Err(ListError::TooMany(cap));
         }
         out.push(OsString::from_vec(name.to_vec()));
     }
     Ok(out)
+}
+
+/// A `/proc` directory's names (every pid, every descriptor).
+fn list_proc(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
+    list_at_most(dir, PROC_ENTRY_CAP).map_err(|e| match e {
+        ListError::Sys(e) => e,
+        ListError::TooMany(_) => Errno::NOMEM,
+    })
 }
 
 /// Opens a directory read-only, without following a symlink.
@@ -337,7 +388,7 @@ pub fn open_dir(path: &Path) -> Result<OwnedFd, ReadError> {
 }
 
 /// A directory's entries: name, whether a regular file, size.
-pub fn entries(dir: &OwnedFd) -> Result<Vec<(String, FileType, u64, i128)>, Errno> {
+pub fn entries(dir: &OwnedFd) -> Result<Vec<(String, FileType, u64, i128)>, ListError> {
     let mut out = Vec::new();
     for name in list(dir)? {
         let Ok(name) = name.into_string() else {
@@ -346,7 +397,7 @@ pub fn entries(dir: &OwnedFd) -> Result<Vec<(String, FileType, u64, i128)>, Errn
         let st = match retry(|| rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)) {
             Ok(st) => st,
             Err(Errno::NOENT) => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let mtime = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
         out.push((
@@ -373,7 +424,7 @@ pub fn is_cohort_dir(entries: &[(String, FileType, u64, i128)]) -> bool {
 /// cohort files' first byte and the lock of every cohort and `.leader`
 /// file.
 pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<CohortRead, ReadError> {
-    let list = entries(dir).map_err(|e| ReadError::new(path, "cannot list", e))?;
+    let list = entries(dir).map_err(|e| e.at(path))?;
     let mut out = Vec::new();
     for (name, ty, size, mtime_ns) in list {
         use format::CohortName;
@@ -538,7 +589,7 @@ impl LockTable {
         for pid in pids(self.proc) {
             let dir = format!("{pid}/fd");
             let fds = match open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY)
-                .and_then(|d| list(&d))
+                .and_then(|d| list_proc(&d))
             {
                 Ok(f) => f,
                 Err(Errno::ACCESS | Errno::PERM) => {
@@ -657,7 +708,7 @@ fn pids(proc: &ProcFs) -> Vec<i32> {
     let Ok(d) = open_ro(Some(root), Path::new("."), OFlags::DIRECTORY) else {
         return Vec::new();
     };
-    let mut out: Vec<i32> = list(&d)
+    let mut out: Vec<i32> = list_proc(&d)
         .unwrap_or_default()
         .iter()
         .filter_map(|n| std::str::from_utf8(n.as_bytes()).ok()?.parse().ok())
@@ -683,7 +734,7 @@ pub fn process_state(proc: &ProcFs, pid: i32) -> (bool, bool) {
         Path::new(&format!("{pid}/task")),
         OFlags::DIRECTORY,
     )
-    .and_then(|d| list(&d))
+    .and_then(|d| list_proc(&d))
     {
         Ok(t) => t,
         Err(_) => return (false, false),
@@ -733,10 +784,11 @@ pub fn sigkill_pending(status: &[u8]) -> bool {
     })
 }
 
-/// What `--live` needs for the lease rings: the live process behind each
-/// owner hash the reads saw (under GMS's default owner id, every engine
-/// name and every device), and the recovery owner's liveness.
-pub fn lease_live(wanted: &BTreeSet<u64>, recovery_pid: Option<u64>) -> LeaseLive {
+/// What `--live` needs for the lease rings, for every ring: the live
+/// process behind each owner hash the reads saw (under GMS's default owner
+/// id, every engine name and every device). [`ring_live`] makes it one
+/// ring's.
+pub fn lease_live(wanted: &BTreeSet<u64>) -> LeaseLive {
     let proc = ProcFs::system();
     let mut live = LeaseLive::default();
     if let Some(why) = proc.untrusted() {
@@ -764,10 +816,136 @@ pub fn lease_live(wanted: &BTreeSet<u64>, recovery_pid: Option<u64>) -> LeaseLiv
             }
         }
     }
-    live.recovery_owner_alive = recovery_pid
-        .and_then(|p| i32::try_from(p).ok())
-        .map(|p| p > 0 && process_state(proc, p).0);
     live
+}
+
+/// One ring's `--live` facts (docs/format.md §14.2): the pids a ring
+/// records (in its owner ids, `recovery_owner_pid`) are its writers' PID
+/// namespace's, so they are compared with this namespace's processes only
+/// when every other process that has the ring open or mapped runs in this
+/// PID namespace, and at least one does; otherwise nothing is judged alive
+/// or gone, and `not_checked` says why.
+pub fn ring_live(base: &LeaseLive, ring: &Opened, recovery_pid: Option<u64>) -> LeaseLive {
+    let mut live = base.clone();
+    if live.not_checked.is_some() {
+        return live;
+    }
+    let proc = ProcFs::system();
+    let ns = inode_key(&ring.fd)
+        .ok_or_else(|| "the ring cannot be stat'ed".to_string())
+        .and_then(|key| ring_namespace(proc, key));
+    match ns {
+        Err(why) => {
+            live.not_checked = Some(why);
+            live.owners.clear();
+        }
+        Ok(()) => {
+            live.recovery_owner_alive = recovery_pid
+                .and_then(|p| i32::try_from(p).ok())
+                .map(|p| p > 0 && process_state(proc, p).0)
+        }
+    }
+    live
+}
+
+/// The (device, inode) pairs a process maps, from `/proc/<pid>/maps`
+/// (`start-end perms offset MAJ:MIN inode path`, MAJ:MIN in hex).
+pub fn parse_maps(text: &[u8]) -> BTreeSet<(u32, u32, u64)> {
+    let mut out = BTreeSet::new();
+    for line in String::from_utf8_lossy(text).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(dev), Some(ino)) = (f.get(3), f.get(4)) else {
+            continue;
+        };
+        let Some((maj, min)) = dev.split_once(':') else {
+            continue;
+        };
+        if let (Ok(a), Ok(b), Ok(i)) = (
+            u32::from_str_radix(maj, 16),
+            u32::from_str_radix(min, 16),
+            ino.parse::<u64>(),
+        ) {
+            if i != 0 {
+                out.insert((a, b, i));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `pid` has the file `key` open (a descriptor) or mapped.
+fn uses(proc: &ProcFs, root: BorrowedFd<'_>, pid: i32, key: (u32, u32, u64)) -> bool {
+    if proc
+        .read(&format!("{pid}/maps"))
+        .is_ok_and(|m| parse_maps(&m).contains(&key))
+    {
+        return true;
+    }
+    let dir = format!("{pid}/fd");
+    let Ok(fds) =
+        open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY).and_then(|d| list_proc(&d))
+    else {
+        return false;
+    };
+    fds.iter().any(|fd| {
+        let link = format!("{pid}/fd/{}", fd.to_string_lossy());
+        rustix::fs::statat(root, link.as_str(), AtFlags::empty()).is_ok_and(|st| {
+            (
+                rustix::fs::major(st.st_dev),
+                rustix::fs::minor(st.st_dev),
+                st.st_ino,
+            ) == key
+        })
+    })
+}
+
+/// Whether the pids a ring records are this PID namespace's: `Ok` when
+/// some other process of this namespace has the ring open or mapped and
+/// none of another namespace does (processes whose tables this user
+/// cannot read are not counted); `Err` says why it cannot be told.
+fn ring_namespace(proc: &ProcFs, key: (u32, u32, u64)) -> Result<(), String> {
+    let root = proc.root()?;
+    let ns = |rel: &str| {
+        retry(|| rustix::fs::statat(root, rel, AtFlags::empty()))
+            .map(|st| st.st_ino)
+            .map_err(std::io::Error::from)
+    };
+    let ours = ns("self/ns/pid").map_err(|e| {
+        format!(
+            "this process's PID namespace cannot be read ({}: {e})",
+            proc.display("self/ns/pid")
+        )
+    })?;
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let mut users = 0usize;
+    for pid in pids(proc) {
+        if pid == me || !uses(proc, root, pid, key) {
+            continue;
+        }
+        match ns(&format!("{pid}/ns/pid")) {
+            Ok(n) if n == ours => users += 1,
+            Ok(n) => {
+                return Err(format!(
+                    "pid {pid}, which has the ring open or mapped, runs in another PID namespace \
+                     (pid:[{n}]; kvcr runs in pid:[{ours}]), so the pids the ring records may be \
+                     that namespace's"
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the PID namespace of pid {pid}, which has the ring open or mapped, cannot \
+                     be read ({e})"
+                ))
+            }
+        }
+    }
+    if users == 0 {
+        return Err("no process of kvcr's PID namespace has the ring open or mapped, so whose \
+                    PID namespace the pids it records belong to cannot be told (GMS may run in \
+                    another container)"
+            .to_string());
+    }
+    Ok(())
 }
 
 /// The devices a default owner id may name: the node's GPUs as
@@ -892,7 +1070,7 @@ pub fn places(env: &dyn Fn(&str) -> Option<OsString>, dev_shm_is_dir: bool) -> V
 /// files, by name.
 pub fn lease_files(dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
     let d = open_dir(dir)?;
-    let list = entries(&d).map_err(|e| ReadError::new(dir, "cannot list", e))?;
+    let list = entries(&d).map_err(|e| e.at(dir))?;
     Ok(list
         .into_iter()
         .filter(|(n, t, ..)| *t == FileType::RegularFile && format::is_lease_file_name(n))
