@@ -342,6 +342,7 @@ fn entry(name: &str, content: &[u8], lock: Option<Lock>) -> CohortEntry {
         mtime_ns: 0,
         content: Some(content.to_vec()),
         lock,
+        unreadable: None,
     }
 }
 

@@ -1159,3 +1159,57 @@ fn a_directory_larger_than_the_entry_cap_is_exit_2_never_truncated() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("big: holds more than 65536 entries"), "{err}");
 }
+
+/// A cohort file or marker this user cannot read (EACCES) is "could not be
+/// read", a KV235 notice naming the file and the errno, and evidence of
+/// nothing: the predecessor is not taken for open (KV231), the active
+/// marker not for broken (KV234), the lock not for free (docs/format.md
+/// §14.3).
+#[test]
+fn an_unreadable_cohort_file_or_marker_is_not_checked_never_open_or_free() {
+    use std::os::unix::fs::PermissionsExt;
+    if is_root() {
+        crate::util::skip_fact("root reads a mode-000 file");
+        return;
+    }
+    for unreadable in ["predecessor", "active"] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = kit::cohort_dir(dir.path(), "w.vllm-writers");
+        let (pred, _) = kit::vllm_healthy(&d);
+        let name = if unreadable == "active" {
+            "active".to_string()
+        } else {
+            pred.clone()
+        };
+        std::fs::set_permissions(d.join(&name), std::fs::Permissions::from_mode(0o000)).unwrap();
+        let (status, v) = gms(&[d.as_os_str()], &[]);
+        checked(status, &v);
+        assert_eq!(status, 0, "{unreadable}: {v:#}");
+        let a = cohort_of(&v);
+        assert_eq!(a["verdict"], "ok");
+        let f: Vec<&Value> = a["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["path"] == name.as_str())
+            .collect();
+        assert_eq!(f.len(), 1, "{unreadable}: {a:#}");
+        assert_eq!((f[0]["code"].as_str(), f[0]["severity"].as_str()), (Some("KV235"), Some("notice")));
+        let m = f[0]["message"].as_str().unwrap();
+        assert!(m.contains(&name) && m.contains("Permission denied"), "{m}");
+        assert!(
+            !codes(a).iter().any(|(c, _)| c == "KV231" || c == "KV234"),
+            "{a:#}"
+        );
+        if unreadable == "predecessor" {
+            let row = a["cohort"]["cohorts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["id"] == pred.as_str())
+                .unwrap();
+            assert_eq!(row["state"], "unreadable");
+            assert_eq!(row["lock"]["state"], "not-checked");
+        }
+    }
+}

@@ -444,21 +444,32 @@ pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<Coho
             mtime_ns,
             content: None,
             lock: None,
+            unreadable: None,
         };
         if regular && (bytes > 0 || matches!(kind, CohortName::Leader(_))) {
+            // A file that cannot be opened or read is "could not be read"
+            // (KV235, naming it and the errno), never empty and never free.
             let fd = match open_ro(Some(dir.as_fd()), Path::new(&name), OFlags::empty()) {
                 Ok(fd) => Some(fd),
                 Err(Errno::NOENT) => continue,
-                Err(Errno::ACCESS | Errno::PERM) => None,
-                Err(err) => return Err(ReadError::new(&path.join(&name), "cannot open", err)),
+                Err(err) => {
+                    e.unreadable = Some(format!("cannot open: {}", std::io::Error::from(err)));
+                    None
+                }
             };
             if let Some(fd) = &fd {
                 if bytes > 0 {
                     let mut b = vec![0u8; bytes];
-                    let n = pread_full(fd, &mut b, 0)
-                        .map_err(|err| ReadError::new(&path.join(&name), "cannot read", err))?;
-                    b.truncate(n);
-                    e.content = Some(b);
+                    match pread_full(fd, &mut b, 0) {
+                        Ok(n) => {
+                            b.truncate(n);
+                            e.content = Some(b);
+                        }
+                        Err(err) => {
+                            e.unreadable =
+                                Some(format!("cannot read: {}", std::io::Error::from(err)))
+                        }
+                    }
                 }
             }
             if matches!(kind, CohortName::Cohort(_) | CohortName::Leader(_)) {
@@ -467,11 +478,12 @@ pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<Coho
                 } else {
                     FlockOperation::NonBlockingLockExclusive
                 };
-                e.lock = Some(match &fd {
-                    Some(fd) => lock_of(fd, locks, probe),
-                    None => Lock::NotChecked(
-                        "the file cannot be opened by this user (run as root or its owner)".into(),
-                    ),
+                e.lock = Some(match (&fd, &e.unreadable) {
+                    (Some(fd), _) => lock_of(fd, locks, probe),
+                    (None, why) => Lock::NotChecked(format!(
+                        "the file {}",
+                        why.as_deref().unwrap_or("cannot be opened")
+                    )),
                 });
             }
         }
