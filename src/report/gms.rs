@@ -468,10 +468,7 @@ fn facts_lines(a: &Artifact) -> Vec<String> {
                     }
                 ));
                 if let Some(why) = l.owners_not_checked.as_deref().filter(|_| l.live) {
-                    out.push(format!(
-                        "{} owner(s) · not checked: {why}",
-                        sc.owners.len()
-                    ));
+                    out.push(format!("{} owner(s) · not checked: {why}", sc.owners.len()));
                 } else if l.live {
                     for (hash, n, id) in l.owners.iter().take(8) {
                         out.push(format!(

@@ -1194,7 +1194,10 @@ fn an_unreadable_cohort_file_or_marker_is_not_checked_never_open_or_free() {
             .filter(|f| f["path"] == name.as_str())
             .collect();
         assert_eq!(f.len(), 1, "{unreadable}: {a:#}");
-        assert_eq!((f[0]["code"].as_str(), f[0]["severity"].as_str()), (Some("KV235"), Some("notice")));
+        assert_eq!(
+            (f[0]["code"].as_str(), f[0]["severity"].as_str()),
+            (Some("KV235"), Some("notice"))
+        );
         let m = f[0]["message"].as_str().unwrap();
         assert!(m.contains(&name) && m.contains("Permission denied"), "{m}");
         assert!(

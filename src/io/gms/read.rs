@@ -31,6 +31,9 @@ use std::path::{Path, PathBuf};
 const CHUNK: usize = 1 << 16;
 /// The most entries of one directory kvcr reads.
 pub const ENTRY_CAP: usize = 65_536;
+/// The most bytes of `/proc/locks` kvcr reads (a line is under 100 bytes:
+/// some 170,000 locks); a longer table is read as incomplete.
+pub const LOCKS_BYTES: u64 = 16 << 20;
 /// The most bytes of a marker kvcr reads.
 const MARKER_BYTES: usize = 64;
 
@@ -556,6 +559,10 @@ pub fn parse_locks(text: &str) -> Vec<KernelLock> {
 pub struct LockTable {
     /// `None` when `/proc/locks` cannot be read (then every lock is probed).
     locks: Option<Vec<KernelLock>>,
+    /// Whether `locks` is the whole table (`/proc/locks` was not longer
+    /// than [`LOCKS_BYTES`]): a lock it does not list is then not held by a
+    /// process of this PID namespace.
+    complete: bool,
     /// (dev major, minor, ino) → pids whose descriptor table holds a lock
     /// on it (from `/proc/<pid>/fdinfo`), for the inodes the table lists.
     fd_holders: BTreeMap<(u32, u32, u64), BTreeSet<i32>>,
@@ -569,13 +576,12 @@ impl LockTable {
     /// descriptor tables of every process (which pids hold them).
     pub fn read(inodes: &BTreeSet<(u32, u32, u64)>) -> LockTable {
         let proc = ProcFs::system();
-        let locks = proc
-            .read("locks")
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .map(|t| parse_locks(&t));
+        let read = proc.read_limited("locks", LOCKS_BYTES).ok();
+        let complete = read.as_ref().is_some_and(|(_, whole)| *whole);
+        let locks = read.map(|(b, _)| parse_locks(&String::from_utf8_lossy(&b)));
         let mut table = LockTable {
             locks,
+            complete,
             fd_holders: BTreeMap::new(),
             unreadable: BTreeSet::new(),
             proc,
@@ -702,11 +708,18 @@ fn lock_of(fd: &OwnedFd, table: &LockTable, probe: FlockOperation) -> Lock {
                 let _ = rustix::fs::flock(fd, FlockOperation::Unlock);
                 Lock::Free
             }
-            Err(Errno::WOULDBLOCK) => Lock::NotChecked(
-                "held by a process the kernel's lock table does not show (outside this PID \
-                 namespace)"
+            Err(Errno::WOULDBLOCK) => Lock::NotChecked(match (&table.locks, table.complete) {
+                (None, _) => "held, and the kernel's lock table (/proc/locks) could not be read, \
+                              so its holder cannot be named"
                     .into(),
-            ),
+                (Some(_), false) => format!(
+                    "held, and the kernel's lock table (/proc/locks) is longer than the \
+                     {LOCKS_BYTES} bytes kvcr reads: its holder may be listed past them"
+                ),
+                (Some(_), true) => "held by a process the kernel's lock table does not show \
+                                    (outside this PID namespace)"
+                    .into(),
+            }),
             Err(e) => Lock::NotChecked(format!("the probe failed: {}", std::io::Error::from(e))),
         },
     }
@@ -952,10 +965,12 @@ fn ring_namespace(proc: &ProcFs, key: (u32, u32, u64)) -> Result<(), String> {
         }
     }
     if users == 0 {
-        return Err("no process of kvcr's PID namespace has the ring open or mapped, so whose \
+        return Err(
+            "no process of kvcr's PID namespace has the ring open or mapped, so whose \
                     PID namespace the pids it records belong to cannot be told (GMS may run in \
                     another container)"
-            .to_string());
+                .to_string(),
+        );
     }
     Ok(())
 }
@@ -1132,6 +1147,45 @@ mod tests {
         );
         assert_eq!((l[1].major, l[1].minor, l[1].exclusive), (8, 1, true));
         assert_eq!(l[2].pid, -1);
+    }
+
+    /// A table cut at kvcr's limit is incomplete: a lock it does not list,
+    /// that a probe finds held, is "not checked" because of the limit,
+    /// never "free" and never "outside this PID namespace".
+    #[test]
+    fn a_lock_table_longer_than_kvcr_reads_is_incomplete() {
+        let proc = ProcFs::system();
+        if proc.untrusted().is_some() {
+            return;
+        }
+        let (head, whole) = proc.read_limited("self/status", 8).unwrap();
+        assert_eq!((head.len(), whole), (8, false));
+        let (_, whole) = proc.read_limited("self/status", 1 << 20).unwrap();
+        assert!(whole);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cohort");
+        std::fs::write(&p, b"").unwrap();
+        let holder = open_file(&p).unwrap();
+        rustix::fs::flock(&holder.fd, FlockOperation::NonBlockingLockShared).unwrap();
+        let probed = open_file(&p).unwrap();
+        let table = |complete| LockTable {
+            locks: Some(Vec::new()),
+            complete,
+            fd_holders: BTreeMap::new(),
+            unreadable: BTreeSet::new(),
+            proc,
+        };
+        let probe = FlockOperation::NonBlockingLockExclusive;
+        match lock_of(&probed.fd, &table(false), probe) {
+            Lock::NotChecked(why) => assert!(why.contains("longer than"), "{why}"),
+            l => panic!("{l:?}"),
+        }
+        match lock_of(&probed.fd, &table(true), probe) {
+            Lock::NotChecked(why) => assert!(why.contains("PID namespace"), "{why}"),
+            l => panic!("{l:?}"),
+        }
+        rustix::fs::flock(&holder.fd, FlockOperation::Unlock).unwrap();
+        assert_eq!(lock_of(&probed.fd, &table(false), probe), Lock::Free);
     }
 
     /// GMS's `_user_space_dead`: field 9 of the task's stat (after the
