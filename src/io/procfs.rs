@@ -151,6 +151,18 @@ impl ProcFs {
     /// that the file is on procfs. `Err(Ok(errno))` is the kernel's answer
     /// (ENOENT, ESRCH: the caller decides), `Err(Err(why))` is a refusal.
     pub fn read(&self, rel: &str) -> Result<Vec<u8>, Result<Errno, String>> {
+        // procfs files are small; the cap only guards against surprises.
+        self.read_limited(rel, 1 << 20).map(|(b, _)| b)
+    }
+
+    /// [`ProcFs::read`] of at most `limit` bytes, and whether that was the
+    /// whole file (`false`: it is longer; a reader that must see all of it,
+    /// as `/proc/locks`, says what it could not see).
+    pub fn read_limited(
+        &self,
+        rel: &str,
+        limit: u64,
+    ) -> Result<(Vec<u8>, bool), Result<Errno, String>> {
         use std::io::Read;
         let root = self.root().map_err(Err)?;
         let fd = loop {
@@ -167,15 +179,16 @@ impl ProcFs {
         };
         check_procfs(fd.as_fd(), &self.display(rel)).map_err(Err)?;
         let mut out = Vec::new();
-        // procfs files are small; the cap only guards against surprises.
         std::fs::File::from(fd)
-            .take(1 << 20)
+            .take(limit.saturating_add(1))
             .read_to_end(&mut out)
             .map_err(|e| match e.raw_os_error() {
                 Some(n) => Ok(Errno::from_raw_os_error(n)),
                 None => Err(format!("cannot read {}: {e}", self.display(rel))),
             })?;
-        Ok(out)
+        let whole = out.len() as u64 <= limit;
+        out.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        Ok((out, whole))
     }
 
     /// `self/fd` beneath the root, checked to be procfs: the directory of

@@ -502,8 +502,9 @@ pub fn explain(code: Code) -> Explanation {
         KV235 => (
             "A writer-cohort lock could not be checked: the kernel's lock table lists nothing \
                 for the file but a probe found it held (by a process outside this PID \
-                namespace), or the file could not be opened for the probe. Never read as free. \
-                A notice only.",
+                namespace), or the file could not be opened for the probe; or a cohort file, \
+                .leader or marker could not be opened or read (the errno is named). Never read \
+                as free, open or empty. A notice only.",
             "/proc/locks, then one non-blocking flock probe (exclusive on a cohort file, shared on \
                 a .leader), released at once.",
             "run kvcr in the PID namespace of the engines (the pod, with shareProcessNamespace) \

@@ -53,10 +53,12 @@ fn ok_cause(a: &Artifact) -> String {
             let (total, free) = l.header.map_or((0, 0), |h| (h.total_blocks, h.free_count));
             format!(
                 "a consistent lease ring: {total} blocks, {free} free, no mutation stranded{}",
-                if l.live {
-                    ", every owner alive"
+                if let Some(why) = l.owners_not_checked.as_deref().filter(|_| l.live) {
+                    format!("; owners not checked: {why}")
+                } else if l.live {
+                    ", every owner alive".to_string()
                 } else {
-                    "; owners not checked (add --live)"
+                    "; owners not checked (add --live)".to_string()
                 }
             )
         }
@@ -208,6 +210,8 @@ fn lease_json(l: &LeaseFacts) -> Value {
         "reserved_owner_hash": h.map(|h| hex64(h.reserved_owner_hash)),
         "records": records,
         "owners": owners,
+        "owners_not_checked": l.owners_not_checked,
+        "owners_untracked": l.scan.as_ref().map(|s| s.owners_untracked),
     })
 }
 
@@ -463,7 +467,9 @@ fn facts_lines(a: &Artifact) -> Vec<String> {
                         "not held".to_string()
                     }
                 ));
-                if l.live {
+                if let Some(why) = l.owners_not_checked.as_deref().filter(|_| l.live) {
+                    out.push(format!("{} owner(s) · not checked: {why}", sc.owners.len()));
+                } else if l.live {
                     for (hash, n, id) in l.owners.iter().take(8) {
                         out.push(format!(
                             "owner {} · {n} block(s) · {}",

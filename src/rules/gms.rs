@@ -194,7 +194,10 @@ pub struct LeaseLive {
     pub owners: BTreeMap<u64, OwnerId>,
     /// The devices tried (0..devices).
     pub devices: u32,
-    /// Why processes could not be listed (then no owner is judged).
+    /// Why this ring's pids cannot be compared with this node's processes
+    /// (`/proc` untrusted, or the ring's writers in another PID namespace
+    /// or in one kvcr cannot tell, docs/format.md §14.2): then no owner and
+    /// no barrier holder is judged alive or gone; it is said not checked.
     pub not_checked: Option<String>,
     /// The recovery owner pid's liveness, when the barrier is held:
     /// `Some(true)` running, `Some(false)` gone, `None` not checked.
@@ -212,6 +215,8 @@ pub struct LeaseFacts {
     /// process has (only with --live).
     pub owners: Vec<(u64, u64, Option<OwnerId>)>,
     pub live: bool,
+    /// With --live: why the owners were not checked (`LeaseLive::not_checked`).
+    pub owners_not_checked: Option<String>,
     pub barrier: bool,
     /// The default namespace whose ring the file name is, when it is one
     /// (`vllm:gpu0:kv`); `None` for a custom namespace or path.
@@ -234,6 +239,7 @@ pub fn judge_lease(
         size: a.size,
         header: a.header,
         live: live.is_some(),
+        owners_not_checked: live.and_then(|l| l.not_checked.clone()),
         ..LeaseFacts::default()
     };
     let mut out = Vec::new();
@@ -396,7 +402,19 @@ pub fn judge_lease(
                 ),
                 true,
             ),
-            _ => (
+            Some(None) => (
+                Finding::reject(
+                    Code::KV210,
+                    format!(
+                        "the recovery barrier is held (whether recovery_owner_pid {pid} runs is \
+                         not checked: {}); every acquire fails while it is",
+                        live.and_then(|l| l.not_checked.as_deref())
+                            .unwrap_or("the pid is not one of this node's")
+                    ),
+                ),
+                true,
+            ),
+            None => (
                 Finding::reject(
                     Code::KV210,
                     format!(
@@ -479,6 +497,31 @@ pub fn judge_lease(
         facts.owners.push((hash, n, id));
     }
     if let Some(l) = live {
+        let owned: u64 = sb.owners.values().sum::<u64>() + sb.owners_untracked;
+        if let (Some(why), true) = (&l.not_checked, owned > 0) {
+            out.push(
+                Finding::notice(
+                    Code::KV213,
+                    format!(
+                        "whether the owners of {owned} leased or sealed block(s) run is not \
+                         checked: {why}"
+                    ),
+                )
+                .values("a live owner", "not checked"),
+            );
+        } else if l.not_checked.is_none() && sb.owners_untracked > 0 {
+            out.push(
+                Finding::notice(
+                    Code::KV213,
+                    format!(
+                        "{} leased or sealed block(s) of owners beyond the first {OWNER_CAP} \
+                         tracked are not checked",
+                        sb.owners_untracked
+                    ),
+                )
+                .values("a live owner", "not checked"),
+            );
+        }
         if l.not_checked.is_none() {
             let orphaned: Vec<(u64, u64)> = sb
                 .owners
@@ -894,6 +937,9 @@ pub struct CohortEntry {
     pub content: Option<Vec<u8>>,
     /// Cohort files and `.leader` files only.
     pub lock: Option<Lock>,
+    /// Why the file could not be opened or read (the errno, in words): its
+    /// content is then unknown, never taken for empty (docs/format.md §14.3).
+    pub unreadable: Option<String>,
 }
 
 /// One read of a cohort directory.
@@ -936,10 +982,15 @@ pub enum Retired {
     Tombstone,
     /// Another first byte: joiners refuse it, the fence proof fails.
     Other(u8),
+    /// The file could not be read: neither open nor retired (KV235).
+    Unreadable,
 }
 
 impl Retired {
     pub fn of(e: &CohortEntry) -> Retired {
+        if e.unreadable.is_some() {
+            return Retired::Unreadable;
+        }
         match e.content.as_deref().and_then(|c| c.first()) {
             None => Retired::Open,
             Some(&format::TOMBSTONE) => Retired::Tombstone,
@@ -952,6 +1003,7 @@ impl Retired {
             Retired::Open => "open",
             Retired::Tombstone => "retired",
             Retired::Other(_) => "damaged",
+            Retired::Unreadable => "unreadable",
         }
     }
 }
@@ -1057,7 +1109,7 @@ fn cohort_facts(r: &CohortRead) -> CohortDirFacts {
                 } else if Some(&id) == predecessor.as_ref() {
                     Role::Predecessor
                 } else if match flavour {
-                    Flavour::Vllm => state != Retired::Open,
+                    Flavour::Vllm => matches!(state, Retired::Tombstone | Retired::Other(_)),
                     Flavour::Sglang => active_mtime.is_some_and(|t| e.mtime_ns < t),
                 } {
                     Role::Older
@@ -1109,8 +1161,30 @@ fn holders_text(hs: &[&Holder]) -> String {
 fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
     let facts = cohort_facts(r);
     let mut out = Vec::new();
+    // A file that could not be read is evidence of nothing: a notice naming
+    // it and the errno, and no other check of it.
+    for e in r.entries.iter().filter(|e| e.regular) {
+        if let Some(why) = &e.unreadable {
+            let what = match format::cohort_name(&e.name) {
+                format::CohortName::Cohort(_) => {
+                    "whether the cohort is retired and whether a writer of it runs are"
+                }
+                format::CohortName::Leader(_) => "whether its launcher holds it is",
+                _ => "what the marker names is",
+            };
+            out.push(
+                Finding::notice(
+                    Code::KV235,
+                    format!("{} could not be read ({why}): {what} not checked", e.name),
+                )
+                .at(e.name.clone())
+                .values("a readable file", why.clone()),
+            );
+        }
+    }
+    let unreadable = |name: &str| r.get(name).is_some_and(|e| e.unreadable.is_some());
     // Markers.
-    if let Some(e) = r.get("active") {
+    if let Some(e) = r.get("active").filter(|_| !unreadable("active")) {
         match &facts.active {
             None => out.push(
                 Finding::reject(Code::KV234, "active is not one 32-hex cohort identity")
@@ -1130,7 +1204,7 @@ fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
     }
     if let (Flavour::Vllm, Some(a)) = (facts.flavour, &facts.active) {
         let name = format!("{a}.predecessor");
-        if let Some(e) = r.get(&name) {
+        if let Some(e) = r.get(&name).filter(|_| !unreadable(&name)) {
             match &facts.predecessor {
                 None => out.push(
                     Finding::reject(
@@ -1153,6 +1227,9 @@ fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
         }
     }
     for (name, id) in &facts.joining {
+        if unreadable(name) {
+            continue;
+        }
         match id {
             None => out.push(
                 Finding::reject(Code::KV234, "the joining marker is not one cohort identity")
@@ -1196,11 +1273,14 @@ fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
         );
     }
     for c in &facts.cohorts {
+        if c.state == Retired::Unreadable {
+            continue;
+        }
         if c.role == Role::Predecessor && c.state != Retired::Tombstone {
             let found = match c.state {
                 Retired::Open => "size 0 (open: joiners admitted)".to_string(),
                 Retired::Other(b) => format!("byte {b:#04x}"),
-                Retired::Tombstone => unreachable!("filtered"),
+                Retired::Tombstone | Retired::Unreadable => unreachable!("filtered"),
             };
             out.push(
                 Finding::reject(Code::KV231, "the predecessor cohort is not retired")

@@ -188,9 +188,18 @@ fn owners_are_judged_live_only_and_by_the_default_owner_id() {
     let (f, facts) = judge_lease(&r, &r, Some(&live));
     assert_eq!(f, []);
     assert_eq!(facts.owners, [(OWNER, 4, Some(id))]);
+    // Not checked (no trusted /proc, another PID namespace): said so, as a
+    // notice with the reason, never silence and never a verdict.
     live.not_checked = Some("no procfs".into());
     live.owners.clear();
-    assert_eq!(judge_lease(&r, &r, Some(&live)).0, []);
+    let (f, facts) = judge_lease(&r, &r, Some(&live));
+    assert_eq!(codes(&f), [(Code::KV213, Severity::Notice)]);
+    assert!(
+        text(&f[0]).contains("not checked: no procfs"),
+        "{}",
+        text(&f[0])
+    );
+    assert_eq!(facts.owners_not_checked.as_deref(), Some("no procfs"));
     assert_eq!(judge_lease(&r, &r, None).0, []);
 }
 
@@ -342,6 +351,7 @@ fn entry(name: &str, content: &[u8], lock: Option<Lock>) -> CohortEntry {
         mtime_ns: 0,
         content: Some(content.to_vec()),
         lock,
+        unreadable: None,
     }
 }
 
@@ -658,4 +668,42 @@ fn test_post_fence_reclaim_steals_barrier_from_crashed_recovery_owner() {
         text(&f[0])
     );
     assert!(facts.barrier);
+}
+
+/// Owners past the tracked 4,096 are counted and, with --live, reported
+/// as not checked, never dropped (docs/format.md §14.2).
+#[test]
+fn owners_past_the_cap_are_reported_not_dropped() {
+    let n = OWNER_CAP as u32 + 10;
+    let mut l = kit::Lease::valid(n, OWNER);
+    for (i, r) in l.records.iter_mut().enumerate().skip(5) {
+        r.state = 1;
+        r.owner_hash = 0x1000 + i as u64;
+    }
+    l.free_count = 0;
+    let r = lease_read(&l.bytes());
+    let scan = r.scan.as_ref().unwrap();
+    assert_eq!(scan.owners.len(), OWNER_CAP);
+    assert_eq!(scan.owners_untracked, 6);
+    let live = LeaseLive {
+        devices: 8,
+        owners: scan
+            .owners
+            .keys()
+            .map(|&h| {
+                (
+                    h,
+                    OwnerId {
+                        engine: "vllm",
+                        pid: 1,
+                        device: 0,
+                    },
+                )
+            })
+            .collect(),
+        ..LeaseLive::default()
+    };
+    let (f, _) = judge_lease(&r, &r, Some(&live));
+    assert_eq!(codes(&f), [(Code::KV213, Severity::Notice)]);
+    assert!(text(&f[0]).contains("6 leased or sealed block(s) of owners beyond the first 4096"));
 }

@@ -114,6 +114,9 @@ fn a_healthy_lease_ring_is_ok_offline_and_live() {
         "ring",
         &kit::Lease::valid(32, live_owner()).bytes(),
     );
+    // A user of the ring in this PID namespace (this test process), so
+    // its pids are this namespace's (docs/format.md §14.2).
+    let _user = std::fs::File::open(&p).unwrap();
     for live in [false, true] {
         let mut args = vec![p.as_os_str()];
         if live {
@@ -165,6 +168,7 @@ fn every_lease_mutation_earns_its_code() {
             gms(&[], &gms_env(&sub))
         } else {
             let p = write(&sub, "ring.shm", &bytes);
+            let _user = std::fs::File::open(&p).unwrap();
             gms(&[p.as_os_str(), OsStr::new("--live")], &[])
         };
         checked(status, &v);
@@ -1044,4 +1048,171 @@ fn the_library_returns_the_command_lines_document() {
     };
     assert_eq!(kvcr::api::gms(&[p], &far).unwrap_err().exit_status(), 2);
     assert!(kvcr::api::parse_binding("xyz").is_err());
+}
+
+/// A ring's pids are its writers' PID namespace's (GMS runs per
+/// container): with no process of this namespace having the ring open or
+/// mapped, an owner pid that runs here is not "alive", a barrier holder's
+/// pid that runs here is not "a recovery in progress", and one that does
+/// not run is not "gone": both are not checked, with the reason
+/// (docs/format.md §14.2).
+#[test]
+fn live_pids_of_a_ring_no_process_here_uses_are_not_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ring = kit::Lease::valid(16, live_owner());
+    let p = write(dir.path(), "owned.shm", &ring.bytes());
+    let (status, v) = gms(&[p.as_os_str(), OsStr::new("--live")], &[]);
+    checked(status, &v);
+    assert_eq!(status, 0, "{v:#}");
+    let a = one(&v);
+    assert_eq!(codes(a), [("KV213".to_string(), "notice".to_string())]);
+    let why = a["lease"]["owners_not_checked"].as_str().unwrap();
+    assert!(why.contains("PID namespace"), "{why}");
+    assert_eq!(a["lease"]["owners"][0]["live"], Value::Null, "{a:#}");
+    assert!(a["cause"].as_str().unwrap().contains("owners not checked"));
+    assert!(a["findings"][0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not checked"));
+    // The barrier held by this test's own pid (which runs here): still the
+    // reject a barrier is, never the notice "a recovery in progress".
+    ring.active_mutations = u64::MAX;
+    ring.recovery_owner_pid = u64::from(std::process::id());
+    let p = write(dir.path(), "barrier.shm", &ring.bytes());
+    let (status, v) = gms(&[p.as_os_str(), OsStr::new("--live")], &[]);
+    checked(status, &v);
+    assert_eq!(status, 1, "{v:#}");
+    let a = one(&v);
+    headline_is(a, "KV210");
+    let cause = a["cause"].as_str().unwrap();
+    assert!(cause.contains("is not checked"), "{cause}");
+    assert!(!cause.contains("in progress"), "{cause}");
+    // Held open here, the same pid runs: a recovery in progress.
+    let _user = std::fs::File::open(&p).unwrap();
+    let (status, v) = gms(&[p.as_os_str(), OsStr::new("--live")], &[]);
+    checked(status, &v);
+    assert_eq!(status, 0, "{v:#}");
+    assert!(codes(one(&v)).contains(&("KV210".to_string(), "notice".to_string())));
+}
+
+/// A ring used from another PID namespace (a process started by
+/// `unshare --pid --fork` holding it open): its pids are that namespace's,
+/// so none is judged against this one's processes.
+#[test]
+fn live_pids_of_a_ring_used_from_another_pid_namespace_are_not_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "ring.shm",
+        &kit::Lease::valid(16, live_owner()).bytes(),
+    );
+    let _user = std::fs::File::open(&p).unwrap();
+    let child = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--pid", "--fork", "sh", "-c"])
+        .arg("exec 3<\"$0\"; echo ready; exec sleep 30 <&3")
+        .arg(&p)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        crate::util::missing("needs unshare (util-linux)");
+        return;
+    };
+    let mut line = String::new();
+    let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+    if line.trim() != "ready" {
+        let _ = child.kill();
+        let _ = child.wait();
+        crate::util::skip_fact("user and PID namespaces cannot be made here");
+        return;
+    }
+    let (status, v) = gms(&[p.as_os_str(), OsStr::new("--live")], &[]);
+    let _ = child.kill();
+    let _ = child.wait();
+    checked(status, &v);
+    let a = one(&v);
+    let why = a["lease"]["owners_not_checked"].as_str().unwrap_or("");
+    assert!(why.contains("another PID namespace"), "{a:#}");
+    assert_eq!(codes(a), [("KV213".to_string(), "notice".to_string())]);
+}
+
+/// A directory with more entries than kvcr reads of one (65,536) is never
+/// judged as if it were complete: exit 2 naming the directory and the cap
+/// (docs/format.md §14.1), where a truncated listing would have dropped
+/// the entries past the cap (here, the lease ring that sorts last).
+#[test]
+fn a_directory_larger_than_the_entry_cap_is_exit_2_never_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big");
+    std::fs::create_dir(&big).unwrap();
+    for i in 0..65_536u32 {
+        std::fs::File::create(big.join(format!("f{i:05}"))).unwrap();
+    }
+    write(&big, "zz-ring.shm", &kit::Lease::valid(8, 1).bytes());
+    let out = kvcr()
+        .arg("gms")
+        .arg(&big)
+        .args(["--interval-ms", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("big: holds more than 65536 entries"), "{err}");
+}
+
+/// A cohort file or marker this user cannot read (EACCES) is "could not be
+/// read", a KV235 notice naming the file and the errno, and evidence of
+/// nothing: the predecessor is not taken for open (KV231), the active
+/// marker not for broken (KV234), the lock not for free (docs/format.md
+/// §14.3).
+#[test]
+fn an_unreadable_cohort_file_or_marker_is_not_checked_never_open_or_free() {
+    use std::os::unix::fs::PermissionsExt;
+    if is_root() {
+        crate::util::skip_fact("root reads a mode-000 file");
+        return;
+    }
+    for unreadable in ["predecessor", "active"] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = kit::cohort_dir(dir.path(), "w.vllm-writers");
+        let (pred, _) = kit::vllm_healthy(&d);
+        let name = if unreadable == "active" {
+            "active".to_string()
+        } else {
+            pred.clone()
+        };
+        std::fs::set_permissions(d.join(&name), std::fs::Permissions::from_mode(0o000)).unwrap();
+        let (status, v) = gms(&[d.as_os_str()], &[]);
+        checked(status, &v);
+        assert_eq!(status, 0, "{unreadable}: {v:#}");
+        let a = cohort_of(&v);
+        assert_eq!(a["verdict"], "ok");
+        let f: Vec<&Value> = a["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["path"] == name.as_str())
+            .collect();
+        assert_eq!(f.len(), 1, "{unreadable}: {a:#}");
+        assert_eq!(
+            (f[0]["code"].as_str(), f[0]["severity"].as_str()),
+            (Some("KV235"), Some("notice"))
+        );
+        let m = f[0]["message"].as_str().unwrap();
+        assert!(m.contains(&name) && m.contains("Permission denied"), "{m}");
+        assert!(
+            !codes(a).iter().any(|(c, _)| c == "KV231" || c == "KV234"),
+            "{a:#}"
+        );
+        if unreadable == "predecessor" {
+            let row = a["cohort"]["cohorts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|k| k["id"] == pred.as_str())
+                .unwrap();
+            assert_eq!(row["state"], "unreadable");
+            assert_eq!(row["lock"]["state"], "not-checked");
+        }
+    }
 }

@@ -90,7 +90,7 @@ fn named(path: &Path, out: &mut Vec<(PathBuf, Target)>) -> Result<(), Failure> {
         )),
         Some(FileType::Directory) => {
             let dir = io::open_dir(path).map_err(failure)?;
-            let entries = io::entries(&dir).map_err(|e| errno(path, "cannot list", e))?;
+            let entries = io::entries(&dir).map_err(|e| failure(e.at(path)))?;
             if io::is_cohort_dir(&entries) {
                 out.push((path.to_path_buf(), Target::Cohort(dir)));
                 return Ok(());
@@ -105,7 +105,7 @@ fn named(path: &Path, out: &mut Vec<(PathBuf, Target)>) -> Result<(), Failure> {
                     }
                     FileType::Directory => {
                         let d = io::open_dir(&p).map_err(failure)?;
-                        let e = io::entries(&d).map_err(|e| errno(&p, "cannot list", e))?;
+                        let e = io::entries(&d).map_err(|e| failure(e.at(&p)))?;
                         if io::is_cohort_dir(&e) {
                             out.push((p, Target::Cohort(d)));
                         }
@@ -276,25 +276,34 @@ pub fn run(options: &Options, env: &dyn Fn(&str) -> Option<OsString>) -> Result<
     let second = read_all(&targets, &options.ask)?;
     let live = options.live.then(|| {
         let mut owners = BTreeSet::new();
-        let mut pid = None;
         for r in first.iter().chain(&second) {
             if let Read::Lease(l) = r {
                 if let Some(s) = &l.scan {
                     owners.extend(s.owners.keys().copied());
                 }
-                if let Some(h) = l.header {
-                    if h.active_mutations == format::LEASE_BARRIER {
-                        pid = Some(h.recovery_owner_pid);
-                    }
-                }
             }
         }
-        io::lease_live(&owners, pid)
+        io::lease_live(&owners)
     });
     let mut artifacts = Vec::new();
-    for ((path, _), (a, b)) in targets.iter().zip(first.into_iter().zip(second)) {
+    for ((path, t), (a, b)) in targets.iter().zip(first.into_iter().zip(second)) {
         let (kind, findings, facts) = match (a, b) {
             (Read::Lease(a), Read::Lease(b)) => {
+                // The barrier's pid, read only while it is held (GMS never
+                // clears it).
+                let pid = [&b, &a]
+                    .into_iter()
+                    .filter_map(|r| r.header)
+                    .find(|h| h.active_mutations == format::LEASE_BARRIER)
+                    .map(|h| h.recovery_owner_pid);
+                let ring = match t {
+                    Target::Lease(o) => Some(o),
+                    _ => None,
+                };
+                let live = live
+                    .as_ref()
+                    .zip(ring)
+                    .map(|(base, o)| io::ring_live(base, o, pid));
                 let (f, mut x) = rules::judge_lease(&a, &b, live.as_ref());
                 x.namespace = path
                     .file_name()

@@ -31,6 +31,9 @@ use std::path::{Path, PathBuf};
 const CHUNK: usize = 1 << 16;
 /// The most entries of one directory kvcr reads.
 pub const ENTRY_CAP: usize = 65_536;
+/// The most bytes of `/proc/locks` kvcr reads (a line is under 100 bytes:
+/// some 170,000 locks); a longer table is read as incomplete.
+pub const LOCKS_BYTES: u64 = 16 << 20;
 /// The most bytes of a marker kvcr reads.
 const MARKER_BYTES: usize = 64;
 
@@ -306,8 +309,51 @@ fn beside(path: &Path, s: Superseded) -> Vec<String> {
     out
 }
 
-/// The names in a directory (at most [`ENTRY_CAP`]), `.` and `..` aside.
-fn list(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
+/// Why a directory was not listed whole.
+#[derive(Debug)]
+pub enum ListError {
+    /// The kernel's answer.
+    Sys(Errno),
+    /// More entries than the cap (named): a directory kvcr cannot read
+    /// whole is never judged as if it were complete.
+    TooMany(usize),
+}
+
+impl From<Errno> for ListError {
+    fn from(e: Errno) -> ListError {
+        ListError::Sys(e)
+    }
+}
+
+impl ListError {
+    /// The error naming the directory, for the run (exit 2).
+    pub fn at(self, path: &Path) -> ReadError {
+        match self {
+            ListError::Sys(e) => ReadError::new(path, "cannot list", e),
+            ListError::TooMany(cap) => ReadError {
+                path: path.to_path_buf(),
+                what: format!(
+                    "holds more than {cap} entries, the most kvcr reads of one directory: not \
+                     judged, since a partial listing could hide an artifact, a cohort file or a \
+                     marker"
+                ),
+                denied: false,
+            },
+        }
+    }
+}
+
+/// The most entries of a `/proc` directory kvcr reads (the kernel's
+/// PID_MAX_LIMIT, above any descriptor table's size too).
+const PROC_ENTRY_CAP: usize = 1 << 22;
+
+/// The names in a directory (at most [`ENTRY_CAP`]: more is an error,
+/// never a silent truncation), `.` and `..` aside.
+fn list(dir: &OwnedFd) -> Result<Vec<OsString>, ListError> {
+    list_at_most(dir, ENTRY_CAP)
+}
+
+fn list_at_most(dir: &OwnedFd, cap: usize) -> Result<Vec<OsString>, ListError> {
     let mut d = rustix::fs::Dir::read_from(dir)?;
     let mut out = Vec::new();
     while let Some(e) = d.read() {
@@ -316,12 +362,20 @@ fn list(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
         if name == b"." || name == b".." {
             continue;
         }
-        if out.len() >= ENTRY_CAP {
-            break;
+        if out.len() >= cap {
+            return Err(ListError::TooMany(cap));
         }
         out.push(OsString::from_vec(name.to_vec()));
     }
     Ok(out)
+}
+
+/// A `/proc` directory's names (every pid, every descriptor).
+fn list_proc(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
+    list_at_most(dir, PROC_ENTRY_CAP).map_err(|e| match e {
+        ListError::Sys(e) => e,
+        ListError::TooMany(_) => Errno::NOMEM,
+    })
 }
 
 /// Opens a directory read-only, without following a symlink.
@@ -337,7 +391,7 @@ pub fn open_dir(path: &Path) -> Result<OwnedFd, ReadError> {
 }
 
 /// A directory's entries: name, whether a regular file, size.
-pub fn entries(dir: &OwnedFd) -> Result<Vec<(String, FileType, u64, i128)>, Errno> {
+pub fn entries(dir: &OwnedFd) -> Result<Vec<(String, FileType, u64, i128)>, ListError> {
     let mut out = Vec::new();
     for name in list(dir)? {
         let Ok(name) = name.into_string() else {
@@ -346,7 +400,7 @@ pub fn entries(dir: &OwnedFd) -> Result<Vec<(String, FileType, u64, i128)>, Errn
         let st = match retry(|| rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)) {
             Ok(st) => st,
             Err(Errno::NOENT) => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let mtime = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
         out.push((
@@ -373,7 +427,7 @@ pub fn is_cohort_dir(entries: &[(String, FileType, u64, i128)]) -> bool {
 /// cohort files' first byte and the lock of every cohort and `.leader`
 /// file.
 pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<CohortRead, ReadError> {
-    let list = entries(dir).map_err(|e| ReadError::new(path, "cannot list", e))?;
+    let list = entries(dir).map_err(|e| e.at(path))?;
     let mut out = Vec::new();
     for (name, ty, size, mtime_ns) in list {
         use format::CohortName;
@@ -393,21 +447,32 @@ pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<Coho
             mtime_ns,
             content: None,
             lock: None,
+            unreadable: None,
         };
         if regular && (bytes > 0 || matches!(kind, CohortName::Leader(_))) {
+            // A file that cannot be opened or read is "could not be read"
+            // (KV235, naming it and the errno), never empty and never free.
             let fd = match open_ro(Some(dir.as_fd()), Path::new(&name), OFlags::empty()) {
                 Ok(fd) => Some(fd),
                 Err(Errno::NOENT) => continue,
-                Err(Errno::ACCESS | Errno::PERM) => None,
-                Err(err) => return Err(ReadError::new(&path.join(&name), "cannot open", err)),
+                Err(err) => {
+                    e.unreadable = Some(format!("cannot open: {}", std::io::Error::from(err)));
+                    None
+                }
             };
             if let Some(fd) = &fd {
                 if bytes > 0 {
                     let mut b = vec![0u8; bytes];
-                    let n = pread_full(fd, &mut b, 0)
-                        .map_err(|err| ReadError::new(&path.join(&name), "cannot read", err))?;
-                    b.truncate(n);
-                    e.content = Some(b);
+                    match pread_full(fd, &mut b, 0) {
+                        Ok(n) => {
+                            b.truncate(n);
+                            e.content = Some(b);
+                        }
+                        Err(err) => {
+                            e.unreadable =
+                                Some(format!("cannot read: {}", std::io::Error::from(err)))
+                        }
+                    }
                 }
             }
             if matches!(kind, CohortName::Cohort(_) | CohortName::Leader(_)) {
@@ -416,11 +481,12 @@ pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<Coho
                 } else {
                     FlockOperation::NonBlockingLockExclusive
                 };
-                e.lock = Some(match &fd {
-                    Some(fd) => lock_of(fd, locks, probe),
-                    None => Lock::NotChecked(
-                        "the file cannot be opened by this user (run as root or its owner)".into(),
-                    ),
+                e.lock = Some(match (&fd, &e.unreadable) {
+                    (Some(fd), _) => lock_of(fd, locks, probe),
+                    (None, why) => Lock::NotChecked(format!(
+                        "the file {}",
+                        why.as_deref().unwrap_or("cannot be opened")
+                    )),
                 });
             }
         }
@@ -493,6 +559,10 @@ pub fn parse_locks(text: &str) -> Vec<KernelLock> {
 pub struct LockTable {
     /// `None` when `/proc/locks` cannot be read (then every lock is probed).
     locks: Option<Vec<KernelLock>>,
+    /// Whether `locks` is the whole table (`/proc/locks` was not longer
+    /// than [`LOCKS_BYTES`]): a lock it does not list is then not held by a
+    /// process of this PID namespace.
+    complete: bool,
     /// (dev major, minor, ino) → pids whose descriptor table holds a lock
     /// on it (from `/proc/<pid>/fdinfo`), for the inodes the table lists.
     fd_holders: BTreeMap<(u32, u32, u64), BTreeSet<i32>>,
@@ -506,13 +576,12 @@ impl LockTable {
     /// descriptor tables of every process (which pids hold them).
     pub fn read(inodes: &BTreeSet<(u32, u32, u64)>) -> LockTable {
         let proc = ProcFs::system();
-        let locks = proc
-            .read("locks")
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .map(|t| parse_locks(&t));
+        let read = proc.read_limited("locks", LOCKS_BYTES).ok();
+        let complete = read.as_ref().is_some_and(|(_, whole)| *whole);
+        let locks = read.map(|(b, _)| parse_locks(&String::from_utf8_lossy(&b)));
         let mut table = LockTable {
             locks,
+            complete,
             fd_holders: BTreeMap::new(),
             unreadable: BTreeSet::new(),
             proc,
@@ -538,7 +607,7 @@ impl LockTable {
         for pid in pids(self.proc) {
             let dir = format!("{pid}/fd");
             let fds = match open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY)
-                .and_then(|d| list(&d))
+                .and_then(|d| list_proc(&d))
             {
                 Ok(f) => f,
                 Err(Errno::ACCESS | Errno::PERM) => {
@@ -639,11 +708,18 @@ fn lock_of(fd: &OwnedFd, table: &LockTable, probe: FlockOperation) -> Lock {
                 let _ = rustix::fs::flock(fd, FlockOperation::Unlock);
                 Lock::Free
             }
-            Err(Errno::WOULDBLOCK) => Lock::NotChecked(
-                "held by a process the kernel's lock table does not show (outside this PID \
-                 namespace)"
+            Err(Errno::WOULDBLOCK) => Lock::NotChecked(match (&table.locks, table.complete) {
+                (None, _) => "held, and the kernel's lock table (/proc/locks) could not be read, \
+                              so its holder cannot be named"
                     .into(),
-            ),
+                (Some(_), false) => format!(
+                    "held, and the kernel's lock table (/proc/locks) is longer than the \
+                     {LOCKS_BYTES} bytes kvcr reads: its holder may be listed past them"
+                ),
+                (Some(_), true) => "held by a process the kernel's lock table does not show \
+                                    (outside this PID namespace)"
+                    .into(),
+            }),
             Err(e) => Lock::NotChecked(format!("the probe failed: {}", std::io::Error::from(e))),
         },
     }
@@ -657,7 +733,7 @@ fn pids(proc: &ProcFs) -> Vec<i32> {
     let Ok(d) = open_ro(Some(root), Path::new("."), OFlags::DIRECTORY) else {
         return Vec::new();
     };
-    let mut out: Vec<i32> = list(&d)
+    let mut out: Vec<i32> = list_proc(&d)
         .unwrap_or_default()
         .iter()
         .filter_map(|n| std::str::from_utf8(n.as_bytes()).ok()?.parse().ok())
@@ -683,7 +759,7 @@ pub fn process_state(proc: &ProcFs, pid: i32) -> (bool, bool) {
         Path::new(&format!("{pid}/task")),
         OFlags::DIRECTORY,
     )
-    .and_then(|d| list(&d))
+    .and_then(|d| list_proc(&d))
     {
         Ok(t) => t,
         Err(_) => return (false, false),
@@ -733,10 +809,11 @@ pub fn sigkill_pending(status: &[u8]) -> bool {
     })
 }
 
-/// What `--live` needs for the lease rings: the live process behind each
-/// owner hash the reads saw (under GMS's default owner id, every engine
-/// name and every device), and the recovery owner's liveness.
-pub fn lease_live(wanted: &BTreeSet<u64>, recovery_pid: Option<u64>) -> LeaseLive {
+/// What `--live` needs for the lease rings, for every ring: the live
+/// process behind each owner hash the reads saw (under GMS's default owner
+/// id, every engine name and every device). [`ring_live`] makes it one
+/// ring's.
+pub fn lease_live(wanted: &BTreeSet<u64>) -> LeaseLive {
     let proc = ProcFs::system();
     let mut live = LeaseLive::default();
     if let Some(why) = proc.untrusted() {
@@ -764,10 +841,138 @@ pub fn lease_live(wanted: &BTreeSet<u64>, recovery_pid: Option<u64>) -> LeaseLiv
             }
         }
     }
-    live.recovery_owner_alive = recovery_pid
-        .and_then(|p| i32::try_from(p).ok())
-        .map(|p| p > 0 && process_state(proc, p).0);
     live
+}
+
+/// One ring's `--live` facts (docs/format.md §14.2): the pids a ring
+/// records (in its owner ids, `recovery_owner_pid`) are its writers' PID
+/// namespace's, so they are compared with this namespace's processes only
+/// when every other process that has the ring open or mapped runs in this
+/// PID namespace, and at least one does; otherwise nothing is judged alive
+/// or gone, and `not_checked` says why.
+pub fn ring_live(base: &LeaseLive, ring: &Opened, recovery_pid: Option<u64>) -> LeaseLive {
+    let mut live = base.clone();
+    if live.not_checked.is_some() {
+        return live;
+    }
+    let proc = ProcFs::system();
+    let ns = inode_key(&ring.fd)
+        .ok_or_else(|| "the ring cannot be stat'ed".to_string())
+        .and_then(|key| ring_namespace(proc, key));
+    match ns {
+        Err(why) => {
+            live.not_checked = Some(why);
+            live.owners.clear();
+        }
+        Ok(()) => {
+            live.recovery_owner_alive = recovery_pid
+                .and_then(|p| i32::try_from(p).ok())
+                .map(|p| p > 0 && process_state(proc, p).0)
+        }
+    }
+    live
+}
+
+/// The (device, inode) pairs a process maps, from `/proc/<pid>/maps`
+/// (`start-end perms offset MAJ:MIN inode path`, MAJ:MIN in hex).
+pub fn parse_maps(text: &[u8]) -> BTreeSet<(u32, u32, u64)> {
+    let mut out = BTreeSet::new();
+    for line in String::from_utf8_lossy(text).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(dev), Some(ino)) = (f.get(3), f.get(4)) else {
+            continue;
+        };
+        let Some((maj, min)) = dev.split_once(':') else {
+            continue;
+        };
+        if let (Ok(a), Ok(b), Ok(i)) = (
+            u32::from_str_radix(maj, 16),
+            u32::from_str_radix(min, 16),
+            ino.parse::<u64>(),
+        ) {
+            if i != 0 {
+                out.insert((a, b, i));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `pid` has the file `key` open (a descriptor) or mapped.
+fn uses(proc: &ProcFs, root: BorrowedFd<'_>, pid: i32, key: (u32, u32, u64)) -> bool {
+    if proc
+        .read(&format!("{pid}/maps"))
+        .is_ok_and(|m| parse_maps(&m).contains(&key))
+    {
+        return true;
+    }
+    let dir = format!("{pid}/fd");
+    let Ok(fds) =
+        open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY).and_then(|d| list_proc(&d))
+    else {
+        return false;
+    };
+    fds.iter().any(|fd| {
+        let link = format!("{pid}/fd/{}", fd.to_string_lossy());
+        rustix::fs::statat(root, link.as_str(), AtFlags::empty()).is_ok_and(|st| {
+            (
+                rustix::fs::major(st.st_dev),
+                rustix::fs::minor(st.st_dev),
+                st.st_ino,
+            ) == key
+        })
+    })
+}
+
+/// Whether the pids a ring records are this PID namespace's: `Ok` when
+/// some other process of this namespace has the ring open or mapped and
+/// none of another namespace does (processes whose tables this user
+/// cannot read are not counted); `Err` says why it cannot be told.
+fn ring_namespace(proc: &ProcFs, key: (u32, u32, u64)) -> Result<(), String> {
+    let root = proc.root()?;
+    let ns = |rel: &str| {
+        retry(|| rustix::fs::statat(root, rel, AtFlags::empty()))
+            .map(|st| st.st_ino)
+            .map_err(std::io::Error::from)
+    };
+    let ours = ns("self/ns/pid").map_err(|e| {
+        format!(
+            "this process's PID namespace cannot be read ({}: {e})",
+            proc.display("self/ns/pid")
+        )
+    })?;
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let mut users = 0usize;
+    for pid in pids(proc) {
+        if pid == me || !uses(proc, root, pid, key) {
+            continue;
+        }
+        match ns(&format!("{pid}/ns/pid")) {
+            Ok(n) if n == ours => users += 1,
+            Ok(n) => {
+                return Err(format!(
+                    "pid {pid}, which has the ring open or mapped, runs in another PID namespace \
+                     (pid:[{n}]; kvcr runs in pid:[{ours}]), so the pids the ring records may be \
+                     that namespace's"
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the PID namespace of pid {pid}, which has the ring open or mapped, cannot \
+                     be read ({e})"
+                ))
+            }
+        }
+    }
+    if users == 0 {
+        return Err(
+            "no process of kvcr's PID namespace has the ring open or mapped, so whose \
+                    PID namespace the pids it records belong to cannot be told (GMS may run in \
+                    another container)"
+                .to_string(),
+        );
+    }
+    Ok(())
 }
 
 /// The devices a default owner id may name: the node's GPUs as
@@ -892,7 +1097,7 @@ pub fn places(env: &dyn Fn(&str) -> Option<OsString>, dev_shm_is_dir: bool) -> V
 /// files, by name.
 pub fn lease_files(dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
     let d = open_dir(dir)?;
-    let list = entries(&d).map_err(|e| ReadError::new(dir, "cannot list", e))?;
+    let list = entries(&d).map_err(|e| e.at(dir))?;
     Ok(list
         .into_iter()
         .filter(|(n, t, ..)| *t == FileType::RegularFile && format::is_lease_file_name(n))
@@ -942,6 +1147,45 @@ mod tests {
         );
         assert_eq!((l[1].major, l[1].minor, l[1].exclusive), (8, 1, true));
         assert_eq!(l[2].pid, -1);
+    }
+
+    /// A table cut at kvcr's limit is incomplete: a lock it does not list,
+    /// that a probe finds held, is "not checked" because of the limit,
+    /// never "free" and never "outside this PID namespace".
+    #[test]
+    fn a_lock_table_longer_than_kvcr_reads_is_incomplete() {
+        let proc = ProcFs::system();
+        if proc.untrusted().is_some() {
+            return;
+        }
+        let (head, whole) = proc.read_limited("self/status", 8).unwrap();
+        assert_eq!((head.len(), whole), (8, false));
+        let (_, whole) = proc.read_limited("self/status", 1 << 20).unwrap();
+        assert!(whole);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cohort");
+        std::fs::write(&p, b"").unwrap();
+        let holder = open_file(&p).unwrap();
+        rustix::fs::flock(&holder.fd, FlockOperation::NonBlockingLockShared).unwrap();
+        let probed = open_file(&p).unwrap();
+        let table = |complete| LockTable {
+            locks: Some(Vec::new()),
+            complete,
+            fd_holders: BTreeMap::new(),
+            unreadable: BTreeSet::new(),
+            proc,
+        };
+        let probe = FlockOperation::NonBlockingLockExclusive;
+        match lock_of(&probed.fd, &table(false), probe) {
+            Lock::NotChecked(why) => assert!(why.contains("longer than"), "{why}"),
+            l => panic!("{l:?}"),
+        }
+        match lock_of(&probed.fd, &table(true), probe) {
+            Lock::NotChecked(why) => assert!(why.contains("PID namespace"), "{why}"),
+            l => panic!("{l:?}"),
+        }
+        rustix::fs::flock(&holder.fd, FlockOperation::Unlock).unwrap();
+        assert_eq!(lock_of(&probed.fd, &table(false), probe), Lock::Free);
     }
 
     /// GMS's `_user_space_dead`: field 9 of the task's stat (after the
