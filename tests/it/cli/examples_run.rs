@@ -409,19 +409,22 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
     (
         "docs/runbook.md",
-        "kvcr audit --live /var/lib/kvcr/inventory                 # read-only; checked against this node",
+        "kvcr audit --live /var/lib/kvcr/inventory                 # read-only; c\
+        hecked against this node",
         Status(1),
     ),
     // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
     (
         "docs/runbook.md",
-        "kvcr audit --live -v /var/lib/kvcr/inventory              # the same, with every check of every rank",
+        "kvcr audit --live -v /var/lib/kvcr/inventory              # the same, w\
+        ith every check of every rank",
         Status(1),
     ),
     // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
     (
         "docs/runbook.md",
-        "kvcr audit --live --format json /var/lib/kvcr/inventory > kvcr-audit.json   # for the ticket",
+        "kvcr audit --live --format json /var/lib/kvcr/inventory > kvcr-audit.j\
+        son   # for the ticket",
         Status(1),
     ),
     (
@@ -442,71 +445,90 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
     (
         "docs/runbook.md",
-        "kvcr import --dry-run --profile /etc/kvcr/profile.json /var/lib/kvcr/inventory   # the plan; exits with the status the real import would have",
+        "kvcr import --dry-run --profile /etc/kvcr/profile.json /var/lib/kvcr/i\
+        nventory   # the plan; exits with the status the real import would hav\
+        e",
         Status(1),
     ),
     // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
     (
         "docs/runbook.md",
-        "kvcr import --profile /etc/kvcr/profile.json /var/lib/kvcr/inventory             # trial: every rank or none, then released",
+        "kvcr import --profile /etc/kvcr/profile.json /var/lib/kvcr/inventory             # t\
+        rial: every rank or none, then released",
         Status(1),
     ),
     // this machine is not gpu-node-17, the node the default inventory was written on: KV110.
     (
         "docs/runbook.md",
-        "kvcr import --hold --ready-file /run/kvcr/ready.json --profile /etc/kvcr/profile.json /var/lib/kvcr/inventory",
+        "kvcr import --hold --ready-file /run/kvcr/ready.json --profile /etc/kv\
+        cr/profile.json /var/lib/kvcr/inventory",
         Status(1),
     ),
     (
         "docs/runbook.md",
-        "mkdir -p /tmp/inv && cp fixtures/profile-accept/inventory/rank-*.json /tmp/inv/ && chmod 700 /tmp/inv && chmod 600 /tmp/inv/*",
+        "mkdir -p /tmp/inv && cp fixtures/profile-accept/inventory/rank-*.json /\
+        tmp/inv/ && chmod 700 /tmp/inv && chmod 600 /tmp/inv/*",
         Status(0),
     ),
     (
         "docs/runbook.md",
-        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live /tmp/inv                     # accepted (exit 0)",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live /tmp/i\
+        nv                     # accepted (exit 0)",
         Status(0),
     ),
     (
         "docs/runbook.md",
-        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim kvcr import --dry-run --profile fixtures/profile-accept/profile.json /tmp/inv   # the plan (exit 0)",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim k\
+        vcr import --dry-run --profile fixtures/profile-accept/profile.json /t\
+        mp/inv   # the plan (exit 0)",
         Status(0),
     ),
     (
         "docs/runbook.md",
-        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim kvcr import --profile fixtures/profile-accept/profile.json /tmp/inv             # a simulated trial (exit 0)",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim k\
+        vcr import --profile fixtures/profile-accept/profile.json /tmp/inv             # a s\
+        imulated trial (exit 0)",
         Status(0),
     ),
     // released with SIGTERM once its ready file exists.
     (
         "docs/runbook.md",
-        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim kvcr import --hold --ready-file /tmp/inv-ready.json --profile fixtures/profile-accept/profile.json /tmp/inv   # until Ctrl-C (exit 0)",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json KVCR_IMPORT_BACKEND=sim k\
+        vcr import --hold --ready-file /tmp/inv-ready.json --profile fixtures/\
+        profile-accept/profile.json /tmp/inv   # until Ctrl-C (exit 0)",
         Status(0),
     ),
     (
         "docs/runbook.md",
-        "mkdir -p /tmp/inv && cp fixtures/accept-tp4/inventory/rank-0.json fixtures/accept-tp4/inventory/rank-1.json /tmp/inv/ && chmod 700 /tmp/inv && chmod 600 /tmp/inv/*",
+        "mkdir -p /tmp/inv && cp fixtures/accept-tp4/inventory/rank-0.json fixt\
+        ures/accept-tp4/inventory/rank-1.json /tmp/inv/ && chmod 700 /tmp/inv &\
+        & chmod 600 /tmp/inv/*",
         Status(0),
     ),
     (
         "docs/runbook.md",
-        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live --local-ranks 0-1 /tmp/inv   # this node's part: local part accepted (exit 0)",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live --loca\
+        l-ranks 0-1 /tmp/inv   # this node's part: local part accepted (exit 0\
+        )",
         Status(0),
     ),
     (
         "docs/runbook.md",
-        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live --local-ranks 0-1 --format json /tmp/inv > node-a.json",
+        "KVCR_NODE_FACTS=fixtures/live/node-match.json kvcr audit --live --loca\
+        l-ranks 0-1 --format json /tmp/inv > node-a.json",
         Status(0),
     ),
     (
         "docs/runbook.md",
-        "kvcr merge node-a.json        # one node's report alone: ranks 2-3 are missing, rejected (exit 1)",
+        "kvcr merge node-a.json        # one node's report alone: ranks 2-3 are m\
+        issing, rejected (exit 1)",
         Status(1),
     ),
     // this machine runs no GMS, so nothing is found.
     (
         "docs/runbook.md",
-        "kvcr gms --live               # where GMS puts them, from GMS's own variables; lease owners checked against this node",
+        "kvcr gms --live               # where GMS puts them, from GMS's own va\
+        riables; lease owners checked against this node",
         Status(0),
     ),
     (
