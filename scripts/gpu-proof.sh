@@ -124,7 +124,18 @@ cleanup() {
   [ -n "${GPU_PROOF_WORK:-}" ] || rm -rf "$W"
 }
 trap cleanup EXIT
-trap 'exit 143' TERM INT
+# The outer time limit signals this whole process group. A step cut by it
+# (its owner killed, its kvcr run killed) has no verdict worth keeping, and
+# no later step may run: once the limit is reached nothing more is recorded.
+# The trap stops the run; the deadline check in step() stops it even where
+# the signal did not reach this shell or was ignored when it started.
+STOPPING=""
+trap 'STOPPING=1; exit 143' TERM INT
+INNER_T0=${EPOCHREALTIME/./}
+past_limit() {
+  [ -n "$STOPPING" ] && return 0
+  [ $(( ${EPOCHREALTIME/./} - INNER_T0 )) -ge $(( TIMEOUT * 1000000 )) ]
+}
 
 # libcuda.so.1 where the driver usually puts it, when neither ld.so's cache
 # nor LD_LIBRARY_PATH has it (a container, a driver under /run/nvidia): its
@@ -166,12 +177,14 @@ step() {
   local name=$1 t0 t1
   V=""; D=""
   echo; echo "==== step $name ($(date -u +%H:%M:%S))"
+  if past_limit; then echo "==== $name: not run: the time limit ($TIMEOUT s) is reached"; exit 124; fi
   t0=$(date +%s.%N)
   case " ${GPU_PROOF_ONLY:-$name} " in
     *" $name "*) "s_${name//-/_}" ;;
     *) skip "not selected (GPU_PROOF_ONLY)" ;;
   esac
   t1=$(date +%s.%N)
+  if past_limit; then echo "==== $name: cut by the time limit ($TIMEOUT s): not recorded"; exit 124; fi
   [ -n "$V" ] || { V=failed; D="the step ended without a verdict"; }
   echo "==== $name: $V: $D"
   T record "$SUMMARY" "$name" "$V" "$D" "$(python3 -c "print(round($t1 - $t0, 2))")"
