@@ -7,7 +7,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// The test hook that names another procfs root than `/proc` (tests build
 /// a plain directory holding forged files there; it is never trusted). The
@@ -34,10 +34,20 @@ pub struct ProcFs {
     /// How the root is named in messages (`/proc`, or the test root).
     label: String,
     root: Result<OwnedFd, String>,
-    /// `self/fd`, opened and checked on first use.
-    fd_dir: OnceLock<Result<OwnedFd, String>>,
+    /// `self/fd`, opened and checked on first use in each process (see
+    /// [`ProcFs::fd_dir`]), with the pid it was opened in.
+    fd_dir: Mutex<Option<FdDir>>,
     /// Why this root is not `/proc` (the test hook), for the operator.
     note: Option<String>,
+}
+
+/// `self/fd` as opened by process `pid`: an fd on `/proc/<pid>/fd` (the
+/// kernel resolves `self` when it is opened), so it names that process's
+/// fds in any other process (a child after `fork` inherits it).
+#[derive(Debug)]
+struct FdDir {
+    pid: rustix::process::Pid,
+    dir: Result<Arc<OwnedFd>, String>,
 }
 
 /// Is the file system holding `fd` procfs? `Err` says why not, in words.
@@ -74,7 +84,7 @@ impl ProcFs {
         ProcFs {
             label,
             root,
-            fd_dir: OnceLock::new(),
+            fd_dir: Mutex::new(None),
             note: None,
         }
     }
@@ -193,23 +203,36 @@ impl ProcFs {
 
     /// `self/fd` beneath the root, checked to be procfs: the directory of
     /// magic links through which an `O_PATH` fd is reopened for reading.
-    pub fn fd_dir(&self) -> Result<BorrowedFd<'_>, &str> {
-        self.fd_dir
-            .get_or_init(|| {
-                let root = self.root()?;
-                let fd = rustix::fs::openat(
-                    root,
-                    "self/fd",
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| format!("cannot open {}: {e}", self.display("self/fd")))?;
-                check_procfs(fd.as_fd(), &self.display("self/fd"))?;
-                Ok(fd)
-            })
-            .as_ref()
-            .map(|fd| fd.as_fd())
-            .map_err(String::as_str)
+    /// Kept per process, not per address space: `self` is resolved when
+    /// the directory is opened, so the one a parent opened names the
+    /// parent's fds in a child it forked (`fd/N` there is the parent's fd N:
+    /// another file, or none). A process asks with its own pid and opens
+    /// its own on first use.
+    pub fn fd_dir(&self) -> Result<Arc<OwnedFd>, String> {
+        let pid = rustix::process::getpid();
+        let mut kept = self.fd_dir.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = kept.as_ref().filter(|d| d.pid == pid) {
+            return d.dir.clone();
+        }
+        let dir = self.open_fd_dir().map(Arc::new);
+        *kept = Some(FdDir {
+            pid,
+            dir: dir.clone(),
+        });
+        dir
+    }
+
+    fn open_fd_dir(&self) -> Result<OwnedFd, String> {
+        let root = self.root()?;
+        let fd = rustix::fs::openat(
+            root,
+            "self/fd",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot open {}: {e}", self.display("self/fd")))?;
+        check_procfs(fd.as_fd(), &self.display("self/fd"))?;
+        Ok(fd)
     }
 
     /// The directory listing GPUs, `driver/nvidia/gpus` beneath the root,

@@ -12,7 +12,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
 /// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
@@ -27,11 +27,12 @@ pub fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
 /// [`reopen_for_reading`] through the given procfs root (tests).
 pub fn reopen_for_reading_in(proc: &ProcFs, path_fd: &OwnedFd) -> std::io::Result<File> {
     use std::os::fd::AsRawFd;
-    // `self/fd` is opened and checked once: each reopen is then one path
-    // component (the fd number) instead of four.
+    // `self/fd` is opened and checked once per process: each reopen is
+    // then one path component (the fd number) instead of four.
     let dir = proc.fd_dir().map_err(|why| {
         std::io::Error::other(format!("{why}; the file cannot be opened race-free"))
     })?;
+    let dir = dir.as_fd();
     let name = path_fd.as_raw_fd().to_string();
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     loop {

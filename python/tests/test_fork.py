@@ -1,0 +1,52 @@
+"""The package in a process forked after it ran (an engine's forked worker,
+multiprocessing's "fork" start method): it reads its own files, never the
+parent's.
+
+Files are reopened for reading through ``/proc/self/fd`` (docs/format.md
+§2.3); ``self`` is resolved when that directory is opened, so one kept
+from the parent names the parent's fds in the child, and the child's
+``fd/N`` would be the parent's fd N: another file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import kvcr
+from conftest import codes, inventory
+
+
+def test_a_forked_child_reads_its_own_files(tmp_path: Path) -> None:
+    root = inventory(tmp_path / "inv", 8)
+    want = kvcr.audit(root)  # the parent has reopened files: its self/fd is kept
+    assert want["exit_status"] == 0
+    decoy = tmp_path / "decoy.json"
+    decoy.write_text("{}")
+    go_r, go_w = os.pipe()
+    out = tmp_path / "child.json"
+    pid = os.fork()
+    if pid == 0:  # the child: audit once the parent holds the decoys
+        code = 1
+        try:
+            os.close(go_w)
+            os.read(go_r, 1)
+            got = kvcr.audit(root)
+            out.write_text(json.dumps({"exit_status": got["exit_status"], "codes": codes(got)}))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(go_r)
+    # The parent's lowest free fds, the numbers the child's next opens
+    # get, now hold a file that is no descriptor.
+    held = [os.open(decoy, os.O_RDONLY) for _ in range(32)]
+    try:
+        os.write(go_w, b"x")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        for fd in held:
+            os.close(fd)
+        os.close(go_w)
+    assert os.waitstatus_to_exitcode(status) == 0
+    got = json.loads(out.read_text())
+    assert got == {"exit_status": 0, "codes": codes(want)}, got
