@@ -1,13 +1,23 @@
 #!/usr/bin/env python3
-"""Benchmark (not a test): in-process kvcr.audit of an 8-rank group against
-spawning the CLI (`kvcr audit ROOT --format json`) on the same group, in
-the same run, alternating, warm cache. Prints medians and the ratio.
+"""Benchmark (not a test): in-process kvcr.audit and kvcr.gate of an 8-rank
+group against spawning the CLI on the same group for the same document, in
+the same run, alternating, warm page cache:
 
-    python3 python/bench/audit_inprocess.py [--runs 200] [--kvcr target/release/kvcr]
+- ``kvcr.audit(root)`` against ``kvcr audit ROOT --format json``;
+- ``kvcr.gate(root, profile=..., node_facts=...)`` against
+  ``kvcr import ROOT --profile P --dry-run --format json`` (the import
+  plan is its ``plan``), with ``KVCR_NODE_FACTS`` naming the same facts
+  and the simulated backend answering the dry run's driver check.
+
+Each in-process call follows a spawn, as in an engine that would otherwise
+spawn the CLI: its caches are as cold as they would be. Prints medians,
+p10 and p90, and the ratios.
+
+    python3 python/bench/audit_inprocess.py [--runs 300] [--kvcr target/release/kvcr]
 
 Build both in release mode first (docs/bench.md "In-process audit"):
     cargo build --release --locked
-    (cd python && maturin develop --release --locked)
+    (cd python && maturin build --release --locked) && pip install python/target/wheels/kvcr-*.whl
 """
 
 from __future__ import annotations
@@ -22,50 +32,76 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import kvcr  # noqa: E402
-from conftest import descriptor, writer_facts  # noqa: E402
+from conftest import facts, inventory, profile, without_clock  # noqa: E402
+
+
+def quantiles(xs: List[float]) -> str:
+    q = statistics.quantiles(xs, n=10)
+    return "median %.3f ms (p10 %.3f, p90 %.3f)" % (
+        statistics.median(xs) * 1e3, q[0] * 1e3, q[-1] * 1e3)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=300)
     ap.add_argument("--kvcr", default=str(Path(__file__).resolve().parents[2] / "target/release/kvcr"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "inv"
-        root.mkdir(mode=0o700)
-        for r in range(8):
-            kvcr.write_rank(root, descriptor(rank=r, world=8), node_facts=writer_facts())
-        # Both see the same document (sanity, outside the timing).
-        out = subprocess.run([a.kvcr, "audit", str(root), "--format", "json"],
-                             capture_output=True, check=False).stdout
-        assert json.loads(out)["summary"] == kvcr.audit(root)["summary"]
+        root = inventory(Path(tmp) / "inv", 8)
+        node = facts(Path(tmp) / "facts.json", 8)
+        prof = Path(tmp) / "profile.json"
+        prof.write_text(json.dumps(profile(world=8)))
         env = {k: v for k, v in os.environ.items() if not k.startswith("KVCR_")}
-        inproc, spawn = [], []
-        for _ in range(10):  # warm-up
-            kvcr.audit(root)
-            subprocess.run([a.kvcr, "audit", str(root), "--format", "json"],
-                           stdout=subprocess.DEVNULL, env=env)
-        for _ in range(a.runs):
-            t = time.perf_counter()
-            kvcr.audit(root)
-            inproc.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            subprocess.run([a.kvcr, "audit", str(root), "--format", "json"],
-                           stdout=subprocess.PIPE, env=env)
-            spawn.append(time.perf_counter() - t)
-    mi, ms = statistics.median(inproc), statistics.median(spawn)
-    print("machine: %s, %d CPUs, Python %s" % (platform.machine(), os.cpu_count() or 0,
-                                                platform.python_version()))
+        # The simulated backend answers the dry run's driver check without
+        # looking for a libcuda (the gate makes no GPU call either).
+        gate_env = dict(env, KVCR_NODE_FACTS=str(node), KVCR_IMPORT_BACKEND="sim")
+        audit_cmd = [a.kvcr, "audit", str(root), "--format", "json"]
+        gate_cmd = [a.kvcr, "import", str(root), "--profile", str(prof), "--dry-run",
+                    "--format", "json"]
+
+        def spawn(cmd: List[str], e: Dict[str, str]) -> bytes:
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e).stdout
+
+        # Both answer the same document (sanity, outside the timing).
+        assert without_clock(json.loads(spawn(audit_cmd, env))) == without_clock(kvcr.audit(root))
+        dry = json.loads(spawn(gate_cmd, gate_env))
+        plan = kvcr.gate(root, profile=prof, node_facts=node)
+        assert dry["result"] == "planned", dry
+        assert without_clock(dry["plan"]) == without_clock(plan)
+
+        cases: Dict[str, Callable[[], object]] = {
+            "audit": lambda: kvcr.audit(root),
+            "gate": lambda: kvcr.gate(root, profile=prof, node_facts=node),
+        }
+        cmds = {"audit": (audit_cmd, env), "gate": (gate_cmd, gate_env)}
+        t_in: Dict[str, List[float]] = {k: [] for k in cases}
+        t_sp: Dict[str, List[float]] = {k: [] for k in cases}
+        for i in range(10 + a.runs):  # 10 warm-up rounds, not counted
+            for k, call in cases.items():
+                cmd, e = cmds[k]
+                t = time.perf_counter()
+                spawn(cmd, e)
+                sp = time.perf_counter() - t
+                t = time.perf_counter()
+                call()
+                ip = time.perf_counter() - t
+                if i >= 10:
+                    t_sp[k].append(sp)
+                    t_in[k].append(ip)
+    print("machine: %s, %d CPUs, Python %s, load average %.2f" % (
+        platform.machine(), os.cpu_count() or 0, platform.python_version(), os.getloadavg()[0]))
     print("8-rank group, %d runs each, alternating" % a.runs)
-    print("in-process kvcr.audit:        median %.3f ms (p10 %.3f, p90 %.3f)" % (
-        mi * 1e3, *[q * 1e3 for q in statistics.quantiles(inproc, n=10)[::8]]))
-    print("spawn kvcr audit --format json: median %.3f ms (p10 %.3f, p90 %.3f)" % (
-        ms * 1e3, *[q * 1e3 for q in statistics.quantiles(spawn, n=10)[::8]]))
-    print("ratio (spawn / in-process): %.1fx" % (ms / mi))
+    for k in cases:
+        mi, ms = statistics.median(t_in[k]), statistics.median(t_sp[k])
+        print("kvcr.%-5s in-process: %s" % (k, quantiles(t_in[k])))
+        print("%-16s spawn: %s" % ("audit --format json" if k == "audit" else "import --dry-run",
+                                   quantiles(t_sp[k])))
+        print("%s ratio (spawn / in-process): %.1fx" % (k, ms / mi))
     return 0
 
 

@@ -450,14 +450,13 @@ def audit(
     nf = None if node_facts is None else _path("node_facts", node_facts)
     th = None if threads is None else _int_option("threads", threads, 1, 64)
     try:
-        text, _status, notes = _native.audit(
+        out, _status, notes = _native.audit(
             r, pp, pj, engine, live, strict, _ranks(local_ranks), me,
             _age("max_age", max_age), incarnation, nf, th,
         )
     except _native.NativeError as e:
         _raise(e)
     _notes(notes)
-    out: Dict[str, Any] = _json.loads(text)
     return out
 
 
@@ -536,11 +535,10 @@ def gate(
     nf = None if node_facts is None else _path("node_facts", node_facts)
     th = None if threads is None else _int_option("threads", threads, 1, 64)
     try:
-        text, notes = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age, nf, th)
+        out, notes = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age, nf, th)
     except _native.NativeError as e:
         _raise(e)
     _notes(notes)
-    out: Dict[str, Any] = _json.loads(text)
     return out
 
 

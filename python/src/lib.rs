@@ -187,7 +187,7 @@ fn audit(
     incarnation: Option<String>,
     node_facts: Option<Vec<u8>>,
     threads: Option<usize>,
-) -> PyResult<(String, i32, Vec<String>)> {
+) -> PyResult<(Bound<'_, PyAny>, i32, Vec<String>)> {
     guarded(move || {
         let incarnation = incarnation
             .map(|s| {
@@ -209,11 +209,20 @@ fn audit(
             producer_uid: None,
         };
         let root = path(&root);
-        let r = py.detach(move || api::audit(&root, &o)).map_err(raise)?;
-        let status = r.exit_status();
-        let notes = r.notes().to_vec();
-        Ok((r.into_json(), status, notes))
+        let r = py
+            .detach(move || api::audit_structured(&root, &o))
+            .map_err(raise)?;
+        Ok((objects(py, &r)?, r.exit_status(), r.notes().to_vec()))
     })
+}
+
+/// The document as Python objects (dicts, lists, str, int, bool, None):
+/// what `json.loads` of its JSON text gives, built directly from the value
+/// that text is written from (`kvcr::api::Structured`), so nothing is
+/// rendered or parsed back (python/tests/test_objects.py holds the two
+/// equal on every fixture).
+fn objects<'py>(py: Python<'py>, d: &api::Structured) -> PyResult<Bound<'py, PyAny>> {
+    pythonize::pythonize(py, d).map_err(|e| usage(format!("cannot build the document: {e}")))
 }
 
 /// `--max-age` text to seconds; errors name the argument `name`.
@@ -373,7 +382,7 @@ fn gate(
     max_report_age_s: u64,
     node_facts: Option<Vec<u8>>,
     threads: Option<usize>,
-) -> PyResult<(String, Vec<String>)> {
+) -> PyResult<(Bound<'_, PyAny>, Vec<String>)> {
     guarded(move || {
         let o = api::GateOptions {
             profile: profile(profile_path, profile_json),
@@ -385,12 +394,10 @@ fn gate(
             threads,
         };
         let root = path(&root);
-        py.detach(move || api::gate(&root, &o))
-            .map(|d| {
-                let notes = d.notes().to_vec();
-                (d.into_json(), notes)
-            })
-            .map_err(raise)
+        let d = py
+            .detach(move || api::gate_structured(&root, &o))
+            .map_err(raise)?;
+        Ok((objects(py, &d)?, d.notes().to_vec()))
     })
 }
 

@@ -57,6 +57,16 @@ def without_clock(v: Any) -> Any:
     return v
 
 
+def same_document(got: Any, want: Any) -> None:
+    """``got`` (what the package built) is ``want`` (``json.loads`` of the
+    CLI's text) apart from the clock: the same values, and also the same
+    key order and the same types (``1`` is not ``1.0``, a list is not a
+    tuple), as ``json.dumps`` writes them."""
+    g, w = without_clock(got), without_clock(want)
+    assert g == w
+    assert json.dumps(g) == json.dumps(w)
+
+
 def codes(report: Dict[str, Any]) -> List[str]:
     """Every finding code anywhere in a report."""
     out: List[str] = []

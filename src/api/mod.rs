@@ -12,7 +12,15 @@
 //!
 //! Documents (reports, plans) come back as the exact JSON text the command
 //! prints ([`Document`]), so a caller parses them with the JSON library it
-//! already has; integers are never rounded through a float.
+//! already has; integers are never rounded through a float. A caller that
+//! builds its own objects asks [`audit_structured`] or [`gate_structured`]
+//! instead: the same document as a [`Structured`] value to hand to any
+//! serde serializer, with no text rendered and none to parse back (the
+//! Python package builds its dicts so).
+//!
+//! A process forked after a call may call again: what is kept per process
+//! (the `/proc/self/fd` directory files are reopened through) is opened
+//! anew in the child, never the parent's (docs/format.md §2.3).
 //!
 //! A library, not a command line (docs/format.md §13.1): it reads no
 //! environment variable (what the command takes from `KVCR_PROFILE`,
@@ -192,6 +200,78 @@ impl Document {
 /// The audit report (`kvcr.audit-report/v1`), as `kvcr audit --format json` prints it.
 pub type Report = Document;
 
+/// A document before it is rendered as text: what [`audit_structured`] and
+/// [`gate_structured`] answer, for a caller that builds its own objects
+/// from it (the Python package builds its dicts from it directly, with no
+/// JSON text to render and parse back).
+///
+/// Its [`serde::Serialize`] is the document itself: the [`Document`]'s
+/// JSON text is this value written by the one JSON writer (docs/format.md
+/// §9.6), so any serializer sees the same keys, in the same order, with the
+/// same values; [`Structured::to_document`] gives that text.
+pub struct Structured {
+    body: Body,
+    exit_status: i32,
+    notes: Vec<String>,
+}
+
+enum Body {
+    Audit(Box<crate::report::audit::AuditRun>),
+    Plan(Box<crate::import::plan::document::ImportPlan>),
+}
+
+impl fmt::Debug for Structured {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.body {
+            Body::Audit(_) => "kvcr.audit-report/v1",
+            Body::Plan(_) => "kvcr.import-plan/v1",
+        };
+        f.debug_struct("Structured")
+            .field("schema", &kind)
+            .field("exit_status", &self.exit_status)
+            .field("notes", &self.notes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl serde::Serialize for Structured {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.body {
+            Body::Audit(run) => crate::report::json::printed(
+                &run.root,
+                &run.meta,
+                run.merge.as_ref(),
+                &run.judgement,
+            )
+            .serialize(s),
+            Body::Plan(plan) => plan.serialize(s),
+        }
+    }
+}
+
+impl Structured {
+    /// The exit status the command line gives for this document
+    /// ([`Document::exit_status`]).
+    pub fn exit_status(&self) -> i32 {
+        self.exit_status
+    }
+
+    /// The notes the command would print on stderr ([`Document::notes`]).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The document as the command line prints it: the JSON text.
+    pub fn to_document(&self) -> Result<Document, Error> {
+        match &self.body {
+            Body::Audit(run) => audit_document(run, self.notes.clone()),
+            Body::Plan(_) => {
+                Ok(Document::of(self, self.exit_status)?.with_notes(self.notes.clone()))
+            }
+        }
+    }
+}
+
 /// A deployment profile: a file, as `--profile FILE` names it, or the JSON
 /// text of one (a caller that holds the profile in memory). The library
 /// never reads `$KVCR_PROFILE`: a caller that wants it passes it here.
@@ -326,9 +406,19 @@ fn probe(
 /// by the same code (docs/format.md §5, §9.2). A rejected group is not an
 /// error: the report says so, and [`Document::exit_status`] is 1.
 pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
+    audit_structured(root, o)?.to_document()
+}
+
+/// [`audit`]'s report before it is rendered as text: the same run, for a
+/// caller that builds its own objects from it ([`Structured`]).
+pub fn audit_structured(root: &Path, o: &AuditOptions) -> Result<Structured, Error> {
     let (inv, probe, notes) = audit_inputs(root, o)?;
     let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
-    audit_document(&run, notes)
+    Ok(Structured {
+        exit_status: run.judgement.exit_status(),
+        body: Body::Audit(Box::new(run)),
+        notes,
+    })
 }
 
 /// The inventory and, in live mode, the node probe of an audit with `o`
@@ -806,6 +896,12 @@ pub type ImportPlan = Document;
 /// [`Error::Refused`] with the import report, a missing or incomplete
 /// profile [`Error::Usage`].
 pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
+    gate_structured(root, o)?.to_document()
+}
+
+/// [`gate`]'s plan before it is rendered as text ([`Structured`]); a
+/// refusal is the same [`Error`] as [`gate`]'s.
+pub fn gate_structured(root: &Path, o: &GateOptions) -> Result<Structured, Error> {
     let audit_options = AuditOptions {
         local_ranks: o.local_ranks.clone(),
         node_facts: o.node_facts.clone(),
@@ -827,7 +923,11 @@ pub fn gate(root: &Path, o: &GateOptions) -> Result<ImportPlan, Error> {
         progress: false,
     };
     match crate::import::gate::readiness::ask(&req) {
-        Ok(plan) => Ok(Document::of(&plan, crate::format::exit::OK)?.with_notes(notes)),
+        Ok(plan) => Ok(Structured {
+            body: Body::Plan(Box::new(plan)),
+            exit_status: crate::format::exit::OK,
+            notes,
+        }),
         Err(crate::import::gate::readiness::NotReady::Usage(f)) => Err(f.into()),
         Err(crate::import::gate::readiness::NotReady::Refused(report)) => {
             let message = first_reason(&report);

@@ -838,3 +838,84 @@ fn current_epoch_is_the_highest_epoch_of_the_group() {
     assert_eq!(doc["groups"][0]["epoch"], 7);
     assert_eq!(api::current_epoch(&inv, "grp").unwrap(), Some(7));
 }
+
+/// `audit_structured` and `gate_structured` are the documents `audit` and
+/// `gate` render (docs/format.md §13.1): any serializer sees the text's
+/// keys, in its order, with its values, and the exit status and notes are
+/// the document's.
+#[test]
+fn structured_documents_are_the_rendered_ones() {
+    let same = |s: &api::Structured, what: &str| {
+        let doc = s.to_document().unwrap();
+        let text: Value = serde_json::from_str(doc.as_json()).unwrap();
+        assert_eq!(
+            serde_json::to_string(s).unwrap(),
+            serde_json::to_string(&text).unwrap(),
+            "{what}"
+        );
+        assert_eq!(s.exit_status(), doc.exit_status(), "{what}");
+        assert_eq!(s.notes(), doc.notes(), "{what}");
+        text
+    };
+    let mut cases = 0;
+    for e in std::fs::read_dir(repo().join("fixtures")).unwrap() {
+        let case = e.unwrap().path();
+        if !case.join("case.json").is_file() {
+            continue;
+        }
+        let inv = case.join("inventory");
+        let s = api::audit_structured(&inv, &AuditOptions::default()).unwrap();
+        let text = same(&s, &case.display().to_string());
+        let rendered: Value = serde_json::from_str(
+            api::audit(&inv, &AuditOptions::default())
+                .unwrap()
+                .as_json(),
+        )
+        .unwrap();
+        assert_eq!(
+            testkit::without_clock(text),
+            testkit::without_clock(rendered)
+        );
+        cases += 1;
+    }
+    assert!(cases >= 30, "{cases} fixtures");
+
+    // The gate's plan, of an accepted group on the node the facts describe.
+    let dir = tempfile::tempdir().unwrap();
+    let d = Desc::new("llama3-70b-a", 0, 2, 1);
+    put_group(&dir.path().join("inv"), "", &d);
+    private(&dir.path().join("inv"));
+    let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
+    let facts = json!({
+        "boot_id": testkit::BOOT_ID, "hostname": testkit::HOSTNAME,
+        "processes": {"4242": 123456}, "processes_unreadable": null,
+        "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
+    });
+    std::fs::write(dir.path().join("facts.json"), facts.to_string()).unwrap();
+    let o = GateOptions {
+        profile: Some(Profile::Json(
+            serde_json::to_vec(&testkit::profile(&d)).unwrap(),
+        )),
+        node_facts: Some(dir.path().join("facts.json")),
+        ..GateOptions::default()
+    };
+    let s = api::gate_structured(&dir.path().join("inv"), &o).unwrap();
+    let plan = same(&s, "gate");
+    assert_eq!(plan["schema"], "kvcr.import-plan/v1");
+    assert_eq!(plan["ranks"].as_array().unwrap().len(), 2);
+    assert!(s.notes()[0].contains("node_facts="), "{:?}", s.notes());
+    let rendered: Value =
+        serde_json::from_str(api::gate(&dir.path().join("inv"), &o).unwrap().as_json()).unwrap();
+    assert_eq!(
+        testkit::without_clock(plan),
+        testkit::without_clock(rendered)
+    );
+    // A refusal is the same error as the rendering call's.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    private(&empty);
+    assert!(matches!(
+        api::gate_structured(&empty, &o),
+        Err(Error::Refused { .. })
+    ));
+}
