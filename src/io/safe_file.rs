@@ -119,18 +119,23 @@ pub fn open(
     if ft != FileType::RegularFile {
         return Err(NotRead::NotRegular(what(ft)));
     }
-    let file = reopen_for_reading(&fd).map_err(NotRead::Io)?;
-    let len = file.metadata().map_err(NotRead::Io)?.len();
-    if len > max {
+    // The size stated before anything is opened: the reopened file is this
+    // very inode (no second stat), and a file that grows after the stat is
+    // still bounded by the `take` below.
+    if u64::try_from(st.st_size).unwrap_or(0) > max {
         return Err(NotRead::TooLarge { max });
     }
+    let file = reopen_for_reading(&fd).map_err(NotRead::Io)?;
     Ok((file.take(max.saturating_add(1)), st))
 }
 
 /// [`open`], then the whole file: at most `max` bytes.
 pub fn read(path: &Path, links: Links, max: u64) -> Result<(Vec<u8>, rustix::fs::Stat), NotRead> {
     let (mut file, st) = open(path, links, max)?;
-    let mut bytes = Vec::new();
+    // Room for the stated size and one byte more: the bytes come in one
+    // read and the end in a second, not in reads doubling from 32 bytes.
+    let stated = u64::try_from(st.st_size).unwrap_or(0).min(max);
+    let mut bytes = Vec::with_capacity(usize::try_from(stated).unwrap_or(0).saturating_add(1));
     file.read_to_end(&mut bytes).map_err(NotRead::Io)?;
     if bytes.len() as u64 > max {
         return Err(NotRead::TooLarge { max });
@@ -181,5 +186,19 @@ mod tests {
         assert_eq!(super::read_regular(&l, 11).unwrap().len(), 11);
         let e = super::read(&l, super::Links::Refuse, 11).unwrap_err();
         assert!(matches!(e, super::NotRead::NotRegular("a symlink")), "{e}");
+    }
+
+    /// The stated size bounds nothing alone: a regular file that states 0
+    /// bytes and holds more (a procfs file; one that grows after the stat)
+    /// is read whole when it fits, and refused past the bound.
+    #[test]
+    fn the_bound_holds_while_reading_not_only_at_the_stat() {
+        let status = std::path::Path::new("/proc/self/status");
+        let (bytes, st) = super::read(status, super::Links::Follow, 1 << 20).unwrap();
+        assert_eq!(st.st_size, 0);
+        assert!(bytes.starts_with(b"Name:"), "{:?}", &bytes[..16]);
+        assert!(bytes.len() > 100);
+        let e = super::read(status, super::Links::Follow, 100).unwrap_err();
+        assert!(matches!(e, super::NotRead::TooLarge { max: 100 }), "{e}");
     }
 }
