@@ -50,3 +50,41 @@ def test_a_forked_child_reads_its_own_files(tmp_path: Path) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     got = json.loads(out.read_text())
     assert got == {"exit_status": 0, "codes": codes(want)}, got
+
+
+def test_a_forked_child_that_closed_its_fds_keeps_the_ones_it_opened(tmp_path: Path) -> None:
+    # The parent's kept directory fd is not the child's to close: a child
+    # that closed every fd and opened others under the same numbers keeps
+    # them all across a call.
+    root = inventory(tmp_path / "inv", 8)
+    want = kvcr.audit(root)
+    decoy = tmp_path / "decoy"
+    decoy.write_text("the child's own file")
+    out = tmp_path / "child.json"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.closerange(3, 4096)
+            mine = [os.open(decoy, os.O_RDONLY) for _ in range(64)]
+            got = kvcr.audit(root)
+            ino = os.stat(decoy).st_ino
+            still = [fd for fd in mine if _is(fd, ino)]
+            out.write_text(json.dumps({
+                "exit_status": got["exit_status"], "codes": codes(got),
+                "kept": len(still), "opened": len(mine),
+            }))
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    got = json.loads(out.read_text())
+    assert got == {"exit_status": 0, "codes": codes(want), "kept": 64, "opened": 64}, got
+
+
+def _is(fd: int, ino: int) -> bool:
+    try:
+        return os.fstat(fd).st_ino == ino
+    except OSError:
+        return False

@@ -19,8 +19,9 @@
 //! Python package builds its dicts so).
 //!
 //! A process forked after a call may call again: what is kept per process
-//! (the `/proc/self/fd` directory files are reopened through) is opened
-//! anew in the child, never the parent's (docs/format.md §2.3).
+//! (the `/proc` root and the `/proc/self/fd` directory files are reopened
+//! through) is opened anew in the child, and the parent's is neither used
+//! nor closed (docs/format.md §2.3, §13.1).
 //!
 //! A library, not a command line (docs/format.md §13.1): it reads no
 //! environment variable (what the command takes from `KVCR_PROFILE`,

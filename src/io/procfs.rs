@@ -29,25 +29,43 @@ static SYSTEM: OnceLock<ProcFs> = OnceLock::new();
 /// words, and no file is reopened through `self/fd` (KV005: never followed,
 /// never opened). Every file read through a trusted root is checked again on
 /// its own fd (a file system mounted over a part of `/proc` is refused too).
+///
+/// What is held is held per process, not per address space: a child forked
+/// after a call opens its own root and its own `self/fd` on its first use
+/// (the parent's `self/fd` names the parent's fds, and a child that closed
+/// its fds may hold other files under the parent's numbers).
 #[derive(Debug)]
 pub struct ProcFs {
     /// How the root is named in messages (`/proc`, or the test root).
     label: String,
-    root: Result<OwnedFd, String>,
-    /// `self/fd`, opened and checked on first use in each process (see
-    /// [`ProcFs::fd_dir`]), with the pid it was opened in.
-    fd_dir: Mutex<Option<FdDir>>,
+    /// The root's path, opened again by a forked child.
+    path: PathBuf,
+    /// What this process opened, with its pid ([`ProcFs::held`]).
+    held: Mutex<Option<Held>>,
     /// Why this root is not `/proc` (the test hook), for the operator.
     note: Option<String>,
 }
 
-/// `self/fd` as opened by process `pid`: an fd on `/proc/<pid>/fd` (the
-/// kernel resolves `self` when it is opened), so it names that process's
-/// fds in any other process (a child after `fork` inherits it).
+/// The fds process `pid` opened: the checked root, and `self/fd` (opened
+/// on first use): an fd on `/proc/<pid>/fd`, as the kernel resolves `self`
+/// when it is opened, so it names that process's fds in any other process.
 #[derive(Debug)]
-struct FdDir {
+struct Held {
     pid: rustix::process::Pid,
-    dir: Result<Arc<OwnedFd>, String>,
+    root: Result<Arc<OwnedFd>, String>,
+    fd_dir: Option<Result<Arc<OwnedFd>, String>>,
+}
+
+/// Opens `path` as a procfs root and checks, on the held fd, that it is
+/// procfs.
+fn open_root(path: &Path, label: &str) -> Result<OwnedFd, String> {
+    rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("cannot open {label}: {e}"))
+    .and_then(|fd| check_procfs(fd.as_fd(), label).map(|()| fd))
 }
 
 /// Is the file system holding `fd` procfs? `Err` says why not, in words.
@@ -74,19 +92,40 @@ impl ProcFs {
     /// is procfs.
     pub fn open(path: &Path) -> ProcFs {
         let label = path.to_string_lossy().into_owned();
-        let root = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("cannot open {label}: {e}"))
-        .and_then(|fd| check_procfs(fd.as_fd(), &label).map(|()| fd));
+        let held = Held {
+            pid: rustix::process::getpid(),
+            root: open_root(path, &label).map(Arc::new),
+            fd_dir: None,
+        };
         ProcFs {
             label,
-            root,
-            fd_dir: Mutex::new(None),
+            path: path.to_path_buf(),
+            held: Mutex::new(Some(held)),
             note: None,
         }
+    }
+
+    /// What this process holds, opened anew when this process is not the
+    /// one that opened it (a child forked since).
+    fn held<R>(&self, f: impl FnOnce(&mut Held) -> R) -> R {
+        let pid = rustix::process::getpid();
+        let mut kept = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = match kept.take() {
+            Some(h) if h.pid == pid => h,
+            parents => {
+                // Opened by the process this one was forked from: its fd
+                // numbers are not this process's to close (a child that
+                // closed its fds may hold other files under them now).
+                // Left as the fork left them.
+                std::mem::forget(parents);
+                Held {
+                    pid,
+                    root: open_root(&self.path, &self.label).map(Arc::new),
+                    fd_dir: None,
+                }
+            }
+        };
+        f(kept.insert(held))
     }
 
     /// This process's procfs root: `/proc`, or the directory the command
@@ -139,17 +178,14 @@ impl ProcFs {
     }
 
     /// Why nothing from this root is trusted, or `None` when it is procfs.
-    pub fn untrusted(&self) -> Option<&str> {
-        self.root.as_ref().err().map(String::as_str)
+    pub fn untrusted(&self) -> Option<String> {
+        self.root().err()
     }
 
     /// The checked root itself, for a reader that lists or stats beneath it
     /// (the GMS reader's lock holders); `Err` says why it is not trusted.
-    pub fn root(&self) -> Result<BorrowedFd<'_>, String> {
-        self.root
-            .as_ref()
-            .map(|fd| fd.as_fd())
-            .map_err(Clone::clone)
+    pub fn root(&self) -> Result<Arc<OwnedFd>, String> {
+        self.held(|h| h.root.clone())
     }
 
     /// `label/rel`, for messages.
@@ -177,7 +213,7 @@ impl ProcFs {
         let root = self.root().map_err(Err)?;
         let fd = loop {
             match rustix::fs::openat(
-                root,
+                &root,
                 rel,
                 OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
                 Mode::empty(),
@@ -203,27 +239,20 @@ impl ProcFs {
 
     /// `self/fd` beneath the root, checked to be procfs: the directory of
     /// magic links through which an `O_PATH` fd is reopened for reading.
-    /// Kept per process, not per address space: `self` is resolved when
-    /// the directory is opened, so the one a parent opened names the
-    /// parent's fds in a child it forked (`fd/N` there is the parent's fd N:
-    /// another file, or none). A process asks with its own pid and opens
-    /// its own on first use.
+    /// Kept per process, not per address space ([`ProcFs::held`]): `self`
+    /// is resolved when the directory is opened, so the one a parent opened
+    /// names the parent's fds in a child it forked (`fd/N` there is the
+    /// parent's fd N: another file, or none).
     pub fn fd_dir(&self) -> Result<Arc<OwnedFd>, String> {
-        let pid = rustix::process::getpid();
-        let mut kept = self.fd_dir.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(d) = kept.as_ref().filter(|d| d.pid == pid) {
-            return d.dir.clone();
-        }
-        let dir = self.open_fd_dir().map(Arc::new);
-        *kept = Some(FdDir {
-            pid,
-            dir: dir.clone(),
-        });
-        dir
+        self.held(|h| {
+            h.fd_dir
+                .get_or_insert_with(|| self.open_fd_dir(&h.root).map(Arc::new))
+                .clone()
+        })
     }
 
-    fn open_fd_dir(&self) -> Result<OwnedFd, String> {
-        let root = self.root()?;
+    fn open_fd_dir(&self, root: &Result<Arc<OwnedFd>, String>) -> Result<OwnedFd, String> {
+        let root = root.as_ref().map_err(Clone::clone)?;
         let fd = rustix::fs::openat(
             root,
             "self/fd",
