@@ -88,3 +88,47 @@ def _is(fd: int, ino: int) -> bool:
         return os.fstat(fd).st_ino == ino
     except OSError:
         return False
+
+
+def test_forks_while_another_thread_audits_never_leave_the_child_waiting(tmp_path: Path) -> None:
+    # What a call keeps per process is read without a lock: a fork taken
+    # while another thread is inside a call leaves the child nothing held
+    # to wait for. Each child audits under an alarm (a hang fails, never
+    # stalls the suite).
+    import signal
+    import threading
+
+    root = inventory(tmp_path / "inv", 8)
+    want = codes(kvcr.audit(root))
+    stop = threading.Event()
+    errors: list = []
+
+    def busy() -> None:
+        while not stop.is_set():
+            try:
+                kvcr.audit(root)
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        for i in range(100):
+            out = tmp_path / ("child-%d.json" % i)
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    signal.alarm(10)
+                    got = kvcr.audit(root)
+                    out.write_text(json.dumps([got["exit_status"], codes(got)]))
+                    code = 0
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, (i, status)
+            assert json.loads(out.read_text()) == [0, want], i
+    finally:
+        stop.set()
+        t.join()
+    assert errors == []

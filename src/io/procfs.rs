@@ -7,7 +7,8 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
 /// The test hook that names another procfs root than `/proc` (tests build
 /// a plain directory holding forged files there; it is never trusted). The
@@ -33,15 +34,20 @@ static SYSTEM: OnceLock<ProcFs> = OnceLock::new();
 /// What is held is held per process, not per address space: a child forked
 /// after a call opens its own root and its own `self/fd` on its first use
 /// (the parent's `self/fd` names the parent's fds, and a child that closed
-/// its fds may hold other files under the parent's numbers).
+/// its fds may hold other files under the parent's numbers). Reading what
+/// is held takes no lock, so a fork while another thread reads leaves the
+/// child nothing to wait for.
 #[derive(Debug)]
 pub struct ProcFs {
     /// How the root is named in messages (`/proc`, or the test root).
     label: String,
     /// The root's path, opened again by a forked child.
     path: PathBuf,
-    /// What this process opened, with its pid ([`ProcFs::held`]).
-    held: Mutex<Option<Held>>,
+    /// What this process opened ([`ProcFs::held`]): a pointer from
+    /// `Box::leak`, published once per process and never freed while this
+    /// `ProcFs` lives (a parent's is never freed: its fds are not the
+    /// child's to close).
+    held: AtomicPtr<Held>,
     /// Why this root is not `/proc` (the test hook), for the operator.
     note: Option<String>,
 }
@@ -52,8 +58,8 @@ pub struct ProcFs {
 #[derive(Debug)]
 struct Held {
     pid: rustix::process::Pid,
-    root: Result<Arc<OwnedFd>, String>,
-    fd_dir: Option<Result<Arc<OwnedFd>, String>>,
+    root: Result<OwnedFd, String>,
+    fd_dir: OnceLock<Result<OwnedFd, String>>,
 }
 
 /// Opens `path` as a procfs root and checks, on the held fd, that it is
@@ -92,40 +98,55 @@ impl ProcFs {
     /// is procfs.
     pub fn open(path: &Path) -> ProcFs {
         let label = path.to_string_lossy().into_owned();
-        let held = Held {
+        let held = Box::new(Held {
             pid: rustix::process::getpid(),
-            root: open_root(path, &label).map(Arc::new),
-            fd_dir: None,
-        };
+            root: open_root(path, &label),
+            fd_dir: OnceLock::new(),
+        });
         ProcFs {
             label,
             path: path.to_path_buf(),
-            held: Mutex::new(Some(held)),
+            held: AtomicPtr::new(Box::into_raw(held)),
             note: None,
         }
     }
 
     /// What this process holds, opened anew when this process is not the
-    /// one that opened it (a child forked since).
-    fn held<R>(&self, f: impl FnOnce(&mut Held) -> R) -> R {
+    /// one that opened what is published (a child forked since).
+    fn held(&self) -> &Held {
         let pid = rustix::process::getpid();
-        let mut kept = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let held = match kept.take() {
-            Some(h) if h.pid == pid => h,
-            parents => {
-                // Opened by the process this one was forked from: its fd
-                // numbers are not this process's to close (a child that
-                // closed its fds may hold other files under them now).
-                // Left as the fork left them.
-                std::mem::forget(parents);
-                Held {
-                    pid,
-                    root: open_root(&self.path, &self.label).map(Arc::new),
-                    fd_dir: None,
+        let mut seen = self.held.load(Ordering::Acquire);
+        loop {
+            // SAFETY: a published pointer comes from `Box::into_raw` and is
+            // freed only by `Drop`, which `&self` excludes.
+            if let Some(h) = unsafe { seen.as_ref() }.filter(|h| h.pid == pid) {
+                return h;
+            }
+            let mine = Box::into_raw(Box::new(Held {
+                pid,
+                root: open_root(&self.path, &self.label),
+                fd_dir: OnceLock::new(),
+            }));
+            match self
+                .held
+                .compare_exchange(seen, mine, Ordering::AcqRel, Ordering::Acquire)
+            {
+                // The one replaced was the parent's: left as the fork left
+                // it, never freed, its fds never closed.
+                // SAFETY: `mine` was just published and is never freed
+                // while `&self` lives.
+                Ok(_) => return unsafe { &*mine },
+                Err(now) => {
+                    // Another thread of this process published first: ours
+                    // was never seen by anyone and is dropped (its fds
+                    // closed).
+                    // SAFETY: `mine` came from `Box::into_raw` above and
+                    // was never published.
+                    drop(unsafe { Box::from_raw(mine) });
+                    seen = now;
                 }
             }
-        };
-        f(kept.insert(held))
+        }
     }
 
     /// This process's procfs root: `/proc`, or the directory the command
@@ -178,14 +199,18 @@ impl ProcFs {
     }
 
     /// Why nothing from this root is trusted, or `None` when it is procfs.
-    pub fn untrusted(&self) -> Option<String> {
-        self.root().err()
+    pub fn untrusted(&self) -> Option<&str> {
+        self.held().root.as_ref().err().map(String::as_str)
     }
 
     /// The checked root itself, for a reader that lists or stats beneath it
     /// (the GMS reader's lock holders); `Err` says why it is not trusted.
-    pub fn root(&self) -> Result<Arc<OwnedFd>, String> {
-        self.held(|h| h.root.clone())
+    pub fn root(&self) -> Result<BorrowedFd<'_>, String> {
+        self.held()
+            .root
+            .as_ref()
+            .map(|fd| fd.as_fd())
+            .map_err(Clone::clone)
     }
 
     /// `label/rel`, for messages.
@@ -213,7 +238,7 @@ impl ProcFs {
         let root = self.root().map_err(Err)?;
         let fd = loop {
             match rustix::fs::openat(
-                &root,
+                root,
                 rel,
                 OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
                 Mode::empty(),
@@ -243,15 +268,16 @@ impl ProcFs {
     /// is resolved when the directory is opened, so the one a parent opened
     /// names the parent's fds in a child it forked (`fd/N` there is the
     /// parent's fd N: another file, or none).
-    pub fn fd_dir(&self) -> Result<Arc<OwnedFd>, String> {
-        self.held(|h| {
-            h.fd_dir
-                .get_or_insert_with(|| self.open_fd_dir(&h.root).map(Arc::new))
-                .clone()
-        })
+    pub fn fd_dir(&self) -> Result<BorrowedFd<'_>, String> {
+        let h = self.held();
+        h.fd_dir
+            .get_or_init(|| self.open_fd_dir(&h.root))
+            .as_ref()
+            .map(|fd| fd.as_fd())
+            .map_err(Clone::clone)
     }
 
-    fn open_fd_dir(&self, root: &Result<Arc<OwnedFd>, String>) -> Result<OwnedFd, String> {
+    fn open_fd_dir(&self, root: &Result<OwnedFd, String>) -> Result<OwnedFd, String> {
         let root = root.as_ref().map_err(Clone::clone)?;
         let fd = rustix::fs::openat(
             root,
@@ -272,5 +298,19 @@ impl ProcFs {
         let mut p = PathBuf::from(&self.label);
         p.push("driver/nvidia/gpus");
         Ok(p)
+    }
+}
+
+impl Drop for ProcFs {
+    fn drop(&mut self) {
+        let p = *self.held.get_mut();
+        // SAFETY: published by `open` or `held` from `Box::into_raw`; no
+        // borrow of it outlives `&self`. Only this process's is freed: a
+        // parent's is left as the fork left it.
+        if let Some(h) = unsafe { p.as_ref() } {
+            if h.pid == rustix::process::getpid() {
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 /// Opens the inode an `O_PATH` fd names for reading, via `/proc/self/fd/N`
@@ -32,7 +32,6 @@ pub fn reopen_for_reading_in(proc: &ProcFs, path_fd: &OwnedFd) -> std::io::Resul
     let dir = proc.fd_dir().map_err(|why| {
         std::io::Error::other(format!("{why}; the file cannot be opened race-free"))
     })?;
-    let dir = dir.as_fd();
     let name = path_fd.as_raw_fd().to_string();
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     loop {

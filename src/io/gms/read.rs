@@ -601,10 +601,9 @@ impl LockTable {
 
     /// Every process's descriptors: which hold a lock on a wanted inode.
     fn scan_fds(&mut self, wanted: &BTreeSet<(u32, u32, u64)>) {
-        let Ok(held) = self.proc.root() else {
+        let Ok(root) = self.proc.root() else {
             return;
         };
-        let root = held.as_fd();
         for pid in pids(self.proc) {
             let dir = format!("{pid}/fd");
             let fds = match open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY)
@@ -728,10 +727,9 @@ fn lock_of(fd: &OwnedFd, table: &LockTable, probe: FlockOperation) -> Lock {
 
 /// Every pid in `/proc`.
 fn pids(proc: &ProcFs) -> Vec<i32> {
-    let Ok(held) = proc.root() else {
+    let Ok(root) = proc.root() else {
         return Vec::new();
     };
-    let root = held.as_fd();
     let Ok(d) = open_ro(Some(root), Path::new("."), OFlags::DIRECTORY) else {
         return Vec::new();
     };
@@ -753,10 +751,9 @@ const SIGKILL_BIT: u64 = 1 << 8;
 /// returns to user space: PF_EXITING or a pending SIGKILL), as GMS's own
 /// fence tells (`_user_space_dead`). A zombie thread does not run.
 pub fn process_state(proc: &ProcFs, pid: i32) -> (bool, bool) {
-    let Ok(held) = proc.root() else {
+    let Ok(root) = proc.root() else {
         return (false, false);
     };
-    let root = held.as_fd();
     let tasks = match open_ro(
         Some(root),
         Path::new(&format!("{pid}/task")),
@@ -932,8 +929,7 @@ fn uses(proc: &ProcFs, root: BorrowedFd<'_>, pid: i32, key: (u32, u32, u64)) -> 
 /// none of another namespace does (processes whose tables this user
 /// cannot read are not counted); `Err` says why it cannot be told.
 fn ring_namespace(proc: &ProcFs, key: (u32, u32, u64)) -> Result<(), String> {
-    let held = proc.root()?;
-    let root = held.as_fd();
+    let root = proc.root()?;
     let ns = |rel: &str| {
         retry(|| rustix::fs::statat(root, rel, AtFlags::empty()))
             .map(|st| st.st_ino)

@@ -139,7 +139,7 @@ pub fn probe(
         let untrusted = proc.untrusted().map(|why| {
             format!(
                 "{}; the boot id, owner processes and /proc GPU list are not checked",
-                crate::format::text::terminal(&why)
+                crate::format::text::terminal(why)
             )
         });
         let notes = proc
