@@ -219,10 +219,17 @@ fn audit(
 /// The document as Python objects (dicts, lists, str, int, bool, None):
 /// what `json.loads` of its JSON text gives, built directly from the value
 /// that text is written from (`kvcr::api::Structured`), so nothing is
-/// rendered or parsed back (python/tests/test_objects.py holds the two
-/// equal on every fixture).
+/// rendered or parsed back (python/tests/test_parity.py and test_gate.py
+/// hold the two equal on every fixture). A failure here is kvcr's own (the
+/// wire types hold only what JSON holds): an internal error, exit 70, as a
+/// panic is.
 fn objects<'py>(py: Python<'py>, d: &api::Structured) -> PyResult<Bound<'py, PyAny>> {
-    pythonize::pythonize(py, d).map_err(|e| usage(format!("cannot build the document: {e}")))
+    pythonize::pythonize(py, d).map_err(|e| {
+        raise(Error::Other {
+            message: format!("internal error: cannot build the document: {e}"),
+            status: 70,
+        })
+    })
 }
 
 /// `--max-age` text to seconds; errors name the argument `name`.
