@@ -270,13 +270,7 @@ fn the_dry_run_carries_the_import_plan() {
     });
     std::fs::write(dir.path().join("inv/rank-1.json"), bytes).unwrap();
     private(&dir.path().join("inv"));
-    let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
-    let facts = json!({
-        "boot_id": testkit::BOOT_ID, "hostname": testkit::HOSTNAME,
-        "processes": {"4242": 123456}, "processes_unreadable": null,
-        "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
-    });
-    std::fs::write(dir.path().join("facts.json"), facts.to_string()).unwrap();
+    facts_file(dir.path(), json!({"4242": 123456}));
     let out = kvcr()
         .args(["import", "--dry-run", "--format", "json"])
         .arg(dir.path().join("inv"))
@@ -885,13 +879,7 @@ fn structured_documents_are_the_rendered_ones() {
     let d = Desc::new("llama3-70b-a", 0, 2, 1);
     put_group(&dir.path().join("inv"), "", &d);
     private(&dir.path().join("inv"));
-    let gpus: Vec<String> = (0..2).map(|r| testkit::gpu(0, r)).collect();
-    let facts = json!({
-        "boot_id": testkit::BOOT_ID, "hostname": testkit::HOSTNAME,
-        "processes": {"4242": 123456}, "processes_unreadable": null,
-        "gpus": {"visible": gpus, "on_node": gpus, "source": "test"}
-    });
-    std::fs::write(dir.path().join("facts.json"), facts.to_string()).unwrap();
+    facts_file(dir.path(), json!({"4242": 123456}));
     let o = GateOptions {
         profile: Some(Profile::Json(
             serde_json::to_vec(&testkit::profile(&d)).unwrap(),
