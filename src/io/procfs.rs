@@ -44,8 +44,8 @@ pub struct ProcFs {
     /// The root's path, opened again by a forked child.
     path: PathBuf,
     /// What this process opened ([`ProcFs::held`]): a pointer from
-    /// `Box::leak`, published once per process and never freed while this
-    /// `ProcFs` lives (a parent's is never freed: its fds are not the
+    /// `Box::into_raw`, published once per process and never freed while
+    /// this `ProcFs` lives (a parent's is never freed: its fds are not the
     /// child's to close).
     held: AtomicPtr<Held>,
     /// Why this root is not `/proc` (the test hook), for the operator.
@@ -62,16 +62,23 @@ struct Held {
     fd_dir: OnceLock<Result<OwnedFd, String>>,
 }
 
-/// Opens `path` as a procfs root and checks, on the held fd, that it is
-/// procfs.
-fn open_root(path: &Path, label: &str) -> Result<OwnedFd, String> {
-    rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-    )
-    .map_err(|e| format!("cannot open {label}: {e}"))
-    .and_then(|fd| check_procfs(fd.as_fd(), label).map(|()| fd))
+impl Held {
+    /// What this process holds of the root at `path`: the root, opened and
+    /// checked on the held fd to be procfs, and `self/fd` not yet opened.
+    fn open(path: &Path, label: &str) -> Box<Held> {
+        let root = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("cannot open {label}: {e}"))
+        .and_then(|fd| check_procfs(fd.as_fd(), label).map(|()| fd));
+        Box::new(Held {
+            pid: rustix::process::getpid(),
+            root,
+            fd_dir: OnceLock::new(),
+        })
+    }
 }
 
 /// Is the file system holding `fd` procfs? `Err` says why not, in words.
@@ -98,11 +105,7 @@ impl ProcFs {
     /// is procfs.
     pub fn open(path: &Path) -> ProcFs {
         let label = path.to_string_lossy().into_owned();
-        let held = Box::new(Held {
-            pid: rustix::process::getpid(),
-            root: open_root(path, &label),
-            fd_dir: OnceLock::new(),
-        });
+        let held = Held::open(path, &label);
         ProcFs {
             label,
             path: path.to_path_buf(),
@@ -122,11 +125,7 @@ impl ProcFs {
             if let Some(h) = unsafe { seen.as_ref() }.filter(|h| h.pid == pid) {
                 return h;
             }
-            let mine = Box::into_raw(Box::new(Held {
-                pid,
-                root: open_root(&self.path, &self.label),
-                fd_dir: OnceLock::new(),
-            }));
+            let mine = Box::into_raw(Held::open(&self.path, &self.label));
             match self
                 .held
                 .compare_exchange(seen, mine, Ordering::AcqRel, Ordering::Acquire)
