@@ -2,10 +2,10 @@
 # Installs the .deb built by `cargo deb` into a scratch root with
 # `dpkg --root` (nothing on this system changes) and checks that the
 # installed kvcr, its man pages, completions and systemd units work.
-# Usage: scripts/deb-check.sh [target/debian/kvcr_*.deb]
+# Usage: scripts/deb-check.sh [target/debian/kvcr-audit_*.deb]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-deb=${1:-$(ls -t target/debian/kvcr_*.deb | head -1)}
+deb=${1:-$(ls -t target/debian/kvcr-audit_*.deb | head -1)}
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 fail() { echo "deb-check: $*" >&2; exit 1; }
@@ -20,7 +20,7 @@ for f in ./usr/bin/kvcr ./usr/share/man/man1/kvcr.1.gz ./usr/share/man/man1/kvcr
          ./usr/lib/systemd/system/kvcr-audit-textfile.timer ./etc/default/kvcr \
          ./usr/share/kvcr/prometheus/kvcr-alerts.yml \
          ./usr/lib/systemd/system/kvcr-hold.service ./usr/lib/tmpfiles.d/kvcr.conf \
-         ./usr/share/doc/kvcr/format.md ./usr/share/doc/kvcr/copyright; do
+         ./usr/share/doc/kvcr-audit/format.md ./usr/share/doc/kvcr/copyright; do
   grep -q " $f\$" "$root.list" || fail "$f is not in the package"
 done
 rm -f "$root.list"

@@ -21,7 +21,7 @@ fail() { echo "dist-check: $*" >&2; exit 1; }
 say() { printf 'dist-check: %s\n' "$*"; }
 glibc_max=2.17
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-name="kvcr-$version-x86_64-linux-gnu"
+name="kvcr-audit-$version-x86_64-linux-gnu"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 command -v readelf >/dev/null || fail "readelf (binutils) is needed to read symbol versions"
@@ -92,7 +92,7 @@ chmod -R go-w "$tmp/user"
 say "tarball: kvcr --version, audit exit 0 and 1 from a scratch directory, completion, man page"
 
 # .deb.
-deb=$(ls dist/kvcr_"$version"-*_amd64.deb)
+deb=$(ls dist/kvcr-audit_"$version"-*_amd64.deb)
 [ "$(echo "$deb" | wc -l)" = 1 ] || fail "not one .deb in dist/: $deb"
 deb_sum=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/bin/kvcr | sha256sum | cut -d' ' -f1)
 tar_sum=$(sha256sum "$bin" | cut -d' ' -f1)
@@ -109,14 +109,14 @@ py_min=$(sed -n 's/^requires-python = ">=\([0-9]*\)\.\([0-9]*\)".*/\1\2/p' pytho
 wheels=$(cd dist && ls -- *.whl)
 [ "$(echo "$wheels" | wc -l)" = 1 ] || fail "not one wheel in dist/: $wheels"
 case "$wheels" in
-  "kvcr-$version-cp$py_min-abi3-"*manylinux_2_17_x86_64*.whl) ;;
-  *) fail "wheel $wheels: not kvcr-$version-cp$py_min-abi3-manylinux…2_17_x86_64" ;;
+  "kvcr_audit-$version-cp$py_min-abi3-"*manylinux_2_17_x86_64*.whl) ;;
+  *) fail "wheel $wheels: not kvcr_audit-$version-cp$py_min-abi3-manylinux…2_17_x86_64" ;;
 esac
 case "$wheels" in *manylinux2014_x86_64*) ;; *) fail "wheel $wheels has no manylinux2014 tag" ;; esac
 mkdir "$tmp/whl"
 "${PYTHON:-python3}" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
   "dist/$wheels" "$tmp/whl"
-check_glibc "$(ls "$tmp"/whl/kvcr/_native*.so)" "wheel's kvcr/_native"
+check_glibc "$(ls "$tmp"/whl/kvcr_audit/_native*.so)" "wheel's kvcr_audit/_native"
 # The PATH without any directory that has cargo or rustc.
 clean=""
 IFS=: read -ra dirs <<< "$PATH"

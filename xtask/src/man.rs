@@ -10,7 +10,7 @@
 
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
-use kvcr::exit;
+use kvcr_audit::exit;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -23,7 +23,7 @@ pub struct Page {
 /// Every page, the top-level one first, then the visible subcommands in
 /// declaration order.
 pub fn pages() -> Vec<Page> {
-    let mut cmd = kvcr::command().disable_help_subcommand(true);
+    let mut cmd = kvcr_audit::command().disable_help_subcommand(true);
     cmd.build();
     let mut out = vec![render(&cmd, None, &cmd)];
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
@@ -117,7 +117,7 @@ pub fn completions() -> Vec<(&'static str, Vec<u8>)> {
     .into_iter()
     .map(|(shell, name)| {
         let mut script = Vec::new();
-        clap_complete::generate(shell, &mut kvcr::command(), "kvcr", &mut script);
+        clap_complete::generate(shell, &mut kvcr_audit::command(), "kvcr", &mut script);
         (name, script)
     })
     .collect()
@@ -794,9 +794,15 @@ fn see_also(r: &mut Roff, sub: Option<&str>, top: &clap::Command) {
     r.text([roman(refs.join(", "))]);
     r.control("PP", []);
     r.text([roman(
-        "docs/format.md in the source tree (/usr/share/doc/kvcr/format.md from the Debian \
+        "docs/format.md in the source tree (/usr/share/doc/kvcr-audit/format.md from the Debian \
          package) is the contract: formats, digest, finding codes, exit statuses and rules, by \
          section; the help texts cite its sections, such as docs/format.md §3.2; docs/json.md \
          documents the JSON report field by field; kvcr schema prints the JSON Schemas.",
+    )]);
+    r.control("PP", []);
+    r.text([roman(
+        "kvcr is packaged as kvcr-audit (the Debian package, the Rust crate kvcr_audit and the \
+         Python distribution kvcr-audit, imported as kvcr_audit): the Python package named kvcr \
+         is NVIDIA's KV Cache Runner, which installs beside it (docs/python.md).",
     )]);
 }

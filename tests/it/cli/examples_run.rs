@@ -69,7 +69,7 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         "README.md",
         "pip install maturin && (cd python && maturin build --release --locked) && pip \
         install \
-        python/target/wheels/kvcr-*.whl",
+        python/target/wheels/kvcr_audit-*.whl",
         Skip(
             "builds or installs the Python package (.ci/run \
         does, in a fresh venv)",
@@ -101,7 +101,7 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     (
         "docs/python.md",
         "(cd python && maturin build --release --locked) && pip install \
-        python/target/wheels/kvcr-*.whl",
+        python/target/wheels/kvcr_audit-*.whl",
         Skip(
             "builds or installs the Python package (.ci/run \
         does, in a fresh venv)",
@@ -270,26 +270,26 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     (
         "README.md",
         "cargo deb --locked                          # \
-        target/debian/kvcr_<version>_<arch>.deb for this machine (cargo install \
+        target/debian/kvcr-audit_<version>_<arch>.deb for this machine (cargo install \
         cargo-deb)",
         Skip("a release build (.ci/run)"),
     ),
     (
         "README.md",
-        "tar -xzf kvcr-0.1.0-x86_64-linux-gnu.tar.gz                      # kvcr, man/, \
+        "tar -xzf kvcr-audit-0.2.0-x86_64-linux-gnu.tar.gz                # kvcr, man/, \
         completions/, README, licences",
         Skip("a release download (scripts/dist-check.sh unpacks dist/'s and runs it)"),
     ),
     (
         "README.md",
-        "sudo dpkg -i kvcr_0.1.0-1_amd64.deb                               # /usr/bin/kvcr, \
+        "sudo dpkg -i kvcr-audit_0.2.0-1_amd64.deb                         # /usr/bin/kvcr, \
         man pages, completions, systemd timer",
         Skip("installs a package (scripts/deb-check.sh, into a scratch root)"),
     ),
     (
         "README.md",
-        "pip install kvcr-0.1.0-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl  # \
-        Python package, CPython >= 3.9",
+        "pip install kvcr_audit-0.2.0-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl  # \
+        Python package kvcr_audit, CPython >= 3.9",
         Skip("installs a release download (scripts/dist-check.sh, in a fresh venv)"),
     ),
     (
@@ -774,7 +774,7 @@ fn man_examples() -> Vec<ManExample> {
 fn every_man_page_example_runs_with_the_status_it_claims() {
     let examples = man_examples();
     // The parser missed nothing: as many as the generator writes.
-    let cmd = kvcr::command();
+    let cmd = kvcr_audit::command();
     let mut want = crate::util::man::examples_of(None).len();
     for s in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         want += crate::util::man::examples_of(Some(s.get_name())).len();

@@ -1,4 +1,4 @@
-# The native half (python/src/lib.rs); not API: use the kvcr package.
+# The native half (python/src/lib.rs); not API: use the kvcr_audit package.
 from typing import Any, Dict, List, Optional, Tuple
 
 class NativeError(Exception): ...
