@@ -20,7 +20,7 @@ for f in ./usr/bin/kvcr ./usr/share/man/man1/kvcr.1.gz ./usr/share/man/man1/kvcr
          ./usr/lib/systemd/system/kvcr-audit-textfile.timer ./etc/default/kvcr \
          ./usr/share/kvcr/prometheus/kvcr-alerts.yml \
          ./usr/lib/systemd/system/kvcr-hold.service ./usr/lib/tmpfiles.d/kvcr.conf \
-         ./usr/share/doc/kvcr-audit/format.md ./usr/share/doc/kvcr/copyright; do
+         ./usr/share/doc/kvcr-audit/format.md ./usr/share/doc/kvcr-audit/copyright; do
   grep -q " $f\$" "$root.list" || fail "$f is not in the package"
 done
 rm -f "$root.list"
@@ -35,8 +35,8 @@ touch "$root/var/lib/dpkg/status"
 dpkg --root="$root" --force-depends --force-not-root --force-script-chrootless --log=/dev/null \
   --path-include="*" -i "$deb" >/dev/null 2>&1 \
   || fail "dpkg -i --root failed"
-dpkg --root="$root" -s kvcr | grep -q '^Status: install ok installed' || fail "not installed"
-dpkg --root="$root" -s kvcr | grep -q '^Conffiles:' || fail "/etc/default/kvcr is not a conffile"
+dpkg --root="$root" -s kvcr-audit | grep -q '^Status: install ok installed' || fail "not installed"
+dpkg --root="$root" -s kvcr-audit | grep -q '^Conffiles:' || fail "/etc/default/kvcr is not a conffile"
 
 kvcr="$root/usr/bin/kvcr"
 "$kvcr" --version
