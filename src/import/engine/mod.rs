@@ -480,6 +480,27 @@ fn import_all(
                 .collect(),
         });
     }
+    // The block ids, once every allocation is mapped (docs/format.md §8.10).
+    if let Err(c) = distinct.settle() {
+        // The ranks from the one named on did not complete.
+        if let Some(at) = done.iter().position(|r| r.rank == c.rank) {
+            done.truncate(at);
+        }
+        return Err(Stop::Failed(StepFailure {
+            rank: c.rank,
+            allocation: Some(c.allocation),
+            step: Step::VerifyDistinctMapped,
+            cause: Cause::Failed,
+            error: c.error,
+        }));
+    }
+    for (r, pr) in done.iter_mut().zip(&plan.ranks) {
+        r.distinct = pr
+            .allocations
+            .iter()
+            .map(|a| distinct.compared(pr.rank, &a.id))
+            .collect();
+    }
     Ok(())
 }
 
