@@ -198,6 +198,12 @@ pub trait Backend {
     fn held_fd(&self, _imported: &Resource) -> Option<std::os::fd::BorrowedFd<'_>> {
         None
     }
+    /// `posix_fd`: the real uids of the owners whose fds kvcr took, each
+    /// read while that owner's start time still matched its descriptor
+    /// (the hand-over serves them, docs/format.md §8.6).
+    fn owner_uids(&self) -> Vec<u32> {
+        Vec::new()
+    }
     /// What a hold should tell about the devices it keeps (an
     /// exclusive-process compute mode keeps the engine out).
     fn hold_warnings(&self) -> Vec<String> {

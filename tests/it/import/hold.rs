@@ -78,26 +78,54 @@ fn the_owner_goes_and_an_engine_takes_the_memory_from_what_the_ready_file_names(
     let ready = held.ready.clone();
     let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     let socket = doc["hand_over"].as_str().unwrap().to_string();
-    assert_eq!(socket, format!("{}.sock", ready.display()));
+    assert!(Path::new(&socket).is_absolute(), "{socket}");
+    let canonical = ready.parent().unwrap().canonicalize().unwrap();
+    assert_eq!(
+        Path::new(&socket),
+        canonical.join("ready.json.sock"),
+        "{socket}"
+    );
 
-    // The ready file and the import plan agree on every allocation.
+    // The ready file and the import plan agree on every allocation; a
+    // posix_fd handle also names the owner its fd is a number in.
     let dry = s.import("plan", &[], &["--dry-run"]);
-    let plan = &dry.report()["plan"]["ranks"][0]["allocations"];
+    let plan_rank = &dry.report()["plan"]["ranks"][0];
+    let plan = &plan_rank["allocations"];
     let items = doc["ranks"][0]["items"].as_array().unwrap();
     assert_eq!(items.len(), 3);
     for (item, p) in items.iter().zip(plan.as_array().unwrap()) {
-        for k in ["id", "size_bytes", "offset_bytes", "handle"] {
+        for k in ["id", "size_bytes", "offset_bytes"] {
             assert_eq!(item[k], p[k], "{k}: {item} vs {p}");
         }
+        for k in ["kind", "fd", "hex"] {
+            assert_eq!(item["handle"][k], p["handle"][k], "{k}: {item} vs {p}");
+        }
+        if item["handle"]["kind"] == "posix_fd" {
+            assert_eq!(item["handle"]["pid"], plan_rank["owner"]["pid"], "{item}");
+            assert_eq!(item["handle"]["pid"], s.owner.id(), "{item}");
+            assert_ne!(item["handle"]["pid"], doc["pid"], "{item}");
+            assert_eq!(
+                item["handle"]["start_ticks"],
+                plan_rank["owner"]["start_ticks"]
+            );
+        } else {
+            assert!(item["handle"].get("pid").is_none(), "{item}");
+        }
     }
-    assert_eq!(
-        items[0]["obtain"],
-        serde_json::json!({"from": "hand-over", "index": 0})
-    );
-    assert_eq!(
-        items[1]["obtain"],
-        serde_json::json!({"from": "hand-over", "index": 1})
-    );
+    // obtain: the socket's message, and kvcr's own fd of it (a number in
+    // kvcr's process, the ready file's pid: the fake's export file).
+    for (k, item) in items[..2].iter().enumerate() {
+        let o = &item["obtain"];
+        assert_eq!(
+            (&o["from"], &o["index"]),
+            (&"hand-over".into(), &k.into()),
+            "{o}"
+        );
+        let fd = o["fd"].as_i64().unwrap_or_else(|| panic!("no fd in {o}"));
+        let link = std::fs::read_link(format!("/proc/{}/fd/{fd}", doc["pid"])).unwrap();
+        assert_eq!(link, Path::new("/dev/null"), "{o}");
+    }
+    assert_ne!(items[0]["obtain"]["fd"], items[1]["obtain"]["fd"]);
     assert_eq!(items[2]["obtain"], serde_json::json!({"from": "handle"}));
 
     // The owner closes every fd it has, drops its handles and exits.
@@ -137,6 +165,36 @@ fn the_owner_goes_and_an_engine_takes_the_memory_from_what_the_ready_file_names(
     let (code, read) = tool(&s, &["read", "fabric", hex, &size, &SEED.to_string()]);
     assert_ne!(code, 0, "{read}");
     assert!(read["error"].as_str().unwrap().contains("(1)"), "{read}");
+}
+
+#[test]
+fn the_owner_killed_while_held_leaves_an_engine_the_owners_bytes() {
+    let Some(b) = built() else { return };
+    if !pidfd_works(b) {
+        return;
+    }
+    let mut s = Scenario::new(b, 1, 1, |_| vec![seeded("posix_fd")]);
+    let before = used(&s);
+    assert_eq!(before, 4 * MIB);
+    let held = s.start_hold("killed", &[]);
+    let doc: Value = serde_json::from_slice(&std::fs::read(&held.ready).unwrap()).unwrap();
+    let socket = doc["hand_over"].as_str().unwrap().to_string();
+    // Killed: no chance to close anything or drop a reference itself.
+    signal(&s.owner, libc::SIGKILL);
+    let st = s.owner.wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(9));
+    assert_eq!(used(&s), before, "kvcr's references keep the memory");
+    // A fresh engine takes it from the socket and reads the owner's bytes.
+    let (code, got) = tool(&s, &["take", &socket, &SEED.to_string()]);
+    assert_eq!(code, 0, "{got}");
+    assert_eq!(got["received"], 1, "{got}");
+    assert_eq!(got["items"][0]["read"], "same", "{got}");
+    let r = held.release();
+    assert_eq!(r.code, 0, "{}", r.why());
+    r.assert_clean_reverse();
+    // Against the reading before the hold (the owner's allocation), the
+    // memory came back: nothing keeps it any more.
+    assert_eq!(used(&s), 0, "before the hold {before}, after the release 0");
 }
 
 #[test]
