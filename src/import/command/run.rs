@@ -131,6 +131,10 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         Action::Hold { .. } => hold_plan(&plan, ready.as_ref())?,
         _ => None,
     };
+    // The fds a posix_fd import keeps, counted before the driver (exit 2).
+    if !matches!(run, Action::DryRun { .. }) {
+        super::fd_budget::check(&plan, matches!(run, Action::Hold { .. }))?;
+    }
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
             // The plan lists what would still refuse the real import, in

@@ -258,3 +258,100 @@ fn a_fabric_hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
     assert!(r.log.held.is_empty());
     assert_eq!(r.log.released.len(), 14);
 }
+
+/// `kvcr import ... --hold --ready-file DIR/TAG.json` under the shell's
+/// `ulimit ULIMIT` (a child: the test's own limit is left alone).
+fn hold_under_ulimit(s: &Scenario, tag: &str, ulimit: &str) -> (i32, String, Value) {
+    let log = s.dir.path().join(format!("{tag}.log"));
+    let ready = s.dir.path().join(format!("{tag}.json"));
+    let inv = s.inv();
+    let args = [
+        "import",
+        inv.to_str().unwrap(),
+        "--format",
+        "json",
+        "--hold",
+        "--ready-file",
+        ready.to_str().unwrap(),
+    ];
+    let c = s.command(&log, &[], &args);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit {ulimit} || exit 99; exec \"$0\" \"$@\""))
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hold that starts is released as soon as its ready file is there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if ready.exists() {
+            signal(&child, libc::SIGTERM);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{tag}: no ready file");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        doc,
+    )
+}
+
+#[test]
+fn the_fd_budget_is_counted_before_the_driver_and_the_soft_limit_raised() {
+    let Some(b) = built() else { return };
+    if !pidfd_works(b) {
+        return;
+    }
+    let s = Scenario::new(b, 1, 1, |_| {
+        vec![
+            seeded("posix_fd"),
+            Alloc {
+                offset_bytes: MIB,
+                ..seeded("posix_fd")
+            },
+        ]
+    });
+    // Soft and hard 40: 2 × 2 fds + those open + 64 cannot fit: exit 2
+    // naming both numbers, before any GPU call.
+    let (code, stderr, doc) = hold_under_ulimit(&s, "low", "-n 40");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("RLIMIT_NOFILE allows 40 (hard limit 40)")
+            && stderr.contains("2 posix_fd allocations × 2 fds"),
+        "{stderr}"
+    );
+    assert_eq!(doc["code"], "cannot-run", "{doc}");
+    let log = std::fs::read_to_string(s.dir.path().join("low.log")).unwrap_or_default();
+    assert!(!log.contains("acquire"), "no GPU call: {log}");
+    assert!(!s.dir.path().join("low.json.sock").exists());
+    // Only the soft limit low: kvcr raises it to the hard one and holds.
+    let hard: u64 = {
+        let out = Command::new("sh")
+            .args(["-c", "ulimit -H -n"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(u64::MAX)
+    };
+    if hard >= 1024 {
+        let (code, stderr, doc) = hold_under_ulimit(&s, "soft", "-S -n 40");
+        assert_eq!(code, 0, "{stderr}\n{doc}");
+        assert_eq!(doc["result"], "imported", "{doc}");
+    }
+}
