@@ -16,7 +16,10 @@
  *                              cuDeviceGetUuid_v2 answers U, and so does
  *                              cuDeviceGetUuid (v1 is MIG-aware in current
  *                              CUDA), unless FAKECUDA_V1_PHYSICAL=1 (older
- *                              drivers: v1 answers P)
+ *                              drivers: v1 answers P); cuIpcOpenMemHandle
+ *                              of a handle of one MIG instance in a context
+ *                              of another fails (801): IPC works within a
+ *                              GPU instance, never across
  *   FAKECUDA_IPC=HEX:DEV:SIZE[:ALIAS],...  importable cuda_ipc handles (128 hex);
  *                              handles with one nonzero ALIAS are one exported
  *                              allocation (they open at one pointer). As the
@@ -739,6 +742,12 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
     for (int i = 0; i < nipc; i++)
         if (!memcmp(ipc_cfg[i].bytes, handle.reserved, 64)) h = &ipc_cfg[i];
     if (!h) END(CUDA_ERROR_INVALID_VALUE, "unknown handle");
+    /* MIG: CUDA IPC works between processes on one GPU instance, never
+     * across instances (modelled status: 801). */
+    if ((gpu_is_mig[current->ordinal] || (h->dev >= 0 && h->dev < ngpus && gpu_is_mig[h->dev])) &&
+        h->dev != current->ordinal)
+        END(CUDA_ERROR_NOT_SUPPORTED, "handle of dev%d opened on dev%d: CUDA IPC across MIG GPU instances",
+            h->dev, current->ordinal);
     for (int i = 0; i < nres; i++)
         if (res[i].live && res[i].kind == K_IPC && res[i].ctx == current->ordinal &&
             (!memcmp(res[i].bytes, handle.reserved, 64) || (h->alias && res[i].alias == h->alias))) {

@@ -303,9 +303,14 @@ fn hold_plan(plan: &Plan, ready_file: Option<&ReadyFile>) -> Result<Option<HandO
 
 /// MIG devices (as the node probe names them) in a plan that cannot work
 /// there: with CUDA 11 and 12 one process enumerates a single MIG device,
-/// so ranks on two MIG devices cannot be imported by one kvcr; and legacy
-/// CUDA IPC does not work on a MIG device. Exit 3 at step `device` of the
-/// rank that needs it, before any GPU call of the import.
+/// so ranks on two MIG devices (two GPU instances) cannot be imported by
+/// one kvcr. Legacy CUDA IPC is not refused: the MIG user guide allows it
+/// between processes on one GPU instance and forbids it only across
+/// instances, and kvcr opens a `cuda_ipc` handle on the very device the
+/// descriptor names, the exporter's instance; a handle exported on another
+/// instance is refused by the driver at step `import` (exit 3). Exit 3 at
+/// step `device` of the rank that needs a second MIG device, before any
+/// GPU call of the import.
 pub(crate) fn mig_refusal(plan: &Plan, gpus: &crate::rules::facts::Gpus) -> Option<StepFailure> {
     use crate::format::descriptor::GpuKind;
     let is_mig = |g: &crate::format::descriptor::GpuUuid| {
@@ -313,44 +318,25 @@ pub(crate) fn mig_refusal(plan: &Plan, gpus: &crate::rules::facts::Gpus) -> Opti
             .iter()
             .any(|v| v.uuid == g.uuid && v.kind == GpuKind::Mig)
     };
-    let fail = |rank: u64, allocation: Option<String>, message: String| StepFailure {
-        rank,
-        allocation,
-        step: Step::Device,
-        cause: Cause::Failed,
-        error: message.into(),
-    };
     let mut first: Option<(u64, &crate::format::descriptor::GpuUuid)> = None;
     for pr in plan.ranks.iter().filter(|pr| is_mig(&pr.gpu)) {
-        if let Some(a) = pr
-            .allocations
-            .iter()
-            .find(|a| matches!(a.handle, Handle::CudaIpc(_)))
-        {
-            return Some(fail(
-                pr.rank,
-                Some(a.id.clone()),
-                format!(
-                    "{} is a MIG device, and legacy CUDA IPC (cuda_ipc) does not work on MIG \
-                     devices: the owner must export this memory as posix_fd or fabric",
-                    pr.gpu
-                ),
-            ));
-        }
         match first {
             None => first = Some((pr.rank, &pr.gpu)),
             Some((r, g)) if g.uuid != pr.gpu.uuid => {
-                return Some(fail(
-                    pr.rank,
-                    None,
-                    format!(
+                return Some(StepFailure {
+                    rank: pr.rank,
+                    allocation: None,
+                    step: Step::Device,
+                    cause: Cause::Failed,
+                    error: format!(
                         "the plan needs two MIG devices in one process ({g} for rank {r}, {} for \
                          rank {}), and a CUDA process uses a single MIG device: import each MIG \
                          device's ranks in a kvcr of its own (CUDA_VISIBLE_DEVICES naming that \
                          device)",
                         pr.gpu, pr.rank
-                    ),
-                ))
+                    )
+                    .into(),
+                })
             }
             Some(_) => {}
         }
