@@ -48,7 +48,8 @@ const STEPS: [&str; 26] = [
 
 /// The default subset: the owner, a trial, the driver refusing a write, a
 /// driver error, the stub, SIGINT and the hold.
-const QUICK: &str = "binaries environment owner audit trial-read-only vmm-size-too-large control-pair \
+const QUICK: &str =
+    "binaries environment owner audit trial-read-only vmm-size-too-large control-pair \
                      toolkit-stub sigint hold-refuses-ipc hold read-only-refuses-writes";
 
 const GPUS: &str =
@@ -417,7 +418,10 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
     let (base, before, killed, released) = (used[0], used[1], used[2], used[3]);
     assert_eq!(base, 0, "nothing before the owner: {}", d("hold"));
     assert!(before >= held, "the owner's allocations before the hold");
-    assert_eq!(killed, held, "the owner killed, kvcr's references keep it all");
+    assert_eq!(
+        killed, held,
+        "the owner killed, kvcr's references keep it all"
+    );
     assert_eq!(released, base, "the release returns what was held");
     assert!(d("hold").contains("the owner was killed (SIGKILL) while kvcr held"));
     assert!(d("hold").contains("an engine read the fabric allocation by its handle"));

@@ -264,17 +264,7 @@ fn a_fabric_hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
 fn hold_under_ulimit(s: &Scenario, tag: &str, ulimit: &str) -> (i32, String, Value) {
     let log = s.dir.path().join(format!("{tag}.log"));
     let ready = s.dir.path().join(format!("{tag}.json"));
-    let inv = s.inv();
-    let args = [
-        "import",
-        inv.to_str().unwrap(),
-        "--format",
-        "json",
-        "--hold",
-        "--ready-file",
-        ready.to_str().unwrap(),
-    ];
-    let c = s.command(&log, &[], &args);
+    let c = s.hold_command(&log, &[], &ready);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!("ulimit {ulimit} || exit 99; exec \"$0\" \"$@\""))
