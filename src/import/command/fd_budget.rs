@@ -79,15 +79,32 @@ pub fn judge(
     ))
 }
 
-/// Raises the soft limit and counts the budget of `plan` (exit 2 when it
-/// cannot fit).
-pub fn check(plan: &Plan, hold: bool) -> Result<(), Failure> {
-    let posix = plan
-        .ranks
+/// How many `posix_fd` allocations `plan` has.
+fn posix_fd_allocations(plan: &Plan) -> u64 {
+    plan.ranks
         .iter()
         .flat_map(|pr| &pr.allocations)
         .filter(|a| matches!(a.handle, Handle::PosixFd(_)))
-        .count() as u64;
+        .count() as u64
+}
+
+/// The dry run's prediction for a trial of `plan` (docs/format.md §8.7):
+/// why its fds would not fit even with the soft limit raised to the hard
+/// one, as [`check`] would raise it; nothing is changed.
+pub fn predict(plan: &Plan) -> Option<String> {
+    let posix = posix_fd_allocations(plan);
+    if posix == 0 {
+        return None;
+    }
+    let hard = getrlimit(Resource::Nofile).maximum;
+    let open = open_now().unwrap_or(HEADROOM / 4);
+    judge(posix, false, open, hard, hard).err()
+}
+
+/// Raises the soft limit and counts the budget of `plan` (exit 2 when it
+/// cannot fit).
+pub fn check(plan: &Plan, hold: bool) -> Result<(), Failure> {
+    let posix = posix_fd_allocations(plan);
     if posix == 0 {
         return Ok(());
     }

@@ -139,6 +139,9 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         Action::DryRun { driver } => {
             // The plan lists what would still refuse the real import, in
             // the order it would; the first one is the exit status.
+            refusals.extend(
+                super::fd_budget::predict(&plan).map(|why| Refusal::new(Check::OpenFiles, why)),
+            );
             refusals.extend(driver().map(|why| Refusal::new(Check::Driver, why)));
             refusals.extend(checks::not_checked(&group));
             refusals.sort_by_key(|r| r.check);

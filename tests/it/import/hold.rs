@@ -328,6 +328,47 @@ fn the_fd_budget_is_counted_before_the_driver_and_the_soft_limit_raised() {
     let log = std::fs::read_to_string(s.dir.path().join("low.log")).unwrap_or_default();
     assert!(!log.contains("acquire"), "no GPU call: {log}");
     assert!(!s.dir.path().join("low.json.sock").exists());
+    // The dry run predicts it (a trial: one fd per allocation), with the
+    // limit as the real import would raise it, changing nothing.
+    let log = s.dir.path().join("dry.log");
+    let inv = s.inv();
+    let c = s.command(
+        &log,
+        &[],
+        &[
+            "import",
+            inv.to_str().unwrap(),
+            "--format",
+            "json",
+            "--dry-run",
+        ],
+    );
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("ulimit -n 40 || exit 99; exec \"$0\" \"$@\"")
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let dry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{dry}");
+    let r = &dry["refusals"][0];
+    assert_eq!(
+        (&r["gate"], &r["status"]),
+        (&"open-files".into(), &2.into()),
+        "{dry}"
+    );
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("RLIMIT_NOFILE allows 40 (hard limit 40)"),
+        "{dry}"
+    );
     // Only the soft limit low: kvcr raises it to the hard one and holds.
     let hard: u64 = {
         let out = Command::new("sh")
