@@ -208,7 +208,12 @@ fn main() {
         });
         let same = time(iters, || {
             buf.clear();
-            fmt_write(&mut buf, black_box(v), kvcr_audit::display::is_dangerous, true);
+            fmt_write(
+                &mut buf,
+                black_box(v),
+                kvcr_audit::display::is_dangerous,
+                true,
+            );
         });
         let new = time(iters, || {
             buf.clear();

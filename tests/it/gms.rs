@@ -1046,7 +1046,10 @@ fn the_library_returns_the_command_lines_document() {
         interval_ms: Some(60_001),
         ..Default::default()
     };
-    assert_eq!(kvcr_audit::api::gms(&[p], &far).unwrap_err().exit_status(), 2);
+    assert_eq!(
+        kvcr_audit::api::gms(&[p], &far).unwrap_err().exit_status(),
+        2
+    );
     assert!(kvcr_audit::api::parse_binding("xyz").is_err());
 }
 

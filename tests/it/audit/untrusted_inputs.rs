@@ -455,7 +455,8 @@ fn clap_errors_escape_dangerous_characters() {
 
 #[test]
 fn ready_schema_requires_the_backend() {
-    let schema: serde_json::Value = serde_json::from_str(kvcr_audit::schema::Kind::Ready.text()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(kvcr_audit::schema::Kind::Ready.text()).unwrap();
     let v = jsonschema::draft202012::new(&schema).unwrap();
     let doc = |backend: Option<serde_json::Value>| {
         let mut d = serde_json::json!({"schema": "kvcr.import-ready/v1", "engine_id": "e",

@@ -92,7 +92,11 @@ impl Case {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let v: Value = serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}\nstderr: {stderr}"));
-        valid(kvcr_audit::schema::Kind::ImportReport, &v, out.status.code());
+        valid(
+            kvcr_audit::schema::Kind::ImportReport,
+            &v,
+            out.status.code(),
+        );
         (out.status.code().unwrap_or(-1), v, stderr)
     }
     /// The sim log: (op, resource) per line.
@@ -250,7 +254,11 @@ fn finish(child: Child) -> (i32, Value, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let v: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}\nstderr: {stderr}"));
-    valid(kvcr_audit::schema::Kind::ImportReport, &v, out.status.code());
+    valid(
+        kvcr_audit::schema::Kind::ImportReport,
+        &v,
+        out.status.code(),
+    );
     (out.status.code().unwrap_or(-1), v, stderr)
 }
 

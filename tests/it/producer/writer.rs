@@ -282,7 +282,8 @@ fn the_python_recipe_writes_an_inventory_that_audits_clean() {
 /// sealing (`epoch` 1 → 2), with the two digests: the one it carries and its
 /// content's.
 fn edited_after_sealing() -> (Vec<u8>, Vec<u8>, String, String) {
-    let sealed = kvcr_audit::api::seal_json(&to_bytes(&Desc::new("launder", 0, 1, 1).value())).unwrap();
+    let sealed =
+        kvcr_audit::api::seal_json(&to_bytes(&Desc::new("launder", 0, 1, 1).value())).unwrap();
     let text = String::from_utf8(sealed.clone()).unwrap();
     assert!(text.contains("\"epoch\": 1,"));
     let edited = text
@@ -462,7 +463,11 @@ fn explain_kv008_says_seal_refuses_unless_reseal_edited() {
 
 /// One descriptor broken in a way it can be judged on its own (the code the
 /// audit gives it), for every writer and examine to agree on.
-type Defect = (&'static str, kvcr_audit::finding::Code, Box<dyn Fn(&mut Value)>);
+type Defect = (
+    &'static str,
+    kvcr_audit::finding::Code,
+    Box<dyn Fn(&mut Value)>,
+);
 
 fn own_defects() -> Vec<Defect> {
     use kvcr_audit::finding::Code;
@@ -548,7 +553,9 @@ fn every_writer_refuses_what_examine_rejects_with_the_same_code() {
             "{what}"
         );
         match kvcr_audit::api::seal_json(&text) {
-            Err(kvcr_audit::api::Error::Descriptor { code: c, .. }) => assert_eq!(c, code, "{what}"),
+            Err(kvcr_audit::api::Error::Descriptor { code: c, .. }) => {
+                assert_eq!(c, code, "{what}")
+            }
             other => panic!("{what}: {other:?}"),
         }
         let o = kvcr_audit::api::WriteOptions {
@@ -556,7 +563,9 @@ fn every_writer_refuses_what_examine_rejects_with_the_same_code() {
             node_facts: Some(facts.clone()),
         };
         match kvcr_audit::api::write_rank_json_with(dir.path(), &text, &o) {
-            Err(kvcr_audit::api::Error::Descriptor { code: c, .. }) => assert_eq!(c, code, "{what}"),
+            Err(kvcr_audit::api::Error::Descriptor { code: c, .. }) => {
+                assert_eq!(c, code, "{what}")
+            }
             other => panic!("{what}: {other:?}"),
         }
         assert!(
@@ -575,7 +584,8 @@ fn every_writer_refuses_what_examine_rejects_with_the_same_code() {
         subdir: Some("edge".into()),
         node_facts: Some(facts.clone()),
     };
-    kvcr_audit::api::write_rank_json_with(dir.path(), &serde_json::to_vec(&v).unwrap(), &o).unwrap();
+    kvcr_audit::api::write_rank_json_with(dir.path(), &serde_json::to_vec(&v).unwrap(), &o)
+        .unwrap();
     let out = kvcr()
         .arg("examine")
         .arg(dir.path().join("edge/rank-1.json"))

@@ -379,7 +379,8 @@ fn every_fixture_profile_validates() {
     assert!(all.len() >= 3, "{all:?}");
     for p in all {
         let bytes = std::fs::read(&p).unwrap();
-        kvcr_audit::profile::parse_profile(&bytes).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        kvcr_audit::profile::parse_profile(&bytes)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let doc: Value = serde_json::from_slice(&bytes).unwrap();
         let errs = errors(&v, &doc);
         assert!(errs.is_empty(), "{}: {}", p.display(), errs.join("; "));
