@@ -38,6 +38,12 @@
  *       two (0 is one open file), and each handle's BUFFER_ID and
  *       MEMORY_BLOCK_ID once mapped (with the status of each query); one
  *       JSON object on stdout.
+ *   gpu-proof-owner pair PID FD1 FD2
+ *       the control: two distinct allocations (two exported fds of process
+ *       PID) imported together as kvcr does (both imported, then both
+ *       mapped), each one's MEMORY_BLOCK_ID asked while both are mapped;
+ *       one JSON object: both statuses, handles and ids, and whether the
+ *       ids tell the two apart (distinct_ids).
  *   gpu-proof-owner take SOCKET SEED
  *       a new engine during a `kvcr import --hold`: connects to the hold's
  *       hand-over socket (the ready file's hand_over), receives one message
@@ -852,6 +858,50 @@ usage:
     return 2;
 }
 
+/* ---- pair: the control, two distinct allocations imported together ---- */
+static int cmd_pair(int pid, int fd1, int fd2) {
+    if (init_device()) {
+        printf("{\"error\": ");
+        jstr(stdout, last_error);
+        printf("}\n");
+        return 1;
+    }
+    /* As kvcr does: both imported, then both mapped, then each asked. */
+    int m[2] = {take(pid, fd1), take(pid, fd2)};
+    CUmemGenericAllocationHandle h[2] = {0, 0};
+    int imp[2] = {-1, -1}, rc[2] = {-1, -1};
+    unsigned long long id[2] = {0, 0};
+    CUdeviceptr va[2] = {0, 0};
+    size_t g = 0;
+    int mapped[2] = {0, 0};
+    for (int k = 0; k < 2; k++)
+        if (m[k] >= 0) imp[k] = p_cuMemImportFromShareableHandle(&h[k], (void *)(intptr_t)m[k], H_POSIX_FD);
+    CUmemAllocationProp p = vmm_prop(H_POSIX_FD);
+    int gr = p_cuMemGetAllocationGranularity(&g, &p, 0);
+    for (int k = 0; k < 2; k++) {
+        if (imp[k] != 0 || gr != 0 || p_cuMemAddressReserve(&va[k], g, 0, 0, 0)) continue;
+        CUmemAccessDesc acc = {{LOC_DEVICE, 0}, PROT_R};
+        if (p_cuMemMap(va[k], g, 0, h[k], 0) == 0) {
+            mapped[k] = 1;
+            p_cuMemSetAccess(va[k], g, &acc, 1);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        if (mapped[k] && p_cuPointerGetAttribute) rc[k] = p_cuPointerGetAttribute(&id[k], 20, va[k]);
+    for (int k = 0; k < 2; k++) {
+        if (mapped[k]) p_cuMemUnmap(va[k], g);
+        if (va[k]) p_cuMemAddressFree(va[k], g);
+        if (imp[k] == 0) p_cuMemRelease(h[k]);
+        if (m[k] >= 0) close(m[k]);
+    }
+    printf("{\"taken\": %s, \"import\": [%d, %d], \"handles\": [\"0x%llx\", \"0x%llx\"], "
+           "\"memory_block_id_rc\": [%d, %d], \"memory_block_id\": [\"0x%llx\", \"0x%llx\"], "
+           "\"distinct_ids\": %s}\n",
+           m[0] >= 0 && m[1] >= 0 ? "true" : "false", imp[0], imp[1], h[0], h[1], rc[0], rc[1], id[0], id[1],
+           rc[0] == 0 && rc[1] == 0 && id[0] != 0 && id[1] != 0 && id[0] != id[1] ? "true" : "false");
+    return imp[0] == 0 && imp[1] == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) goto usage;
     if (load()) return 1;
@@ -869,8 +919,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "meminfo") && argc == 2) return cmd_meminfo();
     if (!strcmp(argv[1], "twice") && argc == 6)
         return cmd_twice(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    if (!strcmp(argv[1], "pair") && argc == 5) return cmd_pair(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 usage:
     fprintf(stderr, "usage: gpu-proof-owner env | serve DIR SIZE_MIB | probe PID FD SIZE SEED [write]"
-                    " | read ipc|fabric HEX SIZE SEED | twice IPC_HEX PID FD1 FD2 | take SOCKET SEED | meminfo\n");
+                    " | read ipc|fabric HEX SIZE SEED | twice IPC_HEX PID FD1 FD2 | pair PID FD1 FD2"
+                    " | take SOCKET SEED | meminfo\n");
     return 2;
 }

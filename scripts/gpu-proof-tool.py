@@ -40,7 +40,7 @@ def start_ticks(pid):
 
 HARDWARE_ONLY = ["environment", "trial-read-only", "vmm-size-too-large", "ipc-beyond-range",
                  "ipc-corrupt-handle", "plain-memfd", "same-ipc-handle-twice",
-                 "one-allocation-two-fds", "visible-devices-empty", "toolkit-stub", "hold",
+                 "one-allocation-two-fds", "control-pair", "visible-devices-empty", "toolkit-stub", "hold",
                  "read-only-refuses-writes"]
 
 GEOMETRY = {"num_layers": 1, "kv_heads_per_rank": 1, "head_size": 1, "block_size": 1,
@@ -84,6 +84,12 @@ def allocations(o, variant, with_content):
         return [I("kv-lo", size=S // 2), I("kv-hi", size=S // 2, off=S // 2)]
     if variant == "two-fds":
         return [V("kv-a"), V("kv-b", fd=vmm["fd2"])]
+    if variant == "control":
+        # Two distinct allocations (the posix_fd one and the hold's), both
+        # at offset 0: kvcr imports them together; one MEMORY_BLOCK_ID for
+        # both would be read as one memory twice.
+        h = o["hold"]
+        return [V("kv-a"), a("kv-b", "posix_fd", {"fd": h["fd"]}, h["size"], 0, h["seed"])]
     if variant == "hold":
         h = o["hold"]
         out = [] if os.environ.get("GPU_PROOF_NO_POSIX_FD") else [

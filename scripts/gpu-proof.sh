@@ -116,6 +116,7 @@ W=${GPU_PROOF_WORK:-$(mktemp -d)}
 mkdir -p "$W"
 chmod 700 "$W"
 OWNER_PID=""
+M_BASE=""
 HOLD_PID=""
 cleanup() {
   for p in $HOLD_PID $OWNER_PID; do kill -TERM "$p" 2>/dev/null; done
@@ -378,19 +379,29 @@ print("ok" if fd >= 0 else "refused: " + os.strerror(ctypes.get_errno()))' 2>&1)
   fi
 }
 
-s_owner() {
-  [ -n "$OWNER_BIN" ] || { skip "no owner binary (see step binaries)"; return; }
+# start_owner: a fresh owner (gpu-proof-owner serve) and its profile; 1
+# (with the reason in FAILED_WHY) when it does not come up.
+start_owner() {
   mkdir -p "$W/owner"
+  rm -f "$W/owner/owner.json"
   "$OWNER_BIN" serve "$W/owner" "$SIZE_MIB" >"$W/owner.out" 2>"$W/owner.err" &
   OWNER_PID=$!
   if ! waitfile "$W/owner/owner.json" "$OWNER_PID" 120; then
     cat "$W/owner.err"
-    fail "the owner did not start: $(tail -c 300 "$W/owner.err")"
+    FAILED_WHY="the owner did not start: $(tail -c 300 "$W/owner.err")"
     OWNER_PID=""
-    return
+    return 1
   fi
   cat "$W/owner/owner.json"
-  T profile "$W/owner/owner.json" "$W/profile.json" || { fail "could not write the profile"; return; }
+  T profile "$W/owner/owner.json" "$W/profile.json" || { FAILED_WHY="could not write the profile"; return 1; }
+}
+
+s_owner() {
+  [ -n "$OWNER_BIN" ] || { skip "no owner binary (see step binaries)"; return; }
+  # Device memory before any owner or kvcr ran: the hold's release is
+  # compared with it (step hold).
+  M_BASE=$(meminfo before-owner)
+  start_owner || { fail "$FAILED_WHY"; return; }
   pass "$(T get "$W/owner/owner.json" '"pid %d on %s: cuda_ipc %d B, posix_fd %d B (fds %d, %d), for the hold posix_fd %d B (fd %d), fabric: %s" % (d["pid"], d["gpu_uuid"], d["ipc"]["size"], d["vmm"]["size"], d["vmm"]["fd"], d["vmm"]["fd2"], d["hold"]["size"], d["hold"]["fd"], "%d B" % d["fabric"]["size"] if d.get("fabric") else "none (" + d.get("fabric_error", "") + ")")')"
 }
 
@@ -574,6 +585,30 @@ s_one_allocation_two_fds() {
   fi
 }
 
+# control-pair: two distinct allocations, exported and imported together as
+# kvcr does, with the driver's MEMORY_BLOCK_ID of each (gpu-proof-owner
+# pair); a kvcr import of the two must exit 0. Where the driver gives one
+# id to both, kvcr cannot tell them from one memory twice on one device.
+s_control_pair() {
+  need_posix || return
+  local o=$W/owner/owner.json facts distinct
+  timeout --foreground 60 "$OWNER_BIN" pair "$OWNER_PID" "$(T get "$o" 'd["vmm"]["fd"]')" \
+    "$(T get "$o" 'd["hold"]["fd"]')" >"$W/pair.json" 2>"$W/pair.err"
+  cat "$W/pair.json" "$W/pair.err" >&2
+  facts=$(T get "$W/pair.json" '"driver: imports %d and %d, handles %s and %s, MEMORY_BLOCK_ID %s and %s (status %d and %d), distinct %s" % (d["import"][0], d["import"][1], d["handles"][0], d["handles"][1], d["memory_block_id"][0], d["memory_block_id"][1], d["memory_block_id_rc"][0], d["memory_block_id_rc"][1], d["distinct_ids"])' 2>/dev/null \
+    || echo "driver facts unreadable: $(head -c 200 "$W/pair.json" "$W/pair.err")")
+  distinct=$(T get "$W/pair.json" 'd["distinct_ids"]' 2>/dev/null)
+  inv control control || { fail "could not write the inventory"; return; }
+  imp control
+  local ev
+  ev=$(jget control '[c["evidence"] for r in d.get("ranks", []) for i in r.get("items", []) for c in i.get("distinct", []) if c["identity"] == "memory-block-id"]')
+  if [ "$RC" = 0 ] && [ "$(jget control 'len(d.get("remaining") or [])')" = 0 ]; then
+    pass "two distinct allocations imported together: exit 0 ($(outcome control)), memory-block-id evidence $ev; $facts"
+  else
+    fail "two distinct allocations imported together: expected exit 0, got exit $RC: $(outcome control); $facts (ids distinct: $distinct)"
+  fi
+}
+
 s_visible_devices_uuid() {
   need_owner || return
   inv base base || { fail "could not write the inventory"; return; }
@@ -680,6 +715,8 @@ s_hold() {
   inv hold hold || { fail "could not write the inventory"; return; }
   local ready=$W/ready.json det held m0 m1 m2 sock=""
   held=$(T get "$INV/rank-0.json" 'sum(a["size_bytes"] for a in d["allocations"])')
+  # Device memory before the hold (the owner up, no kvcr).
+  m0=$(meminfo before-hold)
   rm -f "$ready"
   bg hold import "$INV" --profile "$W/profile.json" --format json --hold --ready-file "$ready"
   HOLD_PID=$BG
@@ -698,17 +735,16 @@ s_hold() {
   else
     det="$det; nvidia-smi does not list it"
   fi
-  m0=$(meminfo before-drop)
-  # The owner drops every reference of its own (unmap, free, cuMemRelease,
-  # and closes the hold allocation's exported fd); only kvcr's remain.
-  rm -f "$W/owner/dropped.json"
-  kill -USR1 "$OWNER_PID"
-  if waitfile "$W/owner/dropped.json" "$OWNER_PID" 30; then
-    cat "$W/owner/dropped.json"
-    det="$det; the owner dropped its references and closed its fd ($(T get "$W/owner/dropped.json" 'd.get("closed_fd")'))"
+  # The owner is killed (SIGKILL: no chance to release or close anything
+  # itself); only kvcr's references remain.
+  kill -KILL "$OWNER_PID" 2>/dev/null
+  wait "$OWNER_PID" 2>/dev/null
+  if kill -0 "$OWNER_PID" 2>/dev/null; then
+    fail "the owner survived SIGKILL"
   else
-    fail "the owner did not drop its references"
+    det="$det; the owner was killed (SIGKILL) while kvcr held"
   fi
+  OWNER_PID=""
   m1=$(meminfo held)
   # A new engine obtains each allocation from what the ready file names.
   if [ -z "$GPU_PROOF_NO_POSIX_FD" ]; then
@@ -741,21 +777,24 @@ s_hold() {
   HOLD_PID=""
   cat "$W/hold.json" "$W/hold.err"
   m2=$(meminfo released)
-  # The owner's drop also frees its hold allocation where kvcr does not hold
-  # it (no posix_fd here): that much may go at the drop.
-  local mem unheld=0
-  [ -z "$GPU_PROOF_NO_POSIX_FD" ] || unheld=$(T get "$o" 'd["hold"]["size"]')
-  if [ -n "$m0" ] && [ -n "$m1" ] && [ -n "$m2" ]; then
-    mem="device memory used: $m0 bytes before the owner's drop, $m1 after it (kvcr holding), $m2 after the release"
-    if [ $(( (m0 - m1 - unheld) * 2 )) -ge "$held" ]; then
-      fail "$det; $mem: the owner's drop freed $((m0 - m1 - unheld)) of the $held bytes kvcr holds"
-    elif [ $(( (m1 - m2) * 10 )) -lt $(( held * 9 )) ]; then
-      fail "$det; $mem: the release returned $((m1 - m2)) bytes, less than 90% of the $held held"
+  # With the owner killed and kvcr gone, nothing of theirs may remain: the
+  # release is compared with the reading before the owner started (M_BASE,
+  # no owner's or kvcr's context in it), never with a reading kvcr's own
+  # context is part of.
+  local mem
+  if [ -n "$M_BASE" ] && [ -n "$m0" ] && [ -n "$m1" ] && [ -n "$m2" ]; then
+    mem="device memory used: $M_BASE bytes before the owner started, $m0 before the hold, $m1 with the owner killed (kvcr holding), $m2 after the release"
+    if [ $(( (m1 - M_BASE) * 10 )) -lt $(( held * 9 )) ]; then
+      fail "$det; $mem: with the owner killed only $((m1 - M_BASE)) bytes are in use beyond the start, less than the $held kvcr holds"
+    elif [ $(( (m2 - M_BASE) * 10 )) -gt "$held" ]; then
+      fail "$det; $mem: after the release $((m2 - M_BASE)) bytes more are in use than before the owner started: the $held held did not come back"
     fi
   else
     mem="device memory not measured (cuMemGetInfo: $(head -c 200 "$W/mem.err" 2>/dev/null))"
     fail "$det; $mem"
   fi
+  # A fresh owner for the steps after this one.
+  start_owner || fail "$det; the owner could not be started again: $FAILED_WHY"
   if [ "$RC" = 0 ] && [ ! -e "$ready" ] && { [ -z "$sock" ] || [ ! -e "$sock" ]; } \
      && [ "$(jget hold 'd.get("result")')" = imported ] && [ "$(jget hold 'len(d.get("remaining") or [])')" = 0 ]; then
     pass "$det; $mem; SIGTERM$SIGNOTE: exit 0, ready file and socket removed, $(outcome hold)"
@@ -780,7 +819,7 @@ s_owner_gone() {
 # owner-gone, so that nothing after it depends on a context it broke.
 for s in binaries environment owner audit trial-read-only trial-read-write injected-failures content-good content-bad \
          vmm-offset vmm-size-too-large ipc-beyond-range ipc-corrupt-handle fd-closed plain-memfd \
-         same-ipc-handle-twice one-allocation-two-fds visible-devices-uuid visible-devices-empty \
+         same-ipc-handle-twice one-allocation-two-fds control-pair visible-devices-uuid visible-devices-empty \
          toolkit-stub sigint hold-refuses-ipc hold read-only-refuses-writes owner-gone; do
   step "$s"
 done

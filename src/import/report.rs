@@ -114,6 +114,10 @@ pub enum Check {
     FleetReport,
     /// The profile's `require_content` and an allocation without `content`.
     Content,
+    /// The fds kvcr keeps for the `posix_fd` allocations cannot fit
+    /// `RLIMIT_NOFILE`, even raised to the hard limit (kvcr's own limit,
+    /// like the driver: not asked by the library's readiness gate).
+    OpenFiles,
     /// No usable CUDA driver.
     Driver,
     /// A live fact could not be read.
@@ -134,7 +138,7 @@ pub struct Refusal {
 impl Refusal {
     pub fn new(check: Check, message: impl Into<String>) -> Refusal {
         let status = match check {
-            Check::Profile | Check::Driver => crate::format::exit::USAGE,
+            Check::Profile | Check::OpenFiles | Check::Driver => crate::format::exit::USAGE,
             Check::FleetReport | Check::Content | Check::NotChecked => {
                 crate::format::exit::REJECTED
             }

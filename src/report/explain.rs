@@ -181,8 +181,8 @@ pub fn explain(code: Code) -> Explanation {
                 this process.",
             "gpu_uuid of every current rank against the others and the profile's gpus list; in \
                 live mode against the GPUs the CUDA driver (or /proc/driver/nvidia) reports.",
-            "check CUDA_VISIBLE_DEVICES and the node's GPUs (nvidia-smi -L); never import onto \
-                another GPU",
+            "check CUDA_VISIBLE_DEVICES and the node's GPUs (nvidia-smi -L; on MIG one process \
+                sees a single MIG device); never import onto another GPU",
             "the presence part is checked only with --live",
         ),
         KV107 => (

@@ -177,8 +177,34 @@ fn gpu_present(row: &mut Row, d: &Descriptor, gpus: &Fact<Gpus>) {
             g.source
         ),
     };
+    let msg = match mig_reason(&want, &g.visible) {
+        Some(why) => format!("{msg}; {why}"),
+        None => msg,
+    };
     row.check("gpu-present", false);
     row.reject(Finding::reject(Code::KV106, msg).values(want, list(&g.visible)));
+}
+
+/// Why a GPU is not visible when MIG is the reason: CUDA 11 and 12
+/// enumerate a single MIG device per process, so with a MIG device visible
+/// (or a MIG instance wanted) every other instance is hidden from this
+/// process whatever CUDA_VISIBLE_DEVICES says.
+fn mig_reason(want: &GpuUuid, visible: &std::collections::BTreeSet<GpuUuid>) -> Option<String> {
+    let shown = visible.iter().find(|v| v.kind == GpuKind::Mig);
+    if want.kind != GpuKind::Mig && shown.is_none() {
+        return None;
+    }
+    Some(match shown {
+        Some(m) => format!(
+            "MIG: a CUDA process enumerates a single MIG device (CUDA 11 and 12), here {m}, so no \
+             other is visible to it: audit and import each MIG device's ranks in a process of \
+             its own (CUDA_VISIBLE_DEVICES naming that device)"
+        ),
+        None => "MIG: a CUDA process enumerates a single MIG device (CUDA 11 and 12), the one \
+                 CUDA_VISIBLE_DEVICES names: audit and import each MIG device's ranks in a \
+                 process of its own"
+            .to_string(),
+    })
 }
 
 /// `--strict` (docs/format.md §8.9): every fact that could not be read rejects

@@ -16,7 +16,10 @@
  *                              cuDeviceGetUuid_v2 answers U, and so does
  *                              cuDeviceGetUuid (v1 is MIG-aware in current
  *                              CUDA), unless FAKECUDA_V1_PHYSICAL=1 (older
- *                              drivers: v1 answers P)
+ *                              drivers: v1 answers P); cuIpcOpenMemHandle
+ *                              of a handle of one MIG instance in a context
+ *                              of another fails (801): IPC works within a
+ *                              GPU instance, never across
  *   FAKECUDA_IPC=HEX:DEV:SIZE[:ALIAS],...  importable cuda_ipc handles (128 hex);
  *                              handles with one nonzero ALIAS are one exported
  *                              allocation (they open at one pointer). As the
@@ -35,11 +38,20 @@
  *                              reference: one cuMemRelease each); default:
  *                              a new handle each time (the reference
  *                              allows either)
- *   FAKECUDA_NO_BLOCK_ID=1     cuPointerGetAttribute answers
+ *   FAKECUDA_BLOCK_ID=MODE     how cuPointerGetAttribute answers
  *                              CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID (20)
- *                              and BUFFER_ID (7) with 1, as a driver that
- *                              predates them; otherwise both are answered
- *                              per physical allocation
+ *                              and BUFFER_ID (7): "allocation" (default)
+ *                              one id per physical allocation, as
+ *                              documented; "import" a new id per import
+ *                              (each cuIpcOpenMemHandle or
+ *                              cuMemImportFromShareableHandle that makes a
+ *                              new open), so two imports of one allocation
+ *                              differ; "constant" one id for everything;
+ *                              "zero" the id 0; "absent" status 1, as a
+ *                              driver that predates them
+ *   FAKECUDA_NO_BLOCK_ID=1     the same as FAKECUDA_BLOCK_ID=absent
+ *   cuMemSetAccess and cuMemGetAccess are per (mapping, device), and a read
+ *   through a mapping needs access from the current context's device.
  *   FAKECUDA_MEM_TOTAL=N       cuMemGetInfo's total per device (default 80 GiB)
  *   FAKECUDA_COMPUTE_MODE=N    CU_DEVICE_ATTRIBUTE_COMPUTE_MODE of every device
  *                              (default 0; 3 is exclusive-process)
@@ -166,7 +178,8 @@ struct res {
     unsigned long long size;
     int dev;                 /* device of the memory */
     unsigned long long handle; /* map: the mapped mem handle */
-    int access;              /* map: access flags set, -1 none */
+    int access[MAX_GPUS];    /* map: access flags set per device, -1 none
+                                (cuMemSetAccess is per (mapping, device)) */
     unsigned char bytes[64]; /* ipc: the handle bytes */
     int refs;                /* ipc: opens not yet closed; mem: imports of it
                                 (FAKECUDA_REIMPORT=same) not yet released */
@@ -176,6 +189,7 @@ struct res {
     char phys[40];           /* mem, map: the physical allocation's id, "" none */
     long long lock;          /* mem, map: its lock byte (see "physical allocations") */
     unsigned long long block; /* ipc, mem: MEMORY_BLOCK_ID of its memory */
+    unsigned long long import_block; /* ... under FAKECUDA_BLOCK_ID=import: this open's own */
     int seed;                /* ipc, mem (fabric): the content seed */
     int htype;               /* mem: the handle type it was imported from */
     int alias;               /* ipc: the handle's ALIAS (0: none) */
@@ -409,10 +423,11 @@ static struct res *new_res(enum kind k) {
     memset(r, 0, sizeof *r);
     r->live = 1;
     r->kind = k;
-    r->access = -1;
+    for (int d = 0; d < MAX_GPUS; d++) r->access[d] = -1;
     r->memfd = -1;
     r->ref = -1;
     r->refs = 1;
+    r->import_block = 0x1d0000000ull + (unsigned long long)nres;
     return r;
 }
 
@@ -727,6 +742,12 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
     for (int i = 0; i < nipc; i++)
         if (!memcmp(ipc_cfg[i].bytes, handle.reserved, 64)) h = &ipc_cfg[i];
     if (!h) END(CUDA_ERROR_INVALID_VALUE, "unknown handle");
+    /* MIG: CUDA IPC works between processes on one GPU instance, never
+     * across instances (modelled status: 801). */
+    if ((gpu_is_mig[current->ordinal] || (h->dev >= 0 && h->dev < ngpus && gpu_is_mig[h->dev])) &&
+        h->dev != current->ordinal)
+        END(CUDA_ERROR_NOT_SUPPORTED, "handle of dev%d opened on dev%d: CUDA IPC across MIG GPU instances",
+            h->dev, current->ordinal);
     for (int i = 0; i < nres; i++)
         if (res[i].live && res[i].kind == K_IPC && res[i].ctx == current->ordinal &&
             (!memcmp(res[i].bytes, handle.reserved, 64) || (h->alias && res[i].alias == h->alias))) {
@@ -967,7 +988,7 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
         int f = (int)desc[i].flags;
         if (f != 0 && f != 1 && f != 3) VIOLATION(CUDA_ERROR_INVALID_VALUE, "access flags %d", f);
         if (f == 1 && no_readonly) END(CUDA_ERROR_NOT_SUPPORTED, "read-only refused (mode)");
-        r->access = f;
+        r->access[desc[i].location.id] = f;
     }
     END(CUDA_SUCCESS, "ptr=0x%llx size=%zu dev=%d access=%d", ptr, size, desc[0].location.id,
         (int)desc[0].flags);
@@ -1015,14 +1036,18 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
         *(int *)data = r->dev;
         END(CUDA_SUCCESS, "ptr=0x%llx dev=%d", ptr, r->dev);
     }
-    /* Both ids name the physical allocation behind the pointer. */
-    if (getenv("FAKECUDA_NO_BLOCK_ID") && *getenv("FAKECUDA_NO_BLOCK_ID") == '1')
+    /* Both ids name the physical allocation behind the pointer, or
+     * whatever FAKECUDA_BLOCK_ID says this driver answers. */
+    const char *mode = getenv("FAKECUDA_BLOCK_ID");
+    if (!mode || !*mode) mode = "allocation";
+    if ((getenv("FAKECUDA_NO_BLOCK_ID") && *getenv("FAKECUDA_NO_BLOCK_ID") == '1') || !strcmp(mode, "absent"))
         END(CUDA_ERROR_INVALID_VALUE, "attribute %d unknown to this driver (mode)", attribute);
-    unsigned long long block = r->block;
-    if (r->kind == K_MAP) {
-        struct res *h = find(K_MEM, r->handle);
-        block = h ? h->block : 0;
-    }
+    struct res *of = r->kind == K_MAP ? find(K_MEM, r->handle) : r;
+    unsigned long long block = of ? of->block : 0;
+    if (!strcmp(mode, "import")) block = of ? of->import_block : 0;
+    else if (!strcmp(mode, "constant")) block = 0xc0de0000c0deull;
+    else if (!strcmp(mode, "zero")) block = 0;
+    else if (strcmp(mode, "allocation")) VIOLATION(CUDA_ERROR_INVALID_VALUE, "FAKECUDA_BLOCK_ID=%s is no mode", mode);
     unsigned long long v = attribute == CU_POINTER_ATTRIBUTE_BUFFER_ID ? block ^ 0x5bd1e9955bd1e995ull : block;
     *(unsigned long long *)data = v;
     END(CUDA_SUCCESS, "ptr=0x%llx attr=%d id=0x%llx", ptr, attribute, v);
@@ -1064,10 +1089,15 @@ EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *l
         VIOLATION(CUDA_ERROR_INVALID_VALUE, "location %d/%d", (int)location->type, location->id);
     struct res *m = containing(K_MAP, ptr);
     if (!m) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", ptr);
-    int f = m->access < 0 ? 0 : m->access;
+    int f = m->access[location->id] < 0 ? 0 : m->access[location->id];
     f = env_int("FAKECUDA_ACCESS", f);
     *flags = (unsigned long long)f;
     END(CUDA_SUCCESS, "ptr=0x%llx dev=%d flags=%d", ptr, location->id, f);
+}
+
+/* A mapping's access from the current context's device (-1: none). */
+static int access_here(const struct res *m) {
+    return current ? m->access[current->ordinal] : -1;
 }
 
 static unsigned char pattern(int seed, unsigned long long o) {
@@ -1510,8 +1540,9 @@ static unsigned char *locate(unsigned long long ptr, size_t n, int *writable, in
     }
     struct res *m = containing(K_MAP, ptr);
     if (m) {
-        *writable = m->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        if (m->access < 1 || n > m->size - (ptr - m->ptr)) { *bad = 1; return NULL; }
+        int a = access_here(m);
+        *writable = a == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        if (a < 1 || n > m->size - (ptr - m->ptr)) { *bad = 1; return NULL; }
         struct owned *o = owned_handle(m->handle);
         if (!o || ptr - m->ptr + n > o->size) return NULL;
         return o->bytes + (ptr - m->ptr);
@@ -1570,7 +1601,9 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     } else {
         r = containing(K_MAP, src);
         if (!r) END(CUDA_ERROR_INVALID_VALUE, "0x%llx is not mapped", src);
-        if (r->access < 1) VIOLATION(CUDA_ERROR_INVALID_VALUE, "read of 0x%llx before cuMemSetAccess", src);
+        if (access_here(r) < 1)
+            VIOLATION(CUDA_ERROR_INVALID_VALUE, "read of 0x%llx without access from dev%d (cuMemSetAccess is per device)",
+                      src, current ? current->ordinal : -1);
         off = src - r->ptr;
         if (n > r->size - off) END(CUDA_ERROR_INVALID_VALUE, "0x%llx+%zu leaves the mapping", src, n);
         mem = find(K_MEM, r->handle);

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// One message of the hand-over: an allocation's description and its fd.
+#[derive(Debug)]
 pub struct Item {
     pub message: Vec<u8>,
     pub fd: Option<OwnedFd>,
@@ -44,16 +45,6 @@ pub struct HandOver {
     items: Vec<Item>,
     allowed: Vec<u32>,
     served: usize,
-}
-
-/// The real uid of process `pid` (`/proc/PID/status`), when it runs.
-pub fn owner_uid(pid: i32) -> Option<u32> {
-    let status = crate::io::procfs::ProcFs::system()
-        .read(&format!("{pid}/status"))
-        .ok()?;
-    let text = String::from_utf8_lossy(&status);
-    let line = text.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Where the socket of the ready file `ready` lies: `READY.sock`.
@@ -92,7 +83,17 @@ impl HandOver {
             ));
         }
         use std::os::fd::AsRawFd;
-        let at = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(&name);
+        let held = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        // The path published in the ready file is absolute: the directory
+        // that was checked and is held, as the kernel names it now (else
+        // the path given, made absolute), never relative to kvcr's cwd.
+        let path = std::fs::read_link(&held)
+            .ok()
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(&name))
+            .or_else(|| std::path::absolute(&path).ok())
+            .unwrap_or(path);
+        let at = held.join(&name);
         let addr = SocketAddrUnix::new(&at).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -148,8 +149,20 @@ impl HandOver {
         Ok(out)
     }
 
+    /// The socket's absolute path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The number of each fd kvcr holds for the hand-over, in its order
+    /// (`None` for a message without one): the ready file publishes them
+    /// in `obtain`, for an engine that takes them by `pidfd_getfd`.
+    pub fn fds(&self) -> Vec<Option<i32>> {
+        use std::os::fd::AsRawFd;
+        self.items
+            .iter()
+            .map(|i| i.fd.as_ref().map(|f| f.as_raw_fd()))
+            .collect()
     }
 
     /// What to hand over, and to whom (uids besides root and kvcr's own).
@@ -327,7 +340,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready.json");
         let mut h = HandOver::prepare(&out(&ready)).unwrap();
-        assert_eq!(h.path(), dir.path().join("ready.json.sock"));
+        let canonical = dir.path().canonicalize().unwrap();
+        assert_eq!(h.path(), canonical.join("ready.json.sock"));
         // A second hold on the same ready file is refused.
         let e = HandOver::prepare(&out(&ready)).err().unwrap();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
@@ -371,10 +385,17 @@ mod tests {
     }
 
     #[test]
-    fn an_owners_uid_is_its_real_uid() {
-        let me = std::process::id() as i32;
-        assert_eq!(owner_uid(me), Some(rustix::process::getuid().as_raw()));
-        assert_eq!(owner_uid(i32::MAX), None);
+    fn the_socket_path_is_absolute_and_names_the_directory_held() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        let ready = dir.path().join("sub/../ready.json");
+        let h = HandOver::prepare(&out(&ready)).unwrap();
+        assert!(h.path().is_absolute(), "{}", h.path().display());
+        assert_eq!(
+            h.path(),
+            dir.path().canonicalize().unwrap().join("ready.json.sock")
+        );
+        assert!(!h.path().to_string_lossy().contains(".."));
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! ([`run`]), with the signal flag ([`signals`]), the hold's ready file
 //! ([`ready_file`]), the import log ([`log`]), the import report
 //! ([`report`]) and its printing ([`print`]); [`setup`] makes the probe,
-//! the backend and the signal handlers.
+//! the backend and the signal handlers; [`fd_budget`] raises
+//! `RLIMIT_NOFILE` and counts the fds a `posix_fd` import keeps.
 
+pub mod fd_budget;
 pub mod handover;
 pub mod log;
 pub mod print;

@@ -57,6 +57,8 @@ struct ReadyDoc<'a> {
 struct ReadyRank<'a> {
     rank: u64,
     gpu_uuid: &'a str,
+    /// kvcr's own ordinal of the GPU (in kvcr's CUDA_VISIBLE_DEVICES): an
+    /// engine with other visible devices finds it by `gpu_uuid`.
     device: i32,
     allocations: usize,
     bytes: u128,
@@ -70,8 +72,21 @@ struct ReadyItem<'a> {
     id: &'a str,
     size_bytes: u64,
     offset_bytes: u64,
-    handle: PlanHandle,
+    handle: ReadyHandle,
     obtain: Obtain,
+}
+
+/// The plan's handle (docs/format.md §13.4), and for `posix_fd` the process
+/// its `fd` is a number in: the owner's `pid` and `start_ticks`, never
+/// kvcr's (the ready file's top-level `pid`).
+#[derive(Serialize)]
+struct ReadyHandle {
+    #[serde(flatten)]
+    plan: PlanHandle,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_ticks: Option<u64>,
 }
 
 /// Where an engine obtains an allocation while kvcr holds it.
@@ -82,8 +97,10 @@ enum Obtain {
     /// reference keeps the memory importable while it holds.
     Handle,
     /// `posix_fd`: message `index` of the hand-over socket carries the fd
-    /// (the owner's fd may be gone).
-    HandOver { index: usize },
+    /// (the owner's fd may be gone); `fd` is the number of that very fd in
+    /// kvcr (the ready file's `pid`), for an engine allowed to take it with
+    /// `pidfd_getfd`.
+    HandOver { index: usize, fd: Option<i32> },
 }
 
 /// The `posix_fd` allocations of `plan`, in the order the hand-over
@@ -119,9 +136,10 @@ pub(crate) fn ready_content(
     plan: &Plan,
     ranks: &[RankResult],
     backend: &'static str,
-    hand_over: Option<&Path>,
+    hand_over: Option<&super::handover::HandOver>,
 ) -> Vec<u8> {
     let mut index = 0;
+    let fds = hand_over.map(|h| h.fds()).unwrap_or_default();
     let mut items = |pr: &'_ PlannedRank| -> Vec<(usize, Obtain)> {
         pr.allocations
             .iter()
@@ -129,7 +147,14 @@ pub(crate) fn ready_content(
             .map(|(i, a)| match a.handle {
                 Handle::PosixFd(_) => {
                     index += 1;
-                    (i, Obtain::HandOver { index: index - 1 })
+                    let fd = fds.get(index - 1).copied().flatten();
+                    (
+                        i,
+                        Obtain::HandOver {
+                            index: index - 1,
+                            fd,
+                        },
+                    )
                 }
                 _ => (i, Obtain::Handle),
             })
@@ -146,7 +171,7 @@ pub(crate) fn ready_content(
             .known()
             .copied()
             .flatten(),
-        hand_over: hand_over.map(|p| p.display().to_string()),
+        hand_over: hand_over.map(|h| h.path().display().to_string()),
         ranks: ranks
             .iter()
             .filter_map(|r| {
@@ -161,11 +186,16 @@ pub(crate) fn ready_content(
                         .into_iter()
                         .map(|(i, obtain)| {
                             let a = &pr.allocations[i];
+                            let posix = matches!(a.handle, Handle::PosixFd(_));
                             ReadyItem {
                                 id: &a.id,
                                 size_bytes: a.size_bytes,
                                 offset_bytes: a.offset_bytes,
-                                handle: PlanHandle::of(&a.handle),
+                                handle: ReadyHandle {
+                                    plan: PlanHandle::of(&a.handle),
+                                    pid: posix.then_some(pr.owner.pid),
+                                    start_ticks: posix.then_some(pr.owner.start_ticks),
+                                },
                                 obtain,
                             }
                         })

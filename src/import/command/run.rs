@@ -6,7 +6,7 @@
 //! stdout are [`crate::import::command::setup`]'s): tests drive [`import`] with a described
 //! node, a simulated backend and an interrupt closure.
 
-use crate::format::descriptor::Handle;
+use crate::format::descriptor::{Allocation, Handle};
 use crate::format::failure::Failure;
 use crate::import::command::handover::{self, HandOver};
 use crate::import::command::ready_file::{ready_content, ReadyFile};
@@ -15,7 +15,7 @@ use crate::import::engine::{
 };
 use crate::import::gate::checks;
 use crate::import::gate::order::{self, Answer, Decision, Inputs};
-use crate::import::plan::select::Plan;
+use crate::import::plan::select::{Plan, PlannedRank};
 use crate::import::report::{
     first_release_failure, rank_rows, remaining_rows, Mode, Report, ResultKind,
 };
@@ -24,6 +24,7 @@ use crate::import::spec::Step;
 use crate::io::audit::Inventory;
 use crate::io::node::NodeProbe;
 use crate::report::audit::AuditRun;
+use rustix::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
@@ -130,10 +131,17 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         Action::Hold { .. } => hold_plan(&plan, ready.as_ref())?,
         _ => None,
     };
+    // The fds a posix_fd import keeps, counted before the driver (exit 2).
+    if !matches!(run, Action::DryRun { .. }) {
+        super::fd_budget::check(&plan, matches!(run, Action::Hold { .. }))?;
+    }
     let (gpu, mut hold) = match run {
         Action::DryRun { driver } => {
             // The plan lists what would still refuse the real import, in
             // the order it would; the first one is the exit status.
+            refusals.extend(
+                super::fd_budget::predict(&plan).map(|why| Refusal::new(Check::OpenFiles, why)),
+            );
             refusals.extend(driver().map(|why| Refusal::new(Check::Driver, why)));
             refusals.extend(checks::not_checked(&group));
             refusals.sort_by_key(|r| r.check);
@@ -298,9 +306,14 @@ fn hold_plan(plan: &Plan, ready_file: Option<&ReadyFile>) -> Result<Option<HandO
 
 /// MIG devices (as the node probe names them) in a plan that cannot work
 /// there: with CUDA 11 and 12 one process enumerates a single MIG device,
-/// so ranks on two MIG devices cannot be imported by one kvcr; and legacy
-/// CUDA IPC does not work on a MIG device. Exit 3 at step `device` of the
-/// rank that needs it, before any GPU call of the import.
+/// so ranks on two MIG devices (two GPU instances) cannot be imported by
+/// one kvcr. Legacy CUDA IPC is not refused: the MIG user guide allows it
+/// between processes on one GPU instance and forbids it only across
+/// instances, and kvcr opens a `cuda_ipc` handle on the very device the
+/// descriptor names, the exporter's instance; a handle exported on another
+/// instance is refused by the driver at step `import` (exit 3). Exit 3 at
+/// step `device` of the rank that needs a second MIG device, before any
+/// GPU call of the import.
 pub(crate) fn mig_refusal(plan: &Plan, gpus: &crate::rules::facts::Gpus) -> Option<StepFailure> {
     use crate::format::descriptor::GpuKind;
     let is_mig = |g: &crate::format::descriptor::GpuUuid| {
@@ -308,44 +321,25 @@ pub(crate) fn mig_refusal(plan: &Plan, gpus: &crate::rules::facts::Gpus) -> Opti
             .iter()
             .any(|v| v.uuid == g.uuid && v.kind == GpuKind::Mig)
     };
-    let fail = |rank: u64, allocation: Option<String>, message: String| StepFailure {
-        rank,
-        allocation,
-        step: Step::Device,
-        cause: Cause::Failed,
-        error: message.into(),
-    };
     let mut first: Option<(u64, &crate::format::descriptor::GpuUuid)> = None;
     for pr in plan.ranks.iter().filter(|pr| is_mig(&pr.gpu)) {
-        if let Some(a) = pr
-            .allocations
-            .iter()
-            .find(|a| matches!(a.handle, Handle::CudaIpc(_)))
-        {
-            return Some(fail(
-                pr.rank,
-                Some(a.id.clone()),
-                format!(
-                    "{} is a MIG device, and legacy CUDA IPC (cuda_ipc) does not work on MIG \
-                     devices: the owner must export this memory as posix_fd or fabric",
-                    pr.gpu
-                ),
-            ));
-        }
         match first {
             None => first = Some((pr.rank, &pr.gpu)),
             Some((r, g)) if g.uuid != pr.gpu.uuid => {
-                return Some(fail(
-                    pr.rank,
-                    None,
-                    format!(
+                return Some(StepFailure {
+                    rank: pr.rank,
+                    allocation: None,
+                    step: Step::Device,
+                    cause: Cause::Failed,
+                    error: format!(
                         "the plan needs two MIG devices in one process ({g} for rank {r}, {} for \
                          rank {}), and a CUDA process uses a single MIG device: import each MIG \
                          device's ranks in a kvcr of its own (CUDA_VISIBLE_DEVICES naming that \
                          device)",
                         pr.gpu, pr.rank
-                    ),
-                ))
+                    )
+                    .into(),
+                })
             }
             Some(_) => {}
         }
@@ -460,16 +454,30 @@ impl Imported<'_> {
         });
         let mut failed = None;
         if let (None, Some((poll, on_ready))) = (&stop, hold) {
-            if let Some(h) = hand_over.as_mut() {
-                load_hand_over(h, plan, &ledger, backend);
-            }
-            report.warnings.extend(backend.hold_warnings());
-            let wait = Wait {
-                poll: *poll,
-                on_ready: &mut **on_ready,
-                last,
+            let loaded = match hand_over.as_mut() {
+                Some(h) => load_hand_over(h, plan, &ledger, backend),
+                None => Ok(()),
             };
-            failed = self.hold(report, ready, hand_over.as_mut(), wait);
+            match loaded {
+                Ok(()) => {
+                    report.warnings.extend(backend.hold_warnings());
+                    let wait = Wait {
+                        poll: *poll,
+                        on_ready: &mut **on_ready,
+                        last,
+                    };
+                    failed = self.hold(report, ready, hand_over.as_mut(), wait);
+                }
+                Err(f) => {
+                    failed = Some(StepFailure {
+                        rank: f.rank,
+                        allocation: Some(f.allocation),
+                        step: Step::ReadyFile,
+                        cause: Cause::Failed,
+                        error: f.message.into(),
+                    })
+                }
+            }
         }
         // The ready file goes before the memory does, and the hand-over
         // socket (with kvcr's copies of the fds) with it.
@@ -516,8 +524,8 @@ impl Imported<'_> {
         } = wait;
         let mut failed = None;
         if let Some(rf) = ready.as_mut() {
-            let socket = hand_over.as_ref().map(|h| h.path().to_path_buf());
-            let content = ready_content(self.plan, self.ranks, report.backend, socket.as_deref());
+            let content =
+                ready_content(self.plan, self.ranks, report.backend, hand_over.as_deref());
             if let Err(e) = rf.publish(&content) {
                 failed = Some(StepFailure {
                     rank: last,
@@ -559,36 +567,78 @@ struct Wait<'a> {
 }
 
 /// The hand-over's messages, in the order the ready file names them: for
-/// each `posix_fd` allocation a copy of the fd the backend took for it.
-fn load_hand_over(h: &mut HandOver, plan: &Plan, ledger: &Ledger, backend: &dyn Backend) {
+/// each `posix_fd` allocation a copy of the fd the backend took for it,
+/// and the owners' uids the backend read while their start times matched.
+/// An fd kvcr does not hold, or cannot duplicate, fails the hold naming the
+/// allocation: the socket would send a message without the fd the ready
+/// file promises.
+fn load_hand_over(
+    h: &mut HandOver,
+    plan: &Plan,
+    ledger: &Ledger,
+    backend: &dyn Backend,
+) -> Result<(), HandOverFailure> {
+    let held = |pr: &PlannedRank, a: &Allocation| {
+        ledger
+            .entries()
+            .iter()
+            .find(|e| {
+                e.rank == pr.rank
+                    && e.allocation.as_deref() == Some(a.id.as_str())
+                    && matches!(e.resource, crate::import::engine::Resource::Imported { .. })
+            })
+            .and_then(|e| backend.held_fd(&e.resource))
+    };
+    let items = hand_over_items(plan, &held, &|fd| fd.try_clone_to_owned())?;
+    h.load(items, backend.owner_uids());
+    Ok(())
+}
+
+/// Why the hand-over could not be loaded: the allocation, and why.
+#[derive(Debug)]
+pub(crate) struct HandOverFailure {
+    pub(crate) rank: u64,
+    pub(crate) allocation: String,
+    pub(crate) message: String,
+}
+
+/// The hand-over's messages (see [`load_hand_over`]): `held` finds the fd
+/// kvcr holds for an allocation, `dup` duplicates it for the socket.
+pub(crate) fn hand_over_items<'f>(
+    plan: &Plan,
+    held: &dyn Fn(&PlannedRank, &Allocation) -> Option<BorrowedFd<'f>>,
+    dup: &dyn Fn(BorrowedFd<'f>) -> std::io::Result<OwnedFd>,
+) -> Result<Vec<handover::Item>, HandOverFailure> {
     let list: Vec<_> = crate::import::command::ready_file::handed_over(plan).collect();
     let of = list.len();
-    let items = list
-        .iter()
-        .enumerate()
-        .map(|(index, (pr, a))| {
-            let fd = ledger
-                .entries()
-                .iter()
-                .find(|e| {
-                    e.rank == pr.rank
-                        && e.allocation.as_deref() == Some(a.id.as_str())
-                        && matches!(e.resource, crate::import::engine::Resource::Imported { .. })
-                })
-                .and_then(|e| backend.held_fd(&e.resource))
-                .and_then(|fd| fd.try_clone_to_owned().ok());
-            handover::Item {
-                message: crate::import::command::ready_file::hand_over_message(pr, a, index, of),
-                fd,
-            }
-        })
-        .collect();
-    let owners = plan
-        .ranks
-        .iter()
-        .filter_map(|pr| handover::owner_uid(pr.owner.pid))
-        .collect();
-    h.load(items, owners);
+    let mut items = Vec::with_capacity(of);
+    for (index, (pr, a)) in list.into_iter().enumerate() {
+        let fail = |message: String| HandOverFailure {
+            rank: pr.rank,
+            allocation: a.id.clone(),
+            message,
+        };
+        let fd = held(pr, a).ok_or_else(|| {
+            fail(format!(
+                "kvcr holds no fd for posix_fd allocation {:?} of rank {} to hand over",
+                a.id, pr.rank
+            ))
+        })?;
+        let copy = dup(fd).map_err(|e| {
+            fail(format!(
+                "cannot duplicate kvcr's fd {} of posix_fd allocation {:?} of rank {} for the \
+                 hand-over socket: {e}",
+                fd.as_raw_fd(),
+                a.id,
+                pr.rank
+            ))
+        })?;
+        items.push(handover::Item {
+            message: crate::import::command::ready_file::hand_over_message(pr, a, index, of),
+            fd: Some(copy),
+        });
+    }
+    Ok(items)
 }
 
 fn progress_bar(enabled: bool, total: usize) -> Option<indicatif::ProgressBar> {
@@ -604,4 +654,85 @@ fn progress_bar(enabled: bool, total: usize) -> Option<indicatif::ProgressBar> {
         }
         b
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::descriptor::{GpuUuid, Owner};
+    use std::os::fd::AsFd;
+
+    fn plan() -> Plan {
+        let a = |id: &str, handle| Allocation {
+            id: id.into(),
+            size_bytes: 1 << 20,
+            offset_bytes: 0,
+            handle,
+            content: None,
+        };
+        Plan {
+            engine_id: crate::format::descriptor::EngineId::parse("e").unwrap(),
+            incarnation: None,
+            epoch: Some(1),
+            ranks: vec![PlannedRank {
+                rank: 3,
+                gpu: GpuUuid::parse(&crate::testkit::gpu(0, 3)).unwrap(),
+                path: "rank-3.json".into(),
+                owner: Owner {
+                    pid: 4242,
+                    start_ticks: 1,
+                },
+                allocations: vec![
+                    a("kv-0", Handle::PosixFd(10)),
+                    a("kv-1", Handle::Fabric([1; 64])),
+                    a("kv-2", Handle::PosixFd(11)),
+                ],
+            }],
+        }
+    }
+
+    #[test]
+    fn every_posix_fd_allocation_is_handed_over_with_its_fd() {
+        let f = tempfile::tempfile().unwrap();
+        let held = |_: &PlannedRank, _: &Allocation| Some(f.as_fd());
+        let items = hand_over_items(&plan(), &held, &|fd| fd.try_clone_to_owned()).unwrap();
+        assert_eq!(items.len(), 2);
+        assert!(items.iter().all(|i| i.fd.is_some()));
+        let m: serde_json::Value = serde_json::from_slice(&items[1].message).unwrap();
+        assert_eq!(
+            (&m["allocation"], &m["index"], &m["of"]),
+            (&"kv-2".into(), &1.into(), &2.into())
+        );
+    }
+
+    #[test]
+    fn a_failed_duplicate_fails_the_hand_over_naming_the_allocation() {
+        // The duplicate for the socket fails (EMFILE, as at RLIMIT_NOFILE):
+        // never a message without the fd the ready file promises.
+        let f = tempfile::tempfile().unwrap();
+        let held = |_: &PlannedRank, _: &Allocation| Some(f.as_fd());
+        let calls = std::cell::Cell::new(0);
+        let dup = |fd: BorrowedFd<'_>| {
+            calls.set(calls.get() + 1);
+            if calls.get() == 2 {
+                Err(std::io::Error::from_raw_os_error(libc::EMFILE))
+            } else {
+                fd.try_clone_to_owned()
+            }
+        };
+        let e = hand_over_items(&plan(), &held, &dup).unwrap_err();
+        assert_eq!((e.rank, e.allocation.as_str()), (3, "kv-2"));
+        assert!(
+            e.message.contains("cannot duplicate kvcr's fd")
+                && e.message.contains("\"kv-2\"")
+                && e.message.contains("Too many open files"),
+            "{}",
+            e.message
+        );
+        // No fd held for an allocation: named too.
+        let none = |_: &PlannedRank, a: &Allocation| (a.id != "kv-0").then(|| f.as_fd());
+        let e = hand_over_items(&plan(), &none, &|fd| fd.try_clone_to_owned()).unwrap_err();
+        assert_eq!(e.allocation, "kv-0");
+        assert!(e.message.contains("holds no fd"), "{}", e.message);
+    }
 }

@@ -183,8 +183,13 @@ pub struct CudaBackend {
 /// An owner's fd kvcr took (`pidfd_getfd`), with where it came from.
 #[derive(Debug)]
 struct Taken {
-    pid: i32,
-    fd: i32,
+    /// The identity label this file was given (docs/format.md §8.10): the
+    /// first owner fd taken of its open file, kept for every later fd of
+    /// that file whichever order they are found in.
+    label: Identity,
+    /// The owner's real uid, read while its start time still matched
+    /// (`pidfd::owner_uid`), for the hand-over's `SO_PEERCRED` check.
+    uid: Option<u32>,
     file: OwnedFd,
 }
 
@@ -290,14 +295,34 @@ impl CudaBackend {
         self.drv.ctx_set_current(Some(*ctx)).map_err(call)
     }
 
-    /// The file behind the owner's `fd` (our duplicate `dup`), docs/format.md
-    /// §8.10: a regular file (a memfd) by device and inode; any other file
-    /// (the driver exports a character device, whose `fstat` says nothing)
-    /// by `kcmp(KCMP_FILE)` against every fd taken before, all held open in
-    /// this process, so two fds of one open file are one memory whichever
-    /// owners they came from. Where `kcmp` cannot answer, the identity is
-    /// not available (evidence neither way).
+    /// [`file_identity`] of `dup` against every fd taken so far.
     fn file_identity(&self, pid: i32, fd: i32, dup: BorrowedFd<'_>) -> Identity {
+        let taken: Vec<(&Identity, BorrowedFd<'_>)> = self
+            .taken
+            .values()
+            .flatten()
+            .map(|t| (&t.label, t.file.as_fd()))
+            .collect();
+        file_identity(&taken, pid, fd, dup)
+    }
+}
+
+/// The file behind the owner's `fd` (our duplicate `dup`), docs/format.md
+/// §8.10: a regular file (a memfd) by device and inode; any other file
+/// (the driver exports a character device, whose `fstat` says nothing)
+/// by `kcmp(KCMP_FILE)` against every fd taken before (`taken`: each with
+/// the label it was given, all held open in this process), so two fds of
+/// one open file are one memory whichever owners they came from, and every
+/// fd of one open file gets the label its first fd got, in whatever order
+/// the others are found. Where `kcmp` cannot answer, the identity is not
+/// available (evidence neither way).
+fn file_identity(
+    taken: &[(&Identity, BorrowedFd<'_>)],
+    pid: i32,
+    fd: i32,
+    dup: BorrowedFd<'_>,
+) -> Identity {
+    {
         if let Ok(st) = rustix::fs::fstat(dup) {
             if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
             {
@@ -316,26 +341,27 @@ impl CudaBackend {
             );
         }
         let mut unknown = None;
-        for t in self.taken.values().flatten() {
-            match pidfd::same_file_here(t.file.as_fd(), dup) {
-                Some(true) => {
-                    return Identity::Known(MemoryId::OwnerFile {
-                        pid: t.pid,
-                        fd: t.fd,
-                    })
-                }
+        for (label, file) in taken {
+            match pidfd::same_file_here(*file, dup) {
+                // The label that open file was given, never the fd found.
+                Some(true) => return (*label).clone(),
                 Some(false) => {}
-                None => unknown = Some((t.pid, t.fd)),
+                None => unknown = Some((*label).clone()),
             }
         }
         match unknown {
-            Some((p, f)) => not(format!(
-                "kcmp(KCMP_FILE) could not compare it with fd {f} of owner {p}"
-            )),
+            Some(Identity::Known(other)) => {
+                not(format!("kcmp(KCMP_FILE) could not compare it with {other}"))
+            }
+            Some(Identity::NotAvailable(..)) => {
+                not("kcmp(KCMP_FILE) could not compare it with a file taken earlier".into())
+            }
             None => Identity::Known(MemoryId::OwnerFile { pid, fd }),
         }
     }
+}
 
+impl CudaBackend {
     /// The pointer of `mapping` (an IPC mapping or a VMM mapping this
     /// backend holds), with its device's context made current.
     fn mapped(&self, dev: Device, mapping: &Resource) -> Result<u64, BackendError> {
@@ -434,12 +460,13 @@ impl Backend for CudaBackend {
                     pidfd::take_fd(owner.pid, *fd, owner.start_ticks, &pidfd::proc_start_ticks)
                         .map_err(|e| format!("taking fd {fd} of owner {}: {e}", owner.pid))?;
                 let ident = self.file_identity(owner.pid, *fd, dup.as_fd());
+                let uid = pidfd::owner_uid(owner.pid, owner.start_ticks, &pidfd::proc_start_ticks);
                 // A failed import closes our duplicate (dropped here); a
                 // good one keeps it with the handle until it is released.
                 let h = self.drv.import_fd(dup.as_fd()).map_err(call)?;
                 self.taken.entry(h).or_default().push(Taken {
-                    pid: owner.pid,
-                    fd: *fd,
+                    label: ident.clone(),
+                    uid,
                     file: dup,
                 });
                 file = Some(ident);
@@ -635,6 +662,14 @@ impl Backend for CudaBackend {
             .collect()
     }
 
+    fn owner_uids(&self) -> Vec<u32> {
+        self.taken
+            .values()
+            .flatten()
+            .filter_map(|t| t.uid)
+            .collect()
+    }
+
     fn held_fd(&self, imported: &Resource) -> Option<BorrowedFd<'_>> {
         let Resource::Imported { handle, .. } = *imported else {
             return None;
@@ -718,6 +753,31 @@ impl CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_fd_of_one_open_file_keeps_the_label_it_was_given() {
+        // Three fds of one open file (a character device, as the driver
+        // exports): the first was labelled "owner 7's fd 10"; the second,
+        // found to be it, kept that label; the third is compared with them
+        // in whatever order they are held (by handle, here the second
+        // first) and gets that label too, never "fd 11".
+        let f0 = std::fs::File::open("/dev/null").unwrap();
+        let f1 = f0.try_clone().unwrap();
+        let f2 = f0.try_clone().unwrap();
+        if pidfd::same_file_here(f0.as_fd(), f1.as_fd()) != Some(true) {
+            eprintln!("skipped: kcmp unavailable");
+            return;
+        }
+        let label = Identity::Known(MemoryId::OwnerFile { pid: 7, fd: 10 });
+        let taken = [(&label, f1.as_fd()), (&label, f0.as_fd())];
+        assert_eq!(file_identity(&taken, 7, 12, f2.as_fd()), label);
+        // Another open file is another label: its own.
+        let other = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(
+            file_identity(&taken, 7, 13, other.as_fd()),
+            Identity::Known(MemoryId::OwnerFile { pid: 7, fd: 13 })
+        );
+    }
 
     #[test]
     fn only_minted_resources_are_acted_on() {

@@ -11,6 +11,14 @@
 //! so ([`Compared`]). An allocation keeps every identity it was given: a
 //! handle the driver hands out again is a second allocation with the same
 //! handle, never a replacement of the first one's record.
+//!
+//! Block ids are never trusted without a control: an id of 0 names no
+//! allocation (not available), and they are compared only once every
+//! allocation is mapped ([`Distinct::settle`]): when the driver gave one id
+//! to two allocations that are provably distinct (on two devices, or IPC
+//! ranges of different sizes), its ids cannot tell allocations apart and
+//! are "not comparable" for the whole import, so they neither refuse nor
+//! accept anything.
 
 use super::BackendError;
 use serde::Serialize;
@@ -147,12 +155,35 @@ impl Identity {
     }
 }
 
-/// For the report: whether an identity was compared for an allocation, and
-/// why not when it was not available.
+/// For the report: what an identity compared for an allocation can show
+/// (docs/format.md §8.10, docs/json.md `items[].distinct[].evidence`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evidence {
+    /// Compared (`handle`, `owner-file`, `mapped-range`): a shared value
+    /// shows one memory; a different one shows nothing (a new handle per
+    /// import, a new file per export, a second pointer), so it never shows
+    /// two allocations distinct.
+    SameOnly,
+    /// Compared (`memory-block-id`): different ids show distinct memory only
+    /// where the driver answers them per allocation, as documented, not per
+    /// import; which one a driver does is settled on hardware (the GPU
+    /// proof's control pair), never by this import.
+    BlockId,
+    /// Not answered by the driver or the kernel (`why` says how).
+    NotAvailable,
+    /// Answered, but the answers named provably distinct memory as one, so
+    /// they tell nothing (`why` names the allocations and the proof).
+    NotComparable,
+}
+
+/// For the report: whether an identity was compared for an allocation,
+/// what that can show, and why not when it was not.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Compared {
     pub identity: IdentityKind,
     pub compared: bool,
+    pub evidence: Evidence,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }
@@ -165,6 +196,14 @@ struct Seen {
     end: u64,
     known: Vec<MemoryId>,
     compared: Vec<Compared>,
+    /// The device its handle (or IPC pointer, or mapped range) is on.
+    device: Option<i32>,
+    /// `cuda_ipc`: the size of the exported allocation's range
+    /// (`cuMemGetAddressRange`), the whole allocation whichever pointer.
+    range_size: Option<u64>,
+    /// The block id the driver answered once mapped (never 0), compared
+    /// only by [`Distinct::settle`].
+    block: Option<u64>,
 }
 
 /// The identities each imported allocation resolved to, and the rule of
@@ -175,6 +214,15 @@ struct Seen {
 #[derive(Debug, Default)]
 pub struct Distinct {
     seen: Vec<Seen>,
+}
+
+/// An allocation [`Distinct::settle`] found to be another's memory: its
+/// rank, its id, and why.
+#[derive(Debug)]
+pub struct Conflict {
+    pub rank: u64,
+    pub allocation: String,
+    pub error: BackendError,
 }
 
 impl Distinct {
@@ -196,12 +244,16 @@ impl Distinct {
             end: offset.saturating_add(size),
             known: Vec::new(),
             compared: Vec::new(),
+            device: None,
+            range_size: None,
+            block: None,
         });
         self.add(self.seen.len() - 1, ids)
     }
 
     /// Adds the identities found once allocation `id` of `rank` is mapped
-    /// and checks them against every other allocation.
+    /// and checks them against every other allocation (a block id only
+    /// later, by [`Distinct::settle`]).
     pub fn extend(&mut self, rank: u64, id: &str, ids: Vec<Identity>) -> Result<(), BackendError> {
         let i = self
             .seen
@@ -222,19 +274,129 @@ impl Distinct {
             .unwrap_or_default()
     }
 
+    /// Once every allocation is mapped: the block ids. When the driver gave
+    /// one id to two allocations that are provably distinct (their memory
+    /// on two devices, or IPC ranges of two sizes), its ids cannot tell
+    /// allocations apart: every block id of the import becomes "not
+    /// comparable" (why names the pair) and decides nothing, as on a driver
+    /// without them. Otherwise an id shared by allocations of two ranks, or
+    /// at overlapping ranges, is one memory twice: the later allocation
+    /// (in import order) is named.
+    pub fn settle(&mut self) -> Result<(), Conflict> {
+        let with: Vec<usize> = (0..self.seen.len())
+            .filter(|&i| self.seen[i].block.is_some())
+            .collect();
+        for (n, &j) in with.iter().enumerate() {
+            for &i in &with[..n] {
+                if self.seen[i].block != self.seen[j].block {
+                    continue;
+                }
+                if let Some(proof) = self.provably_distinct(i, j) {
+                    self.not_comparable(i, j, &proof);
+                    return Ok(());
+                }
+            }
+        }
+        for (n, &j) in with.iter().enumerate() {
+            for &i in &with[..n] {
+                let (Some(a), Some(b)) = (self.seen[j].block, self.seen[i].block) else {
+                    continue;
+                };
+                if a != b {
+                    continue;
+                }
+                let same = MemoryId::BlockId { id: a }.to_string();
+                if let Some(message) = conflict(&self.seen[j], &self.seen[i], &same) {
+                    return Err(Conflict {
+                        rank: self.seen[j].rank,
+                        allocation: self.seen[j].id.clone(),
+                        error: message.into(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Why allocations `i` and `j` cannot be one memory, whatever a block
+    /// id says, or `None` when nothing shows it.
+    fn provably_distinct(&self, i: usize, j: usize) -> Option<String> {
+        let (a, b) = (&self.seen[i], &self.seen[j]);
+        if let (Some(x), Some(y)) = (a.device, b.device) {
+            if x != y {
+                return Some(format!(
+                    "their memory is on two devices ({x} and {y}, checked at verify)"
+                ));
+            }
+        }
+        if let (Some(x), Some(y)) = (a.range_size, b.range_size) {
+            if x != y {
+                return Some(format!(
+                    "their exported allocations have two sizes ({x} and {y} bytes, \
+                     cuMemGetAddressRange)"
+                ));
+            }
+        }
+        None
+    }
+
+    fn not_comparable(&mut self, i: usize, j: usize, proof: &str) {
+        let id = self.seen[i].block.unwrap_or_default();
+        let why = format!(
+            "the driver answered MEMORY_BLOCK_ID {id:#x} for allocation {:?} of rank {} and \
+             allocation {:?} of rank {}, which are provably distinct ({proof}): its ids cannot \
+             tell allocations apart, so none decides anything (docs/format.md §8.10)",
+            self.seen[i].id, self.seen[i].rank, self.seen[j].id, self.seen[j].rank
+        );
+        for s in &mut self.seen {
+            if s.block.take().is_none() {
+                continue;
+            }
+            for c in &mut s.compared {
+                if c.identity == IdentityKind::MemoryBlockId {
+                    c.compared = false;
+                    c.evidence = Evidence::NotComparable;
+                    c.why = Some(why.clone());
+                }
+            }
+        }
+    }
+
     fn add(&mut self, i: usize, ids: Vec<Identity>) -> Result<(), BackendError> {
         let mut fresh = Vec::new();
         for ident in ids {
-            let (compared, why) = match ident {
-                Identity::Known(m) => {
-                    fresh.push(m);
-                    (true, None)
+            let kind = ident.kind();
+            let (evidence, why) = match ident {
+                // 0 names no allocation: the driver did not answer.
+                Identity::Known(MemoryId::BlockId { id: 0 }) => (
+                    Evidence::NotAvailable,
+                    Some("the driver answered MEMORY_BLOCK_ID 0, which names no allocation".into()),
+                ),
+                Identity::Known(MemoryId::BlockId { id }) => {
+                    self.seen[i].block = Some(id);
+                    (Evidence::BlockId, None)
                 }
-                Identity::NotAvailable(_, ref why) => (false, Some(why.clone())),
+                Identity::Known(m) => {
+                    match m {
+                        MemoryId::IpcPointer { device, .. }
+                        | MemoryId::VmmHandle { device, .. } => {
+                            self.seen[i].device.get_or_insert(device);
+                        }
+                        MemoryId::Range { device, size, .. } => {
+                            self.seen[i].device.get_or_insert(device);
+                            self.seen[i].range_size = Some(size);
+                        }
+                        _ => {}
+                    }
+                    fresh.push(m);
+                    (Evidence::SameOnly, None)
+                }
+                Identity::NotAvailable(_, ref why) => (Evidence::NotAvailable, Some(why.clone())),
             };
             self.seen[i].compared.push(Compared {
-                identity: ident.kind(),
-                compared,
+                identity: kind,
+                compared: matches!(evidence, Evidence::SameOnly | Evidence::BlockId),
+                evidence,
                 why,
             });
         }
@@ -247,32 +409,39 @@ impl Distinct {
                 .iter()
                 .find_map(|a| other.known.iter().find(|b| a.matches(b)).map(|b| (a, b)));
             let Some((mine, theirs)) = hit else { continue };
-            let (id, offset, end) = (&me.id, me.offset, me.end);
             let same = if mine == theirs {
                 format!("{mine}")
             } else {
                 format!("{mine}, and {theirs}")
             };
-            if other.rank != me.rank {
-                return Err(format!(
-                    "allocation {id:?} resolves to the same memory ({same}) as allocation {:?} \
-                        of rank {}: a rank's memory lives on its own GPU, so one memory cannot \
-                        back two ranks",
-                    other.id, other.rank
-                )
-                .into());
-            }
-            if offset < other.end && other.offset < end {
-                return Err(format!(
-                    "allocation {id:?} resolves to the same memory ({same}) as allocation \
-                        {:?}, and their ranges [{offset}, {end}) and [{}, {}) overlap: the \
-                        same memory would be imported twice",
-                    other.id, other.offset, other.end
-                )
-                .into());
+            if let Some(message) = conflict(me, other, &same) {
+                return Err(message.into());
             }
         }
         self.seen[i].known.extend(fresh);
         Ok(())
     }
+}
+
+/// The rule for `me` and `other`, which share the identity `same`: one
+/// memory in two ranks, or at overlapping ranges of one rank, is refused
+/// (the message); disjoint ranges of one rank are one segment carved up.
+fn conflict(me: &Seen, other: &Seen, same: &str) -> Option<String> {
+    let (id, offset, end) = (&me.id, me.offset, me.end);
+    if other.rank != me.rank {
+        return Some(format!(
+            "allocation {id:?} resolves to the same memory ({same}) as allocation {:?} of rank \
+             {}: a rank's memory lives on its own GPU, so one memory cannot back two ranks",
+            other.id, other.rank
+        ));
+    }
+    if offset < other.end && other.offset < end {
+        return Some(format!(
+            "allocation {id:?} resolves to the same memory ({same}) as allocation {:?}, and \
+             their ranges [{offset}, {end}) and [{}, {}) overlap: the same memory would be \
+             imported twice",
+            other.id, other.offset, other.end
+        ));
+    }
+    None
 }

@@ -198,6 +198,12 @@ pub trait Backend {
     fn held_fd(&self, _imported: &Resource) -> Option<std::os::fd::BorrowedFd<'_>> {
         None
     }
+    /// `posix_fd`: the real uids of the owners whose fds kvcr took, each
+    /// read while that owner's start time still matched its descriptor
+    /// (the hand-over serves them, docs/format.md §8.6).
+    fn owner_uids(&self) -> Vec<u32> {
+        Vec::new()
+    }
     /// What a hold should tell about the devices it keeps (an
     /// exclusive-process compute mode keeps the engine out).
     fn hold_warnings(&self) -> Vec<String> {
@@ -479,6 +485,27 @@ fn import_all(
                 .map(|a| distinct.compared(pr.rank, &a.id))
                 .collect(),
         });
+    }
+    // The block ids, once every allocation is mapped (docs/format.md §8.10).
+    if let Err(c) = distinct.settle() {
+        // The ranks from the one named on did not complete.
+        if let Some(at) = done.iter().position(|r| r.rank == c.rank) {
+            done.truncate(at);
+        }
+        return Err(Stop::Failed(StepFailure {
+            rank: c.rank,
+            allocation: Some(c.allocation),
+            step: Step::VerifyDistinctMapped,
+            cause: Cause::Failed,
+            error: c.error,
+        }));
+    }
+    for (r, pr) in done.iter_mut().zip(&plan.ranks) {
+        r.distinct = pr
+            .allocations
+            .iter()
+            .map(|a| distinct.compared(pr.rank, &a.id))
+            .collect();
     }
     Ok(())
 }

@@ -93,6 +93,25 @@ pub fn take_fd(
     })
 }
 
+/// The real uid of owner `pid` (`/proc/PID/status`), read while it is
+/// still the process that started at `start_ticks`: the start time is
+/// compared after the read, so the uid of a newcomer under a reused pid is
+/// never taken for the owner's. `None` when it cannot be told.
+pub fn owner_uid(pid: i32, start_ticks: u64, read_start: StartTicks) -> Option<u32> {
+    let status = crate::io::procfs::ProcFs::system()
+        .read(&format!("{pid}/status"))
+        .ok()?;
+    let uid = parse_real_uid(&status)?;
+    matches!(read_start(pid), Ok(Some(t)) if t == start_ticks).then_some(uid)
+}
+
+/// The real uid (first field of `Uid:`) of a `/proc/PID/status` text.
+fn parse_real_uid(status: &[u8]) -> Option<u32> {
+    let text = String::from_utf8_lossy(status);
+    let line = text.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Errors that mean "this kernel or this sandbox does not allow it".
 fn refused(call: &'static str, e: Errno) -> Option<PidfdError> {
     let why = match e {
@@ -208,6 +227,23 @@ mod tests {
         let me = std::process::id() as i32;
         assert!(proc_start_ticks(me).unwrap().is_some());
         assert_eq!(proc_start_ticks(i32::MAX).unwrap(), None);
+    }
+
+    #[test]
+    fn an_owners_uid_is_its_real_uid_while_its_start_time_matches() {
+        let me = std::process::id() as i32;
+        let ticks = proc_start_ticks(me).unwrap().unwrap();
+        let uid = rustix::process::getuid().as_raw();
+        assert_eq!(owner_uid(me, ticks, &proc_start_ticks), Some(uid));
+        // Another start time: a newcomer under the pid, whose uid is not
+        // the owner's.
+        assert_eq!(owner_uid(me, ticks + 1, &proc_start_ticks), None);
+        assert_eq!(owner_uid(i32::MAX, 1, &proc_start_ticks), None);
+        assert_eq!(
+            parse_real_uid(b"Name:\tx\nUid:\t1000\t0\t0\t0\n"),
+            Some(1000)
+        );
+        assert_eq!(parse_real_uid(b"Name:\tx\n"), None);
     }
 
     #[test]

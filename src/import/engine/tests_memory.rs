@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::format::descriptor::{Allocation, GpuUuid, Handle, Owner};
+use crate::import::engine::distinct::Evidence;
 use crate::import::engine::sim::SimBackend;
 use crate::testkit;
 
@@ -212,10 +213,13 @@ fn any_one_shared_identity_is_one_memory() {
     d.admit(0, "kv-1", 0, MIB, ids(2, 11)).unwrap();
     let block = || known(MemoryId::BlockId { id: 0xb10c });
     d.extend(0, "kv-0", block()).unwrap();
-    let e = d.extend(0, "kv-1", block()).unwrap_err();
+    // A block id is compared once every allocation is mapped.
+    d.extend(0, "kv-1", block()).unwrap();
+    let e = d.settle().unwrap_err();
+    assert_eq!((e.rank, e.allocation.as_str()), (0, "kv-1"));
     assert!(
-        e.message.contains("MEMORY_BLOCK_ID 0xb10c") && e.message.contains("\"kv-0\""),
-        "{e}"
+        e.error.message.contains("MEMORY_BLOCK_ID 0xb10c") && e.error.message.contains("\"kv-0\""),
+        "{e:?}"
     );
     // Unanswered block ids are evidence neither way: both import.
     let mut d = Distinct::default();
@@ -367,4 +371,132 @@ fn the_same_block_id_for_two_memories_stops_at_verify_distinct_mapped() {
         (IdentityKind::MemoryBlockId, false)
     );
     assert!(ledger.release_all(&mut sim).is_clean());
+}
+
+/// Two allocations of rank `r` on device `dev`, VMM handles `h` and `h + 1`.
+fn two_vmm(d: &mut Distinct, r: u64, dev: i32, h: u64) {
+    for (i, h) in [h, h + 1].into_iter().enumerate() {
+        let handle = known(MemoryId::VmmHandle {
+            device: dev,
+            handle: h,
+        });
+        d.admit(r, &format!("kv-{i}"), 0, MIB, handle).unwrap();
+    }
+}
+
+fn block_evidence(d: &Distinct, r: u64, id: &str) -> (bool, Evidence, Option<String>) {
+    let c = d.compared(r, id);
+    let b = c
+        .iter()
+        .find(|c| c.identity == IdentityKind::MemoryBlockId)
+        .expect("a block id entry");
+    (b.compared, b.evidence, b.why.clone())
+}
+
+#[test]
+fn a_block_id_of_zero_is_not_an_answer() {
+    // Two allocations at overlapping ranges, both answered 0: nothing shown.
+    let mut d = Distinct::default();
+    two_vmm(&mut d, 0, 0, 10);
+    for id in ["kv-0", "kv-1"] {
+        d.extend(0, id, known(MemoryId::BlockId { id: 0 })).unwrap();
+    }
+    d.settle().unwrap();
+    let (compared, evidence, why) = block_evidence(&d, 0, "kv-1");
+    assert!(!compared);
+    assert_eq!(evidence, Evidence::NotAvailable);
+    assert!(why.unwrap().contains("answered MEMORY_BLOCK_ID 0"));
+}
+
+#[test]
+fn one_block_id_for_memory_on_two_devices_is_not_comparable() {
+    // A driver answering a constant: rank 0's allocations on device 0 and
+    // rank 1's on device 1 all get 0xc0de. Nothing is refused on it, and
+    // every allocation's block id says why it decided nothing; the
+    // overlapping pair of rank 0 is not refused on it either.
+    let mut d = Distinct::default();
+    two_vmm(&mut d, 0, 0, 10);
+    two_vmm(&mut d, 1, 1, 20);
+    for (r, id) in [(0, "kv-0"), (0, "kv-1"), (1, "kv-0"), (1, "kv-1")] {
+        d.extend(r, id, known(MemoryId::BlockId { id: 0xc0de }))
+            .unwrap();
+    }
+    d.settle().unwrap();
+    for (r, id) in [(0, "kv-0"), (0, "kv-1"), (1, "kv-0"), (1, "kv-1")] {
+        let (compared, evidence, why) = block_evidence(&d, r, id);
+        assert!(!compared, "{r} {id}");
+        assert_eq!(evidence, Evidence::NotComparable, "{r} {id}");
+        let why = why.unwrap();
+        assert!(
+            why.contains("0xc0de") && why.contains("two devices (0 and 1"),
+            "{why}"
+        );
+    }
+    // The handles were still compared, and say what they can show.
+    let c = d.compared(0, "kv-1");
+    assert_eq!(
+        (c[0].identity, c[0].evidence),
+        (IdentityKind::Handle, Evidence::SameOnly)
+    );
+}
+
+#[test]
+fn one_block_id_for_ipc_ranges_of_two_sizes_is_not_comparable() {
+    let mut d = Distinct::default();
+    for (i, (ptr, size)) in [(0x1000u64, MIB), (0x9000_0000, 2 * MIB)]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!("kv-{i}");
+        d.admit(
+            0,
+            &id,
+            0,
+            MIB,
+            known(MemoryId::IpcPointer { device: 0, ptr }),
+        )
+        .unwrap();
+        let ids = vec![
+            Identity::Known(MemoryId::BlockId { id: 7 }),
+            Identity::Known(MemoryId::Range {
+                device: 0,
+                base: ptr,
+                size,
+            }),
+        ];
+        d.extend(0, &id, ids).unwrap();
+    }
+    d.settle().unwrap();
+    let (compared, evidence, why) = block_evidence(&d, 0, "kv-0");
+    assert!(!compared);
+    assert_eq!(evidence, Evidence::NotComparable);
+    assert!(why.unwrap().contains("two sizes"));
+}
+
+#[test]
+fn per_import_block_ids_are_compared_but_say_what_they_rest_on() {
+    // Distinct ids: accepted, and the evidence says it rests on block ids
+    // (which a driver answering per import would give too).
+    let mut d = Distinct::default();
+    two_vmm(&mut d, 0, 0, 10);
+    d.extend(0, "kv-0", known(MemoryId::BlockId { id: 1 }))
+        .unwrap();
+    d.extend(0, "kv-1", known(MemoryId::BlockId { id: 2 }))
+        .unwrap();
+    d.settle().unwrap();
+    assert_eq!(
+        block_evidence(&d, 0, "kv-1"),
+        (true, Evidence::BlockId, None)
+    );
+    // One id on one device at overlapping ranges, nothing to prove them
+    // distinct: one memory twice, refused naming the later allocation.
+    let mut d = Distinct::default();
+    two_vmm(&mut d, 0, 0, 10);
+    d.extend(0, "kv-0", known(MemoryId::BlockId { id: 3 }))
+        .unwrap();
+    d.extend(0, "kv-1", known(MemoryId::BlockId { id: 3 }))
+        .unwrap();
+    let e = d.settle().unwrap_err();
+    assert_eq!(e.allocation, "kv-1");
+    assert!(e.error.message.contains("overlap"), "{e:?}");
 }

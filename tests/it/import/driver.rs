@@ -3,7 +3,9 @@
 //! properties; a refused context on an exclusive-process GPU is named as
 //! such, and a hold there warns that it keeps the engine out; the toolkit's
 //! stub is recognised before missing entry points are; MIG devices the plan
-//! cannot use in one process are refused before any import.
+//! cannot use in one process are refused before any import, and CUDA IPC
+//! imports within one MIG instance and is refused by the driver across
+//! instances.
 
 use crate::import::fakecuda::{alloc, build_variant, built, calls, gpu, Alloc, Scenario, MIB};
 
@@ -118,20 +120,29 @@ fn mig_devices_the_driver_cannot_serve_in_one_process_are_refused() {
         ("FAKECUDA_GPUS", format!("{}@{}", mig(0), gpu(9))),
         ("FAKECUDA_V1_PHYSICAL", "1".to_string()),
     ];
+    // CUDA IPC within one GPU instance works (the MIG user guide allows it
+    // between processes on one instance): imported and released.
     let s = Scenario::new(b, 1, 1, |_| vec![alloc("fabric", 0), alloc("cuda_ipc", 0)]);
     let r = s.import("mig-ipc", &one, &[]);
+    assert_eq!(r.code, 0, "{}", r.why());
+    r.assert_clean_reverse();
+    assert!(r.log.held.is_empty());
+    // Across instances: a handle exported on instance 1, named by the
+    // descriptor as instance 0's, is refused by the driver at import.
+    let across = [
+        (
+            "FAKECUDA_GPUS",
+            format!("{}@{},{}@{}", mig(0), gpu(9), mig(1), gpu(9)),
+        ),
+        ("FAKECUDA_V1_PHYSICAL", "1".to_string()),
+    ];
+    let s = Scenario::new(b, 2, 1, |_| vec![alloc("cuda_ipc", 1)]);
+    let r = s.import("mig-ipc-across", &across, &[]);
     assert_eq!(r.code, 3, "{}", r.why());
     let f = &r.report()["failure"];
-    assert_eq!(
-        (f["step"].as_str(), f["allocation"].as_str()),
-        (Some("device"), Some("kv-1"))
-    );
-    assert!(
-        r.failure_message().contains("does not work on MIG devices"),
-        "{}",
-        r.why()
-    );
-    assert!(r.log.acquired.is_empty(), "no GPU call of the import");
+    assert_eq!(f["step"], "import", "{}", r.why());
+    assert_eq!(f["driver"]["status"], 801, "{}", r.why());
+    r.assert_clean_reverse();
     // Two MIG devices in one plan.
     let two = [
         (

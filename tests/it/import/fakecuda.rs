@@ -484,6 +484,18 @@ impl Scenario {
         let log = self.dir.path().join(format!("{tag}.log"));
         let ready = self.dir.path().join(format!("{tag}/ready.json"));
         std::fs::create_dir_all(ready.parent().unwrap()).unwrap();
+        let child = self.hold_command(&log, extra_env, &ready).spawn().unwrap();
+        wait_for("the ready file", || ready.exists());
+        Holding { child, ready, log }
+    }
+
+    /// The command of `kvcr import INV --format json --hold --ready-file READY`.
+    pub(crate) fn hold_command(
+        &self,
+        log: &Path,
+        extra_env: &[(&str, String)],
+        ready: &Path,
+    ) -> Command {
         let inv = self.inv();
         let args = [
             "import",
@@ -494,9 +506,7 @@ impl Scenario {
             "--ready-file",
             ready.to_str().unwrap(),
         ];
-        let child = self.command(&log, extra_env, &args).spawn().unwrap();
-        wait_for("the ready file", || ready.exists());
-        Holding { child, ready, log }
+        self.command(log, extra_env, &args)
     }
 
     /// `kvcr import INV --format json ARGS` with the fake; a fresh log per run.

@@ -17,7 +17,7 @@ const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fakecuda");
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu-proof.sh");
 
 /// Every step, in order (the script's own list).
-const STEPS: [&str; 25] = [
+const STEPS: [&str; 26] = [
     "binaries",
     "environment",
     "owner",
@@ -35,6 +35,7 @@ const STEPS: [&str; 25] = [
     "plain-memfd",
     "same-ipc-handle-twice",
     "one-allocation-two-fds",
+    "control-pair",
     "visible-devices-uuid",
     "visible-devices-empty",
     "toolkit-stub",
@@ -47,7 +48,8 @@ const STEPS: [&str; 25] = [
 
 /// The default subset: the owner, a trial, the driver refusing a write, a
 /// driver error, the stub, SIGINT and the hold.
-const QUICK: &str = "binaries environment owner audit trial-read-only vmm-size-too-large \
+const QUICK: &str =
+    "binaries environment owner audit trial-read-only vmm-size-too-large control-pair \
                      toolkit-stub sigint hold-refuses-ipc hold read-only-refuses-writes";
 
 const GPUS: &str =
@@ -222,13 +224,14 @@ fn content_supported() -> bool {
 }
 
 /// The steps that need posix_fd (pidfd_getfd): skipped where it is refused.
-const POSIX: [&str; 6] = [
+const POSIX: [&str; 7] = [
     "vmm-offset",
     "vmm-size-too-large",
     "fd-closed",
     "plain-memfd",
     "read-only-refuses-writes",
     "one-allocation-two-fds",
+    "control-pair",
 ];
 
 /// Whether a step's (status, detail) is what the fake and this kvcr give.
@@ -269,6 +272,7 @@ fn check(code: i32, s: &Value, log: &str, out: &Path, only: Option<&str>) {
         "same-ipc-handle-twice",
         "hold",
         "toolkit-stub",
+        "control-pair",
     ] {
         assert!(hw.contains(&n), "{hw:?}");
     }
@@ -386,9 +390,10 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
     assert!(d("sigint").contains("result=interrupted"));
     assert!(d("hold").contains("lib/libcuda.so.1"), "{}", d("hold"));
     assert!(d("environment").contains("pidfd_getfd"));
-    // The hold measures device memory: the owner's drop frees nothing
-    // kvcr holds (a posix_fd and a fabric allocation of 4 MiB each), the
-    // release returns it (the fake counts what some reference keeps).
+    // The hold measures device memory: the owner killed frees nothing kvcr
+    // holds (a posix_fd and a fabric allocation of 4 MiB each), the release
+    // returns it, compared with the reading before the owner started (the
+    // fake counts what some reference keeps, contexts not at all).
     let mib = 1u64 << 20;
     let held = if s["environment"]["pidfd_getfd"] == "ok" {
         8
@@ -406,22 +411,19 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
         .unwrap_or_else(|| panic!("{}", d("hold")))
         .split(|c: char| !c.is_ascii_digit())
         .filter(|w| !w.is_empty())
-        .take(3)
+        .take(4)
         .map(|w| w.parse().unwrap())
         .collect();
-    assert_eq!(used.len(), 3, "{}", d("hold"));
-    // Without posix_fd the owner's unheld hold allocation goes at its drop.
-    let unheld = if s["environment"]["pidfd_getfd"] == "ok" {
-        0
-    } else {
-        4 * mib
-    };
+    assert_eq!(used.len(), 4, "{}", d("hold"));
+    let (base, before, killed, released) = (used[0], used[1], used[2], used[3]);
+    assert_eq!(base, 0, "nothing before the owner: {}", d("hold"));
+    assert!(before >= held, "the owner's allocations before the hold");
     assert_eq!(
-        used[0] - used[1],
-        unheld,
-        "the owner's drop freed memory kvcr holds"
+        killed, held,
+        "the owner killed, kvcr's references keep it all"
     );
-    assert_eq!(used[1] - used[2], held, "the release returns what was held");
+    assert_eq!(released, base, "the release returns what was held");
+    assert!(d("hold").contains("the owner was killed (SIGKILL) while kvcr held"));
     assert!(d("hold").contains("an engine read the fabric allocation by its handle"));
     assert!(d("hold").contains("ready file and socket removed"));
     if s["environment"]["pidfd_getfd"] == "ok" {
@@ -430,7 +432,11 @@ fn the_gpu_proof_runs_end_to_end_against_the_fake_without_cargo() {
         assert!(d("hold").contains(
             "an engine read the owner's bytes through the hand-over socket ([\"character device\"])"
         ));
-        assert!(d("hold").contains("the owner dropped its references and closed its fd (True)"));
+        // The control: two distinct allocations imported together, with
+        // the driver's ids (per allocation in the fake).
+        let c = d("control-pair");
+        assert!(c.contains("exit 0") && c.contains("distinct True"), "{c}");
+        assert!(c.contains(r#"evidence ["block-id", "block-id"]"#), "{c}");
         assert!(d("vmm-size-too-large").contains("step=map"));
         if full {
             assert!(d("fd-closed").contains("fd 900"));

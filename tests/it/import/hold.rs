@@ -78,26 +78,54 @@ fn the_owner_goes_and_an_engine_takes_the_memory_from_what_the_ready_file_names(
     let ready = held.ready.clone();
     let doc: Value = serde_json::from_slice(&std::fs::read(&ready).unwrap()).unwrap();
     let socket = doc["hand_over"].as_str().unwrap().to_string();
-    assert_eq!(socket, format!("{}.sock", ready.display()));
+    assert!(Path::new(&socket).is_absolute(), "{socket}");
+    let canonical = ready.parent().unwrap().canonicalize().unwrap();
+    assert_eq!(
+        Path::new(&socket),
+        canonical.join("ready.json.sock"),
+        "{socket}"
+    );
 
-    // The ready file and the import plan agree on every allocation.
+    // The ready file and the import plan agree on every allocation; a
+    // posix_fd handle also names the owner its fd is a number in.
     let dry = s.import("plan", &[], &["--dry-run"]);
-    let plan = &dry.report()["plan"]["ranks"][0]["allocations"];
+    let plan_rank = &dry.report()["plan"]["ranks"][0];
+    let plan = &plan_rank["allocations"];
     let items = doc["ranks"][0]["items"].as_array().unwrap();
     assert_eq!(items.len(), 3);
     for (item, p) in items.iter().zip(plan.as_array().unwrap()) {
-        for k in ["id", "size_bytes", "offset_bytes", "handle"] {
+        for k in ["id", "size_bytes", "offset_bytes"] {
             assert_eq!(item[k], p[k], "{k}: {item} vs {p}");
         }
+        for k in ["kind", "fd", "hex"] {
+            assert_eq!(item["handle"][k], p["handle"][k], "{k}: {item} vs {p}");
+        }
+        if item["handle"]["kind"] == "posix_fd" {
+            assert_eq!(item["handle"]["pid"], plan_rank["owner"]["pid"], "{item}");
+            assert_eq!(item["handle"]["pid"], s.owner.id(), "{item}");
+            assert_ne!(item["handle"]["pid"], doc["pid"], "{item}");
+            assert_eq!(
+                item["handle"]["start_ticks"],
+                plan_rank["owner"]["start_ticks"]
+            );
+        } else {
+            assert!(item["handle"].get("pid").is_none(), "{item}");
+        }
     }
-    assert_eq!(
-        items[0]["obtain"],
-        serde_json::json!({"from": "hand-over", "index": 0})
-    );
-    assert_eq!(
-        items[1]["obtain"],
-        serde_json::json!({"from": "hand-over", "index": 1})
-    );
+    // obtain: the socket's message, and kvcr's own fd of it (a number in
+    // kvcr's process, the ready file's pid: the fake's export file).
+    for (k, item) in items[..2].iter().enumerate() {
+        let o = &item["obtain"];
+        assert_eq!(
+            (&o["from"], &o["index"]),
+            (&"hand-over".into(), &k.into()),
+            "{o}"
+        );
+        let fd = o["fd"].as_i64().unwrap_or_else(|| panic!("no fd in {o}"));
+        let link = std::fs::read_link(format!("/proc/{}/fd/{fd}", doc["pid"])).unwrap();
+        assert_eq!(link, Path::new("/dev/null"), "{o}");
+    }
+    assert_ne!(items[0]["obtain"]["fd"], items[1]["obtain"]["fd"]);
     assert_eq!(items[2]["obtain"], serde_json::json!({"from": "handle"}));
 
     // The owner closes every fd it has, drops its handles and exits.
@@ -137,6 +165,36 @@ fn the_owner_goes_and_an_engine_takes_the_memory_from_what_the_ready_file_names(
     let (code, read) = tool(&s, &["read", "fabric", hex, &size, &SEED.to_string()]);
     assert_ne!(code, 0, "{read}");
     assert!(read["error"].as_str().unwrap().contains("(1)"), "{read}");
+}
+
+#[test]
+fn the_owner_killed_while_held_leaves_an_engine_the_owners_bytes() {
+    let Some(b) = built() else { return };
+    if !pidfd_works(b) {
+        return;
+    }
+    let mut s = Scenario::new(b, 1, 1, |_| vec![seeded("posix_fd")]);
+    let before = used(&s);
+    assert_eq!(before, 4 * MIB);
+    let held = s.start_hold("killed", &[]);
+    let doc: Value = serde_json::from_slice(&std::fs::read(&held.ready).unwrap()).unwrap();
+    let socket = doc["hand_over"].as_str().unwrap().to_string();
+    // Killed: no chance to close anything or drop a reference itself.
+    signal(&s.owner, libc::SIGKILL);
+    let st = s.owner.wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(9));
+    assert_eq!(used(&s), before, "kvcr's references keep the memory");
+    // A fresh engine takes it from the socket and reads the owner's bytes.
+    let (code, got) = tool(&s, &["take", &socket, &SEED.to_string()]);
+    assert_eq!(code, 0, "{got}");
+    assert_eq!(got["received"], 1, "{got}");
+    assert_eq!(got["items"][0]["read"], "same", "{got}");
+    let r = held.release();
+    assert_eq!(r.code, 0, "{}", r.why());
+    r.assert_clean_reverse();
+    // Against the reading before the hold (the owner's allocation), the
+    // memory came back: nothing keeps it any more.
+    assert_eq!(used(&s), 0, "before the hold {before}, after the release 0");
 }
 
 #[test]
@@ -199,4 +257,132 @@ fn a_fabric_hold_keeps_everything_until_sigterm_then_releases_in_reverse() {
     r.assert_clean_reverse();
     assert!(r.log.held.is_empty());
     assert_eq!(r.log.released.len(), 14);
+}
+
+/// `kvcr import ... --hold --ready-file DIR/TAG.json` under the shell's
+/// `ulimit ULIMIT` (a child: the test's own limit is left alone).
+fn hold_under_ulimit(s: &Scenario, tag: &str, ulimit: &str) -> (i32, String, Value) {
+    let log = s.dir.path().join(format!("{tag}.log"));
+    let ready = s.dir.path().join(format!("{tag}.json"));
+    let c = s.hold_command(&log, &[], &ready);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit {ulimit} || exit 99; exec \"$0\" \"$@\""))
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hold that starts is released as soon as its ready file is there.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if ready.exists() {
+            signal(&child, libc::SIGTERM);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{tag}: no ready file");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        doc,
+    )
+}
+
+#[test]
+fn the_fd_budget_is_counted_before_the_driver_and_the_soft_limit_raised() {
+    let Some(b) = built() else { return };
+    if !pidfd_works(b) {
+        return;
+    }
+    let s = Scenario::new(b, 1, 1, |_| {
+        vec![
+            seeded("posix_fd"),
+            Alloc {
+                offset_bytes: MIB,
+                ..seeded("posix_fd")
+            },
+        ]
+    });
+    // Soft and hard 40: 2 × 2 fds + those open + 64 cannot fit: exit 2
+    // naming both numbers, before any GPU call.
+    let (code, stderr, doc) = hold_under_ulimit(&s, "low", "-n 40");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("RLIMIT_NOFILE allows 40 (hard limit 40)")
+            && stderr.contains("2 posix_fd allocations × 2 fds"),
+        "{stderr}"
+    );
+    assert_eq!(doc["code"], "cannot-run", "{doc}");
+    let log = std::fs::read_to_string(s.dir.path().join("low.log")).unwrap_or_default();
+    assert!(!log.contains("acquire"), "no GPU call: {log}");
+    assert!(!s.dir.path().join("low.json.sock").exists());
+    // The dry run predicts it (a trial: one fd per allocation), with the
+    // limit as the real import would raise it, changing nothing.
+    let log = s.dir.path().join("dry.log");
+    let inv = s.inv();
+    let c = s.command(
+        &log,
+        &[],
+        &[
+            "import",
+            inv.to_str().unwrap(),
+            "--format",
+            "json",
+            "--dry-run",
+        ],
+    );
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("ulimit -n 40 || exit 99; exec \"$0\" \"$@\"")
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let dry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{dry}");
+    let r = &dry["refusals"][0];
+    assert_eq!(
+        (&r["gate"], &r["status"]),
+        (&"open-files".into(), &2.into()),
+        "{dry}"
+    );
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("RLIMIT_NOFILE allows 40 (hard limit 40)"),
+        "{dry}"
+    );
+    // Only the soft limit low: kvcr raises it to the hard one and holds.
+    let hard: u64 = {
+        let out = Command::new("sh")
+            .args(["-c", "ulimit -H -n"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(u64::MAX)
+    };
+    if hard >= 1024 {
+        let (code, stderr, doc) = hold_under_ulimit(&s, "soft", "-S -n 40");
+        assert_eq!(code, 0, "{stderr}\n{doc}");
+        assert_eq!(doc["result"], "imported", "{doc}");
+    }
 }

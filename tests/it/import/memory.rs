@@ -302,3 +302,110 @@ fn the_report_says_which_identities_each_allocation_was_compared_on() {
     let item = &r.report()["ranks"][0]["items"][0];
     assert!(item.get("distinct").is_none(), "{item}");
 }
+
+/// The `distinct` entry of identity `id` in an imported allocation:
+/// (compared, evidence, why).
+fn entry(item: &Value, id: &str) -> (bool, String, String) {
+    let e = item["distinct"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["identity"] == id)
+        .unwrap_or_else(|| panic!("no {id} in {item}"))
+        .clone();
+    (
+        e["compared"].as_bool().unwrap(),
+        e["evidence"].as_str().unwrap().to_string(),
+        e["why"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+#[test]
+fn every_block_id_answer_the_driver_may_give() {
+    let Some(b) = built() else { return };
+    let kind = if pidfd_works(b) { "posix_fd" } else { "fabric" };
+    // Two ranks on two GPUs, two distinct allocations each at offset 0
+    // (their ranges overlap, so one id for a rank's two would refuse them
+    // were nothing there to prove the ids worthless).
+    let s = Scenario::new(b, 2, 2, |r| vec![alloc(kind, r), alloc(kind, r)]);
+    let items = |r: &Run| -> Vec<Value> {
+        let ranks = r.report()["ranks"].as_array().unwrap().clone();
+        ranks
+            .iter()
+            .flat_map(|k| k["items"].as_array().unwrap().clone())
+            .collect()
+    };
+    for (mode, compared, evidence, why) in [
+        // Per allocation, as documented: compared, and it says so.
+        ("allocation", true, "block-id", ""),
+        // Per import: different ids too; the evidence says what it rests
+        // on, never "shown distinct".
+        ("import", true, "block-id", ""),
+        // One id for memory on two GPUs: not comparable, decides nothing.
+        ("constant", false, "not-comparable", "two devices (0 and 1"),
+        // 0 names nothing; absent is a driver that predates the attribute.
+        ("zero", false, "not-available", "MEMORY_BLOCK_ID 0"),
+        (
+            "absent",
+            false,
+            "not-available",
+            "CUDA_ERROR_INVALID_VALUE (1)",
+        ),
+    ] {
+        let r = s.import(mode, &[("FAKECUDA_BLOCK_ID", mode.to_string())], &[]);
+        assert_eq!(r.code, 0, "{mode}: {}", r.why());
+        r.assert_clean_reverse();
+        let all = items(&r);
+        assert_eq!(all.len(), 4, "{mode}");
+        for item in &all {
+            let (c, e, w) = entry(item, "memory-block-id");
+            assert_eq!((c, e.as_str()), (compared, evidence), "{mode}: {item}");
+            assert!(w.contains(why), "{mode}: {w}");
+            // The handle is compared and can only show one memory.
+            assert_eq!(entry(item, "handle").1, "same-only", "{mode}: {item}");
+        }
+    }
+    // One memory twice (two exports, overlapping) on one GPU: shown where
+    // the ids are per allocation; per import nothing can show it, and the
+    // report's evidence says the block ids are all there is.
+    if kind == "posix_fd" {
+        let s = Scenario::new(b, 1, 1, |_| exported_twice(MIB / 2));
+        let r = s.import(
+            "twice-alloc",
+            &[("FAKECUDA_BLOCK_ID", "allocation".into())],
+            &[],
+        );
+        assert_eq!(r.code, 3, "{}", r.why());
+        assert_eq!(r.report()["failure"]["step"], "verify-distinct-mapped");
+        r.assert_clean_reverse();
+        let r = s.import(
+            "twice-import",
+            &[("FAKECUDA_BLOCK_ID", "import".into())],
+            &[],
+        );
+        assert_eq!(r.code, 0, "{}", r.why());
+        for item in &items(&r) {
+            assert_eq!(entry(item, "memory-block-id").1, "block-id", "{item}");
+        }
+    }
+}
+
+#[test]
+fn access_is_per_mapping_and_device() {
+    let Some(b) = built() else { return };
+    // kvcr grants its planned device access to every mapping and reads
+    // through it there: rank 1's memory on device 1 imports, read back
+    // through device 1's access (a read from another device would be a
+    // violation in the fake's log).
+    let s = Scenario::new(b, 2, 2, |r| {
+        vec![Alloc {
+            content: Some((4096, 2, true)),
+            ..alloc("fabric", r)
+        }]
+    });
+    let r = s.import("access", &[], &[]);
+    assert_eq!(r.code, 0, "{}", r.why());
+    r.assert_clean_reverse();
+    let sets = crate::import::fakecuda::calls(&r, "cuMemSetAccess");
+    assert!(sets.iter().any(|c| c.contains("dev=1")), "{sets:?}");
+}

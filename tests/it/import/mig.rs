@@ -15,8 +15,8 @@ fn mig(i: usize) -> String {
 #[test]
 fn a_rank_imports_onto_a_mig_instance_by_its_16_bytes() {
     let Some(b) = built() else { return };
-    // (cuda_ipc on a device the probe calls MIG is refused:
-    // tests/it/import/driver.rs.)
+    // (cuda_ipc within one MIG instance imports, across instances the
+    // driver refuses it: tests/it/import/driver.rs.)
     let s = Scenario::new(b, 1, 1, |_| vec![alloc("fabric", 0), alloc("fabric", 0)]);
     for v1_physical in ["0", "1"] {
         let env = [
@@ -62,4 +62,19 @@ fn the_mig_label_comes_only_from_a_v1_that_differs() {
     // An older driver's v1 names the parent: a MIG instance.
     let v = audit("1");
     assert!(found(&v).contains(&mig(5)), "{}", found(&v));
+    // MIG is the reason rank 0's GPU is not visible: the finding says so,
+    // in the table, the headline and the exit status as well.
+    let f = &v["groups"][0]["ranks"][0]["findings"][0];
+    assert_eq!(f["code"], "KV106");
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("MIG: a CUDA process enumerates a single MIG device") && m.contains(&mig(5)),
+        "{m}"
+    );
+    assert_eq!(v["groups"][0]["verdict"], "reject");
+    assert!(v["cause"].as_str().unwrap().starts_with("rejected:"), "{v}");
+    // With v1 = v2 nothing says MIG: no MIG reason is claimed.
+    let v = audit("0");
+    let m = v["groups"][0]["ranks"][0]["findings"][0]["message"].to_string();
+    assert!(!m.contains("MIG:"), "{m}");
 }

@@ -134,6 +134,9 @@ fn the_sandbox_leaves_live_mode_what_it_reads() {
         .iter()
         .any(|f| f.split_whitespace().any(|w| w == "pidfd_getfd")));
     assert_eq!(values(&hold, "CapabilityBoundingSet"), ["CAP_SYS_PTRACE"]);
+    // Two fds per posix_fd allocation: far more than the default 1024.
+    let nofile: u64 = values(&hold, "LimitNOFILE")[0].parse().unwrap();
+    assert!(nofile >= 65536, "{nofile}");
 }
 
 /// The ready file's directory is created by tmpfiles.d, writable by the
