@@ -22,10 +22,11 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bytes read per `pread` while streaming records.
 const CHUNK: usize = 1 << 16;
@@ -84,31 +85,274 @@ fn open_ro(dir: Option<BorrowedFd<'_>>, name: &Path, extra: OFlags) -> Result<Ow
     }
 }
 
-/// An open regular file.
-pub struct Opened {
-    pub fd: OwnedFd,
+/// A file's identity as `/proc/locks` writes it: (device major, minor,
+/// inode).
+pub type Key = (u32, u32, u64);
+
+fn key_of(st: &rustix::fs::Stat) -> Key {
+    (
+        rustix::fs::major(st.st_dev),
+        rustix::fs::minor(st.st_dev),
+        st.st_ino,
+    )
 }
 
-/// Opens a regular file for reading (a symlink, FIFO, device or directory
-/// is refused without being read).
-pub fn open_file(path: &Path) -> Result<Opened, ReadError> {
-    let fd = open_ro(None, path, OFlags::empty()).map_err(|e| match e {
-        Errno::LOOP => ReadError {
-            path: path.to_path_buf(),
-            what: "is a symbolic link (kvcr follows none)".into(),
-            denied: false,
-        },
-        e => ReadError::new(path, "cannot open", e),
-    })?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| ReadError::new(path, "cannot stat", e))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(ReadError {
-            path: path.to_path_buf(),
-            what: "is not a regular file".into(),
-            denied: false,
-        });
+/// The directory an entry is read beneath.
+#[derive(Clone, Debug)]
+pub enum Dir {
+    /// A directory kvcr listed, held open: every open below it goes
+    /// relative to this descriptor, so a directory swapped for a symlink
+    /// after the listing is never followed (docs/format.md §14.7).
+    Held(Arc<OwnedFd>),
+    /// The directory of a path the operator (or GMS's variables) named,
+    /// opened by that path, without following a symlink at its last
+    /// component, for each read: the path's own components are the
+    /// operator's.
+    Named(PathBuf),
+}
+
+impl Dir {
+    fn open(&self) -> Result<DirFd<'_>, ReadError> {
+        match self {
+            Dir::Held(fd) => Ok(DirFd::Borrowed(fd.as_fd())),
+            Dir::Named(p) => open_dir(p).map(DirFd::Owned),
+        }
     }
-    Ok(Opened { fd })
+}
+
+enum DirFd<'a> {
+    Borrowed(BorrowedFd<'a>),
+    Owned(OwnedFd),
+}
+
+impl DirFd<'_> {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            DirFd::Borrowed(b) => *b,
+            DirFd::Owned(o) => o.as_fd(),
+        }
+    }
+}
+
+/// Where a file is: a directory and a name beneath it (bytes), and the
+/// path it is shown by.
+#[derive(Clone, Debug)]
+pub struct Loc {
+    pub dir: Dir,
+    pub name: OsString,
+    pub path: PathBuf,
+}
+
+impl Loc {
+    /// A path named as a whole: its directory by path, its last component
+    /// beneath it.
+    pub fn named(path: &Path) -> Result<Loc, ReadError> {
+        let name = path.file_name().ok_or_else(|| ReadError {
+            path: path.to_path_buf(),
+            what: "names no file (it ends in `..` or `/`)".into(),
+            denied: false,
+        })?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Ok(Loc {
+            dir: Dir::Named(dir),
+            name: name.to_os_string(),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The entry `name` of a listed directory shown as `shown`.
+    pub fn below(dir: &Arc<OwnedFd>, shown: &Path, name: &OsStr) -> Loc {
+        Loc {
+            dir: Dir::Held(dir.clone()),
+            name: name.to_os_string(),
+            path: shown.join(name),
+        }
+    }
+
+    /// What the entry is, from its `statx` beneath the directory (a
+    /// symlink is not followed; nothing is opened): `None` when it does
+    /// not exist.
+    pub fn stat(&self) -> Result<Option<rustix::fs::Stat>, ReadError> {
+        let d = self.dir.open()?;
+        match retry(|| rustix::fs::statat(d.fd(), &self.name, AtFlags::SYMLINK_NOFOLLOW)) {
+            Ok(st) => Ok(Some(st)),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(ReadError::new(&self.path, "cannot stat", e)),
+        }
+    }
+
+    /// Opens the regular file for reading (docs/format.md §14.7): refused
+    /// from its `statx` before any open when it is anything else (a FIFO
+    /// or a device is never opened), then named by an `O_PATH` descriptor
+    /// (which opens nothing), checked to be that same regular file, and
+    /// reopened for reading through the trusted `/proc`. `expect` is the
+    /// identity its listing saw: another file there now was swapped in.
+    pub fn open(&self, expect: Option<Key>) -> Result<Opened, ReadError> {
+        let d = self.dir.open()?;
+        open_regular_at(d.fd(), &self.name, expect).map_err(|r| r.at(&self.path))
+    }
+
+    /// Opens the directory (a writer-cohort directory below a listed one),
+    /// refused from its `statx` when it is anything else.
+    pub fn open_dir(&self, expect: Option<Key>) -> Result<OwnedFd, ReadError> {
+        let d = self.dir.open()?;
+        open_dir_at(d.fd(), &self.name, expect).map_err(|r| r.at(&self.path))
+    }
+}
+
+/// Why an entry beneath a directory was not opened.
+#[derive(Debug)]
+pub enum Refused {
+    /// The kernel's answer.
+    Os(&'static str, Errno),
+    /// Not what was wanted: what it is, in words; never opened.
+    Type(&'static str, &'static str),
+    /// Another file than the one listed (swapped in since).
+    Replaced(Key, Key),
+}
+
+impl Refused {
+    pub fn at(self, path: &Path) -> ReadError {
+        match self {
+            Refused::Os(what, e) => ReadError::new(path, what, e),
+            Refused::Type(want, is) => ReadError {
+                path: path.to_path_buf(),
+                what: format!("is a {is}, not a {want}: not opened"),
+                denied: false,
+            },
+            Refused::Replaced(a, b) => ReadError {
+                path: path.to_path_buf(),
+                what: format!(
+                    "was replaced while kvcr read it (listed as {}:{} inode {}, now {}:{} inode \
+                     {}): not read; run kvcr again",
+                    a.0, a.1, a.2, b.0, b.1, b.2
+                ),
+                denied: false,
+            },
+        }
+    }
+}
+
+/// Words for a file type.
+pub fn type_words(t: FileType) -> &'static str {
+    match t {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link (kvcr follows none)",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Unknown => "file of an unknown type",
+    }
+}
+
+fn statx_at(dir: BorrowedFd<'_>, name: &OsStr) -> Result<rustix::fs::Stat, Refused> {
+    retry(|| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW))
+        .map_err(|e| Refused::Os("cannot stat", e))
+}
+
+fn same(expect: Option<Key>, st: &rustix::fs::Stat) -> Result<(), Refused> {
+    match expect {
+        Some(k) if k != key_of(st) => Err(Refused::Replaced(k, key_of(st))),
+        _ => Ok(()),
+    }
+}
+
+/// [`Loc::open`] beneath an open directory.
+pub fn open_regular_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    expect: Option<Key>,
+) -> Result<Opened, Refused> {
+    let want = FileType::RegularFile;
+    let st = statx_at(dir, name)?;
+    let ty = FileType::from_raw_mode(st.st_mode);
+    if ty != want {
+        return Err(Refused::Type(type_words(want), type_words(ty)));
+    }
+    same(expect, &st)?;
+    let key = key_of(&st);
+    let path_fd = retry(|| {
+        rustix::fs::openat(
+            dir,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    })
+    .map_err(|e| Refused::Os("cannot open", e))?;
+    let st = rustix::fs::fstat(&path_fd).map_err(|e| Refused::Os("cannot stat", e))?;
+    let ty = FileType::from_raw_mode(st.st_mode);
+    if ty != want {
+        return Err(Refused::Type(type_words(want), type_words(ty)));
+    }
+    same(Some(key), &st)?;
+    let fd = match crate::io::safe_file::reopen_for_reading(&path_fd) {
+        Ok(f) => OwnedFd::from(f),
+        // A `/proc` that is not procfs (the test hook) cannot reopen the
+        // O_PATH descriptor: the name is opened beneath the same directory
+        // instead, without following, and checked to be the same file.
+        Err(_) if ProcFs::system().untrusted().is_some() => {
+            open_ro(Some(dir), Path::new(name), OFlags::empty())
+                .map_err(|e| Refused::Os("cannot open", e))?
+        }
+        Err(e) => {
+            return Err(Refused::Os(
+                "cannot open",
+                e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error),
+            ))
+        }
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| Refused::Os("cannot stat", e))?;
+    let ty = FileType::from_raw_mode(st.st_mode);
+    if ty != want {
+        return Err(Refused::Type(type_words(want), type_words(ty)));
+    }
+    same(Some(key), &st)?;
+    Ok(Opened { fd, key })
+}
+
+/// [`Loc::open_dir`] beneath an open directory: `O_DIRECTORY` refuses
+/// anything but a directory before it is opened.
+pub fn open_dir_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    expect: Option<Key>,
+) -> Result<OwnedFd, Refused> {
+    let want = FileType::Directory;
+    let st = statx_at(dir, name)?;
+    let ty = FileType::from_raw_mode(st.st_mode);
+    if ty != want {
+        return Err(Refused::Type(type_words(want), type_words(ty)));
+    }
+    same(expect, &st)?;
+    let listed = key_of(&st);
+    let fd = open_ro(Some(dir), Path::new(name), OFlags::DIRECTORY).map_err(|e| match e {
+        Errno::LOOP | Errno::NOTDIR => {
+            Refused::Type(type_words(want), type_words(FileType::Symlink))
+        }
+        e => Refused::Os("cannot open the directory", e),
+    })?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| Refused::Os("cannot stat", e))?;
+    same(Some(listed), &st)?;
+    Ok(fd)
+}
+
+/// An open regular file, and its identity.
+pub struct Opened {
+    pub fd: OwnedFd,
+    pub key: Key,
+}
+
+/// Opens a regular file named by its path (its directory by path, the
+/// name beneath it: [`Loc::named`] and [`Loc::open`]; tests).
+#[cfg(test)]
+pub fn open_file(path: &Path) -> Result<Opened, ReadError> {
+    Loc::named(path)?.open(None)
 }
 
 fn size_of(fd: &OwnedFd) -> Result<u64, Errno> {
@@ -233,7 +477,7 @@ pub fn read_recovery(
 
 /// One read of a superseded file: its header, and for a snapshot every
 /// record's length, to see whether they fill the file.
-pub fn read_superseded(o: &Opened, s: Superseded, path: &Path) -> Result<SupersededRead, Errno> {
+pub fn read_superseded(o: &Opened, s: Superseded, at: &Loc) -> Result<SupersededRead, Errno> {
     let size = size_of(&o.fd)?;
     let mut head = [0u8; Superseded::HEAD];
     let n = pread_full(&o.fd, &mut head, 0)?;
@@ -263,50 +507,50 @@ pub fn read_superseded(o: &Opened, s: Superseded, path: &Path) -> Result<Superse
         size,
         expected_size,
         exact,
-        beside: beside(path, s),
+        beside: beside(at, s),
     })
 }
 
-/// The files beside a superseded file that belong to it, by name only:
-/// a DYNKVIX1 store's `.rank<R>` answers, `.status.jsonl` and `.tmp`; a
+/// The files beside a superseded file that belong to it, by name only
+/// (bytes, listed beneath the directory it was read in; shown escaped): a
+/// DYNKVIX1 store's `.rank<R>` answers, `.status.jsonl` and `.tmp`; a
 /// snapshot's `.gen`, `.del` and `.tmp`.
-fn beside(path: &Path, s: Superseded) -> Vec<String> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+fn beside(at: &Loc, s: Superseded) -> Vec<String> {
+    let Ok(d) = at.dir.open() else {
         return Vec::new();
     };
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let prefix = format!("{}.", name.to_string_lossy());
-    let Ok(d) = open_ro(None, dir, OFlags::DIRECTORY) else {
+    let Ok(d) = open_ro(Some(d.fd()), Path::new("."), OFlags::DIRECTORY) else {
         return Vec::new();
     };
     let Ok(entries) = list(&d) else {
         return Vec::new();
     };
-    let mut out: Vec<String> = entries
+    let mut prefix = at.name.as_bytes().to_vec();
+    prefix.push(b'.');
+    let mut out: Vec<Vec<u8>> = entries
         .into_iter()
-        .filter_map(|n| n.into_string().ok())
+        .map(OsString::into_vec)
         .filter(|n| {
-            n.strip_prefix(&prefix).is_some_and(|rest| match s {
-                Superseded::Dynkvix1 => {
-                    rest == "status.jsonl"
-                        || rest == "tmp"
-                        || rest
-                            .strip_prefix("rank")
-                            .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
-                }
-                Superseded::Gmskvix1 | Superseded::Gmskvix2 => {
-                    matches!(rest, "gen" | "del" | "tmp")
-                }
-                Superseded::Gmskvgn1 => rest == "tmp",
-            })
+            n.strip_prefix(prefix.as_slice())
+                .is_some_and(|rest| match s {
+                    Superseded::Dynkvix1 => {
+                        rest == b"status.jsonl"
+                            || rest == b"tmp"
+                            || rest
+                                .strip_prefix(b"rank")
+                                .is_some_and(|r| !r.is_empty() && r.iter().all(u8::is_ascii_digit))
+                    }
+                    Superseded::Gmskvix1 | Superseded::Gmskvix2 => {
+                        matches!(rest, b"gen" | b"del" | b"tmp")
+                    }
+                    Superseded::Gmskvgn1 => rest == b"tmp",
+                })
         })
         .collect();
     out.sort();
-    out
+    out.iter()
+        .map(|n| crate::format::names::display_bytes(n))
+        .collect()
 }
 
 /// Why a directory was not listed whole.
@@ -390,35 +634,52 @@ pub fn open_dir(path: &Path) -> Result<OwnedFd, ReadError> {
     })
 }
 
-/// A directory's entries: name, whether a regular file, size.
-pub fn entries(dir: &OwnedFd) -> Result<Vec<(String, FileType, u64, i128)>, ListError> {
+/// One entry of a directory, from its `statx` beneath the directory
+/// (nothing opened, no symlink followed).
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The name as the directory holds it: bytes, not necessarily UTF-8.
+    pub name: OsString,
+    pub ty: FileType,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub key: Key,
+}
+
+/// A directory's entries, every name kept as bytes (one that is not UTF-8
+/// is an entry like any other: judged by content, counted in the shape
+/// test and the cap), sorted by name.
+pub fn entries(dir: &OwnedFd) -> Result<Vec<Entry>, ListError> {
     let mut out = Vec::new();
     for name in list(dir)? {
-        let Ok(name) = name.into_string() else {
-            continue;
-        };
-        let st = match retry(|| rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)) {
+        let st = match retry(|| rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)) {
             Ok(st) => st,
             Err(Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),
         };
-        let mtime = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
-        out.push((
+        let mtime_ns = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
+        out.push(Entry {
             name,
-            FileType::from_raw_mode(st.st_mode),
-            st.st_size as u64,
-            mtime,
-        ));
+            ty: FileType::from_raw_mode(st.st_mode),
+            size: st.st_size as u64,
+            mtime_ns,
+            key: key_of(&st),
+        });
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(out)
 }
 
 /// Whether a directory's entries have a writer-cohort directory's shape.
-pub fn is_cohort_dir(entries: &[(String, FileType, u64, i128)]) -> bool {
+pub fn is_cohort_dir(entries: &[Entry]) -> bool {
     let shape: Vec<(format::CohortName, bool)> = entries
         .iter()
-        .map(|(n, t, ..)| (format::cohort_name(n), *t == FileType::RegularFile))
+        .map(|e| {
+            (
+                format::cohort_name_of(e.name.as_bytes()),
+                e.ty == FileType::RegularFile,
+            )
+        })
         .collect();
     format::is_cohort_shape(&shape)
 }
@@ -429,10 +690,17 @@ pub fn is_cohort_dir(entries: &[(String, FileType, u64, i128)]) -> bool {
 pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<CohortRead, ReadError> {
     let list = entries(dir).map_err(|e| e.at(path))?;
     let mut out = Vec::new();
-    for (name, ty, size, mtime_ns) in list {
+    for Entry {
+        name,
+        ty,
+        size,
+        mtime_ns,
+        key,
+    } in list
+    {
         use format::CohortName;
         let regular = ty == FileType::RegularFile;
-        let kind = format::cohort_name(&name);
+        let kind = format::cohort_name_of(name.as_bytes());
         let bytes = match kind {
             CohortName::Cohort(_) => 1,
             CohortName::Active | CohortName::Predecessor(_) | CohortName::Joining(_) => {
@@ -452,11 +720,17 @@ pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<Coho
         if regular && (bytes > 0 || matches!(kind, CohortName::Leader(_))) {
             // A file that cannot be opened or read is "could not be read"
             // (KV235, naming it and the errno), never empty and never free.
-            let fd = match open_ro(Some(dir.as_fd()), Path::new(&name), OFlags::empty()) {
-                Ok(fd) => Some(fd),
-                Err(Errno::NOENT) => continue,
-                Err(err) => {
-                    e.unreadable = Some(format!("cannot open: {}", std::io::Error::from(err)));
+            // Dir-relative, refused from its statx when no longer the
+            // regular file listed (docs/format.md §14.7).
+            let fd = match open_regular_at(dir.as_fd(), &name, Some(key)) {
+                Ok(o) => Some(o.fd),
+                Err(Refused::Os(_, Errno::NOENT)) => continue,
+                Err(Refused::Os(what, err)) => {
+                    e.unreadable = Some(format!("{what}: {}", std::io::Error::from(err)));
+                    None
+                }
+                Err(r @ (Refused::Type(..) | Refused::Replaced(..))) => {
+                    e.unreadable = Some(r.at(Path::new(&name)).what);
                     None
                 }
             };
@@ -850,15 +1124,13 @@ pub fn lease_live(wanted: &BTreeSet<u64>) -> LeaseLive {
 /// when every other process that has the ring open or mapped runs in this
 /// PID namespace, and at least one does; otherwise nothing is judged alive
 /// or gone, and `not_checked` says why.
-pub fn ring_live(base: &LeaseLive, ring: &Opened, recovery_pid: Option<u64>) -> LeaseLive {
+pub fn ring_live(base: &LeaseLive, ring: Key, recovery_pid: Option<u64>) -> LeaseLive {
     let mut live = base.clone();
     if live.not_checked.is_some() {
         return live;
     }
     let proc = ProcFs::system();
-    let ns = inode_key(&ring.fd)
-        .ok_or_else(|| "the ring cannot be stat'ed".to_string())
-        .and_then(|key| ring_namespace(proc, key));
+    let ns = ring_namespace(proc, ring);
     match ns {
         Err(why) => {
             live.not_checked = Some(why);
@@ -873,55 +1145,68 @@ pub fn ring_live(base: &LeaseLive, ring: &Opened, recovery_pid: Option<u64>) -> 
     live
 }
 
-/// The (device, inode) pairs a process maps, from `/proc/<pid>/maps`
-/// (`start-end perms offset MAJ:MIN inode path`, MAJ:MIN in hex).
-pub fn parse_maps(text: &[u8]) -> BTreeSet<(u32, u32, u64)> {
-    let mut out = BTreeSet::new();
-    for line in String::from_utf8_lossy(text).lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(dev), Some(ino)) = (f.get(3), f.get(4)) else {
-            continue;
-        };
-        let Some((maj, min)) = dev.split_once(':') else {
-            continue;
-        };
-        if let (Ok(a), Ok(b), Ok(i)) = (
-            u32::from_str_radix(maj, 16),
-            u32::from_str_radix(min, 16),
-            ino.parse::<u64>(),
-        ) {
-            if i != 0 {
-                out.insert((a, b, i));
-            }
-        }
-    }
-    out
+/// The (device, inode) pair one line of `/proc/<pid>/maps` maps
+/// (`start-end perms offset MAJ:MIN inode path`, MAJ:MIN in hex); `None`
+/// for an anonymous mapping or a line that does not parse.
+pub fn parse_maps_line(line: &[u8]) -> Option<Key> {
+    let mut f = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|x| !x.is_empty());
+    let dev = std::str::from_utf8(f.nth(3)?).ok()?;
+    let ino = std::str::from_utf8(f.next()?).ok()?;
+    let (maj, min) = dev.split_once(':')?;
+    let key = (
+        u32::from_str_radix(maj, 16).ok()?,
+        u32::from_str_radix(min, 16).ok()?,
+        ino.parse::<u64>().ok()?,
+    );
+    (key.2 != 0).then_some(key)
 }
 
-/// Whether `pid` has the file `key` open (a descriptor) or mapped.
-fn uses(proc: &ProcFs, root: BorrowedFd<'_>, pid: i32, key: (u32, u32, u64)) -> bool {
-    if proc
-        .read(&format!("{pid}/maps"))
-        .is_ok_and(|m| parse_maps(&m).contains(&key))
-    {
-        return true;
+/// How long one `/proc/<pid>/maps` is read before it is given up as "not
+/// read whole" (a table of a million mappings reads in well under this).
+pub const MAPS_SECONDS: u64 = 10;
+
+/// Whether `pid` maps the file `key`, from its whole `/proc/<pid>/maps`
+/// (streamed: no length cuts it short). `Ok(None)`: the table cannot be
+/// read (the process is gone, or this user may not read it: not counted);
+/// `Err` says why it was not read whole (then whether it maps the file is
+/// not checked, never "not mapped").
+pub fn maps(proc: &ProcFs, pid: i32, key: Key) -> Result<Option<bool>, String> {
+    let rel = format!("{pid}/maps");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(MAPS_SECONDS);
+    let mut found = false;
+    match proc.read_lines(&rel, deadline, |l| {
+        found = found || parse_maps_line(l) == Some(key)
+    }) {
+        Ok(_) if found => Ok(Some(true)),
+        Ok(true) => Ok(Some(false)),
+        Ok(false) => Err(format!(
+            "pid {pid}'s memory map ({}) could not be read whole within {MAPS_SECONDS} s, so \
+             whether it maps the ring is not checked",
+            proc.display(&rel)
+        )),
+        Err(Err(why)) => Err(why),
+        Err(Ok(_)) => Ok(None),
+    }
+}
+
+/// Whether `pid` has the file `key` open (a descriptor) or mapped (its
+/// whole memory map, [`maps`]); `Err` when that cannot be told.
+fn uses(proc: &ProcFs, root: BorrowedFd<'_>, pid: i32, key: Key) -> Result<bool, String> {
+    if maps(proc, pid, key)? == Some(true) {
+        return Ok(true);
     }
     let dir = format!("{pid}/fd");
     let Ok(fds) =
         open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY).and_then(|d| list_proc(&d))
     else {
-        return false;
+        return Ok(false);
     };
-    fds.iter().any(|fd| {
+    Ok(fds.iter().any(|fd| {
         let link = format!("{pid}/fd/{}", fd.to_string_lossy());
-        rustix::fs::statat(root, link.as_str(), AtFlags::empty()).is_ok_and(|st| {
-            (
-                rustix::fs::major(st.st_dev),
-                rustix::fs::minor(st.st_dev),
-                st.st_ino,
-            ) == key
-        })
-    })
+        rustix::fs::statat(root, link.as_str(), AtFlags::empty()).is_ok_and(|st| key_of(&st) == key)
+    }))
 }
 
 /// Whether the pids a ring records are this PID namespace's: `Ok` when
@@ -944,7 +1229,7 @@ fn ring_namespace(proc: &ProcFs, key: (u32, u32, u64)) -> Result<(), String> {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut users = 0usize;
     for pid in pids(proc) {
-        if pid == me || !uses(proc, root, pid, key) {
+        if pid == me || !uses(proc, root, pid, key)? {
             continue;
         }
         match ns(&format!("{pid}/ns/pid")) {
@@ -1093,16 +1378,12 @@ pub fn places(env: &dyn Fn(&str) -> Option<OsString>, dev_shm_is_dir: bool) -> V
     out
 }
 
-/// What a directory of lease rings holds: its `gms-kv-lease-*.shm` regular
-/// files, by name.
-pub fn lease_files(dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
-    let d = open_dir(dir)?;
-    let list = entries(&d).map_err(|e| e.at(dir))?;
-    Ok(list
-        .into_iter()
-        .filter(|(n, t, ..)| *t == FileType::RegularFile && format::is_lease_file_name(n))
-        .map(|(n, ..)| dir.join(n))
-        .collect())
+/// What a directory of lease rings holds: its `gms-kv-lease-*.shm`
+/// regular files, by name (bytes, as GMS's glob matches them).
+pub fn lease_files(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
+    entries
+        .iter()
+        .filter(|e| e.ty == FileType::RegularFile && format::is_lease_file_name(e.name.as_bytes()))
 }
 
 /// What kind of entry a path is, without following a symlink.
