@@ -16,7 +16,7 @@ use crate::rules::gms::{
     RecoveryRead, Run, SupersededRead, NAMESPACE_DEVICES,
 };
 use rustix::fs::FileType;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
@@ -116,11 +116,51 @@ fn by_content(at: io::Loc, expect: Option<io::Key>) -> Result<Option<Target>, Fa
     }))
 }
 
+/// The directories kvcr reads beneath, each opened once (by the path it
+/// was named by, without following a symlink at its last component) and
+/// held for the run: every open below one is relative to its descriptor.
+/// One descriptor per directory, however many artifacts it holds.
+#[derive(Default)]
+struct Dirs(BTreeMap<PathBuf, Arc<OwnedFd>>);
+
+impl Dirs {
+    fn open(&mut self, path: &Path) -> Result<Arc<OwnedFd>, Failure> {
+        if let Some(d) = self.0.get(path) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(io::open_dir(path).map_err(failure)?);
+        self.0.insert(path.to_path_buf(), d.clone());
+        Ok(d)
+    }
+
+    /// A path named as a whole: its directory (held), its last component
+    /// beneath it.
+    fn loc(&mut self, path: &Path) -> Result<io::Loc, Failure> {
+        let name = path.file_name().ok_or_else(|| {
+            failure(io::ReadError {
+                path: path.to_path_buf(),
+                what: "names no file (it ends in `..`)".into(),
+                denied: false,
+            })
+        })?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let held = self.open(dir)?;
+        Ok(io::Loc {
+            dir: held,
+            name: name.to_os_string(),
+            path: path.to_path_buf(),
+        })
+    }
+}
+
 /// A regular file named by path (a PATH, or a file GMS's variables
 /// name): refused from its `statx` when it is anything else, before any
 /// open (a device is never opened).
-fn named_file(path: &Path, what: &str) -> Result<(io::Loc, io::Key), Failure> {
-    let at = io::Loc::named(path).map_err(failure)?;
+fn named_file(dirs: &mut Dirs, path: &Path, what: &str) -> Result<(io::Loc, io::Key), Failure> {
+    let at = dirs.loc(path)?;
     let shown = || crate::format::text::terminal(&display_path(path)).into_owned();
     match at.stat().map_err(failure)? {
         None => Err(Failure::usage(
@@ -148,10 +188,10 @@ fn named_file(path: &Path, what: &str) -> Result<(io::Loc, io::Key), Failure> {
 
 /// A directory named by path, opened without following a symlink at its
 /// last component, and its entries.
-fn listed_dir(path: &Path) -> Result<(Arc<OwnedFd>, Vec<io::Entry>), Failure> {
-    let dir = io::open_dir(path).map_err(failure)?;
+fn listed_dir(dirs: &mut Dirs, path: &Path) -> Result<(Arc<OwnedFd>, Vec<io::Entry>), Failure> {
+    let dir = dirs.open(path)?;
     let entries = io::entries(&dir).map_err(|e| failure(e.at(path)))?;
-    Ok((Arc::new(dir), entries))
+    Ok((dir, entries))
 }
 
 /// The cohort directory below a listed one, when it has the shape of one.
@@ -171,7 +211,7 @@ fn cohort_below(
 }
 
 /// The targets below a PATH the operator named.
-fn named(path: &Path, out: &mut Vec<Target>) -> Result<(), Failure> {
+fn named(dirs: &mut Dirs, path: &Path, out: &mut Vec<Target>) -> Result<(), Failure> {
     let shown = || crate::format::text::terminal(&display_path(path)).into_owned();
     match io::lstat_kind(path).map_err(failure)? {
         None => Err(Failure::usage(
@@ -183,7 +223,7 @@ fn named(path: &Path, out: &mut Vec<Target>) -> Result<(), Failure> {
             Some("name the file it points to".to_string()),
         )),
         Some(FileType::Directory) => {
-            let (dir, entries) = listed_dir(path)?;
+            let (dir, entries) = listed_dir(dirs, path)?;
             if io::is_cohort_dir(&entries) {
                 let key = io::inode_key(&dir)
                     .ok_or_else(|| errno(path, "cannot stat", rustix::io::Errno::IO))?;
@@ -209,6 +249,7 @@ fn named(path: &Path, out: &mut Vec<Target>) -> Result<(), Failure> {
         }
         Some(FileType::RegularFile) => {
             let (at, key) = named_file(
+                dirs,
                 path,
                 "a lease ring, a writer-cohort directory or recovery metadata",
             )?;
@@ -238,6 +279,7 @@ fn named(path: &Path, out: &mut Vec<Target>) -> Result<(), Failure> {
 
 /// The targets where GMS puts its artifacts, and where kvcr looked.
 fn discovered(
+    dirs: &mut Dirs,
     env: &dyn Fn(&str) -> Option<OsString>,
     looked: &mut Vec<Looked>,
     out: &mut Vec<Target>,
@@ -254,7 +296,7 @@ fn discovered(
         match (&place, kind) {
             (_, None) => {}
             (P::LeaseDir(_), Some(FileType::Directory)) => {
-                let (dir, entries) = listed_dir(&path)?;
+                let (dir, entries) = listed_dir(dirs, &path)?;
                 for e in io::lease_files(&entries) {
                     out.push(Target {
                         what: What::Lease,
@@ -264,7 +306,7 @@ fn discovered(
                 }
             }
             (P::LeaseFile(_), Some(_)) => {
-                let (at, key) = named_file(&path, "a lease ring")?;
+                let (at, key) = named_file(dirs, &path, "a lease ring")?;
                 out.push(Target {
                     what: What::Lease,
                     key,
@@ -272,17 +314,17 @@ fn discovered(
                 });
             }
             (P::CohortDir(_), Some(_)) => {
-                let dir = io::open_dir(&path).map_err(failure)?;
+                let dir = dirs.open(&path)?;
                 let key = io::inode_key(&dir)
                     .ok_or_else(|| errno(&path, "cannot stat", rustix::io::Errno::IO))?;
                 out.push(Target {
                     what: What::Cohort,
                     key,
-                    at: Place::Itself(Arc::new(dir), path.clone()),
+                    at: Place::Itself(dir, path.clone()),
                 });
             }
             (P::Recovery(_), Some(_)) => {
-                let (at, key) = named_file(&path, "recovery metadata")?;
+                let (at, key) = named_file(dirs, &path, "recovery metadata")?;
                 out.push(Target {
                     what: What::Recovery,
                     key,
@@ -294,7 +336,7 @@ fn discovered(
                 gen.push(".gen");
                 for p in [path.clone(), PathBuf::from(gen)] {
                     if io::lstat_kind(&p).map_err(failure)?.is_some() {
-                        let (at, key) = named_file(&p, "a superseded block index")?;
+                        let (at, key) = named_file(dirs, &p, "a superseded block index")?;
                         if let Some(
                             t @ Target {
                                 what: What::Superseded(_),
@@ -415,12 +457,13 @@ fn read_all(targets: &[Target], ask: &RecoveryAsk) -> Result<Vec<Read>, Failure>
 pub fn run(options: &Options) -> Result<Run, Failure> {
     let mut looked = Vec::new();
     let mut targets = Vec::new();
+    let mut dirs = Dirs::default();
     if options.paths.is_empty() {
         let env = |k: &str| options.env.get(std::ffi::OsStr::new(k)).cloned();
-        discovered(&env, &mut looked, &mut targets)?;
+        discovered(&mut dirs, &env, &mut looked, &mut targets)?;
     } else {
         for p in &options.paths {
-            named(p, &mut targets)?;
+            named(&mut dirs, p, &mut targets)?;
         }
     }
     // One artifact named twice (a PATH and its directory, or two paths

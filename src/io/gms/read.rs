@@ -97,76 +97,22 @@ fn key_of(st: &rustix::fs::Stat) -> Key {
     )
 }
 
-/// The directory an entry is read beneath.
-#[derive(Clone, Debug)]
-pub enum Dir {
-    /// A directory kvcr listed, held open: every open below it goes
-    /// relative to this descriptor, so a directory swapped for a symlink
-    /// after the listing is never followed (docs/format.md §14.7).
-    Held(Arc<OwnedFd>),
-    /// The directory of a path the operator (or GMS's variables) named,
-    /// opened by that path, without following a symlink at its last
-    /// component, for each read: the path's own components are the
-    /// operator's.
-    Named(PathBuf),
-}
-
-impl Dir {
-    fn open(&self) -> Result<DirFd<'_>, ReadError> {
-        match self {
-            Dir::Held(fd) => Ok(DirFd::Borrowed(fd.as_fd())),
-            Dir::Named(p) => open_dir(p).map(DirFd::Owned),
-        }
-    }
-}
-
-enum DirFd<'a> {
-    Borrowed(BorrowedFd<'a>),
-    Owned(OwnedFd),
-}
-
-impl DirFd<'_> {
-    fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            DirFd::Borrowed(b) => *b,
-            DirFd::Owned(o) => o.as_fd(),
-        }
-    }
-}
-
-/// Where a file is: a directory and a name beneath it (bytes), and the
-/// path it is shown by.
+/// Where a file is: a directory kvcr holds open and a name beneath it
+/// (bytes), and the path it is shown by. Every open below the directory
+/// goes relative to its descriptor, so a directory swapped for a symlink
+/// after kvcr opened it is never followed (docs/format.md §14.7).
 #[derive(Clone, Debug)]
 pub struct Loc {
-    pub dir: Dir,
+    pub dir: Arc<OwnedFd>,
     pub name: OsString,
     pub path: PathBuf,
 }
 
 impl Loc {
-    /// A path named as a whole: its directory by path, its last component
-    /// beneath it.
-    pub fn named(path: &Path) -> Result<Loc, ReadError> {
-        let name = path.file_name().ok_or_else(|| ReadError {
-            path: path.to_path_buf(),
-            what: "names no file (it ends in `..` or `/`)".into(),
-            denied: false,
-        })?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        Ok(Loc {
-            dir: Dir::Named(dir),
-            name: name.to_os_string(),
-            path: path.to_path_buf(),
-        })
-    }
-
-    /// The entry `name` of a listed directory shown as `shown`.
+    /// The entry `name` of the directory `dir`, shown as `shown/name`.
     pub fn below(dir: &Arc<OwnedFd>, shown: &Path, name: &OsStr) -> Loc {
         Loc {
-            dir: Dir::Held(dir.clone()),
+            dir: dir.clone(),
             name: name.to_os_string(),
             path: shown.join(name),
         }
@@ -176,8 +122,7 @@ impl Loc {
     /// symlink is not followed; nothing is opened): `None` when it does
     /// not exist.
     pub fn stat(&self) -> Result<Option<rustix::fs::Stat>, ReadError> {
-        let d = self.dir.open()?;
-        match retry(|| rustix::fs::statat(d.fd(), &self.name, AtFlags::SYMLINK_NOFOLLOW)) {
+        match retry(|| rustix::fs::statat(&*self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW)) {
             Ok(st) => Ok(Some(st)),
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(ReadError::new(&self.path, "cannot stat", e)),
@@ -191,15 +136,13 @@ impl Loc {
     /// reopened for reading through the trusted `/proc`. `expect` is the
     /// identity its listing saw: another file there now was swapped in.
     pub fn open(&self, expect: Option<Key>) -> Result<Opened, ReadError> {
-        let d = self.dir.open()?;
-        open_regular_at(d.fd(), &self.name, expect).map_err(|r| r.at(&self.path))
+        open_regular_at(self.dir.as_fd(), &self.name, expect).map_err(|r| r.at(&self.path))
     }
 
     /// Opens the directory (a writer-cohort directory below a listed one),
     /// refused from its `statx` when it is anything else.
     pub fn open_dir(&self, expect: Option<Key>) -> Result<OwnedFd, ReadError> {
-        let d = self.dir.open()?;
-        open_dir_at(d.fd(), &self.name, expect).map_err(|r| r.at(&self.path))
+        open_dir_at(self.dir.as_fd(), &self.name, expect).map_err(|r| r.at(&self.path))
     }
 }
 
@@ -348,11 +291,12 @@ pub struct Opened {
     pub key: Key,
 }
 
-/// Opens a regular file named by its path (its directory by path, the
-/// name beneath it: [`Loc::named`] and [`Loc::open`]; tests).
+/// Opens a regular file named by its path: its directory by path, the
+/// name beneath it (tests).
 #[cfg(test)]
 pub fn open_file(path: &Path) -> Result<Opened, ReadError> {
-    Loc::named(path)?.open(None)
+    let dir = Arc::new(open_dir(path.parent().unwrap_or(Path::new(".")))?);
+    Loc::below(&dir, Path::new(""), path.file_name().unwrap_or_default()).open(None)
 }
 
 fn size_of(fd: &OwnedFd) -> Result<u64, Errno> {
@@ -516,10 +460,7 @@ pub fn read_superseded(o: &Opened, s: Superseded, at: &Loc) -> Result<Superseded
 /// DYNKVIX1 store's `.rank<R>` answers, `.status.jsonl` and `.tmp`; a
 /// snapshot's `.gen`, `.del` and `.tmp`.
 fn beside(at: &Loc, s: Superseded) -> Vec<String> {
-    let Ok(d) = at.dir.open() else {
-        return Vec::new();
-    };
-    let Ok(d) = open_ro(Some(d.fd()), Path::new("."), OFlags::DIRECTORY) else {
+    let Ok(d) = open_ro(Some(at.dir.as_fd()), Path::new("."), OFlags::DIRECTORY) else {
         return Vec::new();
     };
     let Ok(entries) = list(&d) else {
