@@ -349,11 +349,12 @@ fn discovered(
                     }
                 }
             }
-            (_, Some(_)) => {
+            (_, Some(t)) => {
                 return Err(Failure::usage(
                     format!(
-                        "{}: is not a directory, where GMS keeps {}",
+                        "{}: is a {}, not a directory, where GMS keeps {}",
                         crate::format::text::terminal(&display_path(&path)),
+                        io::type_words(t),
                         place.what()
                     ),
                     Some("check the GMS variables in this environment".to_string()),

@@ -566,11 +566,18 @@ fn list_proc(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
 /// Opens a directory read-only, without following a symlink.
 pub fn open_dir(path: &Path) -> Result<OwnedFd, ReadError> {
     open_ro(None, path, OFlags::DIRECTORY).map_err(|e| match e {
-        Errno::LOOP => ReadError {
-            path: path.to_path_buf(),
-            what: "is a symbolic link (kvcr follows none)".into(),
-            denied: false,
-        },
+        // O_NOFOLLOW|O_DIRECTORY on a symlink is ENOTDIR on Linux.
+        Errno::LOOP | Errno::NOTDIR
+            if e == Errno::LOOP
+                || rustix::fs::lstat(path)
+                    .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink) =>
+        {
+            ReadError {
+                path: path.to_path_buf(),
+                what: "is a symbolic link (kvcr follows none)".into(),
+                denied: false,
+            }
+        }
         e => ReadError::new(path, "cannot open the directory", e),
     })
 }
