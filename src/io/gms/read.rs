@@ -1417,6 +1417,78 @@ mod tests {
         assert_eq!(lock_of(&probed.fd, &table(false), probe), Lock::Free);
     }
 
+    /// A maps line names (major, minor, inode) in hex:hex and decimal; an
+    /// anonymous mapping (inode 0) or a line that does not parse is none.
+    #[test]
+    fn a_maps_line_parses_as_the_kernel_writes_it() {
+        let l = b"7f12a000-7f12b000 r--s 00000000 fe:01 10010796    /dev/shm/a b";
+        assert_eq!(parse_maps_line(l), Some((0xfe, 1, 10_010_796)));
+        assert_eq!(parse_maps_line(b"7f-80 rw-p 00000000 00:00 0 "), None);
+        assert_eq!(parse_maps_line(b"garbage"), None);
+        assert_eq!(parse_maps_line(b""), None);
+    }
+
+    /// `/proc/self/maps` streamed: every line handed over, the last one
+    /// without a newline too, whatever the length; a deadline already
+    /// passed is "not read whole", never a partial table taken for whole.
+    #[test]
+    fn a_proc_table_is_streamed_whole_or_said_not_whole() {
+        let proc = ProcFs::system();
+        if proc.untrusted().is_some() {
+            return;
+        }
+        let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut lines = 0usize;
+        let whole = proc.read_lines("self/maps", later, |_| lines += 1).unwrap();
+        assert!(whole && lines > 3, "{lines}");
+        let past = std::time::Instant::now();
+        let mut none = 0usize;
+        assert!(!proc.read_lines("self/maps", past, |_| none += 1).unwrap());
+        assert_eq!(none, 0);
+    }
+
+    /// An entry is classified from its statx before any open: a FIFO is
+    /// refused without being opened (an open of a FIFO for reading without
+    /// O_NONBLOCK would block; with it, it would still be an open), a
+    /// directory is no file, a file swapped since its listing is refused.
+    #[test]
+    fn only_the_regular_file_listed_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = open_dir(dir.path()).unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        match open_regular_at(d.as_fd(), OsStr::new("fifo"), None) {
+            Err(Refused::Type(_, "FIFO")) => {}
+            r => panic!("{:?}", r.map(|o| o.key)),
+        }
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert!(matches!(
+            open_regular_at(d.as_fd(), OsStr::new("sub"), None),
+            Err(Refused::Type(_, "directory"))
+        ));
+        std::fs::write(dir.path().join("a"), b"x").unwrap();
+        let first = open_regular_at(d.as_fd(), OsStr::new("a"), None).unwrap();
+        // Renamed away (still alive: its inode cannot be reused), and a
+        // new file under the name.
+        std::fs::rename(dir.path().join("a"), dir.path().join("a.old")).unwrap();
+        std::fs::write(dir.path().join("a"), b"y").unwrap();
+        assert!(matches!(
+            open_regular_at(d.as_fd(), OsStr::new("a"), Some(first.key)),
+            Err(Refused::Replaced(..))
+        ));
+        assert!(matches!(
+            open_dir_at(d.as_fd(), OsStr::new("fifo"), None),
+            Err(Refused::Type("directory", "FIFO"))
+        ));
+    }
+
     /// GMS's `_user_space_dead`: field 9 of the task's stat (after the
     /// command's closing parenthesis, index 6), PF_EXITING 0x4; SIGKILL
     /// pending in SigPnd or ShdPnd.
