@@ -579,7 +579,7 @@ fn four_hundred_rings_are_read_under_ulimit_n_64() {
     for i in 0..400 {
         files.push(write(&d, &kit::lease_file_name(&format!("n{i}")), &ring));
     }
-    let env = vec![
+    let env = [
         ("GMS_KV_LEASE_SHM_DIR".to_string(), d.clone().into()),
         (
             "FAILOVER_LOCK_PATH".to_string(),
@@ -619,6 +619,8 @@ fn a_huge_sparse_ring_is_judged_from_its_layout() {
     }
     drop(f);
     let start = Instant::now();
+    // Reaped by wait4 below, which also gives its maximum RSS.
+    #[allow(clippy::zombie_processes)]
     let child = kvcr_std()
         .arg("gms")
         .arg(&p)
