@@ -314,13 +314,17 @@ fn discovered(
                 });
             }
             (P::CohortDir(_), Some(_)) => {
-                let dir = dirs.open(&path)?;
+                // Beneath its directory, like any file GMS's variables
+                // name: refused from its statx unless a directory.
+                let at = dirs.loc(&path)?;
+                let dir = at.open_dir(None).map_err(failure)?;
                 let key = io::inode_key(&dir)
                     .ok_or_else(|| errno(&path, "cannot stat", rustix::io::Errno::IO))?;
+                drop(dir);
                 out.push(Target {
                     what: What::Cohort,
                     key,
-                    at: Place::Itself(dir, path.clone()),
+                    at: Place::Below(at),
                 });
             }
             (P::Recovery(_), Some(_)) => {

@@ -733,3 +733,95 @@ fn the_library_takes_gmss_variables_as_an_option() {
     );
     assert!(stdout.contains("child-ran-to-the-end"), "{stdout}");
 }
+
+/// The open calls (`open`, `openat`, `openat2`) of one kvcr run, as
+/// `strace -f` writes them; `None` when strace is not installed (a
+/// failure under KVCR_TEST_REQUIRE=1).
+fn opens_of(args: &[&OsStr], env: &[(String, OsString)]) -> Option<(i32, Vec<String>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("strace.log");
+    let mut c = std::process::Command::new("strace");
+    crate::util::test_env(&mut c);
+    c.args(["-f", "-qq", "-e", "trace=open,openat,openat2", "-o"])
+        .arg(&log)
+        .arg(crate::util::bin())
+        .arg("gms")
+        .args(args)
+        .args(["--interval-ms", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let Ok(status) = c.status() else {
+        crate::util::missing("needs strace");
+        return None;
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    if text.is_empty() {
+        crate::util::skip_fact("strace cannot trace here (ptrace refused)");
+        return None;
+    }
+    Some((
+        status.code().unwrap_or(-1),
+        text.lines().map(str::to_string).collect(),
+    ))
+}
+
+/// By its system calls: once kvcr has opened a directory it reads
+/// beneath, no open names a path inside it; every open below it is
+/// relative to its descriptor (docs/format.md §14.7): a PATH's rings and
+/// cohort subdirectories, a superseded store's neighbours, discovery's
+/// lease rings, and the files of a PATH named one by one.
+#[test]
+fn every_open_below_a_directory_is_relative_to_its_descriptor() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let ring = kit::Lease::valid(8, 1).bytes();
+    let mut files = Vec::new();
+    for i in 0..4 {
+        files.push(write(&d, &kit::lease_file_name(&format!("s{i}")), &ring));
+    }
+    let c = kit::cohort_dir(&d, "w.vllm-writers");
+    kit::vllm_healthy(&c);
+    write(&d, "index", &kit::dynkvix1(4));
+    write(&d, "index.tmp", b"");
+    let env = [
+        ("GMS_KV_LEASE_SHM_DIR".to_string(), d.clone().into()),
+        (
+            "FAILOVER_LOCK_PATH".to_string(),
+            d.join("w").into_os_string(),
+        ),
+        (
+            "DYN_KV_RECOVERY_PATH".to_string(),
+            t.path().join("none/r").into(),
+        ),
+    ];
+    let named: Vec<&OsStr> = files.iter().map(|p| p.as_os_str()).collect();
+    let inside = format!("\"{}/", d.display());
+    // The PATH holds the superseded store (a reject, exit 1); 2 would be
+    // a run that could not read something.
+    for (what, args, env, want) in [
+        ("a PATH", vec![d.as_os_str()], &[][..], 1),
+        ("files named", named, &[][..], 0),
+        ("discovery", vec![], &env[..], 0),
+    ] {
+        let Some((status, calls)) = opens_of(&args, env) else {
+            return;
+        };
+        assert_eq!(status, want, "{what}: {calls:#?}");
+        let by_path: Vec<&String> = calls.iter().filter(|l| l.contains(&inside)).collect();
+        assert!(
+            by_path.is_empty(),
+            "{what}: opened by a path inside the directory: {by_path:#?}"
+        );
+        // The run did open the artifacts (relative to a directory fd).
+        assert!(
+            calls
+                .iter()
+                .any(|l| l.contains("gms-kv-lease-") && !l.contains("AT_FDCWD")),
+            "{what}: {calls:#?}"
+        );
+    }
+}
