@@ -229,15 +229,10 @@ impl ProcFs {
         self.read_limited(rel, 1 << 20).map(|(b, _)| b)
     }
 
-    /// [`ProcFs::read`] of at most `limit` bytes, and whether that was the
-    /// whole file (`false`: it is longer; a reader that must see all of it,
-    /// as `/proc/locks`, says what it could not see).
-    pub fn read_limited(
-        &self,
-        rel: &str,
-        limit: u64,
-    ) -> Result<(Vec<u8>, bool), Result<Errno, String>> {
-        use std::io::Read;
+    /// Opens `rel` beneath the root for reading and checks on the open fd
+    /// that it is on procfs: the one open of [`ProcFs::read_limited`] and
+    /// [`ProcFs::read_lines`].
+    fn open_checked(&self, rel: &str) -> Result<OwnedFd, Result<Errno, String>> {
         let root = self.root().map_err(Err)?;
         let fd = loop {
             match rustix::fs::openat(
@@ -252,6 +247,19 @@ impl ProcFs {
             }
         };
         check_procfs(fd.as_fd(), &self.display(rel)).map_err(Err)?;
+        Ok(fd)
+    }
+
+    /// [`ProcFs::read`] of at most `limit` bytes, and whether that was the
+    /// whole file (`false`: it is longer; a reader that must see all of it,
+    /// as `/proc/locks`, says what it could not see).
+    pub fn read_limited(
+        &self,
+        rel: &str,
+        limit: u64,
+    ) -> Result<(Vec<u8>, bool), Result<Errno, String>> {
+        use std::io::Read;
+        let fd = self.open_checked(rel)?;
         let mut out = Vec::new();
         std::fs::File::from(fd)
             .take(limit.saturating_add(1))
@@ -278,20 +286,7 @@ impl ProcFs {
         deadline: std::time::Instant,
         mut line: impl FnMut(&[u8]),
     ) -> Result<bool, Result<Errno, String>> {
-        let root = self.root().map_err(Err)?;
-        let fd = loop {
-            match rustix::fs::openat(
-                root,
-                rel,
-                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
-                Mode::empty(),
-            ) {
-                Ok(fd) => break fd,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(Ok(e)),
-            }
-        };
-        check_procfs(fd.as_fd(), &self.display(rel)).map_err(Err)?;
+        let fd = self.open_checked(rel)?;
         let mut buf = vec![0u8; 1 << 16];
         let mut carry: Vec<u8> = Vec::new();
         loop {

@@ -22,6 +22,17 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+/// GMS's variables for a run that looks where GMS keeps its rings: the
+/// rings in `shm`, no cohort directory and no recovery metadata (under
+/// `none`, which does not exist).
+fn shm_env(shm: &Path, none: &Path) -> Vec<(String, OsString)> {
+    vec![
+        ("GMS_KV_LEASE_SHM_DIR".to_string(), shm.into()),
+        ("FAILOVER_LOCK_PATH".to_string(), none.join("lock").into()),
+        ("DYN_KV_RECOVERY_PATH".to_string(), none.join("r").into()),
+    ]
+}
+
 /// An inotify watch on a directory: every open of it or of an entry in it.
 struct Opens(OwnedFd);
 
@@ -207,17 +218,7 @@ fn a_searched_directory_swapped_for_a_symlink_is_never_followed() {
     let t = tempfile::tempdir().unwrap();
     let (real, evil) = (t.path().join("shm"), t.path().join("evil"));
     rings(&real, &evil, 300);
-    let env = vec![
-        ("GMS_KV_LEASE_SHM_DIR".to_string(), real.clone().into()),
-        (
-            "FAILOVER_LOCK_PATH".to_string(),
-            t.path().join("none/failover.lock").into(),
-        ),
-        (
-            "DYN_KV_RECOVERY_PATH".to_string(),
-            t.path().join("none/kv-recovery.mmap").into(),
-        ),
-    ];
+    let env = shm_env(&real, &t.path().join("none"));
     race(t.path(), &real, &evil, &[], &env);
 }
 
@@ -279,17 +280,7 @@ fn a_fifo_or_a_device_is_refused_before_any_open() {
     checked(status, &v);
     assert_eq!(status, 0, "{v:#}");
     assert_eq!(v["artifacts"].as_array().unwrap().len(), 1, "{v:#}");
-    let env = vec![
-        ("GMS_KV_LEASE_SHM_DIR".to_string(), d.clone().into()),
-        (
-            "FAILOVER_LOCK_PATH".to_string(),
-            t.path().join("none/lock").into(),
-        ),
-        (
-            "DYN_KV_RECOVERY_PATH".to_string(),
-            t.path().join("none/r").into(),
-        ),
-    ];
+    let env = shm_env(&d, &t.path().join("none"));
     let (status, v) = gms(&[], &env);
     checked(status, &v);
     assert_eq!(status, 0, "{v:#}");
@@ -342,17 +333,7 @@ fn names_that_are_not_utf8_are_judged_counted_and_shown_escaped() {
     let shm = t.path().join("shm");
     std::fs::create_dir(&shm).unwrap();
     std::fs::write(shm.join(name(b"gms-kv-lease-\xff.shm")), &broken).unwrap();
-    let env = vec![
-        ("GMS_KV_LEASE_SHM_DIR".to_string(), shm.clone().into()),
-        (
-            "FAILOVER_LOCK_PATH".to_string(),
-            t.path().join("none/lock").into(),
-        ),
-        (
-            "DYN_KV_RECOVERY_PATH".to_string(),
-            t.path().join("none/r").into(),
-        ),
-    ];
+    let env = shm_env(&shm, &t.path().join("none"));
     let (status, v) = gms(&[], &env);
     checked(status, &v);
     assert_eq!(status, 1, "{v:#}");
@@ -579,17 +560,7 @@ fn four_hundred_rings_are_read_under_ulimit_n_64() {
     for i in 0..400 {
         files.push(write(&d, &kit::lease_file_name(&format!("n{i}")), &ring));
     }
-    let env = [
-        ("GMS_KV_LEASE_SHM_DIR".to_string(), d.clone().into()),
-        (
-            "FAILOVER_LOCK_PATH".to_string(),
-            t.path().join("none/lock").into(),
-        ),
-        (
-            "DYN_KV_RECOVERY_PATH".to_string(),
-            t.path().join("none/r").into(),
-        ),
-    ];
+    let env = shm_env(&d, &t.path().join("none"));
     let globbed: Vec<&OsStr> = files.iter().map(|p| p.as_os_str()).collect();
     for (what, args, env) in [
         ("the directory", vec![d.as_os_str()], &[][..]),
