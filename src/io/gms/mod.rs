@@ -489,7 +489,17 @@ pub fn run(options: &Options) -> Result<Run, Failure> {
                 }
             }
         }
-        io::lease_live(&owners)
+        let rings: BTreeSet<io::Key> = targets
+            .iter()
+            .filter(|t| matches!(t.what, What::Lease))
+            .map(|t| t.key)
+            .collect();
+        let namespaces = if rings.is_empty() {
+            BTreeMap::new()
+        } else {
+            io::ring_namespaces(&rings)
+        };
+        (io::lease_live(&owners), namespaces)
     });
     let mut artifacts = Vec::new();
     for (t, (a, b)) in targets.iter().zip(first.into_iter().zip(second)) {
@@ -503,7 +513,10 @@ pub fn run(options: &Options) -> Result<Run, Failure> {
                     .filter_map(|r| r.header)
                     .find(|h| h.active_mutations == format::LEASE_BARRIER)
                     .map(|h| h.recovery_owner_pid);
-                let live = live.as_ref().map(|base| io::ring_live(base, t.key, pid));
+                let live = live.as_ref().map(|(base, namespaces)| {
+                    let unknown = Err("the ring was not looked for in /proc".to_string());
+                    io::ring_live(base, namespaces.get(&t.key).unwrap_or(&unknown), pid)
+                });
                 let (f, mut x) = rules::judge_lease(&a, &b, live.as_ref());
                 x.namespace = path
                     .file_name()

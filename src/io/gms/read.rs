@@ -1070,24 +1070,27 @@ pub fn lease_live(wanted: &BTreeSet<u64>) -> LeaseLive {
 /// records (in its owner ids, `recovery_owner_pid`) are its writers' PID
 /// namespace's, so they are compared with this namespace's processes only
 /// when every other process that has the ring open or mapped runs in this
-/// PID namespace, and at least one does; otherwise nothing is judged alive
-/// or gone, and `not_checked` says why.
-pub fn ring_live(base: &LeaseLive, ring: Key, recovery_pid: Option<u64>) -> LeaseLive {
+/// PID namespace, and at least one does (`namespace`, the ring's answer
+/// of [`ring_namespaces`]); otherwise nothing is judged alive or gone,
+/// and `not_checked` says why.
+pub fn ring_live(
+    base: &LeaseLive,
+    namespace: &Result<(), String>,
+    recovery_pid: Option<u64>,
+) -> LeaseLive {
     let mut live = base.clone();
     if live.not_checked.is_some() {
         return live;
     }
-    let proc = ProcFs::system();
-    let ns = ring_namespace(proc, ring);
-    match ns {
+    match namespace {
         Err(why) => {
-            live.not_checked = Some(why);
+            live.not_checked = Some(why.clone());
             live.owners.clear();
         }
         Ok(()) => {
             live.recovery_owner_alive = recovery_pid
                 .and_then(|p| i32::try_from(p).ok())
-                .map(|p| p > 0 && process_state(proc, p).0)
+                .map(|p| p > 0 && process_state(ProcFs::system(), p).0)
         }
     }
     live
@@ -1115,20 +1118,25 @@ pub fn parse_maps_line(line: &[u8]) -> Option<Key> {
 /// read whole" (a table of a million mappings reads in well under this).
 pub const MAPS_SECONDS: u64 = 10;
 
-/// Whether `pid` maps the file `key`, from its whole `/proc/<pid>/maps`
+/// Which of `keys` `pid` maps, from its whole `/proc/<pid>/maps`
 /// (streamed: no length cuts it short). `Ok(None)`: the table cannot be
 /// read (the process is gone, or this user may not read it: not counted);
-/// `Err` says why it was not read whole (then whether it maps the file is
+/// `Err` says why it was not read whole (then whether it maps a ring is
 /// not checked, never "not mapped").
-pub fn maps(proc: &ProcFs, pid: i32, key: Key) -> Result<Option<bool>, String> {
+pub fn maps(
+    proc: &ProcFs,
+    pid: i32,
+    keys: &BTreeSet<Key>,
+) -> Result<Option<BTreeSet<Key>>, String> {
     let rel = format!("{pid}/maps");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(MAPS_SECONDS);
-    let mut found = false;
+    let mut found = BTreeSet::new();
     match proc.read_lines(&rel, deadline, |l| {
-        found = found || parse_maps_line(l) == Some(key)
+        if let Some(k) = parse_maps_line(l).filter(|k| keys.contains(k)) {
+            found.insert(k);
+        }
     }) {
-        Ok(_) if found => Ok(Some(true)),
-        Ok(true) => Ok(Some(false)),
+        Ok(true) => Ok(Some(found)),
         Ok(false) => Err(format!(
             "pid {pid}'s memory map ({}) could not be read whole within {MAPS_SECONDS} s, so \
              whether it maps the ring is not checked",
@@ -1139,73 +1147,114 @@ pub fn maps(proc: &ProcFs, pid: i32, key: Key) -> Result<Option<bool>, String> {
     }
 }
 
-/// Whether `pid` has the file `key` open (a descriptor) or mapped (its
-/// whole memory map, [`maps`]); `Err` when that cannot be told.
-fn uses(proc: &ProcFs, root: BorrowedFd<'_>, pid: i32, key: Key) -> Result<bool, String> {
-    if maps(proc, pid, key)? == Some(true) {
-        return Ok(true);
-    }
+/// Which of `keys` `pid` has open (a descriptor) or mapped (its whole
+/// memory map, [`maps`]); `Err` when that cannot be told.
+fn uses(
+    proc: &ProcFs,
+    root: BorrowedFd<'_>,
+    pid: i32,
+    keys: &BTreeSet<Key>,
+) -> Result<BTreeSet<Key>, String> {
+    let mut used = maps(proc, pid, keys)?.unwrap_or_default();
     let dir = format!("{pid}/fd");
-    let Ok(fds) =
+    if let Ok(fds) =
         open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY).and_then(|d| list_proc(&d))
-    else {
-        return Ok(false);
-    };
-    Ok(fds.iter().any(|fd| {
-        let link = format!("{pid}/fd/{}", fd.to_string_lossy());
-        rustix::fs::statat(root, link.as_str(), AtFlags::empty()).is_ok_and(|st| key_of(&st) == key)
-    }))
+    {
+        for fd in fds {
+            let link = format!("{pid}/fd/{}", fd.to_string_lossy());
+            if let Ok(st) = rustix::fs::statat(root, link.as_str(), AtFlags::empty()) {
+                if keys.contains(&key_of(&st)) {
+                    used.insert(key_of(&st));
+                }
+            }
+        }
+    }
+    Ok(used)
 }
 
-/// Whether the pids a ring records are this PID namespace's: `Ok` when
-/// some other process of this namespace has the ring open or mapped and
-/// none of another namespace does (processes whose tables this user
-/// cannot read are not counted); `Err` says why it cannot be told.
-fn ring_namespace(proc: &ProcFs, key: (u32, u32, u64)) -> Result<(), String> {
-    let root = proc.root()?;
+/// Whether the pids each ring records are this PID namespace's, for every
+/// ring at once (each process's tables are read once per run, not once per
+/// ring): `Ok` for a ring when some other process of this namespace has it
+/// open or mapped and none of another namespace does (processes whose
+/// tables this user cannot read are not counted); `Err` says why it cannot
+/// be told. A process whose memory map cannot be read whole leaves every
+/// ring not checked: it may map any of them.
+pub fn ring_namespaces(keys: &BTreeSet<Key>) -> BTreeMap<Key, Result<(), String>> {
+    let proc = ProcFs::system();
+    let all = |why: String| keys.iter().map(|k| (*k, Err(why.clone()))).collect();
+    let root = match proc.root() {
+        Ok(r) => r,
+        Err(why) => return all(why),
+    };
     let ns = |rel: &str| {
         retry(|| rustix::fs::statat(root, rel, AtFlags::empty()))
             .map(|st| st.st_ino)
             .map_err(std::io::Error::from)
     };
-    let ours = ns("self/ns/pid").map_err(|e| {
-        format!(
-            "this process's PID namespace cannot be read ({}: {e})",
-            proc.display("self/ns/pid")
-        )
-    })?;
+    let ours = match ns("self/ns/pid") {
+        Ok(n) => n,
+        Err(e) => {
+            return all(format!(
+                "this process's PID namespace cannot be read ({}: {e})",
+                proc.display("self/ns/pid")
+            ))
+        }
+    };
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    let mut users = 0usize;
+    let mut users: BTreeMap<Key, usize> = BTreeMap::new();
+    let mut why: BTreeMap<Key, String> = BTreeMap::new();
     for pid in pids(proc) {
-        if pid == me || !uses(proc, root, pid, key)? {
+        if pid == me || why.len() == keys.len() {
             continue;
         }
-        match ns(&format!("{pid}/ns/pid")) {
-            Ok(n) if n == ours => users += 1,
-            Ok(n) => {
-                return Err(format!(
-                    "pid {pid}, which has the ring open or mapped, runs in another PID namespace \
-                     (pid:[{n}]; kvcr runs in pid:[{ours}]), so the pids the ring records may be \
-                     that namespace's"
-                ))
+        let used = match uses(proc, root, pid, keys) {
+            Ok(u) => u,
+            Err(w) => {
+                for k in keys {
+                    why.entry(*k).or_insert_with(|| w.clone());
+                }
+                continue;
             }
-            Err(e) => {
-                return Err(format!(
-                    "the PID namespace of pid {pid}, which has the ring open or mapped, cannot \
-                     be read ({e})"
-                ))
+        };
+        if used.is_empty() {
+            continue;
+        }
+        let reason = match ns(&format!("{pid}/ns/pid")) {
+            Ok(n) if n == ours => {
+                for k in &used {
+                    *users.entry(*k).or_default() += 1;
+                }
+                continue;
             }
+            Ok(n) => format!(
+                "pid {pid}, which has the ring open or mapped, runs in another PID namespace \
+                 (pid:[{n}]; kvcr runs in pid:[{ours}]), so the pids the ring records may be \
+                 that namespace's"
+            ),
+            Err(e) => format!(
+                "the PID namespace of pid {pid}, which has the ring open or mapped, cannot be \
+                 read ({e})"
+            ),
+        };
+        for k in used {
+            why.entry(k).or_insert_with(|| reason.clone());
         }
     }
-    if users == 0 {
-        return Err(
-            "no process of kvcr's PID namespace has the ring open or mapped, so whose \
-                    PID namespace the pids it records belong to cannot be told (GMS may run in \
-                    another container)"
-                .to_string(),
-        );
-    }
-    Ok(())
+    keys.iter()
+        .map(|k| {
+            let verdict = match why.remove(k) {
+                Some(w) => Err(w),
+                None if users.get(k).copied().unwrap_or(0) == 0 => Err(
+                    "no process of kvcr's PID namespace has the ring open or mapped, so whose \
+                     PID namespace the pids it records belong to cannot be told (GMS may run \
+                     in another container)"
+                        .to_string(),
+                ),
+                None => Ok(()),
+            };
+            (*k, verdict)
+        })
+        .collect()
 }
 
 /// The devices a default owner id may name: the node's GPUs as

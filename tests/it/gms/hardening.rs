@@ -836,3 +836,37 @@ fn every_open_below_a_directory_is_relative_to_its_descriptor() {
         );
     }
 }
+
+/// `--live` reads every process's tables once per run, for every ring at
+/// once, and still answers per ring: of two rings in one run with a
+/// barrier held by this test's pid, the one this test has open is "a
+/// recovery in progress" (a notice), the one no process here uses is not
+/// checked (KV210, a reject).
+#[test]
+fn live_answers_per_ring_from_one_pass_over_proc() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ring = kit::Lease::valid(16, live_owner());
+    ring.active_mutations = u64::MAX;
+    ring.recovery_owner_pid = u64::from(std::process::id());
+    let used = write(dir.path(), "used.shm", &ring.bytes());
+    write(dir.path(), "unused.shm", &ring.bytes());
+    let _user = std::fs::File::open(&used).unwrap();
+    let (status, v) = gms(&[dir.path().as_os_str(), OsStr::new("--live")], &[]);
+    checked(status, &v);
+    assert_eq!(status, 1, "{v:#}");
+    let arts = v["artifacts"].as_array().unwrap();
+    let by = |n: &str| {
+        arts.iter()
+            .find(|a| a["path"].as_str().unwrap().ends_with(n))
+            .unwrap()
+    };
+    assert_eq!(by("/used.shm")["verdict"], "ok", "{v:#}");
+    assert!(
+        by("/used.shm")["lease"]["owners_not_checked"].is_null(),
+        "{v:#}"
+    );
+    let unused = by("/unused.shm");
+    headline_is(unused, "KV210");
+    let why = unused["lease"]["owners_not_checked"].as_str().unwrap();
+    assert!(why.contains("no process of kvcr's PID namespace"), "{why}");
+}
