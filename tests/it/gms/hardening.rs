@@ -679,7 +679,7 @@ fn child_gms_with_a_hostile_environment() {
         "set by the parent"
     );
     let good = PathBuf::from(good);
-    let mut o = kvcr::api::GmsOptions {
+    let mut o = kvcr_audit::api::GmsOptions {
         interval_ms: Some(0),
         ..Default::default()
     };
@@ -690,7 +690,7 @@ fn child_gms_with_a_hostile_environment() {
     ] {
         o.env.insert(k.into(), v.into());
     }
-    let d = kvcr::api::gms(&[], &o).unwrap();
+    let d = kvcr_audit::api::gms(&[], &o).unwrap();
     let v: Value = serde_json::from_str(d.as_json()).unwrap();
     assert_eq!(v["exit_status"], 0, "{v:#}");
     assert_eq!(v["artifacts"].as_array().unwrap().len(), 1, "{v:#}");
