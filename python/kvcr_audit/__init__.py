@@ -482,13 +482,17 @@ def gms(
     num_blocks: Optional[int] = None,
     binding: Optional[str] = None,
     interval_ms: Optional[int] = None,
+    env: Optional[Mapping[Union[str, bytes], Union[str, bytes]]] = None,
 ) -> Dict[str, Any]:
     """The document ``kvcr gms [PATH]... --format json`` prints: what
     Dynamo's GPU Memory Service left on this node (lease rings, writer
     cohorts, recovery metadata), judged read-only (docs/format.md §14).
     ``paths`` is one path or a sequence of them; with none, looks where GMS
-    puts its artifacts (this process's environment, as GMS reads it). A
-    rejected artifact is no exception: read ``report["exit_status"]``."""
+    puts its artifacts, from GMS's variables in ``env`` (names and values as
+    str or bytes); ``env`` not given is this process's environment
+    (``os.environb``, read here, at the call), ``env={}`` none of them (GMS's
+    defaults). A rejected artifact is no exception: read
+    ``report["exit_status"]``."""
     if paths is None:
         listed: Sequence[Any] = []
     elif isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
@@ -502,8 +506,14 @@ def gms(
     iv = None if interval_ms is None else _int_option("interval_ms", interval_ms, 0, 60000)
     if binding is not None and not isinstance(binding, str):
         raise UsageError("binding: expected 64 hex digits, found %r" % (binding,))
+    # GMS's variables, passed explicitly: the Rust library never reads the
+    # process's environment (docs/format.md §13.1, §14.1).
+    given = _os.environb if env is None else env
+    if not isinstance(given, Mapping):
+        raise UsageError("env=: expected a mapping, found %s" % type(given).__name__)
+    variables = [(_path("env", k), _path("env", v)) for k, v in given.items()]
     try:
-        text = _native.gms(ps, live, nb, binding, iv)
+        text = _native.gms(ps, live, nb, binding, iv, variables)
     except _native.NativeError as e:
         _raise(e)
     out: Dict[str, Any] = _json.loads(text)

@@ -66,6 +66,7 @@ def gms(
     num_blocks: Optional[int] = None,
     binding: Optional[str] = None,
     interval_ms: Optional[int] = None,
+    env: Optional[Mapping[Union[str, bytes], Union[str, bytes]]] = None,
 ) -> Dict[str, Any]: ...
 def gate(
     root: StrPath,

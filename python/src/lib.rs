@@ -11,7 +11,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
@@ -410,7 +410,7 @@ fn gate(
 
 /// `kvcr gms PATH... --format json`, with the GIL released.
 #[pyfunction]
-#[pyo3(signature = (paths, live, num_blocks, binding, interval_ms))]
+#[pyo3(signature = (paths, live, num_blocks, binding, interval_ms, env))]
 fn gms(
     py: Python<'_>,
     paths: Vec<Vec<u8>>,
@@ -418,6 +418,7 @@ fn gms(
     num_blocks: Option<u64>,
     binding: Option<String>,
     interval_ms: Option<u64>,
+    env: Vec<(Vec<u8>, Vec<u8>)>,
 ) -> PyResult<String> {
     guarded(move || {
         let binding = binding
@@ -429,6 +430,12 @@ fn gms(
             num_blocks,
             binding,
             interval_ms,
+            // GMS's variables as the Python code passed them (os.environb
+            // unless the caller gave `env=`): the library reads none.
+            env: env
+                .into_iter()
+                .map(|(k, v)| (OsString::from_vec(k), OsString::from_vec(v)))
+                .collect(),
         };
         let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();
         py.detach(move || api::gms(&paths, &o))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Dict
@@ -114,3 +115,46 @@ def test_gms_discovers_from_the_environment(
     assert rc == got["exit_status"] == 0
     assert [a["kind"] for a in got["artifacts"]] == ["lease"]
     assert [l["path"] for l in got["looked"]][0] == str(tmp_path / "shm")
+
+
+def test_gms_takes_gmss_variables_as_an_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``env=`` is where GMS's variables come from (docs/format.md §14.1):
+    given, the process's own are not looked at; ``{}`` is GMS's defaults;
+    names and values may be bytes (a path that is not UTF-8)."""
+    good = tmp_path / "good"
+    (good / "shm").mkdir(parents=True)
+    (good / "shm" / "gms-kv-lease-0123456789abcdef0123.shm").write_bytes(ring(8))
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    (evil / "gms-kv-lease-0123456789abcdef0123.shm").write_bytes(ring(8, transition=True))
+    for k, v in {
+        "GMS_KV_LEASE_SHM_DIR": str(evil),
+        "FAILOVER_LOCK_PATH": str(evil / "lock"),
+        "DYN_KV_RECOVERY_PATH": str(evil / "r"),
+    }.items():
+        monkeypatch.setenv(k, v)
+    env = {
+        "GMS_KV_LEASE_SHM_DIR": str(good / "shm"),
+        "FAILOVER_LOCK_PATH": str(good / "none" / "lock"),
+        "DYN_KV_RECOVERY_PATH": str(good / "none" / "r"),
+    }
+    got = kvcr_audit.gms(interval_ms=0, env=env)
+    assert got["exit_status"] == 0, got
+    assert [l["path"] for l in got["looked"]][0] == str(good / "shm")
+    # Not given: this process's environment, passed by the package.
+    mine = kvcr_audit.gms(interval_ms=0)
+    assert [l["path"] for l in mine["looked"]][0] == str(evil)
+    assert mine["exit_status"] == 1
+    # Bytes, and a directory whose name is not UTF-8.
+    odd = tmp_path / os.fsdecode(b"shm-\xff")
+    odd.mkdir()
+    (odd / "gms-kv-lease-0123456789abcdef0123.shm").write_bytes(ring(8))
+    raw = {k.encode(): v.encode() for k, v in env.items()}
+    raw[b"GMS_KV_LEASE_SHM_DIR"] = os.fsencode(odd)
+    got = kvcr_audit.gms(interval_ms=0, env=raw)
+    assert got["exit_status"] == 0, got
+    assert got["looked"][0]["path"] == str(tmp_path) + "/shm-\\xff"
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.gms(interval_ms=0, env=[("A", "B")])  # type: ignore[arg-type]

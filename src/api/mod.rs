@@ -483,6 +483,13 @@ pub struct GmsOptions {
     pub binding: Option<[u8; 32]>,
     /// `--interval-ms` (0 to 60000; `None`: the default, 200).
     pub interval_ms: Option<u64>,
+    /// The environment GMS's variables (`GMS_KV_LEASE_SHM_DIR`,
+    /// `FAILOVER_LOCK_PATH`, `DYN_KV_RECOVERY_PATH`, …, docs/format.md
+    /// §14.1) are read from when no path is given: what a GMS process on
+    /// this node sees. The library never reads its own process's
+    /// environment; `kvcr gms` passes its own (`std::env::vars_os()`), the
+    /// Python package `os.environ`. Empty: none set, GMS's defaults.
+    pub env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
 }
 
 /// `--binding`'s text (64 hex digits) as the digest [`GmsOptions`] takes.
@@ -493,7 +500,7 @@ pub fn parse_binding(s: &str) -> Result<[u8; 32], Error> {
 /// Reads what Dynamo's GPU Memory Service left on this node and judges
 /// it: the `kvcr.gms-report/v1` document `kvcr gms PATH... --format json`
 /// prints (docs/format.md §14). With no path, looks where GMS puts its
-/// artifacts, from this process's environment as GMS reads it. A path that
+/// artifacts, from [`GmsOptions::env`] as GMS reads it. A path that
 /// does not exist, cannot be read or is no GMS artifact is [`Error::Usage`].
 pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
     use crate::rules::gms::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
@@ -511,8 +518,9 @@ pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
             binding: o.binding,
         },
         interval_ms,
+        env: o.env.clone(),
     };
-    let run = crate::io::gms::run(&options, &crate::io::gms::process_env)?;
+    let run = crate::io::gms::run(&options)?;
     let doc = crate::report::gms::document(
         &run,
         crate::io::node::now_unix_ms(),

@@ -53,12 +53,15 @@ pub fn options(a: &GmsArgs) -> Options {
             binding: a.binding,
         },
         interval_ms: a.interval_ms,
+        // GMS's variables, as this command was started with them (the
+        // library reads no environment: docs/format.md §13).
+        env: std::env::vars_os().collect(),
     }
 }
 
 /// Runs `kvcr gms` and prints its report; returns the exit status.
 pub fn run(a: &GmsArgs) -> Result<i32, Failure> {
-    let run = crate::io::gms::run(&options(a), &crate::io::gms::process_env)?;
+    let run = crate::io::gms::run(&options(a))?;
     let status = run.exit_status();
     match a.format {
         GmsFormat::Table => {

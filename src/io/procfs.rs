@@ -17,6 +17,10 @@ use std::sync::OnceLock;
 /// environment cannot move its `/proc`.
 pub const ROOT_ENV: &str = "KVCR_PROC_ROOT";
 
+/// The longest line [`ProcFs::read_lines`] takes (a `/proc/PID/maps` line
+/// is at most some 4,200 bytes: a path of PATH_MAX and the fields).
+pub const LINE_BYTES: usize = 1 << 16;
+
 /// The process's procfs root, opened on first use ([`ProcFs::system`]).
 static SYSTEM: OnceLock<ProcFs> = OnceLock::new();
 
@@ -225,15 +229,10 @@ impl ProcFs {
         self.read_limited(rel, 1 << 20).map(|(b, _)| b)
     }
 
-    /// [`ProcFs::read`] of at most `limit` bytes, and whether that was the
-    /// whole file (`false`: it is longer; a reader that must see all of it,
-    /// as `/proc/locks`, says what it could not see).
-    pub fn read_limited(
-        &self,
-        rel: &str,
-        limit: u64,
-    ) -> Result<(Vec<u8>, bool), Result<Errno, String>> {
-        use std::io::Read;
+    /// Opens `rel` beneath the root for reading and checks on the open fd
+    /// that it is on procfs: the one open of [`ProcFs::read_limited`] and
+    /// [`ProcFs::read_lines`].
+    fn open_checked(&self, rel: &str) -> Result<OwnedFd, Result<Errno, String>> {
         let root = self.root().map_err(Err)?;
         let fd = loop {
             match rustix::fs::openat(
@@ -248,6 +247,19 @@ impl ProcFs {
             }
         };
         check_procfs(fd.as_fd(), &self.display(rel)).map_err(Err)?;
+        Ok(fd)
+    }
+
+    /// [`ProcFs::read`] of at most `limit` bytes, and whether that was the
+    /// whole file (`false`: it is longer; a reader that must see all of it,
+    /// as `/proc/locks`, says what it could not see).
+    pub fn read_limited(
+        &self,
+        rel: &str,
+        limit: u64,
+    ) -> Result<(Vec<u8>, bool), Result<Errno, String>> {
+        use std::io::Read;
+        let fd = self.open_checked(rel)?;
         let mut out = Vec::new();
         std::fs::File::from(fd)
             .take(limit.saturating_add(1))
@@ -259,6 +271,55 @@ impl ProcFs {
         let whole = out.len() as u64 <= limit;
         out.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         Ok((out, whole))
+    }
+
+    /// Reads `rel` (beneath the root, checked to be procfs on the open fd)
+    /// to its end, streamed: each line (without its newline) is handed to
+    /// `line` and dropped, so a table of any length is read whole in
+    /// bounded memory. Bounded by time, not by bytes: `Ok(false)` when
+    /// `deadline` passed first, or a line was longer than [`LINE_BYTES`]
+    /// (then the file was not read whole, and the caller says what it
+    /// could not see). Errors as [`ProcFs::read`]'s.
+    pub fn read_lines(
+        &self,
+        rel: &str,
+        deadline: std::time::Instant,
+        mut line: impl FnMut(&[u8]),
+    ) -> Result<bool, Result<Errno, String>> {
+        let fd = self.open_checked(rel)?;
+        let mut buf = vec![0u8; 1 << 16];
+        let mut carry: Vec<u8> = Vec::new();
+        loop {
+            if std::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            let n = match rustix::io::read(&fd, &mut buf) {
+                Ok(n) => n,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(Ok(e)),
+            };
+            if n == 0 {
+                if !carry.is_empty() {
+                    line(&carry);
+                }
+                return Ok(true);
+            }
+            let mut rest = &buf[..n];
+            while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+                if carry.is_empty() {
+                    line(&rest[..i]);
+                } else {
+                    carry.extend_from_slice(&rest[..i]);
+                    line(&carry);
+                    carry.clear();
+                }
+                rest = &rest[i + 1..];
+            }
+            carry.extend_from_slice(rest);
+            if carry.len() > LINE_BYTES {
+                return Ok(false);
+            }
+        }
     }
 
     /// `self/fd` beneath the root, checked to be procfs: the directory of

@@ -12,6 +12,7 @@ use crate::rules::gms::{
 use crate::format::finding::{Finding, Severity};
 use crate::format::hex::encode as hex_lower;
 use crate::format::message::render;
+use crate::format::names::display_path;
 use crate::format::text::terminal;
 use crate::report::explain;
 use serde_json::{json, Value};
@@ -108,7 +109,7 @@ pub fn run_cause(run: &Run) -> String {
     match rejected.first() {
         Some(a) => format!(
             "rejected: {}: {}{}",
-            a.path.display(),
+            display_path(&a.path),
             headline(a).0,
             if rejected.len() > 1 {
                 format!(" (and {} more rejected)", rejected.len() - 1)
@@ -129,7 +130,7 @@ fn looked_list(run: &Run) -> String {
         .map(|l| {
             format!(
                 "{} ({}{})",
-                l.path.display(),
+                display_path(&l.path),
                 l.what,
                 if l.present { "" } else { ", absent" }
             )
@@ -286,7 +287,7 @@ fn superseded_json(s: &SupersededRead) -> Value {
 fn artifact_json(a: &Artifact) -> Value {
     let (cause, action) = headline(a);
     let mut v = json!({
-        "path": a.path.to_string_lossy(),
+        "path": display_path(&a.path),
         "kind": a.kind.as_str(),
         "verdict": if a.rejected() { "reject" } else { "ok" },
         "cause": cause,
@@ -327,13 +328,13 @@ pub fn document(run: &Run, now_ms: u64, host: &str) -> Value {
         "host": host,
         "live": o.live,
         "options": {
-            "paths": o.paths.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>(),
+            "paths": o.paths.iter().map(|p| display_path(p)).collect::<Vec<_>>(),
             "num_blocks": o.ask.num_blocks,
             "binding": o.ask.binding.map(|b| hex_lower(&b)),
             "interval_ms": o.interval_ms,
         },
         "looked": run.looked.iter().map(|l| json!({
-            "path": l.path.to_string_lossy(),
+            "path": display_path(&l.path),
             "what": l.what,
             "present": l.present,
             "found": l.found,
@@ -360,7 +361,7 @@ pub fn table(run: &Run) -> String {
             let _ = writeln!(
                 s,
                 "  {}  {}{}",
-                t(&l.path.to_string_lossy()),
+                t(&display_path(&l.path)),
                 l.what,
                 if !l.present {
                     ": absent".to_string()
@@ -379,7 +380,7 @@ pub fn table(run: &Run) -> String {
             s,
             "\n{} {}  {}",
             a.kind.as_str(),
-            t(&a.path.to_string_lossy()),
+            t(&display_path(&a.path)),
             if a.rejected() { "REJECTED" } else { "OK" }
         );
         let _ = writeln!(s, "  cause:  {}", t(&cause));

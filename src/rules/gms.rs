@@ -12,6 +12,7 @@
 use crate::format::finding::{Code, Finding, Severity};
 use crate::format::gms::{self as format, LeaseHeader, RecoveryHeader, Superseded};
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// How many block ids a condition keeps to name and to compare across the
@@ -926,7 +927,9 @@ impl Lock {
 /// One entry of a cohort directory, as read once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CohortEntry {
-    pub name: String,
+    /// The name as the directory holds it: bytes, not necessarily UTF-8
+    /// (docs/format.md §14.3); [`CohortEntry::shown`] for messages.
+    pub name: std::ffi::OsString,
     /// A regular file (anything else is only listed).
     pub regular: bool,
     pub size: u64,
@@ -942,6 +945,14 @@ pub struct CohortEntry {
     pub unreadable: Option<String>,
 }
 
+impl CohortEntry {
+    /// The name for messages: escaped as docs/format.md §9.6 says (a byte
+    /// of an invalid sequence as `\xNN`).
+    pub fn shown(&self) -> String {
+        crate::format::names::display_bytes(self.name.as_bytes())
+    }
+}
+
 /// One read of a cohort directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CohortRead {
@@ -950,7 +961,9 @@ pub struct CohortRead {
 
 impl CohortRead {
     fn get(&self, name: &str) -> Option<&CohortEntry> {
-        self.entries.iter().find(|e| e.name == name)
+        self.entries
+            .iter()
+            .find(|e| e.name.as_bytes() == name.as_bytes())
     }
 
     /// The layout, by shape: any vLLM-only name makes it vLLM.
@@ -958,12 +971,15 @@ impl CohortRead {
         use format::{CohortName, Staging};
         let vllm = self.entries.iter().any(|e| {
             matches!(
-                format::cohort_name(&e.name),
+                format::cohort_name_of(e.name.as_bytes()),
                 CohortName::Leader(_)
                     | CohortName::Predecessor(_)
                     | CohortName::Joining(_)
                     | CohortName::Staging(Staging::Predecessor | Staging::Joining)
-            ) || e.name.split('.').count() == 3 && e.name.ends_with(".active")
+            ) || {
+                let n = e.name.as_bytes();
+                n.split(|&b| b == b'.').count() == 3 && n.ends_with(b".active")
+            }
         });
         if vllm {
             Flavour::Vllm
@@ -1101,7 +1117,7 @@ fn cohort_facts(r: &CohortRead) -> CohortDirFacts {
     let mut staging = Vec::new();
     let mut joining = Vec::new();
     for e in &r.entries {
-        match format::cohort_name(&e.name) {
+        match format::cohort_name_of(e.name.as_bytes()) {
             CohortName::Cohort(id) if e.regular => {
                 let state = Retired::of(e);
                 let role = if Some(&id) == active.as_ref() {
@@ -1132,11 +1148,10 @@ fn cohort_facts(r: &CohortRead) -> CohortDirFacts {
                     leader,
                 });
             }
-            CohortName::Staging(_) => staging.push(e.name.clone()),
-            CohortName::Joining(_) => joining.push((
-                e.name.clone(),
-                e.content.as_deref().and_then(format::marker_id),
-            )),
+            CohortName::Staging(_) => staging.push(e.shown()),
+            CohortName::Joining(_) => {
+                joining.push((e.shown(), e.content.as_deref().and_then(format::marker_id)))
+            }
             _ => {}
         }
     }
@@ -1165,7 +1180,7 @@ fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
     // it and the errno, and no other check of it.
     for e in r.entries.iter().filter(|e| e.regular) {
         if let Some(why) = &e.unreadable {
-            let what = match format::cohort_name(&e.name) {
+            let what = match format::cohort_name_of(e.name.as_bytes()) {
                 format::CohortName::Cohort(_) => {
                     "whether the cohort is retired and whether a writer of it runs are"
                 }
@@ -1175,9 +1190,12 @@ fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
             out.push(
                 Finding::notice(
                     Code::KV235,
-                    format!("{} could not be read ({why}): {what} not checked", e.name),
+                    format!(
+                        "{} could not be read ({why}): {what} not checked",
+                        e.shown()
+                    ),
                 )
-                .at(e.name.clone())
+                .at(e.shown())
                 .values("a readable file", why.clone()),
             );
         }
@@ -1428,6 +1446,12 @@ pub struct Options {
     pub live: bool,
     pub ask: RecoveryAsk,
     pub interval_ms: u64,
+    /// The environment GMS's variables are read from when no path is
+    /// given (docs/format.md §14.1): what the caller says a GMS process
+    /// sees, never this process's own (the command line fills it from
+    /// its environment, the Python package from `os.environb`). Empty:
+    /// none is set, GMS's defaults.
+    pub env: BTreeMap<std::ffi::OsString, std::ffi::OsString>,
 }
 
 impl Default for Options {
@@ -1437,6 +1461,7 @@ impl Default for Options {
             live: false,
             ask: RecoveryAsk::default(),
             interval_ms: DEFAULT_INTERVAL_MS,
+            env: BTreeMap::new(),
         }
     }
 }

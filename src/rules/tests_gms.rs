@@ -345,7 +345,7 @@ fn a_takeover_between_the_reads_is_reported() {
 
 fn entry(name: &str, content: &[u8], lock: Option<Lock>) -> CohortEntry {
     CohortEntry {
-        name: name.to_string(),
+        name: name.into(),
         regular: true,
         size: content.len() as u64,
         mtime_ns: 0,

@@ -13,7 +13,7 @@
 //! type from the one the unit test names.
 //!
 //! [`gms`] writes Dynamo GPU Memory Service artifacts, valid and with each
-//! mutation of the GMS reference's generator recipes (tests/it/gms.rs).
+//! mutation of the GMS reference's generator recipes (tests/it/gms/).
 //!
 //! [`json_oracle`] is the differential oracle of the hand-written JSON
 //! reader against serde_json (the `json` fuzz target and

@@ -165,10 +165,10 @@ pub fn default_namespace(file_name: &str, devices: u32) -> Option<String> {
 
 /// Whether `name` has the shape of a lease ring's file name
 /// (`gms-kv-lease-*.shm`), the pattern discovery lists in a ring directory.
-pub fn is_lease_file_name(name: &str) -> bool {
-    name.len() > "gms-kv-lease-.shm".len()
-        && name.starts_with("gms-kv-lease-")
-        && name.ends_with(".shm")
+pub fn is_lease_file_name(name: &[u8]) -> bool {
+    name.len() > b"gms-kv-lease-.shm".len()
+        && name.starts_with(b"gms-kv-lease-")
+        && name.ends_with(b".shm")
 }
 
 /// What a name inside a kvcr inventory says of a GMS artifact, for the
@@ -176,7 +176,7 @@ pub fn is_lease_file_name(name: &str) -> bool {
 /// its directory's. The audit reads nothing more than it does for any
 /// stray file.
 pub fn artifact_by_name(name: &str, dir: Option<&str>) -> Option<&'static str> {
-    if is_lease_file_name(name) {
+    if is_lease_file_name(name.as_bytes()) {
         return Some("a GMS lease ring");
     }
     if name.starts_with("gms-kv-lease-") && name.ends_with(".shm.reserve") {
@@ -576,6 +576,13 @@ impl Staging {
     }
 }
 
+/// Classifies a cohort directory's entry by its name, as bytes: a name
+/// that is not UTF-8 is none of GMS's (all ASCII), so it is
+/// [`CohortName::Other`], and counts as such in the shape test.
+pub fn cohort_name_of(name: &[u8]) -> CohortName {
+    std::str::from_utf8(name).map_or(CohortName::Other, cohort_name)
+}
+
 /// Classifies a cohort directory's entry by its name.
 pub fn cohort_name(name: &str) -> CohortName {
     if name == "active" {
@@ -739,9 +746,11 @@ mod tests {
             lease_file_name("vllm:gpu0:kv"),
             "gms-kv-lease-7ddad39cf58299b417aa.shm"
         );
-        assert!(is_lease_file_name(&lease_file_name("x")));
-        assert!(!is_lease_file_name("gms-kv-lease-.shm"));
-        assert!(!is_lease_file_name("gms-kv-lease-1.shm.tmp"));
+        assert!(is_lease_file_name(lease_file_name("x").as_bytes()));
+        assert!(!is_lease_file_name(b"gms-kv-lease-.shm"));
+        assert!(!is_lease_file_name(b"gms-kv-lease-1.shm.tmp"));
+        // Names are bytes: GMS's glob matches a name that is not UTF-8.
+        assert!(is_lease_file_name(b"gms-kv-lease-\xff\xfe.shm"));
         assert_eq!(engine_env("trt-llm"), "TRT_LLM");
         let ring = lease_file_name("vllm:gpu0:kv");
         assert_eq!(artifact_by_name(&ring, None), Some("a GMS lease ring"));

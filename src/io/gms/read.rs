@@ -22,10 +22,11 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bytes read per `pread` while streaming records.
 const CHUNK: usize = 1 << 16;
@@ -84,31 +85,218 @@ fn open_ro(dir: Option<BorrowedFd<'_>>, name: &Path, extra: OFlags) -> Result<Ow
     }
 }
 
-/// An open regular file.
-pub struct Opened {
-    pub fd: OwnedFd,
+/// A file's identity as `/proc/locks` writes it: (device major, minor,
+/// inode).
+pub type Key = (u32, u32, u64);
+
+fn key_of(st: &rustix::fs::Stat) -> Key {
+    (
+        rustix::fs::major(st.st_dev),
+        rustix::fs::minor(st.st_dev),
+        st.st_ino,
+    )
 }
 
-/// Opens a regular file for reading (a symlink, FIFO, device or directory
-/// is refused without being read).
-pub fn open_file(path: &Path) -> Result<Opened, ReadError> {
-    let fd = open_ro(None, path, OFlags::empty()).map_err(|e| match e {
-        Errno::LOOP => ReadError {
-            path: path.to_path_buf(),
-            what: "is a symbolic link (kvcr follows none)".into(),
-            denied: false,
-        },
-        e => ReadError::new(path, "cannot open", e),
-    })?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| ReadError::new(path, "cannot stat", e))?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(ReadError {
-            path: path.to_path_buf(),
-            what: "is not a regular file".into(),
-            denied: false,
-        });
+/// Where a file is: a directory kvcr holds open and a name beneath it
+/// (bytes), and the path it is shown by. Every open below the directory
+/// goes relative to its descriptor, so a directory swapped for a symlink
+/// after kvcr opened it is never followed (docs/format.md §14.7).
+#[derive(Clone, Debug)]
+pub struct Loc {
+    pub dir: Arc<OwnedFd>,
+    pub name: OsString,
+    pub path: PathBuf,
+}
+
+impl Loc {
+    /// The entry `name` of the directory `dir`, shown as `shown/name`.
+    pub fn below(dir: &Arc<OwnedFd>, shown: &Path, name: &OsStr) -> Loc {
+        Loc {
+            dir: dir.clone(),
+            name: name.to_os_string(),
+            path: shown.join(name),
+        }
     }
-    Ok(Opened { fd })
+
+    /// What the entry is, from its `statx` beneath the directory (a
+    /// symlink is not followed; nothing is opened): `None` when it does
+    /// not exist.
+    pub fn stat(&self) -> Result<Option<rustix::fs::Stat>, ReadError> {
+        match retry(|| rustix::fs::statat(&*self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW)) {
+            Ok(st) => Ok(Some(st)),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(ReadError::new(&self.path, "cannot stat", e)),
+        }
+    }
+
+    /// Opens the regular file for reading (docs/format.md §14.7): refused
+    /// from its `statx` before any open when it is anything else (a FIFO
+    /// or a device is never opened), then named by an `O_PATH` descriptor
+    /// (which opens nothing), checked to be that same regular file, and
+    /// reopened for reading through the trusted `/proc`. `expect` is the
+    /// identity its listing saw: another file there now was swapped in.
+    pub fn open(&self, expect: Option<Key>) -> Result<Opened, ReadError> {
+        open_regular_at(self.dir.as_fd(), &self.name, expect).map_err(|r| r.at(&self.path))
+    }
+
+    /// Opens the directory (a writer-cohort directory below a listed one),
+    /// refused from its `statx` when it is anything else.
+    pub fn open_dir(&self, expect: Option<Key>) -> Result<OwnedFd, ReadError> {
+        open_dir_at(self.dir.as_fd(), &self.name, expect).map_err(|r| r.at(&self.path))
+    }
+}
+
+/// Why an entry beneath a directory was not opened.
+#[derive(Debug)]
+pub enum Refused {
+    /// The kernel's answer.
+    Os(&'static str, Errno),
+    /// Not what was wanted: what it is, in words; never opened.
+    Type(&'static str, &'static str),
+    /// Another file than the one listed (swapped in since).
+    Replaced(Key, Key),
+}
+
+impl Refused {
+    pub fn at(self, path: &Path) -> ReadError {
+        match self {
+            Refused::Os(what, e) => ReadError::new(path, what, e),
+            Refused::Type(want, is) => ReadError {
+                path: path.to_path_buf(),
+                what: format!("is a {is}, not a {want}: not opened"),
+                denied: false,
+            },
+            Refused::Replaced(a, b) => ReadError {
+                path: path.to_path_buf(),
+                what: format!(
+                    "was replaced while kvcr read it (listed as {}:{} inode {}, now {}:{} inode \
+                     {}): not read; run kvcr again",
+                    a.0, a.1, a.2, b.0, b.1, b.2
+                ),
+                denied: false,
+            },
+        }
+    }
+}
+
+/// Words for a file type.
+pub fn type_words(t: FileType) -> &'static str {
+    match t {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link (kvcr follows none)",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Unknown => "file of an unknown type",
+    }
+}
+
+fn statx_at(dir: BorrowedFd<'_>, name: &OsStr) -> Result<rustix::fs::Stat, Refused> {
+    retry(|| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW))
+        .map_err(|e| Refused::Os("cannot stat", e))
+}
+
+fn same(expect: Option<Key>, st: &rustix::fs::Stat) -> Result<(), Refused> {
+    match expect {
+        Some(k) if k != key_of(st) => Err(Refused::Replaced(k, key_of(st))),
+        _ => Ok(()),
+    }
+}
+
+/// [`Loc::open`] beneath an open directory.
+pub fn open_regular_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    expect: Option<Key>,
+) -> Result<Opened, Refused> {
+    let want = FileType::RegularFile;
+    let st = statx_at(dir, name)?;
+    let ty = FileType::from_raw_mode(st.st_mode);
+    if ty != want {
+        return Err(Refused::Type(type_words(want), type_words(ty)));
+    }
+    same(expect, &st)?;
+    let key = key_of(&st);
+    let path_fd = retry(|| {
+        rustix::fs::openat(
+            dir,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    })
+    .map_err(|e| Refused::Os("cannot open", e))?;
+    let st = rustix::fs::fstat(&path_fd).map_err(|e| Refused::Os("cannot stat", e))?;
+    let ty = FileType::from_raw_mode(st.st_mode);
+    if ty != want {
+        return Err(Refused::Type(type_words(want), type_words(ty)));
+    }
+    same(Some(key), &st)?;
+    let fd = match crate::io::safe_file::reopen_for_reading(&path_fd) {
+        Ok(f) => OwnedFd::from(f),
+        // A `/proc` that is not procfs (the test hook) cannot reopen the
+        // O_PATH descriptor: the name is opened beneath the same directory
+        // instead, without following, and checked to be the same file.
+        Err(_) if ProcFs::system().untrusted().is_some() => {
+            open_ro(Some(dir), Path::new(name), OFlags::empty())
+                .map_err(|e| Refused::Os("cannot open", e))?
+        }
+        Err(e) => {
+            return Err(Refused::Os(
+                "cannot open",
+                e.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error),
+            ))
+        }
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| Refused::Os("cannot stat", e))?;
+    let ty = FileType::from_raw_mode(st.st_mode);
+    if ty != want {
+        return Err(Refused::Type(type_words(want), type_words(ty)));
+    }
+    same(Some(key), &st)?;
+    Ok(Opened { fd, key })
+}
+
+/// [`Loc::open_dir`] beneath an open directory: `O_DIRECTORY` refuses
+/// anything but a directory before it is opened.
+pub fn open_dir_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    expect: Option<Key>,
+) -> Result<OwnedFd, Refused> {
+    let want = FileType::Directory;
+    let st = statx_at(dir, name)?;
+    let ty = FileType::from_raw_mode(st.st_mode);
+    if ty != want {
+        return Err(Refused::Type(type_words(want), type_words(ty)));
+    }
+    same(expect, &st)?;
+    let listed = key_of(&st);
+    let fd = open_ro(Some(dir), Path::new(name), OFlags::DIRECTORY).map_err(|e| match e {
+        Errno::LOOP | Errno::NOTDIR => {
+            Refused::Type(type_words(want), type_words(FileType::Symlink))
+        }
+        e => Refused::Os("cannot open the directory", e),
+    })?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| Refused::Os("cannot stat", e))?;
+    same(Some(listed), &st)?;
+    Ok(fd)
+}
+
+/// An open regular file, and its identity.
+pub struct Opened {
+    pub fd: OwnedFd,
+    pub key: Key,
+}
+
+/// Opens a regular file named by its path: its directory by path, the
+/// name beneath it (tests).
+#[cfg(test)]
+pub fn open_file(path: &Path) -> Result<Opened, ReadError> {
+    let dir = Arc::new(open_dir(path.parent().unwrap_or(Path::new(".")))?);
+    Loc::below(&dir, Path::new(""), path.file_name().unwrap_or_default()).open(None)
 }
 
 fn size_of(fd: &OwnedFd) -> Result<u64, Errno> {
@@ -233,7 +421,7 @@ pub fn read_recovery(
 
 /// One read of a superseded file: its header, and for a snapshot every
 /// record's length, to see whether they fill the file.
-pub fn read_superseded(o: &Opened, s: Superseded, path: &Path) -> Result<SupersededRead, Errno> {
+pub fn read_superseded(o: &Opened, s: Superseded, at: &Loc) -> Result<SupersededRead, Errno> {
     let size = size_of(&o.fd)?;
     let mut head = [0u8; Superseded::HEAD];
     let n = pread_full(&o.fd, &mut head, 0)?;
@@ -263,50 +451,47 @@ pub fn read_superseded(o: &Opened, s: Superseded, path: &Path) -> Result<Superse
         size,
         expected_size,
         exact,
-        beside: beside(path, s),
+        beside: beside(at, s),
     })
 }
 
-/// The files beside a superseded file that belong to it, by name only:
-/// a DYNKVIX1 store's `.rank<R>` answers, `.status.jsonl` and `.tmp`; a
+/// The files beside a superseded file that belong to it, by name only
+/// (bytes, listed beneath the directory it was read in; shown escaped): a
+/// DYNKVIX1 store's `.rank<R>` answers, `.status.jsonl` and `.tmp`; a
 /// snapshot's `.gen`, `.del` and `.tmp`.
-fn beside(path: &Path, s: Superseded) -> Vec<String> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Vec::new();
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let prefix = format!("{}.", name.to_string_lossy());
-    let Ok(d) = open_ro(None, dir, OFlags::DIRECTORY) else {
+fn beside(at: &Loc, s: Superseded) -> Vec<String> {
+    let Ok(d) = open_ro(Some(at.dir.as_fd()), Path::new("."), OFlags::DIRECTORY) else {
         return Vec::new();
     };
     let Ok(entries) = list(&d) else {
         return Vec::new();
     };
-    let mut out: Vec<String> = entries
+    let mut prefix = at.name.as_bytes().to_vec();
+    prefix.push(b'.');
+    let mut out: Vec<Vec<u8>> = entries
         .into_iter()
-        .filter_map(|n| n.into_string().ok())
+        .map(OsString::into_vec)
         .filter(|n| {
-            n.strip_prefix(&prefix).is_some_and(|rest| match s {
-                Superseded::Dynkvix1 => {
-                    rest == "status.jsonl"
-                        || rest == "tmp"
-                        || rest
-                            .strip_prefix("rank")
-                            .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
-                }
-                Superseded::Gmskvix1 | Superseded::Gmskvix2 => {
-                    matches!(rest, "gen" | "del" | "tmp")
-                }
-                Superseded::Gmskvgn1 => rest == "tmp",
-            })
+            n.strip_prefix(prefix.as_slice())
+                .is_some_and(|rest| match s {
+                    Superseded::Dynkvix1 => {
+                        rest == b"status.jsonl"
+                            || rest == b"tmp"
+                            || rest
+                                .strip_prefix(b"rank")
+                                .is_some_and(|r| !r.is_empty() && r.iter().all(u8::is_ascii_digit))
+                    }
+                    Superseded::Gmskvix1 | Superseded::Gmskvix2 => {
+                        matches!(rest, b"gen" | b"del" | b"tmp")
+                    }
+                    Superseded::Gmskvgn1 => rest == b"tmp",
+                })
         })
         .collect();
     out.sort();
-    out
+    out.iter()
+        .map(|n| crate::format::names::display_bytes(n))
+        .collect()
 }
 
 /// Why a directory was not listed whole.
@@ -381,44 +566,68 @@ fn list_proc(dir: &OwnedFd) -> Result<Vec<OsString>, Errno> {
 /// Opens a directory read-only, without following a symlink.
 pub fn open_dir(path: &Path) -> Result<OwnedFd, ReadError> {
     open_ro(None, path, OFlags::DIRECTORY).map_err(|e| match e {
-        Errno::LOOP => ReadError {
-            path: path.to_path_buf(),
-            what: "is a symbolic link (kvcr follows none)".into(),
-            denied: false,
-        },
+        // O_NOFOLLOW|O_DIRECTORY on a symlink is ENOTDIR on Linux.
+        Errno::LOOP | Errno::NOTDIR
+            if e == Errno::LOOP
+                || rustix::fs::lstat(path)
+                    .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink) =>
+        {
+            ReadError {
+                path: path.to_path_buf(),
+                what: "is a symbolic link (kvcr follows none)".into(),
+                denied: false,
+            }
+        }
         e => ReadError::new(path, "cannot open the directory", e),
     })
 }
 
-/// A directory's entries: name, whether a regular file, size.
-pub fn entries(dir: &OwnedFd) -> Result<Vec<(String, FileType, u64, i128)>, ListError> {
+/// One entry of a directory, from its `statx` beneath the directory
+/// (nothing opened, no symlink followed).
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The name as the directory holds it: bytes, not necessarily UTF-8.
+    pub name: OsString,
+    pub ty: FileType,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub key: Key,
+}
+
+/// A directory's entries, every name kept as bytes (one that is not UTF-8
+/// is an entry like any other: judged by content, counted in the shape
+/// test and the cap), sorted by name.
+pub fn entries(dir: &OwnedFd) -> Result<Vec<Entry>, ListError> {
     let mut out = Vec::new();
     for name in list(dir)? {
-        let Ok(name) = name.into_string() else {
-            continue;
-        };
-        let st = match retry(|| rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)) {
+        let st = match retry(|| rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)) {
             Ok(st) => st,
             Err(Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),
         };
-        let mtime = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
-        out.push((
+        let mtime_ns = i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec);
+        out.push(Entry {
             name,
-            FileType::from_raw_mode(st.st_mode),
-            st.st_size as u64,
-            mtime,
-        ));
+            ty: FileType::from_raw_mode(st.st_mode),
+            size: st.st_size as u64,
+            mtime_ns,
+            key: key_of(&st),
+        });
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
     Ok(out)
 }
 
 /// Whether a directory's entries have a writer-cohort directory's shape.
-pub fn is_cohort_dir(entries: &[(String, FileType, u64, i128)]) -> bool {
+pub fn is_cohort_dir(entries: &[Entry]) -> bool {
     let shape: Vec<(format::CohortName, bool)> = entries
         .iter()
-        .map(|(n, t, ..)| (format::cohort_name(n), *t == FileType::RegularFile))
+        .map(|e| {
+            (
+                format::cohort_name_of(e.name.as_bytes()),
+                e.ty == FileType::RegularFile,
+            )
+        })
         .collect();
     format::is_cohort_shape(&shape)
 }
@@ -429,10 +638,17 @@ pub fn is_cohort_dir(entries: &[(String, FileType, u64, i128)]) -> bool {
 pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<CohortRead, ReadError> {
     let list = entries(dir).map_err(|e| e.at(path))?;
     let mut out = Vec::new();
-    for (name, ty, size, mtime_ns) in list {
+    for Entry {
+        name,
+        ty,
+        size,
+        mtime_ns,
+        key,
+    } in list
+    {
         use format::CohortName;
         let regular = ty == FileType::RegularFile;
-        let kind = format::cohort_name(&name);
+        let kind = format::cohort_name_of(name.as_bytes());
         let bytes = match kind {
             CohortName::Cohort(_) => 1,
             CohortName::Active | CohortName::Predecessor(_) | CohortName::Joining(_) => {
@@ -452,11 +668,17 @@ pub fn read_cohort(dir: &OwnedFd, path: &Path, locks: &LockTable) -> Result<Coho
         if regular && (bytes > 0 || matches!(kind, CohortName::Leader(_))) {
             // A file that cannot be opened or read is "could not be read"
             // (KV235, naming it and the errno), never empty and never free.
-            let fd = match open_ro(Some(dir.as_fd()), Path::new(&name), OFlags::empty()) {
-                Ok(fd) => Some(fd),
-                Err(Errno::NOENT) => continue,
-                Err(err) => {
-                    e.unreadable = Some(format!("cannot open: {}", std::io::Error::from(err)));
+            // Dir-relative, refused from its statx when no longer the
+            // regular file listed (docs/format.md §14.7).
+            let fd = match open_regular_at(dir.as_fd(), &name, Some(key)) {
+                Ok(o) => Some(o.fd),
+                Err(Refused::Os(_, Errno::NOENT)) => continue,
+                Err(Refused::Os(what, err)) => {
+                    e.unreadable = Some(format!("{what}: {}", std::io::Error::from(err)));
+                    None
+                }
+                Err(r @ (Refused::Type(..) | Refused::Replaced(..))) => {
+                    e.unreadable = Some(r.at(Path::new(&name)).what);
                     None
                 }
             };
@@ -848,131 +1070,191 @@ pub fn lease_live(wanted: &BTreeSet<u64>) -> LeaseLive {
 /// records (in its owner ids, `recovery_owner_pid`) are its writers' PID
 /// namespace's, so they are compared with this namespace's processes only
 /// when every other process that has the ring open or mapped runs in this
-/// PID namespace, and at least one does; otherwise nothing is judged alive
-/// or gone, and `not_checked` says why.
-pub fn ring_live(base: &LeaseLive, ring: &Opened, recovery_pid: Option<u64>) -> LeaseLive {
+/// PID namespace, and at least one does (`namespace`, the ring's answer
+/// of [`ring_namespaces`]); otherwise nothing is judged alive or gone,
+/// and `not_checked` says why.
+pub fn ring_live(
+    base: &LeaseLive,
+    namespace: &Result<(), String>,
+    recovery_pid: Option<u64>,
+) -> LeaseLive {
     let mut live = base.clone();
     if live.not_checked.is_some() {
         return live;
     }
-    let proc = ProcFs::system();
-    let ns = inode_key(&ring.fd)
-        .ok_or_else(|| "the ring cannot be stat'ed".to_string())
-        .and_then(|key| ring_namespace(proc, key));
-    match ns {
+    match namespace {
         Err(why) => {
-            live.not_checked = Some(why);
+            live.not_checked = Some(why.clone());
             live.owners.clear();
         }
         Ok(()) => {
             live.recovery_owner_alive = recovery_pid
                 .and_then(|p| i32::try_from(p).ok())
-                .map(|p| p > 0 && process_state(proc, p).0)
+                .map(|p| p > 0 && process_state(ProcFs::system(), p).0)
         }
     }
     live
 }
 
-/// The (device, inode) pairs a process maps, from `/proc/<pid>/maps`
-/// (`start-end perms offset MAJ:MIN inode path`, MAJ:MIN in hex).
-pub fn parse_maps(text: &[u8]) -> BTreeSet<(u32, u32, u64)> {
-    let mut out = BTreeSet::new();
-    for line in String::from_utf8_lossy(text).lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(dev), Some(ino)) = (f.get(3), f.get(4)) else {
-            continue;
-        };
-        let Some((maj, min)) = dev.split_once(':') else {
-            continue;
-        };
-        if let (Ok(a), Ok(b), Ok(i)) = (
-            u32::from_str_radix(maj, 16),
-            u32::from_str_radix(min, 16),
-            ino.parse::<u64>(),
-        ) {
-            if i != 0 {
-                out.insert((a, b, i));
+/// The (device, inode) pair one line of `/proc/<pid>/maps` maps
+/// (`start-end perms offset MAJ:MIN inode path`, MAJ:MIN in hex); `None`
+/// for an anonymous mapping or a line that does not parse.
+pub fn parse_maps_line(line: &[u8]) -> Option<Key> {
+    let mut f = line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|x| !x.is_empty());
+    let dev = std::str::from_utf8(f.nth(3)?).ok()?;
+    let ino = std::str::from_utf8(f.next()?).ok()?;
+    let (maj, min) = dev.split_once(':')?;
+    let key = (
+        u32::from_str_radix(maj, 16).ok()?,
+        u32::from_str_radix(min, 16).ok()?,
+        ino.parse::<u64>().ok()?,
+    );
+    (key.2 != 0).then_some(key)
+}
+
+/// How long one `/proc/<pid>/maps` is read before it is given up as "not
+/// read whole" (a table of a million mappings reads in well under this).
+pub const MAPS_SECONDS: u64 = 10;
+
+/// Which of `keys` `pid` maps, from its whole `/proc/<pid>/maps`
+/// (streamed: no length cuts it short). `Ok(None)`: the table cannot be
+/// read (the process is gone, or this user may not read it: not counted);
+/// `Err` says why it was not read whole (then whether it maps a ring is
+/// not checked, never "not mapped").
+pub fn maps(
+    proc: &ProcFs,
+    pid: i32,
+    keys: &BTreeSet<Key>,
+) -> Result<Option<BTreeSet<Key>>, String> {
+    let rel = format!("{pid}/maps");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(MAPS_SECONDS);
+    let mut found = BTreeSet::new();
+    match proc.read_lines(&rel, deadline, |l| {
+        if let Some(k) = parse_maps_line(l).filter(|k| keys.contains(k)) {
+            found.insert(k);
+        }
+    }) {
+        Ok(true) => Ok(Some(found)),
+        Ok(false) => Err(format!(
+            "pid {pid}'s memory map ({}) could not be read whole within {MAPS_SECONDS} s, so \
+             whether it maps the ring is not checked",
+            proc.display(&rel)
+        )),
+        Err(Err(why)) => Err(why),
+        Err(Ok(_)) => Ok(None),
+    }
+}
+
+/// Which of `keys` `pid` has open (a descriptor) or mapped (its whole
+/// memory map, [`maps`]); `Err` when that cannot be told.
+fn uses(
+    proc: &ProcFs,
+    root: BorrowedFd<'_>,
+    pid: i32,
+    keys: &BTreeSet<Key>,
+) -> Result<BTreeSet<Key>, String> {
+    let mut used = maps(proc, pid, keys)?.unwrap_or_default();
+    let dir = format!("{pid}/fd");
+    if let Ok(fds) =
+        open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY).and_then(|d| list_proc(&d))
+    {
+        for fd in fds {
+            let link = format!("{pid}/fd/{}", fd.to_string_lossy());
+            if let Ok(st) = rustix::fs::statat(root, link.as_str(), AtFlags::empty()) {
+                if keys.contains(&key_of(&st)) {
+                    used.insert(key_of(&st));
+                }
             }
         }
     }
-    out
+    Ok(used)
 }
 
-/// Whether `pid` has the file `key` open (a descriptor) or mapped.
-fn uses(proc: &ProcFs, root: BorrowedFd<'_>, pid: i32, key: (u32, u32, u64)) -> bool {
-    if proc
-        .read(&format!("{pid}/maps"))
-        .is_ok_and(|m| parse_maps(&m).contains(&key))
-    {
-        return true;
-    }
-    let dir = format!("{pid}/fd");
-    let Ok(fds) =
-        open_ro(Some(root), Path::new(&dir), OFlags::DIRECTORY).and_then(|d| list_proc(&d))
-    else {
-        return false;
+/// Whether the pids each ring records are this PID namespace's, for every
+/// ring at once (each process's tables are read once per run, not once per
+/// ring): `Ok` for a ring when some other process of this namespace has it
+/// open or mapped and none of another namespace does (processes whose
+/// tables this user cannot read are not counted); `Err` says why it cannot
+/// be told. A process whose memory map cannot be read whole leaves every
+/// ring not checked: it may map any of them.
+pub fn ring_namespaces(keys: &BTreeSet<Key>) -> BTreeMap<Key, Result<(), String>> {
+    let proc = ProcFs::system();
+    let all = |why: String| keys.iter().map(|k| (*k, Err(why.clone()))).collect();
+    let root = match proc.root() {
+        Ok(r) => r,
+        Err(why) => return all(why),
     };
-    fds.iter().any(|fd| {
-        let link = format!("{pid}/fd/{}", fd.to_string_lossy());
-        rustix::fs::statat(root, link.as_str(), AtFlags::empty()).is_ok_and(|st| {
-            (
-                rustix::fs::major(st.st_dev),
-                rustix::fs::minor(st.st_dev),
-                st.st_ino,
-            ) == key
-        })
-    })
-}
-
-/// Whether the pids a ring records are this PID namespace's: `Ok` when
-/// some other process of this namespace has the ring open or mapped and
-/// none of another namespace does (processes whose tables this user
-/// cannot read are not counted); `Err` says why it cannot be told.
-fn ring_namespace(proc: &ProcFs, key: (u32, u32, u64)) -> Result<(), String> {
-    let root = proc.root()?;
     let ns = |rel: &str| {
         retry(|| rustix::fs::statat(root, rel, AtFlags::empty()))
             .map(|st| st.st_ino)
             .map_err(std::io::Error::from)
     };
-    let ours = ns("self/ns/pid").map_err(|e| {
-        format!(
-            "this process's PID namespace cannot be read ({}: {e})",
-            proc.display("self/ns/pid")
-        )
-    })?;
+    let ours = match ns("self/ns/pid") {
+        Ok(n) => n,
+        Err(e) => {
+            return all(format!(
+                "this process's PID namespace cannot be read ({}: {e})",
+                proc.display("self/ns/pid")
+            ))
+        }
+    };
     let me = rustix::process::getpid().as_raw_nonzero().get();
-    let mut users = 0usize;
+    let mut users: BTreeMap<Key, usize> = BTreeMap::new();
+    let mut why: BTreeMap<Key, String> = BTreeMap::new();
     for pid in pids(proc) {
-        if pid == me || !uses(proc, root, pid, key) {
+        if pid == me || why.len() == keys.len() {
             continue;
         }
-        match ns(&format!("{pid}/ns/pid")) {
-            Ok(n) if n == ours => users += 1,
-            Ok(n) => {
-                return Err(format!(
-                    "pid {pid}, which has the ring open or mapped, runs in another PID namespace \
-                     (pid:[{n}]; kvcr runs in pid:[{ours}]), so the pids the ring records may be \
-                     that namespace's"
-                ))
+        let used = match uses(proc, root, pid, keys) {
+            Ok(u) => u,
+            Err(w) => {
+                for k in keys {
+                    why.entry(*k).or_insert_with(|| w.clone());
+                }
+                continue;
             }
-            Err(e) => {
-                return Err(format!(
-                    "the PID namespace of pid {pid}, which has the ring open or mapped, cannot \
-                     be read ({e})"
-                ))
+        };
+        if used.is_empty() {
+            continue;
+        }
+        let reason = match ns(&format!("{pid}/ns/pid")) {
+            Ok(n) if n == ours => {
+                for k in &used {
+                    *users.entry(*k).or_default() += 1;
+                }
+                continue;
             }
+            Ok(n) => format!(
+                "pid {pid}, which has the ring open or mapped, runs in another PID namespace \
+                 (pid:[{n}]; kvcr runs in pid:[{ours}]), so the pids the ring records may be \
+                 that namespace's"
+            ),
+            Err(e) => format!(
+                "the PID namespace of pid {pid}, which has the ring open or mapped, cannot be \
+                 read ({e})"
+            ),
+        };
+        for k in used {
+            why.entry(k).or_insert_with(|| reason.clone());
         }
     }
-    if users == 0 {
-        return Err(
-            "no process of kvcr's PID namespace has the ring open or mapped, so whose \
-                    PID namespace the pids it records belong to cannot be told (GMS may run in \
-                    another container)"
-                .to_string(),
-        );
-    }
-    Ok(())
+    keys.iter()
+        .map(|k| {
+            let verdict = match why.remove(k) {
+                Some(w) => Err(w),
+                None if users.get(k).copied().unwrap_or(0) == 0 => Err(
+                    "no process of kvcr's PID namespace has the ring open or mapped, so whose \
+                     PID namespace the pids it records belong to cannot be told (GMS may run \
+                     in another container)"
+                        .to_string(),
+                ),
+                None => Ok(()),
+            };
+            (*k, verdict)
+        })
+        .collect()
 }
 
 /// The devices a default owner id may name: the node's GPUs as
@@ -1093,16 +1375,12 @@ pub fn places(env: &dyn Fn(&str) -> Option<OsString>, dev_shm_is_dir: bool) -> V
     out
 }
 
-/// What a directory of lease rings holds: its `gms-kv-lease-*.shm` regular
-/// files, by name.
-pub fn lease_files(dir: &Path) -> Result<Vec<PathBuf>, ReadError> {
-    let d = open_dir(dir)?;
-    let list = entries(&d).map_err(|e| e.at(dir))?;
-    Ok(list
-        .into_iter()
-        .filter(|(n, t, ..)| *t == FileType::RegularFile && format::is_lease_file_name(n))
-        .map(|(n, ..)| dir.join(n))
-        .collect())
+/// What a directory of lease rings holds: its `gms-kv-lease-*.shm`
+/// regular files, by name (bytes, as GMS's glob matches them).
+pub fn lease_files(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
+    entries
+        .iter()
+        .filter(|e| e.ty == FileType::RegularFile && format::is_lease_file_name(e.name.as_bytes()))
 }
 
 /// What kind of entry a path is, without following a symlink.
@@ -1186,6 +1464,78 @@ mod tests {
         }
         rustix::fs::flock(&holder.fd, FlockOperation::Unlock).unwrap();
         assert_eq!(lock_of(&probed.fd, &table(false), probe), Lock::Free);
+    }
+
+    /// A maps line names (major, minor, inode) in hex:hex and decimal; an
+    /// anonymous mapping (inode 0) or a line that does not parse is none.
+    #[test]
+    fn a_maps_line_parses_as_the_kernel_writes_it() {
+        let l = b"7f12a000-7f12b000 r--s 00000000 fe:01 10010796    /dev/shm/a b";
+        assert_eq!(parse_maps_line(l), Some((0xfe, 1, 10_010_796)));
+        assert_eq!(parse_maps_line(b"7f-80 rw-p 00000000 00:00 0 "), None);
+        assert_eq!(parse_maps_line(b"garbage"), None);
+        assert_eq!(parse_maps_line(b""), None);
+    }
+
+    /// `/proc/self/maps` streamed: every line handed over, the last one
+    /// without a newline too, whatever the length; a deadline already
+    /// passed is "not read whole", never a partial table taken for whole.
+    #[test]
+    fn a_proc_table_is_streamed_whole_or_said_not_whole() {
+        let proc = ProcFs::system();
+        if proc.untrusted().is_some() {
+            return;
+        }
+        let later = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut lines = 0usize;
+        let whole = proc.read_lines("self/maps", later, |_| lines += 1).unwrap();
+        assert!(whole && lines > 3, "{lines}");
+        let past = std::time::Instant::now();
+        let mut none = 0usize;
+        assert!(!proc.read_lines("self/maps", past, |_| none += 1).unwrap());
+        assert_eq!(none, 0);
+    }
+
+    /// An entry is classified from its statx before any open: a FIFO is
+    /// refused without being opened (an open of a FIFO for reading without
+    /// O_NONBLOCK would block; with it, it would still be an open), a
+    /// directory is no file, a file swapped since its listing is refused.
+    #[test]
+    fn only_the_regular_file_listed_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = open_dir(dir.path()).unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        match open_regular_at(d.as_fd(), OsStr::new("fifo"), None) {
+            Err(Refused::Type(_, "FIFO")) => {}
+            r => panic!("{:?}", r.map(|o| o.key)),
+        }
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        assert!(matches!(
+            open_regular_at(d.as_fd(), OsStr::new("sub"), None),
+            Err(Refused::Type(_, "directory"))
+        ));
+        std::fs::write(dir.path().join("a"), b"x").unwrap();
+        let first = open_regular_at(d.as_fd(), OsStr::new("a"), None).unwrap();
+        // Renamed away (still alive: its inode cannot be reused), and a
+        // new file under the name.
+        std::fs::rename(dir.path().join("a"), dir.path().join("a.old")).unwrap();
+        std::fs::write(dir.path().join("a"), b"y").unwrap();
+        assert!(matches!(
+            open_regular_at(d.as_fd(), OsStr::new("a"), Some(first.key)),
+            Err(Refused::Replaced(..))
+        ));
+        assert!(matches!(
+            open_dir_at(d.as_fd(), OsStr::new("fifo"), None),
+            Err(Refused::Type("directory", "FIFO"))
+        ));
     }
 
     /// GMS's `_user_space_dead`: field 9 of the task's stat (after the

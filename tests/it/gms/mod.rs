@@ -7,6 +7,8 @@
 //! at once. Cohort tests hold real flocks from child processes (this test
 //! binary, re-run as [`lock_holder`]).
 
+mod hardening;
+
 use crate::util::testkit::gms as kit;
 use crate::util::{is_root, kvcr, kvcr_std};
 use kvcr_audit::finding::Code;
