@@ -11,6 +11,18 @@
 //! counts that no other load disturbs:
 //! KVCR_BENCH_ITERS=100 valgrind --tool=callgrind target/release/deps/parse-*
 
+// A program of the project's tests and benchmarks, not the shipped crate: it
+// prints its results, reads its own files by path and, where it drives the
+// driver or the kernel, calls them directly; the crate's rules (Cargo.toml
+// [lints], clippy.toml) hold for src/ alone.
+#![allow(
+    unsafe_code,
+    clippy::undocumented_unsafe_blocks,
+    clippy::disallowed_methods,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
 use kvcr_testkit as testkit;
 
 use kvcr_audit::descriptor::{canon, json, parse_descriptor_with};

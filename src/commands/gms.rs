@@ -3,6 +3,7 @@
 //! into [`Options`], the service (`crate::io::gms`), and the one print
 //! (`crate::report::gms`).
 
+use super::settings;
 use crate::format::failure::Failure;
 use crate::format::gms::parse_binding;
 use crate::io::output::emit;
@@ -55,7 +56,7 @@ pub fn options(a: &GmsArgs) -> Options {
         interval_ms: a.interval_ms,
         // GMS's variables, as this command was started with them (the
         // library reads no environment: docs/format.md §13).
-        env: std::env::vars_os().collect(),
+        env: settings::environment(),
     }
 }
 

@@ -84,14 +84,14 @@ impl ImportOutputArgs {
 /// `KVCR_IMPORT_BACKEND` and `KVCR_IMPORT_LOG`.
 pub fn resolve(a: &ImportArgs) -> Result<Import, Failure> {
     let printer = settings::printer(&a.output.output());
-    let backend = match std::env::var(BackendSpec::ENV) {
-        Ok(s) if !s.is_empty() => BackendSpec::parse(&s).map_err(|e| {
+    let backend = match settings::env_text(BackendSpec::ENV) {
+        Some(s) => BackendSpec::parse(&s).map_err(|e| {
             Failure::usage(
                 format!("{}={s:?}: {e}", BackendSpec::ENV),
                 Some("unset it: it exists for kvcr's own tests".into()),
             )
         })?,
-        _ => BackendSpec::default(),
+        None => BackendSpec::default(),
     };
     Ok(Import {
         inventory: settings::inventory(&a.inventory)?,
@@ -108,7 +108,10 @@ pub fn resolve(a: &ImportArgs) -> Result<Import, Failure> {
         max_report_age_s: a.max_report_age,
         map_read_write: a.map_read_write,
         backend,
-        import_log: Target::from_env(),
+        import_log: Target::new(
+            settings::env_path(crate::import::spec::ENV),
+            settings::env_path(crate::import::spec::JOURNAL_ENV),
+        ),
     })
 }
 

@@ -4,6 +4,10 @@
 //! below them see only these values (uv's `GlobalSettings::resolve`). This
 //! is the one place that reads kvcr's environment variables.
 
+// The one place that reads kvcr's environment and asks whether stdout and
+// stderr are terminals (clippy.toml: disallowed-methods).
+#![allow(clippy::disallowed_methods)]
+
 use super::args::{InventoryArgs, OutputArgs};
 use super::profile::ProfileArgs;
 use crate::format::failure::Failure;
@@ -13,6 +17,26 @@ use crate::report::Printer;
 use crate::rules::Expectations;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+
+/// The whole environment the command was started with, for the readers
+/// whose producers are configured by their own variables (`kvcr gms`:
+/// GMS's, docs/format.md §14.1); the library takes it as an option.
+pub fn environment() -> std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> {
+    std::env::vars_os().collect()
+}
+
+/// A variable of kvcr's environment as a path; unset or empty is `None`.
+pub fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// A variable of kvcr's environment as text; unset, empty or not UTF-8
+/// is `None`.
+pub fn env_text(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
 
 /// The environment variable naming a facts file that describes the node
 /// in place of this one (docs/live.md).

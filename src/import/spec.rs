@@ -140,14 +140,11 @@ pub struct Target {
 }
 
 impl Target {
-    /// From `KVCR_IMPORT_LOG` and `KVCR_JOURNAL_SOCKET` (unset or empty: the defaults).
-    pub fn from_env() -> Target {
-        let var = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let (file, journal) = (var(ENV), var(JOURNAL_ENV));
+    /// From the values of `KVCR_IMPORT_LOG` and `KVCR_JOURNAL_SOCKET`
+    /// (`None`: unset or empty, the defaults), which the command's settings
+    /// read (src/commands/settings.rs, the one place that reads kvcr's
+    /// environment).
+    pub fn new(file: Option<PathBuf>, journal: Option<PathBuf>) -> Target {
         Target {
             file_named: file.is_some(),
             journal_named: journal.is_some(),

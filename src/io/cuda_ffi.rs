@@ -18,6 +18,11 @@
 //!   apart from someone else's are `unsafe fn` with their contract; calls
 //!   that only write through pointers to our own locals are safe.
 
+// Calls the C library, the kernel or the CUDA driver through raw pointers:
+// one of the files allowed unsafe code (Cargo.toml [lints]); every block
+// says why it is sound.
+#![allow(unsafe_code)]
+
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fmt;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -200,7 +205,7 @@ macro_rules! driver_api {
             unsafe fn resolve(lib: *mut c_void) -> Api {
                 Api {
                     $( $field: {
-                        // SAFETY (caller): `lib` is live; the name is NUL-terminated.
+                        // SAFETY: the caller's contract (# Safety); `lib` is live; the name is NUL-terminated.
                         let p = unsafe { libc::dlsym(lib, concat!($sym, "\0").as_ptr().cast()) };
                         if p.is_null() {
                             None
@@ -461,7 +466,7 @@ impl Driver {
     /// nothing it still uses lives in that context.
     pub unsafe fn primary_ctx_release(&self, dev: CuDevice) -> Result<(), CallError> {
         let f = sym!(self.primary_ctx_release, "cuDevicePrimaryCtxRelease_v2");
-        // SAFETY (caller): balances one retain of ours.
+        // SAFETY: the caller's contract (# Safety); balances one retain of ours.
         self.check("cuDevicePrimaryCtxRelease_v2", unsafe { f(dev) })
     }
 
@@ -492,7 +497,7 @@ impl Driver {
     /// `ptr` came from [`Driver::ipc_open`] in this process and was not closed.
     pub unsafe fn ipc_close(&self, ptr: DevicePtr) -> Result<(), CallError> {
         let f = sym!(self.ipc_close, "cuIpcCloseMemHandle");
-        // SAFETY (caller): our own mapping; the exporter's memory is untouched.
+        // SAFETY: the caller's contract (# Safety); our own mapping; the exporter's memory is untouched.
         self.check("cuIpcCloseMemHandle", unsafe { f(ptr) })
     }
 
@@ -569,7 +574,7 @@ impl Driver {
     /// [`Driver::address_reserve`], with nothing of ours still mapped in it.
     pub unsafe fn address_free(&self, ptr: DevicePtr, size: u64) -> Result<(), CallError> {
         let f = sym!(self.address_free, "cuMemAddressFree");
-        // SAFETY (caller).
+        // SAFETY: the caller's contract (the function's # Safety).
         self.check("cuMemAddressFree", unsafe { f(ptr, size as usize) })
     }
 
@@ -583,7 +588,7 @@ impl Driver {
         handle: MemHandle,
     ) -> Result<(), CallError> {
         let f = sym!(self.mem_map, "cuMemMap");
-        // SAFETY (caller). Offset 0: cuda.h says it must be zero; the rank's
+        // SAFETY: the caller's contract (# Safety). Offset 0: cuda.h says it must be zero; the rank's
         // offset_bytes is applied to the mapped address instead.
         self.check("cuMemMap", unsafe { f(ptr, size as usize, 0, handle, 0) })
     }
@@ -592,7 +597,7 @@ impl Driver {
     /// `ptr`/`size` is exactly a mapping this process made with [`Driver::map`].
     pub unsafe fn unmap(&self, ptr: DevicePtr, size: u64) -> Result<(), CallError> {
         let f = sym!(self.mem_unmap, "cuMemUnmap");
-        // SAFETY (caller): our mapping; the owner's are in its own process.
+        // SAFETY: the caller's contract (# Safety); our mapping; the owner's are in its own process.
         self.check("cuMemUnmap", unsafe { f(ptr, size as usize) })
     }
 
@@ -625,7 +630,7 @@ impl Driver {
                 consts::CU_MEM_ACCESS_FLAGS_PROT_READ
             },
         };
-        // SAFETY (caller); one valid descriptor, count 1.
+        // SAFETY: the caller's contract (# Safety); one valid descriptor, count 1.
         self.check(call, unsafe { f(ptr, size as usize, &desc, 1) })
     }
 
@@ -633,7 +638,7 @@ impl Driver {
     /// `handle` came from an import in this process and was not released.
     pub unsafe fn mem_release(&self, handle: MemHandle) -> Result<(), CallError> {
         let f = sym!(self.mem_release, "cuMemRelease");
-        // SAFETY (caller): drops our reference only.
+        // SAFETY: the caller's contract (# Safety); drops our reference only.
         self.check("cuMemRelease", unsafe { f(handle) })
     }
 
@@ -704,7 +709,7 @@ impl Driver {
             text: Some(format!("{len} bytes do not fit in memory")),
         })?;
         let mut buf = vec![0u8; n];
-        // SAFETY (caller): the source is our mapping; the destination is
+        // SAFETY: the caller's contract (# Safety); the source is our mapping; the destination is
         // our buffer of exactly `n` bytes.
         self.check("cuMemcpyDtoH_v2", unsafe {
             f(buf.as_mut_ptr().cast(), src, n)
@@ -732,7 +737,7 @@ impl Driver {
             win32_handle_meta_data: std::ptr::null_mut(),
             alloc_flags: AllocFlags::default(),
         };
-        // SAFETY (caller); the driver writes one CUmemAllocationProp.
+        // SAFETY: the caller's contract (# Safety); the driver writes one CUmemAllocationProp.
         self.check("cuMemGetAllocationPropertiesFromHandle", unsafe {
             f(&mut prop, handle)
         })?;
@@ -897,9 +902,9 @@ mod tests {
     fn a_missing_entry_point_is_named_as_resolved() {
         // A libcuda that lacks everything: each call names the very symbol
         // kvcr resolves (the `_v2` ones included), and calls nothing.
-        // SAFETY: every field of Api is an Option of a function pointer,
-        // for which all-zero bytes are None.
         let d = Driver {
+            // SAFETY: every field of Api is an Option of a function pointer,
+            // for which all-zero bytes are None.
             api: unsafe { std::mem::zeroed::<Api>() },
         };
         let name = |r: Result<(), CallError>| {
@@ -916,8 +921,8 @@ mod tests {
             name(d.address_range(0).map(drop)),
             "cuMemGetAddressRange_v2"
         );
-        // SAFETY: nothing is called: the entry point is missing.
         assert_eq!(
+            // SAFETY: nothing is called: the entry point is missing.
             name(unsafe { d.primary_ctx_release(0x100) }),
             "cuDevicePrimaryCtxRelease_v2"
         );

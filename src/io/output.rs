@@ -9,6 +9,10 @@
 //! (docs/format.md §1, §8.8). Nothing else in `src/` prints
 //! (tests/it/project/architecture.rs).
 
+// The one writer: the only holder of the process's stdout and stderr
+// (clippy.toml: disallowed-methods).
+#![allow(clippy::disallowed_methods)]
+
 use crate::format::failure::Failure;
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{AtFlags, Mode, OFlags};

@@ -3,6 +3,11 @@
 //! node facts (`crate::io::node::proc`) and the reopening of an `O_PATH` fd
 //! for reading (`crate::io::safe_file`).
 
+// Calls the C library, the kernel or the CUDA driver through raw pointers:
+// one of the files allowed unsafe code (Cargo.toml [lints]); every block
+// says why it is sound.
+#![allow(unsafe_code)]
+
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -369,6 +374,8 @@ impl Drop for ProcFs {
         // parent's is left as the fork left it.
         if let Some(h) = unsafe { p.as_ref() } {
             if h.pid == rustix::process::getpid() {
+                // SAFETY: `p` came from `Box::into_raw` (above), this
+                // process made it, and nothing else frees it.
                 drop(unsafe { Box::from_raw(p) });
             }
         }

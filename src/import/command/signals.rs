@@ -5,6 +5,11 @@
 //! async-signal-safe thing: an atomic store. Repeated signals only set the
 //! flag again; they never cut a release short.
 
+// Calls the C library, the kernel or the CUDA driver through raw pointers:
+// one of the files allowed unsafe code (Cargo.toml [lints]); every block
+// says why it is sound.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -13,6 +13,11 @@
 //! range contains them (`cuMemGetAddressRange`); docs/import.md says what
 //! each check can and cannot catch.
 
+// Calls the C library, the kernel or the CUDA driver through raw pointers:
+// one of the files allowed unsafe code (Cargo.toml [lints]); every block
+// says why it is sound.
+#![allow(unsafe_code)]
+
 use super::{Backend, BackendError, Device, Identity, IdentityKind, Mapped, MemoryId, Resource};
 use crate::format::descriptor::{GpuUuid, Handle, Owner};
 use crate::import::engine::pidfd;

@@ -7,6 +7,11 @@
 //! the pidfd keeps referring to the process it was opened on. The duplicate
 //! is an [`OwnedFd`]: the caller drops it (closes it) after the import.
 
+// Calls the C library, the kernel or the CUDA driver through raw pointers:
+// one of the files allowed unsafe code (Cargo.toml [lints]); every block
+// says why it is sound.
+#![allow(unsafe_code)]
+
 use rustix::fd::OwnedFd;
 use rustix::io::Errno;
 use rustix::process::{pidfd_getfd, pidfd_open, Pid, PidfdFlags, PidfdGetfdFlags};

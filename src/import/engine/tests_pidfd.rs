@@ -3,6 +3,10 @@
 //! the child's start time) and reads the same bytes. Skipped, with a
 //! message, where the kernel or sandbox refuses the calls.
 
+// Forks a child with a pre_exec hook (one of the files allowed unsafe code,
+// Cargo.toml [lints]).
+#![allow(unsafe_code)]
+
 use crate::import::engine::pidfd::{proc_start_ticks, take_fd, PidfdError};
 use rustix::fs::{memfd_create, MemfdFlags};
 use rustix::io::{pread, write};

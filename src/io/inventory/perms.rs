@@ -1,6 +1,11 @@
 //! The KV003 permission rule on a mode/uid pair: one rule for the
 //! directories the walk lists and the descriptors the reader opens.
 
+// Calls the C library, the kernel or the CUDA driver through raw pointers:
+// one of the files allowed unsafe code (Cargo.toml [lints]); every block
+// says why it is sound.
+#![allow(unsafe_code)]
+
 use crate::format::finding::{Code, Finding, Subject};
 
 /// Whose files an inventory may hold (docs/format.md §2.4): root, the
@@ -79,6 +84,8 @@ fn uid_of_name(name: &str) -> Result<Option<u32>, String> {
         // NUL-terminated string that outlives the call.
         let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
         let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: as above: every pointer is to a live local of the right
+        // type, and `buf.len()` is the length of `buf`.
         let rc = unsafe {
             libc::getpwnam_r(
                 c.as_ptr(),
