@@ -142,6 +142,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(unsafe_code)] // fork/_exit/waitpid: a child keeps this binary's limit as it was
     fn the_soft_limit_is_raised_to_the_hard_one_in_a_child() {
         // In a child, so this test binary's own limit is left as it was.
         // SAFETY: fork in a test; the child only calls async-signal-safe
@@ -157,6 +158,8 @@ mod tests {
             let ok = setrlimit(Resource::Nofile, low).is_ok()
                 && getrlimit(Resource::Nofile).current == Some(32)
                 && raise_nofile().0 == l.maximum;
+            // SAFETY: ends the forked child without running the parent's
+            // destructors or atexit handlers.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
         let mut status = 0;
