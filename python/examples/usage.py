@@ -1,5 +1,5 @@
 """The package in ten lines each side (README "Python"); type-checked by
-tests/test_module.py under mypy --strict."""
+python/tests/test_module.py under mypy --strict."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """kvcr_audit.gate asks the profile's `require_content` exactly where `kvcr import`
 does: the two run one function for the order of answers (docs/format.md
-§13.3, src/import/sequence.rs). Content comes after the fleet proof and
+§13.3, src/import/gate/order.rs). Content comes after the fleet proof and
 before facts that could not be checked, and the refusal is the one the
 dry run lists first."""
 

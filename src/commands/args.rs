@@ -18,7 +18,7 @@ pub struct InventoryArgs {
     #[arg(long, value_name = "FILE", env = "KVCR_PROFILE")]
     pub profile: Option<PathBuf>,
     /// True when `profile` came from `$KVCR_PROFILE`, not `--profile`
-    /// (set by [`parse`] from clap's value source; the report says so).
+    /// (set by `cli::parse` from clap's value source; the report says so).
     #[arg(skip)]
     pub profile_from_env: bool,
     /// Limit the run to the group with this engine_id.

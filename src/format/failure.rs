@@ -1,6 +1,6 @@
 //! A run that could not happen: the exit status it maps to, the message and
 //! one hint telling the operator what to do. Commands return it; only the
-//! dispatcher ([`crate::cli::app::run`]) prints it.
+//! dispatcher ([`crate::cli::run`]) prints it.
 
 use crate::format::exit;
 use serde::Serialize;

@@ -1541,7 +1541,7 @@ pub struct Run {
 
 impl Run {
     /// 0 when every artifact is ok (notices allowed), 1 when one is
-    /// rejected; a run that could not happen is a [`Failure`] (2).
+    /// rejected; a run that could not happen is a [`crate::format::failure::Failure`] (2).
     pub fn exit_status(&self) -> i32 {
         if self.artifacts.iter().any(Artifact::rejected) {
             crate::format::exit::REJECTED

@@ -154,7 +154,7 @@ pub struct Check {
 }
 
 /// How one check on one rank ended. Printed (and serialized) as "pass",
-/// "fail", "not checked: <why>" or "skipped: <why>"; only the last two
+/// "fail", "not checked: *why*" or "skipped: *why*"; only the last two
 /// carry text, so a passing check allocates nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckStatus {

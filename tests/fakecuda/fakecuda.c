@@ -73,7 +73,7 @@
  * posix_fd allocation's bytes are its memfd's; a cuda_ipc or fabric handle
  * an owner process exported (FAKECUDA_STATE) holds the owner's bytes; any
  * other cuda_ipc and fabric memory holds byte (o * 131) ^ (o >> 9) ^ SEED at
- * offset o, SEED the first handle byte (kvcr's sim_byte, src/import/sim.rs).
+ * offset o, SEED the first handle byte (kvcr's sim_byte, src/import/engine/sim.rs).
  * Built with -DFAKECUDA_OLD_DRIVER it lacks cuMemImportFromShareableHandle.
  *
  * Log lines (tab-separated):

@@ -34,7 +34,7 @@
 //!   where the field checks here judge its range (KV007) from the literal.
 //! - **Errors carry byte offsets** into the file, and the messages name what
 //!   is wrong in the file's own terms (KV006 findings quote them).
-//! - **One parse serves the digest and the checks**: [`super::canon`] hashes
+//! - **One parse serves the digest and the checks**: [`crate::format::descriptor::canon`] hashes
 //!   the same node list the field checks read, so the bytes judged are the
 //!   bytes hashed, with no second reader that might disagree.
 //! - The depth bound is [`MAX_DEPTH`] (32, the format's), not serde_json's

@@ -1,7 +1,7 @@
 //! `kvcr import`: audit → gate → plan → engine, driven from here
 //! ([`run`]), with the signal flag ([`signals`]), the hold's ready file
 //! ([`ready_file`]), the import log ([`log`]), the import report
-//! ([`report`]) and its printing ([`print`]); [`setup`] makes the probe,
+//! ([`crate::import::report`]) and its printing ([`mod@print`]); [`setup`] makes the probe,
 //! the backend and the signal handlers; [`fd_budget`] raises
 //! `RLIMIT_NOFILE` and counts the fds a `posix_fd` import keeps.
 

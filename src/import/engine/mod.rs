@@ -1,25 +1,24 @@
 //! docs/format.md §8: the all-or-nothing import of one accepted rank group.
 //!
 //! The pieces, each in its own file:
-//! - [`plan`]: an accepted group's descriptors → one [`PlannedRank`] per rank
-//!   (rank → GPU UUID → allocations), and the live audit that keeps the
-//!   parsed descriptors it judged.
-//! - [`execute`] (here): the pure engine. It walks the plan step by step
+//! - [`execute`] (here): the pure engine. It walks the plan
+//!   (`crate::import::plan`: one [`PlannedRank`] per rank) step by step
 //!   through a [`Backend`], records every acquired resource in the
 //!   [`Ledger`] right after it is acquired, checks for an interrupt between
 //!   steps, and on any failure or interrupt releases the ledger in exact
 //!   reverse order before it returns.
 //! - [`ledger`]: what was taken, and the reverse-order release.
-//! - [`cuda`]: the real backend on the CUDA driver API (all CUDA `unsafe`
-//!   lives there); [`sim`]: a deterministic simulated backend and a fault
-//!   injector usable around either backend.
+//! - [`distinct`]: whether two allocations are one memory (docs/format.md
+//!   §8.10).
+//! - [`cuda`]: the real backend on the CUDA driver API; [`sim`]: a
+//!   deterministic simulated backend and a fault injector usable around
+//!   either backend.
 //! - [`pidfd`]: taking a duplicate of the owner's POSIX fd.
-//! - [`signals`]: SIGINT/SIGTERM → a flag.
-//! - [`gate`]: what must hold besides the verdict before a GPU call.
-//! - [`ready`]: the `--hold --ready-file` file a supervisor waits for.
-//! - The command: [`command`] (audit → gate → plan → execute → [`report`]),
-//!   [`print`] (its table and closing lines), [`setup`] (the probe, the
-//!   backend, the signal handlers).
+//!
+//! What drives it lives beside it in `crate::import`: `gate` (what must
+//! hold besides the verdict before a GPU call), `plan`, and `command` (audit
+//! → gate → plan → execute → report, the signal flag, the hold's ready file
+//! and the probe).
 
 pub mod cuda;
 pub mod distinct;

@@ -2,8 +2,8 @@
 //!
 //! [`resolve_root`] canonicalises the operator's root once (a symlinked root
 //! is followed on purpose; the resolved path is what the report shows).
-//! [`scan`] walks beneath it without ever following a symlink, classifies
-//! every entry by name ([`classify_name`]), and opens descriptors only
+//! The walk ([`InventoryRoot::walk`]) goes beneath it without ever following a symlink, classifies
+//! every entry by name ([`crate::format::names::classify_name`]), and opens descriptors only
 //! through an fd held on the root ([`open`]), so an entry swapped for a
 //! symlink after listing is rejected (KV001), never followed.
 
@@ -36,7 +36,7 @@ pub struct Entry {
     pub mode: Option<u32>,
 }
 
-/// Counts from one [`scan`].
+/// Counts from one walk of the inventory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScanStats {
     /// Entries handed to the visitor.

@@ -429,12 +429,12 @@ pub fn read_capped(file: &mut File, buf: &mut Vec<u8>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// [`read_capped`] for a regular file whose size `size` was just taken from
+/// `read_capped` for a regular file whose size `size` was just taken from
 /// its open fd: one `read(2)` in the common case instead of two. It asks for
 /// more than `size` bytes; a short read of exactly `size` bytes is the end
 /// of the file (a regular file reads short only at its end), so no second
 /// read is needed to see it. Anything else (the file grew or shrank, a
-/// short read elsewhere) goes on reading to the end as [`read_capped`] does.
+/// short read elsewhere) goes on reading to the end as `read_capped` does.
 pub fn read_sized(file: &mut File, buf: &mut Vec<u8>, size: u64) -> std::io::Result<()> {
     buf.clear();
     let want = size.min(MAX_FILE_BYTES) as usize + 1;

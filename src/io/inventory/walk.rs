@@ -4,7 +4,7 @@
 //! The walk and the reading are separate steps: [`InventoryRoot::walk`]
 //! lists and classifies entries in walk order and hands each descriptor out
 //! as a [`ReadJob`]; a [`Reader`] (one per thread, each with its own reused
-//! buffer) opens and reads it. [`scan`] does both on one thread; the audit
+//! buffer) opens and reads it. One thread can do both; the audit
 //! pipeline (`crate::io::pipeline`) reads on several.
 
 use super::beneath::{Beneath, Now};

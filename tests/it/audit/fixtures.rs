@@ -180,7 +180,7 @@ fn every_non_live_code_has_a_fixture_or_runtime_case() {
             }
         }
     }
-    // The GMS reader's codes are covered on generated artifacts (tests/it/gms.rs).
+    // The GMS reader's codes are covered on generated artifacts (tests/it/gms/).
     for code in kvcr_audit::finding::Code::ALL
         .into_iter()
         .filter(|c| c.family() == kvcr_audit::finding::Family::Inventory)
