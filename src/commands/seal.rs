@@ -54,11 +54,10 @@ pub fn seal(args: &SealArgs) -> Result<i32, Failure> {
             Ok(p) => plans.push(p),
             Err(e) => {
                 worst = worst.max(e.exit_status());
-                let msg =
-                    anyhow::Error::new(e).context(format!("refusing to seal {}", path.display()));
+                let msg = chain(&format!("refusing to seal {}", path.display()), &e);
                 crate::io::output::err_line(&format!(
                     "kvcr: error: {}",
-                    crate::format::text::terminal(&format!("{msg:#}"))
+                    crate::format::text::terminal(&msg)
                 ));
             }
         }
@@ -79,8 +78,8 @@ pub fn seal(args: &SealArgs) -> Result<i32, Failure> {
                 return Err(Failure::new(
                     e.exit_status(),
                     format!(
-                        "{:#}; {}",
-                        anyhow::Error::new(e).context(format!("sealing {}", p.path.display())),
+                        "{}; {}",
+                        chain(&format!("sealing {}", p.path.display()), &e),
                         if done == 0 {
                             "no file was written".to_string()
                         } else {
@@ -129,4 +128,17 @@ pub fn digest(file: &Path) -> Result<i32, Failure> {
         }
         Err(e) => Err(Failure::new(e.exit_status(), e.to_string())),
     }
+}
+
+/// `context: error: its source: …`, the error and every source below it
+/// after the context, joined by ": ".
+fn chain(context: &str, e: &dyn std::error::Error) -> String {
+    let mut out = format!("{context}: {e}");
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }

@@ -239,18 +239,9 @@ impl ProcFs {
     /// [`ProcFs::read_lines`].
     fn open_checked(&self, rel: &str) -> Result<OwnedFd, Result<Errno, String>> {
         let root = self.root().map_err(Err)?;
-        let fd = loop {
-            match rustix::fs::openat(
-                root,
-                rel,
-                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
-                Mode::empty(),
-            ) {
-                Ok(fd) => break fd,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(Ok(e)),
-            }
-        };
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+        let fd = rustix::io::retry_on_intr(|| rustix::fs::openat(root, rel, flags, Mode::empty()))
+            .map_err(Ok)?;
         check_procfs(fd.as_fd(), &self.display(rel)).map_err(Err)?;
         Ok(fd)
     }

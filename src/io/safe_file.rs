@@ -9,7 +9,6 @@
 
 use crate::io::procfs::ProcFs;
 use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -34,13 +33,9 @@ pub fn reopen_for_reading_in(proc: &ProcFs, path_fd: &OwnedFd) -> std::io::Resul
     })?;
     let name = path_fd.as_raw_fd().to_string();
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    loop {
-        match rustix::fs::openat(dir, name.as_str(), flags, Mode::empty()) {
-            Ok(fd) => return Ok(File::from(fd)),
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
+    rustix::io::retry_on_intr(|| rustix::fs::openat(dir, name.as_str(), flags, Mode::empty()))
+        .map(File::from)
+        .map_err(Into::into)
 }
 
 /// Whether a symlink at the path's last component is followed: the

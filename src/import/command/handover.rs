@@ -186,14 +186,14 @@ impl HandOver {
         let mut warnings = Vec::new();
         let mut any = false;
         loop {
-            match rustix::net::accept_with(&self.listener, SocketFlags::CLOEXEC) {
+            let accept = || rustix::net::accept_with(&self.listener, SocketFlags::CLOEXEC);
+            match rustix::io::retry_on_intr(accept) {
                 Ok(conn) => {
                     any = true;
                     if let Err(w) = self.serve_one(&conn) {
                         warnings.push(w);
                     }
                 }
-                Err(Errno::INTR) => continue,
                 Err(Errno::AGAIN) => break,
                 Err(e) => {
                     warnings.push(format!(

@@ -19,7 +19,7 @@ use crate::rules::gms::{
     RecoveryScan, SupersededRead,
 };
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
-use rustix::io::Errno;
+use rustix::io::{retry_on_intr, Errno};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -61,20 +61,11 @@ fn flags() -> OFlags {
     OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY
 }
 
-fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
-    loop {
-        match f() {
-            Err(Errno::INTR) => continue,
-            r => return r,
-        }
-    }
-}
-
 /// Opens `name` beneath `dir` (or `name` itself when `dir` is `None`)
 /// read-only, without following a symlink, with `O_NOATIME` when allowed.
 fn open_ro(dir: Option<BorrowedFd<'_>>, name: &Path, extra: OFlags) -> Result<OwnedFd, Errno> {
     let open = |f: OFlags| {
-        retry(|| match dir {
+        retry_on_intr(|| match dir {
             Some(d) => rustix::fs::openat(d, name, f, Mode::empty()),
             None => rustix::fs::open(name, f, Mode::empty()),
         })
@@ -122,7 +113,9 @@ impl Loc {
     /// symlink is not followed; nothing is opened): `None` when it does
     /// not exist.
     pub fn stat(&self) -> Result<Option<rustix::fs::Stat>, ReadError> {
-        match retry(|| rustix::fs::statat(&*self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW)) {
+        match retry_on_intr(|| {
+            rustix::fs::statat(&*self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW)
+        }) {
             Ok(st) => Ok(Some(st)),
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(ReadError::new(&self.path, "cannot stat", e)),
@@ -194,7 +187,7 @@ pub fn type_words(t: FileType) -> &'static str {
 }
 
 fn statx_at(dir: BorrowedFd<'_>, name: &OsStr) -> Result<rustix::fs::Stat, Refused> {
-    retry(|| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW))
+    retry_on_intr(|| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW))
         .map_err(|e| Refused::Os("cannot stat", e))
 }
 
@@ -219,7 +212,7 @@ pub fn open_regular_at(
     }
     same(expect, &st)?;
     let key = key_of(&st);
-    let path_fd = retry(|| {
+    let path_fd = retry_on_intr(|| {
         rustix::fs::openat(
             dir,
             name,
@@ -307,7 +300,7 @@ fn size_of(fd: &OwnedFd) -> Result<u64, Errno> {
 fn pread_full(fd: &OwnedFd, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
     let mut n = 0;
     while n < buf.len() {
-        match retry(|| rustix::io::pread(fd, &mut buf[n..], off + n as u64))? {
+        match retry_on_intr(|| rustix::io::pread(fd, &mut buf[n..], off + n as u64))? {
             0 => break,
             k => n += k,
         }
@@ -600,7 +593,7 @@ pub struct Entry {
 pub fn entries(dir: &OwnedFd) -> Result<Vec<Entry>, ListError> {
     let mut out = Vec::new();
     for name in list(dir)? {
-        let st = match retry(|| rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)) {
+        let st = match retry_on_intr(|| rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)) {
             Ok(st) => st,
             Err(Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),
@@ -925,7 +918,7 @@ fn lock_of(fd: &OwnedFd, table: &LockTable, probe: FlockOperation) -> Lock {
             }
             Lock::Held { holders }
         }
-        _ => match retry(|| rustix::fs::flock(fd, probe)) {
+        _ => match retry_on_intr(|| rustix::fs::flock(fd, probe)) {
             Ok(()) => {
                 let _ = rustix::fs::flock(fd, FlockOperation::Unlock);
                 Lock::Free
@@ -1187,7 +1180,7 @@ pub fn ring_namespaces(keys: &BTreeSet<Key>) -> BTreeMap<Key, Result<(), String>
         Err(why) => return all(why),
     };
     let ns = |rel: &str| {
-        retry(|| rustix::fs::statat(root, rel, AtFlags::empty()))
+        retry_on_intr(|| rustix::fs::statat(root, rel, AtFlags::empty()))
             .map(|st| st.st_ino)
             .map_err(std::io::Error::from)
     };
@@ -1385,7 +1378,7 @@ pub fn lease_files(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
 
 /// What kind of entry a path is, without following a symlink.
 pub fn lstat_kind(path: &Path) -> Result<Option<FileType>, ReadError> {
-    match retry(|| rustix::fs::lstat(path)) {
+    match retry_on_intr(|| rustix::fs::lstat(path)) {
         Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
         Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
         Err(e) => Err(ReadError::new(path, "cannot stat", e)),

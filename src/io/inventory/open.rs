@@ -165,12 +165,12 @@ fn openat2_beneath(dir: BorrowedFd<'_>, rel: &Path, leaf: OFlags) -> Result<Owne
         | ResolveFlags::NO_XDEV;
     let mut tries = 0;
     loop {
-        match rustix::fs::openat2(dir, rel, leaf, Mode::empty(), resolve) {
+        let open = || rustix::fs::openat2(dir, rel, leaf, Mode::empty(), resolve);
+        match rustix::io::retry_on_intr(open) {
             Ok(fd) => return Ok(fd),
             Err(Errno::LOOP) => return Err(OpenError::Symlink),
             // EAGAIN: a concurrent rename raced the resolution; retry a little.
             Err(Errno::AGAIN) if tries < 8 => tries += 1,
-            Err(Errno::INTR) => {}
             Err(e) => return Err(OpenError::Os(e)),
         }
     }
@@ -205,12 +205,7 @@ fn openat_retry(
     name: &std::ffi::OsStr,
     flags: OFlags,
 ) -> Result<OwnedFd, Errno> {
-    loop {
-        match rustix::fs::openat(dir, name, flags, Mode::empty()) {
-            Err(Errno::INTR) => continue,
-            other => return other,
-        }
-    }
+    rustix::io::retry_on_intr(|| rustix::fs::openat(dir, name, flags, Mode::empty()))
 }
 
 fn is_symlink_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> bool {
@@ -440,13 +435,9 @@ pub fn read_sized(file: &mut File, buf: &mut Vec<u8>, size: u64) -> std::io::Res
     let want = size.min(MAX_FILE_BYTES) as usize + 1;
     buf.reserve_exact(want);
     let asked = buf.capacity().min(MAX_FILE_BYTES as usize + 1);
-    let n = loop {
-        match rustix::io::read(&*file, rustix::buffer::spare_capacity(buf)) {
-            Ok(n) => break n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    };
+    let n = rustix::io::retry_on_intr(|| {
+        rustix::io::read(&*file, rustix::buffer::spare_capacity(&mut *buf))
+    })?;
     if n == 0 || (n as u64 == size && n < asked) {
         return Ok(());
     }
