@@ -18,10 +18,6 @@ pub enum PoolsFormat {
     Prometheus,
 }
 
-fn layouts(s: &str) -> Result<Vec<(String, u64)>, String> {
-    parse_pool_layouts(s)
-}
-
 fn identity(s: &str) -> Result<(u64, u64), String> {
     let (d, i) = s
         .split_once(':')
@@ -58,8 +54,8 @@ pub struct PoolsArgs {
     pub journal_bytes: u64,
     /// The claimant's pool_layouts as NAME:BLOCK_BYTES,... (vLLM: one pool
     /// with an empty name, ":<row bytes>").
-    #[arg(long, value_name = "NAME:BYTES,...", value_parser = layouts)]
-    pub pool_layouts: Option<Vec<(String, u64)>>,
+    #[arg(long, value_name = "NAME:BYTES,...")]
+    pub pool_layouts: Option<String>,
     /// The service's --compatibility-digest (checks a handback region's digest).
     #[arg(long, value_name = "STRING")]
     pub compatibility_digest: Option<String>,
@@ -98,6 +94,17 @@ pub fn options(a: &PoolsArgs) -> Result<Options, Failure> {
                 Some("give the service's --pool-sizes-gb as it was started".into()),
             )
         })?;
+    let pool_layouts = a
+        .pool_layouts
+        .as_deref()
+        .map(parse_pool_layouts)
+        .transpose()
+        .map_err(|e| {
+            Failure::usage(
+                format!("--pool-layouts: {e}"),
+                Some("give the claimant's pool_layouts as NAME:BLOCK_BYTES,...".into()),
+            )
+        })?;
     Ok(Options {
         paths: a.paths.clone(),
         live: a.live,
@@ -105,7 +112,7 @@ pub fn options(a: &PoolsArgs) -> Result<Options, Failure> {
         guard_count: a.guard_count,
         pool_sizes_bytes,
         journal_bytes: a.journal_bytes,
-        pool_layouts: a.pool_layouts.clone(),
+        pool_layouts,
         compatibility_digest: a.compatibility_digest.clone(),
         page_size: a.page_size,
         g3_paths: a.g3_paths.clone(),
