@@ -19,6 +19,8 @@ pub mod live;
 pub mod read;
 pub mod report;
 pub mod rules;
+#[cfg(test)]
+mod tests;
 
 use self::format::Name;
 use self::rules::{

@@ -373,8 +373,7 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
     ];
     let wanted: &[i32] = match sub {
         Some("audit") | Some("merge") | Some("seal") | Some("digest") | Some("examine")
-        | Some("gms")
-        | Some("pools") => &[exit::OK, exit::REJECTED, exit::USAGE],
+        | Some("gms") | Some("pools") => &[exit::OK, exit::REJECTED, exit::USAGE],
         Some("explain") | Some("completions") | Some("schema") => &[exit::OK, exit::USAGE],
         _ => &[
             exit::OK,
