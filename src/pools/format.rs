@@ -118,8 +118,8 @@ pub fn header(b: &[u8; JOURNAL_HEADER_BYTES as usize]) -> Header {
 
 /// Whether the cursors are valid (`kvcr/recovery_journal.py:289-294`).
 pub fn cursors_valid(published: u64, consumed: u64, capacity: u64) -> bool {
-    published % ALIGNMENT == 0
-        && consumed % ALIGNMENT == 0
+    published.is_multiple_of(ALIGNMENT)
+        && consumed.is_multiple_of(ALIGNMENT)
         && consumed <= published
         && published - consumed <= capacity
 }
@@ -566,12 +566,13 @@ pub fn pool_terms(journal_bytes: u64, sizes: &[u64], layouts: &[(String, u64)]) 
         .collect()
 }
 
+/// A frame's key and payload, as ranges of the body.
+pub type FrameRanges = (std::ops::Range<usize>, std::ops::Range<usize>);
+
 /// How a handback body's frames read (`kvcr/recovery_journal.py:686-703`):
 /// each frame unpadded, back to back. Returns the frames as (key, payload)
 /// ranges, or KVCR's refusal.
-pub fn handback_frames(
-    body: &[u8],
-) -> Result<Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>, String> {
+pub fn handback_frames(body: &[u8]) -> Result<Vec<FrameRanges>, String> {
     let mut out = Vec::new();
     let mut off = 0usize;
     while off < body.len() {

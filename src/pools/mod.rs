@@ -349,7 +349,8 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
             }
         }
     }
-    let g3: Vec<(PathBuf, Result<(G3State, Option<(u32, u32, u64)>), String>)> = o
+    type G3Look = Result<(G3State, Option<read::InodeKey>), String>;
+    let g3: Vec<(PathBuf, G3Look)> = o
         .g3_paths
         .iter()
         .map(|p| (p.clone(), read::g3_state(p)))

@@ -273,26 +273,27 @@ pub fn read_pool(
         .pool_layouts
         .as_ref()
         .map(|l| l.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>());
-    let journal =
-        if st.size >= fmt::JOURNAL_HEADER_BYTES && jb > fmt::JOURNAL_HEADER_BYTES && jb % 4096 == 0
-        {
-            let consumed = word(fd, fmt::CONSUMED_OFFSET)?;
-            let published = word(fd, fmt::PUBLISHED_OFFSET)?;
-            let mut hb = [0u8; fmt::JOURNAL_HEADER_BYTES as usize];
-            pread_exact(fd, &mut hb, 0)?;
-            let mut header = fmt::header(&hb);
-            header.consumed = consumed;
-            header.published = published;
-            let cap = jb - fmt::JOURNAL_HEADER_BYTES;
-            let pending = if st.size >= jb && fmt::cursors_valid(published, consumed, cap) {
-                Some(pending(fd, consumed, published, cap, names.as_deref())?)
-            } else {
-                None
-            };
-            Some(Journal { header, pending })
+    let journal = if st.size >= fmt::JOURNAL_HEADER_BYTES
+        && jb > fmt::JOURNAL_HEADER_BYTES
+        && jb.is_multiple_of(4096)
+    {
+        let consumed = word(fd, fmt::CONSUMED_OFFSET)?;
+        let published = word(fd, fmt::PUBLISHED_OFFSET)?;
+        let mut hb = [0u8; fmt::JOURNAL_HEADER_BYTES as usize];
+        pread_exact(fd, &mut hb, 0)?;
+        let mut header = fmt::header(&hb);
+        header.consumed = consumed;
+        header.published = published;
+        let cap = jb - fmt::JOURNAL_HEADER_BYTES;
+        let pending = if st.size >= jb && fmt::cursors_valid(published, consumed, cap) {
+            Some(pending(fd, consumed, published, cap, names.as_deref())?)
         } else {
             None
         };
+        Some(Journal { header, pending })
+    } else {
+        None
+    };
     let handback = match mapping {
         None => Handback::NotLocated(
             "the mapping size is not known: give --pool-sizes-gb (and --journal-bytes if not \
@@ -433,9 +434,12 @@ fn handback(
     }))
 }
 
+/// `(major, minor, inode)`, as `/proc/locks` names a file.
+pub type InodeKey = (u32, u32, u64);
+
 /// A G3 file as `lstat` and `fstat` show it (never opened for writing,
 /// never created, never locked).
-pub fn g3_state(path: &Path) -> Result<(G3State, Option<(u32, u32, u64)>), String> {
+pub fn g3_state(path: &Path) -> Result<(G3State, Option<InodeKey>), String> {
     match rustix::fs::lstat(path) {
         Err(Errno::NOENT) => Ok((G3State::Absent, None)),
         Err(e) => Err(err("cannot stat", e)),

@@ -342,7 +342,7 @@ pub fn judge_read(r: &PoolRead, o: &Options) -> Vec<Finding> {
         ));
     }
     let jb = o.journal_bytes;
-    if jb <= fmt::JOURNAL_HEADER_BYTES || jb % 4096 != 0 {
+    if jb <= fmt::JOURNAL_HEADER_BYTES || !jb.is_multiple_of(4096) {
         out.push(Finding::new(
             codes::KV428,
             format!("journal_bytes {jb} is not what KVCR accepts (> 4096 and a multiple of 4096)"),
