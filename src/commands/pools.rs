@@ -5,7 +5,7 @@
 
 use crate::format::failure::Failure;
 use crate::io::output::emit;
-use crate::pools::format::{parse_pool_layouts, DEFAULT_JOURNAL_BYTES, DEFAULT_PAGE_SIZE};
+use crate::pools::format::{DEFAULT_JOURNAL_BYTES, DEFAULT_PAGE_SIZE};
 use crate::pools::rules::Options;
 use clap::Args;
 use std::path::PathBuf;
@@ -83,43 +83,23 @@ pub struct PoolsArgs {
 
 /// The options a command line asks for.
 pub fn options(a: &PoolsArgs) -> Result<Options, Failure> {
-    let pool_sizes_bytes = a
-        .pool_sizes_gb
-        .as_deref()
-        .map(|s| crate::pools::format::parse_pool_sizes_gb(s, a.page_size))
-        .transpose()
-        .map_err(|e| {
-            Failure::usage(
-                format!("--pool-sizes-gb: {e}"),
-                Some("give the service's --pool-sizes-gb as it was started".into()),
-            )
-        })?;
-    let pool_layouts = a
-        .pool_layouts
-        .as_deref()
-        .map(parse_pool_layouts)
-        .transpose()
-        .map_err(|e| {
-            Failure::usage(
-                format!("--pool-layouts: {e}"),
-                Some("give the claimant's pool_layouts as NAME:BLOCK_BYTES,...".into()),
-            )
-        })?;
-    Ok(Options {
-        paths: a.paths.clone(),
-        live: a.live,
-        socket_path: a.socket_path.clone(),
-        guard_count: a.guard_count,
-        pool_sizes_bytes,
-        journal_bytes: a.journal_bytes,
-        pool_layouts,
-        compatibility_digest: a.compatibility_digest.clone(),
-        page_size: a.page_size,
-        g3_paths: a.g3_paths.clone(),
-        capacity_bytes_per_file: a.capacity_bytes_per_file,
-        identity: a.identity,
-        interval_ms: a.interval_ms,
-    })
+    crate::pools::resolve(
+        &a.paths,
+        &crate::pools::Asked {
+            live: a.live,
+            socket_path: a.socket_path.clone(),
+            guard_count: a.guard_count,
+            pool_sizes_gb: a.pool_sizes_gb.clone(),
+            journal_bytes: Some(a.journal_bytes),
+            pool_layouts: a.pool_layouts.clone(),
+            compatibility_digest: a.compatibility_digest.clone(),
+            page_size: Some(a.page_size),
+            g3_paths: a.g3_paths.clone(),
+            capacity_bytes_per_file: a.capacity_bytes_per_file,
+            identity: a.identity,
+            interval_ms: Some(a.interval_ms),
+        },
+    )
 }
 
 /// Runs `kvcr pools` and prints its report; returns the exit status.

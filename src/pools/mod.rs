@@ -47,6 +47,107 @@ fn usage(path: &Path, what: &str, hint: &str) -> Failure {
     )
 }
 
+/// What a caller asks for, as `kvcr pools`'s flags spell it (the command
+/// line and the library both resolve it here, into [`Options`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Asked {
+    pub live: bool,
+    pub socket_path: Option<PathBuf>,
+    pub guard_count: Option<u64>,
+    /// `--pool-sizes-gb` as given (`0.0001`, `64,32`).
+    pub pool_sizes_gb: Option<String>,
+    /// `--journal-bytes` (`None`: KVCR's CLI's 104,857,600).
+    pub journal_bytes: Option<u64>,
+    /// `--pool-layouts NAME:BYTES,...`.
+    pub pool_layouts: Option<String>,
+    pub compatibility_digest: Option<String>,
+    /// `--page-size` (`None`: 4096).
+    pub page_size: Option<u64>,
+    pub g3_paths: Vec<PathBuf>,
+    pub capacity_bytes_per_file: Option<u64>,
+    pub identity: Option<(u64, u64)>,
+    /// `--interval-ms` (`None`: 100; at most 60,000).
+    pub interval_ms: Option<u64>,
+}
+
+/// The most milliseconds between the two reads.
+pub const MAX_INTERVAL_MS: u64 = 60_000;
+
+/// Resolves what was asked into [`Options`]: `--pool-sizes-gb` and
+/// `--pool-layouts` parsed as KVCR parses them; a value KVCR would refuse
+/// is a usage error naming the flag.
+pub fn resolve(paths: &[PathBuf], a: &Asked) -> Result<Options, Failure> {
+    let bad = |flag: &str, e: String, hint: &str| {
+        Failure::usage(format!("{flag}: {e}"), Some(hint.to_string()))
+    };
+    let page_size = a.page_size.unwrap_or(format::DEFAULT_PAGE_SIZE);
+    if page_size == 0 {
+        return Err(bad(
+            "--page-size",
+            "must be at least 1".into(),
+            "give the writing host's page \
+            size",
+        ));
+    }
+    let interval_ms = a.interval_ms.unwrap_or(100);
+    if interval_ms > MAX_INTERVAL_MS {
+        return Err(bad(
+            "--interval-ms",
+            format!("{interval_ms} is out of range: 0 to {MAX_INTERVAL_MS}"),
+            "give a shorter interval",
+        ));
+    }
+    if a.guard_count == Some(0) {
+        return Err(bad(
+            "--guard-count",
+            "must be at least 1".into(),
+            "give the service's \
+            --guard-count",
+        ));
+    }
+    let pool_sizes_bytes = a
+        .pool_sizes_gb
+        .as_deref()
+        .map(|s| format::parse_pool_sizes_gb(s, page_size))
+        .transpose()
+        .map_err(|e| {
+            bad(
+                "--pool-sizes-gb",
+                e,
+                "give the service's --pool-sizes-gb as it was \
+            started",
+            )
+        })?;
+    let pool_layouts = a
+        .pool_layouts
+        .as_deref()
+        .map(format::parse_pool_layouts)
+        .transpose()
+        .map_err(|e| {
+            bad(
+                "--pool-layouts",
+                e,
+                "give the claimant's pool_layouts as \
+            NAME:BLOCK_BYTES,...",
+            )
+        })?;
+    Ok(Options {
+        paths: paths.to_vec(),
+        live: a.live,
+        socket_path: a.socket_path.clone(),
+        guard_count: a.guard_count,
+        pool_sizes_bytes,
+        journal_bytes: a.journal_bytes.unwrap_or(format::DEFAULT_JOURNAL_BYTES),
+        pool_layouts,
+        compatibility_digest: a.compatibility_digest.clone(),
+        page_size,
+        g3_paths: a.g3_paths.clone(),
+        capacity_bytes_per_file: a.capacity_bytes_per_file,
+        identity: a.identity,
+        interval_ms,
+    })
+}
+
 /// One pool directory (or the directory of a pool file named alone).
 struct Target {
     path: PathBuf,

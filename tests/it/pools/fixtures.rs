@@ -116,3 +116,38 @@ fn table_and_prometheus_say_the_same() {
     assert!(t.contains("kvcr_pools_exit_status 0"), "{t}");
     assert!(t.contains("kvcr_pool_rejected{"), "{t}");
 }
+
+#[test]
+fn the_library_call_gives_the_commands_document() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("pd");
+    let m = snapshot("released-then-service-killed", &dir);
+    let o = kvcr::api::PoolsOptions {
+        pool_sizes_gb: Some("0.0001".into()),
+        pool_layouts: Some(":4096".into()),
+        compatibility_digest: Some("abc".into()),
+        identity: Some(m[0].identity),
+        interval_ms: Some(0),
+        ..Default::default()
+    };
+    let doc = kvcr::api::pools(std::slice::from_ref(&dir), &o).unwrap();
+    assert_eq!(doc.exit_status(), 0);
+    let mut lib: serde_json::Value = serde_json::from_str(doc.as_json()).unwrap();
+    kit::check_schema(&lib);
+    let id = m[0].identity_arg();
+    let mut args = vec![dir.to_str().unwrap(), "--identity", &id];
+    args.extend(TERMS);
+    let (_, mut cli) = pools(&args);
+    for v in [&mut lib, &mut cli] {
+        v["generated_unix_ms"] = 0.into();
+    }
+    assert_eq!(lib, cli);
+    // What KVCR would refuse is refused here too, as a usage error.
+    let bad = kvcr::api::PoolsOptions {
+        pool_layouts: Some("a:1,a:1".into()),
+        ..Default::default()
+    };
+    let e = kvcr::api::pools(std::slice::from_ref(&dir), &bad).unwrap_err();
+    assert!(e.to_string().contains("--pool-layouts"), "{e}");
+    assert!(kvcr::api::pools(&[], &o).is_err());
+}
