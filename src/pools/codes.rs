@@ -66,10 +66,11 @@ pub const KV425: Code = Code(425);
 pub const KV426: Code = Code(426);
 pub const KV427: Code = Code(427);
 pub const KV428: Code = Code(428);
+pub const KV429: Code = Code(429);
 
 /// Every code, in order; the order is also the root-cause order (the first
 /// rejecting finding in it is a pool's cause).
-pub const TABLE: [Spec; 28] = [
+pub const TABLE: [Spec; 29] = [
     r(402, "pool-symlink",
       "A pool name is a symbolic link. KVCR's purge skips it and its attach fails with ELOOP \
           (kvcr/memory.py:33, :88): no claim of it ever succeeds. kvcr never follows it.",
@@ -207,6 +208,11 @@ pub const TABLE: [Spec; 28] = [
           symbolic link (KVCR follows it; kvcr does not), or a lock held by a process other than \
           a live primary.",
       "nothing required; check the named holder"),
+    n(429, "pool-dir-symlink",
+      "The pool directory was named through a symbolic link. KVCR resolves --pool-dir with \
+          Path.resolve() (kvcr/kvcr_service.py:83), so the service's pools live in the target; \
+          kvcr reads the target and says so. A pool name that is a link is KV402.",
+      "name the resolved directory in scripts, so that what is checked is what KVCR uses"),
     n(427, "pool-changed",
       "The pool changed between the two reads (cursors, header, size or handback region): it is \
           in use. Conditions are judged only where both reads agree.",

@@ -154,6 +154,9 @@ struct Target {
     dir: OwnedFd,
     /// `Some(name)`: only this entry (a pool file was named).
     only: Option<Vec<u8>>,
+    /// The directory a symlinked PATH resolves to (KVCR resolves
+    /// `--pool-dir` the same way).
+    resolved: Option<PathBuf>,
 }
 
 fn targets(o: &Options) -> Result<Vec<Target>, Failure> {
@@ -203,6 +206,7 @@ fn targets(o: &Options) -> Result<Vec<Target>, Failure> {
                     path: p.clone(),
                     dir,
                     only: None,
+                    resolved: None,
                 });
             }
             FileType::RegularFile => {
@@ -238,15 +242,35 @@ fn targets(o: &Options) -> Result<Vec<Target>, Failure> {
                     path: p.clone(),
                     dir,
                     only: Some(name),
+                    resolved: None,
                 });
             }
             FileType::Symlink => {
-                return Err(usage(
-                    p,
-                    "is a symbolic link (kvcr follows none; KVCR resolves --pool-dir, but never \
-                        a pool name)",
-                    "name the directory or file it points to",
-                ))
+                // KVCR resolves --pool-dir (Path.resolve()), so kvcr follows a
+                // symlinked directory the same way, and says so; a pool
+                // name KVCR never follows.
+                let target = std::fs::canonicalize(p).ok().filter(|t| t.is_dir());
+                let Some(target) = target else {
+                    return Err(usage(
+                        p,
+                        "is a symbolic link, not to a directory (KVCR never follows a pool name)",
+                        "name the pool directory or the file itself",
+                    ));
+                };
+                let dir =
+                    read::open_ro(None, &target, rustix::fs::OFlags::DIRECTORY).map_err(|e| {
+                        usage(
+                            &target,
+                            &format!("cannot open the directory: {}", std::io::Error::from(e)),
+                            "run kvcr as root or as the service's user",
+                        )
+                    })?;
+                out.push(Target {
+                    path: p.clone(),
+                    dir,
+                    only: None,
+                    resolved: Some(target),
+                });
             }
             _ => {
                 return Err(usage(
@@ -288,6 +312,7 @@ fn blank(path: PathBuf, kind: EntryKind) -> PoolReport {
 pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
     let targets = targets(o)?;
     let mut groups: Vec<(PathBuf, usize, Vec<Open>, bool)> = Vec::new();
+    let mut resolved: Vec<Option<PathBuf>> = Vec::new();
     for t in &targets {
         let entries =
             read::list(&t.dir).map_err(|e| usage(&t.path, &e, "name a directory kvcr may list"))?;
@@ -399,6 +424,7 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
             ));
         }
         groups.push((t.path.clone(), others, opens, t.only.is_none()));
+        resolved.push(t.resolved.clone());
     }
 
     // The mapping size per group: given, or inferred from its pool files.
@@ -517,7 +543,18 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
             reports.push(r);
         }
         if is_dir {
-            group_reports.push(rules::judge_group(path, others, &reports, o));
+            let mut g = rules::judge_group(path, others, &reports, o);
+            if let Some(t) = &resolved[gi] {
+                g.findings.push(Finding::new(
+                    codes::KV429,
+                    format!(
+                        "the path is a symbolic link to {}: KVCR resolves --pool-dir the same way \
+                         (Path.resolve()), so its pools live there",
+                        t.to_string_lossy()
+                    ),
+                ));
+            }
+            group_reports.push(g);
         }
         pools.extend(reports);
     }
@@ -528,6 +565,9 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
         .enumerate()
         .map(|(i, (p, s))| {
             let named = g3_slots.iter().any(|s| n > 0 && s % n == i as u64);
+            let twice = o.g3_paths[..i]
+                .iter()
+                .any(|q| q.as_os_str().as_bytes() == p.as_os_str().as_bytes());
             let (state, findings) = match s {
                 Ok((state, key)) => {
                     let mut state = state;
@@ -536,7 +576,14 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
                     {
                         *locks = Some(snap.locks_on(k));
                     }
-                    let f = rules::judge_g3(&state, named, o);
+                    let mut f = rules::judge_g3(&state, named, o);
+                    if twice {
+                        f.push(Finding::new(
+                            codes::KV425,
+                            "named twice in --g3-paths: KVCR requires distinct G3 files (after \
+                             realpath), so the primary does not start",
+                        ));
+                    }
                     (state, f)
                 }
                 Err(e) => (G3State::NotRegular, vec![Finding::new(codes::KV425, e)]),

@@ -498,3 +498,38 @@ fn every_code_of_the_table_has_a_test_here_or_in_live() {
         assert!(here.contains(&format!("\"{code}\"")), "{code} has no test");
     }
 }
+
+#[test]
+fn kv429_a_symlinked_pool_directory_is_followed_and_said() {
+    let c = released();
+    let link = c.dir.parent().unwrap().join("link");
+    std::os::unix::fs::symlink(&c.dir, &link).unwrap();
+    let id = c.m[0].identity_arg();
+    let mut a = vec![link.to_str().unwrap(), "--identity", &id];
+    a.extend(TERMS);
+    let (code, v) = pools(&a);
+    let g = &v["groups"][0];
+    notices(&v, code, g, "KV429");
+    assert_eq!(g["indices"], serde_json::json!([0, 1]));
+    // A symlink to a pool file is refused: KVCR never follows a pool name.
+    let flink = c.dir.parent().unwrap().join(&c.m[0].name);
+    std::os::unix::fs::symlink(&c.m[0].path, &flink).unwrap();
+    let out = crate::util::kvcr()
+        .args(["pools", flink.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn kv425_a_g3_path_named_twice() {
+    let c = released();
+    let g3 = c.dir.parent().unwrap().join("g3");
+    std::fs::write(&g3, b"").unwrap();
+    std::fs::set_permissions(&g3, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let twice = format!("{},{}", g3.display(), g3.display());
+    let (code, v) = c.run(&["--g3-paths", &twice]);
+    assert_eq!(code, 1, "{v:#}");
+    assert!(codes(&v["g3"][0]).is_empty());
+    assert_eq!(finding(&v["g3"][1], "KV425")["severity"], "reject");
+}
