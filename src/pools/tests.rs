@@ -1,7 +1,7 @@
 //! Pins every constant of `kvcr pools` to its value in the KVCR 0.1.1 wheel
 //! (the line is named beside each), and checks the decoders against the
-//! vectors KVCR 0.1.1's own encoder produced (docs/format.md §16; the
-//! project's reference `../shared/formats/kvcr-pools.md` §5, §6.2).
+//! vectors KVCR 0.1.1's own encoder produced (docs/format.md §16: the payload
+//! vectors by `_RECOVERY_ENCODER`, the digest terms by `canonical_pool_terms`).
 
 use super::codes::{self, Code, TABLE};
 use super::format::*;
@@ -138,7 +138,7 @@ fn payloads_are_decoded_as_strictly_as_msgspec() {
 }
 
 #[test]
-fn the_45_byte_frame_of_the_reference() {
+fn the_45_byte_frame_kvcr_writes() {
     let mut frame = unhex("2d00 0100 2000");
     frame.extend([0x11; 32]);
     frame.extend(unhex("939192a000c0ff"));
@@ -172,7 +172,7 @@ fn the_45_byte_frame_of_the_reference() {
 }
 
 #[test]
-fn digest_terms_vector_of_the_reference() {
+fn digest_terms_vector_of_kvcrs_canonical_pool_terms() {
     let pools = pool_terms(104_857_600, &[106_496], &[(String::new(), 4096)]);
     assert_eq!(pools[0].offset_bytes, 104_857_600);
     let t = terms(&Terms {
@@ -203,7 +203,7 @@ fn digest_terms_vector_of_the_reference() {
 
 #[test]
 fn pool_sizes_gb_as_kvcrs_cli_parses_them() {
-    // The reference's CLI run: 0.0001 GiB is 106,496 bytes (26 pages).
+    // KVCR's own CLI run: 0.0001 GiB is 106,496 bytes (26 pages).
     assert_eq!(parse_pool_sizes_gb("0.0001", 4096), Ok(vec![106_496]));
     assert_eq!(parse_pool_sizes_gb("64", 4096), Ok(vec![64 << 30]));
     assert_eq!(

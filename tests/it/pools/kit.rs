@@ -168,7 +168,7 @@ pub fn poke(path: &Path, off: u64, b: &[u8]) {
 }
 
 /// The handback digest KVCR computes for one pool of `POOL` bytes of
-/// 4096-byte blocks named "", digest "abc" (reference §6.2): for tests that
+/// 4096-byte blocks named "", digest "abc" (KVCR's canonical_pool_terms, kvcr/recovery_journal.py:566-585): for tests that
 /// write a region whose digest must verify.
 pub fn digest(generation: &str, identity: (u64, u64), body: &[u8]) -> [u8; 32] {
     let mut t = b"KVCR-HANDBACK\0abc\0".to_vec();
@@ -209,7 +209,7 @@ pub fn frame(key: &[u8], payload: &[u8]) -> Vec<u8> {
     f
 }
 
-/// A record `[[["", slot]], nil, -1]` (reference §5).
+/// A record `[[["", slot]], nil, -1]` (KVCR's _RecoveryBlock, kvcr/recovery_journal.py:79-93).
 pub fn record(slot: u8) -> Vec<u8> {
     assert!(slot < 128);
     vec![0x93, 0x91, 0x92, 0xa0, slot, 0xc0, 0xff]
