@@ -522,34 +522,9 @@ pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
 }
 
 /// What [`pools`] is asked for: the options of `kvcr pools`, named after
-/// KVCR's own flags and configuration fields (docs/format.md §16.2).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PoolsOptions {
-    /// `--live`: who holds each pool, from `/proc`.
-    pub live: bool,
-    /// `--socket-path`: the service's socket.
-    pub socket_path: Option<PathBuf>,
-    /// `--guard-count`: pool_0 … pool_{N-1} expected.
-    pub guard_count: Option<u64>,
-    /// `--pool-sizes-gb`, as the service was given it (`"0.0001"`).
-    pub pool_sizes_gb: Option<String>,
-    /// `journal_bytes` (`None`: KVCR's CLI's 104,857,600).
-    pub journal_bytes: Option<u64>,
-    /// The claimant's `pool_layouts` as `NAME:BYTES,...` (`":4096"`).
-    pub pool_layouts: Option<String>,
-    /// `--compatibility-digest`.
-    pub compatibility_digest: Option<String>,
-    /// The writing host's page size (`None`: 4096).
-    pub page_size: Option<u64>,
-    /// `G3Options.paths`, in order.
-    pub g3_paths: Vec<PathBuf>,
-    /// `G3Options.capacity_bytes_per_file`.
-    pub capacity_bytes_per_file: Option<u64>,
-    /// The original file's `(st_dev, st_ino)`, to check a copy's digest.
-    pub identity: Option<(u64, u64)>,
-    /// `--interval-ms` (0 to 60000; `None`: 100).
-    pub interval_ms: Option<u64>,
-}
+/// KVCR's own flags and configuration fields (docs/format.md §16.2); the
+/// command line resolves the same struct.
+pub use crate::pools::Asked as PoolsOptions;
 
 /// Reads NVIDIA KVCR's pool files and judges them, read-only: the
 /// `kvcr.pools-report/v1` document `kvcr pools PATH... --format json`
@@ -557,21 +532,7 @@ pub struct PoolsOptions {
 /// default pool directory), as is a path that does not exist, cannot be
 /// read or is no pool file.
 pub fn pools(paths: &[PathBuf], o: &PoolsOptions) -> Result<Document, Error> {
-    let asked = crate::pools::Asked {
-        live: o.live,
-        socket_path: o.socket_path.clone(),
-        guard_count: o.guard_count,
-        pool_sizes_gb: o.pool_sizes_gb.clone(),
-        journal_bytes: o.journal_bytes,
-        pool_layouts: o.pool_layouts.clone(),
-        compatibility_digest: o.compatibility_digest.clone(),
-        page_size: o.page_size,
-        g3_paths: o.g3_paths.clone(),
-        capacity_bytes_per_file: o.capacity_bytes_per_file,
-        identity: o.identity,
-        interval_ms: o.interval_ms,
-    };
-    let options = crate::pools::resolve(paths, &asked)?;
+    let options = crate::pools::resolve(paths, o)?;
     let run = crate::pools::run(&options, &|ms| {
         std::thread::sleep(std::time::Duration::from_millis(ms))
     })?;

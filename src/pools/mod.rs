@@ -51,8 +51,11 @@ fn usage(path: &Path, what: &str, hint: &str) -> Failure {
 /// line and the library both resolve it here, into [`Options`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Asked {
+    /// `--live`: who holds each pool, from `/proc`.
     pub live: bool,
+    /// `--socket-path`: the service's socket.
     pub socket_path: Option<PathBuf>,
+    /// `--guard-count`: pool_0 … pool_{N-1} expected.
     pub guard_count: Option<u64>,
     /// `--pool-sizes-gb` as given (`0.0001`, `64,32`).
     pub pool_sizes_gb: Option<String>,
@@ -60,11 +63,15 @@ pub struct Asked {
     pub journal_bytes: Option<u64>,
     /// `--pool-layouts NAME:BYTES,...`.
     pub pool_layouts: Option<String>,
+    /// `--compatibility-digest`.
     pub compatibility_digest: Option<String>,
     /// `--page-size` (`None`: 4096).
     pub page_size: Option<u64>,
+    /// `G3Options.paths`, in the primary's order.
     pub g3_paths: Vec<PathBuf>,
+    /// `G3Options.capacity_bytes_per_file`.
     pub capacity_bytes_per_file: Option<u64>,
+    /// The original file's `(st_dev, st_ino)`, to check a copy's digest.
     pub identity: Option<(u64, u64)>,
     /// `--interval-ms` (`None`: 100; at most 60,000).
     pub interval_ms: Option<u64>,
@@ -159,6 +166,17 @@ struct Target {
     resolved: Option<PathBuf>,
 }
 
+/// Opens a directory read-only, without following a final symlink.
+fn open_dir(p: &Path) -> Result<OwnedFd, Failure> {
+    read::open_ro(None, p, rustix::fs::OFlags::DIRECTORY).map_err(|e| {
+        usage(
+            p,
+            &format!("cannot open the directory: {}", std::io::Error::from(e)),
+            "run kvcr as root or as the service's user",
+        )
+    })
+}
+
 fn targets(o: &Options) -> Result<Vec<Target>, Failure> {
     if o.paths.is_empty() {
         return Err(Failure::usage(
@@ -191,17 +209,7 @@ fn targets(o: &Options) -> Result<Vec<Target>, Failure> {
         };
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {
-                let dir = read::open_ro(None, p, rustix::fs::OFlags::DIRECTORY).map_err(|e| {
-                    usage(
-                        p,
-                        &format!(
-                            "cannot open the directory: \
-                        {}",
-                            std::io::Error::from(e)
-                        ),
-                        "run kvcr as root or as the service's user",
-                    )
-                })?;
+                let dir = open_dir(p)?;
                 out.push(Target {
                     path: p.clone(),
                     dir,
@@ -226,18 +234,7 @@ fn targets(o: &Options) -> Result<Vec<Target>, Failure> {
                     .parent()
                     .filter(|d| !d.as_os_str().is_empty())
                     .unwrap_or(Path::new("."));
-                let dir =
-                    read::open_ro(None, parent, rustix::fs::OFlags::DIRECTORY).map_err(|e| {
-                        usage(
-                            parent,
-                            &format!(
-                                "cannot open the directory: \
-                        {}",
-                                std::io::Error::from(e)
-                            ),
-                            "run kvcr as root or as the service's user",
-                        )
-                    })?;
+                let dir = open_dir(parent)?;
                 out.push(Target {
                     path: p.clone(),
                     dir,
@@ -257,14 +254,7 @@ fn targets(o: &Options) -> Result<Vec<Target>, Failure> {
                         "name the pool directory or the file itself",
                     ));
                 };
-                let dir =
-                    read::open_ro(None, &target, rustix::fs::OFlags::DIRECTORY).map_err(|e| {
-                        usage(
-                            &target,
-                            &format!("cannot open the directory: {}", std::io::Error::from(e)),
-                            "run kvcr as root or as the service's user",
-                        )
-                    })?;
+                let dir = open_dir(&target)?;
                 out.push(Target {
                     path: p.clone(),
                     dir,

@@ -1,5 +1,6 @@
 //! Everything `kvcr pools` does to a file (docs/format.md §16.7): listing a
-//! pool directory by raw names, `O_RDONLY | O_NOFOLLOW` opens, `pread`
+//! pool directory by raw names, `O_RDONLY | O_NOFOLLOW` opens (the GMS
+//! reader's one read-only open, `crate::io::gms::read::open_ro`), `pread`
 //! bounded by the size `fstat` gave, and the G3 files' `lstat`. Never a
 //! lock, a write, a truncate, an unlink, an `mmap` or a create.
 
@@ -7,11 +8,11 @@ use super::format::{self as fmt, Name};
 use super::rules::{
     G3State, Handback, Journal, Options, Pending, PoolRead, Region, Stat, TABLE_CAP,
 };
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, OFlags};
 use rustix::io::Errno;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 
@@ -23,33 +24,7 @@ const CHUNK: u64 = 1 << 20;
 /// block: a 1 TiB G3 of 2 MiB blocks is ≈ 30 MB).
 pub const BODY_CAP: u64 = 1 << 30;
 
-fn flags() -> OFlags {
-    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY
-}
-
-fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
-    loop {
-        match f() {
-            Err(Errno::INTR) => continue,
-            r => return r,
-        }
-    }
-}
-
-/// Opens `name` beneath `dir` (or a path) read-only without following a
-/// symlink, with `O_NOATIME` where the kernel allows it.
-pub fn open_ro(dir: Option<BorrowedFd<'_>>, name: &Path, extra: OFlags) -> Result<OwnedFd, Errno> {
-    let open = |f: OFlags| {
-        retry(|| match dir {
-            Some(d) => rustix::fs::openat(d, name, f, Mode::empty()),
-            None => rustix::fs::open(name, f, Mode::empty()),
-        })
-    };
-    match open(flags() | extra | OFlags::NOATIME) {
-        Err(Errno::PERM) => open(flags() | extra),
-        r => r,
-    }
-}
+pub use crate::io::gms::read::{open_ro, retry};
 
 /// One entry of a pool directory.
 pub struct Entry {

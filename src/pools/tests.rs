@@ -282,3 +282,22 @@ fn slots_are_checked_on_the_final_table() {
     t.insert(b"d".to_vec(), rec(vec![("", 2)], Some(8)));
     assert!(rules::slot_problem(&t, &g3).unwrap().contains("hold 8"));
 }
+
+#[test]
+fn proc_net_unix_listeners_and_the_pid_namespace() {
+    use super::live::{parse_nspid, parse_unix_listeners};
+    // The reference's listening entry of a live service, an accepted
+    // connection under the same path (state 03) and a listener elsewhere.
+    let text = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+        0000000027bb1b2a: 00000002 00000000 00010000 0001 01 453577 /run/kvcr/memory.sock\n\
+        0000000027bb1b2b: 00000003 00000000 00000000 0001 03 453600 /run/kvcr/memory.sock\n\
+        0000000027bb1b2c: 00000002 00000000 00010000 0001 01 12 /run/a b.sock\n\
+        0000000027bb1b2d: 00000002 00000000 00000000 0001 01 13\n";
+    let l = parse_unix_listeners(text);
+    assert_eq!(l.len(), 2, "{l:?}");
+    assert_eq!(l[&453_577], "/run/kvcr/memory.sock");
+    assert_eq!(l[&12], "/run/a b.sock");
+    assert_eq!(parse_nspid(b"Name:\tx\nNSpid:\t16861\n"), Some(1));
+    assert_eq!(parse_nspid(b"NSpid:\t900\t12\n"), Some(2));
+    assert_eq!(parse_nspid(b"Name:\tx\n"), None);
+}

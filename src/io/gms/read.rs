@@ -60,7 +60,8 @@ fn flags() -> OFlags {
     OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY
 }
 
-fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+/// Retries a system call interrupted by a signal.
+pub fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
     loop {
         match f() {
             Err(Errno::INTR) => continue,
@@ -71,7 +72,7 @@ fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
 
 /// Opens `name` beneath `dir` (or `name` itself when `dir` is `None`)
 /// read-only, without following a symlink, with `O_NOATIME` when allowed.
-fn open_ro(dir: Option<BorrowedFd<'_>>, name: &Path, extra: OFlags) -> Result<OwnedFd, Errno> {
+pub fn open_ro(dir: Option<BorrowedFd<'_>>, name: &Path, extra: OFlags) -> Result<OwnedFd, Errno> {
     let open = |f: OFlags| {
         retry(|| match dir {
             Some(d) => rustix::fs::openat(d, name, f, Mode::empty()),
