@@ -533,3 +533,32 @@ fn kv425_a_g3_path_named_twice() {
     assert!(codes(&v["g3"][0]).is_empty());
     assert_eq!(finding(&v["g3"][1], "KV425")["severity"], "reject");
 }
+
+#[test]
+fn pending_frames_that_wrap_the_ring_are_read_across_its_end() {
+    const C: u64 = kit::JOURNAL - 4096;
+    let mut f = frame(&[9; 32], &record(4));
+    f.resize(48, 0);
+    let place = |c: &Case, f: &[u8]| {
+        // consumed 24 bytes before the ring's end: the frame wraps.
+        let consumed = 3 * C - 24;
+        poke(&c.m[1].path, kit::JOURNAL - 24, &f[..24]);
+        poke(&c.m[1].path, 4096, &f[24..]);
+        poke(&c.m[1].path, 192, &consumed.to_le_bytes());
+        poke(&c.m[1].path, 128, &(consumed + 48).to_le_bytes());
+    };
+    let c = released();
+    place(&c, &f);
+    let (code, v) = c.run(&[]);
+    assert_eq!(code, 0, "{v:#}");
+    let p = pool(&v, &c.m[1].name);
+    assert_eq!(p["journal"]["pending"]["frames"], 1, "{p:#}");
+    assert!(p["journal"]["pending"]["frame_error"].is_null());
+    // The same frame with non-zero padding past the wrap is refused.
+    let c = released();
+    let mut bad = f.clone();
+    bad[47] = 1;
+    place(&c, &bad);
+    let (code, v) = c.run(&[]);
+    rejects(&v, code, &c.m[1].name, "KV410");
+}
