@@ -28,7 +28,7 @@ use self::rules::{
 };
 use crate::format::failure::Failure;
 use rustix::fs::FileType;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -485,7 +485,7 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
 
     let mut pools = Vec::new();
     let mut group_reports = Vec::new();
-    let mut g3_slots: BTreeSet<u64> = BTreeSet::new();
+    let mut g3_files: BTreeSet<u64> = BTreeSet::new();
     for (gi, (path, others, opens, is_dir)) in groups.into_iter().enumerate() {
         let mut reports = Vec::new();
         for (pi, x) in opens.into_iter().enumerate() {
@@ -521,7 +521,7 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
             }
             if let Some(read) = &r.read {
                 for t in tables(read) {
-                    g3_slots.extend(t.values().filter_map(|rec| rec.g3));
+                    g3_files.extend(t.g3_files.iter().copied());
                 }
             }
             if let (Some(s), Some(fd)) = (&snapshot, x.fd.as_ref()) {
@@ -549,12 +549,11 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
         pools.extend(reports);
     }
 
-    let n = o.g3_paths.len() as u64;
     let g3 = g3
         .into_iter()
         .enumerate()
         .map(|(i, (p, s))| {
-            let named = g3_slots.iter().any(|s| n > 0 && s % n == i as u64);
+            let named = g3_files.contains(&(i as u64));
             let twice = o.g3_paths[..i]
                 .iter()
                 .any(|q| q.as_os_str().as_bytes() == p.as_os_str().as_bytes());
@@ -589,7 +588,7 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
     })
 }
 
-fn tables(r: &PoolRead) -> Vec<&BTreeMap<Vec<u8>, format::Record>> {
+fn tables(r: &PoolRead) -> Vec<&rules::Table> {
     let mut v = Vec::new();
     if let Handback::Present(reg) = &r.handback {
         if let Ok(t) = &reg.records {

@@ -5,12 +5,9 @@
 //! lock, a write, a truncate, an unlink, an `mmap` or a create.
 
 use super::format::{self as fmt, Name};
-use super::rules::{
-    G3State, Handback, Journal, Options, Pending, PoolRead, Region, Stat, TABLE_CAP,
-};
+use super::rules::{G3State, Handback, Journal, Options, Pending, PoolRead, Region, Replay, Stat};
 use rustix::fs::{AtFlags, FileType, OFlags};
 use rustix::io::Errno;
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
@@ -164,23 +161,9 @@ impl Ring<'_> {
     }
 }
 
-fn apply(
-    table: &mut BTreeMap<Vec<u8>, fmt::Record>,
-    capped: &mut bool,
-    key: &[u8],
-    r: fmt::Record,
-) {
-    if r.is_removal() {
-        table.remove(key);
-    } else if table.len() < TABLE_CAP || table.contains_key(key) {
-        table.insert(key.to_vec(), r);
-    } else {
-        *capped = true;
-    }
-}
-
 /// Decodes the frames in `[consumed, published)`, bounded by the cursors.
 fn pending(
+    o: &Options,
     fd: &OwnedFd,
     consumed: u64,
     published: u64,
@@ -197,12 +180,11 @@ fn pending(
         start: 0,
         buf: Vec::new(),
     };
+    let mut table = Replay::default();
     let mut c = consumed;
     while c < published {
-        let h = ring.get(
-            c,
-            fmt::FRAME_HEADER.min(published - c).max(fmt::FRAME_HEADER),
-        )?;
+        // Cursors are multiples of 8: a whole 6-byte header is pending.
+        let h = ring.get(c, fmt::FRAME_HEADER)?;
         let h = fmt::frame_header(h.try_into().expect("6 bytes"));
         let stored = match fmt::check_ring_frame(h, published - c, cap) {
             Ok(s) => s,
@@ -219,7 +201,7 @@ fn pending(
         }
         let ks = 6 + usize::from(h.2);
         match fmt::decode_record(&frame[ks..fs], names) {
-            Ok(r) => apply(&mut p.table, &mut p.table_capped, &frame[6..ks], r),
+            Ok(r) => table.apply(&frame[6..ks], r),
             Err(e) => {
                 if p.payload_error.is_none() {
                     p.payload_error = Some((c, e));
@@ -229,6 +211,7 @@ fn pending(
         p.frames += 1;
         c += stored;
     }
+    p.table = table.summary(o);
     Ok(p)
 }
 
@@ -261,7 +244,7 @@ pub fn read_pool(
         header.published = published;
         let cap = jb - fmt::JOURNAL_HEADER_BYTES;
         let pending = if st.size >= jb && fmt::cursors_valid(published, consumed, cap) {
-            Some(pending(fd, consumed, published, cap, names.as_deref())?)
+            Some(pending(o, fd, consumed, published, cap, names.as_deref())?)
         } else {
             None
         };
@@ -383,8 +366,7 @@ fn handback(
     );
     let mut frames = 0;
     let records = fmt::handback_frames(&body).and_then(|fr| {
-        let mut t = BTreeMap::new();
-        let mut capped = false;
+        let mut t = Replay::default();
         for (k, p) in fr {
             let r = fmt::decode_record(&body[p.clone()], names).map_err(|e| {
                 format!(
@@ -392,10 +374,10 @@ fn handback(
                     k.start - 6
                 )
             })?;
-            apply(&mut t, &mut capped, &body[k], r);
+            t.apply(&body[k], r);
             frames += 1;
         }
-        Ok(t)
+        Ok(t.summary(o))
     });
     Ok(Handback::Present(Region {
         offset,

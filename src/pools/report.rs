@@ -116,7 +116,8 @@ fn journal_json(p: &PoolReport) -> Value {
         "pending": pending.as_ref().map(|x| json!({
             "frames": x.frames,
             "bytes": x.bytes,
-            "keys": x.table.len(),
+            "keys": x.table.keys,
+            "keys_capped": x.table.capped,
             "frame_error": x.frame_error.as_ref()
                 .map(|(c, e)| json!({"cursor": c, "error": e.describe()})),
             "payload_error": x.payload_error.as_ref()
@@ -144,7 +145,7 @@ fn handback_json(p: &PoolReport) -> Value {
             "computed": reg.computed.as_ref().ok().map(|d| hex(d)),
             "not_checked_why": reg.computed.as_ref().err(),
             "terms_used": reg.terms_used,
-            "records": reg.records.as_ref().ok().map(|t| t.len()),
+            "records": reg.records.as_ref().ok().map(|t| t.keys),
             "frames": reg.frames,
             "records_error": reg.records.as_ref().err(),
             "trailing_bytes": reg.trailing,

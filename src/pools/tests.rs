@@ -7,7 +7,6 @@ use super::codes::{self, Code, TABLE};
 use super::format::*;
 use super::rules::{self, Options};
 use crate::format::finding::Severity;
-use std::collections::BTreeMap;
 
 fn unhex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
@@ -263,15 +262,24 @@ fn slots_are_checked_on_the_final_table() {
         pool_layouts: Some(vec![(String::new(), 4096)]),
         ..Options::default()
     };
-    let mut t = BTreeMap::new();
-    t.insert(b"a".to_vec(), rec(vec![("", 25)], None));
+    let mut t = rules::Replay::default();
+    t.apply(b"a", rec(vec![("", 25)], None));
     assert_eq!(rules::slot_problem(&t, &o), None);
-    t.insert(b"b".to_vec(), rec(vec![("", 26)], None));
+    t.apply(b"b", rec(vec![("", 26)], None));
     assert!(rules::slot_problem(&t, &o).unwrap().contains("26 slots"));
-    t.insert(b"b".to_vec(), rec(vec![("", 25)], None));
+    t.apply(b"b", rec(vec![("", 25)], None));
     assert!(rules::slot_problem(&t, &o).unwrap().contains("twice"));
-    t.remove(b"b".as_slice());
-    t.insert(b"c".to_vec(), rec(vec![("", 1)], Some(3)));
+    // A removal (neither tier) removes the key: last write wins.
+    t.apply(
+        b"b",
+        super::format::Record {
+            g2: None,
+            g3: None,
+            position: -1,
+        },
+    );
+    assert_eq!(rules::slot_problem(&t, &o), None);
+    t.apply(b"c", rec(vec![("", 1)], Some(3)));
     assert!(rules::slot_problem(&t, &o).unwrap().contains("no G3"));
     let g3 = Options {
         g3_paths: vec!["/a".into(), "/b".into()],
@@ -279,8 +287,9 @@ fn slots_are_checked_on_the_final_table() {
         ..o.clone()
     };
     assert_eq!(rules::slot_problem(&t, &g3), None);
-    t.insert(b"d".to_vec(), rec(vec![("", 2)], Some(8)));
+    t.apply(b"d", rec(vec![("", 2)], Some(8)));
     assert!(rules::slot_problem(&t, &g3).unwrap().contains("hold 8"));
+    assert_eq!(t.summary(&g3).g3_files.len(), 2);
 }
 
 #[test]
