@@ -1,4 +1,4 @@
-"""kvcr.pools returns the document `kvcr pools --format json` prints (apart
+"""kvcr_audit.pools returns the document `kvcr pools --format json` prints (apart
 from the clock), on a pool directory KVCR 0.1.1 itself wrote
 (fixtures/pools/, recreated here), and refuses what KVCR would refuse
 (docs/format.md §16)."""
@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-import kvcr
+import kvcr_audit
 from conftest import FIXTURES, SCHEMAS, cli, same_document
 
 
@@ -37,7 +37,7 @@ def recreate(name: str, dst: Path) -> List[Tuple[Path, Tuple[int, int]]]:
 def test_pools_is_the_commands_document(tmp_path: Path) -> None:
     files = recreate("released-then-service-killed", tmp_path / "pd")
     ident = files[0][1]
-    got = kvcr.pools(
+    got = kvcr_audit.pools(
         tmp_path / "pd", identity=ident, interval_ms=0,
         pool_sizes_gb="0.0001", pool_layouts=":4096", compatibility_digest="abc",
     )
@@ -56,7 +56,7 @@ def test_pools_is_the_commands_document(tmp_path: Path) -> None:
 
 def test_a_wrong_digest_is_a_rejection_not_an_exception(tmp_path: Path) -> None:
     files = recreate("released-then-service-killed", tmp_path / "pd")
-    got = kvcr.pools(
+    got = kvcr_audit.pools(
         [tmp_path / "pd"], identity=files[0][1], interval_ms=0,
         pool_sizes_gb="0.0001", pool_layouts=":4096", compatibility_digest="abd",
     )
@@ -68,7 +68,7 @@ def test_a_wrong_digest_is_a_rejection_not_an_exception(tmp_path: Path) -> None:
 def test_the_schema_accepts_it(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     recreate("service-killed-primary-publishing", tmp_path / "pd")
-    got = kvcr.pools(tmp_path / "pd", interval_ms=0)
+    got = kvcr_audit.pools(tmp_path / "pd", interval_ms=0)
     schema = json.loads((SCHEMAS / "pools-report.schema.json").read_text())
     jsonschema.validate(got, schema)
     assert got["pools"][1]["journal"]["pending"]["frames"] == 4
@@ -86,10 +86,10 @@ def test_the_schema_accepts_it(tmp_path: Path) -> None:
 )
 def test_what_kvcr_would_refuse_is_a_usage_error(tmp_path: Path, kw: Dict[str, Any]) -> None:
     (tmp_path / "pd").mkdir()
-    with pytest.raises(kvcr.UsageError):
-        kvcr.pools(tmp_path / "pd", **kw)
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.pools(tmp_path / "pd", **kw)
 
 
 def test_no_path_is_a_usage_error() -> None:
-    with pytest.raises(kvcr.UsageError):
-        kvcr.pools([])
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.pools([])

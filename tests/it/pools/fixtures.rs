@@ -122,7 +122,7 @@ fn the_library_call_gives_the_commands_document() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().join("pd");
     let m = snapshot("released-then-service-killed", &dir);
-    let o = kvcr::api::PoolsOptions {
+    let o = kvcr_audit::api::PoolsOptions {
         pool_sizes_gb: Some("0.0001".into()),
         pool_layouts: Some(":4096".into()),
         compatibility_digest: Some("abc".into()),
@@ -130,7 +130,7 @@ fn the_library_call_gives_the_commands_document() {
         interval_ms: Some(0),
         ..Default::default()
     };
-    let doc = kvcr::api::pools(std::slice::from_ref(&dir), &o).unwrap();
+    let doc = kvcr_audit::api::pools(std::slice::from_ref(&dir), &o).unwrap();
     assert_eq!(doc.exit_status(), 0);
     let mut lib: serde_json::Value = serde_json::from_str(doc.as_json()).unwrap();
     kit::check_schema(&lib);
@@ -143,11 +143,11 @@ fn the_library_call_gives_the_commands_document() {
     }
     assert_eq!(lib, cli);
     // What KVCR would refuse is refused here too, as a usage error.
-    let bad = kvcr::api::PoolsOptions {
+    let bad = kvcr_audit::api::PoolsOptions {
         pool_layouts: Some("a:1,a:1".into()),
         ..Default::default()
     };
-    let e = kvcr::api::pools(std::slice::from_ref(&dir), &bad).unwrap_err();
+    let e = kvcr_audit::api::pools(std::slice::from_ref(&dir), &bad).unwrap_err();
     assert!(e.to_string().contains("--pool-layouts"), "{e}");
-    assert!(kvcr::api::pools(&[], &o).is_err());
+    assert!(kvcr_audit::api::pools(&[], &o).is_err());
 }
