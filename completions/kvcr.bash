@@ -43,6 +43,9 @@ _kvcr() {
             kvcr,merge)
                 cmd="kvcr__subcmd__merge"
                 ;;
+            kvcr,pools)
+                cmd="kvcr__subcmd__pools"
+                ;;
             kvcr,profile)
                 cmd="kvcr__subcmd__profile"
                 ;;
@@ -79,6 +82,9 @@ _kvcr() {
             kvcr__subcmd__help,merge)
                 cmd="kvcr__subcmd__help__subcmd__merge"
                 ;;
+            kvcr__subcmd__help,pools)
+                cmd="kvcr__subcmd__help__subcmd__pools"
+                ;;
             kvcr__subcmd__help,profile)
                 cmd="kvcr__subcmd__help__subcmd__profile"
                 ;;
@@ -95,7 +101,7 @@ _kvcr() {
 
     case "${cmd}" in
         kvcr)
-            opts="-h -V --help --version audit import explain merge profile gms examine completions schema seal digest help"
+            opts="-h -V --help --version audit import explain merge profile gms pools examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -253,7 +259,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__help)
-            opts="audit import explain merge profile gms examine completions schema seal digest help"
+            opts="audit import explain merge profile gms pools examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -392,6 +398,20 @@ _kvcr() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kvcr__subcmd__help__subcmd__pools)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kvcr__subcmd__help__subcmd__profile)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -509,6 +529,68 @@ _kvcr() {
                     ;;
                 --color)
                     COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvcr__subcmd__pools)
+            opts="-h --live --socket-path --guard-count --pool-sizes-gb --journal-bytes --pool-layouts --compatibility-digest --page-size --g3-paths --capacity-bytes-per-file --identity --interval-ms --format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --socket-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --guard-count)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pool-sizes-gb)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --journal-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pool-layouts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --compatibility-digest)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --page-size)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --g3-paths)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --capacity-bytes-per-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --identity)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -32,6 +32,7 @@ complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "explain" -d 'What a findi
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "gms" -d 'Read-only check of what Dynamo\'s GPU Memory Service left on this node (docs/format.md §14)'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "pools" -d 'Read-only check of NVIDIA KVCR\'s pool files: journal, handback, slots, liveness (docs/format.md §16)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report'
@@ -99,6 +100,22 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l format -d 'Output form
 json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l live -d 'Also check this node\'s processes: lease owners under GMS\'s default owner id, and a held recovery barrier\'s owner'
 complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l socket-path -d 'The service\'s --socket-path (ties the listening service to its pools)' -r -F
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l guard-count -d 'The service\'s --guard-count: pool_0 … pool_{N-1} are expected' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l pool-sizes-gb -d 'The service\'s --pool-sizes-gb (GiB, comma-separated, each rounded down to the page)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l journal-bytes -d 'KVCR\'s journal_bytes (its service CLI always uses 104857600)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l pool-layouts -d 'The claimant\'s pool_layouts as NAME:BLOCK_BYTES,... (vLLM: one pool with an empty name, ":<row bytes>")' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l compatibility-digest -d 'The service\'s --compatibility-digest (checks a handback region\'s digest)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l page-size -d 'The writing host\'s page size (mmap.PAGESIZE)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l g3-paths -d 'G3Options.paths, in the primary\'s order (comma-separated or repeated)' -r -F
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l capacity-bytes-per-file -d 'G3Options.capacity_bytes_per_file' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l identity -d 'The original file\'s (st_dev, st_ino), to check a copy\'s handback digest' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l interval-ms -d 'Milliseconds between the two reads (0 to 60000)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l format -d 'Output format (json: one kvcr.pools-report/v1 document on stdout)' -r -f -a "table\t''
+json\t''
+prometheus\t''"
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -l live -d 'Also say who holds each pool (/proc/locks, /proc/net/unix): live, leaked, orphan, or not checked and why'
+complete -c kvcr -n "__fish_kvcr_using_subcommand pools" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -l format -d 'Output format' -r -f -a "table\t''
 json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -108,15 +125,16 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s q -l quiet -d 'Print 
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -l reseal-edited -d 'Also seal a file whose digest does not match its content (edited or damaged after sealing: KV008), as it is now; without this flag such a file is refused. Say so only after checking what changed'
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand digest" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "gms" -d 'Read-only check of what Dynamo\'s GPU Memory Service left on this node (docs/format.md §14)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files written without one (docs/format.md §3.5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "gms" -d 'Read-only check of what Dynamo\'s GPU Memory Service left on this node (docs/format.md §14)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "pools" -d 'Read-only check of NVIDIA KVCR\'s pool files: journal, handback, slots, liveness (docs/format.md §16)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files written without one (docs/format.md §3.5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms pools examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

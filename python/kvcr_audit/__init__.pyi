@@ -1,7 +1,7 @@
 import os
 import pathlib
 import uuid
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -67,6 +67,22 @@ def gms(
     binding: Optional[str] = None,
     interval_ms: Optional[int] = None,
     env: Optional[Mapping[Union[str, bytes], Union[str, bytes]]] = None,
+) -> Dict[str, Any]: ...
+def pools(
+    paths: Union[StrPath, Sequence[StrPath]],
+    *,
+    live: bool = False,
+    socket_path: Optional[StrPath] = None,
+    guard_count: Optional[int] = None,
+    pool_sizes_gb: Optional[str] = None,
+    journal_bytes: Optional[int] = None,
+    pool_layouts: Optional[str] = None,
+    compatibility_digest: Optional[str] = None,
+    page_size: Optional[int] = None,
+    g3_paths: Sequence[StrPath] = (),
+    capacity_bytes_per_file: Optional[int] = None,
+    identity: Optional[Tuple[int, int]] = None,
+    interval_ms: Optional[int] = None,
 ) -> Dict[str, Any]: ...
 def gate(
     root: StrPath,

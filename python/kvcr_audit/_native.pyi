@@ -38,6 +38,21 @@ def gms(
     binding: Optional[str],
     interval_ms: Optional[int],
 ) -> str: ...
+def pools(
+    paths: List[bytes],
+    live: bool,
+    socket_path: Optional[bytes],
+    guard_count: Optional[int],
+    pool_sizes_gb: Optional[str],
+    journal_bytes: Optional[int],
+    pool_layouts: Optional[str],
+    compatibility_digest: Optional[str],
+    page_size: Optional[int],
+    g3_paths: List[bytes],
+    capacity_bytes_per_file: Optional[int],
+    identity: Optional[Tuple[int, int]],
+    interval_ms: Optional[int],
+) -> str: ...
 def gate(
     root: bytes,
     profile_path: Optional[bytes],

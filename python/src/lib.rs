@@ -444,6 +444,50 @@ fn gms(
     })
 }
 
+/// `kvcr pools PATH... --format json`, with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (paths, live, socket_path, guard_count, pool_sizes_gb, journal_bytes,
+                    pool_layouts, compatibility_digest, page_size, g3_paths,
+                    capacity_bytes_per_file, identity, interval_ms))]
+#[allow(clippy::too_many_arguments)]
+fn pools(
+    py: Python<'_>,
+    paths: Vec<Vec<u8>>,
+    live: bool,
+    socket_path: Option<Vec<u8>>,
+    guard_count: Option<u64>,
+    pool_sizes_gb: Option<String>,
+    journal_bytes: Option<u64>,
+    pool_layouts: Option<String>,
+    compatibility_digest: Option<String>,
+    page_size: Option<u64>,
+    g3_paths: Vec<Vec<u8>>,
+    capacity_bytes_per_file: Option<u64>,
+    identity: Option<(u64, u64)>,
+    interval_ms: Option<u64>,
+) -> PyResult<String> {
+    guarded(move || {
+        let o = api::PoolsOptions {
+            live,
+            socket_path: socket_path.map(|p| path(&p)),
+            guard_count,
+            pool_sizes_gb,
+            journal_bytes,
+            pool_layouts,
+            compatibility_digest,
+            page_size,
+            g3_paths: g3_paths.iter().map(|p| path(p)).collect(),
+            capacity_bytes_per_file,
+            identity,
+            interval_ms,
+        };
+        let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();
+        py.detach(move || api::pools(&paths, &o))
+            .map(api::Document::into_json)
+            .map_err(raise)
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
@@ -461,5 +505,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(current_epoch, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(gms, m)?)?;
+    m.add_function(wrap_pyfunction!(pools, m)?)?;
     Ok(())
 }

@@ -529,6 +529,29 @@ pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
     Document::of(&doc, run.exit_status())
 }
 
+/// What [`pools`] is asked for: the options of `kvcr pools`, named after
+/// KVCR's own flags and configuration fields (docs/format.md §16.2); the
+/// command line resolves the same struct.
+pub use crate::pools::Asked as PoolsOptions;
+
+/// Reads NVIDIA KVCR's pool files and judges them, read-only: the
+/// `kvcr.pools-report/v1` document `kvcr pools PATH... --format json`
+/// prints (docs/format.md §16). No path is [`Error::Usage`] (KVCR has no
+/// default pool directory), as is a path that does not exist, cannot be
+/// read or is no pool file.
+pub fn pools(paths: &[PathBuf], o: &PoolsOptions) -> Result<Document, Error> {
+    let options = crate::pools::resolve(paths, o)?;
+    let run = crate::pools::run(&options, &|ms| {
+        std::thread::sleep(std::time::Duration::from_millis(ms))
+    })?;
+    let doc = crate::pools::report::document(
+        &run,
+        crate::io::node::now_unix_ms(),
+        &crate::io::node::hostname(),
+    );
+    Document::of(&doc, run.exit_status())
+}
+
 /// Decodes and checks one descriptor file on its own: the `kvcr.examine/v1`
 /// document `kvcr examine FILE --format json` prints.
 pub fn examine(path: &Path) -> Result<Document, Error> {

@@ -16,9 +16,13 @@ pub struct ExplainArgs {
 
 /// `kvcr explain`.
 pub fn run(a: &ExplainArgs) -> Result<i32, Failure> {
+    let pools = crate::pools::codes::Code::parse;
     let text = match a.code.as_deref().map(|c| (c, Code::parse(c))) {
-        None => explain::render_list(),
+        None => explain::render_list() + &crate::pools::codes::list(),
         Some((_, Some(code))) => explain::render(code),
+        Some((c, None)) if pools(c).is_some() => {
+            crate::pools::codes::explain(pools(c).expect("checked"))
+        }
         Some((c, None)) => {
             return Err(Failure::usage(
                 format!(

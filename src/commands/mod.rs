@@ -15,6 +15,7 @@ pub mod explain;
 pub mod gms;
 pub mod import;
 pub mod merge;
+pub mod pools;
 pub mod profile;
 pub mod schema;
 pub mod seal;
@@ -56,6 +57,17 @@ pub enum Command {
     /// found), 1 when one is rejected, 2 when a PATH is missing, unreadable
     /// or no GMS artifact.
     Gms(gms::GmsArgs),
+    /// Read-only check of NVIDIA KVCR's pool files: journal, handback, slots, liveness (docs/format.md §16).
+    ///
+    /// Per pool file (kvcr-pool_<i>-<generation>): identity, the journal's
+    /// invalid flag, cursors and pending frames (never the pool's content),
+    /// the handback region and its digest, the slots records name, what
+    /// KVCR itself would do, and with --live who holds it. Per pool
+    /// directory: every pool_0 … pool_{N-1} once, equal mapping sizes, one
+    /// generation each. Never locks, writes, maps or connects. Exit 0 when
+    /// nothing is rejected, 1 when something is, 2 when a PATH is missing
+    /// or unreadable.
+    Pools(pools::PoolsArgs),
     /// Decode and check one descriptor file on its own (like mdadm --examine).
     ///
     /// Prints its fields, the digest status, the bytes the geometry needs
@@ -115,6 +127,7 @@ impl Command {
             Command::Profile(_) => ("profile", false),
             Command::Examine(a) => ("examine", a.format == examine::ExamineFormat::Json),
             Command::Gms(a) => ("gms", a.format == gms::GmsFormat::Json),
+            Command::Pools(a) => ("pools", a.format == pools::PoolsFormat::Json),
             Command::Explain(_) => ("explain", false),
             Command::Completions(_) => ("completions", false),
             Command::Schema(_) => ("schema", false),
@@ -144,6 +157,7 @@ pub fn run(command: &Command, cli: impl FnOnce() -> clap::Command) -> Result<i32
         Command::Profile(a) => settings::inventory_for_profile(a).and_then(|i| profile::run(&i)),
         Command::Examine(a) => examine::run(&a.file, a.format),
         Command::Gms(a) => gms::run(a),
+        Command::Pools(a) => pools::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Completions(a) => completions::run(a, cli()),
         Command::Schema(a) => schema::run(a),

@@ -26,6 +26,7 @@ mod fleet;
 mod gms;
 mod import;
 mod library;
+mod pools;
 mod producer;
 mod project;
 mod report;

@@ -264,6 +264,10 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
         Some("gms") => {
             "Every GMS artifact is ok (notices allowed), or none was found where kvcr looked."
         }
+        Some("pools") => {
+            "No pool file, pool directory or G3 file is rejected (notices allowed), or the \
+             directory holds no pool file (what a clean stop leaves)."
+        }
         _ => {
             "Every group in scope was accepted (audit, merge); the import was done (import); \
              the text was printed (explain, completions, schema)."
@@ -289,6 +293,11 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "Usage error, or the run could not happen: a PATH does not exist, is a symlink, \
              cannot be read (run as root or as the artifact's owner), or is a file that is no \
              GMS artifact."
+        }
+        Some("pools") => {
+            "Usage error, or the run could not happen: no PATH (KVCR has no default pool \
+             directory), a PATH that does not exist, is a symlink, cannot be read, or is a file \
+             not named kvcr-<pool id>-<32 hex>."
         }
         Some("import") => {
             "Usage error, or the run could not happen: the root is missing, no deployment \
@@ -329,6 +338,10 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "A GMS artifact was rejected: a finding in both reads (docs/format.md §14.6); \
              recovery metadata that GMS would start FRESH."
         }
+        Some("pools") => {
+            "A pool file, a pool directory or a G3 file was rejected: a rejecting finding in \
+             both reads (docs/format.md §16.6), such as a handback digest KVCR would refuse."
+        }
         _ => {
             "At least one group was rejected, or a file-level finding rejects (a symlink, a \
              torn write, a malformed descriptor); import: or no descriptor was found. Nothing \
@@ -360,7 +373,7 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
     ];
     let wanted: &[i32] = match sub {
         Some("audit") | Some("merge") | Some("seal") | Some("digest") | Some("examine")
-        | Some("gms") => &[exit::OK, exit::REJECTED, exit::USAGE],
+        | Some("gms") | Some("pools") => &[exit::OK, exit::REJECTED, exit::USAGE],
         Some("explain") | Some("completions") | Some("schema") => &[exit::OK, exit::USAGE],
         _ => &[
             exit::OK,
@@ -463,6 +476,7 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
         Some("explain")
             | Some("completions")
             | Some("schema")
+            | Some("pools")
             | Some("seal")
             | Some("digest")
             | Some("examine")
@@ -751,6 +765,24 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
             ex(
                 "Every GMS artifact in one directory (its files by content, not by name)",
                 "kvcr gms /run/kvcr/",
+                0,
+            ),
+        ],
+        Some("pools") => vec![
+            ex(
+                "Every pool file of a service's --pool-dir, with who holds each",
+                "kvcr pools /dev/shm/kvcr --live",
+                0,
+            ),
+            ex(
+                "Check the handback digests against the service's and the claimant's terms",
+                "kvcr pools /dev/shm/kvcr --pool-sizes-gb 64 --compatibility-digest \"$D\" \
+                 --pool-layouts :2097152",
+                0,
+            ),
+            ex(
+                "One JSON document for a monitor",
+                "kvcr pools /dev/shm/kvcr --live --format json",
                 0,
             ),
         ],

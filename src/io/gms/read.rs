@@ -63,7 +63,7 @@ fn flags() -> OFlags {
 
 /// Opens `name` beneath `dir` (or `name` itself when `dir` is `None`)
 /// read-only, without following a symlink, with `O_NOATIME` when allowed.
-fn open_ro(dir: Option<BorrowedFd<'_>>, name: &Path, extra: OFlags) -> Result<OwnedFd, Errno> {
+pub fn open_ro(dir: Option<BorrowedFd<'_>>, name: &Path, extra: OFlags) -> Result<OwnedFd, Errno> {
     let open = |f: OFlags| {
         retry_on_intr(|| match dir {
             Some(d) => rustix::fs::openat(d, name, f, Mode::empty()),

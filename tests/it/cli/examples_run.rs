@@ -524,6 +524,12 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         issing, rejected (exit 1)",
         Status(1),
     ),
+    // KVCR pools: the world's pool directory is empty (a clean stop).
+    (
+        "docs/runbook.md",
+        "kvcr pools /dev/shm/kvcr --live --socket-path /run/kvcr/memory.sock --pool-sizes-gb 64",
+        Status(0),
+    ),
     // this machine runs no GMS, so nothing is found.
     (
         "docs/runbook.md",
@@ -598,6 +604,7 @@ impl World {
         .unwrap();
         for d in [
             "run/kvcr",
+            "dev/shm/kvcr",
             "var/lib/prometheus/node-exporter",
             "var/log/kvcr",
             "tmp",
@@ -630,6 +637,7 @@ impl World {
             "/var/lib/prometheus/node-exporter",
             "/etc/kvcr/",
             "/run/kvcr/",
+            "/dev/shm/kvcr",
             "/tmp/inv",
         ] {
             s = s.replace(p, &format!("{w}{p}"));

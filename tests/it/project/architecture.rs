@@ -522,6 +522,7 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 /// - `report`: the printers (they take what the rules made; no I/O but the
 ///   writer they are handed);
 /// - `io`: everything that touches the system, and the audit service;
+/// - `pools`: `kvcr pools`, one vertical folder (see [`POOLS_LAYERS`]);
 /// - `import`: the import (see [`IMPORT_LAYERS`]);
 /// - `api`: the library;
 /// - `commands`: one file per subcommand, and the settings;
@@ -531,6 +532,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rules", &["rules"]),
     ("report", &["report"]),
     ("io", &["io"]),
+    ("pools", &["pools"]),
     ("import", &["import"]),
     ("api", &["api"]),
     ("commands", &["commands"]),
@@ -548,6 +550,18 @@ const IMPORT_LAYERS: &[(&str, &[&str])] = &[
     ("report", &["report"]),
     ("gate", &["gate"]),
     ("command", &["command", "import"]),
+];
+
+/// The layers inside `pools/`, lowest first: its codes, the on-disk
+/// format, the pure rules, the reads of files and of `/proc`, the printers,
+/// and the run (`pools/mod.rs`).
+const POOLS_LAYERS: &[(&str, &[&str])] = &[
+    ("codes", &["codes"]),
+    ("format", &["format"]),
+    ("rules", &["rules"]),
+    ("read", &["read", "live"]),
+    ("report", &["report"]),
+    ("run", &["pools"]),
 ];
 
 /// The back arrows still in `src/`: none, and none may be listed. The
@@ -676,6 +690,14 @@ fn no_arrow_runs_back_up_the_layers() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     if let Err(msg) = judge_layers(&src, LAYERS, KNOWN_BACK) {
         panic!("layering of src/ (tests/it/project/architecture.rs LAYERS):\n{msg}");
+    }
+}
+
+#[test]
+fn the_pools_folder_reads_format_rules_read_report_run() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    if let Err(msg) = judge_layers_in(&src, "pools", POOLS_LAYERS, &[]) {
+        panic!("layering of src/pools/ (tests/it/project/architecture.rs POOLS_LAYERS):\n{msg}");
     }
 }
 
