@@ -20,7 +20,9 @@
  * file: one read per file. Prints the number of files and bytes read.
  *
  * Built by benches/bench.py with `cc -O2 -pthread`; C, so that no runtime
- * or allocator of kvcr's own sits under the floor.
+ * or allocator of kvcr's own sits under the floor. With -DFLOOR_LIB
+ * -shared -fPIC it is the in-process floor python/bench/audit_inprocess.py
+ * calls through ctypes (kvcr_floor_read below).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -123,7 +125,7 @@ static void *worker(void *arg) {
         for (;;) {
             if (i < atomic_load_explicit(&published, memory_order_acquire)) break;
             if (atomic_load(&walk_done) && i >= atomic_load(&published)) {
-                free(buf);
+                if (buf != walker_buf) free(buf); /* the walker's is kept for the next run */
                 return NULL;
             }
             sched_yield();
@@ -132,29 +134,26 @@ static void *worker(void *arg) {
     }
 }
 
-int main(int argc, char **argv) {
-    if (argc < 3 || (strcmp(argv[1], "plain") && strcmp(argv[1], "rule"))) {
-        fprintf(stderr, "usage: floor plain|rule ROOT [THREADS]\n");
-        return 2;
-    }
-    rule = !strcmp(argv[1], "rule");
-    const char *root = argv[2];
-    if (argc > 3) threads = atoi(argv[3]);
-    if (threads <= 0) {
-        cpu_set_t set;
-        threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    }
+/* Walks ROOT and reads every regular file on `threads` threads (the
+ * walking thread included); returns the bytes read, counts the files. */
+static size_t run_floor(const char *root, int with_rule, size_t *files) {
+    rule = with_rule;
     root_len = strlen(root);
+    atomic_store(&published, 0);
+    atomic_store(&next_job, 0);
+    atomic_store(&walk_done, 0);
+    walker_count.files = walker_count.bytes = 0;
     root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root_fd < 0) die("open", root);
-    if (rule) {
+    /* /proc/self/fd is opened once per process and kept, as kvcr keeps it. */
+    if (rule && proc_fd <= 0) {
         proc_fd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (proc_fd < 0) die("open", "/proc/self/fd");
     }
     pthread_t tid[256];
     struct count counts[256] = {{0, 0}};
     if (threads > 256) threads = 256;
-    if (!(walker_buf = malloc(BUF))) die("malloc", "buffer");
+    if (!walker_buf && !(walker_buf = malloc(BUF))) die("malloc", "buffer");
     for (int t = 1; t < threads; t++)
         if (pthread_create(&tid[t], NULL, worker, &counts[t])) die("pthread_create", "");
     if (nftw(root, visit, 64, FTW_PHYS) != 0) die("nftw", root);
@@ -166,6 +165,38 @@ int main(int argc, char **argv) {
         total.files += counts[t].files;
         total.bytes += counts[t].bytes;
     }
-    printf("%zu files, %zu bytes, %d threads\n", total.files, total.bytes, threads);
+    size_t n = atomic_load(&published);
+    for (size_t i = 0; i < n; i++) free(chunks[i / CHUNK][i % CHUNK]);
+    for (size_t c = 0; c * CHUNK < n; c++) free(chunks[c]);
+    close(root_fd);
+    *files = total.files;
+    return total.bytes;
+}
+
+#ifdef FLOOR_LIB
+/* The in-process floor of python/bench/audit_inprocess.py (issue #39 §3),
+ * called through ctypes: one thread, as kvcr's in-process audit of one
+ * group uses (no helper starts for fewer than 16 descriptors). Returns the
+ * bytes read; *files gets the number of files. */
+long kvcr_floor_read(const char *root, int with_rule, long *files) {
+    threads = 1;
+    size_t n = 0, bytes = run_floor(root, with_rule, &n);
+    *files = (long)n;
+    return (long)bytes;
+}
+#else
+int main(int argc, char **argv) {
+    if (argc < 3 || (strcmp(argv[1], "plain") && strcmp(argv[1], "rule"))) {
+        fprintf(stderr, "usage: floor plain|rule ROOT [THREADS]\n");
+        return 2;
+    }
+    if (argc > 3) threads = atoi(argv[3]);
+    if (threads <= 0) {
+        cpu_set_t set;
+        threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    }
+    size_t files = 0, bytes = run_floor(argv[2], !strcmp(argv[1], "rule"), &files);
+    printf("%zu files, %zu bytes, %d threads\n", files, bytes, threads);
     return 0;
 }
+#endif
