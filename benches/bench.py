@@ -132,16 +132,22 @@ def time_contenders(contenders, n):
             rss[name].append(maxrss)
             cpu[name].append(used)
     print(f"\n{n} runs each, interleaved (ABBA), warm cache; load average {start} at start, {load()} at end")
-    print("  (median wall, min–max; median CPU user+sys; peak RSS; wall / read floor; wall / §2.3 floor)")
+    print(
+        "  (median wall, min–max; median CPU user+sys; peak RSS;"
+        " wall / read floor, wall / §2.3 floor; CPU / read floor, CPU / §2.3 floor)"
+    )
     plain, rule = median(times["read floor"]), median(times["§2.3 floor"])
+    cplain, crule = median(cpu["read floor"]), median(cpu["§2.3 floor"])
     for name, _, _ in contenders:
         t = times[name]
-        m = median(t)
+        m, c = median(t), median(cpu[name])
         print(
             f"  {name:14s} {m:7.3f} s   ({min(t):.3f}–{max(t):.3f})"
-            f"   CPU {median(cpu[name]):6.3f} s   peak RSS {max(rss[name]) / 1024:6.1f} MiB"
-            f"   {m / plain:5.2f}×  {m / rule:5.2f}×"
+            f"   CPU {c:6.3f} s   peak RSS {max(rss[name]) / 1024:6.1f} MiB"
+            f"   wall {m / plain:5.2f}× {m / rule:5.2f}×   CPU {c / cplain:5.2f}× {c / crule:5.2f}×"
         )
+    if "baseline" in times:
+        print(f"  CPU kvcr / baseline {median(cpu['kvcr']) / median(cpu['baseline']):.3f}×")
     return times
 
 
