@@ -48,7 +48,6 @@
 /// Deepest allowed nesting of arrays/objects (the top-level object is depth 1).
 pub const MAX_DEPTH: usize = 32;
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -546,16 +545,12 @@ pub fn parse(bytes: &[u8]) -> Result<Doc<'_>, JsonError> {
     if u32::try_from(bytes.len()).is_err() {
         return err(0, "input larger than 4 GiB");
     }
-    // About one node per 16 bytes in a pretty-printed descriptor; the list
-    // is this thread's kept one when there is one (see `impl Drop for Doc`).
-    let mut nodes = NODES.with(Cell::take);
-    nodes.clear();
-    nodes.reserve(bytes.len() / 16 + 4);
     let mut p = Parser {
         src,
         b: bytes,
         pos: 0,
-        nodes,
+        // About one node per 16 bytes in a pretty-printed descriptor.
+        nodes: Vec::with_capacity(bytes.len() / 16 + 4),
         decoded: String::new(),
     };
     p.skip_ws();
@@ -572,36 +567,6 @@ pub fn parse(bytes: &[u8]) -> Result<Doc<'_>, JsonError> {
         nodes: p.nodes,
         decoded: p.decoded,
     })
-}
-
-thread_local! {
-    /// The node list of the last document dropped on this thread, kept for
-    /// the next [`parse`]: an audit parses one descriptor after another on
-    /// each thread, and a descriptor's list (about 9 KB) would otherwise be
-    /// allocated and freed for each.
-    static NODES: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
-}
-
-/// The largest node list kept for reuse (about 112 KiB): a larger
-/// document's list is freed as usual, so what a thread keeps stays small.
-const KEPT_NODES: usize = 4096;
-
-impl Drop for Doc<'_> {
-    fn drop(&mut self) {
-        let nodes = std::mem::take(&mut self.nodes);
-        if nodes.capacity() > KEPT_NODES {
-            return;
-        }
-        // During thread exit the slot may be gone: the list is then freed.
-        let _ = NODES.try_with(|kept| {
-            let old = kept.take();
-            kept.set(if nodes.capacity() >= old.capacity() {
-                nodes
-            } else {
-                old
-            });
-        });
-    }
 }
 
 /// A member key: its span packed into one word (`start | end << 32`: one
