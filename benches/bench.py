@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Times kvcr against the floor (reading the files) and a plain Python
+"""Times kvcr against the floors (reading the files: benches/floor.c plain
+and under docs/format.md §2.3, and find | cat) and a plain Python
 validator on a generated inventory; see docs/bench.md. Run through
 benches/audit.sh, which builds kvcr and the generator first.
 
