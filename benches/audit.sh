@@ -2,9 +2,11 @@
 # The audit benchmark of issue #6 (see docs/bench.md): builds kvcr and the
 # inventory generator in release mode, generates 2,500 groups × 8 ranks
 # (20,000 descriptors, ~100 MB, real digests) once, then times, warm cache,
-# alternating: the floor (find … -exec cat), a plain Python validator and
-# `kvcr audit --format json`; prints medians, ratios, peak RSS (2,500 and
-# 10,000 groups) and the latency of auditing one 8-rank group.
+# interleaved: the read floors (benches/floor.c, plain and under
+# docs/format.md §2.3, built by bench.py with cc -O2), find … -exec cat, a
+# plain Python validator and `kvcr audit --format json`; prints medians,
+# ratios to both floors, peak RSS (2,500 and 10,000 groups) and the latency
+# of auditing one 8-rank group.
 #
 # Usage: benches/audit.sh [DIR] [-- extra options of benches/bench.py]
 #   DIR: where inventories are generated and kept for the next run

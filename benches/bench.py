@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Times kvcr against the floor (reading the files) and a plain Python
+"""Times kvcr against the floors (reading the files: benches/floor.c plain
+and under docs/format.md §2.3, and find | cat) and a plain Python
 validator on a generated inventory; see docs/bench.md. Run through
 benches/audit.sh, which builds kvcr and the generator first.
 
@@ -91,6 +92,66 @@ def median(xs):
     return statistics.median(xs)
 
 
+def build_floor(args):
+    """benches/floor.c (the read floors of docs/bench.md), built with cc -O2."""
+    if args.floor:
+        return args.floor
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor.c")
+    out = os.path.join(args.dir, "floor")
+    subprocess.run(["cc", "-O2", "-pthread", "-o", out, src], check=True)
+    return out
+
+
+def floors(floor_bin, root):
+    """The contenders that only read: the tight reader (open, read, close),
+    the same under docs/format.md §2.3 (O_PATH open, fstat, reopen through
+    /proc/self/fd, read, close), both on kvcr's default thread count, and
+    find | cat."""
+    return [
+        ("read floor", [floor_bin, "plain", root], None),
+        ("§2.3 floor", [floor_bin, "rule", root], None),
+        ("find|cat", ["sh", "-c", f"find '{root}' -type f -exec cat {{}} + > /dev/null"], None),
+    ]
+
+
+def time_contenders(contenders, n):
+    """Times each contender n times, warm cache, interleaved: one warm-up
+    run each, then rounds in which the order is reversed every other round
+    (ABBA), so no contender always runs right after the same one. Prints
+    medians and the ratios to both floors; returns the wall times."""
+    for _, argv, env in contenders:  # warm the cache and the binaries
+        run(argv, env)
+    times = {name: [] for name, _, _ in contenders}
+    rss = {name: [] for name, _, _ in contenders}
+    cpu = {name: [] for name, _, _ in contenders}
+    start = load()
+    for i in range(n):
+        for name, argv, env in contenders if i % 2 == 0 else contenders[::-1]:
+            wall, maxrss, code, used = run(argv, env)
+            assert code == 0, f"{name}: exit status {code}"
+            times[name].append(wall)
+            rss[name].append(maxrss)
+            cpu[name].append(used)
+    print(f"\n{n} runs each, interleaved (ABBA), warm cache; load average {start} at start, {load()} at end")
+    print(
+        "  (median wall, min–max; median CPU user+sys; peak RSS;"
+        " wall / read floor, wall / §2.3 floor; CPU / read floor, CPU / §2.3 floor)"
+    )
+    plain, rule = median(times["read floor"]), median(times["§2.3 floor"])
+    cplain, crule = median(cpu["read floor"]), median(cpu["§2.3 floor"])
+    for name, _, _ in contenders:
+        t = times[name]
+        m, c = median(t), median(cpu[name])
+        print(
+            f"  {name:14s} {m:7.3f} s   ({min(t):.3f}–{max(t):.3f})"
+            f"   CPU {c:6.3f} s   peak RSS {max(rss[name]) / 1024:6.1f} MiB"
+            f"   wall {m / plain:5.2f}× {m / rule:5.2f}×   CPU {c / cplain:5.2f}× {c / crule:5.2f}×"
+        )
+    if "baseline" in times:
+        print(f"  CPU kvcr / baseline {median(cpu['kvcr']) / median(cpu['baseline']):.3f}×")
+    return times
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kvcr", required=True)
@@ -102,6 +163,9 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--scale-groups", type=int, default=10000, help="0: skip the RSS scaling run")
     ap.add_argument("--latency-runs", type=int, default=200)
+    ap.add_argument("--scale-runs", type=int, default=3, help="runs each at --scale-groups")
+    ap.add_argument("--no-python", action="store_true", help="leave the Python validator out of the timed runs")
+    ap.add_argument("--floor", help="a built benches/floor.c (default: built with cc -O2 into --dir)")
     ap.add_argument("--kvcr-baseline", help="another kvcr binary (e.g. before a change) timed in the same run")
     args = ap.parse_args()
     global RUNNER
@@ -114,44 +178,26 @@ def main():
     print(f"inventory: {root}: {n} descriptors, {args.groups} groups, {total / 1e6:.1f} MB")
     check_agreement(args, root, args.groups)
 
+    floor_bin = build_floor(args)
     env1 = dict(os.environ, KVCR_THREADS="1")
-    contenders = [
-        ("floor", ["sh", "-c", f"find '{root}' -type f -exec cat {{}} + > /dev/null"], None),
-        ("python", [sys.executable, args.validator, root], None),
+    contenders = floors(floor_bin, root) + [
         ("kvcr", [args.kvcr, "audit", root, "--format", "json"], None),
         ("kvcr 1 thread", [args.kvcr, "audit", root, "--format", "json"], env1),
     ]
+    if not args.no_python:
+        contenders.insert(3, ("python", [sys.executable, args.validator, root], None))
     if args.kvcr_baseline:
         contenders += [
             ("baseline", [args.kvcr_baseline, "audit", root, "--format", "json"], None),
             ("baseline 1 thr", [args.kvcr_baseline, "audit", root, "--format", "json"], env1),
         ]
-    for _, argv, env in contenders:  # warm the cache and the binaries
-        run(argv, env)
-    times = {name: [] for name, _, _ in contenders}
-    rss = {name: [] for name, _, _ in contenders}
-    cpu = {name: [] for name, _, _ in contenders}
-    for _ in range(args.runs):
-        for name, argv, env in contenders:
-            wall, maxrss, _, used = run(argv, env)
-            times[name].append(wall)
-            rss[name].append(maxrss)
-            cpu[name].append(used)
-
-    print(f"\n{args.runs} runs each, alternating, warm cache (median wall, min–max; median CPU user+sys):")
-    for name, _, _ in contenders:
-        t = times[name]
-        print(
-            f"  {name:14s} {median(t):7.3f} s   ({min(t):.3f}–{max(t):.3f})"
-            f"   CPU {median(cpu[name]):6.3f} s   peak RSS {max(rss[name]) / 1024:6.1f} MiB"
-        )
-    floor, py, kv = (median(times[k]) for k in ("floor", "python", "kvcr"))
-    print(f"  kvcr / floor   {kv / floor:6.2f}×   (target ≤ 1.2×, stretch ≤ 1.0×)")
-    print(f"  python / kvcr  {py / kv:6.1f}×")
+    times = time_contenders(contenders, args.runs)
+    kv = median(times["kvcr"])
+    if not args.no_python:
+        print(f"  python / kvcr  {median(times['python']) / kv:6.1f}×")
     if args.kvcr_baseline:
         base = median(times["baseline"])
-        print(f"  baseline / floor {base / floor:6.2f}×   (kvcr / baseline {kv / base:.3f}×)")
-    print(f"  kvcr peak RSS at {args.groups} groups: {max(rss['kvcr']) / 1024:.1f} MiB")
+        print(f"  kvcr / baseline {kv / base:.3f}×   (1 thread: {median(times['kvcr 1 thread']) / median(times['baseline 1 thr']):.3f}×)")
 
     # One 8-rank group, process start to exit.
     with tempfile.TemporaryDirectory() as t:
@@ -169,12 +215,14 @@ def main():
     if args.scale_groups:
         big = os.path.join(args.dir, f"inv-{args.scale_groups}")
         generate(args.gen, big, args.scale_groups)
-        argv = [args.kvcr, "audit", big, "--format", "json"]
-        res = runs(argv, 4)[1:]
-        print(
-            f"\nscale: {args.scale_groups} groups ({args.scale_groups * 8} descriptors): kvcr median"
-            f" {median([r[0] for r in res]):.3f} s, peak RSS {max(r[1] for r in res) / 1024:.1f} MiB"
-        )
+        n, total = size_of(big)
+        print(f"\nscale: {big}: {n} descriptors, {args.scale_groups} groups, {total / 1e6:.1f} MB")
+        contenders = floors(floor_bin, big) + [("kvcr", [args.kvcr, "audit", big, "--format", "json"], None)]
+        if args.kvcr_baseline:
+            contenders.append(("baseline", [args.kvcr_baseline, "audit", big, "--format", "json"], None))
+        times = time_contenders(contenders, args.scale_runs)
+        if args.kvcr_baseline:
+            print(f"  kvcr / baseline {median(times['kvcr']) / median(times['baseline']):.3f}×")
     print(f"\nload average at end: {load()}")
 
 

@@ -88,10 +88,10 @@ pub fn collect(
     inv.walk(|listed| {
         tick();
         let out = match listed {
-            Listed::Entry(entry) => outcome(entry, None, keep),
+            Listed::Entry(entry) => outcome(entry, None, None, keep),
             Listed::Read(job) => {
-                let (entry, bytes) = reader.read(job);
-                outcome(entry, bytes, keep)
+                let (entry, shown, bytes) = reader.read_shown(job);
+                outcome(entry, Some(shown), bytes, keep)
             }
         };
         match out {
@@ -177,7 +177,7 @@ pub fn collect_in_memory(
             mode: Some(IN_MEMORY_MODE),
         };
         let read = entry.findings.is_empty().then_some(bytes);
-        match outcome(entry, read, keep_allocations) {
+        match outcome(entry, Some(at), read, keep_allocations) {
             Outcome::Candidate(c) => cands.push(c),
             Outcome::File(f) => verdicts.push(f),
             Outcome::Nothing => {}
@@ -196,9 +196,15 @@ enum Outcome {
 }
 
 /// An entry (with the bytes of a descriptor that was read) as a candidate
-/// or a file-level verdict.
-fn outcome(entry: Entry, bytes: Option<&[u8]>, keep_allocations: bool) -> Outcome {
-    let path = display_path(&entry.rel_path);
+/// or a file-level verdict. `shown`, when given, is `display_path` of the
+/// entry's path, already made (not made twice).
+fn outcome(
+    entry: Entry,
+    shown: Option<String>,
+    bytes: Option<&[u8]>,
+    keep_allocations: bool,
+) -> Outcome {
+    let path = shown.unwrap_or_else(|| display_path(&entry.rel_path));
     match (&entry.kind, bytes) {
         (EntryKind::Descriptor { name_rank }, Some(bytes)) => {
             let parsed = parse_descriptor_with(bytes, keep_allocations);
@@ -318,8 +324,8 @@ impl<'a> Worker<'a> {
     /// Opens, reads, parses and digests every descriptor of `batch`.
     fn read(&mut self, batch: Batch, shared: &Shared) {
         for (seq, j, job) in batch {
-            let (entry, bytes) = self.reader.read(job);
-            match outcome(entry, bytes, self.keep) {
+            let (entry, shown, bytes) = self.reader.read_shown(job);
+            match outcome(entry, Some(shown), bytes, self.keep) {
                 Outcome::Candidate(c) => self.done.push((j, c)),
                 Outcome::File(f) => self.files.push((seq, f)),
                 Outcome::Nothing => {}
@@ -360,7 +366,7 @@ fn parallel(
             tick();
             match l {
                 Listed::Entry(entry) => {
-                    if let Outcome::File(f) = outcome(entry, None, keep) {
+                    if let Outcome::File(f) = outcome(entry, None, None, keep) {
                         listed.push((seq, f));
                     }
                 }

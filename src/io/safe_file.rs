@@ -31,11 +31,31 @@ pub fn reopen_for_reading_in(proc: &ProcFs, path_fd: &OwnedFd) -> std::io::Resul
     let dir = proc.fd_dir().map_err(|why| {
         std::io::Error::other(format!("{why}; the file cannot be opened race-free"))
     })?;
-    let name = path_fd.as_raw_fd().to_string();
+    // The fd's number, in decimal, NUL-terminated, on the stack: no
+    // allocation per file.
+    let mut digits = [0u8; 12];
+    let name = fd_name(path_fd.as_raw_fd(), &mut digits);
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    rustix::io::retry_on_intr(|| rustix::fs::openat(dir, name.as_str(), flags, Mode::empty()))
+    rustix::io::retry_on_intr(|| rustix::fs::openat(dir, name, flags, Mode::empty()))
         .map(File::from)
         .map_err(Into::into)
+}
+
+/// The name of fd `fd` in `/proc/self/fd`: its decimal digits, written
+/// NUL-terminated into `buf` (an fd is a non-negative `i32`: at most 10
+/// digits).
+fn fd_name(fd: i32, buf: &mut [u8; 12]) -> &std::ffi::CStr {
+    let mut n = fd.unsigned_abs();
+    let mut at = buf.len() - 1; // buf[11] stays the NUL
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::ffi::CStr::from_bytes_with_nul(&buf[at..]).expect("digits then one NUL")
 }
 
 /// Whether a symlink at the path's last component is followed: the
@@ -180,6 +200,17 @@ mod tests {
         assert_eq!(super::read_regular(&l, 11).unwrap().len(), 11);
         let e = super::read(&l, super::Links::Refuse, 11).unwrap_err();
         assert!(matches!(e, super::NotRead::NotRegular("a symlink")), "{e}");
+    }
+
+    #[test]
+    fn fd_names_are_the_decimal_digits() {
+        for fd in [0, 7, 10, 99, 1000, 65535, i32::MAX] {
+            let mut buf = [0u8; 12];
+            assert_eq!(
+                super::fd_name(fd, &mut buf).to_bytes(),
+                fd.to_string().as_bytes()
+            );
+        }
     }
 
     /// The stated size bounds nothing alone: a regular file that states 0

@@ -97,7 +97,16 @@ impl<'a> Reader<'a> {
 
     /// Opens (race-free) and reads the descriptor of `job`. Returns its entry
     /// with every finding, and its bytes when it was read completely.
+    #[cfg(test)]
     pub fn read(&mut self, job: ReadJob) -> (Entry, Option<&[u8]>) {
+        let (entry, _, bytes) = self.read_shown(job);
+        (entry, bytes)
+    }
+
+    /// [`Reader::read`], also handing back the path in words the walk made
+    /// (`display_path` of the entry's path), so the caller need not make it
+    /// again.
+    pub fn read_shown(&mut self, job: ReadJob) -> (Entry, String, Option<&[u8]>) {
         let ReadJob {
             rel,
             kind,
@@ -107,7 +116,7 @@ impl<'a> Reader<'a> {
         } = job;
         let (mut entry, ok) = self.read_descriptor(rel, kind, listed_ino, &at);
         entry.findings.extend(inherited);
-        (entry, if ok { Some(&self.buf[..]) } else { None })
+        (entry, at, if ok { Some(&self.buf[..]) } else { None })
     }
 
     /// Opens the file at `rel` and checks it is still the one listed: the
