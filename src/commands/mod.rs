@@ -11,6 +11,7 @@ pub mod explain;
 pub mod gms;
 pub mod import;
 pub mod merge;
+pub mod offload;
 pub mod profile;
 pub mod schema;
 pub mod seal;
@@ -52,6 +53,17 @@ pub enum Command {
     /// found), 1 when one is rejected, 2 when a PATH is missing, unreadable
     /// or no GMS artifact.
     Gms(gms::GmsArgs),
+    /// Read-only check of the disk offload tiers vLLM, llm-d and LMCache leave on a node (docs/format.md §15).
+    ///
+    /// Per set (a vLLM or llm-d namespace, an LMCache identity group): the
+    /// producer, its identity, the ranks expected and present, blocks
+    /// complete, incomplete and damaged (short, long, misaligned), staging
+    /// files, foreign names, symlinks and special files, and a verdict with
+    /// its cause and next step. Reads metadata only (one statx per entry)
+    /// and config.json; never writes, follows a link or changes an access
+    /// time. Exit 0 when no set is rejected, 1 when one is, 2 when a PATH
+    /// is missing or a directory cannot be listed whole.
+    Offload(offload::OffloadArgs),
     /// Decode and check one descriptor file on its own (like mdadm --examine).
     ///
     /// Prints its fields, the digest status, the bytes the geometry needs
@@ -111,6 +123,7 @@ impl Command {
             Command::Profile(_) => ("profile", false),
             Command::Examine(a) => ("examine", a.format == examine::ExamineFormat::Json),
             Command::Gms(a) => ("gms", a.format == gms::GmsFormat::Json),
+            Command::Offload(a) => ("offload", a.format == offload::OffloadFormat::Json),
             Command::Explain(_) => ("explain", false),
             Command::Completions(_) => ("completions", false),
             Command::Schema(_) => ("schema", false),
@@ -140,6 +153,7 @@ pub fn run(command: &Command, cli: impl FnOnce() -> clap::Command) -> Result<i32
         Command::Profile(a) => settings::inventory_for_profile(a).and_then(|i| profile::run(&i)),
         Command::Examine(a) => examine::run(&a.file, a.format),
         Command::Gms(a) => gms::run(a),
+        Command::Offload(a) => offload::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Completions(a) => completions::run(a, cli()),
         Command::Schema(a) => schema::run(a),
