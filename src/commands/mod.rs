@@ -77,14 +77,15 @@ pub enum Command {
     /// colour choices, shells, schema names); it is generated from the same
     /// definitions as the help, so it never lags behind the binary.
     Completions(completions::CompletionsArgs),
-    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report.
+    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document, the GMS or the offload report.
     ///
     /// "report" is what kvcr audit --format json writes (docs/json.md,
     /// field by field), "descriptor" what an owner writes as rank-<R>.json,
     /// "profile" what --profile reads, "import-report" what kvcr import
     /// --format json writes, "ready" what --ready-file receives, "error" what
     /// any --format json prints when the run could not happen (exit 2),
-    /// "gms-report" what kvcr gms --format json writes. kvcr checks more than a schema can
+    /// "gms-report" what kvcr gms --format json writes, "offload-report"
+    /// what kvcr offload --format json writes. kvcr checks more than a schema can
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(schema::SchemaArgs),

@@ -22,6 +22,8 @@ pub const IMPORT_PLAN: &str = "kvcr.import-plan/v1";
 pub const IMPORT_LOG: &str = "kvcr.import-log/v1";
 /// The GMS report (`kvcr gms --format json`, docs/format.md §14.8).
 pub const GMS_REPORT: &str = "kvcr.gms-report/v1";
+/// The offload report (`kvcr offload --format json`, docs/format.md §15.5).
+pub const OFFLOAD_REPORT: &str = "kvcr.offload-report/v1";
 
 /// A JSON format kvcr reads or writes. The variants' doc comments are
 /// `kvcr schema`'s help text, printed as written (`rank-<R>.json` is no
@@ -45,10 +47,12 @@ pub enum Kind {
     ImportPlan,
     /// The GMS report (`kvcr gms --format json`), kvcr.gms-report/v1.
     GmsReport,
+    /// The offload report (`kvcr offload --format json`), kvcr.offload-report/v1.
+    OffloadReport,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Report,
         Kind::Descriptor,
         Kind::Profile,
@@ -57,6 +61,7 @@ impl Kind {
         Kind::Error,
         Kind::ImportPlan,
         Kind::GmsReport,
+        Kind::OffloadReport,
     ];
 
     /// The `schema` member a document of this kind carries.
@@ -70,6 +75,7 @@ impl Kind {
             Kind::Error => ERROR,
             Kind::ImportPlan => IMPORT_PLAN,
             Kind::GmsReport => GMS_REPORT,
+            Kind::OffloadReport => OFFLOAD_REPORT,
         }
     }
 }

@@ -19,6 +19,7 @@ impl Kind {
             Kind::Error => include_str!("../../schemas/error.schema.json"),
             Kind::ImportPlan => include_str!("../../schemas/import-plan.schema.json"),
             Kind::GmsReport => include_str!("../../schemas/gms-report.schema.json"),
+            Kind::OffloadReport => include_str!("../../schemas/offload-report.schema.json"),
         }
     }
 }

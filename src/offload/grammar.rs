@@ -6,10 +6,9 @@
 pub const MAX_HASH_BYTES: usize = 32;
 /// vLLM and llm-d block hash widths in hex digits (sha256*: 64, xxhash*: 32).
 pub const FAMILY_HASH_HEX: [usize; 2] = [64, 32];
-/// vLLM's temp suffix is a u63 (`randint(0, 2**63-1)`), llm-d's a u32
-/// (`std::random_device{}()`).
+/// vLLM's temp suffix is a u63 (`randint(0, 2**63-1)`); llm-d's, a u32
+/// (`std::random_device{}()`), is within it.
 pub const VLLM_TEMP_MAX: u64 = (1 << 63) - 1;
-pub const LLMD_TEMP_MAX: u64 = u32::MAX as u64;
 /// lmcache-mp chunk hash widths in hex digits (blake3/sha256: 64, xxhash: 32, builtin: 16).
 pub const MP_HASH_HEX: [usize; 3] = [64, 32, 16];
 /// lmcache-mp salt limit (characters).

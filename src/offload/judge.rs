@@ -11,6 +11,7 @@ use super::scan::{
 use crate::format::finding::{Code, Finding, Severity};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
 
 /// A staging file younger than this may belong to a running writer.
 pub const RECENT_S: i64 = 600;
@@ -49,6 +50,39 @@ impl Geometry {
             .get(&Some(group))
             .or_else(|| self.bytes_per_block.get(&None))
             .copied()
+    }
+}
+
+/// What a run is asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Offload roots or namespace directories; none: the defaults.
+    pub paths: Vec<PathBuf>,
+    pub producer: Choice,
+    pub geometry: Geometry,
+    /// Threads walking rank directories (at least 1).
+    pub threads: usize,
+}
+
+/// A finished run.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub options: Options,
+    /// Where kvcr looked without a PATH.
+    pub looked: Vec<super::scan::Looked>,
+    pub sets: Vec<Set>,
+    pub entries: u64,
+    pub without_noatime: u64,
+}
+
+impl Run {
+    /// 0 nothing rejected, 1 a set rejected.
+    pub fn exit_status(&self) -> i32 {
+        if self.sets.iter().any(Set::rejected) {
+            1
+        } else {
+            0
+        }
     }
 }
 

@@ -13,46 +13,11 @@ pub mod print;
 pub mod scan;
 pub mod walk;
 
-pub use judge::{Choice, Geometry, Set};
-pub use walk::Looked;
+pub use judge::{Choice, Geometry, Options, Run};
 
 use crate::format::failure::Failure;
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-
-/// What a run is asked for.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// Offload roots or namespace directories; none: the defaults.
-    pub paths: Vec<PathBuf>,
-    pub producer: Choice,
-    pub geometry: Geometry,
-    /// Threads walking rank directories (at least 1).
-    pub threads: usize,
-}
-
-/// A finished run.
-#[derive(Clone, Debug)]
-pub struct Run {
-    pub options: Options,
-    /// Where kvcr looked without a PATH.
-    pub looked: Vec<Looked>,
-    pub sets: Vec<Set>,
-    pub entries: u64,
-    pub without_noatime: u64,
-}
-
-impl Run {
-    /// 0 nothing rejected, 1 a set rejected.
-    pub fn exit_status(&self) -> i32 {
-        if self.sets.iter().any(Set::rejected) {
-            1
-        } else {
-            0
-        }
-    }
-}
 
 /// Walks and judges. `env` is how the caller's environment is read (the
 /// library reads none itself); `progress` counts entries as they are read;

@@ -3,8 +3,7 @@
 //! and the Prometheus text. They take a finished [`super::Run`] and return
 //! text or a value; nothing here prints.
 
-use super::judge::Set;
-use super::Run;
+use super::judge::{Run, Set};
 use crate::format::finding::{Finding, Severity};
 use crate::format::message::render;
 use crate::format::text::{human_bytes, terminal};
@@ -13,8 +12,7 @@ use crate::report::prometheus::escape_label;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
-/// The document's `schema`.
-pub const OFFLOAD_REPORT: &str = "kvcr.offload-report/v1";
+pub use crate::format::ids::OFFLOAD_REPORT;
 
 /// What kvcr cannot find by itself (docs/format.md §15.1).
 pub const NOT_LOOKED: &str = "vLLM's root_dir and LMCache's local_disk and base_path are set only in the engine's own arguments: name them as PATH";

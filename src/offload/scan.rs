@@ -242,3 +242,12 @@ pub struct Scan {
     /// Directories and files opened without O_NOATIME (EPERM).
     pub without_noatime: u64,
 }
+
+/// Where an engine puts its offload root by default (docs/format.md §15.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Looked {
+    pub path: std::path::PathBuf,
+    pub producer: &'static str,
+    pub why: String,
+    pub present: bool,
+}

@@ -9,7 +9,8 @@ use super::canon::{CONFIG_MAX_BYTES, CONFIG_NAME};
 use super::grammar::{self, LeafName, Pt};
 use super::judge::Choice;
 use super::scan::{
-    BlockFile, Config, Loose, MpIdent, NsScan, PtIdent, RankScan, RootScan, Scan, Staged, State,
+    BlockFile, Config, Looked, Loose, MpIdent, NsScan, PtIdent, RankScan, RootScan, Scan, Staged,
+    State,
 };
 use crate::format::failure::Failure;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -21,15 +22,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Where an engine puts its offload root by default (docs/format.md §15.1).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Looked {
-    pub path: PathBuf,
-    pub producer: &'static str,
-    pub why: String,
-    pub present: bool,
-}
 
 /// llm-d's default `shared_storage_path` (`llmd_fs_backend/spec.py:67-69`).
 pub const LLMD_DEFAULT_ROOT: &str = "/tmp/shared-kv";

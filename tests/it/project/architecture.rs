@@ -522,6 +522,8 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 /// - `report`: the printers (they take what the rules made; no I/O but the
 ///   writer they are handed);
 /// - `io`: everything that touches the system, and the audit service;
+/// - `offload`: the offload-tier reader, one vertical folder (see
+///   [`OFFLOAD_LAYERS`]);
 /// - `import`: the import (see [`IMPORT_LAYERS`]);
 /// - `api`: the library;
 /// - `commands`: one file per subcommand, and the settings;
@@ -531,6 +533,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rules", &["rules"]),
     ("report", &["report"]),
     ("io", &["io"]),
+    ("offload", &["offload"]),
     ("import", &["import"]),
     ("api", &["api"]),
     ("commands", &["commands"]),
@@ -548,6 +551,18 @@ const IMPORT_LAYERS: &[(&str, &[&str])] = &[
     ("report", &["report"]),
     ("gate", &["gate"]),
     ("command", &["command", "import"]),
+];
+
+/// The layers inside `offload/`, lowest first: the names and the digest,
+/// what the walk found, the rules, the printers, the walk, and the run
+/// that ties them ("offload" is `offload/mod.rs`).
+const OFFLOAD_LAYERS: &[(&str, &[&str])] = &[
+    ("format", &["grammar", "canon"]),
+    ("scan", &["scan"]),
+    ("rules", &["judge"]),
+    ("report", &["print"]),
+    ("io", &["walk"]),
+    ("run", &["offload"]),
 ];
 
 /// The back arrows still in `src/`: none, and none may be listed. The
@@ -676,6 +691,16 @@ fn no_arrow_runs_back_up_the_layers() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     if let Err(msg) = judge_layers(&src, LAYERS, KNOWN_BACK) {
         panic!("layering of src/ (tests/it/project/architecture.rs LAYERS):\n{msg}");
+    }
+}
+
+#[test]
+fn the_offload_reader_is_layered_names_scan_rules_print_walk() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    if let Err(msg) = judge_layers_in(&src, "offload", OFFLOAD_LAYERS, &[]) {
+        panic!(
+            "layering of src/offload/ (tests/it/project/architecture.rs OFFLOAD_LAYERS):\n{msg}"
+        );
     }
 }
 
