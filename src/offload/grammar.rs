@@ -281,13 +281,19 @@ fn pt_tail(fields: &[&[u8]]) -> Option<(u32, u32, Vec<u8>, Vec<u8>, Option<u32>,
             rest = &rest[1..];
         }
     }
-    let mut tags = Vec::new();
+    // A tag value may hold `@` (nothing forbids it upstream): a field
+    // without `%` after a tag continues that tag's value.
+    let mut tags: Vec<Vec<u8>> = Vec::new();
     for t in rest {
-        let p = t.iter().position(|&b| b == b'%')?;
-        if p == 0 {
-            return None;
+        match t.iter().position(|&b| b == b'%') {
+            Some(0) => return None,
+            Some(_) => tags.push(t.to_vec()),
+            None => {
+                let last = tags.last_mut()?;
+                last.push(b'@');
+                last.extend_from_slice(t);
+            }
         }
-        tags.push(t.to_vec());
     }
     Some((
         world,
@@ -312,8 +318,6 @@ pub fn pt_name(name: &[u8]) -> Pt {
             found.push((fields[..k].join(&b'@'), t));
         }
     }
-    // A tag value holding `@` splits into a field without `%`: count the
-    // readings that absorb it too.
     match found.len() {
         1 => {
             let (model, (world, worker, hash, dtype, layer, tags)) = found.pop().unwrap();

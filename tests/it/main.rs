@@ -14,6 +14,7 @@ mod fleet;
 mod gms;
 mod import;
 mod library;
+mod offload;
 mod producer;
 mod project;
 mod report;
