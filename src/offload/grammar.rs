@@ -66,7 +66,7 @@ pub fn decimal(b: &[u8], max: u64) -> Option<u64> {
 }
 
 fn hex_bytes(h: &[u8]) -> Option<([u8; MAX_HASH_BYTES], u8)> {
-    if h.len() % 2 != 0 || h.len() / 2 > MAX_HASH_BYTES || !is_lower_hex(h) {
+    if !h.len().is_multiple_of(2) || h.len() / 2 > MAX_HASH_BYTES || !is_lower_hex(h) {
         return None;
     }
     let mut out = [0u8; MAX_HASH_BYTES];
@@ -264,7 +264,8 @@ fn lmcache_hash(b: &[u8]) -> bool {
     is_lower_hex(d) && d.len() <= 64 && (d == b"0" || d[0] != b'0')
 }
 
-fn pt_tail(fields: &[&[u8]]) -> Option<(u32, u32, Vec<u8>, Vec<u8>, Option<u32>, Vec<Vec<u8>>)> {
+/// The fields after the model; the model is left empty.
+fn pt_tail(fields: &[&[u8]]) -> Option<PtName> {
     if fields.len() < 4 {
         return None;
     }
@@ -295,14 +296,15 @@ fn pt_tail(fields: &[&[u8]]) -> Option<(u32, u32, Vec<u8>, Vec<u8>, Option<u32>,
             }
         }
     }
-    Some((
+    Some(PtName {
+        model: Vec::new(),
         world,
         worker,
-        fields[2].to_vec(),
-        fields[3].to_vec(),
+        hash: fields[2].to_vec(),
+        dtype: fields[3].to_vec(),
         layer,
         tags,
-    ))
+    })
 }
 
 pub fn pt_name(name: &[u8]) -> Pt {
@@ -320,19 +322,12 @@ pub fn pt_name(name: &[u8]) -> Pt {
     }
     match found.len() {
         1 => {
-            let (model, (world, worker, hash, dtype, layer, tags)) = found.pop().unwrap();
+            let (model, mut n) = found.pop().unwrap();
             if model.is_empty() {
                 return Pt::None;
             }
-            Pt::One(PtName {
-                model,
-                world,
-                worker,
-                hash,
-                dtype,
-                layer,
-                tags,
-            })
+            n.model = model;
+            Pt::One(n)
         }
         0 => {
             // v0: fmt@model@ws@worker@hash (lmcache/utils.py @ 54641cad).
@@ -357,7 +352,7 @@ pub fn pt_key(hash: &[u8]) -> Option<Key> {
         Some(d) => (true, d),
         None => (false, hash),
     };
-    let padded: Vec<u8> = if d.len() % 2 == 1 {
+    let padded: Vec<u8> = if !d.len().is_multiple_of(2) {
         [&b"0"[..], d].concat()
     } else {
         d.to_vec()
@@ -439,12 +434,13 @@ mod tests {
             leaf(&t, b"2d7", b"11", 0),
             LeafName::Temp(_, 7447066661002759665)
         ));
-        assert_eq!(LLMD_TEMP_MAX, 4294967295);
+        // llm-d's u32 suffix (`file_io.cpp:43-45`).
         let t = [&h[..], b".bin_4294967295.tmp"].concat();
         assert!(matches!(
             leaf(&t, b"2d7", b"11", 0),
-            LeafName::Temp(_, LLMD_TEMP_MAX)
+            LeafName::Temp(_, 4294967295)
         ));
+        assert_eq!(VLLM_TEMP_MAX, 9223372036854775807);
         let t = [&h[..], b".bin_9223372036854775808.tmp"].concat();
         assert_eq!(leaf(&t, b"2d7", b"11", 0), LeafName::Foreign);
         assert!(probe(b".o_direct_probe_42.tmp"));
@@ -478,10 +474,15 @@ mod tests {
             pt_name(b"org-Model-7B@1@0@9f0d8c7b770e52e@bfloat16.pt"),
             Pt::One(_)
         ));
+        // A model ending like a key, or a tag value holding `@`: two readings.
         assert!(matches!(
-            pt_name(b"a@1@0@1@bfloat16@1@0@9f@bfloat16.pt"),
+            pt_name(b"m@1@0@1f@half@t%v@1@0@2f@half.pt"),
             Pt::Ambiguous(2)
         ));
+        let Pt::One(n) = pt_name(b"m@1@0@1f@half@t%a@b.pt") else {
+            panic!()
+        };
+        assert_eq!(n.tags, vec![b"t%a@b".to_vec()]);
         assert_eq!(pt_name(b"vllm@org-Model@2@1@-1f.pt"), Pt::Legacy);
         assert_eq!(pt_name(b"x@2@1@0f@bfloat16.pt"), Pt::None);
     }

@@ -668,7 +668,7 @@ pub fn walk(
     }
     let mut results = results.into_inner().unwrap_or_default();
     // A stable order whatever the threads did.
-    results.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    results.sort_by_key(|r| (r.0, r.1));
     for (ns, rank, r) in results {
         let rs = w.scan.namespaces[ns].ranks.entry(rank).or_default();
         rs.blocks.extend(r.blocks);
