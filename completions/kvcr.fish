@@ -32,9 +32,10 @@ complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "explain" -d 'What a findi
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "gms" -d 'Read-only check of what Dynamo\'s GPU Memory Service left on this node (docs/format.md §14)'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "offload" -d 'Read-only check of the disk offload tiers vLLM, llm-d and LMCache leave on a node (docs/format.md §15)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report'
+complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document, the GMS or the offload report'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "seal" -d 'Write the canonical digest into descriptor files written without one (docs/format.md §3.5)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
 complete -c kvcr -n "__fish_kvcr_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -99,6 +100,24 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l format -d 'Output form
 json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -l live -d 'Also check this node\'s processes: lease owners under GMS\'s default owner id, and a held recovery barrier\'s owner'
 complete -c kvcr -n "__fish_kvcr_using_subcommand gms" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l producer -d 'Which producer\'s layout to read (auto: recognised by shape and content)' -r -f -a "auto\t''
+vllm\t''
+llmd\t''
+lmcache\t''
+lmcache-mp\t''
+sglang\t''"
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l format -d 'Output format (json: one kvcr.offload-report/v1 document on stdout)' -r -f -a "table\t''
+json\t''
+prometheus\t''"
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l threads -d 'Threads walking rank directories (default: the CPUs, at most 16)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l progress -d 'When to draw a spinner on stderr (never in the JSON or Prometheus output)' -r -f -a "auto\t'Only when stderr is a terminal'
+always\t''
+never\t''"
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l list -d 'Name up to N incomplete or damaged blocks per set in the table' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l kv-bytes-per-chunk -d 'vLLM: the bytes of one file, the row the worker logs as `row=` in "Registering full CPU offload region"' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l bytes-per-block -d 'llm-d: the bytes one GPU block occupies on one rank across its group\'s KV tensors (tensors × stride(0) × element size), as N for every group or G=N for group G; repeatable' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l chunk-bytes -d 'LMCache (local disk and multiprocess): the bytes of one rank\'s full chunk (kv × layers × chunk_size × heads per rank × head_dim × itemsize)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -l format -d 'Output format' -r -f -a "table\t''
 json\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -108,15 +127,16 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s q -l quiet -d 'Print 
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -l reseal-edited -d 'Also seal a file whose digest does not match its content (edited or damaged after sealing: KV008), as it is now; without this flag such a file is refused. Say so only after checking what changed'
 complete -c kvcr -n "__fish_kvcr_using_subcommand seal" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand digest" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "gms" -d 'Read-only check of what Dynamo\'s GPU Memory Service left on this node (docs/format.md §14)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files written without one (docs/format.md §3.5)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
-complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "audit" -d 'Read-only audit of a retained inventory: per-rank verdicts (docs/format.md §5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "import" -d 'All-or-nothing GPU import of one group, for operator recovery (docs/format.md §8)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "explain" -d 'What a finding code means and what to do; no CODE lists them all'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "merge" -d 'Merge per-node audit reports (--format json) into verdicts for groups spanning nodes'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "profile" -d 'Print a deployment profile derived from the live audit of an accepted group'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "gms" -d 'Read-only check of what Dynamo\'s GPU Memory Service left on this node (docs/format.md §14)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "offload" -d 'Read-only check of the disk offload tiers vLLM, llm-d and LMCache leave on a node (docs/format.md §15)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "examine" -d 'Decode and check one descriptor file on its own (like mdadm --examine)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "completions" -d 'Print a shell completion script: source <(kvcr completions bash)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "schema" -d 'Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document, the GMS or the offload report'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "seal" -d 'Write the canonical digest into descriptor files written without one (docs/format.md §3.5)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "digest" -d 'Print the canonical digest (sha256:...) of a descriptor file (docs/format.md §3.2)'
+complete -c kvcr -n "__fish_kvcr_using_subcommand help; and not __fish_seen_subcommand_from audit import explain merge profile gms offload examine completions schema seal digest help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
