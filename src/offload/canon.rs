@@ -2,7 +2,7 @@
 //! `config.json` parsed as Python's `json.loads` does and re-serialised as
 //! `json.dumps(sort_keys=True, separators=(",", ":"))` with `ensure_ascii`,
 //! byte for byte, then SHA-256; the directory carries its first 12 hex
-//! digits (offload reference §2.2, `_BASE_PATH_HASH_LEN = 12`).
+//! digits (vLLM 0.34.0 `v1/kv_offload/file_mapper.py:17`, `_BASE_PATH_HASH_LEN = 12`).
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -172,45 +172,64 @@ pub fn write_string(s: &str, out: &mut String) {
 mod tests {
     use super::*;
 
-    const GROUPS: &str = r#"[{"tokens_per_block":16,"layer_names":["model.layers.0.self_attn.attn","model.layers.1.self_attn.attn"]}]"#;
+    const LAYERS: [&str; 2] = [
+        "model.layers.0.self_attn.attn",
+        "model.layers.1.self_attn.attn",
+    ];
 
-    fn vllm(model: &str, extra: &str) -> String {
-        format!(
-            r#"{{"model_name":"{model}","tokens_per_hash":16,"blocks_per_file":1,"tp_size":{},"pp_size":1,"pcp_size":1,"dcp_size":1,"dtype":"bfloat16","kv_cache_groups":{GROUPS},"inference_engine":"vllm"{extra}}}"#,
-            if extra.contains("replicated") { 1 } else { 2 }
-        )
+    fn vllm(model: &str, extra: (&str, Value)) -> String {
+        let replicated = extra.0 == "replicated_layout";
+        let mut v = serde_json::json!({
+            "model_name": model, "tokens_per_hash": 16, "blocks_per_file": 1,
+            "tp_size": if replicated { 1 } else { 2 }, "pp_size": 1, "pcp_size": 1,
+            "dcp_size": 1, "dtype": "bfloat16",
+            "kv_cache_groups": [{"tokens_per_block": 16, "layer_names": LAYERS}],
+            "inference_engine": "vllm",
+        });
+        v[extra.0] = extra.1;
+        v.to_string()
     }
 
-    /// The offload reference's test vectors (§2.2, computed with vLLM
+    /// vLLM's test vectors (computed with vLLM
     /// 0.34.0's FileMapper itself) and its 315-byte canonical text.
     #[test]
     fn vllm_test_vectors() {
-        let c =
-            canonical(vllm("org/Model-7B", r#","parallel_agnostic":false"#).as_bytes()).unwrap();
+        let not_agnostic = || ("parallel_agnostic", Value::Bool(false));
+        let c = canonical(vllm("org/Model-7B", not_agnostic()).as_bytes()).unwrap();
         assert_eq!(c.text.len(), 315);
         assert_eq!(
             c.text,
-            r#"{"blocks_per_file":1,"dcp_size":1,"dtype":"bfloat16","inference_engine":"vllm","kv_cache_groups":[{"layer_names":["model.layers.0.self_attn.attn","model.layers.1.self_attn.attn"],"tokens_per_block":16}],"model_name":"org/Model-7B","parallel_agnostic":false,"pcp_size":1,"pp_size":1,"tokens_per_hash":16,"tp_size":2}"#
+            concat!(
+                r#"{"blocks_per_file":1,"dcp_size":1,"dtype":"bfloat16","#,
+                r#""inference_engine":"vllm","kv_cache_groups":[{"layer_names":"#,
+                r#"["model.layers.0.self_attn.attn","model.layers.1.self_attn.attn"],"#,
+                r#""tokens_per_block":16}],"model_name":"org/Model-7B","#,
+                r#""parallel_agnostic":false,"pcp_size":1,"pp_size":1,"#,
+                r#""tokens_per_hash":16,"tp_size":2}"#
+            )
         );
         assert!(c.sha256_hex().starts_with("0867086f3a7a431b"));
         assert_eq!(c.digest12(), "0867086f3a7a");
         assert_eq!(c.safe_model().unwrap(), "org_Model-7B");
-        let c =
-            canonical(vllm("org/Modèle-7B", r#","parallel_agnostic":false"#).as_bytes()).unwrap();
+        let c = canonical(vllm("org/Modèle-7B", not_agnostic()).as_bytes()).unwrap();
         assert!(c.text.contains(r"Mod\u00e8le"));
         assert_eq!(c.digest12(), "72a8b5720df4");
         assert_eq!(c.safe_model().unwrap(), "org_Modèle-7B");
-        let c = canonical(vllm("org/Model-7B", r#","replicated_layout":true"#).as_bytes()).unwrap();
+        let replicated = ("replicated_layout", Value::Bool(true));
+        let c = canonical(vllm("org/Model-7B", replicated).as_bytes()).unwrap();
         assert_eq!(c.digest12(), "f9021efc7a2f");
     }
 
-    /// llm-d's vector (reference §3.2, the 7be76e1 FileMapper).
+    /// llm-d's vector (llm-d-kv-cache 7be76e1's FileMapper).
     #[test]
     fn llmd_test_vector() {
-        let groups = r#"[{"block_size":16,"layer_names":["model.layers.0.self_attn.attn","model.layers.1.self_attn.attn"]}]"#;
-        let text = format!(
-            r#"{{"model_name":"org/Model-7B","hash_block_size":16,"gpu_blocks_per_file":16,"tp_size":2,"pp_size":1,"pcp_size":1,"dcp_size":1,"dtype":"auto","kv_cache_groups":{groups},"inference_engine":"vllm"}}"#
-        );
+        let text = serde_json::json!({
+            "model_name": "org/Model-7B", "hash_block_size": 16, "gpu_blocks_per_file": 16,
+            "tp_size": 2, "pp_size": 1, "pcp_size": 1, "dcp_size": 1, "dtype": "auto",
+            "kv_cache_groups": [{"block_size": 16, "layer_names": LAYERS}],
+            "inference_engine": "vllm",
+        })
+        .to_string();
         assert_eq!(
             canonical(text.as_bytes()).unwrap().digest12(),
             "89d743954de2"

@@ -1,5 +1,7 @@
 //! The producers' file and directory names, parsed strictly (docs/format.md
-//! §15.1, §15.2; offload reference §2.4, §2.6, §3.6, §4.2, §4.3, §5.2).
+//! §15.1, §15.2; upstream: vLLM `v1/kv_offload/file_mapper.py`, `tiering/fs/io.py`,
+//! llm-d `file_io.cpp`, LMCache `lmcache/utils.py`, `fs_l2_adapter.py`, SGLang
+//! `hicache_storage.py`).
 //! Pure functions of a name's bytes: nothing here touches the system.
 
 /// The longest block hash any producer writes, in bytes.
@@ -155,7 +157,7 @@ pub fn probe(name: &[u8]) -> bool {
         .is_some()
 }
 
-/// One lmcache-mp name (reference §4.3): `<model with / → -SEP->@0x<8 hex>@<group hex>@<hash hex>[@<salt>]`
+/// One lmcache-mp name (`fs_l2_adapter.py:99-121`): `<model with / → -SEP->@0x<8 hex>@<group hex>@<hash hex>[@<salt>]`
 /// + `.data` (or `.tmp` for its staging file).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MpName {
@@ -235,7 +237,7 @@ pub fn mp_name(name: &[u8]) -> Option<MpName> {
     })
 }
 
-/// One LMCache local-disk name (reference §4.2):
+/// One LMCache local-disk name (`lmcache/utils.py:467-475`):
 /// `<model>@<ws>@<worker>@<hash>@<dtype>[@<layer>][@<tag>%<value>]….pt`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PtName {

@@ -32,6 +32,20 @@ pub enum Choice {
     Sglang,
 }
 
+impl Choice {
+    /// The name `--producer` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Choice::Auto => "auto",
+            Choice::Vllm => "vllm",
+            Choice::Llmd => "llmd",
+            Choice::Lmcache => "lmcache",
+            Choice::LmcacheMp => "lmcache-mp",
+            Choice::Sglang => "sglang",
+        }
+    }
+}
+
 /// The geometry options (docs/format.md §15.2): the bytes the engine's
 /// configuration gives and the disk does not record.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -244,7 +258,8 @@ fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &str) {
             .count();
         let first = &loose.staging.items[0];
         let mut msg = format!(
-            "{} left by a writer {where_} ({empty} empty: killed before writing; {} with bytes: killed mid-write or before the rename)",
+            "{} left by a writer {where_} ({empty} empty: killed before writing; {} with bytes: \
+                killed mid-write or before the rename)",
             plural(loose.staging.count, "staging file", "staging files"),
             loose.staging.count - empty as u64
         );
@@ -317,7 +332,9 @@ fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &str) {
             Finding::notice(
                 Code::KV314,
                 format!(
-                    "{} of SGLang HiCache's shape: its names cannot be split from the served model name without knowing it, and this kvcr does not judge SGLang sets: listed, not judged (first: {first})",
+                    "{} of SGLang HiCache's shape: its names cannot be split from the served model \
+                        name without knowing it, and this kvcr does not judge SGLang sets: \
+                        listed, not judged (first: {first})",
                     plural(loose.sglang.count, "file", "files")
                 ),
             )
@@ -330,7 +347,8 @@ fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &str) {
             Finding::notice(
                 Code::KV314,
                 format!(
-                    "{} that parse more than one way (an @ inside a field; first: {first}): not paired with any set",
+                    "{} that parse more than one way (an @ inside a field; first: {first}): not \
+                        paired with any set",
                     plural(loose.ambiguous.count, "name", "names")
                 ),
             )
@@ -418,53 +436,63 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
     let path = ns.path();
     let mut findings = Vec::new();
     // config.json and the digest.
-    let canon: Option<Canonical> = match &ns.config {
-        Config::Missing => {
-            findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is missing: the namespace cannot be verified (the engine recreates it only at its next start)"),
-            ).at(format!("{path}/config.json")));
-            None
-        }
-        Config::Symlink => {
-            findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is a symlink, never followed: the namespace cannot be verified"),
-            ).at(format!("{path}/config.json")));
-            None
-        }
-        Config::Special(kind) => {
-            findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is a {kind}, never opened: the namespace cannot be verified"),
-            ).at(format!("{path}/config.json")));
-            None
-        }
-        Config::TooLarge(n) => {
-            findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is {n} bytes, over the {CONFIG_MAX_BYTES}-byte limit: the namespace cannot be verified"),
-            ).at(format!("{path}/config.json")));
-            None
-        }
-        Config::Read(bytes) => match canonical(bytes) {
-            Ok(c) => Some(c),
-            Err(e) => {
+    let canon: Option<Canonical> =
+        match &ns.config {
+            Config::Missing => {
                 findings.push(
                     Finding::reject(
                         Code::KV301,
                         format!(
-                            "{path}/config.json ({} bytes) is {}: the namespace cannot be verified",
-                            bytes.len(),
-                            e.describe()
+                            "{path}/config.json is missing: the namespace cannot be verified (the \
+                    engine recreates it only at its next start)"
                         ),
                     )
                     .at(format!("{path}/config.json")),
                 );
                 None
             }
-        },
-    };
+            Config::Symlink => {
+                findings.push(Finding::reject(
+                Code::KV301,
+                format!("{path}/config.json is a symlink, never followed: the namespace cannot be \
+                    verified"),
+            ).at(format!("{path}/config.json")));
+                None
+            }
+            Config::Special(kind) => {
+                findings.push(Finding::reject(
+                Code::KV301,
+                format!("{path}/config.json is a {kind}, never opened: the namespace cannot be \
+                    verified"),
+            ).at(format!("{path}/config.json")));
+                None
+            }
+            Config::TooLarge(n) => {
+                findings.push(Finding::reject(
+                Code::KV301,
+                format!("{path}/config.json is {n} bytes, over the {CONFIG_MAX_BYTES}-byte limit: \
+                    the namespace cannot be verified"),
+            ).at(format!("{path}/config.json")));
+                None
+            }
+            Config::Read(bytes) => match canonical(bytes) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    findings.push(
+                        Finding::reject(
+                            Code::KV301,
+                            format!(
+                            "{path}/config.json ({} bytes) is {}: the namespace cannot be verified",
+                            bytes.len(),
+                            e.describe()
+                        ),
+                        )
+                        .at(format!("{path}/config.json")),
+                    );
+                    None
+                }
+            },
+        };
     let any_high_rank = ns.ranks.keys().any(|&r| r >= 1);
     let fam = match (&canon, choice) {
         (_, Choice::Vllm) => Fam::Vllm,
@@ -529,7 +557,9 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
                 Finding::reject(
                     Code::KV302,
                     format!(
-                        "{base_text}: the directory's digest is {digest}, config.json's fields give {d12}: the engine would never open this directory for the configuration it records"
+                        "{base_text}: the directory's digest is {digest}, config.json's fields \
+                            give {d12}: the engine would never open this directory for the \
+                            configuration it records"
                     ),
                 )
                 .at(path.clone())
@@ -542,7 +572,8 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
                 Finding::reject(
                     Code::KV302,
                     format!(
-                        "{base_text}: the directory's model prefix is {}, config.json's model_name gives {m}",
+                        "{base_text}: the directory's model prefix is {}, config.json's model_name \
+                            gives {m}",
                         String::from_utf8_lossy(prefix)
                     ),
                 )
@@ -552,7 +583,10 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
             None => set.findings.push(
                 Finding::reject(
                     Code::KV301,
-                    format!("{path}/config.json has no string model_name: the namespace cannot be verified"),
+                    format!(
+                        "{path}/config.json has no string model_name: the namespace cannot be \
+                        verified"
+                    ),
                 )
                 .at(format!("{path}/config.json")),
             ),
@@ -562,16 +596,29 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
             && !c.fields.contains_key("canonical_format")
             && c.fields.get("replicated_layout") != Some(&Value::Bool(true))
         {
-            set.findings.push(Finding::notice(
-                Code::KV320,
-                format!("{base_text} is parallel-agnostic without canonical_format: written by vLLM ≤ 0.33's direct layout, unsafe to read after a tensor-parallel change"),
-            ).at(path.clone()));
+            set.findings.push(
+                Finding::notice(
+                    Code::KV320,
+                    format!(
+                        "{base_text} is parallel-agnostic without canonical_format: written by \
+                    vLLM ≤ 0.33's direct layout, unsafe to read after a tensor-parallel change"
+                    ),
+                )
+                .at(path.clone()),
+            );
         }
         if fam == Fam::Unknown {
-            set.findings.push(Finding::notice(
-                Code::KV314,
-                format!("{path}/config.json holds neither vLLM's fields (tokens_per_hash, blocks_per_file) nor llm-d's (hash_block_size, gpu_blocks_per_file): rerun with --producer vllm or --producer llmd"),
-            ).at(format!("{path}/config.json")));
+            set.findings.push(
+                Finding::notice(
+                    Code::KV314,
+                    format!(
+                        "{path}/config.json holds neither vLLM's fields (tokens_per_hash, \
+                    blocks_per_file) nor llm-d's (hash_block_size, gpu_blocks_per_file): rerun \
+                    with --producer vllm or --producer llmd"
+                    ),
+                )
+                .at(format!("{path}/config.json")),
+            );
         }
     }
     if let Some(s) = ns.base_not_dir {
@@ -585,7 +632,12 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
         _ => None,
     };
     if fam == Fam::LlmdOr022 {
-        let mut msg = format!("{base_text}: config.json's fields are llm-d's and vLLM 0.22.0's alike and only _r0 exists: llm-d or vLLM 0.22.0; only what both satisfy is checked (rerun with --producer llmd or --producer vllm, or see the deployment's spec_name: SharedStorageOffloadingSpec is llm-d)");
+        let mut msg = format!(
+            "{base_text}: config.json's fields are llm-d's and vLLM 0.22.0's \
+            alike and only _r0 exists: llm-d or vLLM 0.22.0; only what both satisfy is checked \
+            (rerun with --producer llmd or --producer vllm, or see the deployment's spec_name: \
+            SharedStorageOffloadingSpec is llm-d)"
+        );
         if let Some(w) = world.filter(|&w| w > 1) {
             msg.push_str(&format!(
                 "; as llm-d (tp·pp·pcp = {w}) every key would be missing on ranks 1-{}",
@@ -634,7 +686,9 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
                 Finding::reject(
                     Code::KV310,
                     format!(
-                        "rank directories {} at or above tp·pp·pcp = {}: the recorded configuration cannot write them and no engine of this namespace reads them",
+                        "rank directories {} at or above tp·pp·pcp = {}: the recorded \
+                            configuration cannot write them and no engine of this namespace reads \
+                            them",
                         ranks_text(&list),
                         expected.as_ref().map_or(0, |e| e.len())
                     ),
@@ -710,10 +764,20 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
     }
     match fam {
         Fam::Vllm if geo.kv_bytes_per_chunk.is_none() => {
-            geometry_note = Some("without --kv-bytes-per-chunk the files were checked against 4096-byte alignment and the namespace's common size, not against the row the engine writes".into())
+            geometry_note = Some(
+                "without --kv-bytes-per-chunk the files were checked against \
+                4096-byte alignment and the namespace's common size, not against the row the \
+                engine writes"
+                    .into(),
+            )
         }
         Fam::Llmd if geo.bytes_per_block.is_empty() => {
-            geometry_note = Some("without --bytes-per-block the files were checked against each other (equal sizes across the ranks of a key), not against the bytes a block occupies".into())
+            geometry_note = Some(
+                "without --bytes-per-block the files were checked against each \
+                other (equal sizes across the ranks of a key), not against the bytes a block \
+                occupies"
+                    .into(),
+            )
         }
         _ => {}
     }
@@ -930,7 +994,8 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
             .find(|b| !b.missing_ranks.is_empty())
             .cloned();
         let mut msg = format!(
-            "{} of {} missing on some rank ({}); llm-d's scheduler checks rank 0 only and reports such a load as a success with the previous file's bytes",
+            "{} of {} missing on some rank ({}); llm-d's scheduler checks rank 0 only and reports \
+                such a load as a success with the previous file's bytes",
             plural(set.blocks.incomplete, "block", "blocks"),
             set.blocks.total,
             per.join(", ")
@@ -980,11 +1045,18 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
         Severity::Reject,
         "special where a block file belongs, never opened",
     );
-    partial.finish(&mut set, Code::KV313, Severity::Notice, "holding fewer than gpu_blocks_per_file blocks, agreed by every rank present (a partial chunk)");
+    partial.finish(
+        &mut set,
+        Code::KV313,
+        Severity::Notice,
+        "holding fewer than \
+        gpu_blocks_per_file blocks, agreed by every rank present (a partial chunk)",
+    );
     if fam == Fam::Vllm {
         set.findings.push(Finding::notice(
             Code::KV315,
-            "vLLM keeps every worker's slice inside one file under _r0: rank completeness cannot be checked offline, only each file's size",
+            "vLLM keeps every worker's slice inside one file under _r0: rank completeness cannot \
+                be checked offline, only each file's size",
         ));
     }
     if let Some(note) = geometry_note.filter(|_| set.blocks.total > 0) {
@@ -995,7 +1067,8 @@ fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
         set.findings.push(Finding::notice(
             Code::KV321,
             format!(
-                "group ids {} are at or beyond config.json's {} kv_cache_groups (groups that are not prefix-cacheable are left out of the list)",
+                "group ids {} are at or beyond config.json's {} kv_cache_groups (groups that are \
+                    not prefix-cacheable are left out of the list)",
                 ranks_text(&g),
                 groups_len.unwrap_or(0)
             ),
@@ -1048,8 +1121,13 @@ fn flat(
             Finding::reject(
                 Code::KV310,
                 format!(
-                    "{} at or above the world size {world} (first: {p}, rank {r}): no engine of this set reads them",
-                    plural(fs.out_of_range.count, "file has a rank", "files have a rank")
+                    "{} at or above the world size {world} (first: {p}, rank {r}): no engine of \
+                        this set reads them",
+                    plural(
+                        fs.out_of_range.count,
+                        "file has a rank",
+                        "files have a rank"
+                    )
                 ),
             )
             .at(p),
@@ -1243,7 +1321,8 @@ fn flat(
     if geo.chunk_bytes.is_none() && set.blocks.total > 0 {
         set.findings.push(Finding::notice(
             Code::KV316,
-            "without --chunk-bytes each rank's chunks were checked against that rank's common size, not against the bytes a chunk must have",
+            "without --chunk-bytes each rank's chunks were checked against that rank's common \
+                size, not against the bytes a chunk must have",
         ));
     }
     let loose = Loose {
@@ -1265,7 +1344,10 @@ fn set_key_text(set: &Set, k: &Key) -> String {
 fn mixed_notice(set: &mut Set, model: &str) {
     set.findings.push(Finding::notice(
         Code::KV317,
-        format!("the files of model {model} come in several world sizes: each set is judged alone, never paired with another"),
+        format!(
+            "the files of model {model} come in several world sizes: each set is judged alone, \
+            never paired with another"
+        ),
     ));
 }
 
@@ -1350,7 +1432,11 @@ fn pt(id: PtIdent, fs: FlatSet, geo: &Geometry, now_s: i64, mixed: bool) -> Set 
     if total > 0 {
         set.findings.push(Finding::notice(
             Code::KV322,
-            format!("LMCache's local-disk backend indexes its {} in memory only: no engine reads them again after a restart", plural(total, "file", "files")),
+            format!(
+                "LMCache's local-disk backend indexes its {} in memory only: no engine reads \
+                them again after a restart",
+                plural(total, "file", "files")
+            ),
         ));
     }
     set

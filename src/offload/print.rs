@@ -15,7 +15,8 @@ use std::fmt::Write as _;
 pub use crate::format::ids::OFFLOAD_REPORT;
 
 /// What kvcr cannot find by itself (docs/format.md §15.1).
-pub const NOT_LOOKED: &str = "vLLM's root_dir and LMCache's local_disk and base_path are set only in the engine's own arguments: name them as PATH";
+pub const NOT_LOOKED: &str = "vLLM's root_dir and LMCache's local_disk and base_path are set only \
+    in the engine's own arguments: name them as PATH";
 
 /// A set's headline: (cause, action).
 pub fn headline(s: &Set) -> (String, String) {
@@ -123,7 +124,7 @@ pub fn document(run: &Run, now_ms: u64, host: &str) -> Value {
         "exit_status": run.exit_status(),
         "options": {
             "paths": o.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "producer": format!("{:?}", o.producer).to_lowercase().replace("lmcachemp", "lmcache-mp"),
+            "producer": o.producer.as_str(),
             "threads": o.threads,
             "kv_bytes_per_chunk": o.geometry.kv_bytes_per_chunk,
             "bytes_per_block": bpb,

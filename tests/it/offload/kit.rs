@@ -1,8 +1,8 @@
-//! Offload trees as the producers write them (the offload reference §2-§4):
+//! Offload trees as the producers write them (vLLM 0.34, llm-d 7be76e1, LMCache 0.5.6):
 //! vLLM and llm-d namespaces with their `config.json` (indent 2, sorted
 //! keys, no trailing newline) under the digest of its canonical form, rank
 //! directories with `<h[0:3]>/<h[3:5]>_g<G>/<h>.bin` blocks, lmcache-mp
-//! `.data` and LMCache local-disk `.pt` files. `examples/offload_fixtures.rs`
+//! `.data` and LMCache local-disk `.pt` files. fixtures/offload/generate.py
 //! writes fixtures/offload/ with these same functions.
 
 use serde_json::{json, Value};

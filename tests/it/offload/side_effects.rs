@@ -149,7 +149,12 @@ fn under_strace_only_directories_and_config_json_are_opened() {
         .arg(&log)
         .args([
             "-e",
-            "trace=open,openat,openat2,creat,unlink,unlinkat,rename,renameat,renameat2,mkdir,mkdirat,rmdir,utimensat,utimes,futimesat,flock,fcntl,truncate,ftruncate,setxattr,lsetxattr,fsetxattr,chmod,fchmod,fchmodat,link,linkat,symlink,symlinkat,write,pwrite64,writev",
+            concat!(
+                "trace=open,openat,openat2,creat,unlink,unlinkat,rename,renameat,renameat2,",
+                "mkdir,mkdirat,rmdir,utimensat,utimes,futimesat,flock,fcntl,truncate,",
+                "ftruncate,setxattr,lsetxattr,fsetxattr,chmod,fchmod,fchmodat,link,linkat,",
+                "symlink,symlinkat,write,pwrite64,writev"
+            ),
         ])
         .arg(bin())
         .arg("offload")
