@@ -4,6 +4,7 @@
 //! the printers, and the side-effect rules under strace.
 
 mod family;
+mod fixtures;
 mod flat;
 pub mod kit;
 mod output;
