@@ -536,6 +536,12 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         "kvcr --version                # version, git commit, build date, CUDA headers",
         Status(0),
     ),
+    (
+        "docs/runbook.md",
+        "kvcr offload fixtures/offload/llmd-missing-rank/root   # a fixture: rank 2 lacks a \
+        block (exit 1)",
+        Status(1),
+    ),
 ];
 
 /// README blocks run by other suites (the multi-node recipes need launchers
