@@ -299,7 +299,8 @@ impl Walker<'_> {
         loose: &mut Loose,
     ) -> Result<(), Failure> {
         let b = name.as_bytes();
-        let p = format!("{root_path}/{}", lossy(name));
+        // A path is built only for what is reported or walked by path.
+        let p = || format!("{root_path}/{}", lossy(name));
         if let Some(only) = only {
             let mine = b == only || grammar::rank_dir(b).is_some_and(|(base, _)| base == only);
             if !mine {
@@ -312,7 +313,7 @@ impl Walker<'_> {
                 let rs = self.scan.namespaces[i].ranks.entry(rank).or_default();
                 rs.present = true;
                 if st.kind == Kind::Dir {
-                    self.rank_dir(i, rank, fd, name, &p)?;
+                    self.rank_dir(i, rank, fd, name, &p())?;
                 } else {
                     rs.not_dir = Some(state_of(st.kind));
                 }
@@ -322,7 +323,7 @@ impl Walker<'_> {
                 let i = self.ns(root_path, b);
                 if st.kind == Kind::Dir {
                     self.scan.namespaces[i].base_dir = true;
-                    self.base_dir(i, fd, name, &p)?;
+                    self.base_dir(i, fd, name, &p())?;
                 } else {
                     self.scan.namespaces[i].base_not_dir = Some(state_of(st.kind));
                 }
@@ -332,23 +333,34 @@ impl Walker<'_> {
         if st.kind != Kind::Dir && self.flat(root_path, b, &p, &st, loose) {
             return Ok(());
         }
-        stray(loose, p, &st);
+        stray(loose, p(), &st);
         Ok(())
     }
 
     /// A root entry of a flat producer (lmcache-mp, lmcache, SGLang's
     /// staging); `false` when its name is none of theirs.
-    fn flat(&mut self, root: &str, name: &[u8], path: &str, st: &Stat, loose: &mut Loose) -> bool {
+    fn flat(
+        &mut self,
+        root: &str,
+        name: &[u8],
+        path: &dyn Fn() -> String,
+        st: &Stat,
+        loose: &mut Loose,
+    ) -> bool {
         let any = self.choice == Choice::Auto;
         if any || self.choice == Choice::LmcacheMp {
             if let Some(n) = grammar::mp_name(name) {
                 let fs = self.scan.mp.entry(MpIdent::of(&n)).or_default();
-                fs.roots.insert(root.to_string());
+                if !fs.roots.contains(root) {
+                    if !fs.roots.contains(root) {
+                        fs.roots.insert(root.to_string());
+                    }
+                }
                 let rank = n.rank() as u32;
                 if n.staging {
                     if st.kind == Kind::Reg {
                         fs.staging.push(Staged {
-                            path: path.to_string(),
+                            path: path(),
                             size: st.size,
                             mtime_s: st.mtime_s,
                             rank: Some(rank),
@@ -358,7 +370,7 @@ impl Walker<'_> {
                     return false;
                 }
                 if rank >= n.world() as u32 {
-                    fs.out_of_range.push((path.to_string(), rank));
+                    fs.out_of_range.push((path(), rank));
                 } else {
                     fs.blocks
                         .entry(n.key())
@@ -375,9 +387,13 @@ impl Walker<'_> {
                         return false;
                     };
                     let fs = self.scan.pt.entry(PtIdent::of(&n)).or_default();
-                    fs.roots.insert(root.to_string());
+                    if !fs.roots.contains(root) {
+                        if !fs.roots.contains(root) {
+                            fs.roots.insert(root.to_string());
+                        }
+                    }
                     if n.worker >= n.world {
-                        fs.out_of_range.push((path.to_string(), n.worker));
+                        fs.out_of_range.push((path(), n.worker));
                     } else {
                         fs.blocks.entry(key).or_default().push((
                             n.worker,
@@ -388,22 +404,22 @@ impl Walker<'_> {
                     return true;
                 }
                 Pt::Ambiguous(_) => {
-                    loose.ambiguous.push(path.to_string());
+                    loose.ambiguous.push(path());
                     return true;
                 }
                 Pt::Legacy => {
-                    loose.legacy.push(path.to_string());
+                    loose.legacy.push(path());
                     return true;
                 }
                 Pt::None => {}
             }
             if name.ends_with(b".pt.meta") || name.ends_with(b".pt.meta.tmp") {
-                loose.legacy.push(path.to_string());
+                loose.legacy.push(path());
                 return true;
             }
         }
         if (any || self.choice == Choice::Sglang) && grammar::sglang_shape(name) {
-            loose.sglang.push(path.to_string());
+            loose.sglang.push(path());
             return true;
         }
         if (any || self.choice == Choice::Sglang)
@@ -411,7 +427,7 @@ impl Walker<'_> {
             && st.kind == Kind::Reg
         {
             loose.staging.push(Staged {
-                path: path.to_string(),
+                path: path(),
                 size: st.size,
                 mtime_s: st.mtime_s,
                 rank: None,
@@ -531,7 +547,8 @@ fn bucket(job: &Job, c: &Counters<'_>) -> Result<RankScan, Failure> {
         let mut any = false;
         each(&sub, &p, c, |leaf, st| {
             any = true;
-            let lp = format!("{p}/{}", lossy(leaf));
+            // A path is built only for what is reported by path.
+            let lp = || format!("{p}/{}", lossy(leaf));
             match grammar::leaf(leaf.as_bytes(), &b1, &b2, g) {
                 LeafName::Block(key) => out.blocks.push(BlockFile {
                     key,
@@ -539,12 +556,12 @@ fn bucket(job: &Job, c: &Counters<'_>) -> Result<RankScan, Failure> {
                     state: state_of(st.kind),
                 }),
                 LeafName::Temp(_, _) if st.kind == Kind::Reg => out.loose.staging.push(Staged {
-                    path: lp,
+                    path: lp(),
                     size: st.size,
                     mtime_s: st.mtime_s,
                     rank: Some(job.rank),
                 }),
-                _ => stray(&mut out.loose, lp, &st),
+                _ => stray(&mut out.loose, lp(), &st),
             }
             Ok(())
         })?;
