@@ -8,10 +8,11 @@ set -euo pipefail
 files=${1:-1000000}
 layout=${2:-mp}
 kvcr=${KVCR:-target/release/kvcr}
-dir=$(mktemp -d /tmp/kvcr-offload-bench.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+# BENCH_DIR keeps the generated tree for the next run (it takes minutes).
+if [ -n "${BENCH_DIR:-}" ]; then dir=$BENCH_DIR; mkdir -p "$dir"; else
+  dir=$(mktemp -d /tmp/kvcr-offload-bench.XXXXXX); trap 'rm -rf "$dir"' EXIT; fi
 cc -O2 -o "$dir/floor" benches/offload_floor.c
-python3 - "$dir/root" "$files" "$layout" <<'PY'
+[ -d "$dir/root" ] || python3 - "$dir/root" "$files" "$layout" <<'PY'
 import hashlib, json, os, sys
 root, n, layout = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 os.makedirs(root)

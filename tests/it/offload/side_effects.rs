@@ -162,18 +162,15 @@ fn under_strace_only_directories_and_config_json_are_opened() {
         .args(["--format", "json", "--progress", "never", "--threads", "4"])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(&log).unwrap();
-    std::fs::remove_file(&log).unwrap();
-    if text.contains("PTRACE") || text.is_empty() {
-        missing("needs ptrace permitted (strace could not trace)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("PTRACE") || stderr.contains("Operation not permitted") {
+        // A container that refuses ptrace: a fact of the machine.
+        crate::util::skip_fact(&format!("strace cannot trace here: {stderr}"));
         return;
     }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
     let root = d.path().display().to_string();
     let mut opened = 0;
     for line in text.lines() {
