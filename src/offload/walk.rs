@@ -352,9 +352,7 @@ impl Walker<'_> {
             if let Some(n) = grammar::mp_name(name) {
                 let fs = self.scan.mp.entry(MpIdent::of(&n)).or_default();
                 if !fs.roots.contains(root) {
-                    if !fs.roots.contains(root) {
-                        fs.roots.insert(root.to_string());
-                    }
+                    fs.roots.insert(root.to_string());
                 }
                 let rank = n.rank() as u32;
                 if n.staging {
@@ -388,9 +386,7 @@ impl Walker<'_> {
                     };
                     let fs = self.scan.pt.entry(PtIdent::of(&n)).or_default();
                     if !fs.roots.contains(root) {
-                        if !fs.roots.contains(root) {
-                            fs.roots.insert(root.to_string());
-                        }
+                        fs.roots.insert(root.to_string());
                     }
                     if n.worker >= n.world {
                         fs.out_of_range.push((path(), n.worker));
