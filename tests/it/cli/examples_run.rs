@@ -82,6 +82,11 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "docs/bench.md",
+        "BENCH_DIR=/tmp/offb-mp KVCR=target/release/kvcr THREADS=1 benches/offload.sh 1000000 mp",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "docs/bench.md",
         "(cd python && maturin develop --release --locked) && pip install \
         pytest",
         Skip("builds or installs the Python package (.ci/run does, in a fresh venv)"),
