@@ -67,14 +67,22 @@ pub fn decimal(b: &[u8], max: u64) -> Option<u64> {
     (v <= max).then_some(v)
 }
 
+fn nibble(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// Lowercase hex of whole bytes, at most [`MAX_HASH_BYTES`] of them.
 fn hex_bytes(h: &[u8]) -> Option<([u8; MAX_HASH_BYTES], u8)> {
-    if !h.len().is_multiple_of(2) || h.len() / 2 > MAX_HASH_BYTES || !is_lower_hex(h) {
+    if h.is_empty() || !h.len().is_multiple_of(2) || h.len() / 2 > MAX_HASH_BYTES {
         return None;
     }
     let mut out = [0u8; MAX_HASH_BYTES];
-    for (i, pair) in h.chunks(2).enumerate() {
-        let s = std::str::from_utf8(pair).ok()?;
-        out[i] = u8::from_str_radix(s, 16).ok()?;
+    for (i, pair) in h.chunks_exact(2).enumerate() {
+        out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
     }
     Some((out, (h.len() / 2) as u8))
 }

@@ -1161,6 +1161,23 @@ fn flat(
     for k in keys {
         let v = &fs.blocks[k];
         set.blocks.total += 1;
+        // The common case first, without allocating: every rank of a world
+        // of at most 128 exactly once, each a regular file of its rank's
+        // full size.
+        if world <= 128 && v.len() == world as usize {
+            let mut seen: u128 = 0;
+            let whole = v.iter().all(|(r, s, st)| {
+                let bit = 1u128 << r;
+                let first = seen & bit == 0;
+                seen |= bit;
+                first && *st == State::Regular && full.get(r) == Some(s)
+            });
+            if whole {
+                set.bytes += v.iter().map(|x| x.1).sum::<u64>();
+                set.blocks.complete += 1;
+                continue;
+            }
+        }
         let present: Vec<u32> = v.iter().map(|(r, _, _)| *r).collect();
         let missing: Vec<u32> = (0..world).filter(|r| !present.contains(r)).collect();
         let mut problems = Vec::new();
