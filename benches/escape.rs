@@ -194,8 +194,8 @@ fn main() {
     for (label, v) in &inputs {
         // The same-crate copy writes exactly what the library writes.
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        fmt_write(&mut a, v, kvcr::display::is_dangerous, true);
-        kvcr::display::write_json(&mut b, v).unwrap();
+        fmt_write(&mut a, v, kvcr_audit::display::is_dangerous, true);
+        kvcr_audit::display::write_json(&mut b, v).unwrap();
         assert!(a == b, "{label}: the copy differs from the library");
         let mut buf = Vec::with_capacity(8 << 20);
         let serde = time(iters, || {
@@ -208,11 +208,16 @@ fn main() {
         });
         let same = time(iters, || {
             buf.clear();
-            fmt_write(&mut buf, black_box(v), kvcr::display::is_dangerous, true);
+            fmt_write(
+                &mut buf,
+                black_box(v),
+                kvcr_audit::display::is_dangerous,
+                true,
+            );
         });
         let new = time(iters, || {
             buf.clear();
-            kvcr::display::write_json(&mut buf, black_box(v)).unwrap();
+            kvcr_audit::display::write_json(&mut buf, black_box(v)).unwrap();
         });
         println!(
             "{label:<10} {serde:>11.0} {old:>11.0} {same:>11.0} {new:>11.0} {:>8.3} {:>8.3}",
@@ -253,7 +258,7 @@ fn main() {
         }) / ss.len() as f64;
         let new = time(iters * 100, || {
             for s in ss {
-                black_box(kvcr::display::terminal(black_box(s)));
+                black_box(kvcr_audit::display::terminal(black_box(s)));
             }
         }) / ss.len() as f64;
         println!("{label:<10} {old:>12.1} {new:>12.1} {:>9.3}", new / old);

@@ -13,7 +13,7 @@
 
 use kvcr_testkit as testkit;
 
-use kvcr::descriptor::{canon, json, parse_descriptor_with};
+use kvcr_audit::descriptor::{canon, json, parse_descriptor_with};
 use std::hint::black_box;
 use testkit::Desc;
 

@@ -101,7 +101,7 @@ fn round_up(n: u64, g: u64) -> Option<u64> {
 /// that all hold `byte`: 16 pages of 4096 bytes.
 fn content(size: u64, offset: u64, byte: u8) -> R<serde_json::Value> {
     let mut read = |_: u64, n: u64| Ok(vec![byte; n as usize]);
-    let c = kvcr::api::digest_content(size, offset, 4096, 16, &mut read)
+    let c = kvcr_audit::api::digest_content(size, offset, 4096, 16, &mut read)
         .map_err(|e| format!("content: {e:?}"))?;
     Ok(json!({"page_bytes": c.page_bytes, "pages": c.pages, "sha256": hex(&c.sha256)}))
 }
@@ -230,7 +230,7 @@ fn serve(inv: &Path, expect: &Path, size: u64, want_ranks: Option<usize>) -> R<(
     }
     let ranks = want_ranks.unwrap_or(n).min(n).max(1);
     let pid = std::process::id() as i32;
-    let ticks = kvcr::api::proc_start_ticks(pid).map_err(|e| e.to_string())?;
+    let ticks = kvcr_audit::api::proc_start_ticks(pid).map_err(|e| e.to_string())?;
     let hostname =
         std::fs::read_to_string("/proc/sys/kernel/hostname").map_err(|e| e.to_string())?;
     let boot_id =

@@ -7,15 +7,15 @@ alive and describes it to kvcr (docs/python.md "Reference producer").
 Each start is a new owner lifetime:
 
 1. reads the epoch it persisted (``--state``, written atomically) and the
-   group's current epoch in the inventory (``kvcr.current_epoch``), and
+   group's current epoch in the inventory (``kvcr_audit.current_epoch``), and
    takes the next one above both, with a new incarnation (a UUID);
 2. "allocates" each rank's KV memory (here: bytes in this process) and
    computes each allocation's content digest from a read callback
-   (``kvcr.content_digest``);
+   (``kvcr_audit.content_digest``);
 3. writes every rank's descriptor into ``ROOT/epoch-<E>/`` with
    ``quiesced: false`` (the engine is still writing KV), then again with
    ``quiesced: true`` once it has stopped: every write is
-   ``kvcr.write_rank`` (validated, sealed, atomic, 0600);
+   ``kvcr_audit.write_rank`` (validated, sealed, atomic, 0600);
 4. records the incarnation in the state file and prints one JSON line
    ``{"event": "ready", ...}``;
 5. on SIGUSR1 (the engine is serving from this incarnation) removes the
@@ -42,7 +42,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
-import kvcr
+import kvcr_audit
 
 GEOMETRY: Dict[str, Any] = {
     "num_layers": 2,
@@ -94,7 +94,7 @@ def descriptor(
     quiesced: bool, content: Dict[str, Any],
 ) -> Dict[str, Any]:
     me = os.getpid()
-    ticks = kvcr.proc_start_ticks(me)
+    ticks = kvcr_audit.proc_start_ticks(me)
     handle = hashlib.sha512(("%s/%s/%d" % (engine, incarnation, rank)).encode()).hexdigest()
     return {
         "schema": "kvcr.retained-rank/v1",
@@ -105,7 +105,7 @@ def descriptor(
         "world_size": tp,
         "tp": tp,
         "pp": 1,
-        "node": {"hostname": os.uname().nodename, "boot_id": kvcr.boot_id()},
+        "node": {"hostname": os.uname().nodename, "boot_id": kvcr_audit.boot_id()},
         "gpu_uuid": gpu_uuid(engine, rank),
         "model": {"name": "meta-llama/Llama-3.1-8B", "revision": "945c8663", "quantization": None},
         "geometry": GEOMETRY,
@@ -120,7 +120,7 @@ def descriptor(
 
 
 def reader(memory: bytes) -> Callable[[int, int], bytes]:
-    """The read callback of kvcr.content_digest over one rank's memory (a
+    """The read callback of kvcr_audit.content_digest over one rank's memory (a
     real sidecar copies from the GPU, e.g. with cudaMemcpy)."""
 
     def read(offset: int, length: int) -> bytes:
@@ -142,7 +142,7 @@ class Producer:
         self.state = load_state(state_path)
         # Above every epoch this group used: the persisted one, and those
         # still in the inventory (a lost state file is recovered from it).
-        in_inventory = kvcr.current_epoch(root, engine) or 0
+        in_inventory = kvcr_audit.current_epoch(root, engine) or 0
         self.epoch = max(int(self.state["epoch"]), in_inventory) + 1
         self.incarnation = str(uuid.uuid4())
         self.subdir = "epoch-%d" % self.epoch
@@ -155,7 +155,7 @@ class Producer:
 
     def write_all(self, quiesced: bool, content: List[Dict[str, Any]]) -> List[Path]:
         return [
-            kvcr.write_rank(
+            kvcr_audit.write_rank(
                 self.root,
                 descriptor(self.engine, self.incarnation, self.epoch, r, self.tp, m, quiesced,
                            content[r]),
@@ -169,7 +169,7 @@ class Producer:
         # between the two never reuses an epoch.
         self.state["epoch"] = self.epoch
         save_state(self.state_path, self.state)
-        content = [kvcr.content_digest(reader(m), len(m)) for m in self.memory]
+        content = [kvcr_audit.content_digest(reader(m), len(m)) for m in self.memory]
         self.write_all(False, content)  # the engine still writes KV
         paths = self.write_all(True, content)  # it stopped: mark quiesced
         self.state["lifetimes"].append(
@@ -231,7 +231,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         signal.signal(s, on_signal)
     try:
         p.start()
-    except kvcr.Error as e:
+    except kvcr_audit.Error as e:
         print("producer: %s" % e, file=sys.stderr)
         return 2
     while True:

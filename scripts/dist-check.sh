@@ -116,7 +116,7 @@ case "$wheels" in *manylinux2014_x86_64*) ;; *) fail "wheel $wheels has no manyl
 mkdir "$tmp/whl"
 "${PYTHON:-python3}" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
   "dist/$wheels" "$tmp/whl"
-check_glibc "$(ls "$tmp"/whl/kvcr/_native*.so)" "wheel's kvcr/_native"
+check_glibc "$(ls "$tmp"/whl/kvcr/_native*.so)" "wheel's kvcr_audit/_native"
 # The PATH without any directory that has cargo or rustc.
 clean=""
 IFS=: read -ra dirs <<< "$PATH"

@@ -5,9 +5,9 @@ on the PATH).
 Usage: python wheel-smoke.py FIXTURES VERSION
 
 Writes the four ranks of FIXTURES/accept-tp4 into a new inventory with
-kvcr.write_rank (node facts from FIXTURES/live/node-match.json), audits it (accepted, exit 0), rewrites one rank with
+kvcr_audit.write_rank (node facts from FIXTURES/live/node-match.json), audits it (accepted, exit 0), rewrites one rank with
 another geometry (rejected, KV104, exit 1) and checks that a descriptor with
-a bad member raises kvcr.DescriptorError with the audit's code.
+a bad member raises kvcr_audit.DescriptorError with the audit's code.
 """
 
 import json
@@ -15,15 +15,15 @@ import pathlib
 import sys
 import tempfile
 
-import kvcr
+import kvcr_audit
 
 
 def main() -> None:
     fixtures = pathlib.Path(sys.argv[1])
     version = sys.argv[2]
-    where = pathlib.Path(kvcr.__file__).resolve()
+    where = pathlib.Path(kvcr_audit.__file__).resolve()
     assert "site-packages" in where.parts, f"kvcr imported from {where}, not the installed wheel"
-    assert kvcr.__version__ == version, f"kvcr.__version__ {kvcr.__version__!r}, not {version!r}"
+    assert kvcr_audit.__version__ == version, f"kvcr_audit.__version__ {kvcr_audit.__version__!r}, not {version!r}"
 
     ranks = [
         json.loads((fixtures / "accept-tp4" / "inventory" / f"rank-{r}.json").read_text())
@@ -35,9 +35,9 @@ def main() -> None:
     facts = fixtures / "live" / "node-match.json"
     root = pathlib.Path(tempfile.mkdtemp(prefix="kvcr-wheel-"))
     for d in ranks:
-        written = kvcr.write_rank(root, d, subdir="llama", node_facts=facts)
+        written = kvcr_audit.write_rank(root, d, subdir="llama", node_facts=facts)
         assert written.parent == root / "llama", written
-    doc = kvcr.audit(root)
+    doc = kvcr_audit.audit(root)
     assert doc["schema"] == "kvcr.audit-report/v1", doc["schema"]
     assert doc["exit_status"] == 0, doc["cause"]
     assert [(g["engine_id"], g["verdict"]) for g in doc["groups"]] == [
@@ -45,20 +45,20 @@ def main() -> None:
     ], doc["groups"]
 
     other = dict(ranks[1], geometry=dict(ranks[1]["geometry"], num_blocks=512))
-    kvcr.write_rank(root, other, subdir="llama", node_facts=facts)
-    doc = kvcr.audit(root)
+    kvcr_audit.write_rank(root, other, subdir="llama", node_facts=facts)
+    doc = kvcr_audit.audit(root)
     assert doc["exit_status"] == 1, doc["exit_status"]
     codes = {f["code"] for g in doc["groups"] for r in g["ranks"] for f in r["findings"]}
     assert "KV104" in codes, codes
 
     bad = dict(ranks[0], node=dict(ranks[0]["node"], boot_id="not-a-uuid"))
     try:
-        kvcr.write_rank(root, bad, subdir="bad", node_facts=facts)
-    except kvcr.DescriptorError as e:
+        kvcr_audit.write_rank(root, bad, subdir="bad", node_facts=facts)
+    except kvcr_audit.DescriptorError as e:
         assert e.code == "KV007" and e.field == "node.boot_id", (e.code, e.field)
     else:
         raise AssertionError("a bad boot_id was written")
-    print(f"wheel-smoke: kvcr {kvcr.__version__} from {where.parent}: write_rank, audit, errors ok")
+    print(f"wheel-smoke: kvcr {kvcr_audit.__version__} from {where.parent}: write_rank, audit, errors ok")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(kvcr::run());
+    std::process::exit(kvcr_audit::run());
 }

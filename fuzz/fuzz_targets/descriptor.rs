@@ -3,12 +3,12 @@
 //! The input is one or more descriptor files separated by NUL bytes (a raw
 //! NUL can never occur inside valid JSON text, so a single valid descriptor
 //! is simply the whole input). Each file is parsed with
-//! `kvcr::descriptor::parse_descriptor`, then all of them are audited
-//! together as one inventory, in memory through `kvcr::api::audit_files`
+//! `kvcr_audit::descriptor::parse_descriptor`, then all of them are audited
+//! together as one inventory, in memory through `kvcr_audit::api::audit_files`
 //! (inventory.rs), given in one order and in the reverse order, once more
 //! in live mode on a node about which nothing is known (`KVCR_NODE_FACTS`;
 //! its note goes to stderr: run with `-close_fd_mask=2`), and, for one input
-//! in 64, on disk through `kvcr::api::audit` (files written to a private
+//! in 64, on disk through `kvcr_audit::api::audit` (files written to a private
 //! directory in the reverse order), which must judge alike.
 //!
 //! Oracles (a failed assertion is a crash):
@@ -26,10 +26,10 @@
 //! - live mode on a node about which nothing is known changes no verdict.
 #![no_main]
 
-use kvcr::descriptor::parse::{compute_digest, MAX_FINDINGS};
-use kvcr::descriptor::{parse_descriptor, parse_descriptor_with};
-use kvcr::api::AuditOptions;
-use kvcr::finding::Code;
+use kvcr_audit::descriptor::parse::{compute_digest, MAX_FINDINGS};
+use kvcr_audit::descriptor::{parse_descriptor, parse_descriptor_with};
+use kvcr_audit::api::AuditOptions;
+use kvcr_audit::finding::Code;
 use libfuzzer_sys::fuzz_target;
 use std::sync::Once;
 
@@ -107,7 +107,7 @@ fuzz_target!(|data: &[u8]| {
         written.push((path, bytes));
     }
 
-    // In memory (kvcr::api::audit_files), in the order given and reversed.
+    // In memory (kvcr_audit::api::audit_files), in the order given and reversed.
     let o = AuditOptions::default();
     let report = inventory::audit_mem(&written, &o);
     let status = report["exit_status"].as_i64().expect("exit status");
@@ -134,7 +134,7 @@ fuzz_target!(|data: &[u8]| {
         "order-dependent verdict",
     );
     // A fixed sample also on disk, created in the reverse order (through
-    // kvcr::api::audit): the in-memory route judges as the real one.
+    // kvcr_audit::api::audit): the in-memory route judges as the real one.
     if inventory::sampled(data) {
         let dir = inventory::Dir::new();
         for (path, bytes) in &reversed {

@@ -9,9 +9,9 @@
 //! - removing the top-level `digest` member is the same as skipping it.
 #![no_main]
 
-use kvcr::descriptor::canon::{canonical_bytes, digest_without};
-use kvcr::descriptor::json::{parse, Value, View};
-use kvcr::descriptor::parse::compute_digest;
+use kvcr_audit::descriptor::canon::{canonical_bytes, digest_without};
+use kvcr_audit::descriptor::json::{parse, Value, View};
+use kvcr_audit::descriptor::parse::compute_digest;
 use libfuzzer_sys::fuzz_target;
 use sha2::{Digest, Sha256};
 

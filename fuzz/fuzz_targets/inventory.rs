@@ -1,18 +1,18 @@
 //! An inventory for the fuzz targets that judge, in memory or on disk.
 //!
 //! In memory ([`audit_mem`]): the files handed as bytes to kvcr's public
-//! library API `kvcr::api::audit_files`, which judges them as
+//! library API `kvcr_audit::api::audit_files`, which judges them as
 //! `kvcr audit --format json` judges an inventory holding exactly those
 //! files (mode 0600, directories 0700, as an owner writes them): the same
 //! walk order, parser and verdict core, without a file system in the loop
 //! (thousands of executions a second instead of about fifty).
 //!
 //! On disk ([`Dir`], [`audit`]): files written under a fresh private
-//! directory and audited through `kvcr::api::audit`. The targets run it on
+//! directory and audited through `kvcr_audit::api::audit`. The targets run it on
 //! a fixed sample of inputs ([`sampled`]) and require the same judgement
 //! both ways, so the fast route is held to the real one.
 
-use kvcr::api::{self, AuditOptions};
+use kvcr_audit::api::{self, AuditOptions};
 use serde_json::Value;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -82,7 +82,7 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Value {
 pub const MEM_ROOT: &str = "/fuzz/inventory";
 
 /// The audit report of `files` (root-relative paths and bytes) through
-/// `kvcr::api::audit_files`, its exit status checked against the
+/// `kvcr_audit::api::audit_files`, its exit status checked against the
 /// document's.
 pub fn audit_mem(files: &[(String, &[u8])], o: &AuditOptions) -> Value {
     one_thread();

@@ -1,6 +1,6 @@
 //! JSON reader against serde_json (a differential oracle).
 //!
-//! Any input: `kvcr::descriptor::json::parse` and `serde_json` must read the
+//! Any input: `kvcr_audit::descriptor::json::parse` and `serde_json` must read the
 //! same tree when both accept; the hand reader may refuse what serde_json
 //! accepts only for its documented reasons (a duplicate key, nesting deeper
 //! than `MAX_DEPTH`), and accept what serde_json refuses only for a number

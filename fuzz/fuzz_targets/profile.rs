@@ -1,11 +1,11 @@
 //! Deployment profile parser (docs/format.md §4), and the verdict core under it.
 //!
-//! Any input is parsed with `kvcr::profile::parse_profile`; a profile that
+//! Any input is parsed with `kvcr_audit::profile::parse_profile`; a profile that
 //! parses is then applied to a fixed inventory (two incarnations of the
 //! fixtures' `llama3-70b-a` group and one other group), audited in memory
-//! through `kvcr::api::audit_files` (inventory.rs), its files given in one
+//! through `kvcr_audit::api::audit_files` (inventory.rs), its files given in one
 //! order and in the reverse order, and for one input in 64 also on disk
-//! through `kvcr::api::audit`. Oracles: no panic; a refused profile says
+//! through `kvcr_audit::api::audit`. Oracles: no panic; a refused profile says
 //! why; judging exits 0 or 1, never accepts a group the profile names
 //! without every rank (every local rank, for a group that spans nodes), and
 //! depends neither on the order of the files nor on the route (memory or
@@ -14,9 +14,9 @@
 
 use kvcr_testkit as testkit;
 
-use kvcr::api::{AuditOptions, Profile};
-use kvcr::descriptor::parse_descriptor;
-use kvcr::profile::{parse_profile, ProfileError};
+use kvcr_audit::api::{AuditOptions, Profile};
+use kvcr_audit::descriptor::parse_descriptor;
+use kvcr_audit::profile::{parse_profile, ProfileError};
 use testkit::{Desc, INCARNATION_B};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
@@ -115,7 +115,7 @@ fuzz_target!(|data: &[u8]| {
         || inventory::audit_mem(&forward, &o),
         "order-dependent verdict",
     );
-    // A fixed sample also on disk (kvcr::api::audit): the same judgement.
+    // A fixed sample also on disk (kvcr_audit::api::audit): the same judgement.
     if inventory::sampled(data) {
         inventory::assert_same(
             &report,

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Benchmark (not a test): in-process kvcr.audit and kvcr.gate of an 8-rank
+"""Benchmark (not a test): in-process kvcr_audit.audit and kvcr_audit.gate of an 8-rank
 group against spawning the CLI on the same group for the same document, in
 the same run, alternating, warm page cache:
 
-- ``kvcr.audit(root)`` against ``kvcr audit ROOT --format json``;
-- ``kvcr.gate(root, profile=..., node_facts=...)`` against
+- ``kvcr_audit.audit(root)`` against ``kvcr audit ROOT --format json``;
+- ``kvcr_audit.gate(root, profile=..., node_facts=...)`` against
   ``kvcr import ROOT --profile P --dry-run --format json`` (the import
   plan is its ``plan``), with ``KVCR_NODE_FACTS`` naming the same facts
   and the simulated backend answering the dry run's driver check.
@@ -17,7 +17,7 @@ p10 and p90, and the ratios.
 
 Build both in release mode first (docs/bench.md "In-process audit"):
     cargo build --release --locked
-    (cd python && maturin build --release --locked) && pip install python/target/wheels/kvcr-*.whl
+    (cd python && maturin build --release --locked) && pip install python/target/wheels/kvcr_audit-*.whl
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Callable, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import kvcr  # noqa: E402
+import kvcr_audit  # noqa: E402
 from conftest import facts, inventory, profile, without_clock  # noqa: E402
 
 
@@ -68,15 +68,15 @@ def main() -> int:
             return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e).stdout
 
         # Both answer the same document (sanity, outside the timing).
-        assert without_clock(json.loads(spawn(audit_cmd, env))) == without_clock(kvcr.audit(root))
+        assert without_clock(json.loads(spawn(audit_cmd, env))) == without_clock(kvcr_audit.audit(root))
         dry = json.loads(spawn(gate_cmd, gate_env))
-        plan = kvcr.gate(root, profile=prof, node_facts=node)
+        plan = kvcr_audit.gate(root, profile=prof, node_facts=node)
         assert dry["result"] == "planned", dry
         assert without_clock(dry["plan"]) == without_clock(plan)
 
         cases: Dict[str, Callable[[], object]] = {
-            "audit": lambda: kvcr.audit(root),
-            "gate": lambda: kvcr.gate(root, profile=prof, node_facts=node),
+            "audit": lambda: kvcr_audit.audit(root),
+            "gate": lambda: kvcr_audit.gate(root, profile=prof, node_facts=node),
         }
         cmds = {"audit": (audit_cmd, env), "gate": (gate_cmd, gate_env)}
         t_in: Dict[str, List[float]] = {k: [] for k in cases}

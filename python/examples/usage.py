@@ -8,7 +8,7 @@ import pathlib
 import sys
 from typing import Any, Dict
 
-import kvcr
+import kvcr_audit
 
 
 def produce(root: pathlib.Path, memory: bytes) -> pathlib.Path:
@@ -21,36 +21,36 @@ def produce(root: pathlib.Path, memory: bytes) -> pathlib.Path:
         "world_size": 1,
         "tp": 1,
         "pp": 1,
-        "node": {"hostname": os.uname().nodename, "boot_id": kvcr.boot_id()},
+        "node": {"hostname": os.uname().nodename, "boot_id": kvcr_audit.boot_id()},
         "gpu_uuid": "GPU-6a1f0c2e-0000-4000-8000-000000000000",
         "model": {"name": "meta-llama/Llama-3.1-8B", "revision": "945c8663", "quantization": None},
         "geometry": {"num_layers": 2, "kv_heads_per_rank": 1, "head_size": 64,
                      "block_size": 16, "num_blocks": 8, "dtype": "float16", "use_mla": False},
-        "owner": {"pid": os.getpid(), "start_ticks": kvcr.proc_start_ticks(os.getpid())},
-        "writer": {"pid": os.getpid(), "start_ticks": kvcr.proc_start_ticks(os.getpid()),
+        "owner": {"pid": os.getpid(), "start_ticks": kvcr_audit.proc_start_ticks(os.getpid())},
+        "writer": {"pid": os.getpid(), "start_ticks": kvcr_audit.proc_start_ticks(os.getpid()),
                    "quiesced": True},
         "allocations": [{"id": "kv-0", "size_bytes": len(memory),
                          "handle": {"kind": "fabric", "hex": "ab" * 64}}],
         "created_unix_ms": 1764547200000,
     }
-    content = kvcr.content_digest(lambda off, n: memory[off:off + n], len(memory))
+    content = kvcr_audit.content_digest(lambda off, n: memory[off:off + n], len(memory))
     print("content", content["sha256"])
-    return kvcr.write_rank(root, descriptor, subdir="llama-a")
+    return kvcr_audit.write_rank(root, descriptor, subdir="llama-a")
 
 
 def engine(root: pathlib.Path, profile: pathlib.Path) -> int:
     try:
-        plan = kvcr.gate(root, profile=profile)
-    except kvcr.Refused as e:
+        plan = kvcr_audit.gate(root, profile=profile)
+    except kvcr_audit.Refused as e:
         print("not ready:", e.message, e.report["result"], file=sys.stderr)
         return 1
-    except kvcr.UsageError as e:
+    except kvcr_audit.UsageError as e:
         print("cannot ask:", e.message, file=sys.stderr)
         return 2
     for rank in plan["ranks"]:
         for a in rank["allocations"]:
             print(rank["rank"], rank["gpu_uuid"], a["id"], a["size_bytes"], a["handle"]["kind"])
-    report = kvcr.audit(root, live=True, strict=True, max_age="15m")
+    report = kvcr_audit.audit(root, live=True, strict=True, max_age="15m")
     status: int = report["exit_status"]
     return status
 

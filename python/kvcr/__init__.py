@@ -3,7 +3,7 @@
 The producer side (a sidecar that keeps KV memory alive) writes descriptors
 with :func:`write_rank`; the engine side asks :func:`gate` before it becomes
 ready and imports from the plan it returns. Every rule is kvcr's own Rust
-code (``kvcr::api``), the same the ``kvcr`` command runs: nothing here
+code (``kvcr_audit::api``), the same the ``kvcr`` command runs: nothing here
 re-implements a check. See docs/python.md and docs/format.md §13.
 
 The package reads no environment variable: what the ``kvcr`` command takes
@@ -59,7 +59,7 @@ _MAX_WORLD_SIZE = 4096
 # sys.int_info.default_max_str_digits); far out of every range of §3.
 _HUGE = 10**4300
 
-_log = _logging.getLogger("kvcr")
+_log = _logging.getLogger("kvcr_audit")
 
 
 def _notes(notes: Sequence[str]) -> None:

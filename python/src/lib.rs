@@ -1,12 +1,12 @@
-//! `kvcr._native`: the Python package's native half, a thin layer over
-//! `kvcr::api` (docs/python.md). Arguments arrive already converted by
-//! `kvcr/__init__.py` (paths as bytes, descriptors and profiles as JSON
+//! `kvcr_audit._native`: the Python package's native half, a thin layer over
+//! `kvcr_audit::api` (docs/python.md). Arguments arrive already converted by
+//! `kvcr_audit/__init__.py` (paths as bytes, descriptors and profiles as JSON
 //! text); documents go back as JSON text, with the notes the command would
 //! print on stderr. Errors are raised as
 //! `NativeError(kind, exit_status, code, field, message, report, notes)`,
 //! which the package turns into its public exceptions.
 
-use kvcr::api::{self, Error, Profile};
+use kvcr_audit::api::{self, Error, Profile};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -19,7 +19,7 @@ create_exception!(
     _native,
     NativeError,
     PyException,
-    "(kind, exit_status, code, field, message, report, notes) from kvcr::api"
+    "(kind, exit_status, code, field, message, report, notes) from kvcr_audit::api"
 );
 
 fn path(b: &[u8]) -> PathBuf {
@@ -27,7 +27,7 @@ fn path(b: &[u8]) -> PathBuf {
 }
 
 /// Runs a call's body so that no Rust panic reaches Python as
-/// `PanicException`: a panic is kvcr's internal error, `kvcr.Error` with the
+/// `PanicException`: a panic is kvcr's internal error, `kvcr_audit.Error` with the
 /// command line's exit status 70 (docs/format.md §13.2).
 fn guarded<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
@@ -154,9 +154,9 @@ fn profile(path_bytes: Option<Vec<u8>>, json: Option<Vec<u8>>) -> Option<Profile
     }
 }
 
-fn ranks(s: Option<String>) -> PyResult<Option<kvcr::rankset::RankSet>> {
+fn ranks(s: Option<String>) -> PyResult<Option<kvcr_audit::rankset::RankSet>> {
     s.map(|s| {
-        kvcr::rankset::RankSet::parse(&s)
+        kvcr_audit::rankset::RankSet::parse(&s)
             .map_err(|e| usage(format!("local_ranks=: {:?}: {e}", shown(&s))))
     })
     .transpose()
@@ -165,7 +165,7 @@ fn ranks(s: Option<String>) -> PyResult<Option<kvcr::rankset::RankSet>> {
 /// The kvcr version (`X.Y.Z`).
 #[pyfunction]
 fn version() -> &'static str {
-    kvcr::VERSION
+    kvcr_audit::VERSION
 }
 
 /// `kvcr audit --format json`, with the GIL released: the document, its
@@ -218,7 +218,7 @@ fn audit(
 
 /// The document as Python objects (dicts, lists, str, int, bool, None):
 /// what `json.loads` of its JSON text gives, built directly from the value
-/// that text is written from (`kvcr::api::Structured`), so nothing is
+/// that text is written from (`kvcr_audit::api::Structured`), so nothing is
 /// rendered or parsed back (python/tests/test_parity.py and test_gate.py
 /// hold the two equal on every fixture). A failure here is kvcr's own (the
 /// wire types hold only what JSON holds): an internal error, exit 70, as a
@@ -247,7 +247,7 @@ fn parse_age(name: &str, s: &str) -> PyResult<u64> {
 }
 
 /// For the package's tests only: panics with `message`, so they can prove
-/// a panic reaches Python as `kvcr.Error` (exit status 70), never as
+/// a panic reaches Python as `kvcr_audit.Error` (exit status 70), never as
 /// `PanicException`.
 #[pyfunction]
 fn _panic_for_tests(message: &str) -> PyResult<()> {
@@ -365,7 +365,7 @@ fn content_digest(
                 })
             })),
             Err(api::ContentError::Shape(m)) => Err(raise(Error::Descriptor {
-                code: kvcr::finding::Code::KV007,
+                code: kvcr_audit::finding::Code::KV007,
                 field: Some("content".into()),
                 message: format!("content: {m}"),
             })),

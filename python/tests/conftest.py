@@ -204,8 +204,8 @@ def writer_facts(owner: Tuple[int, int] = OWNER) -> Path:
 
 
 def write(root: Any, d: Dict[str, Any], **kw: Any) -> Path:
-    """``kvcr.write_rank`` against the node the descriptor describes."""
-    import kvcr
+    """``kvcr_audit.write_rank`` against the node the descriptor describes."""
+    import kvcr_audit
 
     try:
         owner = (d["owner"]["pid"], d["owner"]["start_ticks"])
@@ -213,7 +213,7 @@ def write(root: Any, d: Dict[str, Any], **kw: Any) -> Path:
     except Exception:  # a descriptor broken on purpose: the default node
         ok = False
     kw.setdefault("node_facts", writer_facts(owner if ok else OWNER))
-    return kvcr.write_rank(root, d, **kw)
+    return kvcr_audit.write_rank(root, d, **kw)
 
 
 def inventory(root: Path, world: int = 8, **kw: Any) -> Path:

@@ -1,5 +1,5 @@
 """The Python boundary (docs/format.md §13.2): every value a caller can pass
-ends in the documented result or a kvcr.Error subclass, never another
+ends in the documented result or a kvcr_audit.Error subclass, never another
 exception. One class per test, with its neighbours: what is accepted on
 either side of each refusal."""
 
@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict
 
 import pytest
 
-import kvcr
+import kvcr_audit
 from conftest import (
     FIXTURES, cli, descriptor, facts, inventory, profile, write, writer_facts,
 )
@@ -23,9 +23,9 @@ from conftest import (
 TP4 = FIXTURES / "accept-tp4" / "inventory"
 
 
-def usage(f: Callable[[], Any], *names: str) -> kvcr.UsageError:
+def usage(f: Callable[[], Any], *names: str) -> kvcr_audit.UsageError:
     """`f()` raises UsageError (exit 2) whose message names each of `names`."""
-    with pytest.raises(kvcr.UsageError) as e:
+    with pytest.raises(kvcr_audit.UsageError) as e:
         f()
     assert e.value.exit_status == 2
     for n in names:
@@ -41,18 +41,18 @@ LONE = ["\ud800", "a\udfffb", "\udbff\udbff"]
 @pytest.mark.parametrize("s", LONE)
 def test_a_lone_surrogate_in_a_string_option_is_a_usage_error(s: str, tmp_path: Path) -> None:
     node = facts(tmp_path / "facts.json", 8)
-    usage(lambda: kvcr.audit(TP4, engine=s), "engine=")
-    usage(lambda: kvcr.audit(TP4, incarnation=s), "incarnation=")
-    usage(lambda: kvcr.audit(TP4, local_ranks="0-" + s), "local_ranks=")
-    usage(lambda: kvcr.audit(TP4, max_age="5" + s), "max_age=")
-    usage(lambda: kvcr.gate(TP4, profile=profile(world=4), engine=s), "engine=")
-    usage(lambda: kvcr.gate(TP4, profile=profile(world=4), max_report_age=s), "max_report_age=")
-    usage(lambda: kvcr.gate(TP4, profile=profile(world=4), local_ranks=s), "local_ranks=")
+    usage(lambda: kvcr_audit.audit(TP4, engine=s), "engine=")
+    usage(lambda: kvcr_audit.audit(TP4, incarnation=s), "incarnation=")
+    usage(lambda: kvcr_audit.audit(TP4, local_ranks="0-" + s), "local_ranks=")
+    usage(lambda: kvcr_audit.audit(TP4, max_age="5" + s), "max_age=")
+    usage(lambda: kvcr_audit.gate(TP4, profile=profile(world=4), engine=s), "engine=")
+    usage(lambda: kvcr_audit.gate(TP4, profile=profile(world=4), max_report_age=s), "max_report_age=")
+    usage(lambda: kvcr_audit.gate(TP4, profile=profile(world=4), local_ranks=s), "local_ranks=")
     # In a profile given as a dict: a bad profile.
-    usage(lambda: kvcr.audit(TP4, profile={**profile(world=4), "engine_id": s}), "profile=")
+    usage(lambda: kvcr_audit.audit(TP4, profile={**profile(world=4), "engine_id": s}), "profile=")
     # In a descriptor: not UTF-8, as the audit says of such a file (KV006).
-    with pytest.raises(kvcr.DescriptorError) as d:
-        kvcr.seal({**descriptor(), "engine_id": s})
+    with pytest.raises(kvcr_audit.DescriptorError) as d:
+        kvcr_audit.seal({**descriptor(), "engine_id": s})
     assert d.value.code == "KV006"
     assert node.exists()
 
@@ -60,14 +60,14 @@ def test_a_lone_surrogate_in_a_string_option_is_a_usage_error(s: str, tmp_path: 
 @pytest.mark.parametrize("s", LONE)
 def test_a_lone_surrogate_in_a_path_is_a_usage_error(s: str, tmp_path: Path) -> None:
     bad = str(tmp_path / ("x" + s))
-    usage(lambda: kvcr.audit(bad), "root=")
-    usage(lambda: kvcr.audit(TP4, profile=bad), "profile=")
-    usage(lambda: kvcr.audit(TP4, live=True, node_facts=bad), "node_facts=")
-    usage(lambda: kvcr.gate(bad, profile=profile(world=4)), "root=")
-    usage(lambda: kvcr.gate(TP4, profile=profile(world=4), fleet_report=bad), "fleet_report=")
-    usage(lambda: kvcr.examine(bad), "path=")
-    usage(lambda: kvcr.write_rank(bad, descriptor()), "root=")
-    usage(lambda: kvcr.write_rank(tmp_path, descriptor(), subdir="a" + s), "subdir=")
+    usage(lambda: kvcr_audit.audit(bad), "root=")
+    usage(lambda: kvcr_audit.audit(TP4, profile=bad), "profile=")
+    usage(lambda: kvcr_audit.audit(TP4, live=True, node_facts=bad), "node_facts=")
+    usage(lambda: kvcr_audit.gate(bad, profile=profile(world=4)), "root=")
+    usage(lambda: kvcr_audit.gate(TP4, profile=profile(world=4), fleet_report=bad), "fleet_report=")
+    usage(lambda: kvcr_audit.examine(bad), "path=")
+    usage(lambda: kvcr_audit.write_rank(bad, descriptor()), "root=")
+    usage(lambda: kvcr_audit.write_rank(tmp_path, descriptor(), subdir="a" + s), "subdir=")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -79,11 +79,11 @@ def test_a_name_the_file_system_gave_round_trips_to_its_bytes(tmp_path: Path) ->
     name = os.fsdecode(raw)
     assert "\udcff" in name
     write(name, descriptor())
-    report = kvcr.audit(name)
+    report = kvcr_audit.audit(name)
     assert report["exit_status"] == 0, report
     assert (Path(name) / "rank-0.json").exists()
     # And valid non-ASCII text is text: judged by the rules, not refused as text.
-    usage(lambda: kvcr.audit(TP4, engine="modèle"), "engine")
+    usage(lambda: kvcr_audit.audit(TP4, engine="modèle"), "engine")
 
 
 # ---- 2. Numbers of 2^63 or more: UsageError, as the flags ------------------
@@ -93,49 +93,49 @@ BIG = [2**63, 2**64 - 1, 2**64, 10**5000, -1]
 
 @pytest.mark.parametrize("n", BIG, ids=["2^63", "2^64-1", "2^64", "10^5000", "-1"])
 def test_an_age_or_epoch_out_of_the_flags_range_is_a_usage_error(n: int) -> None:
-    e = usage(lambda: kvcr.audit(TP4, min_epoch=n), "min_epoch=")
+    e = usage(lambda: kvcr_audit.audit(TP4, min_epoch=n), "min_epoch=")
     assert len(e.message) < 200, e.message  # never the 5,000 digits
-    usage(lambda: kvcr.audit(TP4, max_age=n), "max_age=")
-    usage(lambda: kvcr.gate(TP4, profile=profile(world=4), max_report_age=n), "max_report_age=")
+    usage(lambda: kvcr_audit.audit(TP4, max_age=n), "max_age=")
+    usage(lambda: kvcr_audit.gate(TP4, profile=profile(world=4), max_report_age=n), "max_report_age=")
     if n > 0 and n < 10**30:
-        usage(lambda: kvcr.audit(TP4, max_age=str(n)), "max_age=")
+        usage(lambda: kvcr_audit.audit(TP4, max_age=str(n)), "max_age=")
         rc, _, _ = cli("audit", str(TP4), "--min-epoch", str(n))
         assert rc == 2
 
 
 def test_the_largest_age_and_epoch_the_flags_take_are_taken() -> None:
     top = 2**63 - 1
-    r = kvcr.audit(TP4, min_epoch=top, max_age=top)
+    r = kvcr_audit.audit(TP4, min_epoch=top, max_age=top)
     assert r["options"]["min_epoch"] == top and r["options"]["max_age_s"] == top
     rc, out, _ = cli("audit", str(TP4), "--format", "json", "--min-epoch", str(top))
     assert json.loads(out)["options"]["min_epoch"] == top
-    assert kvcr.audit(TP4, max_age=str(top))["options"]["max_age_s"] == top
-    assert kvcr.audit(TP4, max_age=0)["options"]["max_age_s"] == 0
+    assert kvcr_audit.audit(TP4, max_age=str(top))["options"]["max_age_s"] == top
+    assert kvcr_audit.audit(TP4, max_age=0)["options"]["max_age_s"] == 0
 
 
 # ---- 3. None where a number belongs: UsageError -----------------------------
 
 def test_none_where_a_number_belongs_is_a_usage_error() -> None:
-    usage(lambda: kvcr.gate(TP4, profile=profile(world=4), max_report_age=None),  # type: ignore[arg-type]
+    usage(lambda: kvcr_audit.gate(TP4, profile=profile(world=4), max_report_age=None),  # type: ignore[arg-type]
           "max_report_age=")
-    usage(lambda: kvcr.proc_start_ticks(None), "pid=")  # type: ignore[arg-type]
-    usage(lambda: kvcr.audit(TP4, live=None), "live=")  # type: ignore[arg-type]
+    usage(lambda: kvcr_audit.proc_start_ticks(None), "pid=")  # type: ignore[arg-type]
+    usage(lambda: kvcr_audit.audit(TP4, live=None), "live=")  # type: ignore[arg-type]
     for bad in (1.5, "3", True, [1]):
-        usage(lambda: kvcr.audit(TP4, min_epoch=bad), "min_epoch=")  # type: ignore[arg-type]
-        usage(lambda: kvcr.audit(TP4, threads=bad), "threads=")  # type: ignore[arg-type]
+        usage(lambda: kvcr_audit.audit(TP4, min_epoch=bad), "min_epoch=")  # type: ignore[arg-type]
+        usage(lambda: kvcr_audit.audit(TP4, threads=bad), "threads=")  # type: ignore[arg-type]
     # Neighbours: None is "not given" where the option is optional.
-    assert kvcr.audit(TP4, min_epoch=None, max_age=None, threads=None)["exit_status"] == 0
+    assert kvcr_audit.audit(TP4, min_epoch=None, max_age=None, threads=None)["exit_status"] == 0
     # A content member's integers stay the documented DescriptorError.
-    with pytest.raises(kvcr.DescriptorError) as e:
-        kvcr.content_digest(lambda o, n: bytes(n), 65536, pages=None)  # type: ignore[arg-type]
+    with pytest.raises(kvcr_audit.DescriptorError) as e:
+        kvcr_audit.content_digest(lambda o, n: bytes(n), 65536, pages=None)  # type: ignore[arg-type]
     assert (e.value.code, e.value.field) == ("KV007", "content.pages")
 
 
 def test_threads_take_what_the_variable_takes() -> None:
     for n in (0, 65, -1):
-        usage(lambda: kvcr.audit(TP4, threads=n), "threads=")
+        usage(lambda: kvcr_audit.audit(TP4, threads=n), "threads=")
     for n in (1, 2, 64):
-        assert kvcr.audit(TP4, threads=n)["exit_status"] == 0
+        assert kvcr_audit.audit(TP4, threads=n)["exit_status"] == 0
 
 
 # ---- 4. Integers past 4,300 digits: DescriptorError with the member --------
@@ -159,8 +159,8 @@ def test_an_integer_too_long_to_write_names_its_member(
         t = t[k]
     t[path[-1]] = value
     want = ".".join(str(p) for p in path).replace(".0.", "[0].")
-    for f in (kvcr.seal, kvcr.digest, lambda x: write(tmp_path, x)):
-        with pytest.raises(kvcr.DescriptorError) as e:
+    for f in (kvcr_audit.seal, kvcr_audit.digest, lambda x: write(tmp_path, x)):
+        with pytest.raises(kvcr_audit.DescriptorError) as e:
             f(d)
         assert (e.value.code, e.value.field) == ("KV007", want), e.value.message
         assert "4300 digits" in e.value.message
@@ -172,12 +172,12 @@ def test_an_integer_just_short_of_that_is_out_of_range_as_usual() -> None:
     # Neighbour: 4,300 digits can be written; the schema's range refuses it.
     d = descriptor()
     d["allocations"][0]["size_bytes"] = 10**4299
-    with pytest.raises(kvcr.DescriptorError) as e:
-        kvcr.seal(d)
+    with pytest.raises(kvcr_audit.DescriptorError) as e:
+        kvcr_audit.seal(d)
     assert (e.value.code, e.value.field) == ("KV007", "allocations[0].size_bytes")
     # In a profile dict: a bad profile, naming the member.
     usage(
-        lambda: kvcr.audit(TP4, profile={**profile(world=4), "world_size": 10**4300}),
+        lambda: kvcr_audit.audit(TP4, profile={**profile(world=4), "world_size": 10**4300}),
         "profile=", "world_size",
     )
 
@@ -228,19 +228,19 @@ def test_created_subdirectories_are_0700_whatever_the_umask(mask: int, tmp_path:
 )
 def test_a_huge_local_ranks_is_refused_at_once(huge: Any) -> None:
     t = time.monotonic()
-    usage(lambda: kvcr.audit(TP4, local_ranks=huge), "local_ranks=")
+    usage(lambda: kvcr_audit.audit(TP4, local_ranks=huge), "local_ranks=")
     assert time.monotonic() - t < 1.0
 
 
 @pytest.mark.parametrize("bad", [[4096], [-1], [True], ["0"], [0.0], iter([0, 1]), {0: 1}])
 def test_a_rank_the_flag_would_refuse_is_refused(bad: Any) -> None:
-    usage(lambda: kvcr.audit(TP4, local_ranks=bad), "local_ranks=")
+    usage(lambda: kvcr_audit.audit(TP4, local_ranks=bad), "local_ranks=")
 
 
 def test_the_largest_local_ranks_are_taken() -> None:
     # Neighbours: every rank there can be, as a range, a set and text.
     for ok in (range(4096), set(range(4096)), range(4095, -1, -1), "0-4095", [4095]):
-        r = kvcr.audit(TP4, local_ranks=ok)
+        r = kvcr_audit.audit(TP4, local_ranks=ok)
         assert r["exit_status"] in (0, 1), r
 
 
@@ -248,11 +248,11 @@ def test_the_largest_local_ranks_are_taken() -> None:
 
 def test_a_rust_panic_is_kvcr_error_70_never_panic_exception() -> None:
     # The native half's test hook panics inside the guard every call runs in.
-    with pytest.raises(kvcr._native.NativeError) as e:
-        kvcr._native._panic_for_tests("boom")
-    with pytest.raises(kvcr.Error) as k:
-        kvcr._raise(e.value)
-    assert type(k.value) is kvcr.Error
+    with pytest.raises(kvcr_audit._native.NativeError) as e:
+        kvcr_audit._native._panic_for_tests("boom")
+    with pytest.raises(kvcr_audit.Error) as k:
+        kvcr_audit._raise(e.value)
+    assert type(k.value) is kvcr_audit.Error
     assert k.value.exit_status == 70
     assert "internal error: boom" in k.value.message
 
@@ -263,23 +263,23 @@ def test_messages_name_the_argument_not_the_flag(tmp_path: Path) -> None:
     root = inventory(tmp_path / "inv", 2)
     node = facts(tmp_path / "facts.json", 2)
     msgs = [
-        usage(lambda: kvcr.audit(root, strict=True), "strict=True", "live=True").message,
-        usage(lambda: kvcr.audit(root, engine="nope"), "engine=").message,
-        usage(lambda: kvcr.audit(root, incarnation="3f2b8c1e-7d4a-4b6e-9c2f-1a5d8e7b4c91"),
+        usage(lambda: kvcr_audit.audit(root, strict=True), "strict=True", "live=True").message,
+        usage(lambda: kvcr_audit.audit(root, engine="nope"), "engine=").message,
+        usage(lambda: kvcr_audit.audit(root, incarnation="3f2b8c1e-7d4a-4b6e-9c2f-1a5d8e7b4c91"),
               "incarnation=").message,
-        usage(lambda: kvcr.audit(root, profile=profile(world=2), engine="other"),
+        usage(lambda: kvcr_audit.audit(root, profile=profile(world=2), engine="other"),
               "engine=").message,
-        usage(lambda: kvcr.gate(root, node_facts=node), "profile=").message,
-        usage(lambda: kvcr.audit(root, max_age="5y"), "max_age=").message,
-        usage(lambda: kvcr.gate(root, profile=profile(world=2), max_report_age="5y"),
+        usage(lambda: kvcr_audit.gate(root, node_facts=node), "profile=").message,
+        usage(lambda: kvcr_audit.audit(root, max_age="5y"), "max_age=").message,
+        usage(lambda: kvcr_audit.gate(root, profile=profile(world=2), max_report_age="5y"),
               "max_report_age=").message,
     ]
     part = tmp_path / "part"
     part.mkdir(mode=0o700)
     for rank in (0, 1):
         write(part, descriptor(rank=rank, world=4))
-    with pytest.raises(kvcr.Refused) as r:
-        kvcr.gate(part, profile=profile(world=4), local_ranks="0-1",
+    with pytest.raises(kvcr_audit.Refused) as r:
+        kvcr_audit.gate(part, profile=profile(world=4), local_ranks="0-1",
                   node_facts=facts(tmp_path / "facts4.json", 4),
                   fleet_report=tmp_path / "none.json")
     msgs.append(r.value.message)
@@ -294,12 +294,12 @@ def test_messages_name_the_argument_not_the_flag(tmp_path: Path) -> None:
 
 def test_a_profile_given_as_a_dict_says_so(tmp_path: Path) -> None:
     root = inventory(tmp_path / "inv", 2)
-    r = kvcr.audit(root, profile=profile(world=2))
+    r = kvcr_audit.audit(root, profile=profile(world=2))
     assert r["options"]["profile"] is None and r["options"]["profile_source"] == "value"
     (tmp_path / "p.json").write_text(json.dumps(profile(world=2)))
-    r = kvcr.audit(root, profile=tmp_path / "p.json")
+    r = kvcr_audit.audit(root, profile=tmp_path / "p.json")
     assert r["options"]["profile_source"] == "flag"
-    assert "profile_source" not in kvcr.audit(root)["options"]
+    assert "profile_source" not in kvcr_audit.audit(root)["options"]
 
 
 def test_notes_are_logged_never_printed(
@@ -307,13 +307,13 @@ def test_notes_are_logged_never_printed(
 ) -> None:
     root = inventory(tmp_path / "inv", 2)
     node = facts(tmp_path / "facts.json", 2)
-    with caplog.at_level(logging.INFO, logger="kvcr"):
-        kvcr.audit(root, live=True, node_facts=node)
+    with caplog.at_level(logging.INFO, logger="kvcr_audit"):
+        kvcr_audit.audit(root, live=True, node_facts=node)
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     want = "node facts come from node_facts=%s, not from this node" % node
-    assert [r.getMessage() for r in caplog.records if r.name == "kvcr"] == [want]
-    usage(lambda: kvcr.audit(root, live=True, node_facts=tmp_path / "missing.json"),
+    assert [r.getMessage() for r in caplog.records if r.name == "kvcr_audit"] == [want]
+    usage(lambda: kvcr_audit.audit(root, live=True, node_facts=tmp_path / "missing.json"),
           "node_facts=")
 
 
@@ -334,34 +334,34 @@ def test_write_rank_refuses_what_the_node_contradicts(
 ) -> None:
     d = descriptor()
     edit(d)
-    with pytest.raises(kvcr.DescriptorError) as e:
-        kvcr.write_rank(tmp_path, d, node_facts=writer_facts())
+    with pytest.raises(kvcr_audit.DescriptorError) as e:
+        kvcr_audit.write_rank(tmp_path, d, node_facts=writer_facts())
     assert (e.value.code, e.value.field) == (code, field), e.value.message
     assert list(tmp_path.iterdir()) == []
     # seal checks no node fact: it seals what was written elsewhere.
-    assert kvcr.seal(d)["digest"].startswith("sha256:")
+    assert kvcr_audit.seal(d)["digest"].startswith("sha256:")
 
 
 def test_write_rank_does_not_ask_quiescence_or_the_gpus(tmp_path: Path) -> None:
     d = descriptor(quiesced=False, writer=(4100, 123400))
     d["gpu_uuid"] = "GPU-00000000-0000-4000-8000-00000000ffff"  # on no node
-    kvcr.write_rank(tmp_path, d, node_facts=writer_facts())
+    kvcr_audit.write_rank(tmp_path, d, node_facts=writer_facts())
     # A fact the node cannot tell is no mismatch.
     unknown = facts(tmp_path / "unknown.json", 1, processes={}, unreadable="permission denied")
-    kvcr.write_rank(tmp_path, descriptor(), node_facts=unknown, subdir="u")
+    kvcr_audit.write_rank(tmp_path, descriptor(), node_facts=unknown, subdir="u")
 
 
 def test_write_rank_on_this_machine_checks_this_machine(tmp_path: Path) -> None:
     # The conftest's node is not this one: refused with the audit's code.
-    with pytest.raises(kvcr.DescriptorError) as e:
-        kvcr.write_rank(tmp_path, descriptor())
+    with pytest.raises(kvcr_audit.DescriptorError) as e:
+        kvcr_audit.write_rank(tmp_path, descriptor())
     assert e.value.code in ("KV108", "KV110")
     # This node, this process as the owner: written.
     me = os.getpid()
-    ticks = kvcr.proc_start_ticks(me)
+    ticks = kvcr_audit.proc_start_ticks(me)
     d = descriptor(owner=(me, ticks), writer=(me, ticks))
-    d["node"] = {"hostname": os.uname().nodename, "boot_id": kvcr.boot_id()}
-    assert kvcr.write_rank(tmp_path, d).exists()
+    d["node"] = {"hostname": os.uname().nodename, "boot_id": kvcr_audit.boot_id()}
+    assert kvcr_audit.write_rank(tmp_path, d).exists()
 
 
 def test_write_rank_refuses_what_examine_rejects(tmp_path: Path) -> None:
@@ -372,8 +372,8 @@ def test_write_rank_refuses_what_examine_rejects(tmp_path: Path) -> None:
     ):
         d = descriptor()
         edit(d)
-        for f in (kvcr.seal, lambda x: write(tmp_path, x)):
-            with pytest.raises(kvcr.DescriptorError) as e:
+        for f in (kvcr_audit.seal, lambda x: write(tmp_path, x)):
+            with pytest.raises(kvcr_audit.DescriptorError) as e:
                 f(d)
             assert e.value.code == code, e.value.message
         assert list(tmp_path.iterdir()) == []

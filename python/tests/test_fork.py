@@ -13,13 +13,13 @@ import json
 import os
 from pathlib import Path
 
-import kvcr
+import kvcr_audit
 from conftest import codes, inventory
 
 
 def test_a_forked_child_reads_its_own_files(tmp_path: Path) -> None:
     root = inventory(tmp_path / "inv", 8)
-    want = kvcr.audit(root)  # the parent has reopened files: its self/fd is kept
+    want = kvcr_audit.audit(root)  # the parent has reopened files: its self/fd is kept
     assert want["exit_status"] == 0
     decoy = tmp_path / "decoy.json"
     decoy.write_text("{}")
@@ -31,7 +31,7 @@ def test_a_forked_child_reads_its_own_files(tmp_path: Path) -> None:
         try:
             os.close(go_w)
             os.read(go_r, 1)
-            got = kvcr.audit(root)
+            got = kvcr_audit.audit(root)
             out.write_text(json.dumps({"exit_status": got["exit_status"], "codes": codes(got)}))
             code = 0
         finally:
@@ -57,7 +57,7 @@ def test_a_forked_child_that_closed_its_fds_keeps_the_ones_it_opened(tmp_path: P
     # that closed every fd and opened others under the same numbers keeps
     # them all across a call.
     root = inventory(tmp_path / "inv", 8)
-    want = kvcr.audit(root)
+    want = kvcr_audit.audit(root)
     decoy = tmp_path / "decoy"
     decoy.write_text("the child's own file")
     out = tmp_path / "child.json"
@@ -67,7 +67,7 @@ def test_a_forked_child_that_closed_its_fds_keeps_the_ones_it_opened(tmp_path: P
         try:
             os.closerange(3, 4096)
             mine = [os.open(decoy, os.O_RDONLY) for _ in range(64)]
-            got = kvcr.audit(root)
+            got = kvcr_audit.audit(root)
             ino = os.stat(decoy).st_ino
             still = [fd for fd in mine if _is(fd, ino)]
             out.write_text(json.dumps({
@@ -99,14 +99,14 @@ def test_forks_while_another_thread_audits_never_leave_the_child_waiting(tmp_pat
     import threading
 
     root = inventory(tmp_path / "inv", 8)
-    want = codes(kvcr.audit(root))
+    want = codes(kvcr_audit.audit(root))
     stop = threading.Event()
     errors: list = []
 
     def busy() -> None:
         while not stop.is_set():
             try:
-                kvcr.audit(root)
+                kvcr_audit.audit(root)
             except Exception as e:  # pragma: no cover - reported below
                 errors.append(e)
 
@@ -120,7 +120,7 @@ def test_forks_while_another_thread_audits_never_leave_the_child_waiting(tmp_pat
                 code = 1
                 try:
                     signal.alarm(10)
-                    got = kvcr.audit(root)
+                    got = kvcr_audit.audit(root)
                     out.write_text(json.dumps([got["exit_status"], codes(got)]))
                     code = 0
                 finally:

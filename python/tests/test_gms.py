@@ -1,4 +1,4 @@
-"""kvcr.gms returns the document `kvcr gms --format json` prints (apart from
+"""kvcr_audit.gms returns the document `kvcr gms --format json` prints (apart from
 the clock), on GMS artifacts written here byte by byte (docs/format.md §14)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Dict
 
 import pytest
 
-import kvcr
+import kvcr_audit
 from conftest import SCHEMAS, cli, without_clock
 
 LEASE_MAGIC = 0x4C534D47  # on disk: b"GMSL"
@@ -55,9 +55,9 @@ def test_gms_matches_the_cli(tmp_path: Path) -> None:
     (tmp_path / "meta").write_bytes(recovery(8))
     rc, out, err = cli("gms", str(tmp_path), "--format", "json", "--interval-ms", "1")
     want = json.loads(out)
-    got = kvcr.gms(tmp_path, interval_ms=1)
+    got = kvcr_audit.gms(tmp_path, interval_ms=1)
     # One path, or a sequence of them.
-    assert without_clock(kvcr.gms([str(tmp_path)], interval_ms=1)) == without_clock(got)
+    assert without_clock(kvcr_audit.gms([str(tmp_path)], interval_ms=1)) == without_clock(got)
     assert without_clock(got) == without_clock(want)
     assert got["exit_status"] == rc == 1, err
     verdicts: Dict[str, str] = {
@@ -71,7 +71,7 @@ def test_gms_matches_the_cli(tmp_path: Path) -> None:
 def test_gms_validates_against_its_schema(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     (tmp_path / "meta").write_bytes(recovery(8))
-    doc = kvcr.gms((tmp_path / "meta",), interval_ms=0, binding="00" * 32, num_blocks=8)
+    doc = kvcr_audit.gms((tmp_path / "meta",), interval_ms=0, binding="00" * 32, num_blocks=8)
     schema = json.loads((SCHEMAS / "gms-report.schema.json").read_text())
     jsonschema.validate(doc, schema)
     art = doc["artifacts"][0]
@@ -80,20 +80,20 @@ def test_gms_validates_against_its_schema(tmp_path: Path) -> None:
 
 
 def test_gms_errors_are_the_clis(tmp_path: Path) -> None:
-    with pytest.raises(kvcr.UsageError) as e:
-        kvcr.gms(tmp_path / "nope", interval_ms=0)
+    with pytest.raises(kvcr_audit.UsageError) as e:
+        kvcr_audit.gms(tmp_path / "nope", interval_ms=0)
     assert e.value.exit_status == 2
     assert "does not exist" in e.value.message
     (tmp_path / "notes.txt").write_text("x")
-    with pytest.raises(kvcr.UsageError) as e:
-        kvcr.gms(tmp_path / "notes.txt")
+    with pytest.raises(kvcr_audit.UsageError) as e:
+        kvcr_audit.gms(tmp_path / "notes.txt")
     assert "is no GMS artifact" in e.value.message
-    with pytest.raises(kvcr.UsageError):
-        kvcr.gms(tmp_path, binding="xyz")
-    with pytest.raises(kvcr.UsageError):
-        kvcr.gms(tmp_path, interval_ms=60001)
-    with pytest.raises(kvcr.UsageError):
-        kvcr.gms(tmp_path, live="yes")  # type: ignore[arg-type]
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.gms(tmp_path, binding="xyz")
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.gms(tmp_path, interval_ms=60001)
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.gms(tmp_path, live="yes")  # type: ignore[arg-type]
 
 
 def test_gms_discovers_from_the_environment(
@@ -108,7 +108,7 @@ def test_gms_discovers_from_the_environment(
     (tmp_path / "shm" / "gms-kv-lease-0123456789abcdef0123.shm").write_bytes(ring(8))
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    got = kvcr.gms(interval_ms=0)
+    got = kvcr_audit.gms(interval_ms=0)
     rc, out, _ = cli("gms", "--format", "json", "--interval-ms", "0", env=env)
     assert without_clock(got) == without_clock(json.loads(out))
     assert rc == got["exit_status"] == 0

@@ -16,10 +16,10 @@ from typing import Any, Dict, List
 
 import pytest
 
-import kvcr
+import kvcr_audit
 from conftest import REPO, inventory, write
 
-PKG = Path(kvcr.__file__).parent
+PKG = Path(kvcr_audit.__file__).parent
 STUB = PKG / "__init__.pyi"
 
 
@@ -40,7 +40,7 @@ def test_version_is_the_crates() -> None:
     version = next(
         line.split('"')[1] for line in cargo.splitlines() if line.startswith("version = ")
     )
-    assert kvcr.__version__ == version
+    assert kvcr_audit.__version__ == version
     # The wheel's own version (python/Cargo.toml) is kept equal to it.
     from importlib.metadata import version as dist_version
 
@@ -56,8 +56,8 @@ def test_py_typed_and_stubs_ship() -> None:
 
 def test_every_public_name_is_stubbed_and_exists() -> None:
     stubbed = set(stub_functions()) | set(stub_classes()) | {"__version__"}
-    assert set(kvcr.__all__) == stubbed
-    for name in kvcr.__all__:
+    assert set(kvcr_audit.__all__) == stubbed
+    for name in kvcr_audit.__all__:
         assert hasattr(kvcr, name), name
 
 
@@ -101,11 +101,11 @@ def test_exception_hierarchy_matches_the_stubs() -> None:
         for node in c.body:
             if isinstance(node, ast.AnnAssign):
                 assert node.target.id in cls.__annotations__, (name, node.target.id)  # type: ignore[attr-defined]
-    e = kvcr.DescriptorError("KV007", "node.boot_id", "node.boot_id: bad")
+    e = kvcr_audit.DescriptorError("KV007", "node.boot_id", "node.boot_id: bad")
     assert (e.code, e.field, e.message, e.exit_status) == ("KV007", "node.boot_id", "node.boot_id: bad", 1)
-    assert isinstance(e, kvcr.Error) and isinstance(kvcr.UsageError("x"), kvcr.Error)
-    assert kvcr.UsageError("x").exit_status == 2
-    assert kvcr.Refused("r", {"a": 1}).report == {"a": 1}
+    assert isinstance(e, kvcr_audit.Error) and isinstance(kvcr_audit.UsageError("x"), kvcr_audit.Error)
+    assert kvcr_audit.UsageError("x").exit_status == 2
+    assert kvcr_audit.Refused("r", {"a": 1}).report == {"a": 1}
 
 
 def test_the_gil_is_released_while_audit_runs(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_the_gil_is_released_while_audit_runs(tmp_path: Path) -> None:
         t.start()
         time.sleep(0.05)  # the thread runs, then gives the GIL back
         t0 = time.perf_counter()
-        report = kvcr.audit(root)
+        report = kvcr_audit.audit(root)
         t1 = time.perf_counter()
     finally:
         stop.set()
@@ -144,7 +144,7 @@ def test_the_gil_is_released_while_audit_runs(tmp_path: Path) -> None:
         sys.setswitchinterval(old)
     assert report["summary"]["groups"] == 40
     inside = [s for s in stamps if t0 < s < t1]
-    assert inside, "no other thread ran during kvcr.audit (%.3f s)" % (t1 - t0)
+    assert inside, "no other thread ran during kvcr_audit.audit (%.3f s)" % (t1 - t0)
 
 
 def test_the_usage_example_type_checks_under_mypy_strict() -> None:

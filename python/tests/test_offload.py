@@ -1,4 +1,4 @@
-"""kvcr.offload returns the document `kvcr offload --format json` prints
+"""kvcr_audit.offload returns the document `kvcr offload --format json` prints
 (apart from the clock and the thread count), on the committed offload
 fixtures (docs/format.md §15)."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-import kvcr
+import kvcr_audit
 from conftest import FIXTURES, SCHEMAS, cli, same_document
 
 CASES = json.loads((FIXTURES / "offload" / "cases.json").read_text())
@@ -36,7 +36,7 @@ def test_same_document_as_the_cli(case):
             opts["bytes_per_block"] = value
         elif flag == "--chunk-bytes":
             opts["chunk_bytes"] = value
-    got = kvcr.offload(str(root), threads=1, **opts)
+    got = kvcr_audit.offload(str(root), threads=1, **opts)
     assert got["exit_status"] == code == case["exit_status"]
     same_document(got, want)
 
@@ -44,7 +44,7 @@ def test_same_document_as_the_cli(case):
 def test_the_document_validates_against_its_schema():
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((SCHEMAS / "offload-report.schema.json").read_text())
-    doc = kvcr.offload(FIXTURES / "offload" / "llmd-missing-rank" / "root")
+    doc = kvcr_audit.offload(FIXTURES / "offload" / "llmd-missing-rank" / "root")
     jsonschema.validate(doc, schema)
     assert doc["exit_status"] == 1
     [s] = doc["sets"]
@@ -52,16 +52,16 @@ def test_the_document_validates_against_its_schema():
 
 
 def test_usage_errors_are_exceptions():
-    with pytest.raises(kvcr.UsageError):
-        kvcr.offload("/nonexistent/offload/root")
-    with pytest.raises(kvcr.UsageError):
-        kvcr.offload(FIXTURES / "offload" / "vllm-complete" / "root", producer="tensorrt")
-    with pytest.raises(kvcr.UsageError):
-        kvcr.offload(FIXTURES / "offload" / "vllm-complete" / "root", chunk_bytes=0)
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.offload("/nonexistent/offload/root")
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.offload(FIXTURES / "offload" / "vllm-complete" / "root", producer="tensorrt")
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.offload(FIXTURES / "offload" / "vllm-complete" / "root", chunk_bytes=0)
 
 
 def test_without_a_path_it_looks_at_the_default_roots(tmp_path):
-    doc = kvcr.offload(sglang_storage_dir=tmp_path)
+    doc = kvcr_audit.offload(sglang_storage_dir=tmp_path)
     looked = doc["looked_in"]
     assert looked[0]["path"] == "/tmp/shared-kv"
     assert looked[1]["path"] == str(tmp_path) and looked[1]["present"] is True

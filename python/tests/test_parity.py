@@ -1,4 +1,4 @@
-"""kvcr.audit and kvcr.examine return the CLI's documents, for every shipped
+"""kvcr_audit.audit and kvcr_audit.examine return the CLI's documents, for every shipped
 fixture (apart from the clock)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-import kvcr
+import kvcr_audit
 from conftest import FIXTURES, cli, codes, facts, inventory, same_document, without_clock
 
 CASES = sorted(p.parent for p in FIXTURES.glob("*/case.json"))
@@ -43,7 +43,7 @@ def test_audit_matches_the_cli(case: Path, monkeypatch: pytest.MonkeyPatch) -> N
     rc, out, err = cli("audit", "inventory", "--format", "json", *args, cwd=case)
     want = json.loads(out)
     monkeypatch.chdir(case)
-    got = kvcr.audit("inventory", **kwargs_of(args))
+    got = kvcr_audit.audit("inventory", **kwargs_of(args))
     same_document(got, want)
     # The document's exit status is the CLI's, and the fixture's.
     assert got["exit_status"] == rc == spec["exit"]
@@ -58,7 +58,7 @@ def test_examine_matches_the_cli(case: Path) -> None:
     for f in files:
         rc, out, _ = cli("examine", str(f), "--format", "json")
         assert rc in (0, 1), out
-        got = kvcr.examine(f)
+        got = kvcr_audit.examine(f)
         assert without_clock(got) == without_clock(json.loads(out)), f
         assert got["exit_status"] == rc
 
@@ -76,7 +76,7 @@ def test_live_strict_audit_matches_the_cli(tmp_path: Path) -> None:
         (["--min-epoch", "2"], {"min_epoch": 2}),
     ):
         rc, out, _ = cli("audit", str(root), "--format", "json", *flags, env=env)
-        got = kvcr.audit(root, node_facts=node, **kw)
+        got = kvcr_audit.audit(root, node_facts=node, **kw)
         same_document(got, json.loads(out))
         assert got["exit_status"] == rc, flags
 
@@ -84,8 +84,8 @@ def test_live_strict_audit_matches_the_cli(tmp_path: Path) -> None:
 def test_profile_as_dict_judges_like_the_file(tmp_path: Path) -> None:
     case = FIXTURES / "kv106-profile-gpu"
     p = json.loads((case / "profile.json").read_text())
-    by_file = kvcr.audit(case / "inventory", profile=case / "profile.json")
-    by_dict = kvcr.audit(case / "inventory", profile=p)
+    by_file = kvcr_audit.audit(case / "inventory", profile=case / "profile.json")
+    by_dict = kvcr_audit.audit(case / "inventory", profile=p)
     assert by_dict["options"]["profile"] is None
     # A dict names no file: no path, and the source says it was a value.
     by_file["options"]["profile"] = None
@@ -106,21 +106,21 @@ def test_the_package_reads_no_environment_variable(
     monkeypatch.setenv("KVCR_NODE_FACTS", str(unknown))
     monkeypatch.setenv("KVCR_THREADS", "not-a-number")
     monkeypatch.setenv("KVCR_PROC_ROOT", str(tmp_path))
-    got = kvcr.audit(case / "inventory")
+    got = kvcr_audit.audit(case / "inventory")
     assert "KV106" not in codes(got) and got["options"]["profile"] is None
     assert without_clock(got) == without_clock(json.loads(out))
-    live = kvcr.audit(case / "inventory", live=True)
+    live = kvcr_audit.audit(case / "inventory", live=True)
     assert live["node_facts_source"] == "proc"
     # Given as arguments, they apply.
-    assert "KV106" in codes(kvcr.audit(case / "inventory", profile=case / "profile.json"))
-    by_arg = kvcr.audit(case / "inventory", live=True, node_facts=unknown)
+    assert "KV106" in codes(kvcr_audit.audit(case / "inventory", profile=case / "profile.json"))
+    by_arg = kvcr_audit.audit(case / "inventory", live=True, node_facts=unknown)
     assert by_arg["node_facts_source"] == str(unknown)
     assert "KV108" in codes(by_arg)
 
 
 def test_usage_errors_are_the_clis(tmp_path: Path) -> None:
-    with pytest.raises(kvcr.UsageError) as e:
-        kvcr.audit(tmp_path / "missing")
+    with pytest.raises(kvcr_audit.UsageError) as e:
+        kvcr_audit.audit(tmp_path / "missing")
     rc, _, err = cli("audit", str(tmp_path / "missing"))
     assert rc == 2 and e.value.exit_status == 2
     for bad in (
@@ -140,22 +140,22 @@ def test_usage_errors_are_the_clis(tmp_path: Path) -> None:
         {"profile": {"schema": "kvcr.profile/v1"}},
         {"profile": 3},
     ):
-        with pytest.raises(kvcr.UsageError):
-            kvcr.audit(FIXTURES / "accept-tp4" / "inventory", **bad)  # type: ignore[arg-type]
+        with pytest.raises(kvcr_audit.UsageError):
+            kvcr_audit.audit(FIXTURES / "accept-tp4" / "inventory", **bad)  # type: ignore[arg-type]
 
 
 def test_paths_take_str_and_pathlike(tmp_path: Path) -> None:
     root = FIXTURES / "accept-tp4" / "inventory"
-    a = kvcr.audit(str(root))
-    b = kvcr.audit(root)
+    a = kvcr_audit.audit(str(root))
+    b = kvcr_audit.audit(root)
 
     class P:
         def __fspath__(self) -> str:
             return str(root)
 
-    c = kvcr.audit(P())  # type: ignore[arg-type]
+    c = kvcr_audit.audit(P())  # type: ignore[arg-type]
     assert without_clock(a) == without_clock(b) == without_clock(c)
-    assert kvcr.examine(str(root / "rank-0.json"))["verdict"] == "accept"
+    assert kvcr_audit.examine(str(root / "rank-0.json"))["verdict"] == "accept"
 
 
 def test_option_values_python_callers_have() -> None:
@@ -163,8 +163,8 @@ def test_option_values_python_callers_have() -> None:
 
     root = FIXTURES / "kv107-profile-incarnation" / "inventory"
     inc = json.loads(sorted(root.rglob("*.json"))[0].read_text())["incarnation"]
-    a = kvcr.audit(root, incarnation=inc)
-    b = kvcr.audit(root, incarnation=_uuid.UUID(inc))
+    a = kvcr_audit.audit(root, incarnation=inc)
+    b = kvcr_audit.audit(root, incarnation=_uuid.UUID(inc))
     assert without_clock(a) == without_clock(b)
 
     class Index:
@@ -172,9 +172,9 @@ def test_option_values_python_callers_have() -> None:
             return 2
 
     root = FIXTURES / "accept-tp4" / "inventory"
-    assert without_clock(kvcr.audit(root, min_epoch=Index())) == without_clock(  # type: ignore[arg-type]
-        kvcr.audit(root, min_epoch=2)
+    assert without_clock(kvcr_audit.audit(root, min_epoch=Index())) == without_clock(  # type: ignore[arg-type]
+        kvcr_audit.audit(root, min_epoch=2)
     )
-    assert without_clock(kvcr.audit(root, local_ranks=[3, 0, 1, 2, 2])) == without_clock(
-        kvcr.audit(root, local_ranks="0-3")
+    assert without_clock(kvcr_audit.audit(root, local_ranks=[3, 0, 1, 2, 2])) == without_clock(
+        kvcr_audit.audit(root, local_ranks="0-3")
     )

@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-import kvcr
+import kvcr_audit
 from conftest import REPO, cli, codes, without_clock
 
 PRODUCER = REPO / "examples" / "producer.py"
@@ -58,11 +58,11 @@ def test_a_producer_restarts_supersedes_and_retires(tmp_path: Path) -> None:
     a = Running(root, state)
     ready = a.event()
     assert ready["event"] == "ready" and ready["epoch"] == 1
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert r["exit_status"] == 0 and current(r) == [ready["incarnation"]]
     d = json.loads(Path(ready["paths"][0]).read_text())
     assert d["owner"]["pid"] == a.p.pid
-    assert d["owner"]["start_ticks"] == kvcr.proc_start_ticks(a.p.pid)
+    assert d["owner"]["start_ticks"] == kvcr_audit.proc_start_ticks(a.p.pid)
     assert d["writer"]["quiesced"] is True
     assert [c["pages"] for c in ready["content"]] == [16] * 4
     assert d["allocations"][0]["content"] == ready["content"][0]
@@ -77,7 +77,7 @@ def test_a_producer_restarts_supersedes_and_retires(tmp_path: Path) -> None:
     b = Running(root, state)
     ready_b = b.event()
     assert ready_b["epoch"] == 2 and ready_b["incarnation"] != ready["incarnation"]
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert r["exit_status"] == 0
     assert current(r) == [ready_b["incarnation"]]
     stale = [f for g in r["groups"] for f in g["findings"] if f["code"] == "KV108"]
@@ -86,7 +86,7 @@ def test_a_producer_restarts_supersedes_and_retires(tmp_path: Path) -> None:
     # 3. The engine serves from the new lifetime: the old descriptors go.
     b.signal(signal.SIGUSR1)
     assert b.event() == {"event": "collected", "removed": [ready["incarnation"]]}
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert r["exit_status"] == 0 and "KV108" not in codes(r)
     assert all(p.startswith("epoch-2/") for p in paths(r))
     assert not (root / "epoch-1").exists()
@@ -95,7 +95,7 @@ def test_a_producer_restarts_supersedes_and_retires(tmp_path: Path) -> None:
     b.signal(signal.SIGTERM)
     assert b.event()["event"] == "retired"
     assert b.p.wait(timeout=10) == 0
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     # Nothing retained is a healthy node, not a rejection (§6): exit 0, "empty:".
     assert r["groups"] == [] and r["exit_status"] == 0 and r["cause"].startswith("empty:")
     assert os.listdir(root) == []
@@ -111,31 +111,31 @@ def test_a_producer_restarts_supersedes_and_retires(tmp_path: Path) -> None:
 
 
 def test_a_lost_state_file_is_recovered_from_the_inventory(tmp_path: Path) -> None:
-    # kvcr.current_epoch: the first start of a producer whose state file is
+    # kvcr_audit.current_epoch: the first start of a producer whose state file is
     # gone takes the epoch after the inventory's, never a tie (KV107).
     root = tmp_path / "inv"
     root.mkdir(mode=0o700)
-    assert kvcr.current_epoch(root, "sidecar-a") is None
+    assert kvcr_audit.current_epoch(root, "sidecar-a") is None
     a = Running(root, tmp_path / "state-a.json")
     assert a.event()["epoch"] == 1
     a.signal(signal.SIGKILL)
     a.p.wait(timeout=10)
-    assert kvcr.current_epoch(root, "sidecar-a") == 1
-    assert kvcr.current_epoch(root, "another-group") is None
+    assert kvcr_audit.current_epoch(root, "sidecar-a") == 1
+    assert kvcr_audit.current_epoch(root, "another-group") is None
     b = Running(root, tmp_path / "state-lost.json")  # a fresh state file
     ready = b.event()
     assert ready["epoch"] == 2
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert r["exit_status"] == 0 and current(r) == [ready["incarnation"]]
-    assert kvcr.current_epoch(root, "sidecar-a") == 2
+    assert kvcr_audit.current_epoch(root, "sidecar-a") == 2
     b.signal(signal.SIGTERM)
     assert b.event()["event"] == "retired"
     assert b.p.wait(timeout=10) == 0
 
 
 def test_current_epoch_refuses_what_the_flags_refuse(tmp_path: Path) -> None:
-    with pytest.raises(kvcr.UsageError):
-        kvcr.current_epoch(tmp_path / "missing", "sidecar-a")
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.current_epoch(tmp_path / "missing", "sidecar-a")
     for bad in ("bad id!", "\ud800", 3):
-        with pytest.raises(kvcr.UsageError):
-            kvcr.current_epoch(tmp_path, bad)  # type: ignore[arg-type]
+        with pytest.raises(kvcr_audit.UsageError):
+            kvcr_audit.current_epoch(tmp_path, bad)  # type: ignore[arg-type]

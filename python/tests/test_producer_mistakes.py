@@ -14,7 +14,7 @@ from typing import Any, Dict
 
 import pytest
 
-import kvcr
+import kvcr_audit
 from conftest import cli, codes, descriptor, inventory, without_clock, write
 
 
@@ -44,7 +44,7 @@ def test_a_python_written_tp8_inventory_is_accepted(tmp_path: Path) -> None:
     assert names == ["rank-%d.json" % r for r in range(8)]
     for n in names:
         assert stat.S_IMODE(os.stat(root / n).st_mode) == 0o600
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert r["exit_status"] == 0
     assert r["summary"]["accepted"] == 1
     assert [g["verdict"] for g in r["groups"]] == ["accept"]
@@ -58,33 +58,33 @@ def test_the_recipe_of_format_3_5_is_accepted(tmp_path: Path) -> None:
     root.mkdir(mode=0o700)
     for r in range(2):
         hand_written(root, descriptor(rank=r, world=2, model="Qwen/通义千问"))
-    assert kvcr.audit(root)["exit_status"] == 0
+    assert kvcr_audit.audit(root)["exit_status"] == 0
 
 
 def test_unstripped_boot_id_is_kv007(tmp_path: Path) -> None:
     d = descriptor()
     d["node"]["boot_id"] = Path("/proc/sys/kernel/random/boot_id").read_text()  # with "\n"
-    with pytest.raises(kvcr.DescriptorError) as e:
+    with pytest.raises(kvcr_audit.DescriptorError) as e:
         write(tmp_path, d)
     assert (e.value.code, e.value.field) == ("KV007", "node.boot_id")
     assert not list(tmp_path.iterdir())  # nothing written
     root = tmp_path / "inv"
     root.mkdir(mode=0o700)
     hand_written(root, d)
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert r["exit_status"] == 1 and "KV007" in codes(r)
 
 
 def test_a_float_is_kv007(tmp_path: Path) -> None:
     d = descriptor()
     d["allocations"][0]["size_bytes"] = 65536.0  # e.g. size computed with /
-    with pytest.raises(kvcr.DescriptorError) as e:
-        kvcr.seal(d)
+    with pytest.raises(kvcr_audit.DescriptorError) as e:
+        kvcr_audit.seal(d)
     assert (e.value.code, e.value.field) == ("KV007", "allocations[0].size_bytes")
     root = tmp_path / "inv"
     root.mkdir(mode=0o700)
     hand_written(root, d)
-    assert "KV007" in codes(kvcr.audit(root))
+    assert "KV007" in codes(kvcr_audit.audit(root))
 
 
 def test_ensure_ascii_digest_on_a_non_ascii_model_is_kv008(tmp_path: Path) -> None:
@@ -92,15 +92,15 @@ def test_ensure_ascii_digest_on_a_non_ascii_model_is_kv008(tmp_path: Path) -> No
     root.mkdir(mode=0o700)
     d = descriptor(model="Qwen/通义千问-72B")
     hand_written(root, d, ensure_ascii=True)
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert r["exit_status"] == 1
     assert rank_codes(r)[0] == ["KV008"]
     # The package computes the digest the audit checks.
     write(root, d)
-    assert kvcr.audit(root)["exit_status"] == 0
+    assert kvcr_audit.audit(root)["exit_status"] == 0
     # An ASCII-only name digests alike either way: the mistake hides until then.
     hand_written(root, descriptor(), ensure_ascii=True)
-    assert kvcr.audit(root)["exit_status"] == 0
+    assert kvcr_audit.audit(root)["exit_status"] == 0
 
 
 def test_a_torn_file_without_fsync_is_caught(tmp_path: Path) -> None:
@@ -108,19 +108,19 @@ def test_a_torn_file_without_fsync_is_caught(tmp_path: Path) -> None:
     good = (root / "rank-1.json").read_bytes()
     # A crash after a non-atomic, un-synced write: the file is cut short...
     (root / "rank-1.json").write_bytes(good[: len(good) // 2])
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert r["exit_status"] == 1
     assert "KV006" in codes(r)
     # ...or left empty.
     (root / "rank-1.json").write_bytes(b"")
-    assert "KV006" in codes(kvcr.audit(root))
+    assert "KV006" in codes(kvcr_audit.audit(root))
     # Edited in place after sealing: the digest no longer matches.
     (root / "rank-1.json").write_bytes(good.replace(b'"epoch": 1', b'"epoch": 2'))
-    assert "KV008" in codes(kvcr.audit(root))
+    assert "KV008" in codes(kvcr_audit.audit(root))
     # A writer that died before its rename leaves a staging file: KV009.
     (root / "rank-1.json").write_bytes(good)
     (root / ".rank-1.json.0123456789abcdef.tmp").write_bytes(good[:10])
-    r = kvcr.audit(root)
+    r = kvcr_audit.audit(root)
     assert "KV009" in codes(r)
     rc, out, _ = cli("audit", str(root), "--format", "json")
     assert without_clock(json.loads(out)) == without_clock(r)
@@ -138,8 +138,8 @@ def test_bool_and_out_of_range_ints_never_raise_type_or_overflow_errors() -> Non
         for k in path[:-1]:
             t = t[k]
         t[path[-1]] = v
-        for f in (kvcr.seal, lambda x: write("/nonexistent", x)):
-            with pytest.raises(kvcr.DescriptorError) as e:
+        for f in (kvcr_audit.seal, lambda x: write("/nonexistent", x)):
+            with pytest.raises(kvcr_audit.DescriptorError) as e:
                 f(d)
             assert e.value.code == "KV007"
             assert e.value.field == ".".join(path)

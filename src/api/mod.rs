@@ -33,10 +33,10 @@
 //! call).
 //!
 //! ```no_run
-//! use kvcr::api::{audit, AuditOptions};
+//! use kvcr_audit::api::{audit, AuditOptions};
 //! let report = audit("/run/kv/inventory".as_ref(), &AuditOptions::default())?;
 //! println!("exit status {}", report.exit_status());
-//! # Ok::<(), kvcr::api::Error>(())
+//! # Ok::<(), kvcr_audit::api::Error>(())
 //! ```
 //!
 //! Versioning: this module follows the crate's semantic version; the JSON
@@ -332,9 +332,9 @@ const NODE_FACTS_NAMED: &str = "node_facts=";
 /// ([`Message::parts`](crate::format::finding::Message::parts)).
 ///
 /// ```
-/// use kvcr::finding::Message;
+/// use kvcr_audit::finding::Message;
 /// let m = Message::from("sealed ").duration_ms(90_000).text(" ago");
-/// assert_eq!(kvcr::api::message_text(&m), "sealed 1m 30s ago");
+/// assert_eq!(kvcr_audit::api::message_text(&m), "sealed 1m 30s ago");
 /// ```
 pub fn message_text(m: &crate::format::finding::Message) -> String {
     crate::format::message::render(m)
@@ -1055,7 +1055,7 @@ pub mod writer;
 /// tests/it/library/api.rs checks that both routes give the same report.
 ///
 /// ```
-/// use kvcr::api::{audit_files, AuditOptions};
+/// use kvcr_audit::api::{audit_files, AuditOptions};
 /// use std::path::Path;
 /// let report = audit_files(
 ///     Path::new("/run/kv/inventory"),
@@ -1063,7 +1063,7 @@ pub mod writer;
 ///     &AuditOptions::default(),
 /// )?;
 /// assert_eq!(report.exit_status(), 1); // "{}" is no descriptor (KV007)
-/// # Ok::<(), kvcr::api::Error>(())
+/// # Ok::<(), kvcr_audit::api::Error>(())
 /// ```
 pub fn audit_files(
     root: &Path,

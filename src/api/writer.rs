@@ -12,9 +12,9 @@
 //! ```no_run
 //! # fn descriptor() -> serde_json::Value { serde_json::json!({}) }
 //! let value = descriptor(); // every member of docs/format.md §3; `digest` may be absent
-//! let path = kvcr::writer::write_rank(std::path::Path::new("/run/kv/inventory"), &value)?;
+//! let path = kvcr_audit::writer::write_rank(std::path::Path::new("/run/kv/inventory"), &value)?;
 //! println!("wrote {}", path.display());
-//! # Ok::<(), kvcr::writer::Error>(())
+//! # Ok::<(), kvcr_audit::writer::Error>(())
 //! ```
 //!
 //! [`content_member`] computes an allocation's optional `content` member

@@ -320,7 +320,7 @@ impl Code {
     /// for KV009) or the name (`geometry`).
     ///
     /// ```
-    /// use kvcr::finding::Code;
+    /// use kvcr_audit::finding::Code;
     /// assert_eq!(Code::parse("KV104"), Some(Code::KV104));
     /// assert_eq!(Code::parse("104"), Some(Code::KV104));
     /// assert_eq!(Code::parse("9"), Some(Code::KV009));
@@ -388,7 +388,7 @@ pub enum Subject {
 /// A finding's message: its text and the typed quantities in it (an age, a
 /// maximum age, a moment). The core carries the numbers and the printers
 /// format them: `report::render` (for library callers
-/// `kvcr::api::message_text`) is the one function that turns a message into
+/// `kvcr_audit::api::message_text`) is the one function that turns a message into
 /// text, so the table, the JSON document, the headline, `examine`, `merge`
 /// and the import report all say the same (docs/format.md §9.2). There is no `Display`
 /// on purpose, so the core cannot format one; tests of the core read the

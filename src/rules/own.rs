@@ -1,6 +1,6 @@
 //! What one descriptor earns by itself (docs/format.md §3.5, §5), the one
 //! function `kvcr examine`, the writers' seal and write (`kvcr seal`,
-//! `kvcr::writer`, `kvcr::api::seal_json` / `write_rank_json`, the Python
+//! `kvcr_audit::writer`, `kvcr_audit::api::seal_json` / `write_rank_json`, the Python
 //! package's `seal` and `write_rank`) call, so that a writer refuses
 //! exactly what the audit would reject in a descriptor on its own.
 //!

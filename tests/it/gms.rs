@@ -9,7 +9,7 @@
 
 use crate::util::testkit::gms as kit;
 use crate::util::{is_root, kvcr, kvcr_std};
-use kvcr::finding::Code;
+use kvcr_audit::finding::Code;
 use serde_json::Value;
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read};
@@ -50,7 +50,7 @@ fn gms(args: &[&OsStr], env: &[(String, OsString)]) -> (i32, Value) {
 }
 
 fn schema() -> jsonschema::Validator {
-    let s: Value = serde_json::from_str(kvcr::schema::Kind::GmsReport.text()).unwrap();
+    let s: Value = serde_json::from_str(kvcr_audit::schema::Kind::GmsReport.text()).unwrap();
     jsonschema::draft202012::new(&s).unwrap()
 }
 
@@ -1009,7 +1009,7 @@ fn the_audit_names_gms_artifacts_in_an_inventory() {
     assert_eq!(message("notes.txt"), "unexpected file; not read");
 }
 
-/// `kvcr::api::gms` returns the document the command line prints (the
+/// `kvcr_audit::api::gms` returns the document the command line prints (the
 /// clock aside), with the same exit status; a bad path is a usage error.
 #[test]
 fn the_library_returns_the_command_lines_document() {
@@ -1017,12 +1017,12 @@ fn the_library_returns_the_command_lines_document() {
     let torn = kit::LeaseMutation::Transition.apply(&kit::Lease::valid(16, 5));
     let p = write(dir.path(), "ring", &torn.bytes());
     let r = write(dir.path(), "meta", &kit::Recovery::valid(8).bytes());
-    let o = kvcr::api::GmsOptions {
+    let o = kvcr_audit::api::GmsOptions {
         interval_ms: Some(1),
         num_blocks: Some(8),
         ..Default::default()
     };
-    let doc = kvcr::api::gms(&[p.clone(), r.clone()], &o).unwrap();
+    let doc = kvcr_audit::api::gms(&[p.clone(), r.clone()], &o).unwrap();
     let (status, cli) = gms(
         &[
             p.as_os_str(),
@@ -1039,15 +1039,18 @@ fn the_library_returns_the_command_lines_document() {
     lib["generated_unix_ms"] = Value::Null;
     cli["generated_unix_ms"] = Value::Null;
     assert_eq!(lib, cli);
-    let e = kvcr::api::gms(&[dir.path().join("nope")], &o).unwrap_err();
+    let e = kvcr_audit::api::gms(&[dir.path().join("nope")], &o).unwrap_err();
     assert_eq!(e.exit_status(), 2);
     assert!(e.to_string().contains("does not exist"), "{e}");
-    let far = kvcr::api::GmsOptions {
+    let far = kvcr_audit::api::GmsOptions {
         interval_ms: Some(60_001),
         ..Default::default()
     };
-    assert_eq!(kvcr::api::gms(&[p], &far).unwrap_err().exit_status(), 2);
-    assert!(kvcr::api::parse_binding("xyz").is_err());
+    assert_eq!(
+        kvcr_audit::api::gms(&[p], &far).unwrap_err().exit_status(),
+        2
+    );
+    assert!(kvcr_audit::api::parse_binding("xyz").is_err());
 }
 
 /// A ring's pids are its writers' PID namespace's (GMS runs per

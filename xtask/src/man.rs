@@ -10,7 +10,7 @@
 
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
-use kvcr::exit;
+use kvcr_audit::exit;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -23,7 +23,7 @@ pub struct Page {
 /// Every page, the top-level one first, then the visible subcommands in
 /// declaration order.
 pub fn pages() -> Vec<Page> {
-    let mut cmd = kvcr::command().disable_help_subcommand(true);
+    let mut cmd = kvcr_audit::command().disable_help_subcommand(true);
     cmd.build();
     let mut out = vec![render(&cmd, None, &cmd)];
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
@@ -117,7 +117,7 @@ pub fn completions() -> Vec<(&'static str, Vec<u8>)> {
     .into_iter()
     .map(|(shell, name)| {
         let mut script = Vec::new();
-        clap_complete::generate(shell, &mut kvcr::command(), "kvcr", &mut script);
+        clap_complete::generate(shell, &mut kvcr_audit::command(), "kvcr", &mut script);
         (name, script)
     })
     .collect()

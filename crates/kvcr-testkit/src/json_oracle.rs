@@ -1,5 +1,5 @@
 //! A differential oracle for the hand-written JSON reader
-//! (`kvcr::descriptor::json`): serde_json reads the same bytes, and the two
+//! (`kvcr_audit::descriptor::json`): serde_json reads the same bytes, and the two
 //! must agree.
 //!
 //! - Both accept: the same tree (object keys in the same order with the same
@@ -22,7 +22,7 @@
 //! generated documents and mutations of them. Like the rest of the kit it
 //! takes plain data (bytes, serde_json values), never a kvcr type.
 
-use kvcr::descriptor::json::{self, NumKind, Value, View};
+use kvcr_audit::descriptor::json::{self, NumKind, Value, View};
 use serde_json::Value as S;
 
 /// Prefixes of the hand reader's error messages for input that is valid

@@ -6,7 +6,7 @@
 //!
 //! Dev-only (`publish = false`): it is not part of the library, and kvcr
 //! lists it under `[dev-dependencies]` only. It names the library as
-//! `kvcr::` (schema constants, the §3.2 digest); in the library's unit tests
+//! `kvcr_audit::` (schema constants, the §3.2 digest); in the library's unit tests
 //! that is a second copy of the library, so every helper here takes and
 //! returns plain data (strings, JSON values, bytes, paths), never a kvcr
 //! type: a kvcr value handed from here to a unit test would be a different
@@ -116,7 +116,7 @@ impl Desc {
             })
             .collect();
         json!({
-            "schema": kvcr::descriptor::SCHEMA,
+            "schema": kvcr_audit::descriptor::SCHEMA,
             "engine_id": self.engine_id,
             "incarnation": self.incarnation,
             "epoch": self.epoch,
@@ -164,7 +164,7 @@ pub fn profile(d: &Desc) -> Value {
     let v = d.value();
     let ws = d.tp * d.pp;
     json!({
-        "schema": kvcr::profile::PROFILE_SCHEMA,
+        "schema": kvcr_audit::profile::PROFILE_SCHEMA,
         "engine_id": d.engine_id,
         "world_size": ws,
         "tp": d.tp,
@@ -193,7 +193,7 @@ pub fn seal(v: &mut Value) {
         o.remove("digest");
     }
     let bytes = serde_json::to_vec(v).expect("serialise");
-    let d = kvcr::descriptor::parse::compute_digest(&bytes).expect("valid json");
+    let d = kvcr_audit::descriptor::parse::compute_digest(&bytes).expect("valid json");
     let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
     v.as_object_mut()
         .expect("object")
@@ -284,7 +284,7 @@ pub fn without_clock_bytes(b: &[u8]) -> Vec<u8> {
 
 /// What two audits of the same files must agree on, whatever the root and
 /// the clock (in two directories, or on disk and in memory through
-/// `kvcr::api::audit_files`): the groups, the files, the summary and the
+/// `kvcr_audit::api::audit_files`): the groups, the files, the summary and the
 /// exit status of `report`, ages left out ([`without_clock`]) and the
 /// report's own `root` written `<ROOT>`.
 pub fn judgement(report: &Value) -> String {

@@ -9,7 +9,7 @@
 
 pub mod canon;
 /// The strict JSON reader descriptors are parsed with (`crate::format::json`,
-/// kept here as the public path `kvcr::descriptor::json`).
+/// kept here as the public path `kvcr_audit::descriptor::json`).
 pub use crate::format::json;
 pub(crate) mod check;
 pub mod parse;

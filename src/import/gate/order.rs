@@ -1,6 +1,6 @@
 //! The order of answers up to the driver (docs/format.md §8.9), in one
 //! place for `kvcr import` ([`crate::import::command::run::import`], its dry run too)
-//! and the readiness gate ([`crate::import::gate::readiness::gate`], `kvcr::api::gate`):
+//! and the readiness gate ([`crate::import::gate::readiness::gate`], `kvcr_audit::api::gate`):
 //!
 //! 1. the declared profile (a usage error, exit 2; a dry run lists it);
 //! 2. the live audit, one group ([`select::select`]): no descriptor, a

@@ -7,7 +7,7 @@
 use crate::util::fleet::private;
 use crate::util::testkit::{self, put, put_group, Desc, BOOT_ID, HOSTNAME};
 use crate::util::{audit_json, codes, has, kvcr};
-use kvcr::content::{digest_content, sampled_ranges, ContentError};
+use kvcr_audit::content::{digest_content, sampled_ranges, ContentError};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -256,14 +256,14 @@ fn seal_keeps_the_member_and_the_digest_covers_it() {
 #[test]
 fn the_writer_api_computes_the_member() {
     let mut memory = |o: u64, n: u64| Ok((o..o + n).map(|x| (x % 251) as u8).collect());
-    let m = kvcr::writer::content_member(10_000, 100, 4096, 3, &mut memory).unwrap();
+    let m = kvcr_audit::writer::content_member(10_000, 100, 4096, 3, &mut memory).unwrap();
     assert_eq!(m, json!({"page_bytes": 4096, "pages": 3, "sha256": SHA}));
     let mut failing = |o: u64, _n: u64| Err(format!("owner gone at {o}"));
-    let e = kvcr::writer::content_member(10_000, 0, 4096, 3, &mut failing).unwrap_err();
+    let e = kvcr_audit::writer::content_member(10_000, 0, 4096, 3, &mut failing).unwrap_err();
     assert!(e.to_string().contains("owner gone at 0"), "{e}");
     assert_eq!(e.exit_status(), 1);
     let mut memory = |o: u64, n: u64| Ok(vec![o as u8; n as usize]);
-    assert!(kvcr::writer::content_member(10_000, 0, 4096, 1, &mut memory).is_err());
+    assert!(kvcr_audit::writer::content_member(10_000, 0, 4096, 1, &mut memory).is_err());
 }
 
 /// The simulator's memory (src/import/engine/sim.rs `sim_byte`): seed = first
@@ -287,7 +287,7 @@ fn import_on_the_simulator_verifies_content_good_and_bad() {
             let size = a["size_bytes"].as_u64().unwrap();
             let seed = u8::from_str_radix(&a["handle"]["hex"].as_str().unwrap()[..2], 16).unwrap();
             let mut mem = |o: u64, n: u64| Ok((o..o + n).map(|x| sim_byte(seed, x)).collect());
-            a["content"] = kvcr::writer::content_member(size, 0, 4096, 16, &mut mem).unwrap();
+            a["content"] = kvcr_audit::writer::content_member(size, 0, 4096, 16, &mut mem).unwrap();
         });
         put(&inv, &format!("rank-{rank}.json"), &bytes);
     }
@@ -345,7 +345,7 @@ fn import_on_the_simulator_verifies_content_good_and_bad() {
 
 #[test]
 fn the_descriptor_schema_knows_the_member() {
-    let schema: Value = serde_json::from_str(kvcr::schema::Kind::Descriptor.text()).unwrap();
+    let schema: Value = serde_json::from_str(kvcr_audit::schema::Kind::Descriptor.text()).unwrap();
     let v = jsonschema::draft202012::new(&schema).unwrap();
     let doc = |c: Value| {
         let mut d = Desc::new("content", 0, 1, 1).value();

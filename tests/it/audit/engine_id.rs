@@ -1,7 +1,7 @@
 //! The engine-id rule lives in one place (`descriptor::EngineId`): the
 //! descriptor reader and `--engine` accept and refuse the same strings.
 
-use kvcr::descriptor::EngineId;
+use kvcr_audit::descriptor::EngineId;
 
 #[test]
 fn the_rule_accepts_and_refuses_at_its_edges() {

@@ -4,8 +4,8 @@
 //! `KVCR_BLESS=1 cargo test --test it audit::fixtures::` rewrites the expected reports.
 
 use crate::util::{codes, kvcr, repo};
-use kvcr::api::message_text as render;
-use kvcr::finding::Message;
+use kvcr_audit::api::message_text as render;
+use kvcr_audit::finding::Message;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -181,9 +181,9 @@ fn every_non_live_code_has_a_fixture_or_runtime_case() {
         }
     }
     // The GMS reader's codes are covered on generated artifacts (tests/it/gms.rs).
-    for code in kvcr::finding::Code::ALL
+    for code in kvcr_audit::finding::Code::ALL
         .into_iter()
-        .filter(|c| c.family() == kvcr::finding::Family::Inventory)
+        .filter(|c| c.family() == kvcr_audit::finding::Family::Inventory)
     {
         let live_only = matches!(code.as_str(), "KV109" | "KV110");
         if !live_only {

@@ -1,7 +1,7 @@
 //! A handle's kind is a closed enum (`HandleKind`): every kind the reader
 //! accepts keeps its own name in a `HandleId`, never a fallback label.
 
-use kvcr::descriptor::{Handle, HandleId, HandleKind};
+use kvcr_audit::descriptor::{Handle, HandleId, HandleKind};
 
 #[test]
 fn every_handle_kind_keeps_its_name_through_its_id() {

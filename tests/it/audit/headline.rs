@@ -124,7 +124,7 @@ fn every_fixture_names_its_root_cause_and_its_action() {
                 continue;
             }
             if let Some(c) = code {
-                let c = kvcr::finding::Code::parse(c).unwrap();
+                let c = kvcr_audit::finding::Code::parse(c).unwrap();
                 if !cause.contains(&format!("({c})")) {
                     failures.push(format!("{name}: the cause does not name {c}: {cause}"));
                 }
@@ -545,7 +545,7 @@ fn a_merge_of_reports_without_local_ranks_points_at_local_ranks() {
     assert_eq!(code, 1, "{v:#}");
     let act = v["groups"][0]["action"].as_str().unwrap();
     assert!(
-        act.starts_with(&action(kvcr::finding::Code::KV103)),
+        act.starts_with(&action(kvcr_audit::finding::Code::KV103)),
         "{act}"
     );
 }

@@ -279,7 +279,7 @@ fn real_audit(root: &Path) -> (i32, Value) {
 }
 
 fn start_ticks(pid: i32) -> u64 {
-    kvcr::api::proc_start_ticks(pid).unwrap_or_else(|e| panic!("start_ticks({pid}): {e:?}"))
+    kvcr_audit::api::proc_start_ticks(pid).unwrap_or_else(|e| panic!("start_ticks({pid}): {e:?}"))
 }
 
 #[test]
@@ -352,11 +352,11 @@ fn real_probe_child_as_live_owner_and_running_writer() {
     drop(owner);
     drop(writer);
     assert!(
-        kvcr::api::proc_start_ticks(op2).is_err(),
+        kvcr_audit::api::proc_start_ticks(op2).is_err(),
         "owner {op2} still runs"
     );
     assert!(
-        kvcr::api::proc_start_ticks(wp2).is_err(),
+        kvcr_audit::api::proc_start_ticks(wp2).is_err(),
         "writer {wp2} still runs"
     );
     let (code, v) = real_audit(inv2.path());

@@ -10,7 +10,7 @@
 
 use crate::util::fleet::{merge_paths, refused, Fleet};
 use crate::util::testkit::Desc;
-use kvcr::descriptor::{parse_descriptor, parse_descriptor_with, EngineId};
+use kvcr_audit::descriptor::{parse_descriptor, parse_descriptor_with, EngineId};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

@@ -315,13 +315,13 @@ fn a_device_swapped_in_is_never_opened() {
     };
     let iters = env_u64("KVCR_RACE_ITERS", 300);
     let deadline = Instant::now() + Duration::from_secs(env_u64("KVCR_RACE_SECS", 5));
-    let opts = kvcr::api::AuditOptions::default();
+    let opts = kvcr_audit::api::AuditOptions::default();
     let (mut runs, mut swapped_seen) = (0u64, 0u64);
     let observe_by = deadline + Duration::from_secs(OBSERVE_SECS);
     while (runs < iters && Instant::now() < deadline)
         || (swapped_seen == 0 && Instant::now() < observe_by)
     {
-        let doc = kvcr::api::audit(&root, &opts).unwrap();
+        let doc = kvcr_audit::api::audit(&root, &opts).unwrap();
         let report: serde_json::Value = serde_json::from_str(doc.as_json()).unwrap();
         // The device showed up under the descriptor's name at least once.
         if report["files"].as_array().unwrap().iter().any(|f| {

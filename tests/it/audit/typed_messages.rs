@@ -7,8 +7,8 @@
 use crate::util::fleet::private;
 use crate::util::kvcr;
 use crate::util::testkit::{self, Desc};
-use kvcr::api::message_text as render;
-use kvcr::finding::Message;
+use kvcr_audit::api::message_text as render;
+use kvcr_audit::finding::Message;
 use serde_json::Value;
 
 const DAY_MS: u64 = 86_400_000;

@@ -248,7 +248,7 @@ fn gpus_profile(
     extra: serde_json::Value,
 ) -> serde_json::Value {
     let mut p = serde_json::json!({
-        "schema": kvcr::profile::PROFILE_SCHEMA,
+        "schema": kvcr_audit::profile::PROFILE_SCHEMA,
         "engine_id": d.engine_id,
         "gpus": (0..n).map(|r| crate::util::testkit::gpu(0, r)).collect::<Vec<_>>(),
     });
@@ -420,7 +420,7 @@ fn clap_errors_escape_dangerous_characters() {
         assert!(err.starts_with("error: unexpected argument '--"), "{err}");
         assert!(
             !err.chars()
-                .any(|c| c != '\n' && kvcr::display::is_dangerous(c)),
+                .any(|c| c != '\n' && kvcr_audit::display::is_dangerous(c)),
             "raw dangerous character echoed for {arg:?}: {err:?}"
         );
         assert!(
@@ -455,7 +455,8 @@ fn clap_errors_escape_dangerous_characters() {
 
 #[test]
 fn ready_schema_requires_the_backend() {
-    let schema: serde_json::Value = serde_json::from_str(kvcr::schema::Kind::Ready.text()).unwrap();
+    let schema: serde_json::Value =
+        serde_json::from_str(kvcr_audit::schema::Kind::Ready.text()).unwrap();
     let v = jsonschema::draft202012::new(&schema).unwrap();
     let doc = |backend: Option<serde_json::Value>| {
         let mut d = serde_json::json!({"schema": "kvcr.import-ready/v1", "engine_id": "e",

@@ -69,7 +69,7 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         "README.md",
         "pip install maturin && (cd python && maturin build --release --locked) && pip \
         install \
-        python/target/wheels/kvcr-*.whl",
+        python/target/wheels/kvcr_audit-*.whl",
         Skip(
             "builds or installs the Python package (.ci/run \
         does, in a fresh venv)",
@@ -106,7 +106,7 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     (
         "docs/python.md",
         "(cd python && maturin build --release --locked) && pip install \
-        python/target/wheels/kvcr-*.whl",
+        python/target/wheels/kvcr_audit-*.whl",
         Skip(
             "builds or installs the Python package (.ci/run \
         does, in a fresh venv)",
@@ -785,7 +785,7 @@ fn man_examples() -> Vec<ManExample> {
 fn every_man_page_example_runs_with_the_status_it_claims() {
     let examples = man_examples();
     // The parser missed nothing: as many as the generator writes.
-    let cmd = kvcr::command();
+    let cmd = kvcr_audit::command();
     let mut want = crate::util::man::examples_of(None).len();
     for s in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         want += crate::util::man::examples_of(Some(s.get_name())).len();

@@ -2,7 +2,7 @@
 //! codes are usage errors.
 
 use crate::util::kvcr;
-use kvcr::finding::Code;
+use kvcr_audit::finding::Code;
 
 /// One part of what `kvcr explain CODE` prints: the text after `part:`
 /// (`meaning`, `checked`, `action`, `live`), if the part is there.

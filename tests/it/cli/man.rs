@@ -142,7 +142,7 @@ fn one_page_per_visible_subcommand() {
         .into_iter()
         .map(|p| p.file_name)
         .collect();
-    let cli = kvcr::command();
+    let cli = kvcr_audit::command();
     let mut want = vec!["kvcr.1".to_string()];
     want.extend(
         cli.get_subcommands()

@@ -405,7 +405,7 @@ fn one_document(out: &std::process::Output) -> Value {
 
 #[test]
 fn every_exit_2_with_format_json_prints_the_error_document() {
-    let schema: Value = serde_json::from_str(kvcr::schema::Kind::Error.text()).unwrap();
+    let schema: Value = serde_json::from_str(kvcr_audit::schema::Kind::Error.text()).unwrap();
     let check = jsonschema::draft202012::new(&schema).unwrap();
     let n = Node::new();
     let inv = n.inv();
@@ -752,10 +752,10 @@ fn kvcr_profile_prints_a_derived_profile_that_import_accepts() {
     assert_eq!(status, 0, "{err}");
     let p: Value = serde_json::from_str(&out).expect("one JSON document");
     // Valid against `kvcr schema profile`, complete for import, marked derived.
-    let schema: Value = serde_json::from_str(kvcr::schema::Kind::Profile.text()).unwrap();
+    let schema: Value = serde_json::from_str(kvcr_audit::schema::Kind::Profile.text()).unwrap();
     let v = jsonschema::draft202012::new(&schema).unwrap();
     assert!(v.is_valid(&p), "{p:#}");
-    let parsed = kvcr::profile::parse_profile(out.as_bytes()).unwrap();
+    let parsed = kvcr_audit::profile::parse_profile(out.as_bytes()).unwrap();
     assert!(parsed.missing_for_import().is_empty(), "{p:#}");
     let d = parsed.derived.expect("marked derived");
     assert!(
@@ -844,9 +844,9 @@ fn the_profile_reader_accepts_derived_and_checks_its_members() {
     let d = Desc::new("ops", 0, 4, 1);
     let mut p = testkit::profile(&d);
     p["derived"] = json!({"from": "hand", "generated_unix_ms": 1, "review": "check it"});
-    assert!(kvcr::profile::parse_profile(p.to_string().as_bytes()).is_ok());
+    assert!(kvcr_audit::profile::parse_profile(p.to_string().as_bytes()).is_ok());
     p["derived"] = Value::Null;
-    assert!(kvcr::profile::parse_profile(p.to_string().as_bytes())
+    assert!(kvcr_audit::profile::parse_profile(p.to_string().as_bytes())
         .unwrap()
         .derived
         .is_none());
@@ -858,7 +858,7 @@ fn the_profile_reader_accepts_derived_and_checks_its_members() {
         json!("derived"),
     ] {
         p["derived"] = bad.clone();
-        let e = kvcr::profile::parse_profile(p.to_string().as_bytes()).unwrap_err();
+        let e = kvcr_audit::profile::parse_profile(p.to_string().as_bytes()).unwrap_err();
         assert!(e.to_string().contains("derived"), "{bad}: {e}");
     }
 }

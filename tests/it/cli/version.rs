@@ -10,7 +10,7 @@ fn short_and_long_version() {
         String::from_utf8(short.stdout).unwrap(),
         format!("kvcr {}\n", env!("CARGO_PKG_VERSION"))
     );
-    assert_eq!(kvcr::VERSION, env!("CARGO_PKG_VERSION"));
+    assert_eq!(kvcr_audit::VERSION, env!("CARGO_PKG_VERSION"));
     let long = kvcr().arg("--version").output().unwrap();
     assert!(long.status.success());
     let text = String::from_utf8(long.stdout).unwrap();

@@ -21,7 +21,7 @@ struct Case {
 
 /// Validates `doc` against `kvcr schema WHICH` and checks the §9.4
 /// metadata: `exit_status` is the process's own.
-fn valid(kind: kvcr::schema::Kind, doc: &Value, code: Option<i32>) {
+fn valid(kind: kvcr_audit::schema::Kind, doc: &Value, code: Option<i32>) {
     let schema: Value = serde_json::from_str(kind.text()).unwrap();
     let v = jsonschema::draft202012::new(&schema).unwrap();
     let errs: Vec<String> = v
@@ -92,7 +92,11 @@ impl Case {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let v: Value = serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}\nstderr: {stderr}"));
-        valid(kvcr::schema::Kind::ImportReport, &v, out.status.code());
+        valid(
+            kvcr_audit::schema::Kind::ImportReport,
+            &v,
+            out.status.code(),
+        );
         (out.status.code().unwrap_or(-1), v, stderr)
     }
     /// The sim log: (op, resource) per line.
@@ -250,7 +254,11 @@ fn finish(child: Child) -> (i32, Value, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let v: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("not one JSON document ({e}): {stdout}\nstderr: {stderr}"));
-    valid(kvcr::schema::Kind::ImportReport, &v, out.status.code());
+    valid(
+        kvcr_audit::schema::Kind::ImportReport,
+        &v,
+        out.status.code(),
+    );
     (out.status.code().unwrap_or(-1), v, stderr)
 }
 
@@ -274,7 +282,7 @@ fn hold_writes_ready_file_after_the_last_rank_and_releases_on_sigterm() {
         doc["backend"], "sim",
         "a simulated hold says so (#19 item 11): {doc}"
     );
-    valid(kvcr::schema::Kind::Ready, &doc, None);
+    valid(kvcr_audit::schema::Kind::Ready, &doc, None);
     assert_eq!(doc["pid"], child.id());
     // Its start time too, so a stale file's pid, reused, is not taken for the holder.
     assert!(doc["start_ticks"].as_u64().is_some_and(|t| t > 0), "{doc}");

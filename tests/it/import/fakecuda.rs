@@ -235,8 +235,9 @@ fn content_of(a: &Alloc, hex: Option<&str>) -> Option<Value> {
     let (page, pages, good) = a.content?;
     let seed = hex.map_or(0, |h| u8::from_str_radix(&h[..2], 16).unwrap());
     let mut read = |o: u64, n: u64| Ok((o..o + n).map(|x| fake_byte(a.kind, seed, x)).collect());
-    let c = kvcr::content::digest_content(a.size_bytes, a.offset_bytes, page, pages, &mut read)
-        .unwrap();
+    let c =
+        kvcr_audit::content::digest_content(a.size_bytes, a.offset_bytes, page, pages, &mut read)
+            .unwrap();
     let mut sha = c.sha256;
     if !good {
         sha[31] ^= 1;
@@ -329,7 +330,7 @@ impl Scenario {
         let tokens: Vec<String> = line.split_whitespace().map(str::to_string).collect();
         let fd = |k: usize| tokens[k].parse::<u64>().unwrap();
         let pid = owner.id() as i32;
-        let ticks = kvcr::api::proc_start_ticks(pid).unwrap();
+        let ticks = kvcr_audit::api::proc_start_ticks(pid).unwrap();
         let host = read_trim("/proc/sys/kernel/hostname");
         let boot = read_trim("/proc/sys/kernel/random/boot_id");
         let inv = dir.path().join("inv");

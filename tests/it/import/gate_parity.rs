@@ -1,5 +1,5 @@
 //! One order of answers (docs/format.md §13.3, §8.9): on every shipped
-//! fixture, the library's readiness gate (`kvcr::api::gate`) gives the
+//! fixture, the library's readiness gate (`kvcr_audit::api::gate`) gives the
 //! answer `kvcr import --dry-run --format json` gives: the same plan when
 //! the group is accepted, the same usage error, or the same first refusal
 //! (with the same audit and rejecting files) when it is refused.
@@ -17,8 +17,8 @@
 
 use crate::util::testkit::without_clock;
 use crate::util::{fixtures_live, kvcr, repo};
-use kvcr::api::{self, Error, GateOptions, Profile};
-use kvcr::rankset::RankSet;
+use kvcr_audit::api::{self, Error, GateOptions, Profile};
+use kvcr_audit::rankset::RankSet;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

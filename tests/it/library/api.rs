@@ -1,4 +1,4 @@
-//! The library API (`kvcr::api`, docs/format.md §13) answers what the
+//! The library API (`kvcr_audit::api`, docs/format.md §13) answers what the
 //! command answers: the audit and examine documents, seal and digest bytes,
 //! the typed descriptor errors, the readiness gate's order of answers, and
 //! the import plan the dry run carries (§13.4).
@@ -6,12 +6,12 @@
 use crate::util::fleet::private;
 use crate::util::testkit::{self, put_group, Desc};
 use crate::util::{kvcr, repo};
-use kvcr::api::{self, AuditOptions, Error, GateOptions, Profile};
-use kvcr::finding::Code;
+use kvcr_audit::api::{self, AuditOptions, Error, GateOptions, Profile};
+use kvcr_audit::finding::Code;
 use serde_json::{json, Value};
 use std::path::Path;
 
-fn valid(kind: kvcr::schema::Kind, doc: &Value) {
+fn valid(kind: kvcr_audit::schema::Kind, doc: &Value) {
     let schema: Value = serde_json::from_str(kind.text()).unwrap();
     let v = jsonschema::draft202012::new(&schema).unwrap();
     let errs: Vec<String> = v
@@ -237,7 +237,7 @@ fn gate_usage_errors_and_refusals() {
     match api::gate(&inv, &o) {
         Err(Error::Refused { report, message }) => {
             let r: Value = serde_json::from_str(report.as_json()).unwrap();
-            valid(kvcr::schema::Kind::ImportReport, &r);
+            valid(kvcr_audit::schema::Kind::ImportReport, &r);
             assert_eq!(
                 (r["mode"].as_str(), r["result"].as_str()),
                 (Some("gate"), Some("rejected"))
@@ -281,9 +281,9 @@ fn the_dry_run_carries_the_import_plan() {
     // No profile: the real import would stop there with exit 2, and the dry
     // run says so (docs/format.md §8.7); the plan is carried all the same.
     assert_eq!(out.status.code(), Some(2), "{v:#}");
-    valid(kvcr::schema::Kind::ImportReport, &v);
+    valid(kvcr_audit::schema::Kind::ImportReport, &v);
     let plan = &v["plan"];
-    valid(kvcr::schema::Kind::ImportPlan, plan);
+    valid(kvcr_audit::schema::Kind::ImportPlan, plan);
     assert_eq!(plan["schema"], "kvcr.import-plan/v1");
     assert_eq!(plan["engine_id"], "llama3-70b-a");
     assert_eq!(plan["epoch"], 1);
@@ -438,7 +438,7 @@ fn audit_files_judges_as_the_audit_of_the_same_files_on_disk() {
         }
         assert_eq!(mem.exit_status(), disk.exit_status(), "{}", case.display());
         assert_eq!(mem_v["root"], "/nowhere/inventory");
-        valid(kvcr::schema::Kind::Report, &mem_v);
+        valid(kvcr_audit::schema::Kind::Report, &mem_v);
         compared += 1;
     }
     assert!(compared >= 20, "only {compared} fixtures compared");
@@ -573,7 +573,7 @@ fn node_facts_and_threads_are_options_and_notes_come_back() {
     let doc: Value = serde_json::from_str(api::audit(&inv, &o).unwrap().as_json()).unwrap();
     assert_eq!(doc["options"]["profile"], Value::Null);
     assert_eq!(doc["options"]["profile_source"], "value");
-    valid(kvcr::schema::Kind::Report, &doc);
+    valid(kvcr_audit::schema::Kind::Report, &doc);
 }
 
 /// Run by [`the_library_reads_no_environment_variable`] in a child process

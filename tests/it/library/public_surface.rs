@@ -78,7 +78,7 @@ fn nothing_public_is_hidden() {
     assert!(!public_modules().contains("internals"));
 }
 
-/// Every `kvcr::NAME` path in the `.rs` files below `dir`.
+/// Every `kvcr_audit::NAME` path in the `.rs` files below `dir`.
 fn named(dir: &Path, out: &mut BTreeSet<(String, String)>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
@@ -94,13 +94,13 @@ fn named(dir: &Path, out: &mut BTreeSet<(String, String)>) {
             named(&p, out);
         } else if name.ends_with(".rs") {
             let text = std::fs::read_to_string(&p).unwrap();
-            for (i, _) in text.match_indices("kvcr::") {
+            for (i, _) in text.match_indices("kvcr_audit::") {
                 // A longer identifier ending in `kvcr` is another crate.
                 let before = text[..i].chars().next_back();
                 if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
                     continue;
                 }
-                let rest = &text[i + "kvcr::".len()..];
+                let rest = &text[i + "kvcr_audit::".len()..];
                 let ident = |s: &str| -> String {
                     s.trim_start()
                         .chars()
@@ -108,7 +108,7 @@ fn named(dir: &Path, out: &mut BTreeSet<(String, String)>) {
                         .collect()
                 };
                 let shown = p.strip_prefix(repo()).unwrap_or(&p).display().to_string();
-                // `kvcr::{a::b, c}`: each first segment of the use tree.
+                // `kvcr_audit::{a::b, c}`: each first segment of the use tree.
                 let names: Vec<String> = match rest.strip_prefix('{') {
                     Some(tree) => {
                         let tree = &tree[..tree.find('}').unwrap_or(tree.len())];
@@ -136,12 +136,12 @@ fn code_outside_the_crate_names_only_public_modules() {
     }
     assert!(
         uses.iter().any(|(n, _)| n == "api"),
-        "the scan found no use of kvcr::api"
+        "the scan found no use of kvcr_audit::api"
     );
     let bad: Vec<String> = uses
         .iter()
         .filter(|(n, _)| !allowed.contains(n))
-        .map(|(n, f)| format!("{f}: kvcr::{n}"))
+        .map(|(n, f)| format!("{f}: kvcr_audit::{n}"))
         .collect();
     assert!(bad.is_empty(), "not public: {bad:#?}");
 }

@@ -32,7 +32,7 @@ pub fn offload(paths: &[&Path], args: &[&str]) -> (i32, Value) {
         )
     });
     let status = out.status.code().unwrap();
-    let s: Value = serde_json::from_str(kvcr::schema::Kind::OffloadReport.text()).unwrap();
+    let s: Value = serde_json::from_str(kvcr_audit::schema::Kind::OffloadReport.text()).unwrap();
     let validator = jsonschema::draft202012::new(&s).unwrap();
     let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "schema: {errors:?}\n{v:#}");

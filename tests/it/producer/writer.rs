@@ -200,7 +200,7 @@ fn the_rust_api_writes_an_inventory_that_audits_clean() {
     for rank in 0..4 {
         let v = Desc::new("api-group", rank, 2, 2).value();
         let facts = crate::util::fixtures_live("node-match.json");
-        let p = kvcr::writer::write_rank_with(dir.path(), &v, Some(&facts)).unwrap();
+        let p = kvcr_audit::writer::write_rank_with(dir.path(), &v, Some(&facts)).unwrap();
         assert_eq!(p.file_name().unwrap(), format!("rank-{rank}.json").as_str());
     }
     assert_eq!(
@@ -282,14 +282,15 @@ fn the_python_recipe_writes_an_inventory_that_audits_clean() {
 /// sealing (`epoch` 1 → 2), with the two digests: the one it carries and its
 /// content's.
 fn edited_after_sealing() -> (Vec<u8>, Vec<u8>, String, String) {
-    let sealed = kvcr::api::seal_json(&to_bytes(&Desc::new("launder", 0, 1, 1).value())).unwrap();
+    let sealed =
+        kvcr_audit::api::seal_json(&to_bytes(&Desc::new("launder", 0, 1, 1).value())).unwrap();
     let text = String::from_utf8(sealed.clone()).unwrap();
     assert!(text.contains("\"epoch\": 1,"));
     let edited = text
         .replacen("\"epoch\": 1,", "\"epoch\": 2,", 1)
         .into_bytes();
-    let carried = kvcr::api::digest_json(&sealed).unwrap();
-    let actual = kvcr::api::digest_json(&edited).unwrap();
+    let carried = kvcr_audit::api::digest_json(&sealed).unwrap();
+    let actual = kvcr_audit::api::digest_json(&edited).unwrap();
     assert_ne!(carried, actual);
     (sealed, edited, carried, actual)
 }
@@ -388,9 +389,9 @@ fn seal_refuses_a_descriptor_whose_digest_does_not_match_its_content() {
 #[test]
 fn reseal_edited_says_what_it_overrode_and_writes_the_librarys_bytes() {
     let (_, edited, carried, actual) = edited_after_sealing();
-    let library = kvcr::api::seal_json(&edited).unwrap();
+    let library = kvcr_audit::api::seal_json(&edited).unwrap();
     let value: Value = serde_json::from_slice(&edited).unwrap();
-    assert_eq!(kvcr::writer::seal_value(&value).unwrap(), library);
+    assert_eq!(kvcr_audit::writer::seal_value(&value).unwrap(), library);
     let overriding = format!(
         "overriding KV008 digest does not match the content (torn or edited file): it carries \
          {carried}, its content digests to {actual}"
@@ -462,10 +463,14 @@ fn explain_kv008_says_seal_refuses_unless_reseal_edited() {
 
 /// One descriptor broken in a way it can be judged on its own (the code the
 /// audit gives it), for every writer and examine to agree on.
-type Defect = (&'static str, kvcr::finding::Code, Box<dyn Fn(&mut Value)>);
+type Defect = (
+    &'static str,
+    kvcr_audit::finding::Code,
+    Box<dyn Fn(&mut Value)>,
+);
 
 fn own_defects() -> Vec<Defect> {
-    use kvcr::finding::Code;
+    use kvcr_audit::finding::Code;
     vec![
         (
             "rank not below world_size",
@@ -539,24 +544,28 @@ fn every_writer_refuses_what_examine_rejects_with_the_same_code() {
         assert_eq!(fs::read(&f).unwrap(), before, "{what}");
         fs::remove_file(&f).unwrap();
         // The Rust writer and the library, with the audit's code.
-        match kvcr::writer::seal_value(&v) {
-            Err(kvcr::writer::Error::Refused(m)) => assert!(m.contains(code.as_str()), "{m}"),
+        match kvcr_audit::writer::seal_value(&v) {
+            Err(kvcr_audit::writer::Error::Refused(m)) => assert!(m.contains(code.as_str()), "{m}"),
             other => panic!("{what}: {other:?}"),
         }
         assert!(
-            kvcr::writer::write_rank_with(dir.path(), &v, Some(&facts)).is_err(),
+            kvcr_audit::writer::write_rank_with(dir.path(), &v, Some(&facts)).is_err(),
             "{what}"
         );
-        match kvcr::api::seal_json(&text) {
-            Err(kvcr::api::Error::Descriptor { code: c, .. }) => assert_eq!(c, code, "{what}"),
+        match kvcr_audit::api::seal_json(&text) {
+            Err(kvcr_audit::api::Error::Descriptor { code: c, .. }) => {
+                assert_eq!(c, code, "{what}")
+            }
             other => panic!("{what}: {other:?}"),
         }
-        let o = kvcr::api::WriteOptions {
+        let o = kvcr_audit::api::WriteOptions {
             subdir: None,
             node_facts: Some(facts.clone()),
         };
-        match kvcr::api::write_rank_json_with(dir.path(), &text, &o) {
-            Err(kvcr::api::Error::Descriptor { code: c, .. }) => assert_eq!(c, code, "{what}"),
+        match kvcr_audit::api::write_rank_json_with(dir.path(), &text, &o) {
+            Err(kvcr_audit::api::Error::Descriptor { code: c, .. }) => {
+                assert_eq!(c, code, "{what}")
+            }
             other => panic!("{what}: {other:?}"),
         }
         assert!(
@@ -569,13 +578,14 @@ fn every_writer_refuses_what_examine_rejects_with_the_same_code() {
     // and a rank written alone (its group's other rank missing is the
     // audit's KV103, never the writer's) are written.
     let mut v = base.value();
-    kvcr::writer::write_rank_with(dir.path(), &v, Some(&facts)).unwrap();
+    kvcr_audit::writer::write_rank_with(dir.path(), &v, Some(&facts)).unwrap();
     v["created_unix_ms"] = 1_000_000_000_000u64.into();
-    let o = kvcr::api::WriteOptions {
+    let o = kvcr_audit::api::WriteOptions {
         subdir: Some("edge".into()),
         node_facts: Some(facts.clone()),
     };
-    kvcr::api::write_rank_json_with(dir.path(), &serde_json::to_vec(&v).unwrap(), &o).unwrap();
+    kvcr_audit::api::write_rank_json_with(dir.path(), &serde_json::to_vec(&v).unwrap(), &o)
+        .unwrap();
     let out = kvcr()
         .arg("examine")
         .arg(dir.path().join("edge/rank-1.json"))

@@ -198,7 +198,7 @@ fn section_7_synopsis_lists_every_flag_of_every_subcommand() {
         }
     }
     let mut missing = Vec::new();
-    let cmd = kvcr::command();
+    let cmd = kvcr_audit::command();
     let mut checked = 0;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let Some((_, text)) = synopsis.iter().find(|(n, _)| n == sub.get_name()) else {

@@ -1,12 +1,12 @@
 //! Property tests of the JSON differential oracle
 //! (`util::testkit::json_oracle`, crates/kvcr-testkit/src/json_oracle.rs):
-//! the hand-written reader (`kvcr::descriptor::json`) and serde_json agree
+//! the hand-written reader (`kvcr_audit::descriptor::json`) and serde_json agree
 //! on hand-picked, generated and mutated documents, and the oracle itself
 //! notices a disagreement. The `json` fuzz target runs the same
 //! [`check`]. `KVCR_PROP_CASES=N` runs N cases per property.
 
 use crate::util::testkit::json_oracle::{agree, check};
-use kvcr::descriptor::json;
+use kvcr_audit::descriptor::json;
 use serde_json::Value as S;
 
 #[cfg(test)]

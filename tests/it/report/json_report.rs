@@ -236,7 +236,8 @@ fn check(name: &str, doc: &Value) -> Result<(), String> {
             .flat_map(|g| &g.ranks)
             .flat_map(|x| &x.findings),
     ) {
-        let code = kvcr::finding::Code::parse(&f.code).ok_or(format!("{name}: code {}", f.code))?;
+        let code =
+            kvcr_audit::finding::Code::parse(&f.code).ok_or(format!("{name}: code {}", f.code))?;
         if code.name() != f.name {
             return Err(format!("{name}: {} named {}", f.code, f.name));
         }

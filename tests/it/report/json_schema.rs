@@ -6,9 +6,9 @@
 
 use crate::util::testkit::{seal, to_bytes, Desc};
 use crate::util::{kvcr, repo};
-use kvcr::descriptor::parse_descriptor;
-use kvcr::finding::Code;
-use kvcr::schema::Kind;
+use kvcr_audit::descriptor::parse_descriptor;
+use kvcr_audit::finding::Code;
+use kvcr_audit::schema::Kind;
 use serde_json::{json, Value};
 
 fn schema(k: Kind) -> Value {
@@ -80,7 +80,7 @@ fn shared_definitions_agree() {
 /// each with its name.
 #[test]
 fn report_schemas_pair_every_code_with_its_name() {
-    use kvcr::finding::Family;
+    use kvcr_audit::finding::Family;
     for (kind, family) in [
         (Kind::Report, Family::Inventory),
         (Kind::GmsReport, Family::Gms),
@@ -381,7 +381,8 @@ fn every_fixture_profile_validates() {
     assert!(all.len() >= 3, "{all:?}");
     for p in all {
         let bytes = std::fs::read(&p).unwrap();
-        kvcr::profile::parse_profile(&bytes).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        kvcr_audit::profile::parse_profile(&bytes)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let doc: Value = serde_json::from_slice(&bytes).unwrap();
         let errs = errors(&v, &doc);
         assert!(errs.is_empty(), "{}: {}", p.display(), errs.join("; "));
@@ -399,7 +400,7 @@ fn full_profile() -> Value {
 #[test]
 fn profile_schema_agrees_with_kvcr() {
     let v = validator(Kind::Profile);
-    let parse = |doc: &Value| kvcr::profile::parse_profile(&serde_json::to_vec(doc).unwrap());
+    let parse = |doc: &Value| kvcr_audit::profile::parse_profile(&serde_json::to_vec(doc).unwrap());
     let full = full_profile();
     assert!(parse(&full).is_ok());
     assert_eq!(errors(&v, &full), Vec::<String>::new());
