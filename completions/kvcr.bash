@@ -43,6 +43,9 @@ _kvcr() {
             kvcr,merge)
                 cmd="kvcr__subcmd__merge"
                 ;;
+            kvcr,offload)
+                cmd="kvcr__subcmd__offload"
+                ;;
             kvcr,pools)
                 cmd="kvcr__subcmd__pools"
                 ;;
@@ -82,6 +85,9 @@ _kvcr() {
             kvcr__subcmd__help,merge)
                 cmd="kvcr__subcmd__help__subcmd__merge"
                 ;;
+            kvcr__subcmd__help,offload)
+                cmd="kvcr__subcmd__help__subcmd__offload"
+                ;;
             kvcr__subcmd__help,pools)
                 cmd="kvcr__subcmd__help__subcmd__pools"
                 ;;
@@ -101,7 +107,7 @@ _kvcr() {
 
     case "${cmd}" in
         kvcr)
-            opts="-h -V --help --version audit import explain merge profile gms pools examine completions schema seal digest help"
+            opts="-h -V --help --version audit import explain merge profile gms pools offload examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -259,7 +265,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__help)
-            opts="audit import explain merge profile gms pools examine completions schema seal digest help"
+            opts="audit import explain merge profile gms pools offload examine completions schema seal digest help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -385,6 +391,20 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__help__subcmd__merge)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        kvcr__subcmd__help__subcmd__offload)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -538,6 +558,52 @@ _kvcr() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        kvcr__subcmd__offload)
+            opts="-h --producer --format --threads --progress --list --kv-bytes-per-chunk --bytes-per-block --chunk-bytes --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --producer)
+                    COMPREPLY=($(compgen -W "auto vllm llmd lmcache lmcache-mp sglang" -- "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --progress)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --list)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-bytes-per-chunk)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bytes-per-block)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --chunk-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         kvcr__subcmd__pools)
             opts="-h --live --socket-path --guard-count --pool-sizes-gb --journal-bytes --pool-layouts --compatibility-digest --page-size --g3-paths --capacity-bytes-per-file --identity --interval-ms --format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -627,7 +693,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__schema)
-            opts="-h --help report descriptor profile import-report ready error import-plan gms-report"
+            opts="-h --help report descriptor profile import-report ready error import-plan gms-report offload-report pools-report"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -49,6 +49,7 @@ pub(crate) mod commands;
 pub(crate) mod format;
 pub(crate) mod import;
 pub(crate) mod io;
+pub(crate) mod offload;
 pub(crate) mod pools;
 pub(crate) mod report;
 pub(crate) mod rules;

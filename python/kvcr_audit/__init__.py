@@ -25,7 +25,7 @@ import operator as _operator
 import os as _os
 import pathlib as _pathlib
 import uuid as _uuid
-from typing import Any, Callable, Dict, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 from . import _native
 
@@ -49,6 +49,7 @@ __all__ = [
     "current_epoch",
     "gms",
     "pools",
+    "offload",
 ]
 
 StrPath = Union[str, "_os.PathLike[str]"]
@@ -581,6 +582,51 @@ def pools(
             pool_layouts, compatibility_digest, n["page_size"], g3,
             n["capacity_bytes_per_file"], ident, iv,
         )
+    except _native.NativeError as e:
+        _raise(e)
+    out: Dict[str, Any] = _json.loads(text)
+    return out
+
+
+def offload(
+    paths: Union[StrPath, Sequence[StrPath], None] = None,
+    *,
+    producer: str = "auto",
+    threads: Optional[int] = None,
+    kv_bytes_per_chunk: Optional[int] = None,
+    bytes_per_block: Union[int, Mapping[int, int], None] = None,
+    chunk_bytes: Optional[int] = None,
+    sglang_storage_dir: Optional[StrPath] = None,
+) -> Dict[str, Any]:
+    """The document ``kvcr offload [PATH]... --format json`` prints: the
+    disk offload tiers vLLM, llm-d and LMCache left at ``paths``, judged
+    read-only per set (docs/format.md §15). ``paths`` is one path or a
+    sequence of them; with none, looks at the engines' default roots
+    (``sglang_storage_dir`` stands for $SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR:
+    the library reads no environment variable). ``bytes_per_block`` is one
+    size for every llm-d group or a mapping from group id to size. A
+    rejected set is no exception: read ``report["exit_status"]``."""
+    if paths is None:
+        listed: Sequence[Any] = []
+    elif isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
+        listed = [paths]
+    else:
+        listed = list(paths)
+    ps = [_path("paths", p) for p in listed]
+    if not isinstance(producer, str):
+        raise UsageError("producer: expected a string, found %r" % (producer,))
+    th = None if threads is None else _int_option("threads", threads, 1, 256)
+    kb = None if kv_bytes_per_chunk is None else _int_option("kv_bytes_per_chunk", kv_bytes_per_chunk, 1)
+    cb = None if chunk_bytes is None else _int_option("chunk_bytes", chunk_bytes, 1)
+    bpb: List[Tuple[Optional[int], int]] = []
+    if isinstance(bytes_per_block, Mapping):
+        for g, n in bytes_per_block.items():
+            bpb.append((_int_option("bytes_per_block group", g, 0, 2**32 - 1), _int_option("bytes_per_block", n, 1)))
+    elif bytes_per_block is not None:
+        bpb.append((None, _int_option("bytes_per_block", bytes_per_block, 1)))
+    sd = None if sglang_storage_dir is None else _path("sglang_storage_dir", sglang_storage_dir)
+    try:
+        text = _native.offload(ps, producer, th, kb, bpb, cb, sd)
     except _native.NativeError as e:
         _raise(e)
     out: Dict[str, Any] = _json.loads(text)

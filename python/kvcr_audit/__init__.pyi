@@ -84,6 +84,16 @@ def pools(
     identity: Optional[Tuple[int, int]] = None,
     interval_ms: Optional[int] = None,
 ) -> Dict[str, Any]: ...
+def offload(
+    paths: Union[StrPath, Sequence[StrPath], None] = None,
+    *,
+    producer: str = "auto",
+    threads: Optional[int] = None,
+    kv_bytes_per_chunk: Optional[int] = None,
+    bytes_per_block: Union[int, Mapping[int, int], None] = None,
+    chunk_bytes: Optional[int] = None,
+    sglang_storage_dir: Optional[StrPath] = None,
+) -> Dict[str, Any]: ...
 def gate(
     root: StrPath,
     *,

@@ -53,6 +53,15 @@ def pools(
     identity: Optional[Tuple[int, int]],
     interval_ms: Optional[int],
 ) -> str: ...
+def offload(
+    paths: List[bytes],
+    producer: Optional[str],
+    threads: Optional[int],
+    kv_bytes_per_chunk: Optional[int],
+    bytes_per_block: List[Tuple[Optional[int], int]],
+    chunk_bytes: Optional[int],
+    sglang_storage_dir: Optional[bytes],
+) -> str: ...
 def gate(
     root: bytes,
     profile_path: Optional[bytes],

@@ -488,6 +488,36 @@ fn pools(
     })
 }
 
+/// `kvcr offload PATH... --format json`, with the GIL released.
+#[pyfunction]
+#[pyo3(signature = (paths, producer, threads, kv_bytes_per_chunk, bytes_per_block, chunk_bytes, sglang_storage_dir))]
+#[allow(clippy::too_many_arguments)]
+fn offload(
+    py: Python<'_>,
+    paths: Vec<Vec<u8>>,
+    producer: Option<String>,
+    threads: Option<usize>,
+    kv_bytes_per_chunk: Option<u64>,
+    bytes_per_block: Vec<(Option<u32>, u64)>,
+    chunk_bytes: Option<u64>,
+    sglang_storage_dir: Option<Vec<u8>>,
+) -> PyResult<String> {
+    guarded(move || {
+        let o = api::OffloadOptions {
+            producer,
+            threads,
+            kv_bytes_per_chunk,
+            bytes_per_block,
+            chunk_bytes,
+            sglang_storage_dir: sglang_storage_dir.map(|p| path(&p)),
+        };
+        let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();
+        py.detach(move || api::offload(&paths, &o))
+            .map(api::Document::into_json)
+            .map_err(raise)
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NativeError", m.py().get_type::<NativeError>())?;
@@ -506,5 +536,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(gms, m)?)?;
     m.add_function(wrap_pyfunction!(pools, m)?)?;
+    m.add_function(wrap_pyfunction!(offload, m)?)?;
     Ok(())
 }

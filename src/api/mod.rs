@@ -8,7 +8,8 @@
 //! `kvcr seal` and `kvcr digest` on JSON text, [`write_rank_json`] is the
 //! writer of docs/format.md §3.5, [`gate`] is `kvcr import` up to (not
 //! including) the driver check (§8.9), answering with the import plan,
-//! [`gms`] is `kvcr gms --format json` (§14).
+//! [`gms`] is `kvcr gms --format json` (§14), [`offload`] is
+//! `kvcr offload --format json` (§15).
 //!
 //! Documents (reports, plans) come back as the exact JSON text the command
 //! prints ([`Document`]), so a caller parses them with the JSON library it
@@ -41,7 +42,7 @@
 //! Versioning: this module follows the crate's semantic version; the JSON
 //! documents carry their own `schema` (`kvcr.audit-report/v1`,
 //! `kvcr.examine/v1`, `kvcr.import-plan/v1`, `kvcr.import-report/v1`,
-//! `kvcr.gms-report/v1`).
+//! `kvcr.gms-report/v1`, `kvcr.offload-report/v1`).
 
 use crate::format::descriptor::parse_descriptor;
 use crate::format::failure::Failure;
@@ -549,6 +550,79 @@ pub fn pools(paths: &[PathBuf], o: &PoolsOptions) -> Result<Document, Error> {
         crate::io::node::now_unix_ms(),
         &crate::io::node::hostname(),
     );
+    Document::of(&doc, run.exit_status())
+}
+
+/// What [`offload`] is asked for: the options of `kvcr offload`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OffloadOptions {
+    /// `--producer`: `auto` (or `None`), `vllm`, `llmd`, `lmcache`,
+    /// `lmcache-mp` or `sglang`.
+    pub producer: Option<String>,
+    /// `--threads` (`None`: 1; the library starts no more threads than asked).
+    pub threads: Option<usize>,
+    /// `--kv-bytes-per-chunk` (vLLM).
+    pub kv_bytes_per_chunk: Option<u64>,
+    /// `--bytes-per-block` (llm-d): per group id, `None` for every group.
+    pub bytes_per_block: Vec<(Option<u32>, u64)>,
+    /// `--chunk-bytes` (LMCache).
+    pub chunk_bytes: Option<u64>,
+    /// Without paths: SGLang's storage directory as the command takes it
+    /// from `SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR` (the library reads no
+    /// environment variable).
+    pub sglang_storage_dir: Option<PathBuf>,
+}
+
+/// Reads the disk offload tiers at `paths` (none: the engines' default
+/// roots) and judges every set: the `kvcr.offload-report/v1` document
+/// `kvcr offload PATH... --format json` prints (docs/format.md §15). A
+/// path that is missing, a symlink or not a directory, or a directory that
+/// cannot be listed whole, is [`Error::Usage`].
+pub fn offload(paths: &[PathBuf], o: &OffloadOptions) -> Result<Document, Error> {
+    use crate::offload::{Choice, Geometry, Options};
+    let producer = match o.producer.as_deref().unwrap_or("auto") {
+        "auto" => Choice::Auto,
+        "vllm" => Choice::Vllm,
+        "llmd" => Choice::Llmd,
+        "lmcache" => Choice::Lmcache,
+        "lmcache-mp" => Choice::LmcacheMp,
+        "sglang" => Choice::Sglang,
+        other => {
+            return Err(Error::usage(format!(
+                "producer {other:?} is not one of auto, vllm, llmd, lmcache, lmcache-mp, sglang"
+            )))
+        }
+    };
+    for (what, v) in [
+        ("kv_bytes_per_chunk", o.kv_bytes_per_chunk),
+        ("chunk_bytes", o.chunk_bytes),
+    ] {
+        if v == Some(0) {
+            return Err(Error::usage(format!("{what} 0 is not a size")));
+        }
+    }
+    if o.bytes_per_block.iter().any(|&(_, n)| n == 0) {
+        return Err(Error::usage("bytes_per_block 0 is not a size"));
+    }
+    let options = Options {
+        paths: paths.to_vec(),
+        producer,
+        geometry: Geometry {
+            kv_bytes_per_chunk: o.kv_bytes_per_chunk,
+            bytes_per_block: o.bytes_per_block.iter().copied().collect(),
+            chunk_bytes: o.chunk_bytes,
+        },
+        threads: o.threads.unwrap_or(1).max(1),
+    };
+    let dir = o.sglang_storage_dir.clone();
+    let env = move |k: &str| {
+        (k == crate::offload::walk::SGLANG_ROOT_ENV)
+            .then(|| dir.clone().map(PathBuf::into_os_string))
+            .flatten()
+    };
+    let now_ms = crate::io::node::now_unix_ms();
+    let run = crate::offload::run(&options, &env, None, (now_ms / 1000) as i64)?;
+    let doc = crate::offload::print::document(&run, now_ms, &crate::io::node::hostname());
     Document::of(&doc, run.exit_status())
 }
 

@@ -15,6 +15,7 @@ pub mod explain;
 pub mod gms;
 pub mod import;
 pub mod merge;
+pub mod offload;
 pub mod pools;
 pub mod profile;
 pub mod schema;
@@ -68,6 +69,17 @@ pub enum Command {
     /// nothing is rejected, 1 when something is, 2 when a PATH is missing
     /// or unreadable.
     Pools(pools::PoolsArgs),
+    /// Read-only check of the disk offload tiers vLLM, llm-d and LMCache leave on a node (docs/format.md §15).
+    ///
+    /// Per set (a vLLM or llm-d namespace, an LMCache identity group): the
+    /// producer, its identity, the ranks expected and present, blocks
+    /// complete, incomplete and damaged (short, long, misaligned), staging
+    /// files, foreign names, symlinks and special files, and a verdict with
+    /// its cause and next step. Reads metadata only (one statx per entry)
+    /// and config.json; never writes, follows a link or changes an access
+    /// time. Exit 0 when no set is rejected, 1 when one is, 2 when a PATH
+    /// is missing or a directory cannot be listed whole.
+    Offload(offload::OffloadArgs),
     /// Decode and check one descriptor file on its own (like mdadm --examine).
     ///
     /// Prints its fields, the digest status, the bytes the geometry needs
@@ -81,14 +93,16 @@ pub enum Command {
     /// colour choices, shells, schema names); it is generated from the same
     /// definitions as the help, so it never lags behind the binary.
     Completions(completions::CompletionsArgs),
-    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document or the GMS report.
+    /// Print the JSON Schema (draft 2020-12) of a report, a descriptor, a profile, the ready file, the error document, the GMS, offload or pools report.
     ///
     /// "report" is what kvcr audit --format json writes (docs/json.md,
     /// field by field), "descriptor" what an owner writes as rank-<R>.json,
     /// "profile" what --profile reads, "import-report" what kvcr import
     /// --format json writes, "ready" what --ready-file receives, "error" what
     /// any --format json prints when the run could not happen (exit 2),
-    /// "gms-report" what kvcr gms --format json writes. kvcr checks more than a schema can
+    /// "gms-report" what kvcr gms --format json writes, "offload-report"
+    /// what kvcr offload --format json writes, "pools-report" what kvcr
+    /// pools --format json writes. kvcr checks more than a schema can
     /// say (duplicate keys, numbers written as 1.0, the digest, tp × pp);
     /// each schema's description lists those rules.
     Schema(schema::SchemaArgs),
@@ -128,6 +142,7 @@ impl Command {
             Command::Examine(a) => ("examine", a.format == examine::ExamineFormat::Json),
             Command::Gms(a) => ("gms", a.format == gms::GmsFormat::Json),
             Command::Pools(a) => ("pools", a.format == pools::PoolsFormat::Json),
+            Command::Offload(a) => ("offload", a.format == offload::OffloadFormat::Json),
             Command::Explain(_) => ("explain", false),
             Command::Completions(_) => ("completions", false),
             Command::Schema(_) => ("schema", false),
@@ -158,6 +173,7 @@ pub fn run(command: &Command, cli: impl FnOnce() -> clap::Command) -> Result<i32
         Command::Examine(a) => examine::run(&a.file, a.format),
         Command::Gms(a) => gms::run(a),
         Command::Pools(a) => pools::run(a),
+        Command::Offload(a) => offload::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Completions(a) => completions::run(a, cli()),
         Command::Schema(a) => schema::run(a),

@@ -25,6 +25,16 @@ pub fn environment() -> std::collections::BTreeMap<std::ffi::OsString, std::ffi:
     std::env::vars_os().collect()
 }
 
+/// Whether stderr is a terminal (progress is drawn only there unless forced).
+pub fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// A variable of the environment, as the command was started with it.
+pub fn env_os(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name)
+}
+
 /// A variable of kvcr's environment as a path; unset or empty is `None`.
 pub fn env_path(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)

@@ -62,6 +62,29 @@ pub enum Code {
     KV241 = 49,
     KV242 = 50,
     KV250 = 51,
+    KV301 = 52,
+    KV302 = 53,
+    KV303 = 54,
+    KV304 = 55,
+    KV305 = 56,
+    KV306 = 57,
+    KV307 = 58,
+    KV308 = 59,
+    KV309 = 60,
+    KV310 = 61,
+    KV311 = 62,
+    KV312 = 63,
+    KV313 = 64,
+    KV314 = 65,
+    KV315 = 66,
+    KV316 = 67,
+    KV317 = 68,
+    KV318 = 69,
+    KV319 = 70,
+    KV320 = 71,
+    KV321 = 72,
+    KV322 = 73,
+    KV323 = 74,
 }
 
 /// One row of the finding-code table: everything a code is, in one place.
@@ -78,7 +101,7 @@ pub struct Spec {
     /// made a notice, e.g. outside the current incarnation).
     pub severity: Severity,
     /// Place in the headline's root-cause order (0 is named first); the
-    /// ranks are a permutation of 0..52, checked when compiling
+    /// ranks are a permutation of 0..75, checked when compiling
     /// `report::headline::ROOT_ORDER`.
     pub root_rank: u8,
     /// What the code judges: a kvcr inventory (`kvcr audit`, §5.3) or a
@@ -94,6 +117,8 @@ pub enum Family {
     Inventory,
     /// A Dynamo GPU Memory Service artifact (`kvcr gms`): KV2xx.
     Gms,
+    /// A disk offload tier (`kvcr offload`, docs/format.md §15): KV3xx.
+    Offload,
 }
 
 const fn row(code: Code, id: &'static str, name: &'static str, root_rank: u8) -> Spec {
@@ -107,6 +132,13 @@ const fn row(code: Code, id: &'static str, name: &'static str, root_rank: u8) ->
     }
 }
 
+const fn offload(code: Code, id: &'static str, name: &'static str, root_rank: u8) -> Spec {
+    Spec {
+        family: Family::Offload,
+        ..row(code, id, name, root_rank)
+    }
+}
+
 const fn gms(code: Code, id: &'static str, name: &'static str, root_rank: u8) -> Spec {
     Spec {
         family: Family::Gms,
@@ -116,7 +148,7 @@ const fn gms(code: Code, id: &'static str, name: &'static str, root_rank: u8) ->
 
 /// The finding codes of docs/format.md §5, in table order (row `i` is the
 /// code with discriminant `i`).
-pub const TABLE: [Spec; 52] = [
+pub const TABLE: [Spec; 75] = [
     row(Code::KV001, "KV001", "symlink", 2),
     row(Code::KV002, "KV002", "not-regular", 3),
     row(Code::KV003, "KV003", "unsafe-permissions", 11),
@@ -184,11 +216,73 @@ pub const TABLE: [Spec; 52] = [
     gms(Code::KV241, "KV241", "superseded-format", 49),
     gms(Code::KV242, "KV242", "superseded-size", 50),
     gms(Code::KV250, "KV250", "gms-changed", 51),
+    offload(Code::KV301, "KV301", "namespace-unverifiable", 52),
+    offload(Code::KV302, "KV302", "namespace-digest", 53),
+    offload(Code::KV303, "KV303", "block-incomplete", 54),
+    offload(Code::KV304, "KV304", "size-short", 55),
+    offload(Code::KV305, "KV305", "size-long", 56),
+    offload(Code::KV306, "KV306", "size-misaligned", 57),
+    offload(Code::KV307, "KV307", "ranks-disagree", 58),
+    offload(Code::KV308, "KV308", "offload-symlink", 59),
+    offload(Code::KV309, "KV309", "special-file", 60),
+    offload(Code::KV310, "KV310", "rank-out-of-range", 61),
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV311, "KV311", "staging", 62)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV312, "KV312", "foreign", 63)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV313, "KV313", "partial-chunk", 64)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV314, "KV314", "ambiguous", 65)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV315, "KV315", "ranks-not-checkable", 66)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV316, "KV316", "geometry-unchecked", 67)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV317, "KV317", "mixed-world-sizes", 68)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV318, "KV318", "probe-file", 69)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV319, "KV319", "empty-dirs", 70)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV320, "KV320", "agnostic-direct", 71)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV321, "KV321", "group-beyond-config", 72)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV322, "KV322", "unreachable-after-restart", 73)
+    },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV323, "KV323", "legacy-layout", 74)
+    },
 ];
 
 impl Code {
-    pub const ALL: [Code; 52] = {
-        let mut all = [Code::KV001; 52];
+    pub const ALL: [Code; 75] = {
+        let mut all = [Code::KV001; 75];
         let mut i = 0;
         while i < TABLE.len() {
             assert!(TABLE[i].code as usize == i, "TABLE row out of order");

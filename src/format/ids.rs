@@ -22,6 +22,10 @@ pub const IMPORT_PLAN: &str = "kvcr.import-plan/v1";
 pub const IMPORT_LOG: &str = "kvcr.import-log/v1";
 /// The GMS report (`kvcr gms --format json`, docs/format.md §14.8).
 pub const GMS_REPORT: &str = "kvcr.gms-report/v1";
+/// The offload report (`kvcr offload --format json`, docs/format.md §15.5).
+pub const OFFLOAD_REPORT: &str = "kvcr.offload-report/v1";
+/// The pools report (`kvcr pools --format json`, docs/format.md §16).
+pub const POOLS_REPORT: &str = "kvcr.pools-report/v1";
 
 /// A JSON format kvcr reads or writes. The variants' doc comments are
 /// `kvcr schema`'s help text, printed as written (`rank-<R>.json` is no
@@ -45,10 +49,14 @@ pub enum Kind {
     ImportPlan,
     /// The GMS report (`kvcr gms --format json`), kvcr.gms-report/v1.
     GmsReport,
+    /// The offload report (`kvcr offload --format json`), kvcr.offload-report/v1.
+    OffloadReport,
+    /// The pools report (`kvcr pools --format json`), kvcr.pools-report/v1.
+    PoolsReport,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Report,
         Kind::Descriptor,
         Kind::Profile,
@@ -57,6 +65,8 @@ impl Kind {
         Kind::Error,
         Kind::ImportPlan,
         Kind::GmsReport,
+        Kind::OffloadReport,
+        Kind::PoolsReport,
     ];
 
     /// The `schema` member a document of this kind carries.
@@ -70,6 +80,8 @@ impl Kind {
             Kind::Error => ERROR,
             Kind::ImportPlan => IMPORT_PLAN,
             Kind::GmsReport => GMS_REPORT,
+            Kind::OffloadReport => OFFLOAD_REPORT,
+            Kind::PoolsReport => POOLS_REPORT,
         }
     }
 }

@@ -19,6 +19,8 @@ impl Kind {
             Kind::Error => include_str!("../../schemas/error.schema.json"),
             Kind::ImportPlan => include_str!("../../schemas/import-plan.schema.json"),
             Kind::GmsReport => include_str!("../../schemas/gms-report.schema.json"),
+            Kind::OffloadReport => include_str!("../../schemas/offload-report.schema.json"),
+            Kind::PoolsReport => include_str!("../../schemas/pools-report.schema.json"),
         }
     }
 }

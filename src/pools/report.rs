@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 /// The report's `schema`.
-pub const POOLS_REPORT: &str = "kvcr.pools-report/v1";
+pub use crate::format::ids::POOLS_REPORT;
 
 fn sev(s: Severity) -> &'static str {
     match s {

@@ -547,6 +547,203 @@ pub fn explain(code: Code) -> Explanation {
             "run kvcr gms again; if it keeps changing, something is re-initialising the artifact",
             "",
         ),
+        KV301 => (
+            "A vLLM or llm-d namespace's config.json is missing, not a regular file, not JSON the \
+                producer writes (truncated by a killed writer, edited), or holds what the \
+                producer never writes (a float, a lone surrogate, an integer beyond 64 bits). \
+                vLLM and llm-d write it only when absent and without a temp file, so a truncated \
+                one is kept forever; vLLM never reads it back.",
+            "config.json opened beside the namespace's rank directories without following links \
+                (at most 1 MiB), parsed as Python's json.loads does and re-serialised as the \
+                producer hashes it.",
+            "compare the namespace with the engine's --kv-transfer-config; if it is this \
+                deployment's, stop the engines of this namespace and remove the namespace \
+                directory (the engine recreates config.json only when it is missing)",
+            "",
+        ),
+        KV302 => (
+            "The namespace directory's name does not match its config.json: the first 12 hex \
+                digits of the SHA-256 of the canonical fields, or the model prefix, differ. The \
+                directory was copied, renamed or its config.json edited; the engine would never \
+                open it for the configuration it records.",
+            "The digest recomputed byte-exact from config.json (sorted keys, no whitespace, ASCII \
+                escapes) against the directory's suffix, and model_name with / replaced by _ \
+                against its prefix.",
+            "find which deployment wrote it; if none owns it, remove the namespace directory",
+            "",
+        ),
+        KV303 => (
+            "A block (chunk, page) is missing on some of the ranks that must hold it: one rank was \
+                evicted, a write was dropped or a writer was killed. llm-d's scheduler checks \
+                rank 0 only and reports the missing rank's load as a success with the previous \
+                file's bytes; SGLang stops the prefix at the first page one rank lacks.",
+            "Every key of the set against every rank the set's identity requires (llm-d: _r0 … \
+                _r{tp·pp·pcp−1}; lmcache-mp: every rank of the packed world size).",
+            "remove the incomplete blocks on every rank (the engine recomputes them), or remove \
+                the set",
+            "",
+        ),
+        KV304 => (
+            "A file is shorter than the size its producer writes: truncated after the rename (no \
+                producer fsyncs), written in place by a killed LMCache writer, or a second \
+                geometry in one namespace. vLLM deletes it at load, lmcache-mp and SGLang fail, \
+                llm-d loads stale bytes and reports success.",
+            "The file's size (statx) against the geometry option, or without one against the set's \
+                common size and the other ranks of the block.",
+            "remove the short file's block on every rank; if many are short, check the disk and \
+                the engine's geometry options",
+            "",
+        ),
+        KV305 => (
+            "A file is longer than the size its producer writes: a block-size collision or a \
+                second geometry hashed to the same namespace. Every producer loads the head \
+                (llm-d the tail) of a long file without an error: wrong bytes.",
+            "The file's size (statx) against the geometry option, or without one against the set's \
+                common size.",
+            "find the deployment with the other geometry and give it its own root; remove the long \
+                files",
+            "",
+        ),
+        KV306 => (
+            "A file's size is not a non-zero multiple of the unit its producer writes in (vLLM: \
+                4096-byte pages; llm-d: bytes per block).",
+            "The file's size (statx) modulo the producer's unit.",
+            "remove the file's block on every rank",
+            "",
+        ),
+        KV307 => (
+            "The ranks of one block disagree on its size where the producer writes equal sizes (TP \
+                ranks of one stage): one rank wrote another geometry or a different number of \
+                blocks. llm-d loads it as a success with wrong bytes.",
+            "The sizes of the block's files on every rank of a set without pipeline or context \
+                parallelism.",
+            "remove the block on every rank",
+            "",
+        ),
+        KV308 => (
+            "A symbolic link where a block file, rank or bucket directory belongs. Every producer \
+                follows it and loads the target's bytes; kvcr never follows it.",
+            "statx with AT_SYMLINK_NOFOLLOW on every entry; directories are opened with \
+                O_NOFOLLOW.",
+            "replace the link with the real file or remove it",
+            "",
+        ),
+        KV309 => (
+            "A FIFO, socket, device or a directory where a block file belongs: an engine's open \
+                may block or fail. kvcr never opens it.",
+            "The entry's type from statx, before anything is opened.",
+            "remove the entry",
+            "",
+        ),
+        KV310 => (
+            "A rank at or above the set's world size: llm-d's _r<N> with N ≥ tp·pp·pcp, an \
+                lmcache-mp rank byte at or above its world byte. The recorded configuration \
+                cannot produce it; no engine of this set reads it.",
+            "The rank in the directory or file name against the world size from config.json or the \
+                packed rank word.",
+            "remove the files of that rank",
+            "",
+        ),
+        KV311 => (
+            "A staging file a writer left: empty (killed before writing), partial, or full (killed \
+                before the rename). No producer reads or removes it; a recent one may belong to a \
+                running writer.",
+            "The producer's temp-file name grammar, the size and the modification time (statx); \
+                the file is never opened.",
+            "once no engine writes to this root, remove the staging file",
+            "",
+        ),
+        KV312 => (
+            "A name that no producer kvcr knows writes, at a root or inside a set. Listed, never \
+                skipped.",
+            "Each producer's file-name grammar, parsed strictly.",
+            "find what wrote it; remove it if nothing owns it",
+            "",
+        ),
+        KV313 => (
+            "A file that legitimately holds fewer blocks than a full one (an llm-d chunk whose \
+                group starts or ends mid-chunk, agreed by every rank).",
+            "The size against the group's full size (geometry option) or the largest file of the \
+                group, and the agreement of every rank.",
+            "nothing; the engine loads it as written",
+            "",
+        ),
+        KV314 => (
+            "The evidence cannot settle which producer wrote a namespace or what a name means \
+                (llm-d's config.json and vLLM 0.22.0's are identical; a name with @ in a field). \
+                Only the checks every reading satisfies are made.",
+            "The config.json key set and the rank directories present; the name's fields.",
+            "rerun with --producer naming the engine that wrote it",
+            "",
+        ),
+        KV315 => (
+            "vLLM's filesystem tier keeps every worker's slice inside one file under _r0: a \
+                missing worker slice is not visible on disk. Only truncation (the size) is \
+                checked.",
+            "Nothing beyond each file's size: stated so that a clean verdict never implies rank \
+                completeness.",
+            "nothing; the verdict covers the sizes only",
+            "",
+        ),
+        KV316 => (
+            "No geometry option was given, so files were checked against each other (one size per \
+                set or per rank, the producer's alignment), not against the bytes a block must \
+                have.",
+            "The sizes of the set's files against each other.",
+            "rerun with the geometry option the producer needs (kvcr offload --help names where \
+                the engine logs each value)",
+            "",
+        ),
+        KV317 => (
+            "One directory holds sets of several world sizes (or salts, tags): each set is judged \
+                alone and never paired with another.",
+            "The identity fields in the file names.",
+            "nothing, unless a deployment changed its parallel layout and the old sets can go",
+            "",
+        ),
+        KV318 => (
+            "vLLM's O_DIRECT probe file (.o_direct_probe_<n>.tmp), left by a start-up killed \
+                during the probe. Harmless.",
+            "The name beside config.json.",
+            "remove it once no vLLM engine starts on this namespace",
+            "",
+        ),
+        KV319 => (
+            "An empty namespace (no rank directory) or empty bucket directories a failed store \
+                left behind. Harmless.",
+            "The directories' entries.",
+            "nothing; remove them when convenient",
+            "",
+        ),
+        KV320 => (
+            "An agnostic vLLM namespace without canonical_format: written by vLLM ≤ 0.33's direct \
+                layout, which is unsafe to read across a tensor-parallel change.",
+            "The config.json keys parallel_agnostic (absent) and canonical_format (absent).",
+            "do not share this namespace between deployments of different tensor-parallel sizes",
+            "",
+        ),
+        KV321 => (
+            "A vLLM block's group id is at or beyond the length of config.json's kv_cache_groups: \
+                the engine leaves out groups that are not prefix-cacheable, so this is expected \
+                on hybrid models.",
+            "The _g<G> of each bucket directory against kv_cache_groups.",
+            "nothing; hybrid models offload only their prefix-cacheable groups",
+            "",
+        ),
+        KV322 => (
+            "LMCache's local-disk backend indexes its files in memory only: after any engine \
+                restart no engine reads these files again.",
+            "The .pt names of the LMCache grammar.",
+            "remove the files once no engine that wrote them runs",
+            "",
+        ),
+        KV323 => (
+            "A layout no current producer writes (llm-d ≤ v0.8.1 nested rank_<R> directories, \
+                LMCache v0 names). Recognised, not judged.",
+            "The directory shape and names.",
+            "remove it once no engine of that version runs",
+            "",
+        ),
     };
     Explanation {
         code,
@@ -594,7 +791,10 @@ pub fn render_list() -> String {
     for c in Code::ALL {
         if c.family() != family {
             family = c.family();
-            s.push_str("\nGMS artifacts (kvcr gms, docs/format.md §14):\n");
+            s.push_str(match family {
+                Family::Offload => "\nOffload tiers (kvcr offload, docs/format.md §15):\n",
+                _ => "\nGMS artifacts (kvcr gms, docs/format.md §14):\n",
+            });
         }
         let e = explain(c);
         let first = e.meaning.split(". ").next().unwrap_or(e.meaning);

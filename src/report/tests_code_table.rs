@@ -31,7 +31,9 @@ fn root_cause_order_is_unchanged() {
             KV010, // the GMS reader's:
             KV201, KV202, KV203, KV204, KV210, KV209, KV205, KV206, KV208, KV211, KV212, KV213,
             KV207, KV221, KV222, KV223, KV224, KV225, KV226, KV227, KV228, KV229, KV234, KV231,
-            KV232, KV233, KV235, KV236, KV241, KV242, KV250,
+            KV232, KV233, KV235, KV236, KV241, KV242, KV250, // the offload reader's:
+            KV301, KV302, KV303, KV304, KV305, KV306, KV307, KV308, KV309, KV310, KV311, KV312,
+            KV313, KV314, KV315, KV316, KV317, KV318, KV319, KV320, KV321, KV322, KV323,
         ]
     );
 }
@@ -74,7 +76,11 @@ fn the_gms_codes_follow_the_inventory_codes() {
         .position(|c| c.family() == Family::Gms)
         .unwrap();
     assert_eq!(split, 21);
-    for (i, c) in Code::ALL.iter().enumerate() {
+    let end = Code::ALL
+        .iter()
+        .position(|c| c.family() == Family::Offload)
+        .unwrap();
+    for (i, c) in Code::ALL.iter().enumerate().take(end) {
         let gms = i >= split;
         assert_eq!(c.family() == Family::Gms, gms, "{c}");
         assert_eq!(c.as_str().starts_with("KV2"), gms, "{c}");
@@ -88,4 +94,26 @@ fn the_gms_codes_follow_the_inventory_codes() {
         notices,
         [Code::KV207, Code::KV229, Code::KV235, Code::KV236]
     );
+}
+
+/// The offload reader's codes (docs/format.md §15.4) are KV3xx, after the
+/// GMS reader's, and its notices are KV311 to KV323.
+#[test]
+fn the_offload_codes_follow_the_gms_codes() {
+    let split = Code::ALL
+        .iter()
+        .position(|c| c.family() == Family::Offload)
+        .unwrap();
+    assert_eq!(split, 52);
+    for (i, c) in Code::ALL.iter().enumerate() {
+        let off = i >= split;
+        assert_eq!(c.family() == Family::Offload, off, "{c}");
+        assert_eq!(c.as_str().starts_with("KV3"), off, "{c}");
+        assert_eq!((c.spec().root_rank as usize) >= split, off, "{c}");
+        if off {
+            let n: u16 = c.as_str()[2..].parse().unwrap();
+            let notice = n >= 311;
+            assert_eq!(c.severity() == Severity::Notice, notice, "{c}");
+        }
+    }
 }

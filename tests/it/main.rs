@@ -26,6 +26,7 @@ mod fleet;
 mod gms;
 mod import;
 mod library;
+mod offload;
 mod pools;
 mod producer;
 mod project;

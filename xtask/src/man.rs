@@ -268,6 +268,9 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "No pool file, pool directory or G3 file is rejected (notices allowed), or the \
              directory holds no pool file (what a clean stop leaves)."
         }
+        Some("offload") => {
+            "No offload set was rejected (notices allowed), or none was found where kvcr looked."
+        }
         _ => {
             "Every group in scope was accepted (audit, merge); the import was done (import); \
              the text was printed (explain, completions, schema)."
@@ -298,6 +301,11 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "Usage error, or the run could not happen: no PATH (KVCR has no default pool \
              directory), a PATH that does not exist, is a symlink, cannot be read, or is a file \
              not named kvcr-<pool id>-<32 hex>."
+        }
+        Some("offload") => {
+            "Usage error, or the run could not happen: a PATH does not exist, is a symlink or \
+             is not a directory, or a directory below it could not be listed whole (kvcr \
+             never gives a partial verdict)."
         }
         Some("import") => {
             "Usage error, or the run could not happen: the root is missing, no deployment \
@@ -342,6 +350,11 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
             "A pool file, a pool directory or a G3 file was rejected: a rejecting finding in \
              both reads (docs/format.md §16.6), such as a handback digest KVCR would refuse."
         }
+        Some("offload") => {
+            "An offload set was rejected: a reject finding of docs/format.md §15.4 (an \
+             unverifiable or mismatched namespace, an incomplete or damaged block, a symlink \
+             or special file)."
+        }
         _ => {
             "At least one group was rejected, or a file-level finding rejects (a symlink, a \
              torn write, a malformed descriptor); import: or no descriptor was found. Nothing \
@@ -373,7 +386,7 @@ fn exit_status(r: &mut Roff, sub: Option<&str>) {
     ];
     let wanted: &[i32] = match sub {
         Some("audit") | Some("merge") | Some("seal") | Some("digest") | Some("examine")
-        | Some("gms") | Some("pools") => &[exit::OK, exit::REJECTED, exit::USAGE],
+        | Some("gms") | Some("pools") | Some("offload") => &[exit::OK, exit::REJECTED, exit::USAGE],
         Some("explain") | Some("completions") | Some("schema") => &[exit::OK, exit::USAGE],
         _ => &[
             exit::OK,
@@ -484,6 +497,14 @@ fn environment(r: &mut Roff, sub: Option<&str>) {
         return;
     }
     r.control("SH", ["ENVIRONMENT"]);
+    if sub == Some("offload") {
+        item(
+            r,
+            bold("SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"),
+            "With no PATH: SGLang's storage directory (default /tmp/hicache); llm-d's default \
+             /tmp/shared-kv is looked at too (docs/format.md §15.1).",
+        );
+    }
     if sub == Some("gms") {
         item(
             r,
@@ -783,6 +804,18 @@ pub fn examples_of(sub: Option<&str>) -> Vec<Example> {
             ex(
                 "One JSON document for a monitor",
                 "kvcr pools /dev/shm/kvcr --live --format json",
+                0,
+            ),
+        ],
+        Some("offload") => vec![
+            ex(
+                "What an incomplete block means, what kvcr checked and the safe next step",
+                "kvcr explain KV303",
+                0,
+            ),
+            ex(
+                "The JSON Schema of what kvcr offload --format json writes",
+                "kvcr schema offload-report",
                 0,
             ),
         ],

@@ -103,7 +103,7 @@ impl<'a> Reader<'a> {
         (entry, bytes)
     }
 
-    /// [`Reader::read`], also handing back the path in words the walk made
+    /// `Reader::read` (test code), also handing back the path in words the walk made
     /// (`display_path` of the entry's path), so the caller need not make it
     /// again.
     pub fn read_shown(&mut self, job: ReadJob) -> (Entry, String, Option<&[u8]>) {

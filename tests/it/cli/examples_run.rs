@@ -82,6 +82,11 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "docs/bench.md",
+        "BENCH_DIR=/tmp/offb-mp KVCR=target/release/kvcr THREADS=1 benches/offload.sh 1000000 mp",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "docs/bench.md",
         "(cd python && maturin develop --release --locked) && pip install \
         pytest",
         Skip("builds or installs the Python package (.ci/run does, in a fresh venv)"),
@@ -541,6 +546,12 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         "docs/runbook.md",
         "kvcr --version                # version, git commit, build date, CUDA headers",
         Status(0),
+    ),
+    (
+        "docs/runbook.md",
+        "kvcr offload fixtures/offload/llmd-missing-rank/root   # a fixture: rank 2 lacks a \
+        block (exit 1)",
+        Status(1),
     ),
 ];
 

@@ -472,6 +472,7 @@ fn every_offered_format_is_accepted_by_its_command() {
             "pools",
             vec!["pools", "--interval-ms", "0", empty.to_str().unwrap()],
         ),
+        ("offload", vec!["offload", empty.to_str().unwrap()]),
     ];
     // Every subcommand that has --format is one of the cases.
     let (_, top, _) = run(&["--help"]);

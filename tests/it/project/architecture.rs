@@ -523,6 +523,8 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 ///   writer they are handed);
 /// - `io`: everything that touches the system, and the audit service;
 /// - `pools`: `kvcr pools`, one vertical folder (see [`POOLS_LAYERS`]);
+/// - `offload`: the offload-tier reader, one vertical folder (see
+///   [`OFFLOAD_LAYERS`]);
 /// - `import`: the import (see [`IMPORT_LAYERS`]);
 /// - `api`: the library;
 /// - `commands`: one file per subcommand, and the settings;
@@ -532,7 +534,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("rules", &["rules"]),
     ("report", &["report"]),
     ("io", &["io"]),
-    ("pools", &["pools"]),
+    ("readers", &["pools", "offload"]),
     ("import", &["import"]),
     ("api", &["api"]),
     ("commands", &["commands"]),
@@ -562,6 +564,18 @@ const POOLS_LAYERS: &[(&str, &[&str])] = &[
     ("read", &["read", "live"]),
     ("report", &["report"]),
     ("run", &["pools"]),
+];
+
+/// The layers inside `offload/`, lowest first: the names and the digest,
+/// what the walk found, the rules, the printers, the walk, and the run
+/// that ties them ("offload" is `offload/mod.rs`).
+const OFFLOAD_LAYERS: &[(&str, &[&str])] = &[
+    ("format", &["grammar", "canon"]),
+    ("scan", &["scan"]),
+    ("rules", &["judge"]),
+    ("report", &["print"]),
+    ("io", &["walk"]),
+    ("run", &["offload"]),
 ];
 
 /// The back arrows still in `src/`: none, and none may be listed. The
@@ -698,6 +712,16 @@ fn the_pools_folder_reads_format_rules_read_report_run() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     if let Err(msg) = judge_layers_in(&src, "pools", POOLS_LAYERS, &[]) {
         panic!("layering of src/pools/ (tests/it/project/architecture.rs POOLS_LAYERS):\n{msg}");
+    }
+}
+
+#[test]
+fn the_offload_reader_is_layered_names_scan_rules_print_walk() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    if let Err(msg) = judge_layers_in(&src, "offload", OFFLOAD_LAYERS, &[]) {
+        panic!(
+            "layering of src/offload/ (tests/it/project/architecture.rs OFFLOAD_LAYERS):\n{msg}"
+        );
     }
 }
 

@@ -43,6 +43,7 @@ fn kvcr_schema_prints_the_committed_files() {
         ("import-report", "import-report.schema.json"),
         ("ready", "ready.schema.json"),
         ("gms-report", "gms-report.schema.json"),
+        ("offload-report", "offload-report.schema.json"),
     ] {
         let out = kvcr().args(["schema", arg]).output().unwrap();
         assert_eq!(out.status.code(), Some(0));
@@ -83,6 +84,7 @@ fn report_schemas_pair_every_code_with_its_name() {
     for (kind, family) in [
         (Kind::Report, Family::Inventory),
         (Kind::GmsReport, Family::Gms),
+        (Kind::OffloadReport, Family::Offload),
     ] {
         let r = schema(kind);
         let pairs: Vec<(String, String)> = r["$defs"]["finding"]["oneOf"]

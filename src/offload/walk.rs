@@ -1,0 +1,693 @@
+//! The read-only walk (docs/format.md §15.3): every directory opened
+//! relative to its parent's descriptor with `O_NOFOLLOW | O_NOATIME`, one
+//! `statx(AT_SYMLINK_NOFOLLOW)` per entry, only `config.json` ever opened
+//! as a file (after `statx` says it is a regular file, re-checked with
+//! `fstat`). Nothing is written, locked or followed; a directory that
+//! cannot be listed whole is an error (exit 2), never a partial answer.
+
+use super::canon::{CONFIG_MAX_BYTES, CONFIG_NAME};
+use super::grammar::{self, LeafName, Pt};
+use super::judge::Choice;
+use super::scan::{
+    BlockFile, Config, Looked, Loose, MpIdent, NsScan, PtIdent, RankScan, RootScan, Scan, Staged,
+    State,
+};
+use crate::format::failure::Failure;
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, StatxFlags, CWD};
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// llm-d's default `shared_storage_path` (`llmd_fs_backend/spec.py:67-69`).
+pub const LLMD_DEFAULT_ROOT: &str = "/tmp/shared-kv";
+/// SGLang's default storage directory and its environment variable
+/// (`hicache_storage.py:728-736`).
+pub const SGLANG_DEFAULT_ROOT: &str = "/tmp/hicache";
+pub const SGLANG_ROOT_ENV: &str = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR";
+
+/// The default roots, from the environment the caller hands in.
+pub fn defaults(env: &dyn Fn(&str) -> Option<OsString>) -> Vec<Looked> {
+    let mut out = vec![Looked {
+        path: PathBuf::from(LLMD_DEFAULT_ROOT),
+        producer: "llmd",
+        why: "llm-d's default shared_storage_path".into(),
+        present: false,
+    }];
+    match env(SGLANG_ROOT_ENV).filter(|v| !v.is_empty()) {
+        Some(v) => out.push(Looked {
+            path: PathBuf::from(v),
+            producer: "sglang",
+            why: format!("${SGLANG_ROOT_ENV}"),
+            present: false,
+        }),
+        None => out.push(Looked {
+            path: PathBuf::from(SGLANG_DEFAULT_ROOT),
+            producer: "sglang",
+            why: format!("SGLang's default storage directory (${SGLANG_ROOT_ENV} unset)"),
+            present: false,
+        }),
+    }
+    for l in &mut out {
+        l.present = matches!(lstat_at(CWD, l.path.as_os_str()), Ok(Some(Kind::Dir)));
+    }
+    out
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    Reg,
+    Link,
+    Other(&'static str),
+}
+
+struct Stat {
+    kind: Kind,
+    size: u64,
+    mtime_s: i64,
+}
+
+fn kind_of(mode: u32) -> Kind {
+    match FileType::from_raw_mode(mode) {
+        FileType::Directory => Kind::Dir,
+        FileType::RegularFile => Kind::Reg,
+        FileType::Symlink => Kind::Link,
+        FileType::Fifo => Kind::Other("FIFO"),
+        FileType::Socket => Kind::Other("socket"),
+        FileType::CharacterDevice => Kind::Other("character device"),
+        FileType::BlockDevice => Kind::Other("block device"),
+        _ => Kind::Other("file of unknown type"),
+    }
+}
+
+fn statx_at(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<Stat> {
+    let sx = rustix::fs::statx(
+        dir,
+        name,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::TYPE | StatxFlags::SIZE | StatxFlags::MTIME,
+    )?;
+    Ok(Stat {
+        kind: kind_of(sx.stx_mode as u32),
+        size: sx.stx_size,
+        mtime_s: sx.stx_mtime.tv_sec,
+    })
+}
+
+fn lstat_at(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<Option<Kind>> {
+    match statx_at(dir, name) {
+        Ok(s) => Ok(Some(s.kind)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Counters shared by the walk's threads.
+struct Counters<'a> {
+    entries: AtomicU64,
+    without_noatime: AtomicU64,
+    progress: Option<&'a AtomicU64>,
+}
+
+impl Counters<'_> {
+    fn entry(&self) {
+        self.entries.fetch_add(1, Ordering::Relaxed);
+        if let Some(p) = self.progress {
+            p.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn cannot(path: &str, what: &str, e: impl std::fmt::Display) -> Failure {
+    Failure::usage(
+        format!("cannot {what} {path}: {e}; kvcr judges nothing it could not read whole"),
+        None,
+    )
+}
+
+/// Opens directory `name` below `dir`: never a link, never its atime.
+fn open_dir(dir: BorrowedFd<'_>, name: &OsStr, c: &Counters<'_>) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat(dir, name, flags | OFlags::NOATIME, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::PERM) => {
+            c.without_noatime.fetch_add(1, Ordering::Relaxed);
+            Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Every entry of a directory with its statx, streamed: `f` sees each
+/// entry as it is read (no list of names is built).
+fn each(
+    fd: &OwnedFd,
+    path: &str,
+    c: &Counters<'_>,
+    mut f: impl FnMut(&OsStr, Stat) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| cannot(path, "list", e))?;
+    let mut dir = Dir::new(dup).map_err(|e| cannot(path, "list", e))?;
+    while let Some(ent) = dir.read() {
+        let ent = ent.map_err(|e| cannot(path, "list", e))?;
+        let name = OsStr::from_bytes(ent.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        c.entry();
+        let st = match statx_at(fd.as_fd(), name) {
+            Ok(s) => s,
+            // Removed between the listing and the statx: a live writer.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(cannot(
+                    &format!("{path}/{}", name.to_string_lossy()),
+                    "statx",
+                    e,
+                ))
+            }
+        };
+        f(name, st)?;
+    }
+    Ok(())
+}
+
+fn state_of(k: Kind) -> State {
+    match k {
+        Kind::Reg => State::Regular,
+        Kind::Link => State::Symlink,
+        Kind::Dir => State::Special("directory"),
+        Kind::Other(what) => State::Special(what),
+    }
+}
+
+/// Files, links and special files that are no block: sorted into `loose`.
+fn stray(loose: &mut Loose, path: String, st: &Stat) {
+    match st.kind {
+        Kind::Link => loose.symlinks.push(path),
+        Kind::Other(k) => loose.special.push((path, k)),
+        Kind::Reg | Kind::Dir => loose.foreign.push(path),
+    }
+}
+
+fn lossy(name: &OsStr) -> String {
+    name.to_string_lossy().into_owned()
+}
+
+/// Reads `config.json` below a namespace directory.
+fn read_config(dir: BorrowedFd<'_>, path: &str, c: &Counters<'_>) -> Result<Config, Failure> {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(dir, CONFIG_NAME, flags | OFlags::NOATIME, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::PERM) => {
+            c.without_noatime.fetch_add(1, Ordering::Relaxed);
+            rustix::fs::openat(dir, CONFIG_NAME, flags, Mode::empty())
+                .map_err(|e| cannot(path, "open", e))?
+        }
+        Err(rustix::io::Errno::NOENT) => return Ok(Config::Missing),
+        Err(rustix::io::Errno::LOOP) => return Ok(Config::Symlink),
+        Err(e) => return Err(cannot(path, "open", e)),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| cannot(path, "fstat", e))?;
+    let k = kind_of(st.st_mode);
+    if k != Kind::Reg {
+        return Ok(match k {
+            Kind::Link => Config::Symlink,
+            Kind::Dir => Config::Special("directory"),
+            Kind::Other(w) => Config::Special(w),
+            Kind::Reg => unreachable!(),
+        });
+    }
+    if st.st_size as u64 > CONFIG_MAX_BYTES {
+        return Ok(Config::TooLarge(st.st_size as u64));
+    }
+    let mut buf = Vec::new();
+    std::fs::File::from(fd)
+        .take(CONFIG_MAX_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| cannot(path, "read", e))?;
+    if buf.len() as u64 > CONFIG_MAX_BYTES {
+        return Ok(Config::TooLarge(buf.len() as u64));
+    }
+    Ok(Config::Read(buf))
+}
+
+/// One `<3 hex>` bucket of a rank directory, walked by a worker thread.
+struct Job {
+    ns: usize,
+    rank: u32,
+    dir: Arc<OwnedFd>,
+    name: OsString,
+    path: String,
+}
+
+struct Walker<'a> {
+    choice: Choice,
+    c: &'a Counters<'a>,
+    scan: Scan,
+    ns_index: BTreeMap<(String, Vec<u8>), usize>,
+    jobs: Vec<Job>,
+}
+
+impl Walker<'_> {
+    fn ns(&mut self, root: &str, base: &[u8]) -> usize {
+        let key = (root.to_string(), base.to_vec());
+        if let Some(&i) = self.ns_index.get(&key) {
+            return i;
+        }
+        let i = self.scan.namespaces.len();
+        self.scan
+            .namespaces
+            .push(NsScan::new(root.to_string(), base.to_vec()));
+        self.ns_index.insert(key, i);
+        i
+    }
+
+    fn family_allowed(&self) -> bool {
+        matches!(self.choice, Choice::Auto | Choice::Vllm | Choice::Llmd)
+    }
+
+    /// One root (or, with `only`, the one namespace of it the operator
+    /// named), streamed: each entry is classified as it is read.
+    fn root(&mut self, path: &Path, only: Option<&[u8]>) -> Result<(), Failure> {
+        let display = path.display().to_string();
+        let c = self.c;
+        let fd = open_dir(CWD, path.as_os_str(), c).map_err(|e| cannot(&display, "open", e))?;
+        let mut loose = Loose::default();
+        each(&fd, &display, c, |name, st| {
+            self.root_entry(&display, only, &fd, name, st, &mut loose)
+        })?;
+        self.scan.roots.push(RootScan {
+            path: display,
+            loose,
+        });
+        Ok(())
+    }
+
+    fn root_entry(
+        &mut self,
+        root_path: &str,
+        only: Option<&[u8]>,
+        fd: &OwnedFd,
+        name: &OsStr,
+        st: Stat,
+        loose: &mut Loose,
+    ) -> Result<(), Failure> {
+        let b = name.as_bytes();
+        // A path is built only for what is reported or walked by path.
+        let p = || format!("{root_path}/{}", lossy(name));
+        if let Some(only) = only {
+            let mine = b == only || grammar::rank_dir(b).is_some_and(|(base, _)| base == only);
+            if !mine {
+                return Ok(());
+            }
+        }
+        if self.family_allowed() {
+            if let Some((base, rank)) = grammar::rank_dir(b) {
+                let i = self.ns(root_path, base);
+                let rs = self.scan.namespaces[i].ranks.entry(rank).or_default();
+                rs.present = true;
+                if st.kind == Kind::Dir {
+                    self.rank_dir(i, rank, fd, name, &p())?;
+                } else {
+                    rs.not_dir = Some(state_of(st.kind));
+                }
+                return Ok(());
+            }
+            if grammar::namespace_dir(b).is_some() {
+                let i = self.ns(root_path, b);
+                if st.kind == Kind::Dir {
+                    self.scan.namespaces[i].base_dir = true;
+                    self.base_dir(i, fd, name, &p())?;
+                } else {
+                    self.scan.namespaces[i].base_not_dir = Some(state_of(st.kind));
+                }
+                return Ok(());
+            }
+        }
+        if st.kind != Kind::Dir && self.flat(root_path, b, &p, &st, loose) {
+            return Ok(());
+        }
+        stray(loose, p(), &st);
+        Ok(())
+    }
+
+    /// A root entry of a flat producer (lmcache-mp, lmcache, SGLang's
+    /// staging); `false` when its name is none of theirs.
+    fn flat(
+        &mut self,
+        root: &str,
+        name: &[u8],
+        path: &dyn Fn() -> String,
+        st: &Stat,
+        loose: &mut Loose,
+    ) -> bool {
+        let any = self.choice == Choice::Auto;
+        if any || self.choice == Choice::LmcacheMp {
+            if let Some(n) = grammar::mp_name(name) {
+                let fs = self.scan.mp.entry(MpIdent::of(&n)).or_default();
+                if !fs.roots.contains(root) {
+                    fs.roots.insert(root.to_string());
+                }
+                let rank = n.rank() as u32;
+                if n.staging {
+                    if st.kind == Kind::Reg {
+                        fs.staging.push(Staged {
+                            path: path(),
+                            size: st.size,
+                            mtime_s: st.mtime_s,
+                            rank: Some(rank),
+                        });
+                        return true;
+                    }
+                    return false;
+                }
+                if rank >= n.world() as u32 {
+                    fs.out_of_range.push((path(), rank));
+                } else {
+                    fs.blocks
+                        .entry(n.key())
+                        .or_default()
+                        .push((rank, st.size, state_of(st.kind)));
+                }
+                return true;
+            }
+        }
+        if any || self.choice == Choice::Lmcache {
+            match grammar::pt_name(name) {
+                Pt::One(n) => {
+                    let Some(key) = grammar::pt_key(&n.hash) else {
+                        return false;
+                    };
+                    let fs = self.scan.pt.entry(PtIdent::of(&n)).or_default();
+                    if !fs.roots.contains(root) {
+                        fs.roots.insert(root.to_string());
+                    }
+                    if n.worker >= n.world {
+                        fs.out_of_range.push((path(), n.worker));
+                    } else {
+                        fs.blocks.entry(key).or_default().push((
+                            n.worker,
+                            st.size,
+                            state_of(st.kind),
+                        ));
+                    }
+                    return true;
+                }
+                Pt::Ambiguous(_) => {
+                    loose.ambiguous.push(path());
+                    return true;
+                }
+                Pt::Legacy => {
+                    loose.legacy.push(path());
+                    return true;
+                }
+                Pt::None => {}
+            }
+            if name.ends_with(b".pt.meta") || name.ends_with(b".pt.meta.tmp") {
+                loose.legacy.push(path());
+                return true;
+            }
+        }
+        if (any || self.choice == Choice::Sglang) && grammar::sglang_shape(name) {
+            loose.sglang.push(path());
+            return true;
+        }
+        if (any || self.choice == Choice::Sglang)
+            && grammar::sglang_temp(name)
+            && st.kind == Kind::Reg
+        {
+            loose.staging.push(Staged {
+                path: path(),
+                size: st.size,
+                mtime_s: st.mtime_s,
+                rank: None,
+            });
+            return true;
+        }
+        false
+    }
+
+    /// `<base>/`: config.json, vLLM's probe files, nothing else.
+    fn base_dir(
+        &mut self,
+        i: usize,
+        parent: &OwnedFd,
+        name: &OsStr,
+        path: &str,
+    ) -> Result<(), Failure> {
+        let c = self.c;
+        let fd = open_dir(parent.as_fd(), name, c).map_err(|e| cannot(path, "open", e))?;
+        let mut config_seen: Option<Kind> = None;
+        let mut loose = Loose::default();
+        each(&fd, path, c, |n, st| {
+            let p = format!("{path}/{}", lossy(n));
+            if n == CONFIG_NAME {
+                config_seen = Some(st.kind);
+                return Ok(());
+            }
+            if grammar::probe(n.as_bytes()) && st.kind == Kind::Reg {
+                loose.probes.push(Staged {
+                    path: p,
+                    size: st.size,
+                    mtime_s: st.mtime_s,
+                    rank: None,
+                });
+                return Ok(());
+            }
+            stray(&mut loose, p, &st);
+            Ok(())
+        })?;
+        // Opened only when statx said it is a regular file.
+        let config = match config_seen {
+            None => Config::Missing,
+            Some(Kind::Reg) => read_config(fd.as_fd(), &format!("{path}/{CONFIG_NAME}"), c)?,
+            Some(k) => match state_of(k) {
+                State::Symlink => Config::Symlink,
+                State::Special(w) => Config::Special(w),
+                State::Regular => Config::Missing,
+            },
+        };
+        let ns = &mut self.scan.namespaces[i];
+        ns.config = config;
+        ns.loose.merge(loose);
+        Ok(())
+    }
+
+    /// `<base>_r<N>/`: `<3 hex>` buckets only; each is a job for the threads.
+    fn rank_dir(
+        &mut self,
+        i: usize,
+        rank: u32,
+        parent: &OwnedFd,
+        name: &OsStr,
+        path: &str,
+    ) -> Result<(), Failure> {
+        let c = self.c;
+        let fd = Arc::new(open_dir(parent.as_fd(), name, c).map_err(|e| cannot(path, "open", e))?);
+        let mut loose = Loose::default();
+        let mut jobs = Vec::new();
+        let mut any = false;
+        each(&fd, path, c, |n, st| {
+            any = true;
+            let p = format!("{path}/{}", lossy(n));
+            if st.kind == Kind::Dir && grammar::bucket1(n.as_bytes()) {
+                jobs.push(Job {
+                    ns: i,
+                    rank,
+                    dir: fd.clone(),
+                    name: n.to_os_string(),
+                    path: p,
+                });
+            } else {
+                stray(&mut loose, p, &st);
+            }
+            Ok(())
+        })?;
+        if !any {
+            loose.empty_dirs.push(path.to_string());
+        }
+        self.jobs.extend(jobs);
+        let rs = self.scan.namespaces[i].ranks.entry(rank).or_default();
+        rs.loose.merge(loose);
+        Ok(())
+    }
+}
+
+/// Walks one `<3 hex>` bucket: `<2 hex>_g<G>/` directories of block files.
+fn bucket(job: &Job, c: &Counters<'_>) -> Result<RankScan, Failure> {
+    let mut out = RankScan::default();
+    let fd = open_dir(job.dir.as_fd(), &job.name, c).map_err(|e| cannot(&job.path, "open", e))?;
+    let b1 = job.name.as_bytes().to_vec();
+    let mut subs = Vec::new();
+    each(&fd, &job.path, c, |n, st| {
+        let p = format!("{}/{}", job.path, lossy(n));
+        match grammar::bucket2(n.as_bytes()) {
+            Some((b2, g)) if st.kind == Kind::Dir => {
+                subs.push((n.to_os_string(), b2.to_vec(), g, p))
+            }
+            _ => stray(&mut out.loose, p, &st),
+        }
+        Ok(())
+    })?;
+    if subs.is_empty() && out.loose.is_empty() {
+        out.loose.empty_dirs.push(job.path.clone());
+    }
+    for (n, b2, g, p) in subs {
+        let sub = open_dir(fd.as_fd(), &n, c).map_err(|e| cannot(&p, "open", e))?;
+        let mut any = false;
+        each(&sub, &p, c, |leaf, st| {
+            any = true;
+            // A path is built only for what is reported by path.
+            let lp = || format!("{p}/{}", lossy(leaf));
+            match grammar::leaf(leaf.as_bytes(), &b1, &b2, g) {
+                LeafName::Block(key) => out.blocks.push(BlockFile {
+                    key,
+                    size: st.size,
+                    state: state_of(st.kind),
+                }),
+                LeafName::Temp(_, _) if st.kind == Kind::Reg => out.loose.staging.push(Staged {
+                    path: lp(),
+                    size: st.size,
+                    mtime_s: st.mtime_s,
+                    rank: Some(job.rank),
+                }),
+                _ => stray(&mut out.loose, lp(), &st),
+            }
+            Ok(())
+        })?;
+        if !any {
+            out.loose.empty_dirs.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// What a PATH on the command line is.
+fn named(path: &Path) -> Result<Option<(PathBuf, Vec<u8>)>, Failure> {
+    let display = path.display().to_string();
+    match lstat_at(CWD, path.as_os_str()) {
+        Ok(Some(Kind::Dir)) => {}
+        Ok(Some(Kind::Link)) => {
+            return Err(Failure::usage(
+                format!("{display} is a symlink: kvcr never follows links"),
+                Some("name the directory it points to".to_string()),
+            ))
+        }
+        Ok(Some(_)) => {
+            return Err(Failure::usage(
+                format!(
+                    "{display} is not a directory: name an offload root or a namespace directory"
+                ),
+                None,
+            ))
+        }
+        Ok(None) => return Err(Failure::usage(format!("{display} does not exist"), None)),
+        Err(e) => return Err(cannot(&display, "statx", e)),
+    }
+    let Some(name) = path.file_name() else {
+        return Ok(None);
+    };
+    let parent = match path.parent() {
+        Some(p) if p.as_os_str().is_empty() => PathBuf::from("."),
+        Some(p) => p.to_path_buf(),
+        None => return Ok(None),
+    };
+    let b = name.as_bytes();
+    if let Some((base, _)) = grammar::rank_dir(b) {
+        return Ok(Some((parent, base.to_vec())));
+    }
+    if grammar::namespace_dir(b).is_some() {
+        let has_config = lstat_at(CWD, path.join(CONFIG_NAME).as_os_str())
+            .map_err(|e| cannot(&display, "statx", e))?
+            .is_some();
+        if has_config {
+            return Ok(Some((parent, b.to_vec())));
+        }
+    }
+    Ok(None)
+}
+
+/// Walks every PATH; `threads` walk the buckets of rank directories.
+pub fn walk(
+    paths: &[PathBuf],
+    choice: Choice,
+    threads: usize,
+    progress: Option<&AtomicU64>,
+) -> Result<Scan, Failure> {
+    let counters = Counters {
+        entries: AtomicU64::new(0),
+        without_noatime: AtomicU64::new(0),
+        progress,
+    };
+    let mut w = Walker {
+        choice,
+        c: &counters,
+        scan: Scan::default(),
+        ns_index: BTreeMap::new(),
+        jobs: Vec::new(),
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for p in paths {
+        match named(p)? {
+            Some((parent, base)) => {
+                if seen.insert((parent.clone(), Some(base.clone()))) {
+                    w.root(&parent, Some(&base))?;
+                }
+            }
+            None => {
+                if seen.insert((p.clone(), None)) {
+                    w.root(p, None)?;
+                }
+            }
+        }
+    }
+    let jobs = std::mem::take(&mut w.jobs);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, u32, RankScan)>> = Mutex::new(Vec::new());
+    let failure: Mutex<Option<Failure>> = Mutex::new(None);
+    let c = w.c;
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(jobs.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+                    break;
+                }
+                match bucket(job, c) {
+                    Ok(r) => {
+                        if let Ok(mut v) = results.lock() {
+                            v.push((job.ns, job.rank, r));
+                        }
+                    }
+                    Err(e) => {
+                        if let Ok(mut f) = failure.lock() {
+                            f.get_or_insert(e);
+                        }
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    if let Some(f) = failure.into_inner().ok().flatten() {
+        return Err(f);
+    }
+    let mut results = results.into_inner().unwrap_or_default();
+    // A stable order whatever the threads did.
+    results.sort_by_key(|r| (r.0, r.1));
+    for (ns, rank, r) in results {
+        let rs = w.scan.namespaces[ns].ranks.entry(rank).or_default();
+        rs.blocks.extend(r.blocks);
+        rs.loose.merge(r.loose);
+    }
+    w.scan.entries = w.c.entries.load(Ordering::Relaxed);
+    w.scan.without_noatime = w.c.without_noatime.load(Ordering::Relaxed);
+    Ok(w.scan)
+}
