@@ -8,7 +8,6 @@ use crate::format::failure::Failure;
 use crate::format::profile::{parse_profile, Profile, ProfileError};
 use crate::io::node::{self, now_unix_ms, NodeProbe};
 use crate::io::pipeline;
-use crate::report;
 use crate::report::audit::AuditRun;
 use crate::rules::Expectations;
 use crate::rules::{self, Candidate, Context, FileVerdict};
@@ -306,21 +305,19 @@ fn judge_collected(
             .flat_map(|d| [d.owner.pid, d.writer.pid]);
         node::gather(p, pids)
     });
+    let invocation = rules::cause::Invocation {
+        root: Some(root.display().to_string()),
+        live: probe.is_some(),
+        flags: repeat_flags(inv),
+        merged: None,
+    };
     let ctx = Context {
         now_unix_ms: now_ms,
         node: facts.as_ref(),
         expect: &expect,
+        invocation: &invocation,
     };
-    let mut judgement = rules::judge(cands, files, &ctx);
-    report::headline::fill(
-        &mut judgement,
-        &report::headline::Invocation {
-            root: Some(root.display().to_string()),
-            live: probe.is_some(),
-            flags: repeat_flags(inv),
-            merged: None,
-        },
-    );
+    let judgement = rules::judge(cands, files, &ctx);
     let mut meta = crate::format::meta::Meta::new(probe.is_some(), now_ms, judgement.exit_status());
     // In live mode the hostname the descriptors were checked against (so a
     // fleet of facts files matches itself), else uname's.

@@ -14,7 +14,7 @@ use crate::format::hex::encode as hex_lower;
 use crate::format::message::render;
 use crate::format::names::display_path;
 use crate::format::text::terminal;
-use crate::report::explain;
+use crate::rules::explain;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 

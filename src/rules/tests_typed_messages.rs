@@ -31,6 +31,7 @@ fn judge_at(root: &Path, now_ms: u64, max_age_s: Option<u64>) -> Judgement {
         now_unix_ms: now_ms,
         node: None,
         expect: &expect,
+        invocation: &Default::default(),
     };
     rules::judge(cands, files, &ctx)
 }
