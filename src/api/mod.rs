@@ -741,18 +741,31 @@ pub fn write_rank_json_with(root: &Path, text: &[u8], o: &WriteOptions) -> Resul
                     // (§2.4). Through an O_PATH fd of the very
                     // directory (a umask of 0777 leaves nothing this
                     // user may open it with), then opened through it.
-                    Ok(()) => rustix::fs::openat(
+                    // The trusted /proc does both (`crate::io::procfs`).
+                    Ok(()) => match rustix::fs::openat(
                         &fd,
                         name,
                         OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                         Mode::empty(),
                     )
+                    .map_err(std::io::Error::from)
                     .and_then(|p| {
-                        let magic =
-                            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&p));
-                        rustix::fs::chmod(magic.as_str(), Mode::from_raw_mode(0o700))?;
-                        rustix::fs::open(magic.as_str(), dir_flags, Mode::empty())
-                    }),
+                        let proc = crate::io::procfs::ProcFs::system();
+                        proc.chmod(std::os::fd::AsFd::as_fd(&p), 0o700)?;
+                        proc.reopen(std::os::fd::AsFd::as_fd(&p), dir_flags)
+                    }) {
+                        Ok(n) => Ok(n),
+                        Err(e) => match e.raw_os_error() {
+                            Some(n) => Err(rustix::io::Errno::from_raw_os_error(n)),
+                            // A /proc that is not trusted: its words.
+                            None => {
+                                return Err(Error::usage(format!(
+                                    "cannot open or create {}: {e}",
+                                    dir.display()
+                                )))
+                            }
+                        },
+                    },
                     Err(rustix::io::Errno::EXIST) => open(&fd),
                     Err(e) => Err(e),
                 }
@@ -790,20 +803,25 @@ pub fn write_rank_json_with(root: &Path, text: &[u8], o: &WriteOptions) -> Resul
         };
     }
     let name = format!("rank-{rank}.json");
-    // The held directory, by its descriptor: nothing is resolved by name again.
-    let held = PathBuf::from(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&fd)
-    ));
-    let shown = |m: String| m.replace(&held.display().to_string(), &dir.display().to_string());
-    crate::api::writer::write_atomic(&held, std::ffi::OsStr::new(&name), &sealed, 0o600, None)
-        .map_err(|e| match e {
-            crate::api::writer::Error::Refused(m) => Error::Other {
-                message: shown(m),
-                status: crate::format::exit::REJECTED,
-            },
-            io => Error::usage(shown(io.to_string())),
-        })?;
+    // Into the held directory, by its descriptor: nothing is resolved by
+    // name again.
+    crate::io::output::write_atomic_at(
+        std::os::fd::AsFd::as_fd(&fd),
+        &dir,
+        std::ffi::OsStr::new(&name),
+        &sealed,
+        0o600,
+        None,
+    )
+    .map_err(|e| {
+        Error::usage(
+            crate::api::writer::Error::Io {
+                what: e.what,
+                source: e.source,
+            }
+            .to_string(),
+        )
+    })?;
     drop(fd);
     Ok(dir.join(name))
 }

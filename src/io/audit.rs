@@ -73,7 +73,7 @@ impl Inventory {
         crate::io::inventory::resolve_root(root).map_err(|e| {
             let denied = crate::format::failure::is_denied(&e);
             let hint = if denied {
-                Some(crate::format::failure::access_hint(root))
+                Some(crate::io::inventory::access_hint(root))
             } else if !given {
                 Some(format!(
                     "no ROOT and no KVCR_INVENTORY, so kvcr used the default {DEFAULT_ROOT} \
@@ -167,8 +167,8 @@ pub fn collect(
         }
     };
     let collected = pipeline::collect(root, opts, &mut tick).map_err(|e| {
-        let hint = crate::format::failure::is_denied(&e)
-            .then(|| crate::format::failure::access_hint(root));
+        let hint =
+            crate::format::failure::is_denied(&e).then(|| crate::io::inventory::access_hint(root));
         let kind = if hint.is_some() {
             crate::format::failure::Kind::PermissionDenied
         } else {
@@ -221,7 +221,7 @@ fn refuse_denied(root: &Path, cands: &[Candidate], files: &[FileVerdict]) -> Res
                 String::new()
             }
         ),
-        Some(crate::format::failure::access_hint(root)),
+        Some(crate::io::inventory::access_hint(root)),
     )
     .of_kind(crate::format::failure::Kind::PermissionDenied))
 }

@@ -927,3 +927,48 @@ fn the_lints_hold_the_house_rules_and_only_these_places_opt_out() {
         found.join("\n")
     );
 }
+
+/// Lines of code (comments left out) under `src/` outside `io/procfs.rs`
+/// and the unit tests that name a path through `/proc/self/fd`.
+fn self_fd_paths(src: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (m, file) in modules(src) {
+        if m == "io::procfs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if code.contains("/proc/self/fd") || code.contains("\"self/fd") {
+                out.push(format!("{}:{}", file.display(), i + 1));
+            }
+        }
+    }
+    out
+}
+
+/// Every `/proc/self/fd` path goes through the trusted `/proc`
+/// (`io/procfs.rs`: `fd_path`, `fd_target`, `reopen`, `chmod`,
+/// `open_fds`), which checks it is procfs; none is built by hand.
+#[test]
+fn every_self_fd_path_goes_through_io_procfs() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = self_fd_paths(&src);
+    assert!(
+        found.is_empty(),
+        "/proc/self/fd built by hand (use crate::io::procfs::ProcFs):\n{}",
+        found.join("\n")
+    );
+    // The check sees one.
+    let planted = tempfile::tempdir().unwrap();
+    std::fs::create_dir(planted.path().join("api")).unwrap();
+    std::fs::write(
+        planted.path().join("api/mod.rs"),
+        "fn f(fd: i32) -> String {\n    format!(\"/proc/self/fd/{fd}\")\n}\n",
+    )
+    .unwrap();
+    assert_eq!(self_fd_paths(planted.path()).len(), 1);
+}
