@@ -2,9 +2,10 @@
 //!
 //! The folders are the layers, lowest first: `format` (what docs/format.md
 //! defines: types and strict readers) → `rules` (the verdict core: facts
-//! in, verdicts out) → `report` (printers) → `io` (the inventory walk, node
-//! probes, the CUDA FFI, the audit service) → `import` (gate → plan →
-//! engine, driven by its command) → [`api`] (the library) → `commands`
+//! in, finished verdicts out) → `io` (the inventory walk, node probes, the
+//! CUDA FFI, the trusted `/proc`) → `report` (printers) → `service` (the
+//! audit, examine and GMS runs) → `import` (gate → plan → engine, driven by
+//! its command) → [`api`] (the library) → `commands`
 //! (one file per subcommand) → `cli`. README.md's "Architecture" section
 //! says what each holds.
 //!
@@ -51,6 +52,7 @@ pub(crate) mod import;
 pub(crate) mod io;
 pub(crate) mod report;
 pub(crate) mod rules;
+pub(crate) mod service;
 
 pub use api::writer;
 pub use format::version::VERSION;

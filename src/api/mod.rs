@@ -48,7 +48,7 @@ use crate::format::failure::Failure;
 use crate::format::finding::Code;
 use crate::format::json;
 use crate::format::rankset::RankSet;
-use crate::io::audit::Inventory;
+use crate::service::audit::Inventory;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -358,12 +358,15 @@ fn inventory(
                 .map_err(|m| Error::usage(format!("engine {e:?}: {m}")))
         })
         .transpose()?;
-    use crate::io::audit::ProfileSource;
+    use crate::service::audit::ProfileSource;
     let (path, loaded, source) = match profile {
         None => (None, None, None),
         Some(Profile::Path(p)) => (
             Some(p.clone()),
-            Some(crate::io::audit::load_profile(p, &p.display().to_string())?),
+            Some(crate::service::audit::load_profile(
+                p,
+                &p.display().to_string(),
+            )?),
             Some(ProfileSource::Flag),
         ),
         Some(Profile::Json(bytes)) => {
@@ -374,7 +377,7 @@ fn inventory(
             (None, Some(p), Some(ProfileSource::Value))
         }
     };
-    crate::io::audit::check_engine(loaded.as_ref(), engine.as_ref())?;
+    crate::service::audit::check_engine(loaded.as_ref(), engine.as_ref())?;
     Ok(Inventory {
         root: Some(root.to_path_buf()),
         profile_source: source,
@@ -414,7 +417,7 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
 /// caller that builds its own objects from it ([`Structured`]).
 pub fn audit_structured(root: &Path, o: &AuditOptions) -> Result<Structured, Error> {
     let (inv, probe, notes) = audit_inputs(root, o)?;
-    let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
+    let run = crate::service::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
     Ok(Structured {
         exit_status: run.judgement.exit_status(),
         body: Body::Audit(Box::new(run)),
@@ -520,7 +523,7 @@ pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
         interval_ms,
         env: o.env.clone(),
     };
-    let run = crate::io::gms::run(&options)?;
+    let run = crate::service::gms::run(&options)?;
     let doc = crate::report::gms::document(
         &run,
         crate::io::node::now_unix_ms(),
@@ -532,7 +535,7 @@ pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
 /// Decodes and checks one descriptor file on its own: the `kvcr.examine/v1`
 /// document `kvcr examine FILE --format json` prints.
 pub fn examine(path: &Path) -> Result<Document, Error> {
-    let e = crate::io::examine::examine(path, crate::io::node::now_unix_ms())?;
+    let e = crate::service::examine::examine(path, crate::io::node::now_unix_ms())?;
     let status = e.exit_status;
     Document::of(&e, status)
 }
@@ -846,7 +849,7 @@ pub fn current_epoch(root: &Path, engine: &str) -> Result<Option<u64>, Error> {
         keep_allocations: false,
         producer_uid: None,
     };
-    let (cands, _files) = crate::io::audit::collect(&inv.root()?, false, &opts)?;
+    let (cands, _files) = crate::service::audit::collect(&inv.root()?, false, &opts)?;
     Ok(crate::rules::highest_epoch(&cands, &engine))
 }
 
@@ -1023,6 +1026,6 @@ pub fn audit_files(
     o: &AuditOptions,
 ) -> Result<Report, Error> {
     let (inv, probe, notes) = audit_inputs(root, o)?;
-    let run = crate::io::audit::audit_in_memory(&inv, files, probe.as_deref(), o.strict)?.run;
+    let run = crate::service::audit::audit_in_memory(&inv, files, probe.as_deref(), o.strict)?.run;
     audit_document(&run, notes)
 }

@@ -1,6 +1,6 @@
 //! `kvcr gms [PATH]...`: the read-only checker of what Dynamo's GPU Memory
 //! Service leaves on a node (docs/format.md §14): its arguments resolved
-//! into [`Options`], the service (`crate::io::gms`), and the one print
+//! into [`Options`], the service (`crate::service::gms`), and the one print
 //! (`crate::report::gms`).
 
 use super::settings;
@@ -62,7 +62,7 @@ pub fn options(a: &GmsArgs) -> Options {
 
 /// Runs `kvcr gms` and prints its report; returns the exit status.
 pub fn run(a: &GmsArgs) -> Result<i32, Failure> {
-    let run = crate::io::gms::run(&options(a))?;
+    let run = crate::service::gms::run(&options(a))?;
     let status = run.exit_status();
     match a.format {
         GmsFormat::Table => {

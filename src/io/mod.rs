@@ -1,13 +1,12 @@
 //! Everything that touches the system: the inventory walk and race-free
 //! opens ([`inventory`]), the one safe reader of operator-named files
 //! ([`safe_file`]), the node probes ([`node`]), the CUDA driver's FFI
-//! ([`cuda_ffi`]), the parallel read pipeline ([`pipeline`]) and the
-//! services built on them: the audit ([`audit`]) and the examination of one
-//! descriptor ([`examine`]).
+//! ([`cuda_ffi`]), the parallel read pipeline ([`pipeline`]), stdout and
+//! the output checks ([`output`]), the trusted `/proc` ([`procfs`]) and
+//! the GMS reader's reads ([`gms`]). The services that drive them are
+//! `crate::service`'s.
 
-pub mod audit;
 pub mod cuda_ffi;
-pub mod examine;
 pub mod gms;
 pub mod inventory;
 pub mod node;

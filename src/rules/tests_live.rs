@@ -79,7 +79,7 @@ fn judge_with(root: &Path, probe: &dyn NodeProbe, expect: &Expectations) -> Judg
         keep_allocations: true,
         producer_uid: None,
     };
-    let (cands, files) = crate::io::audit::collect(root, false, &opts).unwrap();
+    let (cands, files) = crate::service::audit::collect(root, false, &opts).unwrap();
     let pids: Vec<i32> = cands
         .iter()
         .filter_map(|c| c.descriptor.as_ref())

@@ -518,10 +518,13 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 /// is no exception list: the folders say where a module belongs.
 ///
 /// - `format`: what docs/format.md defines, as types and strict readers;
-/// - `rules`: the pure verdict core;
-/// - `report`: the printers (they take what the rules made; no I/O but the
+/// - `rules`: the pure verdict core (finished verdicts: cause and action
+///   included);
+/// - `io`: the adapters, everything that touches the system;
+/// - `report`: the printers (they print what the rules made; no I/O but the
 ///   writer they are handed);
-/// - `io`: everything that touches the system, and the audit service;
+/// - `service`: the runs that drive the adapters, the rules and a printer
+///   (audit, examine, GMS);
 /// - `import`: the import (see [`IMPORT_LAYERS`]);
 /// - `api`: the library;
 /// - `commands`: one file per subcommand, and the settings;
@@ -529,8 +532,9 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 const LAYERS: &[(&str, &[&str])] = &[
     ("format", &["format"]),
     ("rules", &["rules"]),
-    ("report", &["report"]),
     ("io", &["io"]),
+    ("report", &["report"]),
+    ("service", &["service"]),
     ("import", &["import"]),
     ("api", &["api"]),
     ("commands", &["commands"]),
