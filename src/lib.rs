@@ -4,8 +4,9 @@
 //! defines: types and strict readers) → `rules` (the verdict core: facts
 //! in, finished verdicts out) → `io` (the inventory walk, node probes, the
 //! CUDA FFI, the trusted `/proc`) → `report` (printers) → `service` (the
-//! audit, examine and GMS runs) → `import` (gate → plan → engine, driven by
-//! its command) → [`api`] (the library) → `commands`
+//! audit and examine runs) → `gms` (a reader family: its own format, rules,
+//! reads, printer and run) → `import` (gate → plan → engine, driven by its
+//! command) → [`api`] (the library) → `commands`
 //! (one file per subcommand) → `cli`. README.md's "Architecture" section
 //! says what each holds.
 //!
@@ -48,6 +49,7 @@ pub mod api;
 pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod format;
+pub(crate) mod gms;
 pub(crate) mod import;
 pub(crate) mod io;
 pub(crate) mod report;

@@ -497,7 +497,7 @@ pub struct GmsOptions {
 
 /// `--binding`'s text (64 hex digits) as the digest [`GmsOptions`] takes.
 pub fn parse_binding(s: &str) -> Result<[u8; 32], Error> {
-    crate::format::gms::parse_binding(s).map_err(Error::usage)
+    crate::gms::format::parse_binding(s).map_err(Error::usage)
 }
 
 /// Reads what Dynamo's GPU Memory Service left on this node and judges
@@ -506,7 +506,7 @@ pub fn parse_binding(s: &str) -> Result<[u8; 32], Error> {
 /// artifacts, from [`GmsOptions::env`] as GMS reads it. A path that
 /// does not exist, cannot be read or is no GMS artifact is [`Error::Usage`].
 pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
-    use crate::rules::gms::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
+    use crate::gms::rules::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
     let interval_ms = o.interval_ms.unwrap_or(DEFAULT_INTERVAL_MS);
     if interval_ms > MAX_INTERVAL_MS {
         return Err(Error::usage(format!(
@@ -523,8 +523,8 @@ pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
         interval_ms,
         env: o.env.clone(),
     };
-    let run = crate::service::gms::run(&options)?;
-    let doc = crate::report::gms::document(
+    let run = crate::gms::run::run(&options)?;
+    let doc = crate::gms::print::document(
         &run,
         crate::io::node::now_unix_ms(),
         &crate::io::node::hostname(),

@@ -2,12 +2,10 @@
 //! opens ([`inventory`]), the one safe reader of operator-named files
 //! ([`safe_file`]), the node probes ([`node`]), the CUDA driver's FFI
 //! ([`cuda_ffi`]), the parallel read pipeline ([`pipeline`]), stdout and
-//! the output checks ([`output`]), the trusted `/proc` ([`procfs`]) and
-//! the GMS reader's reads ([`gms`]). The services that drive them are
-//! `crate::service`'s.
+//! the output checks ([`output`]) and the trusted `/proc` ([`procfs`]).
+//! The services that drive them are `crate::service`'s.
 
 pub mod cuda_ffi;
-pub mod gms;
 pub mod inventory;
 pub mod node;
 pub mod output;

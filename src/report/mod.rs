@@ -5,7 +5,6 @@
 
 pub mod audit;
 pub mod examine;
-pub mod gms;
 pub mod json;
 pub mod prometheus;
 pub mod table;

@@ -12,7 +12,6 @@ mod consistency;
 pub mod explain;
 pub mod facts;
 pub(crate) mod fleet;
-pub(crate) mod gms;
 mod handles;
 mod incarnation;
 mod live;
@@ -20,8 +19,6 @@ pub mod own;
 mod ranks;
 mod staleness;
 
-#[cfg(test)]
-mod tests_gms;
 #[cfg(test)]
 mod tests_mutants;
 

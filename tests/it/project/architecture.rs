@@ -524,7 +524,8 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 /// - `report`: the printers (they print what the rules made; no I/O but the
 ///   writer they are handed);
 /// - `service`: the runs that drive the adapters, the rules and a printer
-///   (audit, examine, GMS);
+///   (audit, examine);
+/// - `gms`: a reader family, one vertical folder (see [`GMS_LAYERS`]);
 /// - `import`: the import (see [`IMPORT_LAYERS`]);
 /// - `api`: the library;
 /// - `commands`: one file per subcommand, and the settings;
@@ -535,6 +536,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("io", &["io"]),
     ("report", &["report"]),
     ("service", &["service"]),
+    ("gms", &["gms"]),
     ("import", &["import"]),
     ("api", &["api"]),
     ("commands", &["commands"]),
@@ -552,6 +554,19 @@ const IMPORT_LAYERS: &[(&str, &[&str])] = &[
     ("report", &["report"]),
     ("gate", &["gate"]),
     ("command", &["command", "import"]),
+];
+
+/// The layers inside a reader family's folder, lowest first (README.md
+/// "Architecture": a reader family is one vertical folder with its own
+/// format, rules, reads and printer), here `gms/`: the byte layouts, the
+/// checks, the reads, the printers, and the run that drives them ("gms"
+/// is its map, `gms/mod.rs`).
+const GMS_LAYERS: &[(&str, &[&str])] = &[
+    ("format", &["format"]),
+    ("rules", &["rules"]),
+    ("read", &["read"]),
+    ("print", &["print"]),
+    ("run", &["run", "gms"]),
 ];
 
 /// The back arrows still in `src/`: none, and none may be listed. The
@@ -688,6 +703,14 @@ fn the_import_reads_gate_plan_engine_driven_by_command() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     if let Err(msg) = judge_layers_in(&src, "import", IMPORT_LAYERS, &[]) {
         panic!("layering of src/import/ (tests/it/project/architecture.rs IMPORT_LAYERS):\n{msg}");
+    }
+}
+
+#[test]
+fn the_gms_family_reads_format_rules_read_print_run() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    if let Err(msg) = judge_layers_in(&src, "gms", GMS_LAYERS, &[]) {
+        panic!("layering of src/gms/ (tests/it/project/architecture.rs GMS_LAYERS):\n{msg}");
     }
 }
 

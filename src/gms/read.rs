@@ -1,7 +1,7 @@
 //! Everything the GMS reader does to the system (docs/format.md §14.7):
 //! where GMS puts its artifacts, read-only opens, the two reads, the
 //! kernel's lock table, the cohort probe and the processes `--live` asks
-//! about. Nothing here judges (that is `crate::rules::gms`).
+//! about. Nothing here judges (that is `crate::gms::rules`).
 //!
 //! Every file is opened `O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK |
 //! O_NOCTTY`, with `O_NOATIME` where the kernel allows it (the file's
@@ -12,12 +12,12 @@
 //! cohort file, shared on a `.leader`, as GMS's own liveness probe) is
 //! taken and released at once.
 
-use crate::format::gms::{self as format, Magic, Superseded};
-use crate::io::procfs::ProcFs;
-use crate::rules::gms::{
+use crate::gms::format::{self as format, Magic, Superseded};
+use crate::gms::rules::{
     CohortEntry, CohortRead, Holder, LeaseLive, LeaseRead, LeaseScan, Lock, OwnerId, RecoveryRead,
     RecoveryScan, SupersededRead,
 };
+use crate::io::procfs::ProcFs;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
@@ -376,7 +376,7 @@ pub fn read_lease(o: &Opened) -> Result<LeaseRead, Errno> {
 /// fits the size) records 1..num_blocks-1, streamed.
 pub fn read_recovery(
     o: &Opened,
-    ask: &crate::rules::gms::RecoveryAsk,
+    ask: &crate::gms::rules::RecoveryAsk,
 ) -> Result<RecoveryRead, Errno> {
     let size = size_of(&o.fd)?;
     let mut hb = [0u8; 80];
@@ -392,7 +392,7 @@ pub fn read_recovery(
         header: Some(format::recovery_header(&hb)),
         scan: None,
     };
-    let Some(n) = crate::rules::gms::recovery_blocks(size, ask) else {
+    let Some(n) = crate::gms::rules::recovery_blocks(size, ask) else {
         return Ok(read);
     };
     let mut scan = RecoveryScan {

@@ -4,7 +4,7 @@
 //! finding first in the root-cause order, with its code) and the action
 //! (that code's safe next step, `kvcr explain CODE`).
 
-use crate::rules::gms::{
+use crate::gms::rules::{
     Artifact, CohortDirFacts, Facts, Holder, LeaseFacts, Lock, RecoveryFacts, Retired, Run,
     SupersededRead,
 };
@@ -78,7 +78,7 @@ fn ok_cause(a: &Artifact) -> String {
                 short(a),
                 short(p)
             ),
-            (Some(a), None) if c.flavour == crate::rules::gms::Flavour::Sglang => format!(
+            (Some(a), None) if c.flavour == crate::gms::rules::Flavour::Sglang => format!(
                 "cohort {} active; no writer of an older cohort runs",
                 short(a)
             ),
@@ -457,7 +457,7 @@ fn facts_lines(a: &Artifact) -> Vec<String> {
                         String::new()
                     }
                 ));
-                let barrier = h.active_mutations == crate::format::gms::LEASE_BARRIER;
+                let barrier = h.active_mutations == crate::gms::format::LEASE_BARRIER;
                 out.push(format!(
                     "free_count {} · mutations in flight {} · barrier {}",
                     h.free_count,

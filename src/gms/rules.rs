@@ -1,5 +1,5 @@
 //! The GMS reader's checks (docs/format.md §14.6): what two reads of an
-//! artifact saw (plain facts, gathered by `crate::io::gms`) in, findings and
+//! artifact saw (plain facts, gathered by `crate::gms::read`) in, findings and
 //! the facts to print out, and the judged run the printers print. Nothing
 //! here reads a file, the clock or `/proc`.
 //!
@@ -10,7 +10,7 @@
 //! lease ring's records).
 
 use crate::format::finding::{Code, Finding, Severity};
-use crate::format::gms::{self as format, LeaseHeader, RecoveryHeader, Superseded};
+use crate::gms::format::{self as format, LeaseHeader, RecoveryHeader, Superseded};
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
