@@ -993,10 +993,12 @@ pub fn process_state(proc: &ProcFs, pid: i32) -> (bool, bool) {
         let Ok(stat) = proc.read(&format!("{pid}/task/{tid}/stat")) else {
             continue;
         };
-        let Some((state, flags)) = parse_task_stat(&stat) else {
+        let Some(crate::io::node::proc::Stat { state, flags, .. }) =
+            crate::io::node::proc::parse_stat(&stat)
+        else {
             continue;
         };
-        if matches!(state, b'Z' | b'X' | b'x') {
+        if matches!(state, 'Z' | 'X' | 'x') {
             continue;
         }
         running = true;
@@ -1008,16 +1010,6 @@ pub fn process_state(proc: &ProcFs, pid: i32) -> (bool, bool) {
         }
     }
     (running, running && exiting)
-}
-
-/// `/proc/<pid>/task/<tid>/stat`'s state (field 3) and flags (field 9).
-pub fn parse_task_stat(stat: &[u8]) -> Option<(u8, u64)> {
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let state = *f.first()?.as_bytes().first()?;
-    let flags = f.get(6)?.parse().ok()?;
-    Some((state, flags))
 }
 
 /// Whether a task's status shows SIGKILL pending (SigPnd or ShdPnd).
@@ -1539,15 +1531,22 @@ mod tests {
     }
 
     /// GMS's `_user_space_dead`: field 9 of the task's stat (after the
-    /// command's closing parenthesis, index 6), PF_EXITING 0x4; SIGKILL
+    /// command's closing parenthesis, index 6), PF_EXITING 0x4, read by the
+    /// one stat parser (`crate::io::node::proc::parse_stat`); SIGKILL
     /// pending in SigPnd or ShdPnd.
     #[test]
     fn task_stat_and_status_parse() {
-        let stat = b"123 (a) b) c) S 1 123 123 0 -1 4194560 0 0";
-        assert_eq!(parse_task_stat(stat), Some((b'S', 4194560)));
-        let exiting = b"9 (x) D 1 9 9 0 -1 4194564 0";
-        assert_eq!(parse_task_stat(exiting).map(|s| s.1 & PF_EXITING), Some(4));
-        assert_eq!(parse_task_stat(b"no parenthesis"), None);
+        use crate::io::node::proc::parse_stat;
+        let tail = " 0 0 0 0 0 0 0 0 0 0 0 0 7 0 0";
+        let stat = format!("123 (a) b) c) S 1 123 123 0 -1 4194560{tail}");
+        let s = parse_stat(stat.as_bytes()).unwrap();
+        assert_eq!((s.state, s.flags, s.start_ticks), ('S', 4194560, 7));
+        let exiting = format!("9 (x) D 1 9 9 0 -1 4194564{tail}");
+        assert_eq!(
+            parse_stat(exiting.as_bytes()).map(|s| s.flags & PF_EXITING),
+            Some(4)
+        );
+        assert_eq!(parse_stat(b"no parenthesis"), None);
         assert!(sigkill_pending(b"Name:\tx\nSigPnd:\t0000000000000100\n"));
         assert!(sigkill_pending(b"ShdPnd:\t0000000000000100\n"));
         assert!(!sigkill_pending(b"SigPnd:\t0000000000000002\nShdPnd:\t0\n"));
