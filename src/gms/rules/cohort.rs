@@ -313,6 +313,14 @@ fn holders_text(hs: &[&Holder]) -> String {
 fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
     let facts = cohort_facts(r);
     let mut out = Vec::new();
+    unreadable_files(r, &mut out);
+    marker_reasons(r, &facts, &mut out);
+    cohort_file_reasons(&facts, &mut out);
+    out
+}
+
+/// A file that could not be read (KV235).
+fn unreadable_files(r: &CohortRead, out: &mut Vec<Finding>) {
     // A file that could not be read is evidence of nothing: a notice naming
     // it and the errno, and no other check of it.
     for e in r.entries.iter().filter(|e| e.regular) {
@@ -337,6 +345,10 @@ fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
             );
         }
     }
+}
+
+/// The markers: `active`, the joining markers and staging files.
+fn marker_reasons(r: &CohortRead, facts: &CohortDirFacts, out: &mut Vec<Finding>) {
     let unreadable = |name: &str| r.get(name).is_some_and(|e| e.unreadable.is_some());
     // Markers.
     if let Some(e) = r.get("active").filter(|_| !unreadable("active")) {
@@ -427,6 +439,10 @@ fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
             .values("no staging file", s.clone()),
         );
     }
+}
+
+/// Each cohort file: a predecessor not retired, and who holds its lock.
+fn cohort_file_reasons(facts: &CohortDirFacts, out: &mut Vec<Finding>) {
     for c in &facts.cohorts {
         if c.state == Retired::Unreadable {
             continue;
@@ -505,7 +521,6 @@ fn cohort_reasons(r: &CohortRead) -> Vec<Finding> {
             Lock::Free => {}
         }
     }
-    out
 }
 
 fn shown(content: Option<&[u8]>) -> String {

@@ -14,11 +14,13 @@ use crate::format::finding::{Finding, Severity};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+mod cause;
 mod cohort;
 mod lease;
 mod recovery;
 mod superseded;
 
+pub use cause::*;
 pub use cohort::*;
 pub use lease::*;
 pub use recovery::*;
