@@ -108,7 +108,9 @@ pub struct Entry {
 pub fn entries(dir: &OwnedFd) -> Result<Vec<Entry>, ListError> {
     let mut out = Vec::new();
     for name in list(dir)? {
-        let st = match retry(|| rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)) {
+        let st = match rustix::io::retry_on_intr(|| {
+            rustix::fs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)
+        }) {
             Ok(st) => st,
             Err(Errno::NOENT) => continue,
             Err(e) => return Err(e.into()),

@@ -2,61 +2,6 @@
 
 use super::*;
 
-/// One granted lock of `/proc/locks`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelLock {
-    pub major: u32,
-    pub minor: u32,
-    pub ino: u64,
-    /// The pid the kernel recorded (the process that took the lock; -1 for
-    /// an open-file-description lock).
-    pub pid: i32,
-    pub exclusive: bool,
-}
-
-/// Parses `/proc/locks`: granted locks only (a line with `->` is a
-/// waiter, which holds nothing). Lines that do not parse are skipped.
-pub fn parse_locks(text: &str) -> Vec<KernelLock> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let mut f: Vec<&str> = line.split_whitespace().collect();
-        if f.first().is_some_and(|t| t.ends_with(':')) {
-            f.remove(0);
-        }
-        if f.first() == Some(&"->") || f.len() < 5 {
-            continue;
-        }
-        // TYPE ADVISORY|MANDATORY|... READ|WRITE PID MAJ:MIN:INO START END
-        let exclusive = match f[2] {
-            "WRITE" => true,
-            "READ" => false,
-            _ => continue,
-        };
-        let Ok(pid) = f[3].parse::<i32>() else {
-            continue;
-        };
-        let parts: Vec<&str> = f[4].split(':').collect();
-        let [maj, min, ino] = parts.as_slice() else {
-            continue;
-        };
-        let (Ok(major), Ok(minor), Ok(ino)) = (
-            u32::from_str_radix(maj, 16),
-            u32::from_str_radix(min, 16),
-            ino.parse::<u64>(),
-        ) else {
-            continue;
-        };
-        out.push(KernelLock {
-            major,
-            minor,
-            ino,
-            pid,
-            exclusive,
-        });
-    }
-    out
-}
-
 /// The kernel's lock table and what kvcr could learn of the holders, read
 /// once per read of the cohort directories.
 pub struct LockTable {
@@ -206,7 +151,7 @@ pub(super) fn lock_of(fd: &OwnedFd, table: &LockTable, probe: FlockOperation) ->
             }
             Lock::Held { holders }
         }
-        _ => match retry(|| rustix::fs::flock(fd, probe)) {
+        _ => match rustix::io::retry_on_intr(|| rustix::fs::flock(fd, probe)) {
             Ok(()) => {
                 let _ = rustix::fs::flock(fd, FlockOperation::Unlock);
                 Lock::Free

@@ -19,7 +19,9 @@ use crate::gms::rules::{
     CohortEntry, CohortRead, Holder, LeaseLive, LeaseRead, LeaseScan, Lock, OwnerId, RecoveryRead,
     RecoveryScan, SupersededRead,
 };
+use crate::io::locks::{parse_locks, KernelLock, LOCKS_BYTES};
 use crate::io::procfs::ProcFs;
+use crate::io::read_only::open_ro;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
@@ -48,9 +50,6 @@ pub use processes::*;
 const CHUNK: usize = 1 << 16;
 /// The most entries of one directory kvcr reads.
 pub const ENTRY_CAP: usize = 65_536;
-/// The most bytes of `/proc/locks` kvcr reads (a line is under 100 bytes:
-/// some 170,000 locks); a longer table is read as incomplete.
-pub const LOCKS_BYTES: u64 = 16 << 20;
 /// The most bytes of a marker kvcr reads.
 const MARKER_BYTES: usize = 64;
 

@@ -23,38 +23,6 @@ impl ReadError {
     }
 }
 
-pub(super) fn flags() -> OFlags {
-    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY
-}
-
-pub(super) fn retry<T>(mut f: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
-    loop {
-        match f() {
-            Err(Errno::INTR) => continue,
-            r => return r,
-        }
-    }
-}
-
-/// Opens `name` beneath `dir` (or `name` itself when `dir` is `None`)
-/// read-only, without following a symlink, with `O_NOATIME` when allowed.
-pub(super) fn open_ro(
-    dir: Option<BorrowedFd<'_>>,
-    name: &Path,
-    extra: OFlags,
-) -> Result<OwnedFd, Errno> {
-    let open = |f: OFlags| {
-        retry(|| match dir {
-            Some(d) => rustix::fs::openat(d, name, f, Mode::empty()),
-            None => rustix::fs::open(name, f, Mode::empty()),
-        })
-    };
-    match open(flags() | extra | OFlags::NOATIME) {
-        Err(Errno::PERM) => open(flags() | extra),
-        r => r,
-    }
-}
-
 /// A file's identity as `/proc/locks` writes it: (device major, minor,
 /// inode).
 pub type Key = (u32, u32, u64);
@@ -92,7 +60,9 @@ impl Loc {
     /// symlink is not followed; nothing is opened): `None` when it does
     /// not exist.
     pub fn stat(&self) -> Result<Option<rustix::fs::Stat>, ReadError> {
-        match retry(|| rustix::fs::statat(&*self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW)) {
+        match rustix::io::retry_on_intr(|| {
+            rustix::fs::statat(&*self.dir, &self.name, AtFlags::SYMLINK_NOFOLLOW)
+        }) {
             Ok(st) => Ok(Some(st)),
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(ReadError::new(&self.path, "cannot stat", e)),
@@ -164,7 +134,7 @@ pub fn type_words(t: FileType) -> &'static str {
 }
 
 pub(super) fn statx_at(dir: BorrowedFd<'_>, name: &OsStr) -> Result<rustix::fs::Stat, Refused> {
-    retry(|| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW))
+    rustix::io::retry_on_intr(|| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW))
         .map_err(|e| Refused::Os("cannot stat", e))
 }
 
@@ -189,7 +159,7 @@ pub fn open_regular_at(
     }
     same(expect, &st)?;
     let key = key_of(&st);
-    let path_fd = retry(|| {
+    let path_fd = rustix::io::retry_on_intr(|| {
         rustix::fs::openat(
             dir,
             name,
@@ -277,7 +247,7 @@ pub(super) fn size_of(fd: &OwnedFd) -> Result<u64, Errno> {
 pub(super) fn pread_full(fd: &OwnedFd, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
     let mut n = 0;
     while n < buf.len() {
-        match retry(|| rustix::io::pread(fd, &mut buf[n..], off + n as u64))? {
+        match rustix::io::retry_on_intr(|| rustix::io::pread(fd, &mut buf[n..], off + n as u64))? {
             0 => break,
             k => n += k,
         }

@@ -115,7 +115,7 @@ pub fn lease_files(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
 
 /// What kind of entry a path is, without following a symlink.
 pub fn lstat_kind(path: &Path) -> Result<Option<FileType>, ReadError> {
-    match retry(|| rustix::fs::lstat(path)) {
+    match rustix::io::retry_on_intr(|| rustix::fs::lstat(path)) {
         Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
         Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
         Err(e) => Err(ReadError::new(path, "cannot stat", e)),

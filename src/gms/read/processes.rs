@@ -235,7 +235,7 @@ pub fn ring_namespaces(keys: &BTreeSet<Key>) -> BTreeMap<Key, Result<(), String>
         Err(why) => return all(why),
     };
     let ns = |rel: &str| {
-        retry(|| rustix::fs::statat(root, rel, AtFlags::empty()))
+        rustix::io::retry_on_intr(|| rustix::fs::statat(root, rel, AtFlags::empty()))
             .map(|st| st.st_ino)
             .map_err(std::io::Error::from)
     };
