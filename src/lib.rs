@@ -2,9 +2,11 @@
 //!
 //! The folders are the layers, lowest first: `format` (what docs/format.md
 //! defines: types and strict readers) → `rules` (the verdict core: facts
-//! in, verdicts out) → `report` (printers) → `io` (the inventory walk, node
-//! probes, the CUDA FFI, the audit service) → `import` (gate → plan →
-//! engine, driven by its command) → [`api`] (the library) → `commands`
+//! in, finished verdicts out) → `io` (the inventory walk, node probes, the
+//! CUDA FFI, the trusted `/proc`) → `report` (printers) → `service` (the
+//! audit and examine runs) → `gms` (a reader family: its own format, rules,
+//! reads, printer and run) → `import` (gate → plan → engine, driven by its
+//! command) → [`api`] (the library) → `commands`
 //! (one file per subcommand) → `cli`. README.md's "Architecture" section
 //! says what each holds.
 //!
@@ -47,12 +49,14 @@ pub mod api;
 pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod format;
+pub(crate) mod gms;
 pub(crate) mod import;
 pub(crate) mod io;
 pub(crate) mod offload;
 pub(crate) mod pools;
 pub(crate) mod report;
 pub(crate) mod rules;
+pub(crate) mod service;
 
 pub use api::writer;
 pub use format::version::VERSION;

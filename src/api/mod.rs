@@ -49,7 +49,7 @@ use crate::format::failure::Failure;
 use crate::format::finding::Code;
 use crate::format::json;
 use crate::format::rankset::RankSet;
-use crate::io::audit::Inventory;
+use crate::service::audit::Inventory;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -359,12 +359,15 @@ fn inventory(
                 .map_err(|m| Error::usage(format!("engine {e:?}: {m}")))
         })
         .transpose()?;
-    use crate::io::audit::ProfileSource;
+    use crate::service::audit::ProfileSource;
     let (path, loaded, source) = match profile {
         None => (None, None, None),
         Some(Profile::Path(p)) => (
             Some(p.clone()),
-            Some(crate::io::audit::load_profile(p, &p.display().to_string())?),
+            Some(crate::service::audit::load_profile(
+                p,
+                &p.display().to_string(),
+            )?),
             Some(ProfileSource::Flag),
         ),
         Some(Profile::Json(bytes)) => {
@@ -375,7 +378,7 @@ fn inventory(
             (None, Some(p), Some(ProfileSource::Value))
         }
     };
-    crate::io::audit::check_engine(loaded.as_ref(), engine.as_ref())?;
+    crate::service::audit::check_engine(loaded.as_ref(), engine.as_ref())?;
     Ok(Inventory {
         root: Some(root.to_path_buf()),
         profile_source: source,
@@ -415,7 +418,7 @@ pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
 /// caller that builds its own objects from it ([`Structured`]).
 pub fn audit_structured(root: &Path, o: &AuditOptions) -> Result<Structured, Error> {
     let (inv, probe, notes) = audit_inputs(root, o)?;
-    let run = crate::io::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
+    let run = crate::service::audit::audit(&inv, probe.as_deref(), false, false, o.strict)?.run;
     Ok(Structured {
         exit_status: run.judgement.exit_status(),
         body: Body::Audit(Box::new(run)),
@@ -495,7 +498,7 @@ pub struct GmsOptions {
 
 /// `--binding`'s text (64 hex digits) as the digest [`GmsOptions`] takes.
 pub fn parse_binding(s: &str) -> Result<[u8; 32], Error> {
-    crate::format::gms::parse_binding(s).map_err(Error::usage)
+    crate::gms::format::parse_binding(s).map_err(Error::usage)
 }
 
 /// Reads what Dynamo's GPU Memory Service left on this node and judges
@@ -504,7 +507,7 @@ pub fn parse_binding(s: &str) -> Result<[u8; 32], Error> {
 /// artifacts, from [`GmsOptions::env`] as GMS reads it. A path that
 /// does not exist, cannot be read or is no GMS artifact is [`Error::Usage`].
 pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
-    use crate::rules::gms::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
+    use crate::gms::rules::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
     let interval_ms = o.interval_ms.unwrap_or(DEFAULT_INTERVAL_MS);
     if interval_ms > MAX_INTERVAL_MS {
         return Err(Error::usage(format!(
@@ -521,8 +524,8 @@ pub fn gms(paths: &[PathBuf], o: &GmsOptions) -> Result<Document, Error> {
         interval_ms,
         env: o.env.clone(),
     };
-    let run = crate::io::gms::run(&options)?;
-    let doc = crate::report::gms::document(
+    let run = crate::gms::run::run(&options)?;
+    let doc = crate::gms::print::document(
         &run,
         crate::io::node::now_unix_ms(),
         &crate::io::node::hostname(),
@@ -629,7 +632,7 @@ pub fn offload(paths: &[PathBuf], o: &OffloadOptions) -> Result<Document, Error>
 /// Decodes and checks one descriptor file on its own: the `kvcr.examine/v1`
 /// document `kvcr examine FILE --format json` prints.
 pub fn examine(path: &Path) -> Result<Document, Error> {
-    let e = crate::io::examine::examine(path, crate::io::node::now_unix_ms())?;
+    let e = crate::service::examine::examine(path, crate::io::node::now_unix_ms())?;
     let status = e.exit_status;
     Document::of(&e, status)
 }
@@ -838,18 +841,31 @@ pub fn write_rank_json_with(root: &Path, text: &[u8], o: &WriteOptions) -> Resul
                     // (§2.4). Through an O_PATH fd of the very
                     // directory (a umask of 0777 leaves nothing this
                     // user may open it with), then opened through it.
-                    Ok(()) => rustix::fs::openat(
+                    // The trusted /proc does both (`crate::io::procfs`).
+                    Ok(()) => match rustix::fs::openat(
                         &fd,
                         name,
                         OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                         Mode::empty(),
                     )
+                    .map_err(std::io::Error::from)
                     .and_then(|p| {
-                        let magic =
-                            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&p));
-                        rustix::fs::chmod(magic.as_str(), Mode::from_raw_mode(0o700))?;
-                        rustix::fs::open(magic.as_str(), dir_flags, Mode::empty())
-                    }),
+                        let proc = crate::io::procfs::ProcFs::system();
+                        proc.chmod(std::os::fd::AsFd::as_fd(&p), 0o700)?;
+                        proc.reopen(std::os::fd::AsFd::as_fd(&p), dir_flags)
+                    }) {
+                        Ok(n) => Ok(n),
+                        Err(e) => match e.raw_os_error() {
+                            Some(n) => Err(rustix::io::Errno::from_raw_os_error(n)),
+                            // A /proc that is not trusted: its words.
+                            None => {
+                                return Err(Error::usage(format!(
+                                    "cannot open or create {}: {e}",
+                                    dir.display()
+                                )))
+                            }
+                        },
+                    },
                     Err(rustix::io::Errno::EXIST) => open(&fd),
                     Err(e) => Err(e),
                 }
@@ -887,20 +903,25 @@ pub fn write_rank_json_with(root: &Path, text: &[u8], o: &WriteOptions) -> Resul
         };
     }
     let name = format!("rank-{rank}.json");
-    // The held directory, by its descriptor: nothing is resolved by name again.
-    let held = PathBuf::from(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&fd)
-    ));
-    let shown = |m: String| m.replace(&held.display().to_string(), &dir.display().to_string());
-    crate::api::writer::write_atomic(&held, std::ffi::OsStr::new(&name), &sealed, 0o600, None)
-        .map_err(|e| match e {
-            crate::api::writer::Error::Refused(m) => Error::Other {
-                message: shown(m),
-                status: crate::format::exit::REJECTED,
-            },
-            io => Error::usage(shown(io.to_string())),
-        })?;
+    // Into the held directory, by its descriptor: nothing is resolved by
+    // name again.
+    crate::io::output::write_atomic_at(
+        std::os::fd::AsFd::as_fd(&fd),
+        &dir,
+        std::ffi::OsStr::new(&name),
+        &sealed,
+        0o600,
+        None,
+    )
+    .map_err(|e| {
+        Error::usage(
+            crate::api::writer::Error::Io {
+                what: e.what,
+                source: e.source,
+            }
+            .to_string(),
+        )
+    })?;
     drop(fd);
     Ok(dir.join(name))
 }
@@ -925,7 +946,7 @@ pub fn current_epoch(root: &Path, engine: &str) -> Result<Option<u64>, Error> {
         keep_allocations: false,
         producer_uid: None,
     };
-    let (cands, _files) = crate::io::audit::collect(&inv.root()?, false, &opts)?;
+    let (cands, _files) = crate::service::audit::collect(&inv.root()?, false, &opts)?;
     Ok(crate::rules::highest_epoch(&cands, &engine))
 }
 
@@ -1102,6 +1123,6 @@ pub fn audit_files(
     o: &AuditOptions,
 ) -> Result<Report, Error> {
     let (inv, probe, notes) = audit_inputs(root, o)?;
-    let run = crate::io::audit::audit_in_memory(&inv, files, probe.as_deref(), o.strict)?.run;
+    let run = crate::service::audit::audit_in_memory(&inv, files, probe.as_deref(), o.strict)?.run;
     audit_document(&run, notes)
 }

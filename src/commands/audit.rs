@@ -6,11 +6,11 @@ use super::args::{InventoryArgs, OutputArgs};
 use super::settings;
 use crate::format::exit;
 use crate::format::failure::Failure;
-use crate::io::audit::{audit, probe_node};
 use crate::io::node::now_unix_ms;
 use crate::io::output::{emit, OutputFile, Unusable};
 use crate::report;
 use crate::report::audit::{print_audit, prometheus_text, AuditRun};
+use crate::service::audit::{audit, probe_node};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -35,7 +35,7 @@ pub struct AuditArgs {
 
 /// `kvcr audit`, resolved.
 pub struct Audit {
-    pub inventory: crate::io::audit::Inventory,
+    pub inventory: crate::service::audit::Inventory,
     pub printer: crate::report::Printer,
     /// `--live`: judge against this node.
     pub live: bool,

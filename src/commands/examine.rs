@@ -1,5 +1,5 @@
 //! `kvcr examine FILE`: one descriptor decoded and checked on its own
-//! (`crate::io::examine`), printed as a table or the `kvcr.examine/v1`
+//! (`crate::service::examine`), printed as a table or the `kvcr.examine/v1`
 //! document.
 
 use crate::format::failure::Failure;
@@ -29,7 +29,7 @@ pub enum ExamineFormat {
 
 /// `kvcr examine FILE`.
 pub fn run(file: &Path, format: ExamineFormat) -> Result<i32, Failure> {
-    let e = crate::io::examine::examine(file, crate::io::node::now_unix_ms())?;
+    let e = crate::service::examine::examine(file, crate::io::node::now_unix_ms())?;
     let status = e.exit_status;
     emit(|out| match format {
         ExamineFormat::Json => crate::format::json::write(out, &e),

@@ -4,7 +4,7 @@
 use crate::format::failure::Failure;
 use crate::format::finding::Code;
 use crate::io::output::emit;
-use crate::report::explain;
+use crate::rules::explain;
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]

@@ -1,13 +1,13 @@
 //! `kvcr gms [PATH]...`: the read-only checker of what Dynamo's GPU Memory
 //! Service leaves on a node (docs/format.md §14): its arguments resolved
-//! into [`Options`], the service (`crate::io::gms`), and the one print
-//! (`crate::report::gms`).
+//! into [`Options`], the service (`crate::gms::run`), and the one print
+//! (`crate::gms::print`).
 
 use super::settings;
 use crate::format::failure::Failure;
-use crate::format::gms::parse_binding;
+use crate::gms::format::parse_binding;
+use crate::gms::rules::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
 use crate::io::output::emit;
-use crate::rules::gms::{Options, RecoveryAsk, DEFAULT_INTERVAL_MS, MAX_INTERVAL_MS};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -62,15 +62,15 @@ pub fn options(a: &GmsArgs) -> Options {
 
 /// Runs `kvcr gms` and prints its report; returns the exit status.
 pub fn run(a: &GmsArgs) -> Result<i32, Failure> {
-    let run = crate::io::gms::run(&options(a))?;
+    let run = crate::gms::run::run(&options(a))?;
     let status = run.exit_status();
     match a.format {
         GmsFormat::Table => {
-            let text = crate::report::gms::table(&run);
+            let text = crate::gms::print::table(&run);
             emit(|out| out.write_all(text.as_bytes()))?;
         }
         GmsFormat::Json => {
-            let doc = crate::report::gms::document(
+            let doc = crate::gms::print::document(
                 &run,
                 crate::io::node::now_unix_ms(),
                 &crate::io::node::hostname(),

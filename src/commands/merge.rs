@@ -6,7 +6,7 @@ use crate::format::failure::Failure;
 use crate::io::node::now_unix_ms;
 use crate::io::output::emit;
 use crate::report::audit::{print_audit, AuditRun};
-use crate::report::{self, Printer};
+use crate::report::Printer;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -103,30 +103,24 @@ pub fn run(paths: &[PathBuf], p: &Printer) -> Result<i32, Failure> {
         })
         .collect();
     let roots: Vec<String> = reports.iter().map(|(_, r)| r.root.clone()).collect();
-    let mut judgement = crate::rules::fleet::merge(reports, now_ms);
-    for r in judgement.groups.iter_mut().flat_map(|g| g.ranks.iter_mut()) {
-        r.age_ms = r.created_unix_ms.and_then(|c| now_ms.checked_sub(c));
-    }
-    report::headline::fill(
-        &mut judgement,
-        &report::headline::Invocation {
-            root: None,
-            live,
-            flags: Vec::new(),
-            merged: Some(
-                inputs
-                    .iter()
-                    .zip(roots)
-                    .map(|(i, root)| report::headline::MergeInput {
-                        report: i.report.clone(),
-                        host: i.host.clone(),
-                        root: Some(root),
-                        live: i.live && i.boot_id.is_some(),
-                    })
-                    .collect(),
-            ),
-        },
-    );
+    let invocation = crate::rules::cause::Invocation {
+        root: None,
+        live,
+        flags: Vec::new(),
+        merged: Some(
+            inputs
+                .iter()
+                .zip(roots)
+                .map(|(i, root)| crate::rules::cause::MergeInput {
+                    report: i.report.clone(),
+                    host: i.host.clone(),
+                    root: Some(root),
+                    live: i.live && i.boot_id.is_some(),
+                })
+                .collect(),
+        ),
+    };
+    let judgement = crate::rules::fleet::merge(reports, now_ms, &invocation);
     let meta = crate::format::meta::Meta::new(live, now_ms, judgement.exit_status());
     let run = AuditRun {
         meta,

@@ -10,9 +10,9 @@
 
 use crate::format::exit;
 use crate::format::failure::Failure;
-use crate::io::audit::Inventory;
 use crate::io::output::emit;
 use crate::rules::{GroupVerdict, Verdict};
+use crate::service::audit::Inventory;
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -41,10 +41,10 @@ pub const REVIEW: &str = "derived by kvcr profile from the very inventory it is 
 
 /// `kvcr profile`.
 pub fn run(inv: &Inventory) -> Result<i32, Failure> {
-    let probe = crate::io::audit::probe_node(inv.node_facts.as_deref())
+    let probe = crate::service::audit::probe_node(inv.node_facts.as_deref())
         .map_err(|e| Failure::usage(e, None))?;
     // Strict, as the import it prepares: a fact not checked rejects.
-    let audited = crate::io::audit::audit(inv, Some(probe.as_ref()), false, false, true)?.run;
+    let audited = crate::service::audit::audit(inv, Some(probe.as_ref()), false, false, true)?.run;
     let j = &audited.judgement;
     let refuse = |why: String| {
         crate::io::output::err_line(&format!(

@@ -12,9 +12,9 @@ use super::args::{InventoryArgs, OutputArgs};
 use super::profile::ProfileArgs;
 use crate::format::failure::Failure;
 use crate::format::profile::Profile;
-use crate::io::audit::{check_engine, Inventory, ProfileSource};
 use crate::report::Printer;
 use crate::rules::Expectations;
+use crate::service::audit::{check_engine, Inventory, ProfileSource};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -169,7 +169,7 @@ pub fn load_profile(path: &Path, from_env: bool) -> Result<Profile, Failure> {
     } else {
         path.display().to_string()
     };
-    crate::io::audit::load_profile(path, &shown)
+    crate::service::audit::load_profile(path, &shown)
 }
 
 /// Every output decision, from the flags and the terminal and environment:

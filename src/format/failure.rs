@@ -85,19 +85,6 @@ impl Failure {
     }
 }
 
-/// What to do when this user may not read the inventory at `root`: run as
-/// root or as the user that owns it (the root directory's owner, by uid).
-pub fn access_hint(root: &std::path::Path) -> String {
-    use std::os::unix::fs::MetadataExt;
-    let owner = std::fs::metadata(root)
-        .map(|m| format!("uid {}, the owner of {}", m.uid(), root.display()))
-        .unwrap_or_else(|_| "the owner of the inventory".to_string());
-    format!(
-        "run kvcr as root or as the inventory owner's user ({owner}); this user is uid {}",
-        rustix::process::geteuid().as_raw()
-    )
-}
-
 /// True when `e` (or its source) is a permission refusal (EACCES, EPERM).
 pub fn is_denied(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);

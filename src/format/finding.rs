@@ -88,7 +88,7 @@ pub enum Code {
 }
 
 /// One row of the finding-code table: everything a code is, in one place.
-/// The explanation (`kvcr explain`) is `report::explain`'s exhaustive match,
+/// The explanation (`kvcr explain`) is `rules::explain`'s exhaustive match,
 /// so a new code without one does not compile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Spec {
@@ -102,7 +102,7 @@ pub struct Spec {
     pub severity: Severity,
     /// Place in the headline's root-cause order (0 is named first); the
     /// ranks are a permutation of 0..75, checked when compiling
-    /// `report::headline::ROOT_ORDER`.
+    /// `rules::cause::ROOT_ORDER`.
     pub root_rank: u8,
     /// What the code judges: a kvcr inventory (`kvcr audit`, §5.3) or a
     /// GMS artifact (`kvcr gms`, §14.6).

@@ -10,7 +10,6 @@ pub mod descriptor;
 pub mod exit;
 pub mod failure;
 pub mod finding;
-pub mod gms;
 pub mod hex;
 pub mod ids;
 pub mod json;

@@ -87,3 +87,41 @@ pub fn classify_name(name: &OsStr) -> EntryKind {
         EntryKind::Stray
     }
 }
+
+// ---------------------------------------------------------------------------
+// GMS artifacts' names (docs/format.md §14.9): the audit's walk names a
+// stray file by them; the GMS reader (`crate::gms`) finds artifacts by them.
+// ---------------------------------------------------------------------------
+
+/// The vLLM cohort directory's suffix to the lock path's name.
+pub const VLLM_WRITERS: &str = ".vllm-writers";
+/// The SGLang cohort directory's suffix.
+pub const SGLANG_WRITERS: &str = ".writers";
+
+/// Whether `name` has the shape of a lease ring's file name
+/// (`gms-kv-lease-*.shm`), the pattern discovery lists in a ring directory.
+pub fn is_lease_file_name(name: &[u8]) -> bool {
+    name.len() > b"gms-kv-lease-.shm".len()
+        && name.starts_with(b"gms-kv-lease-")
+        && name.ends_with(b".shm")
+}
+
+/// What a name inside a kvcr inventory says of a GMS artifact, for the
+/// audit's stray notice (docs/format.md §14.9): `name` is the file's, `dir`
+/// its directory's. The audit reads nothing more than it does for any
+/// stray file.
+pub fn artifact_by_name(name: &str, dir: Option<&str>) -> Option<&'static str> {
+    if is_lease_file_name(name.as_bytes()) {
+        return Some("a GMS lease ring");
+    }
+    if name.starts_with("gms-kv-lease-") && name.ends_with(".shm.reserve") {
+        return Some("a GMS lease ring's reservation sidecar");
+    }
+    if name == "kv-recovery.mmap" {
+        return Some("GMS recovery metadata");
+    }
+    if dir.is_some_and(|d| d.ends_with(VLLM_WRITERS) || d.ends_with(SGLANG_WRITERS)) {
+        return Some("a file of a GMS writer-cohort directory");
+    }
+    None
+}

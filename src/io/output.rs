@@ -14,7 +14,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use crate::format::failure::Failure;
-use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::{AtFlags, Mode, OFlags};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Write};
@@ -122,7 +122,7 @@ impl InventoryDirs {
     /// and by the identity of the directory and of each of its ancestors,
     /// reached through `..` from the fd itself.
     fn holds(&self, fd: BorrowedFd<'_>) -> bool {
-        let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok();
+        let real = crate::io::procfs::ProcFs::system().fd_target(fd);
         if let (Some(real), Some(below)) = (&real, &self.below) {
             if real.starts_with(below) {
                 return true;

@@ -10,7 +10,8 @@
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -344,6 +345,63 @@ impl ProcFs {
         .map_err(|e| format!("cannot open {}: {e}", self.display("self/fd")))?;
         check_procfs(fd.as_fd(), &self.display("self/fd"))?;
         Ok(fd)
+    }
+
+    /// The path of fd `fd`'s magic link (`self/fd/N` beneath this root),
+    /// for the calls that take a path (binding a Unix socket beneath a held
+    /// directory); `Err` says why this root is not trusted (then no path
+    /// through it is given: a `self/fd/N` there could be a plain symlink).
+    pub fn fd_path(&self, fd: BorrowedFd<'_>) -> Result<PathBuf, String> {
+        self.fd_dir()?;
+        Ok(PathBuf::from(
+            self.display(&format!("self/fd/{}", fd.as_raw_fd())),
+        ))
+    }
+
+    /// What fd `fd` names, as the kernel says now (`readlink` of its magic
+    /// link beneath the checked `self/fd`); `None` when it cannot tell.
+    pub fn fd_target(&self, fd: BorrowedFd<'_>) -> Option<PathBuf> {
+        let dir = self.fd_dir().ok()?;
+        rustix::fs::readlinkat(dir, fd.as_raw_fd().to_string(), Vec::new())
+            .ok()
+            .map(|t| PathBuf::from(std::ffi::OsString::from_vec(t.into_bytes())))
+    }
+
+    /// Opens the inode fd `fd` names (an `O_PATH` fd included) anew with
+    /// `flags`, through its magic link beneath the checked `self/fd`.
+    pub fn reopen(&self, fd: BorrowedFd<'_>, flags: OFlags) -> std::io::Result<OwnedFd> {
+        let dir = self.fd_dir().map_err(std::io::Error::other)?;
+        rustix::io::retry_on_intr(|| {
+            rustix::fs::openat(dir, fd.as_raw_fd().to_string(), flags, Mode::empty())
+        })
+        .map_err(Into::into)
+    }
+
+    /// Sets the mode of the inode fd `fd` names (an `O_PATH` fd included,
+    /// which `fchmod` refuses), through its magic link beneath the checked
+    /// `self/fd`.
+    pub fn chmod(&self, fd: BorrowedFd<'_>, mode: u32) -> std::io::Result<()> {
+        let dir = self.fd_dir().map_err(std::io::Error::other)?;
+        rustix::fs::chmodat(
+            dir,
+            fd.as_raw_fd().to_string(),
+            Mode::from_raw_mode(mode),
+            rustix::fs::AtFlags::empty(),
+        )
+        .map_err(Into::into)
+    }
+
+    /// How many fds this process has open now (the entries of the checked
+    /// `self/fd`, less the one the count itself opens); `None` when it
+    /// cannot tell.
+    pub fn open_fds(&self) -> Option<u64> {
+        let dir = self.fd_dir().ok()?;
+        let listing = rustix::fs::Dir::read_from(dir).ok()?;
+        let n = listing
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_bytes() != b"." && e.file_name().to_bytes() != b"..")
+            .count() as u64;
+        Some(n.saturating_sub(1))
     }
 
     /// The directory listing GPUs, `driver/nvidia/gpus` beneath the root,

@@ -4,7 +4,7 @@
 //! signal, no pidfd.
 
 use super::rules::Liveness;
-use crate::io::gms::read::{parse_locks, KernelLock, LOCKS_BYTES};
+use crate::io::locks::{parse_locks, KernelLock, LOCKS_BYTES};
 use crate::io::procfs::ProcFs;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,6 @@
 //! Everything `kvcr pools` does to a file (docs/format.md §16.7): listing a
-//! pool directory by raw names, `O_RDONLY | O_NOFOLLOW` opens (the GMS
-//! reader's one read-only open, `crate::io::gms::read::open_ro`), `pread`
+//! pool directory by raw names, `O_RDONLY | O_NOFOLLOW` opens (the one read-only open the reader
+//! families share, `crate::io::read_only::open_ro`), `pread`
 //! bounded by the size `fstat` gave, and the G3 files' `lstat`. Never a
 //! lock, a write, a truncate, an unlink, an `mmap` or a create.
 
@@ -21,7 +21,7 @@ const CHUNK: u64 = 1 << 20;
 /// block: a 1 TiB G3 of 2 MiB blocks is ≈ 30 MB).
 pub const BODY_CAP: u64 = 1 << 30;
 
-pub use crate::io::gms::read::open_ro;
+pub use crate::io::read_only::open_ro;
 use rustix::io::retry_on_intr as retry;
 
 /// One entry of a pool directory.

@@ -1,5 +1,5 @@
 //! The `kvcr.examine/v1` document (one descriptor checked on its own, by
-//! `crate::io::examine`) and its table.
+//! `crate::service::examine`) and its table.
 
 use crate::format::descriptor::Descriptor;
 use crate::format::exit;

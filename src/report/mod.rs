@@ -1,13 +1,10 @@
-//! Printers: the table, the JSON document, Prometheus text, the group
-//! headline (cause and action, picked by causal order in `headline.rs`),
-//! `explain` texts (terminal sanitising lives in `crate::format::text`). The verdict core judges and
-//! words each finding; this module never judges.
+//! Printers: the table, the JSON document, Prometheus text, the examine
+//! and GMS documents (terminal sanitising lives in `crate::format::text`).
+//! The verdict core judges, words each finding and writes each group's
+//! cause and action (`crate::rules::cause`); this module never judges.
 
 pub mod audit;
 pub mod examine;
-pub mod explain;
-pub mod gms;
-pub mod headline;
 pub mod json;
 pub mod prometheus;
 pub mod table;
@@ -136,6 +133,3 @@ mod tests {
         assert!(!quiet.progress && quiet.verbosity == Verbosity::Quiet);
     }
 }
-
-#[cfg(test)]
-mod tests_code_table;

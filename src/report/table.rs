@@ -28,7 +28,8 @@ fn reason(p: &Printer, r: &RankVerdict, live: bool) -> Vec<String> {
     let rejects: Vec<&Finding> = r.findings.iter().filter(|f| f.is_reject()).collect();
     let mut lines: Vec<String> = match p.verbosity {
         Verbosity::Verbose => r.findings.iter().map(finding_line).collect(),
-        _ => match super::headline::row_cause(&rejects) {
+        // The row's cause is the core's choice (`rules::cause::fill`).
+        _ => match rejects.iter().find(|f| Some(f.code) == r.cause_code) {
             Some(first) if rejects.len() > 1 => {
                 vec![format!(
                     "{} (+{} more)",

@@ -313,6 +313,7 @@ mod tests {
             now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
             node: Some(n),
             expect: &expect,
+            invocation: &Default::default(),
         };
         judge(cands, Vec::new(), &ctx)
     }
@@ -365,6 +366,7 @@ mod tests {
             now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
             node: Some(&n),
             expect: &expect,
+            invocation: &Default::default(),
         };
         let j = judge(group(None, |_| {}), Vec::new(), &ctx);
         assert_eq!(j.groups[0].verdict, Verdict::Reject);
@@ -389,6 +391,7 @@ mod tests {
             now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
             node: Some(&unknown),
             expect: &expect,
+            invocation: &Default::default(),
         };
         let j = judge(group(Some(0o600), |_| {}), Vec::new(), &ctx);
         assert_eq!(j.groups[0].verdict, Verdict::Reject);

@@ -6,11 +6,12 @@
 //! (`consistency.rs`).
 
 pub(crate) mod across;
+pub mod cause;
 mod claims;
 mod consistency;
+pub mod explain;
 pub mod facts;
 pub(crate) mod fleet;
-pub(crate) mod gms;
 mod handles;
 mod incarnation;
 mod live;
@@ -18,8 +19,6 @@ pub mod own;
 mod ranks;
 mod staleness;
 
-#[cfg(test)]
-mod tests_gms;
 #[cfg(test)]
 mod tests_mutants;
 
@@ -137,6 +136,9 @@ pub struct Context<'a> {
     /// Live mode: the node's facts. `None` means not live.
     pub node: Option<&'a NodeFacts>,
     pub expect: &'a Expectations,
+    /// How the run was invoked: what the action's suggested commands
+    /// repeat ([`cause::fill`] finishes the verdict with it).
+    pub invocation: &'a cause::Invocation,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -213,6 +215,9 @@ pub struct RankVerdict {
     pub age_ms: Option<u64>,
     pub owner_pid: Option<i32>,
     pub checks: Vec<Check>,
+    /// The code the row names first among its rejecting findings: one no
+    /// other of them explains ([`cause::fill`]); `None` when none rejects.
+    pub cause_code: Option<Code>,
 }
 
 #[derive(Clone, Debug)]
@@ -232,10 +237,10 @@ pub struct GroupVerdict {
     /// the whole group is expected here.
     pub local_ranks: Option<RankSet>,
     pub verdict: Verdict,
-    /// One line: why the group is (not) usable. Written by the printers'
-    /// headline ([`crate::report::headline`]), not by the core.
+    /// One line: why the group is (not) usable, written by [`cause::fill`]
+    /// when the group is judged.
     pub cause: String,
-    /// One safe next step (from the headline too).
+    /// One safe next step (from [`cause::fill`] too).
     pub action: String,
     /// The code the headline names as the root cause; `None` when accepted.
     pub cause_code: Option<Code>,
@@ -271,7 +276,7 @@ pub struct Judgement {
     pub files: Vec<FileVerdict>,
     pub summary: Summary,
     /// One line: why the run exits with its status (the report's top-level
-    /// `cause`). Written by the headline ([`crate::report::headline`]).
+    /// `cause`). Written by [`cause::fill`] with the groups' causes.
     pub cause: String,
 }
 
@@ -437,7 +442,9 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
         }
     }
 
-    Judgement::new(groups, files, descriptors)
+    let mut j = Judgement::new(groups, files, descriptors);
+    cause::fill(&mut j, ctx.invocation);
+    j
 }
 
 /// Rank rows under construction.
@@ -612,6 +619,7 @@ fn judge_group(
                 not_checked: r.not_checked,
                 report: None,
                 checks: r.checks,
+                cause_code: None,
             }
         })
         .collect();
@@ -686,6 +694,8 @@ fn judge_group(
 
 #[cfg(test)]
 mod tests_check_status;
+#[cfg(test)]
+mod tests_code_table;
 #[cfg(test)]
 mod tests_flag_beats_profile;
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub fn findings(cand: Candidate, now_unix_ms: u64) -> Vec<Finding> {
         now_unix_ms,
         node: None,
         expect: &expect,
+        invocation: &Default::default(),
     };
     let own = cand.findings.clone();
     let j = super::judge(vec![cand], Vec::new(), &ctx);

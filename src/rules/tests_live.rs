@@ -79,28 +79,25 @@ fn judge_with(root: &Path, probe: &dyn NodeProbe, expect: &Expectations) -> Judg
         keep_allocations: true,
         producer_uid: None,
     };
-    let (cands, files) = crate::io::audit::collect(root, false, &opts).unwrap();
+    let (cands, files) = crate::service::audit::collect(root, false, &opts).unwrap();
     let pids: Vec<i32> = cands
         .iter()
         .filter_map(|c| c.descriptor.as_ref())
         .flat_map(|d| [d.owner.pid, d.writer.pid])
         .collect();
     let facts = node::gather(probe, pids);
+    let invocation = rules::cause::Invocation {
+        root: Some(root.display().to_string()),
+        live: true,
+        ..Default::default()
+    };
     let ctx = Context {
         now_unix_ms: crate::io::node::now_unix_ms(),
         node: Some(&facts),
         expect,
+        invocation: &invocation,
     };
-    let mut j = rules::judge(cands, files, &ctx);
-    crate::report::headline::fill(
-        &mut j,
-        &crate::report::headline::Invocation {
-            root: Some(root.display().to_string()),
-            live: true,
-            ..Default::default()
-        },
-    );
-    j
+    rules::judge(cands, files, &ctx)
 }
 
 /// Every (rank, code, message) of the only group.

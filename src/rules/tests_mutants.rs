@@ -41,6 +41,7 @@ fn run(cands: Vec<Candidate>, now_unix_ms: u64, expect: &Expectations) -> Judgem
         now_unix_ms,
         node: None,
         expect,
+        invocation: &Default::default(),
     };
     judge(cands, Vec::new(), &ctx)
 }

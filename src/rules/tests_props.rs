@@ -473,6 +473,7 @@ fn judge_default(cands: Vec<Candidate>, files: Vec<FileVerdict>) -> Judgement {
         now_unix_ms: NOW_MS,
         node: None,
         expect: &expect,
+        invocation: &Default::default(),
     };
     judge(cands, files, &ctx)
 }
@@ -793,7 +794,13 @@ proptest! {
     ) {
         let (cands, files) = order_inputs(&specs, strays);
         let expect = expectations(which);
-        let ctx = Context { now_unix_ms: NOW_MS, node: None, expect: &expect };
+        let invocation = Default::default();
+        let ctx = Context {
+            now_unix_ms: NOW_MS,
+            node: None,
+            expect: &expect,
+            invocation: &invocation,
+        };
         let a = judge(cands.clone(), files.clone(), &ctx);
         let shuffled: Vec<Candidate> = perm.iter().map(|&i| cands[i].clone()).collect();
         let mut rev_files = files;
@@ -815,6 +822,7 @@ fn both_orders(
         now_unix_ms: NOW_MS,
         node: None,
         expect,
+        invocation: &Default::default(),
     };
     let a = judge(cands.clone(), files.clone(), &ctx);
     let mut rc = cands;

@@ -22,7 +22,7 @@ fn judge_at(root: &Path, now_ms: u64, max_age_s: Option<u64>) -> Judgement {
         keep_allocations: false,
         producer_uid: None,
     };
-    let (cands, files) = crate::io::audit::collect(root, false, &opts).unwrap();
+    let (cands, files) = crate::service::audit::collect(root, false, &opts).unwrap();
     let expect = Expectations {
         max_age_s,
         ..Default::default()
@@ -31,6 +31,7 @@ fn judge_at(root: &Path, now_ms: u64, max_age_s: Option<u64>) -> Judgement {
         now_unix_ms: now_ms,
         node: None,
         expect: &expect,
+        invocation: &Default::default(),
     };
     rules::judge(cands, files, &ctx)
 }

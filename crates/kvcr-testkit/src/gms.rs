@@ -3,7 +3,7 @@
 //! lists of the GMS reference (lease rings, recovery metadata), plus the
 //! writer-cohort directories and the superseded formats. The layouts are
 //! written here from the upstream sources independently of kvcr's own
-//! decoder (`src/format/gms/mod.rs`), so a test that reads what this writes
+//! decoder (`src/gms/format.rs`), so a test that reads what this writes
 //! checks one against the other.
 //!
 //! Plain data only (bytes, strings, paths), as the rest of the test kit.

@@ -41,11 +41,10 @@ pub fn raise_nofile() -> (Option<u64>, Option<u64>) {
     (l.current, l.maximum)
 }
 
-/// The fds this process has open now (`/proc/self/fd`), when it can tell.
+/// The fds this process has open now (`self/fd` of the trusted `/proc`),
+/// when it can tell.
 fn open_now() -> Option<u64> {
-    let n = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
-    // The directory's own descriptor was one of them.
-    Some(n.saturating_sub(1))
+    crate::io::procfs::ProcFs::system().open_fds()
 }
 
 /// Whether `posix` allocations fit: `open` fds already open, the soft limit

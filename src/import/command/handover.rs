@@ -82,13 +82,19 @@ impl HandOver {
                 ),
             ));
         }
-        use std::os::fd::AsRawFd;
-        let held = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        let proc = crate::io::procfs::ProcFs::system();
+        let held = proc.fd_path(dir.as_fd()).map_err(|why| {
+            io::Error::other(format!(
+                "hand-over socket {}: {why}; the socket cannot be bound beneath the held \
+                 directory",
+                path.display()
+            ))
+        })?;
         // The path published in the ready file is absolute: the directory
         // that was checked and is held, as the kernel names it now (else
         // the path given, made absolute), never relative to kvcr's cwd.
-        let path = std::fs::read_link(&held)
-            .ok()
+        let path = proc
+            .fd_target(dir.as_fd())
             .filter(|d| d.is_absolute())
             .map(|d| d.join(&name))
             .or_else(|| std::path::absolute(&path).ok())
@@ -141,10 +147,7 @@ impl HandOver {
         };
         // Who may connect is decided by SO_PEERCRED, not by the file mode.
         // The mode of the very inode held (its O_PATH descriptor).
-        rustix::fs::chmod(
-            format!("/proc/self/fd/{}", node.as_raw_fd()).as_str(),
-            Mode::from_raw_mode(0o666),
-        )?;
+        proc.chmod(node.as_fd(), 0o666)?;
         rustix::net::listen(&out.listener, 16)?;
         Ok(out)
     }

@@ -21,9 +21,9 @@ use crate::import::report::{
 };
 use crate::import::report::{Check, Refusal};
 use crate::import::spec::Step;
-use crate::io::audit::Inventory;
 use crate::io::node::NodeProbe;
 use crate::report::audit::AuditRun;
+use crate::service::audit::Inventory;
 use rustix::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;

@@ -16,7 +16,7 @@ use std::time::Duration;
 /// What `kvcr import` is asked, resolved from its command line and the
 /// environment (`crate::commands::import`).
 pub struct Import {
-    pub inventory: crate::io::audit::Inventory,
+    pub inventory: crate::service::audit::Inventory,
     pub printer: crate::report::Printer,
     pub mode: Mode,
     /// `--hold --ready-file PATH`.
@@ -39,7 +39,7 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
     let spec = &s.backend;
     // One run: the probe, the plan and the backend see one GPU list.
     crate::io::node::gpus::keep_one_list();
-    let probe = crate::io::audit::probe_node(s.inventory.node_facts.as_deref())
+    let probe = crate::service::audit::probe_node(s.inventory.node_facts.as_deref())
         .map_err(|e| Failure::usage(e, None))?;
     let flag = spec.flag();
     let interrupted = move || signals::interrupted() || flag.load(Ordering::SeqCst);

@@ -670,6 +670,7 @@ mod tests {
             now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
             node: None,
             expect: &expect,
+            invocation: &Default::default(),
         };
         (v, judge(cands, Vec::new(), &ctx).groups.remove(0))
     }

@@ -23,11 +23,11 @@ use crate::import::gate::checks;
 use crate::import::plan::select::{self, Plan};
 use crate::import::report::Refusal;
 use crate::import::report::{rejecting_files, Mode, Report};
-use crate::io::audit::Inventory;
-use crate::io::audit::{self, Audited};
 use crate::io::node::NodeProbe;
 use crate::report::audit::AuditRun;
 use crate::rules::{GroupVerdict, Verdict};
+use crate::service::audit::Inventory;
+use crate::service::audit::{self, Audited};
 use std::collections::BTreeMap;
 use std::path::Path;
 

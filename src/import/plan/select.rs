@@ -1,7 +1,7 @@
 //! docs/format.md §8.1–8.2: select one audited group and plan it.
 //!
 //! The plan is built from the very descriptors the audit judged (the same
-//! bytes, parsed once; [`crate::io::audit::audit`] keeps them), never from a
+//! bytes, parsed once; [`crate::service::audit::audit`] keeps them), never from a
 //! second read of the inventory, so a file swapped between audit and import
 //! cannot slip in.
 

@@ -20,7 +20,7 @@ use crate::format::finding::Finding;
 use std::path::PathBuf;
 
 pub use crate::format::names::EntryKind;
-pub use perms::parse_user;
+pub use perms::{access_hint, parse_user};
 pub use reader::{ReadJob, Reader};
 pub use walk::{resolve_root, InventoryRoot, Listed};
 

@@ -636,7 +636,7 @@ fn stray_message(rel: &Path) -> String {
         .parent()
         .and_then(|p| p.file_name())
         .and_then(|n| n.to_str());
-    match crate::format::gms::artifact_by_name(name, dir) {
+    match crate::format::names::artifact_by_name(name, dir) {
         Some(what) => format!(
             "unexpected file; not read (named as {what}: check it with `kvcr gms`, \
              docs/format.md §14)"

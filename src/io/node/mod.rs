@@ -128,7 +128,7 @@ pub fn facts_source(facts: Option<&Path>) -> String {
 /// is an error: the run cannot happen. Beside the probe come the notes the
 /// operator is owed about where its facts come from (the facts file; or the
 /// `KVCR_PROC_ROOT` test hook and a `/proc` that is not trusted),
-/// terminal-safe; the caller prints them (`crate::io::audit::probe_node`), this
+/// terminal-safe; the caller prints them (`crate::service::audit::probe_node`), this
 /// module prints nothing.
 pub fn probe(
     facts: Option<&Path>,

@@ -18,14 +18,19 @@ const BOOT_ID_REL: &str = "sys/kernel/random/boot_id";
 pub struct Stat {
     /// Field 3: R, S, D, Z, X, ...
     pub state: char,
+    /// Field 9: the kernel's task flags (PF_EXITING is 0x4; the GMS
+    /// reader's fence, `crate::gms::read::process_state`, reads them).
+    pub flags: u64,
     /// Field 22: start time in clock ticks after boot.
     pub start_ticks: u64,
 }
 
 /// Parses `/proc/<pid>/stat`. The command name (field 2) sits between the
 /// first `(` and the LAST `)` and may hold spaces, parentheses and any byte,
-/// so everything is read after the last `)`: there, field 3 is index 0 and
-/// field 22 (starttime) is index 19.
+/// so everything is read after the last `)`: there, field 3 is index 0,
+/// field 9 (flags) index 6 and field 22 (starttime) index 19. The one
+/// parser of a process's or a task's stat (`/proc/<pid>/task/<tid>/stat`
+/// has the same fields).
 pub fn parse_stat(stat: &[u8]) -> Option<Stat> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
@@ -39,8 +44,13 @@ pub fn parse_stat(stat: &[u8]) -> Option<Stat> {
         }
         first
     };
+    let flags = fields.get(6)?.parse::<u64>().ok()?;
     let start_ticks = fields.get(19)?.parse::<u64>().ok()?;
-    Some(Stat { state, start_ticks })
+    Some(Stat {
+        state,
+        flags,
+        start_ticks,
+    })
 }
 
 /// Parses the boot id file: one UUID and a newline.
@@ -146,6 +156,7 @@ mod tests {
             s,
             Stat {
                 state: 'S',
+                flags: 4194560,
                 start_ticks: 123456
             }
         );

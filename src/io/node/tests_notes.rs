@@ -16,7 +16,7 @@ fn the_probe_returns_the_facts_file_note_with_the_path_escaped() {
     let t = tempfile::tempdir().unwrap();
     let path = t.path().join("facts\u{1b}[31m\u{202e}.json");
     std::fs::write(&path, facts_fixture()).unwrap();
-    let (_probe, notes) = node::probe(Some(&path), crate::io::audit::FACTS_ENV_NAMED).unwrap();
+    let (_probe, notes) = node::probe(Some(&path), crate::service::audit::FACTS_ENV_NAMED).unwrap();
     let shown = path
         .to_string_lossy()
         .replace('\u{1b}', "\\x1b")
@@ -35,7 +35,7 @@ fn a_bad_facts_file_is_an_error_and_no_note() {
     let t = tempfile::tempdir().unwrap();
     let path = t.path().join("facts.json");
     std::fs::write(&path, b"{").unwrap();
-    let e = node::probe(Some(&path), crate::io::audit::FACTS_ENV_NAMED)
+    let e = node::probe(Some(&path), crate::service::audit::FACTS_ENV_NAMED)
         .err()
         .expect("a bad facts file is an error");
     assert!(e.contains("bad node facts in"), "{e}");

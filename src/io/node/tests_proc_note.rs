@@ -76,7 +76,7 @@ fn child_reads_proc_through_the_hook() {
     // facts, a descriptor's reopen.
     let proc = ProcFs::system();
     assert_eq!(proc.note(), Some(want.as_str()));
-    let (probe, notes) = node::probe(None, crate::io::audit::FACTS_ENV_NAMED).unwrap();
+    let (probe, notes) = node::probe(None, crate::service::audit::FACTS_ENV_NAMED).unwrap();
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert_eq!(notes[0], want);
     assert!(notes[1].contains("is not procfs"), "{notes:?}");
@@ -134,7 +134,7 @@ fn child_ignores_the_hook_unless_installed() {
     let proc = ProcFs::system();
     assert_eq!(proc.note(), None);
     assert_eq!(proc.display("stat"), "/proc/stat");
-    let (_probe, notes) = node::probe(None, crate::io::audit::FACTS_ENV_NAMED).unwrap();
+    let (_probe, notes) = node::probe(None, crate::service::audit::FACTS_ENV_NAMED).unwrap();
     assert!(notes.iter().all(|n| !n.contains(ROOT_ENV)), "{notes:?}");
     println!("child-ran-to-the-end");
 }

@@ -137,8 +137,13 @@ pub fn oldest_input_age_ms(reports: &[(String, NodeReport)], at: u64) -> Option<
 }
 
 /// Merges per-node reports (name, report) into group verdicts, at the
-/// merge's clock `now_ms`.
-pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
+/// merge's clock `now_ms`, finished with their causes and actions for the
+/// merge invoked as `inv` ([`crate::rules::cause::fill`]).
+pub fn merge(
+    reports: Vec<(String, NodeReport)>,
+    now_ms: u64,
+    inv: &crate::rules::cause::Invocation,
+) -> Judgement {
     let mut files = Vec::new();
     let mut global = Vec::new();
 
@@ -292,8 +297,13 @@ pub fn merge(reports: Vec<(String, NodeReport)>, now_ms: u64) -> Judgement {
         }
         groups.push(merge_group(&engine, parts, &written, &pre));
     }
+    for r in groups.iter_mut().flat_map(|g| g.ranks.iter_mut()) {
+        r.age_ms = r.created_unix_ms.and_then(|c| now_ms.checked_sub(c));
+    }
     let descriptors = groups.iter().map(|g| g.ranks.len()).sum();
-    Judgement::new(groups, files, descriptors)
+    let mut j = Judgement::new(groups, files, descriptors);
+    crate::rules::cause::fill(&mut j, inv);
+    j
 }
 
 /// The group's identity as the nodes agree on it (docs/format.md §10):
@@ -752,10 +762,11 @@ fn judge_rank(
         incarnation: inc,
         epoch,
         created_unix_ms: r.created_unix_ms,
-        // Set by the caller against the merge's clock.
+        // Set by `merge` against the merge's clock.
         age_ms: None,
         owner_pid: r.owner_pid,
         checks: Vec::new(),
+        cause_code: None,
     }
 }
 
@@ -895,13 +906,13 @@ mod tests {
     #[test]
     fn a_report_built_with_a_bad_engine_id_is_refused_not_made_a_group() {
         let now = testkit::CREATED_UNIX_MS + 1000;
-        let j = merge(vec![("a.json".into(), report())], now);
+        let j = merge(vec![("a.json".into(), report())], now, &Default::default());
         assert_eq!(j.groups.len(), 1);
         assert_eq!(j.groups[0].engine_id, "unit");
         for bad in ["bad id", "", "e\u{1b}[31m"] {
             let mut r = report();
             r.groups[0].engine_id = bad.into();
-            let j = merge(vec![("a.json".into(), r)], now);
+            let j = merge(vec![("a.json".into(), r)], now, &Default::default());
             assert!(j.groups.is_empty(), "{bad:?}: {:?}", j.groups);
             let f = j.files.iter().find(|f| f.path == "a.json: groups").unwrap();
             assert_eq!(f.findings[0].code, Code::KV007);

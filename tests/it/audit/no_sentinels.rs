@@ -3,7 +3,7 @@
 //! checked engine id is its own type. Each test states the guarantee at
 //! the boundary where the old sentinel could be seen. Unit tests beside
 //! the code cover what has no outside boundary: the headline's world size
-//! (report/headline.rs), an unknown file mode (verdict/live.rs), a device
+//! (rules/cause.rs), an unknown file mode (verdict/live.rs), a device
 //! not asked of the driver (import/tests.rs), a hand-built report with a
 //! bad engine id (merge.rs) and a fleet check without a local world size
 //! (import/gate.rs).

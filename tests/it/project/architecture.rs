@@ -518,13 +518,15 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 /// is no exception list: the folders say where a module belongs.
 ///
 /// - `format`: what docs/format.md defines, as types and strict readers;
-/// - `rules`: the pure verdict core;
-/// - `report`: the printers (they take what the rules made; no I/O but the
+/// - `rules`: the pure verdict core (finished verdicts: cause and action
+///   included);
+/// - `io`: the adapters, everything that touches the system;
+/// - `report`: the printers (they print what the rules made; no I/O but the
 ///   writer they are handed);
-/// - `io`: everything that touches the system, and the audit service;
-/// - `pools`: `kvcr pools`, one vertical folder (see [`POOLS_LAYERS`]);
-/// - `offload`: the offload-tier reader, one vertical folder (see
-///   [`OFFLOAD_LAYERS`]);
+/// - `service`: the runs that drive the adapters, the rules and a printer
+///   (audit, examine);
+/// - `gms`, `pools`, `offload`: the reader families, each one vertical
+///   folder (see [`GMS_LAYERS`], [`POOLS_LAYERS`], [`OFFLOAD_LAYERS`]);
 /// - `import`: the import (see [`IMPORT_LAYERS`]);
 /// - `api`: the library;
 /// - `commands`: one file per subcommand, and the settings;
@@ -532,9 +534,10 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 const LAYERS: &[(&str, &[&str])] = &[
     ("format", &["format"]),
     ("rules", &["rules"]),
-    ("report", &["report"]),
     ("io", &["io"]),
-    ("readers", &["pools", "offload"]),
+    ("report", &["report"]),
+    ("service", &["service"]),
+    ("readers", &["gms", "pools", "offload"]),
     ("import", &["import"]),
     ("api", &["api"]),
     ("commands", &["commands"]),
@@ -576,6 +579,19 @@ const OFFLOAD_LAYERS: &[(&str, &[&str])] = &[
     ("report", &["print"]),
     ("io", &["walk"]),
     ("run", &["offload"]),
+];
+
+/// The layers inside a reader family's folder, lowest first (README.md
+/// "Architecture": a reader family is one vertical folder with its own
+/// format, rules, reads and printer), here `gms/`: the byte layouts, the
+/// checks, the reads, the printers, and the run that drives them ("gms"
+/// is its map, `gms/mod.rs`).
+const GMS_LAYERS: &[(&str, &[&str])] = &[
+    ("format", &["format"]),
+    ("rules", &["rules"]),
+    ("read", &["read"]),
+    ("print", &["print"]),
+    ("run", &["run", "gms"]),
 ];
 
 /// The back arrows still in `src/`: none, and none may be listed. The
@@ -730,6 +746,14 @@ fn the_import_reads_gate_plan_engine_driven_by_command() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     if let Err(msg) = judge_layers_in(&src, "import", IMPORT_LAYERS, &[]) {
         panic!("layering of src/import/ (tests/it/project/architecture.rs IMPORT_LAYERS):\n{msg}");
+    }
+}
+
+#[test]
+fn the_gms_family_reads_format_rules_read_print_run() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    if let Err(msg) = judge_layers_in(&src, "gms", GMS_LAYERS, &[]) {
+        panic!("layering of src/gms/ (tests/it/project/architecture.rs GMS_LAYERS):\n{msg}");
     }
 }
 
@@ -972,4 +996,49 @@ fn the_lints_hold_the_house_rules_and_only_these_places_opt_out() {
         "places that opt out of a house rule without being listed here:\n{}",
         found.join("\n")
     );
+}
+
+/// Lines of code (comments left out) under `src/` outside `io/procfs.rs`
+/// and the unit tests that name a path through `/proc/self/fd`.
+fn self_fd_paths(src: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (m, file) in modules(src) {
+        if m == "io::procfs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if code.contains("/proc/self/fd") || code.contains("\"self/fd") {
+                out.push(format!("{}:{}", file.display(), i + 1));
+            }
+        }
+    }
+    out
+}
+
+/// Every `/proc/self/fd` path goes through the trusted `/proc`
+/// (`io/procfs.rs`: `fd_path`, `fd_target`, `reopen`, `chmod`,
+/// `open_fds`), which checks it is procfs; none is built by hand.
+#[test]
+fn every_self_fd_path_goes_through_io_procfs() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = self_fd_paths(&src);
+    assert!(
+        found.is_empty(),
+        "/proc/self/fd built by hand (use crate::io::procfs::ProcFs):\n{}",
+        found.join("\n")
+    );
+    // The check sees one.
+    let planted = tempfile::tempdir().unwrap();
+    std::fs::create_dir(planted.path().join("api")).unwrap();
+    std::fs::write(
+        planted.path().join("api/mod.rs"),
+        "fn f(fd: i32) -> String {\n    format!(\"/proc/self/fd/{fd}\")\n}\n",
+    )
+    .unwrap();
+    assert_eq!(self_fd_paths(planted.path()).len(), 1);
 }

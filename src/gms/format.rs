@@ -163,34 +163,6 @@ pub fn default_namespace(file_name: &str, devices: u32) -> Option<String> {
     None
 }
 
-/// Whether `name` has the shape of a lease ring's file name
-/// (`gms-kv-lease-*.shm`), the pattern discovery lists in a ring directory.
-pub fn is_lease_file_name(name: &[u8]) -> bool {
-    name.len() > b"gms-kv-lease-.shm".len()
-        && name.starts_with(b"gms-kv-lease-")
-        && name.ends_with(b".shm")
-}
-
-/// What a name inside a kvcr inventory says of a GMS artifact, for the
-/// audit's stray notice (docs/format.md §14.9): `name` is the file's, `dir`
-/// its directory's. The audit reads nothing more than it does for any
-/// stray file.
-pub fn artifact_by_name(name: &str, dir: Option<&str>) -> Option<&'static str> {
-    if is_lease_file_name(name.as_bytes()) {
-        return Some("a GMS lease ring");
-    }
-    if name.starts_with("gms-kv-lease-") && name.ends_with(".shm.reserve") {
-        return Some("a GMS lease ring's reservation sidecar");
-    }
-    if name == "kv-recovery.mmap" {
-        return Some("GMS recovery metadata");
-    }
-    if dir.is_some_and(|d| d.ends_with(VLLM_WRITERS) || d.ends_with(SGLANG_WRITERS)) {
-        return Some("a file of a GMS writer-cohort directory");
-    }
-    None
-}
-
 /// The upper-case engine name GMS puts in its per-engine variables
 /// (`GMS_<ENGINE>_KV_LEASE_SHM_DIR`): `engine.upper().replace("-", "_")`.
 pub fn engine_env(engine: &str) -> String {
@@ -507,10 +479,10 @@ impl SnapshotWalk {
 
 /// `$FAILOVER_LOCK_PATH` when unset.
 pub const FAILOVER_LOCK_DEFAULT: &str = "/shared/failover.lock";
-/// The vLLM cohort directory's suffix to the lock path's name.
-pub const VLLM_WRITERS: &str = ".vllm-writers";
-/// The SGLang cohort directory's suffix.
-pub const SGLANG_WRITERS: &str = ".writers";
+// The writer-cohort directories' suffixes (`VLLM_WRITERS`,
+// `SGLANG_WRITERS`) and the lease ring's name shape are in
+// `crate::format::names`: the inventory walk names them too (§14.9).
+pub use crate::format::names::{is_lease_file_name, SGLANG_WRITERS, VLLM_WRITERS};
 /// The tombstone a retiring successor writes at offset 0.
 pub const TOMBSTONE: u8 = b'R';
 
@@ -649,6 +621,7 @@ pub fn marker_id(content: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::names::artifact_by_name;
 
     /// The lease ring's constants, as `rust_ring/src/lib.rs` @ 815b3158
     /// defines them (`LEASE_MAGIC`, `LEASE_VERSION`, `LEASE_HEADER_SIZE`,

@@ -1,4 +1,5 @@
-//! The group header's cause and action: the one line an operator reads.
+//! The verdict's cause and action: the one line an operator reads, chosen
+//! by the core when it judges (the printers only print it).
 //!
 //! A rejected group usually carries several findings, and most follow from
 //! one of them: a duplicated file also clashes on its GPU and its handles, a
@@ -207,7 +208,10 @@ fn pick<'a, 'b>(cands: &'b [Candidate<'a>]) -> Option<(&'b Candidate<'a>, Vec<Co
     Some((root, explained))
 }
 
-/// Writes every group's cause, action and cause code, and the run's cause.
+/// Finishes a judgement: writes every group's cause, action and cause
+/// code, every rank row's cause code, and the run's cause. The judge
+/// ([`crate::rules::judge`], [`crate::rules::fleet::merge`]) calls it last;
+/// printers only read what it wrote.
 pub fn fill(j: &mut Judgement, inv: &Invocation) {
     let files = std::mem::take(&mut j.files);
     for g in &mut j.groups {
@@ -215,6 +219,10 @@ pub fn fill(j: &mut Judgement, inv: &Invocation) {
         g.cause_code = code;
         g.cause = cause;
         g.action = action;
+        for r in &mut g.ranks {
+            let rejects: Vec<&Finding> = r.findings.iter().filter(|f| f.is_reject()).collect();
+            r.cause_code = row_cause(&rejects).map(|f| f.code);
+        }
     }
     j.files = files;
     j.cause = run_cause(j);
@@ -541,7 +549,7 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
                  packaged units, then audit again; if it is not, someone else wrote into the \
                  inventory: do not import"
             ),
-            _ => crate::report::explain::action(f.code).to_string(),
+            _ => crate::rules::explain::action(f.code).to_string(),
         },
         // Two reports of one node in `kvcr merge`: the inputs are wrong.
         Code::KV102 if f.subject == Subject::MergeInputs => format!(
@@ -588,7 +596,7 @@ fn action_for(f: &Finding, g: &GroupVerdict, inv: &Invocation) -> String {
                 tied.get(1..).map(|t| t.join(", ")).unwrap_or_default()
             )
         }
-        c => crate::report::explain::action(c).to_string(),
+        c => crate::rules::explain::action(c).to_string(),
     }
 }
 
@@ -847,6 +855,7 @@ mod tests {
             now_unix_ms: testkit::CREATED_UNIX_MS + 1000,
             node: None,
             expect: &expect,
+            invocation: &Default::default(),
         };
         let mut j = judge(cands, Vec::new(), &ctx);
         let g = j.groups.remove(0);

@@ -4,9 +4,9 @@
 //! this PID namespace, a holder that is exiting).
 
 use crate::format::finding::{Code, Finding, Severity};
-use crate::format::gms as format;
-use crate::io::gms::read as io;
-use crate::rules::gms::*;
+use crate::gms::format;
+use crate::gms::read as io;
+use crate::gms::rules::*;
 use crate::testkit::gms as kit;
 
 fn lease_read(bytes: &[u8]) -> LeaseRead {

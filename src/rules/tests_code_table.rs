@@ -2,8 +2,8 @@
 //! code's id, name, severity and root-cause rank.
 
 use crate::format::finding::{Code, Family, Severity, TABLE};
-use crate::report::explain::explain;
-use crate::report::headline::ROOT_ORDER;
+use crate::rules::cause::ROOT_ORDER;
+use crate::rules::explain::explain;
 use std::collections::BTreeSet;
 
 #[test]

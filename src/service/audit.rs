@@ -8,7 +8,6 @@ use crate::format::failure::Failure;
 use crate::format::profile::{parse_profile, Profile, ProfileError};
 use crate::io::node::{self, now_unix_ms, NodeProbe};
 use crate::io::pipeline;
-use crate::report;
 use crate::report::audit::AuditRun;
 use crate::rules::Expectations;
 use crate::rules::{self, Candidate, Context, FileVerdict};
@@ -74,7 +73,7 @@ impl Inventory {
         crate::io::inventory::resolve_root(root).map_err(|e| {
             let denied = crate::format::failure::is_denied(&e);
             let hint = if denied {
-                Some(crate::format::failure::access_hint(root))
+                Some(crate::io::inventory::access_hint(root))
             } else if !given {
                 Some(format!(
                     "no ROOT and no KVCR_INVENTORY, so kvcr used the default {DEFAULT_ROOT} \
@@ -168,8 +167,8 @@ pub fn collect(
         }
     };
     let collected = pipeline::collect(root, opts, &mut tick).map_err(|e| {
-        let hint = crate::format::failure::is_denied(&e)
-            .then(|| crate::format::failure::access_hint(root));
+        let hint =
+            crate::format::failure::is_denied(&e).then(|| crate::io::inventory::access_hint(root));
         let kind = if hint.is_some() {
             crate::format::failure::Kind::PermissionDenied
         } else {
@@ -222,7 +221,7 @@ fn refuse_denied(root: &Path, cands: &[Candidate], files: &[FileVerdict]) -> Res
                 String::new()
             }
         ),
-        Some(crate::format::failure::access_hint(root)),
+        Some(crate::io::inventory::access_hint(root)),
     )
     .of_kind(crate::format::failure::Kind::PermissionDenied))
 }
@@ -306,21 +305,19 @@ fn judge_collected(
             .flat_map(|d| [d.owner.pid, d.writer.pid]);
         node::gather(p, pids)
     });
+    let invocation = rules::cause::Invocation {
+        root: Some(root.display().to_string()),
+        live: probe.is_some(),
+        flags: repeat_flags(inv),
+        merged: None,
+    };
     let ctx = Context {
         now_unix_ms: now_ms,
         node: facts.as_ref(),
         expect: &expect,
+        invocation: &invocation,
     };
-    let mut judgement = rules::judge(cands, files, &ctx);
-    report::headline::fill(
-        &mut judgement,
-        &report::headline::Invocation {
-            root: Some(root.display().to_string()),
-            live: probe.is_some(),
-            flags: repeat_flags(inv),
-            merged: None,
-        },
-    );
+    let judgement = rules::judge(cands, files, &ctx);
     let mut meta = crate::format::meta::Meta::new(probe.is_some(), now_ms, judgement.exit_status());
     // In live mode the hostname the descriptors were checked against (so a
     // fleet of facts files matches itself), else uname's.

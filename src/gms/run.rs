@@ -1,17 +1,16 @@
 //! The GMS service (docs/format.md §14): finds the artifacts (where GMS
 //! puts them, or in the PATHs given), reads every one once, waits the
 //! interval, reads every one again, gathers the live facts and judges
-//! (`crate::rules::gms`); printing is `crate::report::gms`'s. [`read`] is
+//! (`crate::gms::rules`); printing is `crate::gms::print`'s.
+//! `crate::gms::read` is
 //! everything that touches the system: discovery, the read-only opens,
 //! `/proc/locks`, the cohort probe, the processes `--live` asks about.
 
-pub mod read;
-
-use self::read as io;
 use crate::format::failure::{Failure, Kind as FailureKind};
-use crate::format::gms::{self as format, Magic, Superseded};
 use crate::format::names::display_path;
-use crate::rules::gms::{
+use crate::gms::format::{self as format, Magic, Superseded};
+use crate::gms::read as io;
+use crate::gms::rules::{
     self as rules, Artifact, CohortRead, Facts, Kind, LeaseRead, Looked, Options, RecoveryAsk,
     RecoveryRead, Run, SupersededRead, NAMESPACE_DEVICES,
 };
