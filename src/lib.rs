@@ -4,8 +4,8 @@
 //! defines: types and strict readers) → `rules` (the verdict core: facts
 //! in, finished verdicts out) → `io` (the inventory walk, node probes, the
 //! CUDA FFI, the trusted `/proc`) → `report` (printers) → `service` (the
-//! audit and examine runs) → `gms` (a reader family: its own format, rules,
-//! reads, printer and run) → `import` (gate → plan → engine, driven by its
+//! audit and examine runs) → `gms`, `pools`, `offload` (the reader families:
+//! each its own format, rules, reads, printer and run) → `import` (gate → plan → engine, driven by its
 //! command) → [`api`] (the library) → `commands`
 //! (one file per subcommand) → `cli`. README.md's "Architecture" section
 //! says what each holds.

@@ -10,7 +10,8 @@ ready and imports from the plan it returns. Every rule is kvcr's own Rust
 code (``kvcr_audit::api``), the same the ``kvcr`` command runs: nothing here
 re-implements a check. See docs/python.md and docs/format.md §13.
 
-The package reads no environment variable: what the ``kvcr`` command takes
+The package reads no environment variable (except ``gms`` given no ``env=``,
+which passes ``os.environb`` as GMS's variables): what the ``kvcr`` command takes
 from ``KVCR_PROFILE``, ``KVCR_NODE_FACTS`` and ``KVCR_THREADS`` are the
 arguments ``profile=``, ``node_facts=`` and ``threads=`` here. It prints
 nothing: the notes the command prints on stderr go to the ``kvcr_audit`` logger

@@ -37,6 +37,7 @@ def gms(
     num_blocks: Optional[int],
     binding: Optional[str],
     interval_ms: Optional[int],
+    env: List[Tuple[bytes, bytes]],
 ) -> str: ...
 def pools(
     paths: List[bytes],

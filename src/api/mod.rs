@@ -8,8 +8,8 @@
 //! `kvcr seal` and `kvcr digest` on JSON text, [`write_rank_json`] is the
 //! writer of docs/format.md §3.5, [`gate`] is `kvcr import` up to (not
 //! including) the driver check (§8.9), answering with the import plan,
-//! [`gms`] is `kvcr gms --format json` (§14), [`offload`] is
-//! `kvcr offload --format json` (§15).
+//! [`gms`] is `kvcr gms --format json` (§14), [`pools`] is `kvcr pools
+//! --format json` (§16), [`offload`] is `kvcr offload --format json` (§15).
 //!
 //! Documents (reports, plans) come back as the exact JSON text the command
 //! prints ([`Document`]), so a caller parses them with the JSON library it

@@ -6,7 +6,7 @@ use clap::Args;
 
 #[derive(Args, Debug, Clone)]
 pub struct SchemaArgs {
-    /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report, the ready file, the error document, the import plan or the GMS report.
+    /// Which document: the audit report, a rank-<R>.json descriptor, a deployment profile, the import report, the ready file, the error document, the import plan, the GMS report, the offload report or the pools report.
     #[arg(value_enum, value_name = "WHICH")]
     pub which: crate::format::ids::Kind,
 }

@@ -86,7 +86,7 @@ pub const ROOT_ORDER: [Code; Code::ALL.len()] = {
 
 // The order is built at compile time, and building it fails unless the
 // table's root ranks are a permutation of all codes: this names it so that
-// every build, not only the tests' (src/report/tests_code_table.rs), checks.
+// every build, not only the tests' (src/rules/tests_code_table.rs), checks.
 const _: [Code; Code::ALL.len()] = ROOT_ORDER;
 
 /// One rejecting finding the headline may name, and where it is.

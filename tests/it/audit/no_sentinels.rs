@@ -3,10 +3,10 @@
 //! checked engine id is its own type. Each test states the guarantee at
 //! the boundary where the old sentinel could be seen. Unit tests beside
 //! the code cover what has no outside boundary: the headline's world size
-//! (rules/cause.rs), an unknown file mode (verdict/live.rs), a device
-//! not asked of the driver (import/tests.rs), a hand-built report with a
-//! bad engine id (merge.rs) and a fleet check without a local world size
-//! (import/gate.rs).
+//! (rules/cause.rs), an unknown file mode (rules/live.rs), a device
+//! not asked of the driver (import/engine/tests.rs), a hand-built report with a
+//! bad engine id (rules/fleet/merge.rs) and a fleet check without a local world size
+//! (import/gate/fleet.rs).
 
 use crate::util::fleet::{merge_paths, refused, Fleet};
 use crate::util::testkit::Desc;
