@@ -59,3 +59,31 @@ pub fn parse_locks(text: &str) -> Vec<KernelLock> {
     }
     out
 }
+
+/// The file `PID/fd/FD` (below the trusted `/proc` root `root`) names, as
+/// (major, minor, inode), when it is one of `wanted` and the descriptor's
+/// `fdinfo` shows a `lock:` line: the process holds a lock through that
+/// descriptor (an open-file-description lock names no pid in /proc/locks).
+/// The one check the GMS reader and `kvcr pools` both make.
+pub fn fd_holds_lock(
+    proc: &crate::io::procfs::ProcFs,
+    root: std::os::fd::BorrowedFd<'_>,
+    pid: impl std::fmt::Display,
+    fd: &str,
+    wanted: &std::collections::BTreeSet<(u32, u32, u64)>,
+) -> Option<(u32, u32, u64)> {
+    let link = format!("{pid}/fd/{fd}");
+    let st = rustix::fs::statat(root, link.as_str(), rustix::fs::AtFlags::empty()).ok()?;
+    let key = (
+        rustix::fs::major(st.st_dev),
+        rustix::fs::minor(st.st_dev),
+        st.st_ino,
+    );
+    if !wanted.contains(&key) {
+        return None;
+    }
+    let info = proc.read(&format!("{pid}/fdinfo/{fd}")).ok()?;
+    info.split(|&c| c == b'\n')
+        .any(|l| l.starts_with(b"lock:"))
+        .then_some(key)
+}

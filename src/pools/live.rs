@@ -109,7 +109,7 @@ impl Snapshot {
         wanted: &BTreeSet<(u32, u32, u64)>,
         listeners: &BTreeMap<u64, String>,
     ) {
-        use rustix::fs::{AtFlags, OFlags};
+        use rustix::fs::OFlags;
         let Ok(root) = proc.root() else { return };
         let locked: BTreeSet<(u32, u32, u64)> = self
             .locks
@@ -159,19 +159,8 @@ impl Snapshot {
                 if locked.is_empty() {
                     continue;
                 }
-                let Ok(st) = rustix::fs::statat(root, link.as_str(), AtFlags::empty()) else {
-                    continue;
-                };
-                let key = (
-                    rustix::fs::major(st.st_dev),
-                    rustix::fs::minor(st.st_dev),
-                    st.st_ino,
-                );
-                if !locked.contains(&key) {
-                    continue;
-                }
-                let info = proc.read(&format!("{pid}/fdinfo/{fd}"));
-                if info.is_ok_and(|b| b.split(|&c| c == b'\n').any(|l| l.starts_with(b"lock:"))) {
+                let held = crate::io::locks::fd_holds_lock(proc, root, pid, &fd, &locked);
+                if let Some(key) = held {
                     self.holders.entry(key).or_default().insert(pid);
                 }
             }

@@ -66,20 +66,8 @@ impl LockTable {
             };
             for fd in fds {
                 let fd = fd.to_string_lossy().into_owned();
-                let link = format!("{pid}/fd/{fd}");
-                let Ok(st) = rustix::fs::statat(root, link.as_str(), AtFlags::empty()) else {
-                    continue;
-                };
-                let key = (
-                    rustix::fs::major(st.st_dev),
-                    rustix::fs::minor(st.st_dev),
-                    st.st_ino,
-                );
-                if !wanted.contains(&key) {
-                    continue;
-                }
-                let info = self.proc.read(&format!("{pid}/fdinfo/{fd}"));
-                if info.is_ok_and(|b| b.split(|&c| c == b'\n').any(|l| l.starts_with(b"lock:"))) {
+                let held = crate::io::locks::fd_holds_lock(self.proc, root, pid, &fd, wanted);
+                if let Some(key) = held {
                     self.fd_holders.entry(key).or_default().insert(pid);
                 }
             }
