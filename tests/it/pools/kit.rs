@@ -45,6 +45,52 @@ pub struct Made {
     pub name: String,
     /// The original `(st_dev, st_ino)`, which the handback digest covers.
     pub identity: (u64, u64),
+    /// This snapshot's share of [`DISK_BUDGET`], given back when the
+    /// last file of the snapshot is dropped.
+    _permit: std::sync::Arc<Permit>,
+}
+
+/// The most bytes the pools tests keep allocated at once. Each snapshot
+/// is about 210 MB of `fallocate`d pool files (KVCR allocates its journal
+/// and pool whole, and a sparse file is KV407); with one test per core a
+/// machine with many cores would otherwise fill a small disk.
+pub const DISK_BUDGET: u64 = 1 << 30;
+
+static IN_USE: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
+static FREED: std::sync::Condvar = std::sync::Condvar::new();
+
+thread_local! {
+    /// Snapshots this test's thread holds.
+    static HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Bytes of [`DISK_BUDGET`] held by one snapshot.
+#[derive(Debug)]
+struct Permit(u64);
+
+impl Permit {
+    /// Waits until `bytes` fit in the budget (a snapshot larger than the
+    /// whole budget waits until it is alone). A test that already holds a
+    /// snapshot never waits for a second one, so two tests each holding
+    /// one cannot wait on each other.
+    fn take(bytes: u64) -> Permit {
+        let nested = HELD.with(|h| h.replace(h.get() + 1)) > 0;
+        let mut used = IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        while !nested && *used > 0 && *used + bytes > DISK_BUDGET {
+            used = FREED.wait(used).unwrap_or_else(|e| e.into_inner());
+        }
+        *used += bytes;
+        Permit(bytes)
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut used = IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        *used -= self.0;
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+        FREED.notify_all();
+    }
 }
 
 impl Made {
@@ -61,15 +107,25 @@ pub fn snapshot(name: &str, dir: &Path) -> Vec<Made> {
     let text = std::fs::read_to_string(repo().join(format!("fixtures/pools/{name}.json"))).unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap();
     std::fs::create_dir_all(dir).unwrap();
+    let files = doc["files"].as_array().unwrap();
+    let total = files.iter().map(|f| f["size"].as_u64().unwrap()).sum();
+    let permit = std::sync::Arc::new(Permit::take(total));
     let mut out = Vec::new();
-    for f in doc["files"].as_array().unwrap() {
+    for f in files {
         let fname = f["name"].as_str().unwrap().to_string();
         let path = dir.join(&fname);
         let file = std::fs::File::create(&path).unwrap();
         let size = f["size"].as_u64().unwrap();
         file.set_len(size).unwrap();
         // Allocated as KVCR allocates it, where the file system allows.
-        let _ = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size);
+        if let Err(e) = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size) {
+            assert!(
+                e != rustix::io::Errno::NOSPC,
+                "{}: no room to allocate {size} bytes; the pools tests keep up to {DISK_BUDGET} \
+                 bytes allocated under TMPDIR at once",
+                path.display()
+            );
+        }
         for p in f["pages"].as_array().unwrap() {
             file.write_all_at(&b64(p[1].as_str().unwrap()), p[0].as_u64().unwrap())
                 .unwrap();
@@ -80,6 +136,7 @@ pub fn snapshot(name: &str, dir: &Path) -> Vec<Made> {
             path,
             name: fname,
             identity: (f["st_dev"].as_u64().unwrap(), f["st_ino"].as_u64().unwrap()),
+            _permit: permit.clone(),
         });
     }
     out
