@@ -2,12 +2,9 @@
 //! and verdict, from what the walk found ([`super::scan`]). Pure: no I/O,
 //! no clock (the caller passes the time).
 
-use super::canon::{canonical, Canonical, CONFIG_MAX_BYTES};
 use super::grammar::{pt_hash_text, Key};
-use super::scan::{
-    BlockFile, Config, FlatSet, Loose, MpIdent, NsScan, Paths, PtIdent, RootScan, Scan, Staged,
-    State,
-};
+use super::scan::{FlatSet, Loose, MpIdent, Paths, PtIdent, RootScan, Scan, Staged, State};
+use super::tally::{mode, plural, BlockCheck, SizeIs, Tallies, Wording};
 use crate::format::finding::{Code, Finding, Severity};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -59,7 +56,7 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    fn llmd_bpb(&self, group: u32) -> Option<u64> {
+    pub(super) fn llmd_bpb(&self, group: u32) -> Option<u64> {
         self.bytes_per_block
             .get(&Some(group))
             .or_else(|| self.bytes_per_block.get(&None))
@@ -139,7 +136,7 @@ pub struct Set {
 }
 
 impl Set {
-    fn new(path: String, producer: &'static str) -> Set {
+    pub(super) fn new(path: String, producer: &'static str) -> Set {
         Set {
             path,
             producer,
@@ -168,7 +165,7 @@ impl Set {
             .min_by_key(|f| f.code)
     }
 
-    fn list(&mut self, b: ListedBlock) {
+    pub(super) fn list(&mut self, b: ListedBlock) {
         self.listed_count += 1;
         if self.listed.len() < LIST_CAP {
             self.listed.push(b);
@@ -180,7 +177,7 @@ impl Set {
 pub fn judge(scan: Scan, choice: Choice, geo: &Geometry, now_s: i64) -> Vec<Set> {
     let mut sets = Vec::new();
     for ns in scan.namespaces {
-        sets.push(family(ns, choice, geo, now_s));
+        sets.push(super::family::family(ns, choice, geo, now_s));
     }
     let mp_worlds = worlds(scan.mp.keys().map(|k| (k.model.clone(), k.world as u32)));
     for (id, fs) in scan.mp {
@@ -208,20 +205,8 @@ fn worlds(it: impl Iterator<Item = (Vec<u8>, u32)>) -> HashMap<Vec<u8>, BTreeSet
     m
 }
 
-fn plural(n: u64, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
-    }
-}
-
-fn ranks_text(r: &[u32]) -> String {
-    crate::format::rankset::compress_ranks(&r.iter().map(|&x| x as u64).collect::<Vec<_>>())
-}
-
 /// Findings every set gets from its loose entries.
-fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &str) {
+pub(super) fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &str) {
     if !loose.symlinks.is_empty() {
         let first = loose.symlinks.items[0].clone();
         set.findings.push(
@@ -368,717 +353,7 @@ fn unattributed(r: RootScan, now_s: i64) -> Option<Set> {
     Some(set)
 }
 
-/// The size problems of one file against an expected size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SizeIs {
-    Ok,
-    Short(u64),
-    Long(u64),
-    Misaligned(u64),
-    Partial,
-}
-
-/// Aggregates one code's findings into one line per set.
-#[derive(Default)]
-struct Tally {
-    count: u64,
-    first: Option<(String, String, String)>,
-}
-
-impl Tally {
-    fn add(&mut self, path: impl FnOnce() -> String, expected: String, found: String) {
-        self.count += 1;
-        if self.first.is_none() {
-            self.first = Some((path(), expected, found));
-        }
-    }
-
-    fn finish(self, set: &mut Set, code: Code, severity: Severity, what: &str) {
-        let Some((path, expected, found)) = self.first else {
-            return;
-        };
-        let msg = format!(
-            "{} {what} (first: {path}: {found}, expected {expected})",
-            plural(self.count, "file", "files")
-        );
-        let f = match severity {
-            Severity::Reject => Finding::reject(code, msg),
-            Severity::Notice => Finding::notice(code, msg),
-        };
-        set.findings.push(f.at(path).values(expected, found));
-    }
-}
-
-/// The most common size among `sizes` (ties: the larger).
-fn mode(sizes: impl Iterator<Item = u64>) -> Option<u64> {
-    let mut m: HashMap<u64, u64> = HashMap::new();
-    for s in sizes {
-        *m.entry(s).or_default() += 1;
-    }
-    m.into_iter().max_by_key(|&(s, n)| (n, s)).map(|(s, _)| s)
-}
-
-fn int_field(c: &Canonical, k: &str) -> Option<u64> {
-    c.fields.get(k).and_then(Value::as_u64)
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fam {
-    Vllm,
-    Llmd,
-    /// llm-d or vLLM 0.22.0: identical fields.
-    LlmdOr022,
-    Unknown,
-}
-
-/// A vLLM or llm-d namespace (docs/format.md §15.2).
-fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
-    let path = ns.path();
-    let mut findings = Vec::new();
-    // config.json and the digest.
-    let canon: Option<Canonical> =
-        match &ns.config {
-            Config::Missing => {
-                findings.push(
-                    Finding::reject(
-                        Code::KV301,
-                        format!(
-                            "{path}/config.json is missing: the namespace cannot be verified (the \
-                    engine recreates it only at its next start)"
-                        ),
-                    )
-                    .at(format!("{path}/config.json")),
-                );
-                None
-            }
-            Config::Symlink => {
-                findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is a symlink, never followed: the namespace cannot be \
-                    verified"),
-            ).at(format!("{path}/config.json")));
-                None
-            }
-            Config::Special(kind) => {
-                findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is a {kind}, never opened: the namespace cannot be \
-                    verified"),
-            ).at(format!("{path}/config.json")));
-                None
-            }
-            Config::TooLarge(n) => {
-                findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is {n} bytes, over the {CONFIG_MAX_BYTES}-byte limit: \
-                    the namespace cannot be verified"),
-            ).at(format!("{path}/config.json")));
-                None
-            }
-            Config::Read(bytes) => match canonical(bytes) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    findings.push(
-                        Finding::reject(
-                            Code::KV301,
-                            format!(
-                            "{path}/config.json ({} bytes) is {}: the namespace cannot be verified",
-                            bytes.len(),
-                            e.describe()
-                        ),
-                        )
-                        .at(format!("{path}/config.json")),
-                    );
-                    None
-                }
-            },
-        };
-    let any_high_rank = ns.ranks.keys().any(|&r| r >= 1);
-    let fam = match (&canon, choice) {
-        (_, Choice::Vllm) => Fam::Vllm,
-        (_, Choice::Llmd) => Fam::Llmd,
-        (Some(c), _) => {
-            if c.fields.contains_key("tokens_per_hash") && c.fields.contains_key("blocks_per_file")
-            {
-                Fam::Vllm
-            } else if c.fields.contains_key("hash_block_size")
-                && c.fields.contains_key("gpu_blocks_per_file")
-            {
-                if any_high_rank {
-                    Fam::Llmd
-                } else {
-                    Fam::LlmdOr022
-                }
-            } else {
-                Fam::Unknown
-            }
-        }
-        (None, _) if any_high_rank => Fam::Llmd,
-        (None, _) => Fam::Unknown,
-    };
-    let producer = match fam {
-        Fam::Vllm => "vllm",
-        Fam::Llmd => "llmd",
-        Fam::LlmdOr022 => "llmd-or-vllm-0.22",
-        Fam::Unknown => "vllm-family",
-    };
-    let mut set = Set::new(path.clone(), producer);
-    set.findings = findings;
-    let base_text = String::from_utf8_lossy(&ns.base).into_owned();
-    set.identity.insert("namespace".into(), json!(base_text));
-    if let Some(c) = &canon {
-        for k in [
-            "model_name",
-            "tp_size",
-            "pp_size",
-            "pcp_size",
-            "dcp_size",
-            "dtype",
-            "tokens_per_hash",
-            "blocks_per_file",
-            "hash_block_size",
-            "gpu_blocks_per_file",
-            "parallel_agnostic",
-            "replicated_layout",
-            "canonical_format",
-        ] {
-            if let Some(v) = c.fields.get(k) {
-                set.identity.insert(k.into(), v.clone());
-            }
-        }
-        set.identity
-            .insert("digest".into(), json!(c.sha256_hex()[..12].to_string()));
-        // The digest and the model prefix, byte for byte.
-        let (prefix, digest) =
-            super::grammar::namespace_dir(&ns.base).unwrap_or((&ns.base[..], ""));
-        let d12 = c.digest12();
-        if d12 != digest {
-            set.findings.push(
-                Finding::reject(
-                    Code::KV302,
-                    format!(
-                        "{base_text}: the directory's digest is {digest}, config.json's fields \
-                            give {d12}: the engine would never open this directory for the \
-                            configuration it records"
-                    ),
-                )
-                .at(path.clone())
-                .values(&d12, digest),
-            );
-        }
-        match c.safe_model() {
-            Some(m) if m.as_bytes() == prefix => {}
-            Some(m) => set.findings.push(
-                Finding::reject(
-                    Code::KV302,
-                    format!(
-                        "{base_text}: the directory's model prefix is {}, config.json's model_name \
-                            gives {m}",
-                        String::from_utf8_lossy(prefix)
-                    ),
-                )
-                .at(path.clone())
-                .values(&m, String::from_utf8_lossy(prefix)),
-            ),
-            None => set.findings.push(
-                Finding::reject(
-                    Code::KV301,
-                    format!(
-                        "{path}/config.json has no string model_name: the namespace cannot be \
-                        verified"
-                    ),
-                )
-                .at(format!("{path}/config.json")),
-            ),
-        }
-        if fam == Fam::Vllm
-            && !c.fields.contains_key("parallel_agnostic")
-            && !c.fields.contains_key("canonical_format")
-            && c.fields.get("replicated_layout") != Some(&Value::Bool(true))
-        {
-            set.findings.push(
-                Finding::notice(
-                    Code::KV320,
-                    format!(
-                        "{base_text} is parallel-agnostic without canonical_format: written by \
-                    vLLM ≤ 0.33's direct layout, unsafe to read after a tensor-parallel change"
-                    ),
-                )
-                .at(path.clone()),
-            );
-        }
-        if fam == Fam::Unknown {
-            set.findings.push(
-                Finding::notice(
-                    Code::KV314,
-                    format!(
-                        "{path}/config.json holds neither vLLM's fields (tokens_per_hash, \
-                    blocks_per_file) nor llm-d's (hash_block_size, gpu_blocks_per_file): rerun \
-                    with --producer vllm or --producer llmd"
-                    ),
-                )
-                .at(format!("{path}/config.json")),
-            );
-        }
-    }
-    if let Some(s) = ns.base_not_dir {
-        push_state(&mut set, s, &path, "where the namespace directory belongs");
-    }
-    let tp = canon.as_ref().and_then(|c| int_field(c, "tp_size"));
-    let pp = canon.as_ref().and_then(|c| int_field(c, "pp_size"));
-    let pcp = canon.as_ref().and_then(|c| int_field(c, "pcp_size"));
-    let world = match (tp, pp, pcp) {
-        (Some(a), Some(b), Some(c)) => a.checked_mul(b).and_then(|x| x.checked_mul(c)),
-        _ => None,
-    };
-    if fam == Fam::LlmdOr022 {
-        let mut msg = format!(
-            "{base_text}: config.json's fields are llm-d's and vLLM 0.22.0's \
-            alike and only _r0 exists: llm-d or vLLM 0.22.0; only what both satisfy is checked \
-            (rerun with --producer llmd or --producer vllm, or see the deployment's spec_name: \
-            SharedStorageOffloadingSpec is llm-d)"
-        );
-        if let Some(w) = world.filter(|&w| w > 1) {
-            msg.push_str(&format!(
-                "; as llm-d (tp·pp·pcp = {w}) every key would be missing on ranks 1-{}",
-                w - 1
-            ));
-        }
-        set.findings
-            .push(Finding::notice(Code::KV314, msg).at(path.clone()));
-    }
-    let mut loose = ns.loose;
-    let groups_len = canon
-        .as_ref()
-        .and_then(|c| c.fields.get("kv_cache_groups"))
-        .and_then(Value::as_array)
-        .map(|a| a.len() as u32);
-    // Which rank directories belong to the set.
-    let expected: Option<Vec<u32>> = match fam {
-        Fam::Vllm | Fam::LlmdOr022 => Some(vec![0]),
-        Fam::Llmd => match world.filter(|&w| w > 0 && w <= 1 << 20) {
-            Some(w) => Some((0..w as u32).collect()),
-            // Without config.json: the ranks present, 0 to the highest.
-            None => ns.ranks.keys().next_back().map(|&m| (0..=m).collect()),
-        },
-        Fam::Unknown => None,
-    };
-    let rank_base = format!("{}/{}", ns.root, base_text);
-    let mut ranks = ns.ranks;
-    let mut out_of_range = Vec::new();
-    if let Some(exp) = &expected {
-        let keep: BTreeSet<u32> = exp.iter().copied().collect();
-        let extra: Vec<u32> = ranks
-            .keys()
-            .copied()
-            .filter(|r| !keep.contains(r))
-            .collect();
-        for r in extra {
-            let rs = ranks.remove(&r).unwrap_or_default();
-            out_of_range.push((r, rs.blocks.len()));
-        }
-    }
-    if !out_of_range.is_empty() {
-        let list: Vec<u32> = out_of_range.iter().map(|(r, _)| *r).collect();
-        let first = format!("{rank_base}_r{}", list[0]);
-        match fam {
-            Fam::Llmd => set.findings.push(
-                Finding::reject(
-                    Code::KV310,
-                    format!(
-                        "rank directories {} at or above tp·pp·pcp = {}: the recorded \
-                            configuration cannot write them and no engine of this namespace reads \
-                            them",
-                        ranks_text(&list),
-                        expected.as_ref().map_or(0, |e| e.len())
-                    ),
-                )
-                .at(first),
-            ),
-            _ => {
-                for r in &list {
-                    loose.foreign.push(format!("{rank_base}_r{r}"));
-                }
-            }
-        }
-    }
-    set.ranks_expected = match fam {
-        Fam::Vllm => None,
-        _ => expected.clone(),
-    };
-    set.ranks_present = ranks
-        .iter()
-        .filter(|(_, r)| r.present)
-        .map(|(&k, _)| k)
-        .collect();
-    if ns.base_dir && ranks.is_empty() && out_of_range.is_empty() {
-        loose.empty_dirs.push(path.clone());
-    }
-    // Per key: the ranks holding it.
-    let mut blocks: HashMap<Key, Vec<(u32, u64, State)>> = HashMap::new();
-    for (&r, rs) in ranks.iter_mut() {
-        if let Some(s) = rs.not_dir {
-            push_state(
-                &mut set,
-                s,
-                &format!("{rank_base}_r{r}"),
-                "where a rank directory belongs",
-            );
-        }
-        loose.merge(std::mem::take(&mut rs.loose));
-        for BlockFile { key, size, state } in rs.blocks.drain(..) {
-            blocks.entry(key).or_default().push((r, size, state));
-        }
-    }
-    let file_path = |k: &Key, r: u32| {
-        let h = k.hex();
-        format!(
-            "{rank_base}_r{r}/{}/{}_g{}/{h}.bin",
-            &h[..3],
-            &h[3..5],
-            k.group
-        )
-    };
-    let tp_only = pp == Some(1) && pcp == Some(1);
-    let gpb = canon
-        .as_ref()
-        .and_then(|c| int_field(c, "gpu_blocks_per_file"));
-    let mut geometry_note: Option<String> = None;
-    // The reference size per group (no geometry): vLLM one size for the
-    // namespace, llm-d the largest per group.
-    let vllm_mode = mode(
-        blocks
-            .values()
-            .flatten()
-            .filter(|(_, s, st)| *st == State::Regular && *s > 0 && s % VLLM_ALIGN == 0)
-            .map(|(_, s, _)| *s),
-    );
-    let mut group_max: HashMap<u32, u64> = HashMap::new();
-    for (k, v) in &blocks {
-        for (_, s, st) in v {
-            if *st == State::Regular {
-                let e = group_max.entry(k.group).or_default();
-                *e = (*e).max(*s);
-            }
-        }
-    }
-    match fam {
-        Fam::Vllm if geo.kv_bytes_per_chunk.is_none() => {
-            geometry_note = Some(
-                "without --kv-bytes-per-chunk the files were checked against \
-                4096-byte alignment and the namespace's common size, not against the row the \
-                engine writes"
-                    .into(),
-            )
-        }
-        Fam::Llmd if geo.bytes_per_block.is_empty() => {
-            geometry_note = Some(
-                "without --bytes-per-block the files were checked against each \
-                other (equal sizes across the ranks of a key), not against the bytes a block \
-                occupies"
-                    .into(),
-            )
-        }
-        _ => {}
-    }
-    let mut short = Tally::default();
-    let mut long = Tally::default();
-    let mut misaligned = Tally::default();
-    let mut partial = Tally::default();
-    let mut disagree = Tally::default();
-    let mut incomplete_ranks: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut links = Tally::default();
-    let mut special = Tally::default();
-    let mut beyond_groups = BTreeSet::new();
-    let mut keys: Vec<&Key> = blocks.keys().collect();
-    keys.sort_unstable();
-    for k in keys {
-        let v = &blocks[k];
-        set.blocks.total += 1;
-        if groups_len.is_some_and(|n| k.group >= n) {
-            beyond_groups.insert(k.group);
-        }
-        let present: Vec<u32> = v.iter().map(|(r, _, _)| *r).collect();
-        let missing: Vec<u32> = match (&expected, fam) {
-            (Some(exp), Fam::Llmd) => exp
-                .iter()
-                .copied()
-                .filter(|r| !present.contains(r))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let mut problems: Vec<String> = Vec::new();
-        let mut first_bad: Option<u32> = None;
-        for &(r, size, state) in v {
-            set.bytes += size;
-            match state {
-                State::Symlink => {
-                    links.add(
-                        || file_path(k, r),
-                        "a regular file".into(),
-                        "a symlink".into(),
-                    );
-                    problems.push(format!("rank {r}: a symlink"));
-                    first_bad.get_or_insert(r);
-                    continue;
-                }
-                State::Special(kind) => {
-                    special.add(
-                        || file_path(k, r),
-                        "a regular file".into(),
-                        format!("a {kind}"),
-                    );
-                    problems.push(format!("rank {r}: a {kind}"));
-                    first_bad.get_or_insert(r);
-                    continue;
-                }
-                State::Regular => {}
-            }
-            let is = match fam {
-                Fam::Vllm => match geo.kv_bytes_per_chunk {
-                    Some(n) if size < n => SizeIs::Short(n),
-                    Some(n) if size > n => SizeIs::Long(n),
-                    Some(_) => SizeIs::Ok,
-                    None if size == 0 || size % VLLM_ALIGN != 0 => SizeIs::Misaligned(VLLM_ALIGN),
-                    None => match vllm_mode {
-                        Some(m) if size < m => SizeIs::Short(m),
-                        Some(m) if size > m => SizeIs::Long(m),
-                        _ => SizeIs::Ok,
-                    },
-                },
-                Fam::Llmd => match geo.llmd_bpb(k.group) {
-                    Some(bpb) if size == 0 || size % bpb != 0 => SizeIs::Misaligned(bpb),
-                    Some(bpb) => {
-                        let kblocks = size / bpb;
-                        match gpb {
-                            Some(g) if kblocks > g => SizeIs::Long(g * bpb),
-                            Some(g) if kblocks < g => SizeIs::Partial,
-                            _ => SizeIs::Ok,
-                        }
-                    }
-                    None if size == 0 => {
-                        SizeIs::Short(group_max.get(&k.group).copied().unwrap_or(0))
-                    }
-                    None => {
-                        if group_max.get(&k.group).is_some_and(|&m| size < m) {
-                            SizeIs::Partial
-                        } else {
-                            SizeIs::Ok
-                        }
-                    }
-                },
-                Fam::LlmdOr022 | Fam::Unknown => {
-                    if size == 0 {
-                        SizeIs::Short(1)
-                    } else {
-                        SizeIs::Ok
-                    }
-                }
-            };
-            match is {
-                SizeIs::Ok => {}
-                SizeIs::Short(n) => {
-                    short.add(
-                        || file_path(k, r),
-                        format!("{n} bytes"),
-                        format!("{size} bytes on rank {r}"),
-                    );
-                    problems.push(format!("rank {r}: {size} bytes, short of {n}"));
-                    first_bad.get_or_insert(r);
-                }
-                SizeIs::Long(n) => {
-                    long.add(
-                        || file_path(k, r),
-                        format!("{n} bytes"),
-                        format!("{size} bytes on rank {r}"),
-                    );
-                    problems.push(format!("rank {r}: {size} bytes, over {n}"));
-                    first_bad.get_or_insert(r);
-                }
-                SizeIs::Misaligned(unit) => {
-                    misaligned.add(
-                        || file_path(k, r),
-                        format!("a non-zero multiple of {unit}"),
-                        format!("{size} bytes on rank {r}"),
-                    );
-                    problems.push(format!(
-                        "rank {r}: {size} bytes, not a non-zero multiple of {unit}"
-                    ));
-                    first_bad.get_or_insert(r);
-                }
-                SizeIs::Partial => {}
-            }
-        }
-        // llm-d: the ranks must agree on a key's size (TP only), and a
-        // partial file is legitimate only when every rank agrees.
-        if fam == Fam::Llmd && tp_only {
-            let sizes: BTreeSet<u64> = v
-                .iter()
-                .filter(|(_, _, st)| *st == State::Regular)
-                .map(|(_, s, _)| *s)
-                .collect();
-            if sizes.len() > 1 {
-                let list: Vec<String> =
-                    v.iter().map(|(r, s, _)| format!("rank {r}: {s}")).collect();
-                disagree.add(
-                    || file_path(k, v[0].0),
-                    "one size on every rank".into(),
-                    list.join(", "),
-                );
-                problems.push(format!("ranks disagree on the size ({})", list.join(", ")));
-                first_bad.get_or_insert(v[0].0);
-            }
-        }
-        if fam == Fam::Llmd && problems.is_empty() {
-            let partial_here = v.iter().any(|(_, s, st)| {
-                *st == State::Regular
-                    && match geo.llmd_bpb(k.group) {
-                        Some(bpb) => gpb.is_some_and(|g| s / bpb < g),
-                        None => group_max.get(&k.group).is_some_and(|m| s < m),
-                    }
-            });
-            if partial_here {
-                let (r, s, _) = v[0];
-                partial.add(
-                    || file_path(k, r),
-                    "gpu_blocks_per_file blocks".into(),
-                    format!("{s} bytes on every rank present"),
-                );
-            }
-        }
-        let path0 = file_path(k, first_bad.unwrap_or(present[0]));
-        if !missing.is_empty() {
-            set.blocks.incomplete += 1;
-            for r in &missing {
-                *incomplete_ranks.entry(*r).or_default() += 1;
-            }
-            let mut problem = format!(
-                "present on ranks {}, missing on {}",
-                ranks_text(&present),
-                ranks_text(&missing)
-            );
-            if !problems.is_empty() {
-                problem.push_str("; ");
-                problem.push_str(&problems.join("; "));
-            }
-            set.list(ListedBlock {
-                key: k.hex(),
-                group: Some(k.group),
-                present_ranks: present,
-                missing_ranks: missing,
-                problem,
-                path: path0,
-            });
-        } else if !problems.is_empty() {
-            set.blocks.damaged += 1;
-            set.list(ListedBlock {
-                key: k.hex(),
-                group: Some(k.group),
-                present_ranks: present,
-                missing_ranks: Vec::new(),
-                problem: problems.join("; "),
-                path: path0,
-            });
-        } else {
-            set.blocks.complete += 1;
-        }
-    }
-    if !incomplete_ranks.is_empty() {
-        let per: Vec<String> = incomplete_ranks
-            .iter()
-            .map(|(r, n)| format!("rank {r}: {n}"))
-            .collect();
-        let first = set
-            .listed
-            .iter()
-            .find(|b| !b.missing_ranks.is_empty())
-            .cloned();
-        let mut msg = format!(
-            "{} of {} missing on some rank ({}); llm-d's scheduler checks rank 0 only and reports \
-                such a load as a success with the previous file's bytes",
-            plural(set.blocks.incomplete, "block", "blocks"),
-            set.blocks.total,
-            per.join(", ")
-        );
-        if let Some(b) = &first {
-            msg.push_str(&format!("; first: {} {}", b.key, b.problem));
-        }
-        let mut f = Finding::reject(Code::KV303, msg);
-        if let Some(b) = first {
-            f = f.at(b.path);
-        }
-        set.findings.push(f);
-    }
-    short.finish(
-        &mut set,
-        Code::KV304,
-        Severity::Reject,
-        "shorter than the size the producer writes",
-    );
-    long.finish(
-        &mut set,
-        Code::KV305,
-        Severity::Reject,
-        "longer than the size the producer writes (loaded without an error, with wrong bytes)",
-    );
-    misaligned.finish(
-        &mut set,
-        Code::KV306,
-        Severity::Reject,
-        "not a whole number of the producer's units",
-    );
-    disagree.finish(
-        &mut set,
-        Code::KV307,
-        Severity::Reject,
-        "whose ranks disagree on the block's size",
-    );
-    links.finish(
-        &mut set,
-        Code::KV308,
-        Severity::Reject,
-        "symlinked where a block file belongs, never followed",
-    );
-    special.finish(
-        &mut set,
-        Code::KV309,
-        Severity::Reject,
-        "special where a block file belongs, never opened",
-    );
-    partial.finish(
-        &mut set,
-        Code::KV313,
-        Severity::Notice,
-        "holding fewer than \
-        gpu_blocks_per_file blocks, agreed by every rank present (a partial chunk)",
-    );
-    if fam == Fam::Vllm {
-        set.findings.push(Finding::notice(
-            Code::KV315,
-            "vLLM keeps every worker's slice inside one file under _r0: rank completeness cannot \
-                be checked offline, only each file's size",
-        ));
-    }
-    if let Some(note) = geometry_note.filter(|_| set.blocks.total > 0) {
-        set.findings.push(Finding::notice(Code::KV316, note));
-    }
-    if !beyond_groups.is_empty() && fam == Fam::Vllm {
-        let g: Vec<u32> = beyond_groups.into_iter().collect();
-        set.findings.push(Finding::notice(
-            Code::KV321,
-            format!(
-                "group ids {} are at or beyond config.json's {} kv_cache_groups (groups that are \
-                    not prefix-cacheable are left out of the list)",
-                ranks_text(&g),
-                groups_len.unwrap_or(0)
-            ),
-        ));
-    }
-    loose_findings(&mut set, loose, now_s, "in the namespace");
-    set
-}
-
-fn push_state(set: &mut Set, s: State, path: &str, what: &str) {
+pub(super) fn push_state(set: &mut Set, s: State, path: &str, what: &str) {
     match s {
         State::Symlink => set.findings.push(
             Finding::reject(
@@ -1150,17 +425,11 @@ fn flat(
                 .map(|m| (*r, m))
         })
         .collect();
-    let mut short = Tally::default();
-    let mut long = Tally::default();
-    let mut partial = Tally::default();
-    let mut links = Tally::default();
-    let mut special = Tally::default();
-    let mut incomplete_ranks: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut t = Tallies::default();
     let mut keys: Vec<&Key> = fs.blocks.keys().collect();
     keys.sort_unstable();
     for k in keys {
         let v = &fs.blocks[k];
-        set.blocks.total += 1;
         // The common case first, without allocating: every rank of a world
         // of at most 128 exactly once, each a regular file of its rank's
         // full size.
@@ -1174,166 +443,59 @@ fn flat(
             });
             if whole {
                 set.bytes += v.iter().map(|x| x.1).sum::<u64>();
-                set.blocks.complete += 1;
+                Tallies::whole(&mut set);
                 continue;
             }
         }
         let present: Vec<u32> = v.iter().map(|(r, _, _)| *r).collect();
         let missing: Vec<u32> = (0..world).filter(|r| !present.contains(r)).collect();
-        let mut problems = Vec::new();
-        let mut first_bad = None;
+        let mut b = BlockCheck::default();
         let all_short = v.iter().all(|(r, s, st)| {
             *st == State::Regular && full.get(r).is_some_and(|f| s < f) && *s > 0
         });
         let sizes: BTreeSet<u64> = v.iter().map(|(_, s, _)| *s).collect();
+        let partial = partial_allowed && all_short && sizes.len() == 1 && missing.is_empty();
         for &(r, size, state) in v {
-            set.bytes += size;
-            match state {
-                State::Symlink => {
-                    links.add(
-                        || file_path(k, r),
-                        "a regular file".into(),
-                        "a symlink".into(),
-                    );
-                    problems.push(format!("rank {r}: a symlink"));
-                    first_bad.get_or_insert(r);
-                    continue;
-                }
-                State::Special(kind) => {
-                    special.add(
-                        || file_path(k, r),
-                        "a regular file".into(),
-                        format!("a {kind}"),
-                    );
-                    problems.push(format!("rank {r}: a {kind}"));
-                    first_bad.get_or_insert(r);
-                    continue;
-                }
-                State::Regular => {}
+            if !t.file(&mut set, &mut b, r, size, state, || file_path(k, r)) {
+                continue;
             }
             let Some(&f) = full.get(&r) else { continue };
-            if size > f {
-                long.add(
+            let is = if size > f {
+                SizeIs::Long(f)
+            } else if size < f && partial {
+                t.partial.add(
                     || file_path(k, r),
                     format!("{f} bytes"),
-                    format!("{size} bytes on rank {r}"),
+                    format!("{size} bytes on every rank"),
                 );
-                problems.push(format!("rank {r}: {size} bytes, over {f}"));
-                first_bad.get_or_insert(r);
+                SizeIs::Partial
             } else if size < f {
-                if partial_allowed && all_short && sizes.len() == 1 && missing.is_empty() {
-                    partial.add(
-                        || file_path(k, r),
-                        format!("{f} bytes"),
-                        format!("{size} bytes on every rank"),
-                    );
-                } else {
-                    short.add(
-                        || file_path(k, r),
-                        format!("{f} bytes"),
-                        format!("{size} bytes on rank {r}"),
-                    );
-                    problems.push(format!("rank {r}: {size} bytes, short of {f}"));
-                    first_bad.get_or_insert(r);
-                }
-            }
+                SizeIs::Short(f)
+            } else {
+                SizeIs::Ok
+            };
+            t.size(&mut b, r, size, is, || file_path(k, r));
         }
-        let path0 = file_path(k, first_bad.unwrap_or(present[0]));
-        if !missing.is_empty() {
-            set.blocks.incomplete += 1;
-            for r in &missing {
-                *incomplete_ranks.entry(*r).or_default() += 1;
-            }
-            let mut problem = format!(
-                "present on ranks {}, missing on {}",
-                ranks_text(&present),
-                ranks_text(&missing)
-            );
-            if !problems.is_empty() {
-                problem.push_str("; ");
-                problem.push_str(&problems.join("; "));
-            }
-            set.list(ListedBlock {
-                key: set_key_text(&set, k),
-                group: None,
-                present_ranks: present,
-                missing_ranks: missing,
-                problem,
-                path: path0,
-            });
-        } else if !problems.is_empty() {
-            set.blocks.damaged += 1;
-            set.list(ListedBlock {
-                key: set_key_text(&set, k),
-                group: None,
-                present_ranks: present,
-                missing_ranks: Vec::new(),
-                problem: problems.join("; "),
-                path: path0,
-            });
-        } else {
-            set.blocks.complete += 1;
-        }
-    }
-    if !incomplete_ranks.is_empty() {
-        let per: Vec<String> = incomplete_ranks
-            .iter()
-            .map(|(r, n)| format!("rank {r}: {n}"))
-            .collect();
-        let first = set
-            .listed
-            .iter()
-            .find(|b| !b.missing_ranks.is_empty())
-            .cloned();
-        let mut msg = format!(
-            "{} of {} missing on some rank ({})",
-            plural(set.blocks.incomplete, "chunk", "chunks"),
-            set.blocks.total,
-            per.join(", ")
-        );
-        if let Some(b) = &first {
-            msg.push_str(&format!("; first: {} {}", b.key, b.problem));
-        }
-        let mut f = Finding::reject(Code::KV303, msg);
-        if let Some(b) = first {
-            f = f.at(b.path);
-        }
-        set.findings.push(f);
+        let key = set_key_text(&set, k);
+        t.block(&mut set, b, present, missing, |r| {
+            (key, None, file_path(k, r))
+        });
     }
     let unit = if geo.chunk_bytes.is_some() {
         "--chunk-bytes"
     } else {
         "the rank's common chunk size"
     };
-    short.finish(
+    t.finish(
         &mut set,
-        Code::KV304,
-        Severity::Reject,
-        &format!("shorter than {unit}"),
-    );
-    long.finish(
-        &mut set,
-        Code::KV305,
-        Severity::Reject,
-        &format!("longer than {unit} (read up to the expected length without an error)"),
-    );
-    links.finish(
-        &mut set,
-        Code::KV308,
-        Severity::Reject,
-        "symlinked where a chunk file belongs, never followed",
-    );
-    special.finish(
-        &mut set,
-        Code::KV309,
-        Severity::Reject,
-        "special where a chunk file belongs, never opened",
-    );
-    partial.finish(
-        &mut set,
-        Code::KV313,
-        Severity::Notice,
-        "shorter than a full chunk on every rank alike (the request's unfull last chunk)",
+        &Wording {
+            unit: "chunk",
+            missing_tail: "",
+            short: &format!("shorter than {unit}"),
+            long: &format!("longer than {unit} (read up to the expected length without an error)"),
+            partial: "shorter than a full chunk on every rank alike (the request's unfull last \
+                chunk)",
+        },
     );
     if geo.chunk_bytes.is_none() && set.blocks.total > 0 {
         set.findings.push(Finding::notice(
