@@ -245,7 +245,10 @@ fn identity(set: &mut Set, c: &Canonical, base: &[u8], fam: Fam) {
             .at(format!("{path}/config.json")),
         ),
     }
+    // Only vLLM >= 0.33's fields say agnostic by leaving parallel_agnostic
+    // out; 0.22.0's (llm-d's keys) never write it.
     if fam == Fam::Vllm
+        && c.fields.contains_key("tokens_per_hash")
         && !c.fields.contains_key("parallel_agnostic")
         && !c.fields.contains_key("canonical_format")
         && c.fields.get("replicated_layout") != Some(&Value::Bool(true))
@@ -380,19 +383,27 @@ struct Rule<'a> {
 }
 
 impl Rule<'_> {
-    /// One regular file of `group` holding `size` bytes.
-    fn size(&self, group: u32, size: u64) -> SizeIs {
-        match self.fam {
+    /// One regular file of `group` holding `size` bytes: what its size is
+    /// against the producer's unit, and against the size it should have
+    /// (two separate rules for vLLM without geometry: a truncated file is
+    /// both short of the namespace's size and off the page alignment).
+    fn size(&self, group: u32, size: u64) -> [SizeIs; 2] {
+        let against = |m: Option<u64>| match m {
+            Some(m) if size < m => SizeIs::Short(m),
+            Some(m) if size > m => SizeIs::Long(m),
+            _ => SizeIs::Ok,
+        };
+        let one = match self.fam {
             Fam::Vllm => match self.geo.kv_bytes_per_chunk {
-                Some(n) if size < n => SizeIs::Short(n),
-                Some(n) if size > n => SizeIs::Long(n),
-                Some(_) => SizeIs::Ok,
-                None if size == 0 || !size.is_multiple_of(VLLM_ALIGN) => SizeIs::Misaligned(VLLM_ALIGN),
-                None => match self.vllm_mode {
-                    Some(m) if size < m => SizeIs::Short(m),
-                    Some(m) if size > m => SizeIs::Long(m),
-                    _ => SizeIs::Ok,
-                },
+                Some(n) => against(Some(n)),
+                None => {
+                    let aligned = size != 0 && size.is_multiple_of(VLLM_ALIGN);
+                    let unit = match aligned {
+                        true => SizeIs::Ok,
+                        false => SizeIs::Misaligned(VLLM_ALIGN),
+                    };
+                    return [unit, against(self.vllm_mode)];
+                }
             },
             Fam::Llmd => match self.geo.llmd_bpb(group) {
                 Some(bpb) if size == 0 || !size.is_multiple_of(bpb) => SizeIs::Misaligned(bpb),
@@ -409,7 +420,8 @@ impl Rule<'_> {
             },
             Fam::LlmdOr022 | Fam::Unknown if size == 0 => SizeIs::Short(1),
             Fam::LlmdOr022 | Fam::Unknown => SizeIs::Ok,
-        }
+        };
+        [one, SizeIs::Ok]
     }
 
     /// llm-d: a file of `group` holding fewer than `gpu_blocks_per_file`
@@ -463,9 +475,9 @@ fn judge_blocks(
         let mut b = BlockCheck::default();
         for &(r, size, state) in v {
             if t.file(set, &mut b, r, size, state, || file_path(k, r)) {
-                t.size(&mut b, r, size, rule.size(k.group, size), || {
-                    file_path(k, r)
-                });
+                for is in rule.size(k.group, size) {
+                    t.size(&mut b, r, size, is, || file_path(k, r));
+                }
             }
         }
         // llm-d: the ranks must agree on a key's size (TP only), and a
