@@ -189,6 +189,9 @@ pub fn judge(scan: Scan, choice: Choice, geo: &Geometry, now_s: i64) -> Vec<Set>
         let mixed = pt_worlds.get(&id.model).is_some_and(|w| w.len() > 1);
         sets.push(pt(id, fs, geo, now_s, mixed));
     }
+    for ns in scan.nested {
+        sets.push(super::nested::judge(ns, now_s));
+    }
     for r in scan.roots {
         if let Some(s) = unattributed(r, now_s) {
             sets.push(s);

@@ -10,6 +10,7 @@ pub mod canon;
 mod family;
 pub mod grammar;
 pub mod judge;
+pub mod nested;
 pub mod print;
 pub mod scan;
 mod tally;

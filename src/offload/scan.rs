@@ -237,6 +237,8 @@ pub struct Scan {
     pub namespaces: Vec<NsScan>,
     pub mp: BTreeMap<MpIdent, FlatSet>,
     pub pt: BTreeMap<PtIdent, FlatSet>,
+    /// llm-d <= v0.8.1's nested sets.
+    pub nested: Vec<super::nested::NestedScan>,
     /// Entries looked at (one statx each).
     pub entries: u64,
     /// Directories and files opened without O_NOATIME (EPERM).
