@@ -294,3 +294,62 @@ pub fn judge(mut ns: NestedScan, now_s: i64) -> Set {
     loose_findings(&mut set, loose, now_s, "in the set");
     set
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llm-d-kv-cache v0.8.1 `llmd_fs_backend/file_mapper.py:60-85` and
+    /// `csrc/storage/thread_pool.cpp:35`.
+    #[test]
+    fn v0_8_1_names_and_constants() {
+        assert_eq!(MIN_FILE_BYTES, 16 * 1024 * 1024);
+        assert_eq!(HASH_HEX, 16);
+        assert_eq!(
+            block_size_dir(b"block_size_16_blocks_per_file_256"),
+            Some((16, 256))
+        );
+        assert_eq!(block_size_dir(b"block_size_016_blocks_per_file_256"), None);
+        assert_eq!(block_size_dir(b"block_size_16_blocks_per_file_"), None);
+        assert_eq!(block_size_dir(b"block_size_16"), None);
+        assert_eq!(parallel_dir(b"tp_2_pp_size_1_pcp_size_1"), Some((2, 1, 1)));
+        // The docstring's form, which the code never wrote.
+        assert_eq!(parallel_dir(b"tp_2_pp_1_pcp_1"), None);
+        assert_eq!(parallel_dir(b"tp_2_pp_size_1_pcp_size_01"), None);
+        assert_eq!(rank_dir(b"rank_0"), Some(0));
+        assert_eq!(rank_dir(b"rank_12"), Some(12));
+        assert_eq!(rank_dir(b"rank_012"), None);
+        assert_eq!(rank_dir(b"rank_"), None);
+        assert_eq!(bucket2(b"e5"), Some((&b"e5"[..], None)));
+        assert_eq!(bucket2(b"E5"), None);
+        assert_eq!(bucket2(b"e5_g1"), Some((&b"e5"[..], Some(1))));
+    }
+
+    #[test]
+    fn leaves_of_both_nested_states() {
+        let (k, temp) = leaf(b"c01e52ddb7875b4b.bin", b"c01", b"e5", None).unwrap();
+        assert!(!temp);
+        assert_eq!(k.hex(), "c01e52ddb7875b4b");
+        assert_eq!(k.len, 8);
+        // Buckets must match the name; widths are 16 without a group.
+        assert!(leaf(b"c01e52ddb7875b4b.bin", b"c02", b"e5", None).is_none());
+        assert!(leaf(b"c01e52ddb7875b4.bin", b"c01", b"e5", None).is_none());
+        assert!(leaf(b"C01e52ddb7875b4b.bin", b"C01", b"e5", None).is_none());
+        let full = "c01e52ddb7875b4b".repeat(4);
+        assert!(leaf(format!("{full}.bin").as_bytes(), b"c01", b"e5", None).is_none());
+        // From 9e3eb64: full hex under <2>_g<G>.
+        let (k, _) = leaf(format!("{full}.bin").as_bytes(), b"c01", b"e5", Some(2)).unwrap();
+        assert_eq!((k.len, k.group), (32, 2));
+        // Temps: file_io.cpp's `_<u32>.tmp`, nothing wider.
+        let (_, temp) = leaf(b"c01e52ddb7875b4b.bin_4294967295.tmp", b"c01", b"e5", None).unwrap();
+        assert!(temp);
+        assert!(leaf(b"c01e52ddb7875b4b.bin_4294967296.tmp", b"c01", b"e5", None).is_none());
+        assert!(leaf(
+            format!("{full}.bin_4294967296.tmp").as_bytes(),
+            b"c01",
+            b"e5",
+            Some(0)
+        )
+        .is_none());
+    }
+}
