@@ -356,13 +356,15 @@ fn vllm_mode(blocks: &HashMap<Key, Vec<(u32, u64, State)>>) -> Option<u64> {
     )
 }
 
-/// llm-d's reference size without geometry: the largest file per group.
-fn group_max(blocks: &HashMap<Key, Vec<(u32, u64, State)>>) -> HashMap<u32, u64> {
-    let mut group_max: HashMap<u32, u64> = HashMap::new();
+/// llm-d's reference size without geometry: the largest file per rank and
+/// group (pipeline stages hold different layers, so a block's bytes differ
+/// by stage; under TP the ranks agree, which KV307 checks).
+fn group_max(blocks: &HashMap<Key, Vec<(u32, u64, State)>>) -> HashMap<(u32, u32), u64> {
+    let mut group_max: HashMap<(u32, u32), u64> = HashMap::new();
     for (k, v) in blocks {
-        for (_, s, st) in v {
+        for (r, s, st) in v {
             if *st == State::Regular {
-                let e = group_max.entry(k.group).or_default();
+                let e = group_max.entry((*r, k.group)).or_default();
                 *e = (*e).max(*s);
             }
         }
@@ -377,17 +379,17 @@ struct Rule<'a> {
     /// llm-d's `gpu_blocks_per_file`.
     gpb: Option<u64>,
     vllm_mode: Option<u64>,
-    group_max: HashMap<u32, u64>,
+    group_max: HashMap<(u32, u32), u64>,
     /// llm-d with pp = pcp = 1: every rank of a key holds the same bytes.
     tp_only: bool,
 }
 
 impl Rule<'_> {
-    /// One regular file of `group` holding `size` bytes: what its size is
+    /// One regular file of `group` on rank `r` holding `size` bytes: what its size is
     /// against the producer's unit, and against the size it should have
     /// (two separate rules for vLLM without geometry: a truncated file is
     /// both short of the namespace's size and off the page alignment).
-    fn size(&self, group: u32, size: u64) -> [SizeIs; 2] {
+    fn size(&self, r: u32, group: u32, size: u64) -> [SizeIs; 2] {
         let against = |m: Option<u64>| match m {
             Some(m) if size < m => SizeIs::Short(m),
             Some(m) if size > m => SizeIs::Long(m),
@@ -413,9 +415,11 @@ impl Rule<'_> {
                     _ => SizeIs::Ok,
                 },
                 None if size == 0 => {
-                    SizeIs::Short(self.group_max.get(&group).copied().unwrap_or(0))
+                    SizeIs::Short(self.group_max.get(&(r, group)).copied().unwrap_or(0))
                 }
-                None if self.group_max.get(&group).is_some_and(|&m| size < m) => SizeIs::Partial,
+                None if self.group_max.get(&(r, group)).is_some_and(|&m| size < m) => {
+                    SizeIs::Partial
+                }
                 None => SizeIs::Ok,
             },
             Fam::LlmdOr022 | Fam::Unknown if size == 0 => SizeIs::Short(1),
@@ -424,12 +428,12 @@ impl Rule<'_> {
         [one, SizeIs::Ok]
     }
 
-    /// llm-d: a file of `group` holding fewer than `gpu_blocks_per_file`
-    /// blocks.
-    fn partial(&self, group: u32, s: u64) -> bool {
+    /// llm-d: a file of `group` on rank `r` holding fewer than
+    /// `gpu_blocks_per_file` blocks.
+    fn partial(&self, r: u32, group: u32, s: u64) -> bool {
         match self.geo.llmd_bpb(group) {
             Some(bpb) => self.gpb.is_some_and(|g| s / bpb < g),
-            None => self.group_max.get(&group).is_some_and(|&m| s < m),
+            None => self.group_max.get(&(r, group)).is_some_and(|&m| s < m),
         }
     }
 }
@@ -475,7 +479,7 @@ fn judge_blocks(
         let mut b = BlockCheck::default();
         for &(r, size, state) in v {
             if t.file(set, &mut b, r, size, state, || file_path(k, r)) {
-                for is in rule.size(k.group, size) {
+                for is in rule.size(r, k.group, size) {
                     t.size(&mut b, r, size, is, || file_path(k, r));
                 }
             }
@@ -505,7 +509,7 @@ fn judge_blocks(
         if fam == Fam::Llmd
             && b.is_clean()
             && v.iter()
-                .any(|(_, s, st)| *st == State::Regular && rule.partial(k.group, *s))
+                .any(|(r, s, st)| *st == State::Regular && rule.partial(*r, k.group, *s))
         {
             let (r, s, _) = v[0];
             t.partial.add(
