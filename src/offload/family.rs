@@ -4,12 +4,16 @@
 
 use super::canon::{canonical, Canonical, CONFIG_MAX_BYTES};
 use super::grammar::Key;
-use super::judge::{loose_findings, push_state, Choice, Geometry, Set, VLLM_ALIGN};
 use super::scan::{BlockFile, Config, Loose, NsScan, RankScan, State};
-use super::tally::{mode, ranks_text, BlockCheck, SizeIs, Tallies, Wording};
+use super::set::{Choice, Geometry, Set};
+use super::tally::Wording;
+use super::tally::{loose_findings, mode, push_state, ranks_text, BlockCheck, SizeIs, Tallies};
 use crate::format::finding::{Code, Finding};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// vLLM's row alignment floor: the page size, a multiple of 4096.
+pub const VLLM_ALIGN: u64 = 4096;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fam {

@@ -3,66 +3,14 @@
 //! no clock (the caller passes the time).
 
 use super::grammar::{pt_hash_text, Key};
-use super::scan::{FlatSet, Loose, MpIdent, Paths, PtIdent, RootScan, Scan, Staged, State};
-use super::tally::{mode, plural, BlockCheck, SizeIs, Tallies, Wording};
-use crate::format::finding::{Code, Finding, Severity};
-use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use super::scan::{FlatSet, Loose, MpIdent, PtIdent, RootScan, Scan, State};
+use super::tally::{loose_findings, mode, plural, BlockCheck, SizeIs, Tallies, Wording};
+use crate::format::finding::{Code, Finding};
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 
-/// A staging file younger than this may belong to a running writer.
-pub const RECENT_S: i64 = 600;
-/// The most incomplete or damaged blocks the document lists per set.
-pub const LIST_CAP: usize = 10_000;
-/// vLLM's row alignment floor: the page size, a multiple of 4096.
-pub const VLLM_ALIGN: u64 = 4096;
-
-/// Which producer's reading `--producer` asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Choice {
-    #[default]
-    Auto,
-    Vllm,
-    Llmd,
-    Lmcache,
-    LmcacheMp,
-    Sglang,
-}
-
-impl Choice {
-    /// The name `--producer` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Choice::Auto => "auto",
-            Choice::Vllm => "vllm",
-            Choice::Llmd => "llmd",
-            Choice::Lmcache => "lmcache",
-            Choice::LmcacheMp => "lmcache-mp",
-            Choice::Sglang => "sglang",
-        }
-    }
-}
-
-/// The geometry options (docs/format.md §15.2): the bytes the engine's
-/// configuration gives and the disk does not record.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Geometry {
-    /// vLLM `--kv-bytes-per-chunk`: one file (the row the worker logs).
-    pub kv_bytes_per_chunk: Option<u64>,
-    /// llm-d `--bytes-per-block`: per group (`None`: every group).
-    pub bytes_per_block: BTreeMap<Option<u32>, u64>,
-    /// lmcache and lmcache-mp `--chunk-bytes`: one rank's full chunk.
-    pub chunk_bytes: Option<u64>,
-}
-
-impl Geometry {
-    pub(super) fn llmd_bpb(&self, group: u32) -> Option<u64> {
-        self.bytes_per_block
-            .get(&Some(group))
-            .or_else(|| self.bytes_per_block.get(&None))
-            .copied()
-    }
-}
+pub use super::set::{Choice, Geometry, Set};
 
 /// What a run is asked for.
 #[derive(Clone, Debug, Default)]
@@ -93,82 +41,6 @@ impl Run {
             1
         } else {
             0
-        }
-    }
-}
-
-/// One incomplete or damaged block, as listed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListedBlock {
-    pub key: String,
-    pub group: Option<u32>,
-    pub present_ranks: Vec<u32>,
-    pub missing_ranks: Vec<u32>,
-    pub problem: String,
-    /// One of its files (the first damaged one, or the first present).
-    pub path: String,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Blocks {
-    pub total: u64,
-    pub complete: u64,
-    pub incomplete: u64,
-    pub damaged: u64,
-}
-
-/// One judged set.
-#[derive(Clone, Debug)]
-pub struct Set {
-    pub path: String,
-    pub producer: &'static str,
-    pub identity: Map<String, Value>,
-    pub findings: Vec<Finding>,
-    /// `None`: not checkable offline (vLLM).
-    pub ranks_expected: Option<Vec<u32>>,
-    pub ranks_present: Vec<u32>,
-    pub blocks: Blocks,
-    pub bytes: u64,
-    pub staging: Paths<Staged>,
-    pub foreign: Paths<String>,
-    pub listed: Vec<ListedBlock>,
-    pub listed_count: u64,
-}
-
-impl Set {
-    pub(super) fn new(path: String, producer: &'static str) -> Set {
-        Set {
-            path,
-            producer,
-            identity: Map::new(),
-            findings: Vec::new(),
-            ranks_expected: None,
-            ranks_present: Vec::new(),
-            blocks: Blocks::default(),
-            bytes: 0,
-            staging: Paths::default(),
-            foreign: Paths::default(),
-            listed: Vec::new(),
-            listed_count: 0,
-        }
-    }
-
-    pub fn rejected(&self) -> bool {
-        self.findings.iter().any(|f| f.severity == Severity::Reject)
-    }
-
-    /// The first rejecting finding in code order: the set's cause.
-    pub fn cause(&self) -> Option<&Finding> {
-        self.findings
-            .iter()
-            .filter(|f| f.severity == Severity::Reject)
-            .min_by_key(|f| f.code)
-    }
-
-    pub(super) fn list(&mut self, b: ListedBlock) {
-        self.listed_count += 1;
-        if self.listed.len() < LIST_CAP {
-            self.listed.push(b);
         }
     }
 }
@@ -208,145 +80,6 @@ fn worlds(it: impl Iterator<Item = (Vec<u8>, u32)>) -> HashMap<Vec<u8>, BTreeSet
     m
 }
 
-/// Findings every set gets from its loose entries.
-pub(super) fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &str) {
-    if !loose.symlinks.is_empty() {
-        let first = loose.symlinks.items[0].clone();
-        set.findings.push(
-            Finding::reject(
-                Code::KV308,
-                format!(
-                    "{} {where_}, never followed (first: {first})",
-                    plural(loose.symlinks.count, "symlink", "symlinks")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.special.is_empty() {
-        let (first, kind) = loose.special.items[0].clone();
-        set.findings.push(
-            Finding::reject(
-                Code::KV309,
-                format!(
-                    "{} {where_}, never opened (first: {first}, a {kind})",
-                    plural(loose.special.count, "special file", "special files")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.staging.is_empty() {
-        let empty = loose.staging.items.iter().filter(|s| s.size == 0).count();
-        let recent = loose
-            .staging
-            .items
-            .iter()
-            .filter(|s| now_s - s.mtime_s < RECENT_S)
-            .count();
-        let first = &loose.staging.items[0];
-        let mut msg = format!(
-            "{} left by a writer {where_} ({empty} empty: killed before writing; {} with bytes: \
-                killed mid-write or before the rename)",
-            plural(loose.staging.count, "staging file", "staging files"),
-            loose.staging.count - empty as u64
-        );
-        if recent > 0 {
-            msg.push_str(&format!(
-                "; {recent} recent (under {} minutes): a writer may still be running",
-                RECENT_S / 60
-            ));
-        }
-        msg.push_str(&format!("; first: {} ({} bytes)", first.path, first.size));
-        set.findings
-            .push(Finding::notice(Code::KV311, msg).at(first.path.clone()));
-    }
-    if !loose.foreign.is_empty() {
-        let first = loose.foreign.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV312,
-                format!(
-                    "{} no producer writes {where_} (first: {first})",
-                    plural(loose.foreign.count, "name", "names")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.probes.is_empty() {
-        let first = loose.probes.items[0].path.clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV318,
-                format!("vLLM's O_DIRECT probe file left by a killed start-up: {first}"),
-            )
-            .at(first),
-        );
-    }
-    if !loose.empty_dirs.is_empty() {
-        let first = loose.empty_dirs.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV319,
-                format!(
-                    "{} (a failed store leaves its bucket directories; first: {first})",
-                    plural(
-                        loose.empty_dirs.count,
-                        "empty directory",
-                        "empty directories"
-                    )
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.legacy.is_empty() {
-        let first = loose.legacy.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV323,
-                format!(
-                    "{} of a layout no current producer writes (first: {first})",
-                    plural(loose.legacy.count, "entry", "entries")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.sglang.is_empty() {
-        let first = loose.sglang.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV314,
-                format!(
-                    "{} of SGLang HiCache's shape: its names cannot be split from the served model \
-                        name without knowing it, and this kvcr does not judge SGLang sets: \
-                        listed, not judged (first: {first})",
-                    plural(loose.sglang.count, "file", "files")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.ambiguous.is_empty() {
-        let first = loose.ambiguous.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV314,
-                format!(
-                    "{} that parse more than one way (an @ inside a field; first: {first}): not \
-                        paired with any set",
-                    plural(loose.ambiguous.count, "name", "names")
-                ),
-            )
-            .at(first),
-        );
-    }
-    set.staging.merge(loose.staging);
-    set.foreign.merge(loose.foreign);
-}
-
 fn unattributed(r: RootScan, now_s: i64) -> Option<Set> {
     if r.loose.is_empty() {
         return None;
@@ -354,29 +87,6 @@ fn unattributed(r: RootScan, now_s: i64) -> Option<Set> {
     let mut set = Set::new(r.path, "unattributed");
     loose_findings(&mut set, r.loose, now_s, "at the root, in no set");
     Some(set)
-}
-
-pub(super) fn push_state(set: &mut Set, s: State, path: &str, what: &str) {
-    match s {
-        State::Symlink => set.findings.push(
-            Finding::reject(
-                Code::KV308,
-                format!("{path} is a symlink {what}, never followed"),
-            )
-            .at(path.to_string()),
-        ),
-        State::Special(kind) => set.findings.push(
-            Finding::reject(
-                Code::KV309,
-                format!("{path} is a {kind} {what}, never opened"),
-            )
-            .at(path.to_string()),
-        ),
-        State::Regular => set.findings.push(
-            Finding::reject(Code::KV309, format!("{path} is a regular file {what}"))
-                .at(path.to_string()),
-        ),
-    }
 }
 
 /// How a flat producer judges sizes: whether a shorter chunk agreed by every

@@ -13,6 +13,7 @@ pub mod judge;
 pub mod nested;
 pub mod print;
 pub mod scan;
+mod set;
 mod tally;
 pub mod walk;
 

@@ -10,12 +10,12 @@
 //! `MIN_STAGING_BUFFER_SIZE`); temps are `<file>_<u32>.tmp` (file_io.cpp).
 
 use super::grammar::{decimal, Key, MAX_HASH_BYTES};
-use super::judge::{loose_findings, Set};
-use super::scan::{Loose, RankScan, State};
-use super::tally::{mode, ranks_text, BlockCheck, SizeIs, Tallies, Wording};
+use super::scan::{NestedScan, State};
+use super::set::Set;
+use super::tally::{loose_findings, mode, ranks_text, BlockCheck, SizeIs, Tallies, Wording};
 use crate::format::finding::{Code, Finding};
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 /// The smallest file v0.8.1 writes: its staging buffer's floor.
 pub const MIN_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -108,50 +108,19 @@ pub fn leaf(name: &[u8], b1: &[u8], b2: &[u8], group: Option<u32>) -> Option<(Ke
     }
 }
 
-/// One nested set: a `tp_…` directory and one dtype below its ranks.
-#[derive(Clone, Debug, Default)]
-pub struct NestedScan {
-    pub root: String,
-    /// The directories between the root and `block_size_…` (the model
-    /// name as it nests; empty when the PATH named the model directory).
-    pub model: Vec<u8>,
-    pub block_size: u64,
-    pub per_file: u64,
-    pub tp: u32,
-    pub pp: u32,
-    pub pcp: u32,
-    pub dtype: Vec<u8>,
-    pub ranks: BTreeMap<u32, RankScan>,
-    pub loose: Loose,
-}
-
-impl NestedScan {
-    /// The `tp_…` directory's display path.
-    pub fn path(&self) -> String {
-        let mut p = self.root.clone();
-        if !self.model.is_empty() {
-            p.push('/');
-            p.push_str(&String::from_utf8_lossy(&self.model));
-        }
-        format!(
-            "{p}/block_size_{}_blocks_per_file_{}/tp_{}_pp_size_{}_pcp_size_{}",
-            self.block_size, self.per_file, self.tp, self.pp, self.pcp
-        )
-    }
-
-    fn file(&self, k: &Key, r: u32) -> String {
-        let h = k.hex();
-        let b2 = match k.len as usize * 2 {
-            HASH_HEX => h[3..5].to_string(),
-            _ => format!("{}_g{}", &h[3..5], k.group),
-        };
-        format!(
-            "{}/rank_{r}/{}/{}/{b2}/{h}.bin",
-            self.path(),
-            String::from_utf8_lossy(&self.dtype),
-            &h[..3]
-        )
-    }
+/// The display path of key `k`'s file on rank `r`.
+fn file(ns: &NestedScan, k: &Key, r: u32) -> String {
+    let h = k.hex();
+    let b2 = match k.len as usize * 2 {
+        HASH_HEX => h[3..5].to_string(),
+        _ => format!("{}_g{}", &h[3..5], k.group),
+    };
+    format!(
+        "{}/rank_{r}/{}/{}/{b2}/{h}.bin",
+        ns.path(),
+        String::from_utf8_lossy(&ns.dtype),
+        &h[..3]
+    )
 }
 
 /// Judges one nested set: every rank `0 … tp·pp·pcp−1` must hold each key;
@@ -233,7 +202,7 @@ pub fn judge(mut ns: NestedScan, now_s: i64) -> Set {
             .collect();
         let mut b = BlockCheck::default();
         for &(r, size, state) in v {
-            if !t.file(&mut set, &mut b, r, size, state, || ns.file(k, r)) {
+            if !t.file(&mut set, &mut b, r, size, state, || file(&ns, k, r)) {
                 continue;
             }
             let is = match full.get(&r) {
@@ -242,7 +211,7 @@ pub fn judge(mut ns: NestedScan, now_s: i64) -> Set {
                 Some(&f) if size > f => SizeIs::Long(f),
                 _ => SizeIs::Ok,
             };
-            t.size(&mut b, r, size, is, || ns.file(k, r));
+            t.size(&mut b, r, size, is, || file(&ns, k, r));
         }
         let sizes: BTreeSet<u64> = v
             .iter()
@@ -252,7 +221,7 @@ pub fn judge(mut ns: NestedScan, now_s: i64) -> Set {
         if tp_only && sizes.len() > 1 {
             let list: Vec<String> = v.iter().map(|(r, s, _)| format!("rank {r}: {s}")).collect();
             t.disagree.add(
-                || ns.file(k, v[0].0),
+                || file(&ns, k, v[0].0),
                 "one size on every rank".into(),
                 list.join(", "),
             );
@@ -265,7 +234,7 @@ pub fn judge(mut ns: NestedScan, now_s: i64) -> Set {
             (
                 k.hex(),
                 (k.len as usize * 2 != HASH_HEX).then_some(k.group),
-                ns.file(k, r),
+                file(&ns, k, r),
             )
         });
     }

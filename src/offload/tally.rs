@@ -6,10 +6,13 @@
 //! finding per code. A producer's judge decides only what is its own: which
 //! ranks a block needs, and the size each file should have ([`SizeIs`]).
 
-use super::judge::{ListedBlock, Set};
-use super::scan::State;
+use super::scan::{Loose, State};
+use super::set::{ListedBlock, Set};
 use crate::format::finding::{Code, Finding, Severity};
 use std::collections::{BTreeMap, HashMap};
+
+/// A staging file younger than this may belong to a running writer.
+pub const RECENT_S: i64 = 600;
 
 /// `1 file`, `2 files`.
 pub(super) fn plural(n: u64, one: &str, many: &str) -> String {
@@ -304,5 +307,167 @@ impl Tallies {
         );
         self.partial
             .finish(set, Code::KV313, Severity::Notice, w.partial);
+    }
+}
+
+/// Findings every set gets from its loose entries.
+pub(super) fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &str) {
+    if !loose.symlinks.is_empty() {
+        let first = loose.symlinks.items[0].clone();
+        set.findings.push(
+            Finding::reject(
+                Code::KV308,
+                format!(
+                    "{} {where_}, never followed (first: {first})",
+                    plural(loose.symlinks.count, "symlink", "symlinks")
+                ),
+            )
+            .at(first),
+        );
+    }
+    if !loose.special.is_empty() {
+        let (first, kind) = loose.special.items[0].clone();
+        set.findings.push(
+            Finding::reject(
+                Code::KV309,
+                format!(
+                    "{} {where_}, never opened (first: {first}, a {kind})",
+                    plural(loose.special.count, "special file", "special files")
+                ),
+            )
+            .at(first),
+        );
+    }
+    if !loose.staging.is_empty() {
+        let empty = loose.staging.items.iter().filter(|s| s.size == 0).count();
+        let recent = loose
+            .staging
+            .items
+            .iter()
+            .filter(|s| now_s - s.mtime_s < RECENT_S)
+            .count();
+        let first = &loose.staging.items[0];
+        let mut msg = format!(
+            "{} left by a writer {where_} ({empty} empty: killed before writing; {} with bytes: \
+                killed mid-write or before the rename)",
+            plural(loose.staging.count, "staging file", "staging files"),
+            loose.staging.count - empty as u64
+        );
+        if recent > 0 {
+            msg.push_str(&format!(
+                "; {recent} recent (under {} minutes): a writer may still be running",
+                RECENT_S / 60
+            ));
+        }
+        msg.push_str(&format!("; first: {} ({} bytes)", first.path, first.size));
+        set.findings
+            .push(Finding::notice(Code::KV311, msg).at(first.path.clone()));
+    }
+    if !loose.foreign.is_empty() {
+        let first = loose.foreign.items[0].clone();
+        set.findings.push(
+            Finding::notice(
+                Code::KV312,
+                format!(
+                    "{} no producer writes {where_} (first: {first})",
+                    plural(loose.foreign.count, "name", "names")
+                ),
+            )
+            .at(first),
+        );
+    }
+    if !loose.probes.is_empty() {
+        let first = loose.probes.items[0].path.clone();
+        set.findings.push(
+            Finding::notice(
+                Code::KV318,
+                format!("vLLM's O_DIRECT probe file left by a killed start-up: {first}"),
+            )
+            .at(first),
+        );
+    }
+    if !loose.empty_dirs.is_empty() {
+        let first = loose.empty_dirs.items[0].clone();
+        set.findings.push(
+            Finding::notice(
+                Code::KV319,
+                format!(
+                    "{} (a failed store leaves its bucket directories; first: {first})",
+                    plural(
+                        loose.empty_dirs.count,
+                        "empty directory",
+                        "empty directories"
+                    )
+                ),
+            )
+            .at(first),
+        );
+    }
+    if !loose.legacy.is_empty() {
+        let first = loose.legacy.items[0].clone();
+        set.findings.push(
+            Finding::notice(
+                Code::KV323,
+                format!(
+                    "{} of a layout no current producer writes (first: {first})",
+                    plural(loose.legacy.count, "entry", "entries")
+                ),
+            )
+            .at(first),
+        );
+    }
+    if !loose.sglang.is_empty() {
+        let first = loose.sglang.items[0].clone();
+        set.findings.push(
+            Finding::notice(
+                Code::KV314,
+                format!(
+                    "{} of SGLang HiCache's shape: its names cannot be split from the served model \
+                        name without knowing it, and this kvcr does not judge SGLang sets: \
+                        listed, not judged (first: {first})",
+                    plural(loose.sglang.count, "file", "files")
+                ),
+            )
+            .at(first),
+        );
+    }
+    if !loose.ambiguous.is_empty() {
+        let first = loose.ambiguous.items[0].clone();
+        set.findings.push(
+            Finding::notice(
+                Code::KV314,
+                format!(
+                    "{} that parse more than one way (an @ inside a field; first: {first}): not \
+                        paired with any set",
+                    plural(loose.ambiguous.count, "name", "names")
+                ),
+            )
+            .at(first),
+        );
+    }
+    set.staging.merge(loose.staging);
+    set.foreign.merge(loose.foreign);
+}
+
+pub(super) fn push_state(set: &mut Set, s: State, path: &str, what: &str) {
+    match s {
+        State::Symlink => set.findings.push(
+            Finding::reject(
+                Code::KV308,
+                format!("{path} is a symlink {what}, never followed"),
+            )
+            .at(path.to_string()),
+        ),
+        State::Special(kind) => set.findings.push(
+            Finding::reject(
+                Code::KV309,
+                format!("{path} is a {kind} {what}, never opened"),
+            )
+            .at(path.to_string()),
+        ),
+        State::Regular => set.findings.push(
+            Finding::reject(Code::KV309, format!("{path} is a regular file {what}"))
+                .at(path.to_string()),
+        ),
     }
 }

@@ -237,8 +237,7 @@ fn read_config(dir: BorrowedFd<'_>, path: &str, c: &Counters<'_>) -> Result<Conf
     Ok(Config::Read(buf))
 }
 
-#[path = "nested_walk.rs"]
-mod nested_walk;
+mod nested;
 
 /// One `<3 hex>` bucket of a rank directory, walked by a worker thread.
 struct Job {
@@ -339,7 +338,7 @@ impl Walker<'_> {
         // llm-d <= v0.8.1's nested layout (src/offload/nested.rs).
         if st.kind == Kind::Dir
             && matches!(self.choice, Choice::Auto | Choice::Llmd)
-            && self.nested(root_path, fd, name, loose)?
+            && nested::nested(&mut self.scan, self.c, root_path, fd, name, loose)?
         {
             return Ok(());
         }

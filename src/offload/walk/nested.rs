@@ -5,10 +5,10 @@
 //! directory), for `block_size_<B>_blocks_per_file_<F>`; what is found is
 //! walked as the rest of the walk is (one `statx` per entry, never a link).
 
-use super::super::nested::{self, NestedScan, MODEL_DEPTH, PROBE_DIRS};
-use super::{cannot, each, lossy, open_dir, state_of, stray, Counters, Kind, Walker};
+use super::super::nested::{self, MODEL_DEPTH, PROBE_DIRS};
+use super::super::scan::{BlockFile, Loose, NestedScan, RankScan, Scan, Staged};
+use super::{cannot, each, lossy, lstat_at, open_dir, state_of, stray, Counters, Kind};
 use crate::format::failure::Failure;
-use crate::offload::scan::{BlockFile, Loose, Staged};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{Dir, FileType};
 use std::ffi::{OsStr, OsString};
@@ -32,11 +32,27 @@ struct At<'a> {
     par: (u32, u32, u32),
 }
 
-impl Walker<'_> {
-    /// A root-level directory matching no producer's name: true when it
-    /// holds the nested layout (walked into the scan), false when it is
-    /// foreign.
-    pub(super) fn nested(
+/// A root-level directory matching no producer's name: true when it holds
+/// the nested layout (walked into `scan`), false when it is foreign.
+pub(super) fn nested(
+    scan: &mut Scan,
+    c: &Counters<'_>,
+    root: &str,
+    parent: &OwnedFd,
+    name: &OsStr,
+    loose: &mut Loose,
+) -> Result<bool, Failure> {
+    let mut w = Nested { scan, c };
+    w.entry(root, parent, name, loose)
+}
+
+struct Nested<'s, 'c> {
+    scan: &'s mut Scan,
+    c: &'s Counters<'c>,
+}
+
+impl Nested<'_, '_> {
+    fn entry(
         &mut self,
         root: &str,
         parent: &OwnedFd,
@@ -144,7 +160,7 @@ impl Walker<'_> {
         for (n, p) in dtypes {
             let i = self.nested_set(at, n.as_bytes());
             let dfd = open_dir(fd.as_fd(), &n, c).map_err(|e| cannot(&p, "open", e))?;
-            let mut out = crate::offload::scan::RankScan {
+            let mut out = RankScan {
                 present: true,
                 ..Default::default()
             };
@@ -188,14 +204,14 @@ fn dtype_dir(
     fd: &OwnedFd,
     path: &str,
     r: u32,
-    out: &mut crate::offload::scan::RankScan,
+    out: &mut RankScan,
     c: &Counters<'_>,
 ) -> Result<(), Failure> {
     let mut b1s = Vec::new();
     each(fd, path, c, |n, st| {
         let p = format!("{path}/{}", lossy(n));
         match st.kind {
-            Kind::Dir if crate::offload::grammar::bucket1(n.as_bytes()) => {
+            Kind::Dir if super::super::grammar::bucket1(n.as_bytes()) => {
                 b1s.push((n.to_os_string(), p))
             }
             _ => stray(&mut out.loose, p, &st),
@@ -281,8 +297,7 @@ fn probe(
         let is_dir = match ent.file_type() {
             FileType::Directory => true,
             FileType::Unknown => {
-                super::lstat_at(fd.as_fd(), name).map_err(|e| cannot(path, "statx", e))?
-                    == Some(Kind::Dir)
+                lstat_at(fd.as_fd(), name).map_err(|e| cannot(path, "statx", e))? == Some(Kind::Dir)
             }
             _ => false,
         };
