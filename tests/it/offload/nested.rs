@@ -156,3 +156,35 @@ fn a_path_naming_the_model_directory_and_two_world_sizes() {
     assert_eq!(sets.len(), 2, "{v:#}");
     assert!(sets.iter().all(|s| s["verdict"] == "ok"));
 }
+
+#[test]
+fn the_grouped_nested_state_of_main_9e3eb64_is_read_too() {
+    let d = tempfile::tempdir().unwrap();
+    for r in 0..2 {
+        for i in 0..2 {
+            let h = super::kit::hash(i);
+            let p = d
+                .path()
+                .join("m/block_size_16_blocks_per_file_256/tp_2_pp_size_1_pcp_size_1")
+                .join(format!("rank_{r}/auto/{}/{}_g1/{h}.bin", &h[..3], &h[3..5]));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::File::create(&p).unwrap().set_len(MIB16).unwrap();
+        }
+    }
+    let (st, v) = offload(&[d.path()], &[]);
+    assert_eq!(st, 0, "{v:#}");
+    let s = set(&v, "llmd-nested");
+    assert_eq!(s["blocks"]["complete"], 2);
+    assert_eq!(s["identity"]["dtype"], "auto");
+    // A group's bucket whose hash does not match its name is foreign.
+    let h = super::kit::hash(7);
+    let p = d
+        .path()
+        .join("m/block_size_16_blocks_per_file_256/tp_2_pp_size_1_pcp_size_1")
+        .join(format!("rank_0/auto/{}/00_g1/{h}.bin", &h[..3]));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, b"x").unwrap();
+    let (st, v) = offload(&[d.path()], &[]);
+    assert_eq!(st, 0, "{v:#}");
+    assert_code(set(&v, "llmd-nested"), "KV312", "notice");
+}
