@@ -1,6 +1,7 @@
 //! fixtures/offload/real/: trees written by the producers' own released
 //! code (vLLM 0.34.0 and 0.22.0 from their wheels, llm-d-kv-cache 7be76e1's
-//! file mapper and compiled C++ writer, llm-d v0.8.1's nested paths), made by
+//! and its release 0.22's (7fa4f3d) file mapper and compiled C++ writers,
+//! llm-d v0.8.1's nested paths), made by
 //! fixtures/offload/real/make.py (fixtures/offload/README). For every case:
 //! the exit status, and per set the producer, the verdict, the exact codes,
 //! each code's severity and the headline.
@@ -87,9 +88,15 @@ fn every_real_writer_case_gives_its_sets_verdicts_and_codes() {
         }
     }
     // Each producer's released code has its cases.
-    let want: BTreeSet<String> = ["llmd-7be76e1", "llmd-v0.8.1", "vllm-0.22.0", "vllm-0.34.0"]
-        .map(String::from)
-        .into();
+    let want: BTreeSet<String> = [
+        "llmd-0.22-7fa4f3d",
+        "llmd-7be76e1",
+        "llmd-v0.8.1",
+        "vllm-0.22.0",
+        "vllm-0.34.0",
+    ]
+    .map(String::from)
+    .into();
     assert_eq!(producers, want);
     assert!(cases.len() >= 40, "{} cases", cases.len());
 }
