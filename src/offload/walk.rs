@@ -237,6 +237,8 @@ fn read_config(dir: BorrowedFd<'_>, path: &str, c: &Counters<'_>) -> Result<Conf
     Ok(Config::Read(buf))
 }
 
+mod nested;
+
 /// One `<3 hex>` bucket of a rank directory, walked by a worker thread.
 struct Job {
     ns: usize,
@@ -331,6 +333,13 @@ impl Walker<'_> {
             }
         }
         if st.kind != Kind::Dir && self.flat(root_path, b, &p, &st, loose) {
+            return Ok(());
+        }
+        // llm-d <= v0.8.1's nested layout (src/offload/nested.rs).
+        if st.kind == Kind::Dir
+            && matches!(self.choice, Choice::Auto | Choice::Llmd)
+            && nested::nested(&mut self.scan, self.c, root_path, fd, name, loose)?
+        {
             return Ok(());
         }
         stray(loose, p(), &st);

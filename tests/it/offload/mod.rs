@@ -7,7 +7,9 @@ mod family;
 mod fixtures;
 mod flat;
 pub mod kit;
+mod nested;
 mod output;
+mod real;
 mod side_effects;
 
 use crate::util::kvcr;
