@@ -200,6 +200,10 @@ impl Document {
 }
 
 /// The audit report (`kvcr.audit-report/v1`), as `kvcr audit --format json` prints it.
+pub type AuditReport = Document;
+
+/// The audit report's earlier name, kept so the public path stays valid.
+#[deprecated(note = "use AuditReport: \"report\" alone is any document kvcr writes")]
 pub type Report = Document;
 
 /// A document before it is rendered as text: what [`audit_structured`] and
@@ -218,7 +222,7 @@ pub struct Structured {
 }
 
 enum Body {
-    Audit(Box<crate::report::audit::AuditRun>),
+    Audit(Box<crate::print::audit::AuditRun>),
     Plan(Box<crate::import::plan::document::ImportPlan>),
 }
 
@@ -239,7 +243,7 @@ impl fmt::Debug for Structured {
 impl serde::Serialize for Structured {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match &self.body {
-            Body::Audit(run) => crate::report::json::printed(
+            Body::Audit(run) => crate::print::json::printed(
                 &run.root,
                 &run.meta,
                 run.merge.as_ref(),
@@ -410,7 +414,7 @@ fn probe(
 /// `kvcr audit ROOT --format json` prints with the same options, computed
 /// by the same code (docs/format.md §5, §9.2). A rejected group is not an
 /// error: the report says so, and [`Document::exit_status`] is 1.
-pub fn audit(root: &Path, o: &AuditOptions) -> Result<Report, Error> {
+pub fn audit(root: &Path, o: &AuditOptions) -> Result<AuditReport, Error> {
     audit_structured(root, o)?.to_document()
 }
 
@@ -452,18 +456,18 @@ fn audit_inputs(root: &Path, o: &AuditOptions) -> Result<AuditInputs, Error> {
 /// The report of `run`, as `kvcr audit --format json` prints it, with the
 /// notes the command would print on stderr.
 fn audit_document(
-    run: &crate::report::audit::AuditRun,
+    run: &crate::print::audit::AuditRun,
     notes: Vec<String>,
-) -> Result<Report, Error> {
+) -> Result<AuditReport, Error> {
     let mut out = Vec::new();
-    let printer = crate::report::Printer {
-        format: crate::report::Format::Json,
+    let printer = crate::print::Printer {
+        format: crate::print::Format::Json,
         color: false,
-        verbosity: crate::report::Verbosity::Normal,
+        verbosity: crate::print::Verbosity::Normal,
         progress: false,
         width: None,
     };
-    crate::report::audit::print_audit(&mut out, &printer, run, None)
+    crate::print::audit::print_audit(&mut out, &printer, run, None)
         .map_err(|e| Error::usage(format!("cannot render the report: {e}")))?;
     Ok(Document {
         // The writer writes UTF-8 (docs/format.md §9.6): no copy.
@@ -548,7 +552,7 @@ pub fn pools(paths: &[PathBuf], o: &PoolsOptions) -> Result<Document, Error> {
     let run = crate::pools::run(&options, &|ms| {
         std::thread::sleep(std::time::Duration::from_millis(ms))
     })?;
-    let doc = crate::pools::report::document(
+    let doc = crate::pools::print::document(
         &run,
         crate::io::node::now_unix_ms(),
         &crate::io::node::hostname(),
@@ -1067,7 +1071,7 @@ pub fn gate_structured(root: &Path, o: &GateOptions) -> Result<Structured, Error
 }
 
 /// One line saying why the gate refused.
-fn first_reason(r: &crate::import::report::Report) -> String {
+fn first_reason(r: &crate::import::report::ImportReport) -> String {
     if let Some(x) = r.refusals.first() {
         return x.message.clone();
     }
@@ -1121,7 +1125,7 @@ pub fn audit_files(
     root: &Path,
     files: &[(&Path, &[u8])],
     o: &AuditOptions,
-) -> Result<Report, Error> {
+) -> Result<AuditReport, Error> {
     let (inv, probe, notes) = audit_inputs(root, o)?;
     let run = crate::service::audit::audit_in_memory(&inv, files, probe.as_deref(), o.strict)?.run;
     audit_document(&run, notes)

@@ -9,15 +9,15 @@
 //!   group and the run;
 //! - [`read`]: the read-only opens and `pread`s; [`live`]: who holds what,
 //!   from `/proc`;
-//! - [`report`]: the table, the `kvcr.pools-report/v1` document and the
+//! - [`mod@print`]: the table, the `kvcr.pools-report/v1` document and the
 //!   Prometheus text;
 //! - this file: the run (find, read twice, look at `/proc`, judge).
 
 pub mod codes;
 pub mod format;
 pub mod live;
+pub mod print;
 pub mod read;
-pub mod report;
 pub mod rules;
 #[cfg(test)]
 mod tests;

@@ -7,10 +7,10 @@ use super::*;
 use crate::commands::args::InventoryArgs;
 use crate::format::descriptor::{Allocation, GpuUuid, Handle, Owner};
 use crate::format::failure::Failure;
-use crate::import::command::print;
-use crate::import::command::run::{self, Action, Done, Gpu, Request};
 use crate::import::engine::sim::{Faults, SimBackend, SimEvent};
-use crate::import::report::{Mode, Report, ResultKind};
+use crate::import::report::{ImportReport, Mode, ResultKind};
+use crate::import::run::print;
+use crate::import::run::steps::{self, Action, Done, Gpu, Request};
 use crate::io::node::{Fact, FakeProbe, Gpus};
 use crate::service::audit::Inventory;
 use crate::testkit::{self, put_group, Desc, BOOT_ID, HOSTNAME};
@@ -513,7 +513,7 @@ fn core(
         Some(s) => Gpu::Open(s),
         None => Gpu::Connect(&open),
     };
-    let mut on_ready = |_: &Report| {};
+    let mut on_ready = |_: &ImportReport| {};
     let run = match mode {
         Mode::DryRun | Mode::Gate => Action::DryRun { driver: &none },
         Mode::Trial => Action::Trial { gpu },
@@ -524,7 +524,7 @@ fn core(
             on_ready: &mut on_ready,
         },
     };
-    run::import(&req, run)
+    steps::import(&req, run)
 }
 
 #[test]
@@ -601,7 +601,7 @@ fn a_rejected_group_never_reaches_the_backend() {
     let run = Action::Trial {
         gpu: Gpu::Open(&mut sim),
     };
-    let done = run::import(&req, run).unwrap();
+    let done = steps::import(&req, run).unwrap();
     assert_eq!(done.report.status(), 1);
     assert!(sim.log.is_empty());
 
@@ -706,9 +706,9 @@ fn dry_run_plans_without_a_backend() {
     assert_eq!(r.ranks[1].items[0].kind, "posix_fd");
     assert_eq!(r.ranks[1].gpu_uuid, testkit::gpu(0, 1));
     let mut out = Vec::new();
-    let p = crate::report::Printer::decide(
-        crate::report::Format::Table,
-        crate::report::ColorChoice::Never,
+    let p = crate::print::Printer::decide(
+        crate::print::Format::Table,
+        crate::print::ColorChoice::Never,
         false,
         true,
         &|_| None,

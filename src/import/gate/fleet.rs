@@ -72,7 +72,7 @@ fn read_fleet_report(
     f: &Fleet,
     engine: &str,
     local: &RankSet,
-) -> Result<(String, wire::Report), String> {
+) -> Result<(String, wire::AuditReport), String> {
     let Some(path) = f.report else {
         return Err(format!(
             "--local-ranks {local}: this node holds only part of group {engine}; import requires \
@@ -88,7 +88,7 @@ fn read_fleet_report(
 }
 
 /// A merge report's inputs, every one of them a live report.
-fn live_inputs<'v>(name: &str, v: &'v wire::Report) -> Result<&'v [wire::Input], String> {
+fn live_inputs<'v>(name: &str, v: &'v wire::AuditReport) -> Result<&'v [wire::Input], String> {
     let (Some(inputs), Some(_)) = (v.inputs.as_deref(), v.reports.as_ref()) else {
         return Err(format!(
             "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it \
@@ -116,7 +116,7 @@ fn live_inputs<'v>(name: &str, v: &'v wire::Report) -> Result<&'v [wire::Input],
 fn accepted_group<'v>(
     name: &str,
     engine: &str,
-    v: &'v wire::Report,
+    v: &'v wire::AuditReport,
     g: &GroupVerdict,
 ) -> Result<&'v wire::Group, String> {
     let entries: Vec<&wire::Group> = v
@@ -427,7 +427,7 @@ fn fresh(name: &str, f: &Fleet, inputs: &[wire::Input]) -> Result<(), String> {
 fn judge_report_data(
     name: &str,
     engine: &str,
-    v: &wire::Report,
+    v: &wire::AuditReport,
     group: &wire::Group,
     judged: &RanksJudged,
     inputs: &[wire::Input],
@@ -645,7 +645,7 @@ mod tests {
 
     /// One clean two-rank group: its audit report as the gate reads it,
     /// and this node's verdict of it.
-    fn report_and_verdict() -> (wire::Report, GroupVerdict) {
+    fn report_and_verdict() -> (wire::AuditReport, GroupVerdict) {
         let dir = tempfile::tempdir().unwrap();
         let mut cands = Vec::new();
         for rank in 0..2 {
@@ -664,7 +664,7 @@ mod tests {
             });
         }
         let doc = crate::api::audit(dir.path(), &crate::api::AuditOptions::default()).unwrap();
-        let v: wire::Report = serde_json::from_str(doc.as_json()).unwrap();
+        let v: wire::AuditReport = serde_json::from_str(doc.as_json()).unwrap();
         let expect = Expectations::default();
         let ctx = Context {
             now_unix_ms: testkit::CREATED_UNIX_MS + 1000,

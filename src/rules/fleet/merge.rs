@@ -21,7 +21,7 @@ use std::fmt::Display;
 use uuid::Uuid;
 
 /// One per-node report as read back: the typed wire layer.
-pub type NodeReport = wire::Report;
+pub type NodeReport = wire::AuditReport;
 type NodeGroup = wire::Group;
 type NodeFinding = wire::Finding;
 /// One report's entry for a group: the report's name and the entry.

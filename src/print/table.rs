@@ -605,7 +605,7 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::{visible_len, wrapped};
-    use crate::report::{ColorChoice, Format, Printer};
+    use crate::print::{ColorChoice, Format, Printer};
 
     fn printer(width: Option<u16>) -> Printer {
         Printer::decide(
