@@ -699,8 +699,6 @@ mod tests_code_table;
 #[cfg(test)]
 mod tests_flag_beats_profile;
 #[cfg(test)]
-mod tests_live;
-#[cfg(test)]
 mod tests_props;
 #[cfg(test)]
 mod tests_typed_messages;

@@ -7,3 +7,6 @@
 
 pub mod audit;
 pub mod examine;
+
+#[cfg(test)]
+mod tests_live;

@@ -264,6 +264,16 @@ impl SimBackend {
             .collect()
     }
 
+    #[cfg(test)]
+    /// Asserts that everything acquired was released, exactly in reverse
+    /// order (the engine's tests and the import run's).
+    pub fn assert_released_in_reverse(&self) {
+        let mut acquired = self.acquired();
+        acquired.reverse();
+        assert_eq!(self.released(), acquired, "release order");
+        assert!(self.held().is_empty(), "still held: {:?}", self.held());
+    }
+
     fn event(&mut self, e: SimEvent) {
         if let Some(f) = &mut self.log_file {
             if let Ok(line) = serde_json::to_string(&e) {

@@ -13,3 +13,6 @@ pub mod ready_file;
 pub mod setup;
 pub mod signals;
 pub mod steps;
+
+#[cfg(test)]
+mod tests;
