@@ -392,7 +392,7 @@ impl Backend for SimBackend {
     ) -> Result<Resource, BackendError> {
         self.step(Step::Reserve)?;
         self.check_held(imported, "reserve for")?;
-        let size = crate::import::engine::cuda::round_up(size, SIM_GRANULARITY)
+        let size = crate::import::engine::round_up(size, SIM_GRANULARITY)
             .ok_or_else(|| format!("sim: size {size} overflows"))?;
         let ptr = 0x7e00_0000_0000 + self.fresh() * 0x1_0000_0000;
         Ok(self.acquire(

@@ -3,6 +3,7 @@
 //! `kvcr import` that drives it is tested beside it, in
 //! `crate::import::run`'s tests.
 
+use super::execute::check_mapping;
 use super::*;
 use crate::format::descriptor::{Allocation, GpuUuid, Handle, Owner};
 use crate::import::engine::sim::{Faults, SimBackend, SimEvent};
