@@ -55,11 +55,6 @@ pub(crate) mod io;
 pub(crate) mod offload;
 pub(crate) mod pools;
 pub(crate) mod print;
-// The printers were `report/` until the words were settled (README,
-// Architecture, "One word per thing"); src/offload/print.rs still names
-// that path and is being split by another change: this alias goes when
-// it names `crate::print`.
-pub(crate) use print as report;
 pub(crate) mod rules;
 pub(crate) mod service;
 
