@@ -9,6 +9,7 @@ mod flat;
 pub mod kit;
 mod output;
 mod side_effects;
+mod walk;
 
 use crate::util::kvcr;
 use serde_json::Value;
