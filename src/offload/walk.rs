@@ -9,8 +9,8 @@ use super::canon::{CONFIG_MAX_BYTES, CONFIG_NAME};
 use super::grammar::{self, LeafName, Pt};
 use super::judge::Choice;
 use super::scan::{
-    BlockFile, ChunkBuilder, Config, FlatSet, Looked, Loose, MpIdent, NsScan, PtIdent, RankScan,
-    RootScan, Scan, Staged, State,
+    BlockFile, Config, FlatSet, Looked, Loose, MpIdent, NsScan, PtIdent, RankScan, RootScan, Scan,
+    Staged, State,
 };
 use crate::format::failure::Failure;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -448,7 +448,7 @@ struct Walker<'a> {
 /// last file went to: a flat directory's files come in runs of one set, so
 /// most files find theirs without building an identity to look it up.
 struct FlatSets<I> {
-    sets: Vec<(I, FlatSet, ChunkBuilder)>,
+    sets: Vec<(I, FlatSet)>,
     index: BTreeMap<I, usize>,
     /// The set of the last file of the root being read.
     last: Option<usize>,
@@ -472,7 +472,7 @@ impl<I: Ord + Clone> FlatSets<I> {
         root: &str,
         same: impl Fn(&I) -> bool,
         ident: impl FnOnce() -> I,
-    ) -> (&mut FlatSet, &mut ChunkBuilder) {
+    ) -> &mut FlatSet {
         let i = match self.last {
             Some(i) if same(&self.sets[i].0) => i,
             _ => {
@@ -481,8 +481,7 @@ impl<I: Ord + Clone> FlatSets<I> {
                     Some(&i) => i,
                     None => {
                         self.index.insert(id.clone(), self.sets.len());
-                        self.sets
-                            .push((id, FlatSet::default(), ChunkBuilder::default()));
+                        self.sets.push((id, FlatSet::default()));
                         self.sets.len() - 1
                     }
                 };
@@ -494,19 +493,11 @@ impl<I: Ord + Clone> FlatSets<I> {
                 i
             }
         };
-        let (_, fs, b) = &mut self.sets[i];
-        (fs, b)
+        &mut self.sets[i].1
     }
 
-    /// The sets, each with its chunks sealed.
     fn finish(self) -> BTreeMap<I, FlatSet> {
-        self.sets
-            .into_iter()
-            .map(|(id, mut fs, b)| {
-                fs.blocks = b.finish();
-                (id, fs)
-            })
-            .collect()
+        self.sets.into_iter().collect()
     }
 }
 
@@ -608,7 +599,7 @@ impl Walker<'_> {
         let any = self.choice == Choice::Auto;
         if any || self.choice == Choice::LmcacheMp {
             if let Some(n) = grammar::mp_name(name) {
-                let (fs, chunks) = self.mp.get(
+                let fs = self.mp.get(
                     root,
                     |id| {
                         id.model == n.model
@@ -634,7 +625,7 @@ impl Walker<'_> {
                 if rank >= n.world() as u32 {
                     fs.out_of_range.push((path(), rank));
                 } else {
-                    chunks.push(n.key(), (rank, st.size, state_of(st.kind)));
+                    fs.blocks.push(n.key(), (rank, st.size, state_of(st.kind)));
                 }
                 return true;
             }
@@ -645,7 +636,7 @@ impl Walker<'_> {
                     let Some(key) = grammar::pt_key(&n.hash) else {
                         return false;
                     };
-                    let (fs, chunks) = self.pt.get(
+                    let fs = self.pt.get(
                         root,
                         |id| {
                             id.model == n.model
@@ -659,7 +650,7 @@ impl Walker<'_> {
                     if n.worker >= n.world {
                         fs.out_of_range.push((path(), n.worker));
                     } else {
-                        chunks.push(key, (n.worker, st.size, state_of(st.kind)));
+                        fs.blocks.push(key, (n.worker, st.size, state_of(st.kind)));
                     }
                     return true;
                 }
@@ -916,6 +907,7 @@ pub fn walk(
     }
     w.scan.mp = std::mem::take(&mut w.mp).finish();
     w.scan.pt = std::mem::take(&mut w.pt).finish();
+    w.scan.seal();
     let jobs = std::mem::take(&mut w.jobs);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, u32, RankScan)>> = Mutex::new(Vec::new());
