@@ -6,9 +6,9 @@
  * statx(dirfd, name, AT_SYMLINK_NOFOLLOW, TYPE|SIZE|MTIME) per entry,
  * descending into directories. Prints entries and total bytes.
  *
- * With THREADS > 1 (the second argument onwards are roots; the thread count
- * comes from the environment variable FLOOR_THREADS, default 1) the work
- * is shared the way kvcr shares it, only more freely: any thread lists a
+ * Every argument is a root. With FLOOR_THREADS=N above 1 (the environment;
+ * default 1, as kvcr's --threads N) the work is shared the way kvcr shares
+ * it, only more freely: any thread lists a
  * directory (getdents64, one batch per buffer) or statx-es a batch of
  * names, and a directory found is listed by whichever thread is free.
  * It keeps no names, builds no paths and allocates only the batches.
