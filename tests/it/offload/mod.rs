@@ -11,6 +11,7 @@ mod nested;
 mod output;
 mod real;
 mod side_effects;
+mod walk;
 
 use crate::util::kvcr;
 use serde_json::Value;
