@@ -300,7 +300,6 @@ fn paths_at(toks: &[(Tok, usize)], i: usize) -> Vec<Vec<String>> {
 
 /// Resolves `path` (as written in module `from`) to the longest known module.
 fn resolve(from: &str, path: &[String], mods: &BTreeMap<String, PathBuf>) -> Option<String> {
-    if path.first().map(String::as_str) == Some("crate") {}
     let mut base: Vec<String> = if from.is_empty() {
         Vec::new()
     } else {
