@@ -333,7 +333,7 @@ pub fn open_regular(
     open_regular_through(root, rel, strategy, proc.fd_dir().as_ref().map(|d| *d))
 }
 
-/// [`open_regular`], reopening through `fd_dir`
+/// `open_regular` (the test-only form), reopening through `fd_dir`
 /// ([`crate::io::safe_file::reopen_through`]).
 pub fn open_regular_through(
     root: BorrowedFd<'_>,
