@@ -39,7 +39,13 @@ pub fn run(
     } else {
         options.paths.clone()
     };
-    let scan = walk::walk(&paths, options.producer, options.threads.max(1), progress)?;
+    let scan = walk::walk(
+        &paths,
+        options.producer,
+        &options.sglang_models,
+        options.threads.max(1),
+        progress,
+    )?;
     let entries = scan.entries;
     let without_noatime = scan.without_noatime;
     let sets = judge::judge(scan, options.producer, &options.geometry, now_s);

@@ -8,6 +8,7 @@ mod fixtures;
 mod flat;
 pub mod kit;
 mod output;
+mod sglang;
 mod side_effects;
 
 use crate::util::kvcr;
