@@ -1,5 +1,5 @@
 //! `kvcr offload`: the read-only checker of the disk offload tiers vLLM,
-//! llm-d and LMCache leave on a node (docs/format.md §15). One vertical
+//! llm-d, LMCache and SGLang leave on a node (docs/format.md §15). One vertical
 //! folder, lowest layer first: the names ([`grammar`]) and the namespace
 //! digest ([`canon`]), what the walk found ([`scan`]), the rules
 //! ([`judge`]), the printers ([`mod@print`]), and the walk ([`walk`]), the one

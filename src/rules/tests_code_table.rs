@@ -98,7 +98,7 @@ fn the_gms_codes_follow_the_inventory_codes() {
 }
 
 /// The offload reader's codes (docs/format.md §15.4) are KV3xx, after the
-/// GMS reader's, and its notices are KV311 to KV323 and KV350.
+/// GMS reader's, and its notices are KV311 to KV323 and KV350; KV351-KV354 reject.
 #[test]
 fn the_offload_codes_follow_the_gms_codes() {
     let split = Code::ALL

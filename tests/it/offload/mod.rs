@@ -6,6 +6,7 @@
 mod family;
 mod fixtures;
 mod flat;
+pub mod gds;
 pub mod kit;
 mod output;
 mod sglang;
