@@ -497,9 +497,12 @@ impl Walker<'_> {
                     // With --model: a model the operator did not name, or
                     // (a named model's text followed by no valid tail) a
                     // name SGLang does not write.
-                    let named = grammar::sglang_splits(name)
-                        .iter()
-                        .any(|sp| self.sg_models.iter().any(|m| sp.suffix[1..].starts_with(m)));
+                    let named = grammar::sglang_splits(name).iter().any(|sp| {
+                        let text = &sp.suffix[1..];
+                        self.sg_models.iter().any(|m| {
+                            text.starts_with(m) && matches!(text.get(m.len()), None | Some(&b'_'))
+                        })
+                    });
                     if named || self.sg_models.is_empty() {
                         return false;
                     }

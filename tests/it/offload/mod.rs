@@ -9,6 +9,7 @@ mod flat;
 pub mod gds;
 pub mod kit;
 mod output;
+mod real;
 mod sglang;
 mod side_effects;
 
