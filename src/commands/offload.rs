@@ -42,8 +42,9 @@ pub enum ProducerArg {
 #[derive(Args, Debug, Clone)]
 pub struct OffloadArgs {
     /// Offload roots as the engine is configured with them (vLLM's root_dir,
-    /// llm-d's shared_storage_path, LMCache's local_disk paths or base_path),
-    /// or one namespace directory below one (default: llm-d's and SGLang's
+    /// llm-d's shared_storage_path, LMCache's local_disk, gds_path or
+    /// base_path, SGLang's storage directory), or one namespace directory
+    /// below one (default: llm-d's and SGLang's
     /// default roots).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,

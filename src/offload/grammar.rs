@@ -726,15 +726,20 @@ pub const GDS_DTYPES: [(&str, u64); 14] = [
 /// The only `__metadata__.lmcache_version` the start-up scan accepts.
 pub const GDS_VERSION: &str = "1";
 
-/// A first-level GDS directory: `str(hash)[0:2]` of a decimal hash of at
-/// least four characters (`-1`…`-9`, `10`…`99`).
+/// A first-level GDS directory: `str(hash)[0:2]` of a decimal hash
+/// (`-1`…`-9`, `10`…`99`; `0`…`9` for a one-digit hash).
 pub fn gds_dir1(name: &[u8]) -> bool {
-    matches!(name, [b'-', b'1'..=b'9'] | [b'1'..=b'9', b'0'..=b'9'])
+    matches!(
+        name,
+        [b'-', b'1'..=b'9'] | [b'1'..=b'9', b'0'..=b'9'] | [b'0'..=b'9']
+    )
 }
 
-/// A second-level GDS directory: `str(hash)[2:4]`, two digits.
+/// A second-level GDS directory: `str(hash)[2:4]`, one or two digits (a
+/// hash of two decimal characters or fewer has none: its files sit in the
+/// first level, `os.path.join` dropping the empty name).
 pub fn gds_dir2(name: &[u8]) -> bool {
-    name.len() == 2 && name.iter().all(u8::is_ascii_digit)
+    (1..=2).contains(&name.len()) && name.iter().all(u8::is_ascii_digit)
 }
 
 /// What a file of a GDS bucket is.
@@ -1152,6 +1157,10 @@ mod tests {
             Some(("-1".into(), "62".into()))
         );
         assert!(gds_dir1(b"-1") && gds_dir1(b"99") && !gds_dir1(b"09") && !gds_dir1(b"-0"));
+        // Short hashes: str(123) gives 12/3/, str(-5) gives -5/ and no second level.
+        assert_eq!(gds_buckets(b"7b"), Some(("12".into(), "3".into())));
+        assert_eq!(gds_buckets(b"-5"), Some(("-5".into(), "".into())));
+        assert!(gds_dir2(b"3") && !gds_dir2(b"") && !gds_dir2(b"x1"));
         let n = format!("{q}.kvcache.safetensors");
         assert_eq!(gds_name(n.as_bytes()), Some((GdsKind::Data, q.as_bytes())));
         let n = format!("{q}.kvcache.safetensors.metadata");

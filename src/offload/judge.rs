@@ -1589,15 +1589,17 @@ fn pt(id: PtIdent, fs: FlatSet, geo: &Geometry, now_s: i64, mixed: bool) -> Set 
 fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
     let set = pt_set(&id, &g.flat.roots, "lmcache-gds", mixed);
     let root = set.path.clone();
+    let suffix = GDS_DATA_SUFFIXES[g.weka as usize];
     let path_of = |k: &Key, r: u32| {
         let text = pt_key_text(&id, k, r);
         let h = pt_hash_text(k);
         let (b1, b2) = gds_buckets(h.as_bytes()).unwrap_or_default();
-        format!(
-            "{root}/{b1}/{b2}/{}{}",
-            quote(text.as_bytes()),
-            GDS_DATA_SUFFIXES[0]
-        )
+        let dir = if b2.is_empty() {
+            b1
+        } else {
+            format!("{b1}/{b2}")
+        };
+        format!("{root}/{dir}/{}{suffix}", quote(text.as_bytes()))
     };
     let headers = &g.headers;
     let data_present: std::collections::HashSet<(Key, u32)> = g

@@ -318,6 +318,8 @@ pub struct GdsSet {
     /// Files placed in the wrong bucket directories are foreign, listed here
     /// per set: (path, the buckets their hash needs).
     pub misplaced: Paths<(String, String)>,
+    /// Data files end `.weka1` (wekafs), not `.kvcache.safetensors`.
+    pub weka: bool,
 }
 
 /// Everything one root holds apart from its namespaces and flat sets.

@@ -40,8 +40,12 @@ pub fn chunk(root: &Path, model: &str, ws: u32, worker: u32, h: i64, sidecar: bo
             }
         })
         .collect();
+    // os.path.join(base, str(h)[0:2], str(h)[2:4], name): an empty second
+    // level is dropped.
     let dec = h.to_string();
-    let dir = root.join(&dec[..2]).join(&dec[2..4]);
+    let dir = root
+        .join(&dec[..dec.len().min(2)])
+        .join(dec.get(2..dec.len().min(4)).unwrap_or(""));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(format!("{quoted}.kvcache.safetensors"));
     let head = header(&[2, 2, 16, 16], 2048, "1");
@@ -139,4 +143,50 @@ fn headers_names_buckets_and_temps() {
     assert_code(s, "KV312", "notice");
     assert_eq!(s["staging"][0]["rank"], 0);
     assert_code(set(&v, "unattributed"), "KV312", "notice");
+}
+
+#[test]
+fn short_hashes_and_wekafs_names() {
+    let d = tempfile::tempdir().unwrap();
+    // str(123) puts the chunk in 12/3/; str(42) in 42/ with no second level.
+    for w in 0..2 {
+        chunk(d.path(), "m", 2, w, 123, true);
+        chunk(d.path(), "m", 2, w, 42, true);
+    }
+    assert!(d.path().join("12/3").is_dir());
+    assert!(d.path().join("42").is_dir() && !d.path().join("42/0").exists());
+    let (st, v) = offload(&[d.path()], &[]);
+    assert_eq!(st, 0, "{v:#}");
+    assert_eq!(set(&v, "lmcache-gds")["blocks"]["complete"], 2);
+    // A 42 chunk inside a second level is misplaced (foreign, named).
+    let p = chunk(d.path(), "m", 2, 0, 42, true);
+    std::fs::create_dir(d.path().join("42/00")).unwrap();
+    std::fs::rename(&p, d.path().join("42/00").join(p.file_name().unwrap())).unwrap();
+    let (st, v) = offload(&[d.path()], &[]);
+    assert_eq!(st, 1, "{v:#}");
+    let s = set(&v, "lmcache-gds");
+    assert_code(s, "KV312", "notice");
+    // Where LMCache looks, the sidecar stays without its data file.
+    assert_code(s, "KV352", "reject");
+    assert_code(s, "KV303", "reject");
+    // wekafs: .weka1 data files, listed by their own names.
+    let w = tempfile::tempdir().unwrap();
+    for r in 0..2 {
+        let p = chunk(w.path(), "m", 2, r, H, r == 0);
+        let weka = PathBuf::from(
+            p.display()
+                .to_string()
+                .replace(".kvcache.safetensors", ".weka1"),
+        );
+        std::fs::rename(&p, &weka).unwrap();
+        if r == 0 {
+            std::fs::rename(sidecar_of(&p), sidecar_of(&weka)).unwrap();
+        }
+    }
+    let (st, v) = offload(&[w.path()], &[]);
+    assert_eq!(st, 1, "{v:#}");
+    let s = set(&v, "lmcache-gds");
+    assert_code(s, "KV351", "reject");
+    let listed = s["listed"]["blocks"][0]["path"].as_str().unwrap();
+    assert!(listed.ends_with(".weka1"), "{listed}");
 }

@@ -43,6 +43,16 @@ pub fn offload(paths: &[&Path], args: &[&str]) -> (i32, Value) {
     (status, v)
 }
 
+/// A fixture case's `args` (cases.json, real/expect.json).
+pub fn args_of(c: &Value) -> Vec<&str> {
+    c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect()
+}
+
 /// The one set of `v` whose producer is `producer`.
 pub fn set<'a>(v: &'a Value, producer: &str) -> &'a Value {
     let sets: Vec<&Value> = v["sets"]

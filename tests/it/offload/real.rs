@@ -28,12 +28,7 @@ fn what_the_released_writers_wrote_is_judged_as_expected() {
     let mut producers = BTreeSet::new();
     for c in cases {
         let name = c["case"].as_str().unwrap();
-        let args: Vec<&str> = c["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap())
-            .collect();
+        let args = super::args_of(c);
         let (st, v) = offload(&[&dir.join(name).join("root")], &args);
         assert_eq!(st, c["exit_status"], "{name}: {v:#}");
         let want = c["sets"].as_array().unwrap();

@@ -126,6 +126,8 @@ fn links_special_files_and_staging() {
     )
     .unwrap();
     write(d.path(), ".00000000000000000000000000000000.tmp", 64);
+    // An unmerged variant's manifest: recognised (legacy), never required.
+    write(d.path(), "__warmup_manifest___m_0_2.jsonl", 5);
     let (st, v) = offload(&[d.path()], &["--model", "m", "--producer", "sglang"]);
     assert_eq!(st, 1, "{v:#}");
     let s = sglang_sets(&v)[0];
@@ -134,6 +136,7 @@ fn links_special_files_and_staging() {
     assert_eq!(s["staging"].as_array().unwrap().len(), 0);
     let u = super::set(&v, "unattributed");
     assert_code(u, "KV311", "notice");
+    assert_code(u, "KV323", "notice");
     assert_eq!(u["staging"][0]["rank"], Value::Null);
 }
 
