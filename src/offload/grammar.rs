@@ -1191,6 +1191,38 @@ mod tests {
         assert!(gds_header(&b[..100]).is_err());
     }
 
+    /// Each constant against the released source it comes from (checked
+    /// against the PyPI wheels sglang 0.5.23 and lmcache 0.5.6; the real
+    /// writers' trees in fixtures/offload/real/ are read with them).
+    #[test]
+    fn constants_pinned_to_the_released_sources() {
+        // sglang/srt/mem_cache/hicache_storage.py:85-121 (PoolName, `kv` has
+        // no part in a name), :730 (the default directory), :908 (the temp).
+        assert_eq!(SGLANG_POOLS.len(), 22);
+        assert_eq!(SGLANG_POOLS[SGLANG_MAMBA as usize], "mamba");
+        assert_eq!(SGLANG_POOLS[21], "draft_swa");
+        assert_eq!(crate::offload::walk::SGLANG_DEFAULT_ROOT, "/tmp/hicache");
+        assert!(sglang_temp(format!(".{}.tmp", "0".repeat(32)).as_bytes()));
+        // :750-771: PP size first, then _cp<rank>_<size>, then the DCP part.
+        let t = SgTail {
+            tp: Some((1, 2)),
+            pp: Some((2, 1)),
+            cp: Some((1, 2)),
+            dcp: None,
+        };
+        assert_eq!(sglang_name("h", None, "m", &t), "h_m_1_2_2_1_cp1_2.bin");
+        // lmcache/v1/storage_backend/gds_backend.py:46-50, :60-75, :146, :678.
+        assert_eq!(GDS_SIDECAR_SUFFIX, ".metadata");
+        assert_eq!(GDS_DATA_SUFFIXES, [".kvcache.safetensors", ".weka1"]);
+        assert_eq!(GDS_VERSION, "1");
+        assert_eq!(GDS_HEADER_BYTES, 4096);
+        assert_eq!(GDS_TEMP_HEX, 8);
+        assert_eq!(GDS_DTYPES[0], ("F16", 2));
+        assert_eq!(GDS_DTYPES[13], ("F8E5M2", 1));
+        // lmcache/utils.py:366-390.
+        assert_eq!(LMCACHE_DTYPES.len(), 14);
+    }
+
     #[test]
     fn sglang_temp_and_shape() {
         assert!(sglang_temp(b".0123456789abcdef0123456789abcdef.tmp"));
