@@ -1840,6 +1840,13 @@ fn sg(id: SgIdent, fs: FlatSet, geo: &Geometry, now_s: i64, mixed: bool) -> Set 
             sglang_name(&k.hex(), pool_id, &model, &ident.tail(r))
         )
     };
+    // Without --page-bytes: the TP (or DCP) shards of one stage and CP rank
+    // hold equal slices, so their common sizes must agree (stages differ).
+    let disagree = if page_bytes.is_none() {
+        stage_disagreement(&id, &fs)
+    } else {
+        None
+    };
     let mut set = flat(
         set,
         fs,
@@ -1849,6 +1856,9 @@ fn sg(id: SgIdent, fs: FlatSet, geo: &Geometry, now_s: i64, mixed: bool) -> Set 
         now_s,
         &file_path,
     );
+    if let Some(f) = disagree {
+        set.findings.push(f);
+    }
     if not_applied {
         set.findings.retain(|f| f.code != Code::KV316);
         set.findings.push(Finding::notice(
@@ -1866,6 +1876,53 @@ fn sg(id: SgIdent, fs: FlatSet, geo: &Geometry, now_s: i64, mixed: bool) -> Set 
         ));
     }
     set
+}
+
+/// The first stage (PP rank, CP rank) of an SGLang set whose TP or DCP
+/// shards' common page sizes differ, as a KV307 finding.
+fn stage_disagreement(id: &SgIdent, fs: &FlatSet) -> Option<Finding> {
+    let mut per_rank: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for v in fs.blocks.values() {
+        for (r, size, st) in v {
+            if *st == State::Regular {
+                per_rank.entry(*r).or_default().push(*size);
+            }
+        }
+    }
+    let inner = id.tp_size.or(id.dcp.map(|d| d.size)).unwrap_or(1).max(1);
+    let mut stages: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
+    for (r, sizes) in per_rank {
+        if let Some(m) = mode(sizes.into_iter()) {
+            stages.entry(r / inner).or_default().push((r, m));
+        }
+    }
+    for (stage, ranks) in stages {
+        let sizes: BTreeSet<u64> = ranks.iter().map(|x| x.1).collect();
+        if sizes.len() > 1 {
+            let (pp, cp) = (stage / id.cp_size.max(1), stage % id.cp_size.max(1));
+            let each: Vec<String> = ranks
+                .iter()
+                .map(|(r, m)| format!("rank {r}: {m} bytes"))
+                .collect();
+            let (a, b) = (ranks[0], ranks.iter().find(|x| x.1 != ranks[0].1)?);
+            return Some(
+                Finding::reject(
+                    Code::KV307,
+                    format!(
+                        "the shards of pipeline stage {pp}, attention-CP rank {cp} hold pages \
+                            of different common sizes ({}): they hold equal slices of one page, \
+                            so one rank's pages are not this deployment's",
+                        each.join(", ")
+                    ),
+                )
+                .values(
+                    format!("{} bytes (rank {})", a.1, a.0),
+                    format!("{} bytes (rank {})", b.1, b.0),
+                ),
+            );
+        }
+    }
+    None
 }
 
 /// SGLang's suffix overlap (docs/format.md §15.2): an MLA set's rank-0

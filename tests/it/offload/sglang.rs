@@ -106,6 +106,16 @@ fn sizes_against_page_bytes_and_against_each_other() {
     let (st, v) = offload(&[d.path()], &["--model", "m"]);
     assert_eq!(st, 1);
     assert_code(sglang_sets(&v)[0], "KV304", "reject");
+    // One rank's pages all of another size (a collision of two deployments
+    // sharing names): its shards disagree, even without geometry.
+    let c = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        write(c.path(), &name(i, "m", Some((0, 2)), None), 64);
+        write(c.path(), &name(i, "m", Some((1, 2)), None), 96);
+    }
+    let (st, v) = offload(&[c.path()], &["--model", "m"]);
+    assert_eq!(st, 1, "{v:#}");
+    assert_code(sglang_sets(&v)[0], "KV307", "reject");
     // The same short file on both ranks is still short (pages are always full).
     write(d.path(), &name(2, "m", Some((0, 2)), None), 10);
     let (st, v) = offload(&[d.path()], &["--model", "m"]);
