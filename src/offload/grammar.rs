@@ -1173,7 +1173,11 @@ mod tests {
             gds_name(format!("{q}.kvcache.safetensors.tmp0A1B2C3D").as_bytes()),
             None
         );
-        let good = r#"{"kvcache": {"dtype": "BF16", "shape": [2, 2, 16, 16], "data_offsets": [0, 2048], "fmt": 1, "__metadata__": {"lmcache_version": "1"}}}"#;
+        let good = concat!(
+            r#"{"kvcache": {"dtype": "BF16", "shape": [2, 2, 16, 16], "#,
+            r#""data_offsets": [0, 2048], "fmt": 1, "#,
+            r#""__metadata__": {"lmcache_version": "1"}}}"#
+        );
         let h = gds_header(&header(good)).unwrap();
         assert_eq!((h.nbytes, h.fmt, h.dtype.as_str()), (2048, 1, "BF16"));
         for (bad, why) in [

@@ -130,7 +130,11 @@ pub fn document(run: &Run, now_ms: u64, host: &str) -> Value {
             "bytes_per_block": bpb,
             "chunk_bytes": o.geometry.chunk_bytes,
             "page_bytes": o.geometry.page_bytes,
-            "model": o.sglang_models.iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect::<Vec<_>>(),
+            "model": o
+                .sglang_models
+                .iter()
+                .map(|m| String::from_utf8_lossy(m).into_owned())
+                .collect::<Vec<_>>(),
         },
         "looked_in": run.looked.iter().map(|l| json!({
             "path": l.path.display().to_string(),
