@@ -1627,6 +1627,7 @@ fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
     let mut mismatch = Tally::default();
     let mut orphan = Tally::default();
     let mut links = Tally::default();
+    let mut special = Tally::default();
     let mut bad: BTreeMap<Key, Vec<String>> = BTreeMap::new();
     let mut files: Vec<&(Key, u32)> = headers.keys().collect();
     files.sort_unstable();
@@ -1664,10 +1665,14 @@ fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
                 }
             }
             Some((state, _)) => {
-                links.add(
+                let (tally, what) = match state {
+                    State::Special(kind) => (&mut special, format!("a {kind}")),
+                    _ => (&mut links, "a symlink".to_string()),
+                };
+                tally.add(
                     || format!("{}.metadata", p()),
                     "a regular file".into(),
-                    format!("{state:?}"),
+                    what,
                 );
                 bad.entry(k)
                     .or_default()
@@ -1742,7 +1747,13 @@ fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
         &mut set,
         Code::KV308,
         Severity::Reject,
-        "where a sidecar belongs that are not regular files, never followed or opened",
+        "symlinked where a sidecar belongs, never followed",
+    );
+    special.finish(
+        &mut set,
+        Code::KV309,
+        Severity::Reject,
+        "special where a sidecar belongs, never opened",
     );
     if !g.misplaced.is_empty() {
         let (first, want) = g.misplaced.items[0].clone();

@@ -190,3 +190,20 @@ fn short_hashes_and_wekafs_names() {
     let listed = s["listed"]["blocks"][0]["path"].as_str().unwrap();
     assert!(listed.ends_with(".weka1"), "{listed}");
 }
+
+#[test]
+fn sidecars_that_are_links_or_fifos_are_never_followed_or_opened() {
+    let d = tempfile::tempdir().unwrap();
+    let a = chunk(d.path(), "m", 2, 0, H, false);
+    let b = chunk(d.path(), "m", 2, 1, H, false);
+    std::os::unix::fs::symlink("/etc/hostname", sidecar_of(&a)).unwrap();
+    let c = std::ffi::CString::new(sidecar_of(&b).as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    // A FIFO opened for reading would block: the run finishing is the proof.
+    let (st, v) = offload(&[d.path()], &[]);
+    assert_eq!(st, 1, "{v:#}");
+    let s = set(&v, "lmcache-gds");
+    assert_code(s, "KV308", "reject");
+    assert_code(s, "KV309", "reject");
+    assert_eq!(s["blocks"]["damaged"], 1);
+}
