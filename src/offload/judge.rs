@@ -1833,6 +1833,28 @@ fn sg(id: SgIdent, fs: FlatSet, geo: &Geometry, now_s: i64, mixed: bool) -> Set 
         set.identity
             .insert("roots".into(), json!(fs.roots.iter().collect::<Vec<_>>()));
     }
+    // What each rank number is in SGLang's terms (as its suffix spells it).
+    if id.world() <= FLAT_WORLD_MAX as u64 {
+        let names: Vec<String> = (0..id.world() as u32)
+            .map(|r| {
+                let t = id.tail(r);
+                let mut parts = Vec::new();
+                if let Some((_, pp)) = t.pp {
+                    parts.push(format!("pp_rank {pp}"));
+                }
+                if let Some((cp, _)) = t.cp {
+                    parts.push(format!("attn_cp_rank {cp}"));
+                }
+                match (t.tp, t.dcp) {
+                    (Some((tp, _)), _) => parts.push(format!("tp_rank {tp}")),
+                    (None, Some(d)) => parts.push(format!("dcp_rank {}", d.rank)),
+                    (None, None) => parts.push("the writer".to_string()),
+                }
+                parts.join(", ")
+            })
+            .collect();
+        set.identity.insert("rank_names".into(), json!(names));
+    }
     if mixed {
         mixed_notice(&mut set, &model);
     }

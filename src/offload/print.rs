@@ -196,6 +196,8 @@ pub fn table(run: &Run, list: usize) -> String {
             let id: Vec<String> = s
                 .identity
                 .iter()
+                // Per-rank names are the JSON's; the table names ranks by number.
+                .filter(|(k, _)| k.as_str() != "rank_names")
                 .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), str::to_string)))
                 .collect();
             let _ = writeln!(out, "  identity: {}", t(&id.join(" ")));

@@ -58,6 +58,7 @@ fn a_model_ending_in_digits_is_split_by_model() {
     assert_eq!(s["identity"]["pp_size"], 2);
     assert_eq!(s["identity"]["mla"], false);
     assert_eq!(s["ranks"]["expected"], serde_json::json!([0, 1, 2, 3]));
+    assert_eq!(s["identity"]["rank_names"][2], "pp_rank 1, tp_rank 0");
     assert_eq!(s["blocks"]["complete"], 3);
     assert_code(s, "KV316", "notice");
     // Without the model nothing is paired: every name reads two ways.
