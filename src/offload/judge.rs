@@ -2,79 +2,18 @@
 //! and verdict, from what the walk found ([`super::scan`]). Pure: no I/O,
 //! no clock (the caller passes the time).
 
-use super::canon::{canonical, Canonical, CONFIG_MAX_BYTES};
 use super::grammar::{
-    gds_buckets, pt_hash_text, quote, sglang_name, sglang_readings, Key, GDS_DATA_SUFFIXES,
-    SGLANG_POOLS,
+    gds_buckets, pt_hash_text, quote, sglang_name, Key, GDS_DATA_SUFFIXES, SGLANG_POOLS,
 };
-use super::scan::{
-    BlockFile, Config, FlatSet, GdsSet, Loose, MpIdent, NsScan, Paths, PtIdent, RootScan, Scan,
-    SgIdent, Staged, State,
-};
+use super::scan::{FlatSet, GdsSet, Loose, MpIdent, PtIdent, RootScan, Scan, SgIdent, State};
+use super::set::ListedBlock;
+use super::tally::{loose_findings, mode, plural, BlockCheck, SizeIs, Tallies, Tally, Wording};
 use crate::format::finding::{Code, Finding, Severity};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
-/// A staging file younger than this may belong to a running writer.
-pub const RECENT_S: i64 = 600;
-/// The most incomplete or damaged blocks the document lists per set.
-pub const LIST_CAP: usize = 10_000;
-/// The largest world a flat set's names may claim before kvcr refuses to
-/// enumerate its ranks (LMCache MP packs at most 255; no deployment of one
-/// set reaches this).
-pub const FLAT_WORLD_MAX: u32 = 4096;
-/// vLLM's row alignment floor: the page size, a multiple of 4096.
-pub const VLLM_ALIGN: u64 = 4096;
-
-/// Which producer's reading `--producer` asks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Choice {
-    #[default]
-    Auto,
-    Vllm,
-    Llmd,
-    Lmcache,
-    LmcacheMp,
-    Sglang,
-}
-
-impl Choice {
-    /// The name `--producer` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Choice::Auto => "auto",
-            Choice::Vllm => "vllm",
-            Choice::Llmd => "llmd",
-            Choice::Lmcache => "lmcache",
-            Choice::LmcacheMp => "lmcache-mp",
-            Choice::Sglang => "sglang",
-        }
-    }
-}
-
-/// The geometry options (docs/format.md §15.2): the bytes the engine's
-/// configuration gives and the disk does not record.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Geometry {
-    /// vLLM `--kv-bytes-per-chunk`: one file (the row the worker logs).
-    pub kv_bytes_per_chunk: Option<u64>,
-    /// llm-d `--bytes-per-block`: per group (`None`: every group).
-    pub bytes_per_block: BTreeMap<Option<u32>, u64>,
-    /// lmcache and lmcache-mp `--chunk-bytes`: one rank's full chunk.
-    pub chunk_bytes: Option<u64>,
-    /// SGLang `--page-bytes`: one rank's KV page file (one pipeline stage).
-    pub page_bytes: Option<u64>,
-}
-
-impl Geometry {
-    fn llmd_bpb(&self, group: u32) -> Option<u64> {
-        self.bytes_per_block
-            .get(&Some(group))
-            .or_else(|| self.bytes_per_block.get(&None))
-            .copied()
-    }
-}
+pub use super::set::{Choice, Geometry, Set};
 
 /// What a run is asked for.
 #[derive(Clone, Debug, Default)]
@@ -89,6 +28,11 @@ pub struct Options {
     /// (raw bytes; `/` is made `-` as SGLang does).
     pub sglang_models: Vec<Vec<u8>>,
 }
+
+/// The largest world a flat set's names may claim before kvcr refuses to
+/// enumerate its ranks (LMCache MP packs at most 255; no deployment of one
+/// set reaches this).
+pub const FLAT_WORLD_MAX: u32 = 4096;
 
 /// A finished run.
 #[derive(Clone, Debug)]
@@ -112,87 +56,11 @@ impl Run {
     }
 }
 
-/// One incomplete or damaged block, as listed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListedBlock {
-    pub key: String,
-    pub group: Option<u32>,
-    pub present_ranks: Vec<u32>,
-    pub missing_ranks: Vec<u32>,
-    pub problem: String,
-    /// One of its files (the first damaged one, or the first present).
-    pub path: String,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Blocks {
-    pub total: u64,
-    pub complete: u64,
-    pub incomplete: u64,
-    pub damaged: u64,
-}
-
-/// One judged set.
-#[derive(Clone, Debug)]
-pub struct Set {
-    pub path: String,
-    pub producer: &'static str,
-    pub identity: Map<String, Value>,
-    pub findings: Vec<Finding>,
-    /// `None`: not checkable offline (vLLM).
-    pub ranks_expected: Option<Vec<u32>>,
-    pub ranks_present: Vec<u32>,
-    pub blocks: Blocks,
-    pub bytes: u64,
-    pub staging: Paths<Staged>,
-    pub foreign: Paths<String>,
-    pub listed: Vec<ListedBlock>,
-    pub listed_count: u64,
-}
-
-impl Set {
-    fn new(path: String, producer: &'static str) -> Set {
-        Set {
-            path,
-            producer,
-            identity: Map::new(),
-            findings: Vec::new(),
-            ranks_expected: None,
-            ranks_present: Vec::new(),
-            blocks: Blocks::default(),
-            bytes: 0,
-            staging: Paths::default(),
-            foreign: Paths::default(),
-            listed: Vec::new(),
-            listed_count: 0,
-        }
-    }
-
-    pub fn rejected(&self) -> bool {
-        self.findings.iter().any(|f| f.severity == Severity::Reject)
-    }
-
-    /// The first rejecting finding in code order: the set's cause.
-    pub fn cause(&self) -> Option<&Finding> {
-        self.findings
-            .iter()
-            .filter(|f| f.severity == Severity::Reject)
-            .min_by_key(|f| f.code)
-    }
-
-    fn list(&mut self, b: ListedBlock) {
-        self.listed_count += 1;
-        if self.listed.len() < LIST_CAP {
-            self.listed.push(b);
-        }
-    }
-}
-
 /// The whole run's sets, in a stable order.
 pub fn judge(scan: Scan, choice: Choice, geo: &Geometry, now_s: i64) -> Vec<Set> {
     let mut sets = Vec::new();
     for ns in scan.namespaces {
-        sets.push(family(ns, choice, geo, now_s));
+        sets.push(super::family::family(ns, choice, geo, now_s));
     }
     let mp_worlds = worlds(scan.mp.keys().map(|k| (k.model.clone(), k.world as u32)));
     for (id, fs) in scan.mp {
@@ -219,6 +87,9 @@ pub fn judge(scan: Scan, choice: Choice, geo: &Geometry, now_s: i64) -> Vec<Set>
         let mixed = gds_worlds.get(&id.model).is_some_and(|w| w.len() > 1);
         sets.push(gds(id, g, now_s, mixed));
     }
+    for ns in scan.nested {
+        sets.push(super::nested::judge(ns, now_s));
+    }
     for r in scan.roots {
         if let Some(s) = unattributed(r, now_s) {
             sets.push(s);
@@ -235,174 +106,6 @@ fn worlds(it: impl Iterator<Item = (Vec<u8>, u32)>) -> HashMap<Vec<u8>, BTreeSet
     m
 }
 
-fn plural(n: u64, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
-    }
-}
-
-fn ranks_text(r: &[u32]) -> String {
-    crate::format::rankset::compress_ranks(&r.iter().map(|&x| x as u64).collect::<Vec<_>>())
-}
-
-/// Findings every set gets from its loose entries.
-fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &str) {
-    if !loose.symlinks.is_empty() {
-        let first = loose.symlinks.items[0].clone();
-        set.findings.push(
-            Finding::reject(
-                Code::KV308,
-                format!(
-                    "{} {where_}, never followed (first: {first})",
-                    plural(loose.symlinks.count, "symlink", "symlinks")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.special.is_empty() {
-        let (first, kind) = loose.special.items[0].clone();
-        set.findings.push(
-            Finding::reject(
-                Code::KV309,
-                format!(
-                    "{} {where_}, never opened (first: {first}, a {kind})",
-                    plural(loose.special.count, "special file", "special files")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.staging.is_empty() {
-        let empty = loose.staging.items.iter().filter(|s| s.size == 0).count();
-        let recent = loose
-            .staging
-            .items
-            .iter()
-            .filter(|s| now_s - s.mtime_s < RECENT_S)
-            .count();
-        let first = &loose.staging.items[0];
-        let mut msg = format!(
-            "{} left by a writer {where_} ({empty} empty: killed before writing; {} with bytes: \
-                killed mid-write or before the rename)",
-            plural(loose.staging.count, "staging file", "staging files"),
-            loose.staging.count - empty as u64
-        );
-        if recent > 0 {
-            msg.push_str(&format!(
-                "; {recent} recent (under {} minutes): a writer may still be running",
-                RECENT_S / 60
-            ));
-        }
-        msg.push_str(&format!("; first: {} ({} bytes)", first.path, first.size));
-        set.findings
-            .push(Finding::notice(Code::KV311, msg).at(first.path.clone()));
-    }
-    if !loose.foreign.is_empty() {
-        let first = loose.foreign.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV312,
-                format!(
-                    "{} no producer writes {where_} (first: {first})",
-                    plural(loose.foreign.count, "name", "names")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.probes.is_empty() {
-        let first = loose.probes.items[0].path.clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV318,
-                format!("vLLM's O_DIRECT probe file left by a killed start-up: {first}"),
-            )
-            .at(first),
-        );
-    }
-    if !loose.empty_dirs.is_empty() {
-        let first = loose.empty_dirs.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV319,
-                format!(
-                    "{} (a failed store leaves its bucket directories; first: {first})",
-                    plural(
-                        loose.empty_dirs.count,
-                        "empty directory",
-                        "empty directories"
-                    )
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.legacy.is_empty() {
-        let first = loose.legacy.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV323,
-                format!(
-                    "{} of a layout no current producer writes (first: {first})",
-                    plural(loose.legacy.count, "entry", "entries")
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.sglang.is_empty() {
-        let first = loose.sglang.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV314,
-                format!(
-                    "{} of SGLang HiCache whose names parse more than one way: a served model \
-                        name may end in _<digits>, so the model cannot be split from the ranks \
-                        (first: {first}, {}); not paired with any set: rerun with --model \
-                        <served model name> to settle it",
-                    plural(loose.sglang.count, "file", "files"),
-                    sglang_readings_text(&first)
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.sglang_other.is_empty() {
-        let first = loose.sglang_other.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV314,
-                format!(
-                    "{} of SGLang HiCache of a served model no --model names (first: {first}, \
-                        {}): not judged; add its --model to judge it",
-                    plural(loose.sglang_other.count, "file", "files"),
-                    sglang_readings_text(&first)
-                ),
-            )
-            .at(first),
-        );
-    }
-    if !loose.ambiguous.is_empty() {
-        let first = loose.ambiguous.items[0].clone();
-        set.findings.push(
-            Finding::notice(
-                Code::KV314,
-                format!(
-                    "{} that parse more than one way (an @ inside a field; first: {first}): not \
-                        paired with any set",
-                    plural(loose.ambiguous.count, "name", "names")
-                ),
-            )
-            .at(first),
-        );
-    }
-    set.staging.merge(loose.staging);
-    set.foreign.merge(loose.foreign);
-}
-
 fn unattributed(r: RootScan, now_s: i64) -> Option<Set> {
     if r.loose.is_empty() {
         return None;
@@ -412,741 +115,6 @@ fn unattributed(r: RootScan, now_s: i64) -> Option<Set> {
     Some(set)
 }
 
-/// The size problems of one file against an expected size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SizeIs {
-    Ok,
-    Short(u64),
-    Long(u64),
-    Misaligned(u64),
-    Partial,
-}
-
-/// Aggregates one code's findings into one line per set.
-#[derive(Default)]
-struct Tally {
-    count: u64,
-    first: Option<(String, String, String)>,
-}
-
-impl Tally {
-    fn add(&mut self, path: impl FnOnce() -> String, expected: String, found: String) {
-        self.count += 1;
-        if self.first.is_none() {
-            self.first = Some((path(), expected, found));
-        }
-    }
-
-    fn finish(self, set: &mut Set, code: Code, severity: Severity, what: &str) {
-        let Some((path, expected, found)) = self.first else {
-            return;
-        };
-        let msg = format!(
-            "{} {what} (first: {path}: {found}, expected {expected})",
-            plural(self.count, "file", "files")
-        );
-        let f = match severity {
-            Severity::Reject => Finding::reject(code, msg),
-            Severity::Notice => Finding::notice(code, msg),
-        };
-        set.findings.push(f.at(path).values(expected, found));
-    }
-}
-
-/// The most common size among `sizes` (ties: the larger).
-fn mode(sizes: impl Iterator<Item = u64>) -> Option<u64> {
-    let mut m: HashMap<u64, u64> = HashMap::new();
-    for s in sizes {
-        *m.entry(s).or_default() += 1;
-    }
-    m.into_iter().max_by_key(|&(s, n)| (n, s)).map(|(s, _)| s)
-}
-
-fn int_field(c: &Canonical, k: &str) -> Option<u64> {
-    c.fields.get(k).and_then(Value::as_u64)
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fam {
-    Vllm,
-    Llmd,
-    /// llm-d or vLLM 0.22.0: identical fields.
-    LlmdOr022,
-    Unknown,
-}
-
-/// A vLLM or llm-d namespace (docs/format.md §15.2).
-fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> Set {
-    let path = ns.path();
-    let mut findings = Vec::new();
-    // config.json and the digest.
-    let canon: Option<Canonical> =
-        match &ns.config {
-            Config::Missing => {
-                findings.push(
-                    Finding::reject(
-                        Code::KV301,
-                        format!(
-                            "{path}/config.json is missing: the namespace cannot be verified (the \
-                    engine recreates it only at its next start)"
-                        ),
-                    )
-                    .at(format!("{path}/config.json")),
-                );
-                None
-            }
-            Config::Symlink => {
-                findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is a symlink, never followed: the namespace cannot be \
-                    verified"),
-            ).at(format!("{path}/config.json")));
-                None
-            }
-            Config::Special(kind) => {
-                findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is a {kind}, never opened: the namespace cannot be \
-                    verified"),
-            ).at(format!("{path}/config.json")));
-                None
-            }
-            Config::TooLarge(n) => {
-                findings.push(Finding::reject(
-                Code::KV301,
-                format!("{path}/config.json is {n} bytes, over the {CONFIG_MAX_BYTES}-byte limit: \
-                    the namespace cannot be verified"),
-            ).at(format!("{path}/config.json")));
-                None
-            }
-            Config::Read(bytes) => match canonical(bytes) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    findings.push(
-                        Finding::reject(
-                            Code::KV301,
-                            format!(
-                            "{path}/config.json ({} bytes) is {}: the namespace cannot be verified",
-                            bytes.len(),
-                            e.describe()
-                        ),
-                        )
-                        .at(format!("{path}/config.json")),
-                    );
-                    None
-                }
-            },
-        };
-    let any_high_rank = ns.ranks.keys().any(|&r| r >= 1);
-    let fam = match (&canon, choice) {
-        (_, Choice::Vllm) => Fam::Vllm,
-        (_, Choice::Llmd) => Fam::Llmd,
-        (Some(c), _) => {
-            if c.fields.contains_key("tokens_per_hash") && c.fields.contains_key("blocks_per_file")
-            {
-                Fam::Vllm
-            } else if c.fields.contains_key("hash_block_size")
-                && c.fields.contains_key("gpu_blocks_per_file")
-            {
-                if any_high_rank {
-                    Fam::Llmd
-                } else {
-                    Fam::LlmdOr022
-                }
-            } else {
-                Fam::Unknown
-            }
-        }
-        (None, _) if any_high_rank => Fam::Llmd,
-        (None, _) => Fam::Unknown,
-    };
-    let producer = match fam {
-        Fam::Vllm => "vllm",
-        Fam::Llmd => "llmd",
-        Fam::LlmdOr022 => "llmd-or-vllm-0.22",
-        Fam::Unknown => "vllm-family",
-    };
-    let mut set = Set::new(path.clone(), producer);
-    set.findings = findings;
-    let base_text = String::from_utf8_lossy(&ns.base).into_owned();
-    set.identity.insert("namespace".into(), json!(base_text));
-    if let Some(c) = &canon {
-        for k in [
-            "model_name",
-            "tp_size",
-            "pp_size",
-            "pcp_size",
-            "dcp_size",
-            "dtype",
-            "tokens_per_hash",
-            "blocks_per_file",
-            "hash_block_size",
-            "gpu_blocks_per_file",
-            "parallel_agnostic",
-            "replicated_layout",
-            "canonical_format",
-        ] {
-            if let Some(v) = c.fields.get(k) {
-                set.identity.insert(k.into(), v.clone());
-            }
-        }
-        set.identity
-            .insert("digest".into(), json!(c.sha256_hex()[..12].to_string()));
-        // The digest and the model prefix, byte for byte.
-        let (prefix, digest) =
-            super::grammar::namespace_dir(&ns.base).unwrap_or((&ns.base[..], ""));
-        let d12 = c.digest12();
-        if d12 != digest {
-            set.findings.push(
-                Finding::reject(
-                    Code::KV302,
-                    format!(
-                        "{base_text}: the directory's digest is {digest}, config.json's fields \
-                            give {d12}: the engine would never open this directory for the \
-                            configuration it records"
-                    ),
-                )
-                .at(path.clone())
-                .values(&d12, digest),
-            );
-        }
-        match c.safe_model() {
-            Some(m) if m.as_bytes() == prefix => {}
-            Some(m) => set.findings.push(
-                Finding::reject(
-                    Code::KV302,
-                    format!(
-                        "{base_text}: the directory's model prefix is {}, config.json's model_name \
-                            gives {m}",
-                        String::from_utf8_lossy(prefix)
-                    ),
-                )
-                .at(path.clone())
-                .values(&m, String::from_utf8_lossy(prefix)),
-            ),
-            None => set.findings.push(
-                Finding::reject(
-                    Code::KV301,
-                    format!(
-                        "{path}/config.json has no string model_name: the namespace cannot be \
-                        verified"
-                    ),
-                )
-                .at(format!("{path}/config.json")),
-            ),
-        }
-        if fam == Fam::Vllm
-            && !c.fields.contains_key("parallel_agnostic")
-            && !c.fields.contains_key("canonical_format")
-            && c.fields.get("replicated_layout") != Some(&Value::Bool(true))
-        {
-            set.findings.push(
-                Finding::notice(
-                    Code::KV320,
-                    format!(
-                        "{base_text} is parallel-agnostic without canonical_format: written by \
-                    vLLM ≤ 0.33's direct layout, unsafe to read after a tensor-parallel change"
-                    ),
-                )
-                .at(path.clone()),
-            );
-        }
-        if fam == Fam::Unknown {
-            set.findings.push(
-                Finding::notice(
-                    Code::KV314,
-                    format!(
-                        "{path}/config.json holds neither vLLM's fields (tokens_per_hash, \
-                    blocks_per_file) nor llm-d's (hash_block_size, gpu_blocks_per_file): rerun \
-                    with --producer vllm or --producer llmd"
-                    ),
-                )
-                .at(format!("{path}/config.json")),
-            );
-        }
-    }
-    if let Some(s) = ns.base_not_dir {
-        push_state(&mut set, s, &path, "where the namespace directory belongs");
-    }
-    let tp = canon.as_ref().and_then(|c| int_field(c, "tp_size"));
-    let pp = canon.as_ref().and_then(|c| int_field(c, "pp_size"));
-    let pcp = canon.as_ref().and_then(|c| int_field(c, "pcp_size"));
-    let world = match (tp, pp, pcp) {
-        (Some(a), Some(b), Some(c)) => a.checked_mul(b).and_then(|x| x.checked_mul(c)),
-        _ => None,
-    };
-    if fam == Fam::LlmdOr022 {
-        let mut msg = format!(
-            "{base_text}: config.json's fields are llm-d's and vLLM 0.22.0's \
-            alike and only _r0 exists: llm-d or vLLM 0.22.0; only what both satisfy is checked \
-            (rerun with --producer llmd or --producer vllm, or see the deployment's spec_name: \
-            SharedStorageOffloadingSpec is llm-d)"
-        );
-        if let Some(w) = world.filter(|&w| w > 1) {
-            msg.push_str(&format!(
-                "; as llm-d (tp·pp·pcp = {w}) every key would be missing on ranks 1-{}",
-                w - 1
-            ));
-        }
-        set.findings
-            .push(Finding::notice(Code::KV314, msg).at(path.clone()));
-    }
-    let mut loose = ns.loose;
-    let groups_len = canon
-        .as_ref()
-        .and_then(|c| c.fields.get("kv_cache_groups"))
-        .and_then(Value::as_array)
-        .map(|a| a.len() as u32);
-    // Which rank directories belong to the set.
-    let expected: Option<Vec<u32>> = match fam {
-        Fam::Vllm | Fam::LlmdOr022 => Some(vec![0]),
-        Fam::Llmd => match world.filter(|&w| w > 0 && w <= 1 << 20) {
-            Some(w) => Some((0..w as u32).collect()),
-            // Without config.json: the ranks present, 0 to the highest.
-            None => ns.ranks.keys().next_back().map(|&m| (0..=m).collect()),
-        },
-        Fam::Unknown => None,
-    };
-    let rank_base = format!("{}/{}", ns.root, base_text);
-    let mut ranks = ns.ranks;
-    let mut out_of_range = Vec::new();
-    if let Some(exp) = &expected {
-        let keep: BTreeSet<u32> = exp.iter().copied().collect();
-        let extra: Vec<u32> = ranks
-            .keys()
-            .copied()
-            .filter(|r| !keep.contains(r))
-            .collect();
-        for r in extra {
-            let rs = ranks.remove(&r).unwrap_or_default();
-            out_of_range.push((r, rs.blocks.len()));
-        }
-    }
-    if !out_of_range.is_empty() {
-        let list: Vec<u32> = out_of_range.iter().map(|(r, _)| *r).collect();
-        let first = format!("{rank_base}_r{}", list[0]);
-        match fam {
-            Fam::Llmd => set.findings.push(
-                Finding::reject(
-                    Code::KV310,
-                    format!(
-                        "rank directories {} at or above tp·pp·pcp = {}: the recorded \
-                            configuration cannot write them and no engine of this namespace reads \
-                            them",
-                        ranks_text(&list),
-                        expected.as_ref().map_or(0, |e| e.len())
-                    ),
-                )
-                .at(first),
-            ),
-            _ => {
-                for r in &list {
-                    loose.foreign.push(format!("{rank_base}_r{r}"));
-                }
-            }
-        }
-    }
-    set.ranks_expected = match fam {
-        Fam::Vllm => None,
-        _ => expected.clone(),
-    };
-    set.ranks_present = ranks
-        .iter()
-        .filter(|(_, r)| r.present)
-        .map(|(&k, _)| k)
-        .collect();
-    if ns.base_dir && ranks.is_empty() && out_of_range.is_empty() {
-        loose.empty_dirs.push(path.clone());
-    }
-    // Per key: the ranks holding it.
-    let mut blocks: HashMap<Key, Vec<(u32, u64, State)>> = HashMap::new();
-    for (&r, rs) in ranks.iter_mut() {
-        if let Some(s) = rs.not_dir {
-            push_state(
-                &mut set,
-                s,
-                &format!("{rank_base}_r{r}"),
-                "where a rank directory belongs",
-            );
-        }
-        loose.merge(std::mem::take(&mut rs.loose));
-        for BlockFile { key, size, state } in rs.blocks.drain(..) {
-            blocks.entry(key).or_default().push((r, size, state));
-        }
-    }
-    let file_path = |k: &Key, r: u32| {
-        let h = k.hex();
-        format!(
-            "{rank_base}_r{r}/{}/{}_g{}/{h}.bin",
-            &h[..3],
-            &h[3..5],
-            k.group
-        )
-    };
-    let tp_only = pp == Some(1) && pcp == Some(1);
-    let gpb = canon
-        .as_ref()
-        .and_then(|c| int_field(c, "gpu_blocks_per_file"));
-    let mut geometry_note: Option<String> = None;
-    // The reference size per group (no geometry): vLLM one size for the
-    // namespace, llm-d the largest per group.
-    let vllm_mode = mode(
-        blocks
-            .values()
-            .flatten()
-            .filter(|(_, s, st)| *st == State::Regular && *s > 0 && s % VLLM_ALIGN == 0)
-            .map(|(_, s, _)| *s),
-    );
-    let mut group_max: HashMap<u32, u64> = HashMap::new();
-    for (k, v) in &blocks {
-        for (_, s, st) in v {
-            if *st == State::Regular {
-                let e = group_max.entry(k.group).or_default();
-                *e = (*e).max(*s);
-            }
-        }
-    }
-    match fam {
-        Fam::Vllm if geo.kv_bytes_per_chunk.is_none() => {
-            geometry_note = Some(
-                "without --kv-bytes-per-chunk the files were checked against \
-                4096-byte alignment and the namespace's common size, not against the row the \
-                engine writes"
-                    .into(),
-            )
-        }
-        Fam::Llmd if geo.bytes_per_block.is_empty() => {
-            geometry_note = Some(
-                "without --bytes-per-block the files were checked against each \
-                other (equal sizes across the ranks of a key), not against the bytes a block \
-                occupies"
-                    .into(),
-            )
-        }
-        _ => {}
-    }
-    let mut short = Tally::default();
-    let mut long = Tally::default();
-    let mut misaligned = Tally::default();
-    let mut partial = Tally::default();
-    let mut disagree = Tally::default();
-    let mut incomplete_ranks: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut links = Tally::default();
-    let mut special = Tally::default();
-    let mut beyond_groups = BTreeSet::new();
-    let mut keys: Vec<&Key> = blocks.keys().collect();
-    keys.sort_unstable();
-    for k in keys {
-        let v = &blocks[k];
-        set.blocks.total += 1;
-        if groups_len.is_some_and(|n| k.group >= n) {
-            beyond_groups.insert(k.group);
-        }
-        let present: Vec<u32> = v.iter().map(|(r, _, _)| *r).collect();
-        let missing: Vec<u32> = match (&expected, fam) {
-            (Some(exp), Fam::Llmd) => exp
-                .iter()
-                .copied()
-                .filter(|r| !present.contains(r))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let mut problems: Vec<String> = Vec::new();
-        let mut first_bad: Option<u32> = None;
-        for &(r, size, state) in v {
-            set.bytes += size;
-            match state {
-                State::Symlink => {
-                    links.add(
-                        || file_path(k, r),
-                        "a regular file".into(),
-                        "a symlink".into(),
-                    );
-                    problems.push(format!("rank {r}: a symlink"));
-                    first_bad.get_or_insert(r);
-                    continue;
-                }
-                State::Special(kind) => {
-                    special.add(
-                        || file_path(k, r),
-                        "a regular file".into(),
-                        format!("a {kind}"),
-                    );
-                    problems.push(format!("rank {r}: a {kind}"));
-                    first_bad.get_or_insert(r);
-                    continue;
-                }
-                State::Regular => {}
-            }
-            let is = match fam {
-                Fam::Vllm => match geo.kv_bytes_per_chunk {
-                    Some(n) if size < n => SizeIs::Short(n),
-                    Some(n) if size > n => SizeIs::Long(n),
-                    Some(_) => SizeIs::Ok,
-                    None if size == 0 || size % VLLM_ALIGN != 0 => SizeIs::Misaligned(VLLM_ALIGN),
-                    None => match vllm_mode {
-                        Some(m) if size < m => SizeIs::Short(m),
-                        Some(m) if size > m => SizeIs::Long(m),
-                        _ => SizeIs::Ok,
-                    },
-                },
-                Fam::Llmd => match geo.llmd_bpb(k.group) {
-                    Some(bpb) if size == 0 || size % bpb != 0 => SizeIs::Misaligned(bpb),
-                    Some(bpb) => {
-                        let kblocks = size / bpb;
-                        match gpb {
-                            Some(g) if kblocks > g => SizeIs::Long(g * bpb),
-                            Some(g) if kblocks < g => SizeIs::Partial,
-                            _ => SizeIs::Ok,
-                        }
-                    }
-                    None if size == 0 => {
-                        SizeIs::Short(group_max.get(&k.group).copied().unwrap_or(0))
-                    }
-                    None => {
-                        if group_max.get(&k.group).is_some_and(|&m| size < m) {
-                            SizeIs::Partial
-                        } else {
-                            SizeIs::Ok
-                        }
-                    }
-                },
-                Fam::LlmdOr022 | Fam::Unknown => {
-                    if size == 0 {
-                        SizeIs::Short(1)
-                    } else {
-                        SizeIs::Ok
-                    }
-                }
-            };
-            match is {
-                SizeIs::Ok => {}
-                SizeIs::Short(n) => {
-                    short.add(
-                        || file_path(k, r),
-                        format!("{n} bytes"),
-                        format!("{size} bytes on rank {r}"),
-                    );
-                    problems.push(format!("rank {r}: {size} bytes, short of {n}"));
-                    first_bad.get_or_insert(r);
-                }
-                SizeIs::Long(n) => {
-                    long.add(
-                        || file_path(k, r),
-                        format!("{n} bytes"),
-                        format!("{size} bytes on rank {r}"),
-                    );
-                    problems.push(format!("rank {r}: {size} bytes, over {n}"));
-                    first_bad.get_or_insert(r);
-                }
-                SizeIs::Misaligned(unit) => {
-                    misaligned.add(
-                        || file_path(k, r),
-                        format!("a non-zero multiple of {unit}"),
-                        format!("{size} bytes on rank {r}"),
-                    );
-                    problems.push(format!(
-                        "rank {r}: {size} bytes, not a non-zero multiple of {unit}"
-                    ));
-                    first_bad.get_or_insert(r);
-                }
-                SizeIs::Partial => {}
-            }
-        }
-        // llm-d: the ranks must agree on a key's size (TP only), and a
-        // partial file is legitimate only when every rank agrees.
-        if fam == Fam::Llmd && tp_only {
-            let sizes: BTreeSet<u64> = v
-                .iter()
-                .filter(|(_, _, st)| *st == State::Regular)
-                .map(|(_, s, _)| *s)
-                .collect();
-            if sizes.len() > 1 {
-                let list: Vec<String> =
-                    v.iter().map(|(r, s, _)| format!("rank {r}: {s}")).collect();
-                disagree.add(
-                    || file_path(k, v[0].0),
-                    "one size on every rank".into(),
-                    list.join(", "),
-                );
-                problems.push(format!("ranks disagree on the size ({})", list.join(", ")));
-                first_bad.get_or_insert(v[0].0);
-            }
-        }
-        if fam == Fam::Llmd && problems.is_empty() {
-            let partial_here = v.iter().any(|(_, s, st)| {
-                *st == State::Regular
-                    && match geo.llmd_bpb(k.group) {
-                        Some(bpb) => gpb.is_some_and(|g| s / bpb < g),
-                        None => group_max.get(&k.group).is_some_and(|m| s < m),
-                    }
-            });
-            if partial_here {
-                let (r, s, _) = v[0];
-                partial.add(
-                    || file_path(k, r),
-                    "gpu_blocks_per_file blocks".into(),
-                    format!("{s} bytes on every rank present"),
-                );
-            }
-        }
-        let path0 = file_path(k, first_bad.unwrap_or(present[0]));
-        if !missing.is_empty() {
-            set.blocks.incomplete += 1;
-            for r in &missing {
-                *incomplete_ranks.entry(*r).or_default() += 1;
-            }
-            let mut problem = format!(
-                "present on ranks {}, missing on {}",
-                ranks_text(&present),
-                ranks_text(&missing)
-            );
-            if !problems.is_empty() {
-                problem.push_str("; ");
-                problem.push_str(&problems.join("; "));
-            }
-            set.list(ListedBlock {
-                key: k.hex(),
-                group: Some(k.group),
-                present_ranks: present,
-                missing_ranks: missing,
-                problem,
-                path: path0,
-            });
-        } else if !problems.is_empty() {
-            set.blocks.damaged += 1;
-            set.list(ListedBlock {
-                key: k.hex(),
-                group: Some(k.group),
-                present_ranks: present,
-                missing_ranks: Vec::new(),
-                problem: problems.join("; "),
-                path: path0,
-            });
-        } else {
-            set.blocks.complete += 1;
-        }
-    }
-    if !incomplete_ranks.is_empty() {
-        let per: Vec<String> = incomplete_ranks
-            .iter()
-            .map(|(r, n)| format!("rank {r}: {n}"))
-            .collect();
-        let first = set
-            .listed
-            .iter()
-            .find(|b| !b.missing_ranks.is_empty())
-            .cloned();
-        let mut msg = format!(
-            "{} of {} missing on some rank ({}); llm-d's scheduler checks rank 0 only and reports \
-                such a load as a success with the previous file's bytes",
-            plural(set.blocks.incomplete, "block", "blocks"),
-            set.blocks.total,
-            per.join(", ")
-        );
-        if let Some(b) = &first {
-            msg.push_str(&format!("; first: {} {}", b.key, b.problem));
-        }
-        let mut f = Finding::reject(Code::KV303, msg);
-        if let Some(b) = first {
-            f = f.at(b.path);
-        }
-        set.findings.push(f);
-    }
-    short.finish(
-        &mut set,
-        Code::KV304,
-        Severity::Reject,
-        "shorter than the size the producer writes",
-    );
-    long.finish(
-        &mut set,
-        Code::KV305,
-        Severity::Reject,
-        "longer than the size the producer writes (loaded without an error, with wrong bytes)",
-    );
-    misaligned.finish(
-        &mut set,
-        Code::KV306,
-        Severity::Reject,
-        "not a whole number of the producer's units",
-    );
-    disagree.finish(
-        &mut set,
-        Code::KV307,
-        Severity::Reject,
-        "whose ranks disagree on the block's size",
-    );
-    links.finish(
-        &mut set,
-        Code::KV308,
-        Severity::Reject,
-        "symlinked where a block file belongs, never followed",
-    );
-    special.finish(
-        &mut set,
-        Code::KV309,
-        Severity::Reject,
-        "special where a block file belongs, never opened",
-    );
-    partial.finish(
-        &mut set,
-        Code::KV313,
-        Severity::Notice,
-        "holding fewer than \
-        gpu_blocks_per_file blocks, agreed by every rank present (a partial chunk)",
-    );
-    if fam == Fam::Vllm {
-        set.findings.push(Finding::notice(
-            Code::KV315,
-            "vLLM keeps every worker's slice inside one file under _r0: rank completeness cannot \
-                be checked offline, only each file's size",
-        ));
-    }
-    if let Some(note) = geometry_note.filter(|_| set.blocks.total > 0) {
-        set.findings.push(Finding::notice(Code::KV316, note));
-    }
-    if !beyond_groups.is_empty() && fam == Fam::Vllm {
-        let g: Vec<u32> = beyond_groups.into_iter().collect();
-        set.findings.push(Finding::notice(
-            Code::KV321,
-            format!(
-                "group ids {} are at or beyond config.json's {} kv_cache_groups (groups that are \
-                    not prefix-cacheable are left out of the list)",
-                ranks_text(&g),
-                groups_len.unwrap_or(0)
-            ),
-        ));
-    }
-    loose_findings(&mut set, loose, now_s, "in the namespace");
-    set
-}
-
-fn push_state(set: &mut Set, s: State, path: &str, what: &str) {
-    match s {
-        State::Symlink => set.findings.push(
-            Finding::reject(
-                Code::KV308,
-                format!("{path} is a symlink {what}, never followed"),
-            )
-            .at(path.to_string()),
-        ),
-        State::Special(kind) => set.findings.push(
-            Finding::reject(
-                Code::KV309,
-                format!("{path} is a {kind} {what}, never opened"),
-            )
-            .at(path.to_string()),
-        ),
-        State::Regular => set.findings.push(
-            Finding::reject(Code::KV309, format!("{path} is a regular file {what}"))
-                .at(path.to_string()),
-        ),
-    }
-}
-
-/// How a flat producer judges sizes: whether a shorter chunk agreed by every
-/// rank is legitimate (LMCache's unfull last chunk) or never stored (lmcache-mp).
 /// What a flat set's file sizes are checked against.
 enum Expect<'a> {
     /// A geometry option's bytes (or, without it, each rank's common size)
@@ -1157,6 +125,8 @@ enum Expect<'a> {
     PerFile(&'a dyn Fn(&Key, u32) -> Option<u64>, &'a str),
 }
 
+/// How a flat producer judges sizes: whether a shorter chunk agreed by every
+/// rank is legitimate (LMCache's unfull last chunk) or never stored (lmcache-mp).
 #[allow(clippy::too_many_arguments)]
 fn flat(
     mut set: Set,
@@ -1226,17 +196,11 @@ fn flat(
         Some(f) => f(k, r),
         None => full_of_rank.get(&r).copied(),
     };
-    let mut short = Tally::default();
-    let mut long = Tally::default();
-    let mut partial = Tally::default();
-    let mut links = Tally::default();
-    let mut special = Tally::default();
-    let mut incomplete_ranks: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut t = Tallies::default();
     let mut keys: Vec<&Key> = fs.blocks.keys().collect();
     keys.sort_unstable();
     for k in keys {
         let v = &fs.blocks[k];
-        set.blocks.total += 1;
         // The common case first, without allocating: every rank of a world
         // of at most 128 exactly once, each a regular file of its rank's
         // full size.
@@ -1250,135 +214,43 @@ fn flat(
             });
             if whole {
                 set.bytes += v.iter().map(|x| x.1).sum::<u64>();
-                set.blocks.complete += 1;
+                Tallies::whole(&mut set);
                 continue;
             }
         }
         let present: Vec<u32> = v.iter().map(|(r, _, _)| *r).collect();
         let missing: Vec<u32> = (0..world).filter(|r| !present.contains(r)).collect();
-        let mut problems = Vec::new();
-        let mut first_bad = None;
+        let mut b = BlockCheck::default();
         let all_short = v.iter().all(|(r, s, st)| {
             *st == State::Regular && full(k, *r).is_some_and(|f| *s < f) && *s > 0
         });
         let sizes: BTreeSet<u64> = v.iter().map(|(_, s, _)| *s).collect();
+        let partial = partial_allowed && all_short && sizes.len() == 1 && missing.is_empty();
         for &(r, size, state) in v {
-            set.bytes += size;
-            match state {
-                State::Symlink => {
-                    links.add(
-                        || file_path(k, r),
-                        "a regular file".into(),
-                        "a symlink".into(),
-                    );
-                    problems.push(format!("rank {r}: a symlink"));
-                    first_bad.get_or_insert(r);
-                    continue;
-                }
-                State::Special(kind) => {
-                    special.add(
-                        || file_path(k, r),
-                        "a regular file".into(),
-                        format!("a {kind}"),
-                    );
-                    problems.push(format!("rank {r}: a {kind}"));
-                    first_bad.get_or_insert(r);
-                    continue;
-                }
-                State::Regular => {}
+            if !t.file(&mut set, &mut b, r, size, state, || file_path(k, r)) {
+                continue;
             }
             let Some(f) = full(k, r) else { continue };
-            if size > f {
-                long.add(
+            let is = if size > f {
+                SizeIs::Long(f)
+            } else if size < f && partial {
+                t.partial.add(
                     || file_path(k, r),
                     format!("{f} bytes"),
-                    format!("{size} bytes on rank {r}"),
+                    format!("{size} bytes on every rank"),
                 );
-                problems.push(format!("rank {r}: {size} bytes, over {f}"));
-                first_bad.get_or_insert(r);
+                SizeIs::Partial
             } else if size < f {
-                if partial_allowed && all_short && sizes.len() == 1 && missing.is_empty() {
-                    partial.add(
-                        || file_path(k, r),
-                        format!("{f} bytes"),
-                        format!("{size} bytes on every rank"),
-                    );
-                } else {
-                    short.add(
-                        || file_path(k, r),
-                        format!("{f} bytes"),
-                        format!("{size} bytes on rank {r}"),
-                    );
-                    problems.push(format!("rank {r}: {size} bytes, short of {f}"));
-                    first_bad.get_or_insert(r);
-                }
-            }
+                SizeIs::Short(f)
+            } else {
+                SizeIs::Ok
+            };
+            t.size(&mut b, r, size, is, || file_path(k, r));
         }
-        let path0 = file_path(k, first_bad.unwrap_or(present[0]));
-        if !missing.is_empty() {
-            set.blocks.incomplete += 1;
-            for r in &missing {
-                *incomplete_ranks.entry(*r).or_default() += 1;
-            }
-            let mut problem = format!(
-                "present on ranks {}, missing on {}",
-                ranks_text(&present),
-                ranks_text(&missing)
-            );
-            if !problems.is_empty() {
-                problem.push_str("; ");
-                problem.push_str(&problems.join("; "));
-            }
-            set.list(ListedBlock {
-                key: set_key_text(&set, k),
-                group: None,
-                present_ranks: present,
-                missing_ranks: missing,
-                problem,
-                path: path0,
-            });
-        } else if !problems.is_empty() {
-            set.blocks.damaged += 1;
-            set.list(ListedBlock {
-                key: set_key_text(&set, k),
-                group: None,
-                present_ranks: present,
-                missing_ranks: Vec::new(),
-                problem: problems.join("; "),
-                path: path0,
-            });
-        } else {
-            set.blocks.complete += 1;
-        }
-    }
-    if !incomplete_ranks.is_empty() {
-        let per: Vec<String> = incomplete_ranks
-            .iter()
-            .map(|(r, n)| format!("rank {r}: {n}"))
-            .collect();
-        let first = set
-            .listed
-            .iter()
-            .find(|b| !b.missing_ranks.is_empty())
-            .cloned();
-        let mut msg = format!(
-            "{} of {} missing on some rank ({})",
-            plural(
-                set.blocks.incomplete,
-                unit_noun(set.producer),
-                &format!("{}s", unit_noun(set.producer))
-            ),
-            set.blocks.total,
-            per.join(", ")
-        );
-        if let Some(b) = &first {
-            msg.push_str(&format!("; first: {} {}", b.key, b.problem));
-        }
-        let mut f = Finding::reject(Code::KV303, msg);
-        if let Some(b) = first {
-            f = f.at(b.path);
-        }
-        set.findings.push(f);
+        let key = set_key_text(&set, k);
+        t.block(&mut set, b, present, missing, |r| {
+            (key, None, file_path(k, r))
+        });
     }
     let noun = unit_noun(set.producer);
     let unit = if expected.is_some() || per_file.is_some() {
@@ -1386,35 +258,16 @@ fn flat(
     } else {
         "the rank's common size".to_string()
     };
-    short.finish(
+    t.finish(
         &mut set,
-        Code::KV304,
-        Severity::Reject,
-        &format!("shorter than {unit}"),
-    );
-    long.finish(
-        &mut set,
-        Code::KV305,
-        Severity::Reject,
-        &format!("longer than {unit} (read up to the expected length without an error)"),
-    );
-    links.finish(
-        &mut set,
-        Code::KV308,
-        Severity::Reject,
-        &format!("symlinked where a {noun} file belongs, never followed"),
-    );
-    special.finish(
-        &mut set,
-        Code::KV309,
-        Severity::Reject,
-        &format!("special where a {noun} file belongs, never opened"),
-    );
-    partial.finish(
-        &mut set,
-        Code::KV313,
-        Severity::Notice,
-        "shorter than a full chunk on every rank alike (the request's unfull last chunk)",
+        &Wording {
+            unit: noun,
+            missing_tail: "",
+            short: &format!("shorter than {unit}"),
+            long: &format!("longer than {unit} (read up to the expected length without an error)"),
+            partial: "shorter than a full chunk on every rank alike (the request's unfull last \
+                chunk)",
+        },
     );
     if expected.is_none() && per_file.is_none() && set.blocks.total > 0 {
         set.findings.push(Finding::notice(
@@ -1443,7 +296,7 @@ fn unit_noun(producer: &str) -> &'static str {
 }
 
 fn set_key_text(set: &Set, k: &Key) -> String {
-    if set.producer == "lmcache" {
+    if set.producer == "lmcache" || set.producer == "lmcache-gds" {
         pt_hash_text(k)
     } else if set.producer == "sglang" {
         k.hex()
@@ -1773,32 +626,6 @@ fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
         }
     }
     set
-}
-
-/// The readings of an SGLang name without a model, for a notice.
-fn sglang_readings_text(path: &str) -> String {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let readings = sglang_readings(name.as_bytes(), &[]);
-    let texts: Vec<String> = readings
-        .iter()
-        .take(4)
-        .map(|r| {
-            let model = String::from_utf8_lossy(&r.model);
-            let (id, rank) = SgIdent::of(r);
-            match id.tp_size {
-                Some(n) => format!(
-                    "model {model:?} rank {rank} of {}",
-                    id.world().max(n as u64)
-                ),
-                None => format!("MLA model {model:?}"),
-            }
-        })
-        .collect();
-    if texts.is_empty() {
-        "which matches no reading".to_string()
-    } else {
-        format!("read as {}", texts.join(", or as "))
-    }
 }
 
 fn sg(id: SgIdent, fs: FlatSet, geo: &Geometry, now_s: i64, mixed: bool) -> Set {

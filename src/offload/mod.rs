@@ -7,10 +7,14 @@
 //! library and the Python package all call it.
 
 pub mod canon;
+mod family;
 pub mod grammar;
 pub mod judge;
+pub mod nested;
 pub mod print;
 pub mod scan;
+mod set;
+mod tally;
 pub mod walk;
 
 pub use judge::{Choice, Geometry, Options, Run};

@@ -92,7 +92,7 @@ fn set_json(s: &Set) -> Value {
         "foreign": s.foreign.items,
         "foreign_count": s.foreign.count,
         "listed": {
-            "cap": super::judge::LIST_CAP,
+            "cap": super::set::LIST_CAP,
             "count": s.listed_count,
             "blocks": s.listed.iter().map(|b| json!({
                 "key": b.key,

@@ -329,6 +329,38 @@ pub struct RootScan {
     pub loose: Loose,
 }
 
+/// One llm-d <= v0.8.1 nested set (src/offload/nested.rs): a `tp_…` directory and one dtype below its ranks.
+#[derive(Clone, Debug, Default)]
+pub struct NestedScan {
+    pub root: String,
+    /// The directories between the root and `block_size_…` (the model
+    /// name as it nests; empty when the PATH named the model directory).
+    pub model: Vec<u8>,
+    pub block_size: u64,
+    pub per_file: u64,
+    pub tp: u32,
+    pub pp: u32,
+    pub pcp: u32,
+    pub dtype: Vec<u8>,
+    pub ranks: BTreeMap<u32, RankScan>,
+    pub loose: Loose,
+}
+
+impl NestedScan {
+    /// The `tp_…` directory's display path.
+    pub fn path(&self) -> String {
+        let mut p = self.root.clone();
+        if !self.model.is_empty() {
+            p.push('/');
+            p.push_str(&String::from_utf8_lossy(&self.model));
+        }
+        format!(
+            "{p}/block_size_{}_blocks_per_file_{}/tp_{}_pp_size_{}_pcp_size_{}",
+            self.block_size, self.per_file, self.tp, self.pp, self.pcp
+        )
+    }
+}
+
 /// The walk's whole answer.
 #[derive(Clone, Debug, Default)]
 pub struct Scan {
@@ -338,6 +370,8 @@ pub struct Scan {
     pub pt: BTreeMap<PtIdent, FlatSet>,
     pub sg: BTreeMap<SgIdent, FlatSet>,
     pub gds: BTreeMap<PtIdent, GdsSet>,
+    /// llm-d <= v0.8.1's nested sets.
+    pub nested: Vec<NestedScan>,
     /// Entries looked at (one statx each).
     pub entries: u64,
     /// Directories and files opened without O_NOATIME (EPERM).

@@ -293,6 +293,7 @@ fn read_head(
     };
     Ok(GdsHead { digest, parsed })
 }
+mod nested;
 
 /// One `<3 hex>` bucket of a rank directory, walked by a worker thread.
 struct Job {
@@ -396,6 +397,13 @@ impl Walker<'_> {
             return self.gds_dir(root_path, fd, name, &p(), loose);
         }
         if st.kind != Kind::Dir && self.flat(root_path, b, &p, &st, loose) {
+            return Ok(());
+        }
+        // llm-d <= v0.8.1's nested layout (src/offload/nested.rs).
+        if st.kind == Kind::Dir
+            && matches!(self.choice, Choice::Auto | Choice::Llmd)
+            && nested::nested(&mut self.scan, self.c, root_path, fd, name, loose)?
+        {
             return Ok(());
         }
         stray(loose, p(), &st);

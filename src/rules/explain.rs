@@ -741,8 +741,10 @@ pub fn explain(code: Code) -> Explanation {
             "",
         ),
         KV323 => (
-            "A layout no current producer writes (llm-d ≤ v0.8.1 nested rank_<R> directories, \
-                LMCache v0 names). Recognised, not judged.",
+            "A layout no current producer writes: llm-d ≤ v0.8.1's nested \
+                block_size_…/tp_…/rank_<R>/<dtype>/ tree (judged all the same, as v0.8.1 wrote \
+                it: every rank, files of at least 16 MiB; a current llm-d never reads it), \
+                LMCache v0 names and unmerged .pt.meta sidecars (recognised, not judged).",
             "The directory shape and names.",
             "remove it once no engine of that version runs",
             "",

@@ -87,6 +87,8 @@ fn the_generator_writes_what_is_committed() {
                 };
                 (rel, bytes)
             })
+            // README, and real/ (fixtures/offload/real/make.py's, from the
+            // producers' own packages; tests/it/offload/real.rs)
             .filter(|(rel, _)| rel != "README" && !rel.starts_with("real/"))
             .collect();
         v.sort();

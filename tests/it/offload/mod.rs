@@ -8,8 +8,10 @@ mod fixtures;
 mod flat;
 pub mod gds;
 pub mod kit;
+mod nested;
 mod output;
 mod real;
+mod real_lmsg;
 mod sglang;
 mod side_effects;
 

@@ -85,6 +85,17 @@ fn tree(root: &Path) {
     for w in 0..2 {
         super::gds::chunk(root, "g", 2, w, -0x168c883837dc43ef, w == 0);
     }
+    // llm-d <= v0.8.1's nested layout, and a foreign tree the search for
+    // it looks into (names only) and leaves.
+    for r in 0..2 {
+        let leaf = root
+            .join("org/M/block_size_16_blocks_per_file_256/tp_2_pp_size_1_pcp_size_1")
+            .join(format!("rank_{r}/bfloat16/abc/de"));
+        std::fs::create_dir_all(&leaf).unwrap();
+        std::fs::write(leaf.join("abcde0123456789f.bin"), b"x").unwrap();
+    }
+    std::fs::create_dir_all(root.join("gds/10/00")).unwrap();
+    std::fs::write(root.join("gds/10/00/k.kvcache.safetensors"), b"x").unwrap();
 }
 
 #[test]
@@ -118,8 +129,10 @@ fn nothing_it_reads_changes() {
         assert_eq!(rc, 0);
     }
     let before = snapshot(&paths);
-    let (st, _) = super::offload(&[d.path()], &[]);
+    let (st, v) = super::offload(&[d.path()], &[]);
     assert_eq!(st, 1);
+    // The nested layout was walked, the foreign tree only looked into.
+    super::set(&v, "llmd-nested");
     for format in ["table", "prometheus"] {
         let out = crate::util::kvcr()
             .arg("offload")

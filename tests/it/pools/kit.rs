@@ -54,7 +54,7 @@ pub struct Made {
 /// is about 210 MB of `fallocate`d pool files (KVCR allocates its journal
 /// and pool whole, and a sparse file is KV407); with one test per core a
 /// machine with many cores would otherwise fill a small disk.
-pub const DISK_BUDGET: u64 = 512 << 20;
+pub const DISK_BUDGET: u64 = 256 << 20;
 
 static IN_USE: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
 static FREED: std::sync::Condvar = std::sync::Condvar::new();

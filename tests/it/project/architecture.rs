@@ -575,7 +575,7 @@ const POOLS_LAYERS: &[(&str, &[&str])] = &[
 const OFFLOAD_LAYERS: &[(&str, &[&str])] = &[
     ("format", &["grammar", "canon"]),
     ("scan", &["scan"]),
-    ("rules", &["judge"]),
+    ("rules", &["set", "tally", "family", "nested", "judge"]),
     ("report", &["print"]),
     ("io", &["walk"]),
     ("run", &["offload"]),
