@@ -3,7 +3,7 @@
 //! The folders are the layers, lowest first: `format` (what docs/format.md
 //! defines: types and strict readers) → `rules` (the verdict core: facts
 //! in, finished verdicts out) → `io` (the inventory walk, node probes, the
-//! CUDA FFI, the trusted `/proc`) → `report` (printers) → `service` (the
+//! CUDA FFI, the trusted `/proc`) → `print` (printers) → `service` (the
 //! audit and examine runs) → `gms`, `pools`, `offload` (the reader families:
 //! each its own format, rules, reads, printer and run) → `import` (gate → plan → engine, driven by its
 //! command) → [`api`] (the library) → `commands`
@@ -54,7 +54,7 @@ pub(crate) mod import;
 pub(crate) mod io;
 pub(crate) mod offload;
 pub(crate) mod pools;
-pub(crate) mod report;
+pub(crate) mod print;
 pub(crate) mod rules;
 pub(crate) mod service;
 

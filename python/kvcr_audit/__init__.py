@@ -26,7 +26,7 @@ import operator as _operator
 import os as _os
 import pathlib as _pathlib
 import uuid as _uuid
-from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 
@@ -72,6 +72,10 @@ def _notes(notes: Sequence[str]) -> None:
     # What the command line prints as `kvcr: note: …` on stderr.
     for n in notes:
         _log.info("%s", n)
+
+
+# The exceptions the native half raises, built by these constructors
+# (python/src/errors.rs, the one place a kvcr error is worded for Python).
 
 
 class Error(Exception):
@@ -122,18 +126,6 @@ class Refused(Error):
     def __init__(self, message: str, report: Dict[str, Any]) -> None:
         super().__init__(message, 1)
         self.report = report
-
-
-def _raise(e: BaseException) -> NoReturn:
-    kind, status, code, field, message, report, notes = e.args
-    _notes(notes)
-    if kind == "usage":
-        raise UsageError(message) from None
-    if kind == "descriptor":
-        raise DescriptorError(code, field, message) from None
-    if kind == "refused":
-        raise Refused(message, _json.loads(report)) from None
-    raise Error(message, status) from None
 
 
 def _path(name: str, p: Any) -> bytes:
@@ -320,10 +312,7 @@ def _age(name: str, v: Any, optional: bool = True) -> Optional[int]:
             return None
         raise UsageError("%s=: expected seconds or a duration such as \"5m\", found None" % name)
     if isinstance(v, str):
-        try:
-            return int(_native.parse_age(name, _text(name, v)))
-        except _native.NativeError as e:
-            _raise(e)
+        return int(_native.parse_age(name, _text(name, v)))
     return _int_option(name, v)
 
 
@@ -331,10 +320,7 @@ def seal(descriptor: Mapping[str, Any]) -> Dict[str, Any]:
     """A copy of ``descriptor`` with ``digest`` set (docs/format.md §3.2),
     after every check the audit makes apart from the digest; raises
     :class:`DescriptorError` with the audit's code otherwise."""
-    try:
-        sealed = _native.seal(_json_text("descriptor", descriptor))
-    except _native.NativeError as e:
-        _raise(e)
+    sealed = _native.seal(_json_text("descriptor", descriptor))
     out: Dict[str, Any] = _json.loads(sealed)
     return out
 
@@ -342,10 +328,7 @@ def seal(descriptor: Mapping[str, Any]) -> Dict[str, Any]:
 def digest(descriptor: Mapping[str, Any]) -> str:
     """The canonical digest (``sha256:…``) of ``descriptor`` without its
     ``digest`` member, as ``kvcr digest`` computes it."""
-    try:
-        return str(_native.digest(_json_text("descriptor", descriptor)))
-    except _native.NativeError as e:
-        _raise(e)
+    return str(_native.digest(_json_text("descriptor", descriptor)))
 
 
 def write_rank(
@@ -369,10 +352,7 @@ def write_rank(
     s = None if subdir is None else _path("subdir", subdir)
     nf = None if node_facts is None else _path("node_facts", node_facts)
     text = _json_text("descriptor", descriptor)
-    try:
-        written = _native.write_rank(r, text, s, nf)
-    except _native.NativeError as e:
-        _raise(e)
+    written = _native.write_rank(r, text, s, nf)
     return _pathlib.Path(_os.fsdecode(written))
 
 
@@ -383,18 +363,12 @@ def proc_start_ticks(pid: int) -> int:
         raise UsageError("pid=: expected an integer, found %s" % _shown(pid))
     if not 1 <= pid <= (1 << 31) - 1:
         raise Error("no running process %s" % _shown(pid), 1)
-    try:
-        return int(_native.proc_start_ticks(pid))
-    except _native.NativeError as e:
-        _raise(e)
+    return int(_native.proc_start_ticks(pid))
 
 
 def boot_id() -> str:
     """This boot's id (``/proc/sys/kernel/random/boot_id`` without its newline)."""
-    try:
-        return str(_native.boot_id())
-    except _native.NativeError as e:
-        _raise(e)
+    return str(_native.boot_id())
 
 
 def content_digest(
@@ -416,10 +390,7 @@ def content_digest(
         _content_int("content.pages", pages),
         _content_int("content.page_bytes", page_bytes),
     ]
-    try:
-        pb, n, sha = _native.content_digest(read, *args)
-    except _native.NativeError as e:
-        _raise(e)
+    pb, n, sha = _native.content_digest(read, *args)
     return {"page_bytes": pb, "pages": n, "sha256": sha}
 
 
@@ -456,13 +427,10 @@ def audit(
     me = None if min_epoch is None else _int_option("min_epoch", min_epoch)
     nf = None if node_facts is None else _path("node_facts", node_facts)
     th = None if threads is None else _int_option("threads", threads, 1, 64)
-    try:
-        out, _status, notes = _native.audit(
-            r, pp, pj, engine, live, strict, _ranks(local_ranks), me,
-            _age("max_age", max_age), incarnation, nf, th,
-        )
-    except _native.NativeError as e:
-        _raise(e)
+    out, _status, notes = _native.audit(
+        r, pp, pj, engine, live, strict, _ranks(local_ranks), me,
+        _age("max_age", max_age), incarnation, nf, th,
+    )
     _notes(notes)
     return out
 
@@ -470,10 +438,7 @@ def audit(
 def examine(path: StrPath) -> Dict[str, Any]:
     """The document ``kvcr examine FILE --format json`` prints (one
     descriptor checked on its own)."""
-    try:
-        text = _native.examine(_path("path", path))
-    except _native.NativeError as e:
-        _raise(e)
+    text = _native.examine(_path("path", path))
     out: Dict[str, Any] = _json.loads(text)
     return out
 
@@ -515,10 +480,7 @@ def gms(
     if not isinstance(given, Mapping):
         raise UsageError("env=: expected a mapping, found %s" % type(given).__name__)
     variables = [(_path("env", k), _path("env", v)) for k, v in given.items()]
-    try:
-        text = _native.gms(ps, live, nb, binding, iv, variables)
-    except _native.NativeError as e:
-        _raise(e)
+    text = _native.gms(ps, live, nb, binding, iv, variables)
     out: Dict[str, Any] = _json.loads(text)
     return out
 
@@ -577,14 +539,11 @@ def pools(
         if not (isinstance(identity, tuple) and len(identity) == 2):
             raise UsageError("identity: expected (st_dev, st_ino), found %r" % (identity,))
         ident = (_int_option("identity", identity[0]), _int_option("identity", identity[1]))
-    try:
-        text = _native.pools(
-            ps, live, sp, n["guard_count"], pool_sizes_gb, n["journal_bytes"],
-            pool_layouts, compatibility_digest, n["page_size"], g3,
-            n["capacity_bytes_per_file"], ident, iv,
-        )
-    except _native.NativeError as e:
-        _raise(e)
+    text = _native.pools(
+        ps, live, sp, n["guard_count"], pool_sizes_gb, n["journal_bytes"],
+        pool_layouts, compatibility_digest, n["page_size"], g3,
+        n["capacity_bytes_per_file"], ident, iv,
+    )
     out: Dict[str, Any] = _json.loads(text)
     return out
 
@@ -640,10 +599,7 @@ def offload(
     for m in models:
         if not isinstance(m, str):
             raise UsageError("model: expected a string or a sequence of strings, found %r" % (m,))
-    try:
-        text = _native.offload(ps, producer, th, kb, bpb, cb, sd, pb, models)
-    except _native.NativeError as e:
-        _raise(e)
+    text = _native.offload(ps, producer, th, kb, bpb, cb, sd, pb, models)
     out: Dict[str, Any] = _json.loads(text)
     return out
 
@@ -676,10 +632,7 @@ def gate(
     age = _age("max_report_age", max_report_age, optional=False)
     nf = None if node_facts is None else _path("node_facts", node_facts)
     th = None if threads is None else _int_option("threads", threads, 1, 64)
-    try:
-        out, notes = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age, nf, th)
-    except _native.NativeError as e:
-        _raise(e)
+    out, notes = _native.gate(r, pp, pj, engine, _ranks(local_ranks), fr, age, nf, th)
     _notes(notes)
     return out
 
@@ -692,8 +645,5 @@ def current_epoch(root: StrPath, engine: str) -> Optional[int]:
     §3.5)."""
     r = _path("root", root)
     e = _text("engine", engine)
-    try:
-        n = _native.current_epoch(r, e)
-    except _native.NativeError as err:
-        _raise(err)
+    n = _native.current_epoch(r, e)
     return None if n is None else int(n)

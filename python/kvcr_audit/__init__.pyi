@@ -6,7 +6,26 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Unio
 StrPath = Union[str, "os.PathLike[str]"]
 
 __version__: str
-__all__: list[str]
+__all__ = [
+    "__version__",
+    "Error",
+    "UsageError",
+    "DescriptorError",
+    "Refused",
+    "seal",
+    "digest",
+    "write_rank",
+    "proc_start_ticks",
+    "boot_id",
+    "content_digest",
+    "audit",
+    "examine",
+    "gate",
+    "current_epoch",
+    "gms",
+    "pools",
+    "offload",
+]
 
 class Error(Exception):
     exit_status: int

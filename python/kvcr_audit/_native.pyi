@@ -1,7 +1,26 @@
 # The native half (python/src/lib.rs); not API: use the kvcr_audit package.
 from typing import Any, Dict, List, Optional, Tuple
 
-class NativeError(Exception): ...
+
+# The functions python/src/lib.rs adds, in its order.
+__all__ = [
+    "version",
+    "audit",
+    "parse_age",
+    "examine",
+    "seal",
+    "digest",
+    "write_rank",
+    "proc_start_ticks",
+    "boot_id",
+    "content_digest",
+    "gate",
+    "current_epoch",
+    "_panic_for_tests",
+    "gms",
+    "pools",
+    "offload",
+]
 
 def version() -> str: ...
 def audit(

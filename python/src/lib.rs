@@ -2,25 +2,19 @@
 //! `kvcr_audit::api` (docs/python.md). Arguments arrive already converted by
 //! `kvcr_audit/__init__.py` (paths as bytes, descriptors and profiles as JSON
 //! text); documents go back as JSON text, with the notes the command would
-//! print on stderr. Errors are raised as
-//! `NativeError(kind, exit_status, code, field, message, report, notes)`,
-//! which the package turns into its public exceptions.
+//! print on stderr. Errors are raised here as the package's own exceptions
+//! (`kvcr_audit.Error` and its subclasses), worded for Python in one place
+//! (errors.rs).
 
+mod errors;
+
+use errors::{raise, usage};
 use kvcr_audit::api::{self, Error, Profile};
-use pyo3::create_exception;
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
-
-create_exception!(
-    _native,
-    NativeError,
-    PyException,
-    "(kind, exit_status, code, field, message, report, notes) from kvcr_audit::api"
-);
 
 fn path(b: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(b))
@@ -46,102 +40,12 @@ fn guarded<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     }
 }
 
-/// The command line's flags as the package's arguments, in the words of an
-/// error: `--profile` is `profile=` here (docs/format.md §13.2).
-fn python_words(text: &str) -> String {
-    const WORDS: [(&str, &str); 11] = [
-        (
-            "(--profile FILE or $KVCR_PROFILE)",
-            "(profile=, a path or a dict)",
-        ),
-        ("--profile", "profile="),
-        ("--engine", "engine="),
-        ("--local-ranks", "local_ranks="),
-        ("--min-epoch", "min_epoch="),
-        ("--max-age", "max_age="),
-        ("--incarnation", "incarnation="),
-        ("--fleet-report", "fleet_report="),
-        ("--max-report-age", "max_report_age="),
-        ("--strict", "strict=True"),
-        ("--live", "live=True"),
-    ];
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    'scan: while !rest.is_empty() {
-        for (flag, arg) in WORDS {
-            // A whole flag only: not `--max-age` inside `--max-age-x`.
-            let whole = rest.starts_with(flag)
-                && !rest[flag.len()..]
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-            if whole {
-                out.push_str(arg);
-                rest = &rest[flag.len()..];
-                // A flag's value follows it: `--engine ID` is `engine=ID`.
-                if arg.ends_with('=') {
-                    rest = rest.strip_prefix(' ').unwrap_or(rest);
-                }
-                continue 'scan;
-            }
-        }
-        let c = rest.chars().next().unwrap_or(' ');
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    out
-}
-
 /// At most 64 characters of a caller's text, for a message.
 fn shown(s: &str) -> String {
     match s.char_indices().nth(64) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
     }
-}
-
-fn raise(e: Error) -> PyErr {
-    let status = e.exit_status();
-    let notes = match &e {
-        Error::Refused { report, .. } => report.notes().to_vec(),
-        _ => Vec::new(),
-    };
-    let (kind, code, field, message, report) = match e {
-        Error::Usage { message, hint } => {
-            let message = match hint {
-                Some(h) => format!("{message} (hint: {h})"),
-                None => message,
-            };
-            ("usage", None, None, python_words(&message), None)
-        }
-        Error::Descriptor {
-            code,
-            field,
-            message,
-        } => (
-            "descriptor",
-            Some(code.as_str().to_string()),
-            field,
-            message,
-            None,
-        ),
-        Error::Refused { message, report } => (
-            "refused",
-            None,
-            None,
-            python_words(&message),
-            Some(report.into_json()),
-        ),
-        Error::Other { message, .. } => ("other", None, None, message, None),
-    };
-    NativeError::new_err((kind, status, code, field, message, report, notes))
-}
-
-fn usage(message: String) -> PyErr {
-    raise(Error::Usage {
-        message,
-        hint: None,
-    })
 }
 
 /// The profile as given; the package reads no environment variable
@@ -524,7 +428,6 @@ fn offload(
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(audit, m)?)?;
     m.add_function(wrap_pyfunction!(parse_age, m)?)?;

@@ -248,11 +248,12 @@ def test_the_largest_local_ranks_are_taken() -> None:
 
 def test_a_rust_panic_is_kvcr_error_70_never_panic_exception() -> None:
     # The native half's test hook panics inside the guard every call runs in.
-    with pytest.raises(kvcr_audit._native.NativeError) as e:
-        kvcr_audit._native._panic_for_tests("boom")
     with pytest.raises(kvcr_audit.Error) as k:
-        kvcr_audit._raise(e.value)
+        kvcr_audit._native._panic_for_tests("boom")
     assert type(k.value) is kvcr_audit.Error
+    # Raised from the native half as the package's own class: no other
+    # exception in its chain.
+    assert k.value.__context__ is None and k.value.__cause__ is None
     assert k.value.exit_status == 70
     assert "internal error: boom" in k.value.message
 

@@ -3,7 +3,7 @@
 //! of docs/format.md it names.
 
 use crate::format::timefmt::{parse_age, I63_MAX};
-use crate::report::{ColorChoice, Format};
+use crate::print::{ColorChoice, Format};
 use clap::Args;
 use std::path::PathBuf;
 

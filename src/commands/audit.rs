@@ -8,8 +8,8 @@ use crate::format::exit;
 use crate::format::failure::Failure;
 use crate::io::node::now_unix_ms;
 use crate::io::output::{emit, OutputFile, Unusable};
-use crate::report;
-use crate::report::audit::{print_audit, prometheus_text, AuditRun};
+use crate::print;
+use crate::print::audit::{print_audit, prometheus_text, AuditRun};
 use crate::service::audit::{audit, probe_node};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ pub struct AuditArgs {
 /// `kvcr audit`, resolved.
 pub struct Audit {
     pub inventory: crate::service::audit::Inventory,
-    pub printer: crate::report::Printer,
+    pub printer: crate::print::Printer,
     /// `--live`: judge against this node.
     pub live: bool,
     /// `--strict`: a live fact not checked rejects its rank.
@@ -76,7 +76,7 @@ pub fn run(args: &AuditArgs) -> Result<i32, Failure> {
         Ok(x) => x,
         Err(f) => {
             if let Some(out) = &textfile {
-                let text = report::prometheus::render_failure(&report::prometheus::Meta {
+                let text = print::prometheus::render_failure(&print::prometheus::Meta {
                     now_unix_ms: now_unix_ms(),
                     live: args.live,
                     duration: None,
@@ -98,7 +98,7 @@ pub fn run(args: &AuditArgs) -> Result<i32, Failure> {
         // A judgement that says the audit could not run (exit 2) carries no
         // verdict a monitor may show: the same text as a failed run.
         let text = if status == exit::USAGE {
-            report::prometheus::render_failure(&report::prometheus::Meta {
+            print::prometheus::render_failure(&print::prometheus::Meta {
                 now_unix_ms: run.now_ms,
                 live: run.live,
                 duration: Some(took),

@@ -33,7 +33,7 @@ pub fn run(file: &Path, format: ExamineFormat) -> Result<i32, Failure> {
     let status = e.exit_status;
     emit(|out| match format {
         ExamineFormat::Json => crate::format::json::write(out, &e),
-        ExamineFormat::Table => crate::report::examine::write_table(out, &e),
+        ExamineFormat::Table => crate::print::examine::write_table(out, &e),
     })?;
     Ok(status)
 }

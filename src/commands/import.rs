@@ -1,13 +1,13 @@
 //! `kvcr import [ROOT]` (docs/format.md §8): the all-or-nothing import of
-//! one group, run by `crate::import::command`.
+//! one group, run by `crate::import::run`.
 
 use super::args::{InventoryArgs, OutputArgs};
 use super::settings;
 use crate::format::failure::Failure;
 use crate::format::timefmt::parse_age;
-use crate::import::command::setup::Import;
+use crate::import::run::setup::Import;
 use crate::import::spec::{BackendSpec, Mode, Target};
-use crate::report::{ColorChoice, Format};
+use crate::print::{ColorChoice, Format};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -117,5 +117,5 @@ pub fn resolve(a: &ImportArgs) -> Result<Import, Failure> {
 
 /// `kvcr import`.
 pub fn run(a: &ImportArgs) -> Result<i32, Failure> {
-    resolve(a).and_then(|s| crate::import::command::setup::run(&s))
+    resolve(a).and_then(|s| crate::import::run::setup::run(&s))
 }

@@ -5,8 +5,8 @@ use super::args::OutputArgs;
 use crate::format::failure::Failure;
 use crate::io::node::now_unix_ms;
 use crate::io::output::emit;
-use crate::report::audit::{print_audit, AuditRun};
-use crate::report::Printer;
+use crate::print::audit::{print_audit, AuditRun};
+use crate::print::Printer;
 use clap::Args;
 use std::path::PathBuf;
 

@@ -23,7 +23,7 @@ pub mod seal;
 pub mod settings;
 
 use crate::format::failure::Failure;
-use crate::report::Format;
+use crate::print::Format;
 
 /// The subcommands, each with its arguments (in its own file below).
 #[derive(clap::Subcommand, Debug)]

@@ -111,15 +111,15 @@ pub fn run(a: &PoolsArgs) -> Result<i32, Failure> {
     let status = run.exit_status();
     match a.format {
         PoolsFormat::Table => {
-            let text = crate::pools::report::table(&run);
+            let text = crate::pools::print::table(&run);
             emit(|out| out.write_all(text.as_bytes()))?;
         }
         PoolsFormat::Prometheus => {
-            let text = crate::pools::report::prometheus(&run);
+            let text = crate::pools::print::prometheus(&run);
             emit(|out| out.write_all(text.as_bytes()))?;
         }
         PoolsFormat::Json => {
-            let doc = crate::pools::report::document(
+            let doc = crate::pools::print::document(
                 &run,
                 crate::io::node::now_unix_ms(),
                 &crate::io::node::hostname(),

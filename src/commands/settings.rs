@@ -12,7 +12,7 @@ use super::args::{InventoryArgs, OutputArgs};
 use super::profile::ProfileArgs;
 use crate::format::failure::Failure;
 use crate::format::profile::Profile;
-use crate::report::Printer;
+use crate::print::Printer;
 use crate::rules::Expectations;
 use crate::service::audit::{check_engine, Inventory, ProfileSource};
 use std::io::IsTerminal;

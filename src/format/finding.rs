@@ -400,7 +400,7 @@ pub enum Subject {
 
 /// A finding's message: its text and the typed quantities in it (an age, a
 /// maximum age, a moment). The core carries the numbers and the printers
-/// format them: `report::render` (for library callers
+/// format them: `print::render` (for library callers
 /// `kvcr_audit::api::message_text`) is the one function that turns a message into
 /// text, so the table, the JSON document, the headline, `examine`, `merge`
 /// and the import report all say the same (docs/format.md §9.2). There is no `Display`

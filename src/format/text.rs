@@ -4,7 +4,7 @@
 //! Terminal safety: descriptor strings and file names are untrusted, so
 //! characters a terminal could act on, or that change what an operator
 //! reads without being seen, are escaped before they reach a terminal (the
-//! table, stderr) or a JSON document (`report::json`), by one rule:
+//! table, stderr) or a JSON document (`print::json`), by one rule:
 //! [`is_dangerous`].
 
 use std::borrow::Cow;

@@ -7,7 +7,7 @@
 //! 1. serde, straight from a buffered reader into these structs (no
 //!    intermediate JSON value, so memory stays a small multiple of the
 //!    input): unknown members, missing members and wrong types are errors;
-//! 2. [`Report::validate`]: every field a descriptor also has obeys the
+//! 2. [`AuditReport::validate`]: every field a descriptor also has obeys the
 //!    descriptor's own rule (docs/format.md §3), through the same functions
 //!    the descriptor parser calls (`descriptor::check`, `descriptor::parse`).
 //!
@@ -93,7 +93,7 @@ fn yes() -> bool {
 /// time ([`Each`]), so printing never holds a second copy of a judgement.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Report<G = Vec<Group>, F = Vec<File>> {
+pub struct AuditReport<G = Vec<Group>, F = Vec<File>> {
     pub schema: Schema,
     pub kvcr_version: String,
     pub generated_unix_ms: u64,
@@ -162,7 +162,7 @@ pub struct Input {
 #[serde(deny_unknown_fields)]
 pub struct Group {
     /// As read: a report is untrusted input, so this stays a string, which
-    /// [`Report::validate`] checks by the engine-id rule; merge parses it
+    /// [`AuditReport::validate`] checks by the engine-id rule; merge parses it
     /// into a `descriptor::EngineId` before using it as a group's id.
     pub engine_id: String,
     pub incarnation: Option<String>,
@@ -279,10 +279,10 @@ impl Finding {
 
 /// Reads one report from `r` (buffered here), strictly: an error names the
 /// file `name`, the field path and what is wrong.
-pub fn read(name: &str, r: impl Read) -> Result<Report, String> {
+pub fn read(name: &str, r: impl Read) -> Result<AuditReport, String> {
     let mut de =
         serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(64 << 10, r));
-    let report: Report = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let report: AuditReport = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let at = e.path().to_string();
         let inner = e.into_inner();
         let what = if inner.is_syntax() || inner.is_eof() || inner.is_io() {
@@ -302,7 +302,7 @@ pub fn read(name: &str, r: impl Read) -> Result<Report, String> {
     Ok(report)
 }
 
-impl Report {
+impl AuditReport {
     /// Every field a descriptor has too obeys the descriptor's rule
     /// (docs/format.md §3), checked by the descriptor's own functions; the
     /// first few problems, each with its field path and both values.
@@ -432,7 +432,7 @@ fn describe(errors: &[FieldError], total: usize) -> String {
     format!("a field breaks the rule the same descriptor field obeys (docs/format.md §3): {s}")
 }
 
-/// A report's UUID string, already validated by [`Report::validate`].
+/// A report's UUID string, already validated by [`AuditReport::validate`].
 pub fn uuid(s: Option<&str>) -> Option<Uuid> {
     s.and_then(crate::format::descriptor::parse_canonical_uuid)
 }

@@ -7,15 +7,15 @@
 //!   UUID → allocations), and the `kvcr.import-plan/v1` document;
 //! - [`engine`]: the backend trait, the ledger, every rank or none, the CUDA
 //!   and simulated backends, pidfd;
-//! - [`command`]: `kvcr import` itself, which drives the three: signals,
+//! - [`run`]: `kvcr import` itself, which drives the three: signals,
 //!   the hold's ready file, the import log, the report and its printing.
 //!
 //! [`spec`] holds the plain values an import is asked for (mode, steps,
 //! the backend choice, the log's target).
 
-pub mod command;
 pub mod engine;
 pub mod gate;
 pub mod plan;
 pub mod report;
+pub mod run;
 pub mod spec;

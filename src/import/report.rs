@@ -1,6 +1,6 @@
 //! The `kvcr import` report (docs/format.md §8, `kvcr schema import-report`):
 //! what the import planned, took, failed at and left held. `--format json`
-//! prints it as one document; [`crate::import::command::print`] prints it as a table.
+//! prints it as one document; [`crate::import::run::print`] prints it as a table.
 
 use crate::format::exit;
 use crate::format::finding::Finding;
@@ -153,7 +153,7 @@ impl Refusal {
 
 /// The `kvcr import` report (`--format json` prints it as one document).
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
+pub struct ImportReport {
     pub schema: &'static str,
     /// Report metadata (docs/format.md §9.4); `exit_status` is the import's.
     #[serde(flatten)]
@@ -181,7 +181,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub remaining: Vec<RemainingRow>,
     /// The group's audit verdict when the import was refused, written as
-    /// the audit report writes a group (`report::wire`).
+    /// the audit report writes a group (`format::wire`).
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "wire_group")]
     pub audit: Option<GroupVerdict>,
     /// Rejecting file-level findings that refused the import.
@@ -201,23 +201,23 @@ pub struct Report {
 }
 
 fn wire_group<S: serde::Serializer>(g: &Option<GroupVerdict>, s: S) -> Result<S::Ok, S::Error> {
-    g.as_ref().map(crate::report::json::group).serialize(s)
+    g.as_ref().map(crate::print::json::group).serialize(s)
 }
 
 fn wire_files<S: serde::Serializer>(f: &[FileVerdict], s: S) -> Result<S::Ok, S::Error> {
-    crate::format::wire::Each(f, crate::report::json::file).serialize(s)
+    crate::format::wire::Each(f, crate::print::json::file).serialize(s)
 }
 
-impl Report {
+impl ImportReport {
     /// The report of an import (or a readiness gate) that has not got past
     /// the audit yet.
-    pub fn before_gate(meta: &crate::format::meta::Meta, root: &str, mode: Mode) -> Report {
+    pub fn before_gate(meta: &crate::format::meta::Meta, root: &str, mode: Mode) -> ImportReport {
         // `strict` (in the metadata) is true for a real import and the
         // readiness gate, which refuse facts not checked; false for a dry run,
         // which only lists them (docs/format.md §8.9).
         let mut meta = meta.clone();
         meta.strict = mode != Mode::DryRun;
-        Report {
+        ImportReport {
             schema: REPORT_SCHEMA,
             meta,
             root: root.to_string(),

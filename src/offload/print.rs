@@ -7,7 +7,7 @@ use super::judge::{Run, Set};
 use crate::format::finding::{Finding, Severity};
 use crate::format::message::render;
 use crate::format::text::{human_bytes, terminal};
-use crate::report::prometheus::escape_label;
+use crate::print::prometheus::escape_label;
 use crate::rules::explain;
 use serde_json::{json, Value};
 use std::fmt::Write as _;

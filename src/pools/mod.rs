@@ -9,15 +9,15 @@
 //!   group and the run;
 //! - [`read`]: the read-only opens and `pread`s; [`live`]: who holds what,
 //!   from `/proc`;
-//! - [`report`]: the table, the `kvcr.pools-report/v1` document and the
+//! - [`mod@print`]: the table, the `kvcr.pools-report/v1` document and the
 //!   Prometheus text;
 //! - this file: the run (find, read twice, look at `/proc`, judge).
 
 pub mod codes;
 pub mod format;
 pub mod live;
+pub mod print;
 pub mod read;
-pub mod report;
 pub mod rules;
 #[cfg(test)]
 mod tests;
@@ -301,9 +301,163 @@ fn blank(path: PathBuf, kind: EntryKind) -> PoolReport {
 /// `sleep` waits between the two reads (tests pass one that returns at once).
 pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
     let targets = targets(o)?;
-    let mut groups: Vec<(PathBuf, usize, Vec<Open>, bool)> = Vec::new();
+    let (groups, resolved) = open_all(&targets)?;
+
+    // The mapping size per group: given, or inferred from its pool files.
+    let mappings: Vec<Option<(u64, bool)>> = groups
+        .iter()
+        .map(|(_, _, opens, _)| {
+            o.mapping_bytes().map(|m| (m, true)).or_else(|| {
+                let sizes: Vec<u64> = opens
+                    .iter()
+                    .filter_map(|x| x.fd.as_ref())
+                    .filter_map(|fd| read::stat(fd).ok().map(|s| s.size))
+                    .collect();
+                rules::infer_mapping(&sizes, o.page_size).map(|m| (m, false))
+            })
+        })
+        .collect();
+
+    type Reads = Vec<Vec<Option<Result<PoolRead, String>>>>;
+    let read_all = |groups: &Vec<(PathBuf, usize, Vec<Open>, bool)>| -> Reads {
+        groups
+            .iter()
+            .zip(&mappings)
+            .map(|((_, _, opens, _), m)| {
+                opens
+                    .iter()
+                    .map(|x| {
+                        x.fd.as_ref()
+                            .map(|fd| read::read_pool(fd, o, *m, x.report.generation.as_deref()))
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let first = read_all(&groups);
+    sleep(o.interval_ms);
+    let second = read_all(&groups);
+
+    // Liveness.
+    let mut keys: BTreeSet<(u32, u32, u64)> = BTreeSet::new();
+    let key_of = |fd: &OwnedFd| {
+        read::stat(fd)
+            .ok()
+            .map(|s| (rustix::fs::major(s.dev), rustix::fs::minor(s.dev), s.ino))
+    };
+    for (_, _, opens, _) in &groups {
+        for x in opens {
+            if let Some(k) = x.fd.as_ref().and_then(key_of) {
+                keys.insert(k);
+            }
+        }
+    }
+    let g3: Vec<(PathBuf, G3Look)> = o
+        .g3_paths
+        .iter()
+        .map(|p| (p.clone(), read::g3_state(p)))
+        .collect();
+    for (_, s) in &g3 {
+        if let Ok((_, Some(k))) = s {
+            keys.insert(*k);
+        }
+    }
+    let snapshot = o.live.then(|| live::Snapshot::read(&keys));
+    let socket = o
+        .socket_path
+        .as_ref()
+        .map(|p| p.as_os_str().as_bytes().to_vec());
+
+    let mut pools = Vec::new();
+    let mut group_reports = Vec::new();
+    let mut g3_files: BTreeSet<u64> = BTreeSet::new();
+    for (gi, (path, others, opens, is_dir)) in groups.into_iter().enumerate() {
+        let mut reports = Vec::new();
+        for (pi, x) in opens.into_iter().enumerate() {
+            let mut r = x.report;
+            let a = first[gi][pi].clone();
+            let b = second[gi][pi].clone();
+            match (a, b) {
+                (Some(Ok(a)), Some(Ok(b))) => {
+                    let fa = rules::judge_read(&a, o);
+                    let fb = rules::judge_read(&b, o);
+                    r.changed = rules::changes(&a, &b);
+                    r.findings.extend(rules::both_reads(&fa, fb));
+                    if !r.changed.is_empty() {
+                        r.findings.push(Finding::new(
+                            codes::KV427,
+                            format!(
+                                "changed between the two reads, {} ms apart: {}; in motion, \
+                                    judged where both reads agree",
+                                o.interval_ms,
+                                r.changed.join("; ")
+                            ),
+                        ));
+                    }
+                    r.read = Some(b);
+                }
+                (Some(Err(e)), other) | (other, Some(Err(e))) => {
+                    r.findings.push(Finding::new(codes::KV427, e));
+                    if let Some(Ok(x)) = other {
+                        r.read = Some(x);
+                    }
+                }
+                _ => {}
+            }
+            if let Some(read) = &r.read {
+                for t in tables(read) {
+                    g3_files.extend(t.g3_files.iter().copied());
+                }
+            }
+            if let (Some(s), Some(fd)) = (&snapshot, x.fd.as_ref()) {
+                if let Some(k) = key_of(fd) {
+                    r.liveness = s.liveness(k, socket.as_deref());
+                }
+            }
+            rules::judge_liveness(&mut r, o.live);
+            reports.push(r);
+        }
+        if is_dir {
+            let mut g = rules::judge_group(path, others, &reports, o);
+            if let Some(t) = &resolved[gi] {
+                g.findings.push(Finding::new(
+                    codes::KV429,
+                    format!(
+                        "the path is a symbolic link to {}: KVCR resolves --pool-dir the same way \
+                         (Path.resolve()), so its pools live there",
+                        t.to_string_lossy()
+                    ),
+                ));
+            }
+            group_reports.push(g);
+        }
+        pools.extend(reports);
+    }
+
+    let g3 = judge_g3_paths(o, g3, &g3_files, snapshot.as_ref());
+    Ok(Run {
+        options: o.clone(),
+        groups: group_reports,
+        pools,
+        g3,
+    })
+}
+
+/// A G3 path's state and inode, or why it could not be looked at.
+type G3Look = Result<(G3State, Option<read::InodeKey>), String>;
+
+/// A PATH's pool files as listed and opened: the path, how many other
+/// entries it holds, the opened (or already judged) entries, and whether
+/// it is a directory (a group) rather than one named file.
+type Listed = (PathBuf, usize, Vec<Open>, bool);
+
+/// Lists each target and opens its pool files (never following a link);
+/// an entry judged by its name or kind alone gets its finding here. With
+/// each group, the path a symlinked target resolves to.
+fn open_all(targets: &[Target]) -> Result<(Vec<Listed>, Vec<Option<PathBuf>>), Failure> {
+    let mut groups: Vec<Listed> = Vec::new();
     let mut resolved: Vec<Option<PathBuf>> = Vec::new();
-    for t in &targets {
+    for t in targets {
         let entries =
             read::list(&t.dir).map_err(|e| usage(&t.path, &e, "name a directory kvcr may list"))?;
         let mut others = 0;
@@ -416,141 +570,19 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
         groups.push((t.path.clone(), others, opens, t.only.is_none()));
         resolved.push(t.resolved.clone());
     }
+    Ok((groups, resolved))
+}
 
-    // The mapping size per group: given, or inferred from its pool files.
-    let mappings: Vec<Option<(u64, bool)>> = groups
-        .iter()
-        .map(|(_, _, opens, _)| {
-            o.mapping_bytes().map(|m| (m, true)).or_else(|| {
-                let sizes: Vec<u64> = opens
-                    .iter()
-                    .filter_map(|x| x.fd.as_ref())
-                    .filter_map(|fd| read::stat(fd).ok().map(|s| s.size))
-                    .collect();
-                rules::infer_mapping(&sizes, o.page_size).map(|m| (m, false))
-            })
-        })
-        .collect();
-
-    type Reads = Vec<Vec<Option<Result<PoolRead, String>>>>;
-    let read_all = |groups: &Vec<(PathBuf, usize, Vec<Open>, bool)>| -> Reads {
-        groups
-            .iter()
-            .zip(&mappings)
-            .map(|((_, _, opens, _), m)| {
-                opens
-                    .iter()
-                    .map(|x| {
-                        x.fd.as_ref()
-                            .map(|fd| read::read_pool(fd, o, *m, x.report.generation.as_deref()))
-                    })
-                    .collect()
-            })
-            .collect()
-    };
-    let first = read_all(&groups);
-    sleep(o.interval_ms);
-    let second = read_all(&groups);
-
-    // Liveness.
-    let mut keys: BTreeSet<(u32, u32, u64)> = BTreeSet::new();
-    let key_of = |fd: &OwnedFd| {
-        read::stat(fd)
-            .ok()
-            .map(|s| (rustix::fs::major(s.dev), rustix::fs::minor(s.dev), s.ino))
-    };
-    for (_, _, opens, _) in &groups {
-        for x in opens {
-            if let Some(k) = x.fd.as_ref().and_then(key_of) {
-                keys.insert(k);
-            }
-        }
-    }
-    type G3Look = Result<(G3State, Option<read::InodeKey>), String>;
-    let g3: Vec<(PathBuf, G3Look)> = o
-        .g3_paths
-        .iter()
-        .map(|p| (p.clone(), read::g3_state(p)))
-        .collect();
-    for (_, s) in &g3 {
-        if let Ok((_, Some(k))) = s {
-            keys.insert(*k);
-        }
-    }
-    let snapshot = o.live.then(|| live::Snapshot::read(&keys));
-    let socket = o
-        .socket_path
-        .as_ref()
-        .map(|p| p.as_os_str().as_bytes().to_vec());
-
-    let mut pools = Vec::new();
-    let mut group_reports = Vec::new();
-    let mut g3_files: BTreeSet<u64> = BTreeSet::new();
-    for (gi, (path, others, opens, is_dir)) in groups.into_iter().enumerate() {
-        let mut reports = Vec::new();
-        for (pi, x) in opens.into_iter().enumerate() {
-            let mut r = x.report;
-            let a = first[gi][pi].clone();
-            let b = second[gi][pi].clone();
-            match (a, b) {
-                (Some(Ok(a)), Some(Ok(b))) => {
-                    let fa = rules::judge_read(&a, o);
-                    let fb = rules::judge_read(&b, o);
-                    r.changed = rules::changes(&a, &b);
-                    r.findings.extend(rules::both_reads(&fa, fb));
-                    if !r.changed.is_empty() {
-                        r.findings.push(Finding::new(
-                            codes::KV427,
-                            format!(
-                                "changed between the two reads, {} ms apart: {}; in motion, \
-                                    judged where both reads agree",
-                                o.interval_ms,
-                                r.changed.join("; ")
-                            ),
-                        ));
-                    }
-                    r.read = Some(b);
-                }
-                (Some(Err(e)), other) | (other, Some(Err(e))) => {
-                    r.findings.push(Finding::new(codes::KV427, e));
-                    if let Some(Ok(x)) = other {
-                        r.read = Some(x);
-                    }
-                }
-                _ => {}
-            }
-            if let Some(read) = &r.read {
-                for t in tables(read) {
-                    g3_files.extend(t.g3_files.iter().copied());
-                }
-            }
-            if let (Some(s), Some(fd)) = (&snapshot, x.fd.as_ref()) {
-                if let Some(k) = key_of(fd) {
-                    r.liveness = s.liveness(k, socket.as_deref());
-                }
-            }
-            rules::judge_liveness(&mut r, o.live);
-            reports.push(r);
-        }
-        if is_dir {
-            let mut g = rules::judge_group(path, others, &reports, o);
-            if let Some(t) = &resolved[gi] {
-                g.findings.push(Finding::new(
-                    codes::KV429,
-                    format!(
-                        "the path is a symbolic link to {}: KVCR resolves --pool-dir the same way \
-                         (Path.resolve()), so its pools live there",
-                        t.to_string_lossy()
-                    ),
-                ));
-            }
-            group_reports.push(g);
-        }
-        pools.extend(reports);
-    }
-
-    let g3 = g3
-        .into_iter()
+/// What `--g3-paths` named, as [`run`] looked at it: each path's state
+/// (its locks from the live snapshot), judged, and KV425 for a path named
+/// twice. `g3_files` holds the indices the pools' tables name.
+fn judge_g3_paths(
+    o: &Options,
+    g3: Vec<(PathBuf, G3Look)>,
+    g3_files: &BTreeSet<u64>,
+    snapshot: Option<&live::Snapshot>,
+) -> Vec<(PathBuf, G3State, Vec<Finding>)> {
+    g3.into_iter()
         .enumerate()
         .map(|(i, (p, s))| {
             let named = g3_files.contains(&(i as u64));
@@ -561,7 +593,7 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
                 Ok((state, key)) => {
                     let mut state = state;
                     if let (G3State::File { locks, .. }, Some(snap), Some(k)) =
-                        (&mut state, &snapshot, key)
+                        (&mut state, snapshot, key)
                     {
                         *locks = Some(snap.locks_on(k));
                     }
@@ -579,13 +611,7 @@ pub fn run(o: &Options, sleep: &dyn Fn(u64)) -> Result<Run, Failure> {
             };
             (p, state, findings)
         })
-        .collect();
-    Ok(Run {
-        options: o.clone(),
-        groups: group_reports,
-        pools,
-        g3,
-    })
+        .collect()
 }
 
 fn tables(r: &PoolRead) -> Vec<&rules::Table> {

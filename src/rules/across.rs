@@ -149,6 +149,18 @@ pub(crate) fn check(
         }
         i = j;
     }
+    add_shared(by_engine, &engines, found);
+
+    across_nodes(&nodes, &engines)
+}
+
+/// KV111 on each current descriptor `found` names (group index,
+/// candidate index): a handle another group also uses.
+fn add_shared(
+    by_engine: &mut BTreeMap<EngineId, Vec<Candidate>>,
+    engines: &[EngineId],
+    found: BTreeMap<(usize, usize), Shared>,
+) {
     for ((gi, ci), sh) in found {
         let Shared {
             first_alloc: ai,
@@ -177,10 +189,16 @@ pub(crate) fn check(
         .at(c.path.clone());
         c.findings.push(f);
     }
+}
 
-    // KV110 across groups: when the current descriptors of two or more
-    // groups name more than one node between them, every such group is
-    // rejected (one group alone is judged rank by rank in consistency.rs).
+/// KV110 across groups: when the current descriptors of two or more groups
+/// name more than one node between them (`nodes`, per group in `engines`'
+/// order), every such group is rejected (one group alone is judged rank by
+/// rank in consistency.rs).
+fn across_nodes(
+    nodes: &[std::collections::BTreeSet<(String, Uuid)>],
+    engines: &[EngineId],
+) -> BTreeMap<EngineId, Vec<Finding>> {
     let mut by_node: BTreeMap<&(String, Uuid), Vec<&str>> = BTreeMap::new();
     for (gi, ns) in nodes.iter().enumerate() {
         for n in ns {

@@ -15,6 +15,8 @@ pub struct Explanation {
     pub live: &'static str,
 }
 
+// long: a table, one arm per finding code with its four texts; split, a
+// code's texts would be looked for in several places.
 pub fn explain(code: Code) -> Explanation {
     use Code::*;
     let (meaning, checked, action, live) = match code {

@@ -220,25 +220,7 @@ pub(crate) fn check(rows: &mut [Row]) {
             }
         }
         if let Some((ai, k, who)) = first {
-            let more = if count > 1 {
-                format!("; {count} of this descriptor's handles are shared")
-            } else {
-                String::new()
-            };
-            findings.push(
-                Finding::reject(
-                    Code::KV111,
-                    format!(
-                        "the {} in allocations[{ai}] is also used by {who}: the same memory would \
-                            be imported twice{more}",
-                        k.describe()
-                    ),
-                )
-                .values(
-                    "a handle used by one rank only",
-                    format!("also used by {who}"),
-                ),
-            );
+            findings.push(shared_finding(ai, &k, &who, count));
         }
         out.push(findings);
     }
@@ -251,6 +233,28 @@ pub(crate) fn check(rows: &mut [Row]) {
             row.check("handles", ok);
         }
     }
+}
+
+/// KV111 for a descriptor whose handle in `allocations[ai]` (key `k`) other
+/// ranks also use (`who`), `count` of its handles shared in all.
+fn shared_finding(ai: usize, k: &HandleKey, who: &str, count: usize) -> Finding {
+    let more = if count > 1 {
+        format!("; {count} of this descriptor's handles are shared")
+    } else {
+        String::new()
+    };
+    Finding::reject(
+        Code::KV111,
+        format!(
+            "the {} in allocations[{ai}] is also used by {who}: the same memory would \
+                be imported twice{more}",
+            k.describe()
+        ),
+    )
+    .values(
+        "a handle used by one rank only",
+        format!("also used by {who}"),
+    )
 }
 
 #[cfg(test)]

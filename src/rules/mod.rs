@@ -598,30 +598,7 @@ fn judge_group(
     // 4. Verdicts.
     let mut ranks_out: Vec<RankVerdict> = rows
         .into_iter()
-        .map(|r| {
-            let d = r.cand.descriptor.as_ref();
-            RankVerdict {
-                rank: r.slot,
-                path: r.cand.path.clone(),
-                raw_path: r.cand.raw_path.clone(),
-                gpu_uuid: d.map(|d| d.gpu_uuid.to_string()),
-                verdict: if r.findings.iter().any(Finding::is_reject) {
-                    Verdict::Reject
-                } else {
-                    Verdict::Accept
-                },
-                incarnation: r.cand.incarnation(),
-                epoch: r.cand.epoch(),
-                created_unix_ms: d.map(|d| d.created_unix_ms),
-                age_ms: d.and_then(|d| ctx.now_unix_ms.checked_sub(d.created_unix_ms)),
-                owner_pid: d.map(|d| d.owner.pid),
-                findings: r.findings,
-                not_checked: r.not_checked,
-                report: None,
-                checks: r.checks,
-                cause_code: None,
-            }
-        })
+        .map(|r| rank_verdict(r, ctx.now_unix_ms))
         .collect();
     // Unknown ranks (None) sort first; ties by raw path bytes.
     ranks_out.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.raw_path.cmp(&b.raw_path)));
@@ -644,18 +621,7 @@ fn judge_group(
     group_findings.extend(inc.notices);
     // Descriptors outside the current incarnation never reject the group,
     // but what is wrong with them is still listed, as notices.
-    let mut stale: Vec<Finding> = others
-        .into_iter()
-        .flat_map(|c| c.findings)
-        .map(|mut f| {
-            f.severity = crate::format::finding::Severity::Notice;
-            f.message.prepend(&format!("{NOT_COUNTED} "));
-            f.counted = false;
-            f
-        })
-        .collect();
-    stale.sort_by(|a, b| a.path.cmp(&b.path).then(a.code.cmp(&b.code)));
-    group_findings.extend(stale);
+    group_findings.extend(not_counted(others));
 
     let accepted = world_size.is_some()
         && missing.is_empty()
@@ -692,14 +658,56 @@ fn judge_group(
     }
 }
 
+/// A rank's verdict from its row: rejected when any of its findings
+/// rejects; its age against `now_unix_ms`.
+fn rank_verdict(r: Row, now_unix_ms: u64) -> RankVerdict {
+    let d = r.cand.descriptor.as_ref();
+    RankVerdict {
+        rank: r.slot,
+        path: r.cand.path.clone(),
+        raw_path: r.cand.raw_path.clone(),
+        gpu_uuid: d.map(|d| d.gpu_uuid.to_string()),
+        verdict: if r.findings.iter().any(Finding::is_reject) {
+            Verdict::Reject
+        } else {
+            Verdict::Accept
+        },
+        incarnation: r.cand.incarnation(),
+        epoch: r.cand.epoch(),
+        created_unix_ms: d.map(|d| d.created_unix_ms),
+        age_ms: d.and_then(|d| now_unix_ms.checked_sub(d.created_unix_ms)),
+        owner_pid: d.map(|d| d.owner.pid),
+        findings: r.findings,
+        not_checked: r.not_checked,
+        report: None,
+        checks: r.checks,
+        cause_code: None,
+    }
+}
+
+/// What is wrong with the descriptors outside the current incarnation, as
+/// notices that never reject the group, in path and code order.
+fn not_counted(others: Vec<Candidate>) -> Vec<Finding> {
+    let mut stale: Vec<Finding> = others
+        .into_iter()
+        .flat_map(|c| c.findings)
+        .map(|mut f| {
+            f.severity = crate::format::finding::Severity::Notice;
+            f.message.prepend(&format!("{NOT_COUNTED} "));
+            f.counted = false;
+            f
+        })
+        .collect();
+    stale.sort_by(|a, b| a.path.cmp(&b.path).then(a.code.cmp(&b.code)));
+    stale
+}
+
 #[cfg(test)]
 mod tests_check_status;
 #[cfg(test)]
 mod tests_code_table;
 #[cfg(test)]
 mod tests_flag_beats_profile;
-#[cfg(test)]
-mod tests_live;
 #[cfg(test)]
 mod tests_props;
 #[cfg(test)]

@@ -8,7 +8,7 @@ use crate::format::failure::Failure;
 use crate::format::profile::{parse_profile, Profile, ProfileError};
 use crate::io::node::{self, now_unix_ms, NodeProbe};
 use crate::io::pipeline;
-use crate::report::audit::AuditRun;
+use crate::print::audit::AuditRun;
 use crate::rules::Expectations;
 use crate::rules::{self, Candidate, Context, FileVerdict};
 use std::collections::BTreeMap;

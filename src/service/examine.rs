@@ -14,7 +14,7 @@
 use crate::format::descriptor::{parse_descriptor, MAX_FILE_BYTES};
 use crate::format::failure::Failure;
 use crate::format::finding::{Code, Finding};
-use crate::report::examine::{summary, Examined};
+use crate::print::examine::{summary, Examined};
 use crate::rules::{self, Candidate};
 use std::path::Path;
 

@@ -15,6 +15,8 @@
 //! [`gms`] writes Dynamo GPU Memory Service artifacts, valid and with each
 //! mutation of the GMS reference's generator recipes (tests/it/gms/).
 //!
+//! [`proc`] lays out stand-ins for `/proc` (forged facts, a hostile name).
+//!
 //! [`json_oracle`] is the differential oracle of the hand-written JSON
 //! reader against serde_json (the `json` fuzz target and
 //! tests/it/report/json_oracle.rs).
@@ -26,6 +28,7 @@
 
 pub mod gms;
 pub mod json_oracle;
+pub mod proc;
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -225,6 +228,22 @@ pub fn put_group(dir: &Path, sub: &str, d: &Desc) {
             format!("{sub}/rank-{rank}.json")
         };
         put(dir, &rel, &r.bytes());
+    }
+}
+
+/// Writes one sealed descriptor per rank of `d` as `dir/rank-R.json`, each
+/// edited by `edit` before it is sealed, with file mode `mode`.
+pub fn put_ranks(dir: &Path, d: &Desc, mode: u32, edit: impl Fn(&mut Value)) {
+    use std::os::unix::fs::PermissionsExt;
+    for rank in 0..d.tp * d.pp {
+        let mut r = d.clone();
+        r.rank = rank;
+        let mut v = r.value();
+        edit(&mut v);
+        seal(&mut v);
+        let p = dir.join(format!("rank-{rank}.json"));
+        std::fs::write(&p, to_bytes(&v)).expect("write");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
 }
 

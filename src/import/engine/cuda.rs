@@ -18,6 +18,7 @@
 // says why it is sound.
 #![allow(unsafe_code)]
 
+use super::resource::round_up;
 use super::{Backend, BackendError, Device, Identity, IdentityKind, Mapped, MemoryId, Resource};
 use crate::format::descriptor::{GpuUuid, Handle, Owner};
 use crate::import::engine::pidfd;
@@ -26,15 +27,6 @@ use crate::io::node::gpus;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-
-/// Rounds `n` up to a multiple of `granularity`; `None` on overflow or a
-/// zero granularity.
-pub fn round_up(n: u64, granularity: u64) -> Option<u64> {
-    if granularity == 0 {
-        return None;
-    }
-    n.div_ceil(granularity).checked_mul(granularity)
-}
 
 /// True when the 16 raw bytes of `cuDeviceGetUuid_v2` are this GPU's UUID.
 /// `GPU-` and `MIG-` name the same 16-byte space: the driver reports a MIG

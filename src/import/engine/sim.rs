@@ -264,6 +264,16 @@ impl SimBackend {
             .collect()
     }
 
+    #[cfg(test)]
+    /// Asserts that everything acquired was released, exactly in reverse
+    /// order (the engine's tests and the import run's).
+    pub fn assert_released_in_reverse(&self) {
+        let mut acquired = self.acquired();
+        acquired.reverse();
+        assert_eq!(self.released(), acquired, "release order");
+        assert!(self.held().is_empty(), "still held: {:?}", self.held());
+    }
+
     fn event(&mut self, e: SimEvent) {
         if let Some(f) = &mut self.log_file {
             if let Ok(line) = serde_json::to_string(&e) {
@@ -382,7 +392,7 @@ impl Backend for SimBackend {
     ) -> Result<Resource, BackendError> {
         self.step(Step::Reserve)?;
         self.check_held(imported, "reserve for")?;
-        let size = crate::import::engine::cuda::round_up(size, SIM_GRANULARITY)
+        let size = crate::import::engine::round_up(size, SIM_GRANULARITY)
             .ok_or_else(|| format!("sim: size {size} overflows"))?;
         let ptr = 0x7e00_0000_0000 + self.fresh() * 0x1_0000_0000;
         Ok(self.acquire(

@@ -72,7 +72,7 @@ fn read_fleet_report(
     f: &Fleet,
     engine: &str,
     local: &RankSet,
-) -> Result<(String, wire::Report), String> {
+) -> Result<(String, wire::AuditReport), String> {
     let Some(path) = f.report else {
         return Err(format!(
             "--local-ranks {local}: this node holds only part of group {engine}; import requires \
@@ -88,7 +88,7 @@ fn read_fleet_report(
 }
 
 /// A merge report's inputs, every one of them a live report.
-fn live_inputs<'v>(name: &str, v: &'v wire::Report) -> Result<&'v [wire::Input], String> {
+fn live_inputs<'v>(name: &str, v: &'v wire::AuditReport) -> Result<&'v [wire::Input], String> {
     let (Some(inputs), Some(_)) = (v.inputs.as_deref(), v.reports.as_ref()) else {
         return Err(format!(
             "--fleet-report {name} is not a kvcr merge report (no \"reports\" member); write it \
@@ -116,7 +116,7 @@ fn live_inputs<'v>(name: &str, v: &'v wire::Report) -> Result<&'v [wire::Input],
 fn accepted_group<'v>(
     name: &str,
     engine: &str,
-    v: &'v wire::Report,
+    v: &'v wire::AuditReport,
     g: &GroupVerdict,
 ) -> Result<&'v wire::Group, String> {
     let entries: Vec<&wire::Group> = v
@@ -427,7 +427,7 @@ fn fresh(name: &str, f: &Fleet, inputs: &[wire::Input]) -> Result<(), String> {
 fn judge_report_data(
     name: &str,
     engine: &str,
-    v: &wire::Report,
+    v: &wire::AuditReport,
     group: &wire::Group,
     judged: &RanksJudged,
     inputs: &[wire::Input],
@@ -456,65 +456,8 @@ fn judge_report_data(
             ));
         }
     }
-    // The shape this node audited.
-    let shape_tp = (group.tp, g.tp);
-    let shape_pp = (group.pp, g.pp);
-    for (field, (there, here)) in [("tp", shape_tp), ("pp", shape_pp)] {
-        if here.is_none() || there != here {
-            let s = |x: Option<u64>| x.map_or_else(|| "none".to_string(), |v| v.to_string());
-            return Err(format!(
-                "--fleet-report {name} describes group {engine} with {field} {}, this node audited \
-                    {field} {}",
-                s(there),
-                s(here)
-            ));
-        }
-    }
-    let json = |x: &dyn erased::Shown| x.shown();
-    if g.model.is_none() || group.model != g.model {
-        return Err(format!(
-            "--fleet-report {name} describes group {engine} with model {}, this node audited model \
-                {}",
-            json(&group.model),
-            json(&g.model)
-        ));
-    }
-    if g.geometry.is_none() || group.geometry != g.geometry {
-        return Err(format!(
-            "--fleet-report {name} describes group {engine} with geometry {}, this node audited \
-                geometry {}",
-            json(&group.geometry),
-            json(&g.geometry)
-        ));
-    }
-    // Inputs: each names a host, no two the same host (`rules::hosts`).
-    let hosts = rules::hosts(inputs.iter().map(|i| i.host.as_deref()));
-    let mut names: Vec<&str> = Vec::new();
-    // The newest input's time; `None` while no input names one.
-    let mut newest_input: Option<u64> = None;
-    for (k, i) in inputs.iter().enumerate() {
-        if hosts.nameless.contains(&k) {
-            return Err(format!(
-                "--fleet-report {name}: input {} names no host",
-                terminal(&i.report)
-            ));
-        }
-        if hosts.repeats(k) {
-            return Err(format!(
-                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring \
-                    ASCII case and a trailing dot)",
-                terminal(i.host.as_deref().unwrap_or_default())
-            ));
-        }
-        if i.boot_id.is_none() {
-            return Err(format!(
-                "--fleet-report {name}: input {} names no boot id",
-                terminal(&i.report)
-            ));
-        }
-        names.push(&i.report);
-        newest_input = newest_input.max(i.generated_unix_ms);
-    }
+    same_shape(name, engine, group, g)?;
+    let (names, newest_input) = listed_inputs(name, inputs)?;
     // The report itself: written after its inputs, not from the future.
     let t = v.generated_unix_ms;
     if rules::beyond_slack(t, now_ms) || newest_input.is_some_and(|n| t < n) {
@@ -611,6 +554,83 @@ fn judge_report_data(
     Ok(())
 }
 
+/// The shape this node audited (tp, pp, model, geometry) is the one the
+/// fleet report describes for group `engine`.
+fn same_shape(
+    name: &str,
+    engine: &str,
+    group: &wire::Group,
+    g: &GroupVerdict,
+) -> Result<(), String> {
+    let shape_tp = (group.tp, g.tp);
+    let shape_pp = (group.pp, g.pp);
+    for (field, (there, here)) in [("tp", shape_tp), ("pp", shape_pp)] {
+        if here.is_none() || there != here {
+            let s = |x: Option<u64>| x.map_or_else(|| "none".to_string(), |v| v.to_string());
+            return Err(format!(
+                "--fleet-report {name} describes group {engine} with {field} {}, this node audited \
+                    {field} {}",
+                s(there),
+                s(here)
+            ));
+        }
+    }
+    let json = |x: &dyn erased::Shown| x.shown();
+    if g.model.is_none() || group.model != g.model {
+        return Err(format!(
+            "--fleet-report {name} describes group {engine} with model {}, this node audited model \
+                {}",
+            json(&group.model),
+            json(&g.model)
+        ));
+    }
+    if g.geometry.is_none() || group.geometry != g.geometry {
+        return Err(format!(
+            "--fleet-report {name} describes group {engine} with geometry {}, this node audited \
+                geometry {}",
+            json(&group.geometry),
+            json(&g.geometry)
+        ));
+    }
+    Ok(())
+}
+
+/// The fleet report's inputs: each names a host, no two the same host
+/// (`rules::hosts`), and a boot id. Their report names, and the newest
+/// input's time (`None` while no input names one).
+fn listed_inputs<'i>(
+    name: &str,
+    inputs: &'i [wire::Input],
+) -> Result<(Vec<&'i str>, Option<u64>), String> {
+    let hosts = rules::hosts(inputs.iter().map(|i| i.host.as_deref()));
+    let mut names: Vec<&str> = Vec::new();
+    let mut newest_input: Option<u64> = None;
+    for (k, i) in inputs.iter().enumerate() {
+        if hosts.nameless.contains(&k) {
+            return Err(format!(
+                "--fleet-report {name}: input {} names no host",
+                terminal(&i.report)
+            ));
+        }
+        if hosts.repeats(k) {
+            return Err(format!(
+                "--fleet-report {name} lists two inputs from host {} (hostnames compare ignoring \
+                    ASCII case and a trailing dot)",
+                terminal(i.host.as_deref().unwrap_or_default())
+            ));
+        }
+        if i.boot_id.is_none() {
+            return Err(format!(
+                "--fleet-report {name}: input {} names no boot id",
+                terminal(&i.report)
+            ));
+        }
+        names.push(&i.report);
+        newest_input = newest_input.max(i.generated_unix_ms);
+    }
+    Ok((names, newest_input))
+}
+
 /// A model or geometry, as JSON, escaped for a message.
 mod erased {
     pub trait Shown {
@@ -645,7 +665,7 @@ mod tests {
 
     /// One clean two-rank group: its audit report as the gate reads it,
     /// and this node's verdict of it.
-    fn report_and_verdict() -> (wire::Report, GroupVerdict) {
+    fn report_and_verdict() -> (wire::AuditReport, GroupVerdict) {
         let dir = tempfile::tempdir().unwrap();
         let mut cands = Vec::new();
         for rank in 0..2 {
@@ -664,7 +684,7 @@ mod tests {
             });
         }
         let doc = crate::api::audit(dir.path(), &crate::api::AuditOptions::default()).unwrap();
-        let v: wire::Report = serde_json::from_str(doc.as_json()).unwrap();
+        let v: wire::AuditReport = serde_json::from_str(doc.as_json()).unwrap();
         let expect = Expectations::default();
         let ctx = Context {
             now_unix_ms: testkit::CREATED_UNIX_MS + 1000,

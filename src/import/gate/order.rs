@@ -1,5 +1,5 @@
 //! The order of answers up to the driver (docs/format.md §8.9), in one
-//! place for `kvcr import` ([`crate::import::command::run::import`], its dry run too)
+//! place for `kvcr import` ([`crate::import::run::steps::import`], its dry run too)
 //! and the readiness gate ([`crate::api::gate`]):
 //!
 //! 1. the declared profile (a usage error, exit 2; a dry run lists it);
@@ -22,9 +22,9 @@ use crate::format::failure::Failure;
 use crate::import::gate::checks;
 use crate::import::plan::select::{self, Plan};
 use crate::import::report::Refusal;
-use crate::import::report::{rejecting_files, Mode, Report};
+use crate::import::report::{rejecting_files, ImportReport, Mode};
 use crate::io::node::NodeProbe;
-use crate::report::audit::AuditRun;
+use crate::print::audit::AuditRun;
 use crate::rules::{GroupVerdict, Verdict};
 use crate::service::audit::Inventory;
 use crate::service::audit::{self, Audited};
@@ -64,7 +64,7 @@ pub struct Answer {
     pub descriptors: BTreeMap<Vec<u8>, Descriptor>,
     /// The import report so far (engine, incarnation and epoch once a group
     /// is selected; its audit, files or refusals when refused).
-    pub report: Report,
+    pub report: ImportReport,
     /// A dry run's refusals so far, in the order of answers (empty for a
     /// real import and the readiness gate, which stop at the first).
     pub refusals: Vec<Refusal>,
@@ -92,7 +92,7 @@ pub fn before_driver(g: &Inputs, mode: Mode) -> Result<Answer, Failure> {
         run: audited,
         descriptors,
     } = audit::audit(g.inventory, Some(g.probe), g.progress, true, false)?;
-    let mut report = Report::before_gate(&audited.meta, &audited.root, mode);
+    let mut report = ImportReport::before_gate(&audited.meta, &audited.root, mode);
     let gated = gate_group(g, dry, &audited, &descriptors, &mut report, &mut refusals)?;
     Ok(Answer {
         audited,
@@ -120,7 +120,7 @@ fn gate_group(
     dry: bool,
     audited: &AuditRun,
     descriptors: &BTreeMap<Vec<u8>, Descriptor>,
-    report: &mut Report,
+    report: &mut ImportReport,
     refusals: &mut Vec<Refusal>,
 ) -> Result<Decision, Failure> {
     let judgement = &audited.judgement;
@@ -187,7 +187,7 @@ fn gate_group(
 /// Facts that could not be checked (exit 1), the answer after the driver
 /// and before any GPU call: `true` (and the report says so) when the group
 /// is refused for them.
-pub fn not_checked(report: &mut Report, group: &GroupVerdict) -> bool {
+pub fn not_checked(report: &mut ImportReport, group: &GroupVerdict) -> bool {
     let Some(r) = checks::not_checked(group) else {
         return false;
     };

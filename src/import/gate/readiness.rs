@@ -14,10 +14,10 @@
 use crate::format::failure::Failure;
 use crate::import::gate::order::{self, Answer, Decision, Inputs};
 pub use crate::import::plan::document::{ImportPlan, Origin};
-use crate::import::report::{Mode, Report};
+use crate::import::report::{ImportReport, Mode};
 
 /// The origin of a plan made from this audit: its clock, node and root.
-pub fn origin(a: &crate::report::audit::AuditRun) -> Origin {
+pub fn origin(a: &crate::print::audit::AuditRun) -> Origin {
     Origin {
         generated_unix_ms: a.now_ms,
         host: a.meta.host.clone(),
@@ -34,7 +34,7 @@ pub enum NotReady {
     /// cannot be read; exit 70 for an internal error).
     Usage(Failure),
     /// Refused (exit 1): the report says why (mode `gate`).
-    Refused(Box<Report>),
+    Refused(Box<ImportReport>),
 }
 
 impl From<Failure> for NotReady {
@@ -69,7 +69,7 @@ pub fn ask(gates: &Inputs) -> Result<ImportPlan, NotReady> {
         gated,
         ..
     } = order::before_driver(gates, Mode::Gate)?;
-    let refused = |mut report: Report| {
+    let refused = |mut report: ImportReport| {
         report.meta.exit_status = report.status();
         NotReady::Refused(Box::new(report))
     };

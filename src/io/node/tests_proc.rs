@@ -6,31 +6,14 @@
 
 use crate::io::node::{Fact, NodeProbe, ProcProbe};
 use crate::io::procfs::ProcFs;
-use crate::testkit::BOOT_ID;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-/// A plain directory laid out like procfs, with forged facts: this node's
-/// boot id replaced by the testkit's, our own process's start time forged,
-/// a GPU listed under driver/nvidia.
+/// A plain directory laid out like procfs, with forged facts
+/// (the test kit's `proc::forged_proc`).
 fn forged_proc() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    let p = t.path();
-    std::fs::create_dir_all(p.join("sys/kernel/random")).unwrap();
-    std::fs::write(p.join("sys/kernel/random/boot_id"), format!("{BOOT_ID}\n")).unwrap();
-    let me = std::process::id();
-    std::fs::create_dir_all(p.join(me.to_string())).unwrap();
-    let mut stat = format!("{me} (kvcr) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777");
-    for _ in 0..30 {
-        stat.push_str(" 0");
-    }
-    std::fs::write(p.join(format!("{me}/stat")), stat + "\n").unwrap();
-    std::fs::create_dir_all(p.join("driver/nvidia/gpus/0000:01:00.0")).unwrap();
-    std::fs::write(
-        p.join("driver/nvidia/gpus/0000:01:00.0/information"),
-        "Model: Forged\nGPU UUID: GPU-6a1f0c2e-0000-4000-8000-000000000000\n",
-    )
-    .unwrap();
+    crate::testkit::proc::forged_proc(t.path());
     t
 }
 

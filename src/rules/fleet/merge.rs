@@ -21,7 +21,7 @@ use std::fmt::Display;
 use uuid::Uuid;
 
 /// One per-node report as read back: the typed wire layer.
-pub type NodeReport = wire::Report;
+pub type NodeReport = wire::AuditReport;
 type NodeGroup = wire::Group;
 type NodeFinding = wire::Finding;
 /// One report's entry for a group: the report's name and the entry.
@@ -255,34 +255,13 @@ pub fn merge(
             };
             let e = g.engine_id.as_str();
             let notes = about.entry(e.to_string()).or_default();
-            if let Some(first) = &first_unclean {
-                notes.push(
-                    Finding::reject(
-                        Code::parse(&first.0).unwrap_or(Code::KV007),
-                        format!(
-                            "report {name}'s inventory has {unclean} rejecting file-level \
-                             finding{} (first: {} {}); a node that is not clean proves nothing",
-                            if unclean == 1 { "" } else { "s" },
-                            first.0,
-                            first.1
-                        ),
-                    )
-                    .values("no rejecting file-level finding", unclean),
-                );
-            }
-            if seen[e] > 1 {
-                notes.push(
-                    Finding::reject(
-                        Code::KV102,
-                        format!(
-                            "report {name} lists group {e:?} {} times; an audit lists each group \
-                             once",
-                            seen[e]
-                        ),
-                    )
-                    .values("one entry per group", seen[e]),
-                );
-            }
+            notes.extend(report_notes(
+                &name,
+                e,
+                first_unclean.as_ref(),
+                unclean,
+                seen[e],
+            ));
             let (parts, times) = engines.entry(id).or_default();
             parts.push((name.clone(), g));
             times.push(written);
@@ -304,6 +283,48 @@ pub fn merge(
     let mut j = Judgement::new(groups, files, descriptors);
     crate::rules::cause::fill(&mut j, inv);
     j
+}
+
+/// What is wrong with report `name` as a whole, noted on its group `e`: a
+/// node whose inventory was not clean (`unclean` rejecting file-level
+/// findings, the first of them), and a group listed `times` times.
+fn report_notes(
+    name: &str,
+    e: &str,
+    first_unclean: Option<&(String, String)>,
+    unclean: usize,
+    times: usize,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Some(first) = first_unclean {
+        out.push(
+            Finding::reject(
+                Code::parse(&first.0).unwrap_or(Code::KV007),
+                format!(
+                    "report {name}'s inventory has {unclean} rejecting file-level \
+                     finding{} (first: {} {}); a node that is not clean proves nothing",
+                    if unclean == 1 { "" } else { "s" },
+                    first.0,
+                    first.1
+                ),
+            )
+            .values("no rejecting file-level finding", unclean),
+        );
+    }
+    if times > 1 {
+        out.push(
+            Finding::reject(
+                Code::KV102,
+                format!(
+                    "report {name} lists group {e:?} {} times; an audit lists each group \
+                     once",
+                    times
+                ),
+            )
+            .values("one entry per group", times),
+        );
+    }
+    out
 }
 
 /// The group's identity as the nodes agree on it (docs/format.md §10):

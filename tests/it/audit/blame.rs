@@ -17,7 +17,7 @@ use std::path::Path;
 
 // ---------------------------------------------------------------------------
 // Class 1 (hang): an existing --ready-file that is a FIFO. ReadyFile::prepare
-// (src/import/command/ready_file.rs) refuses an existing PATH, but first reads it to name
+// (src/import/run/ready_file.rs) refuses an existing PATH, but first reads it to name
 // the holder: `holder()` does a plain File::open(path), which blocks forever
 // on a FIFO with no writer (the process sits in wait_for_partner). Import's
 // SIGINT/SIGTERM handlers are installed by then, so SIGTERM does not end it:

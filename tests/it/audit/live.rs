@@ -1,30 +1,15 @@
 //! Live mode through the command (docs/format.md §11, issue #3): a described
 //! node (`KVCR_NODE_FACTS`) and the real probe on this machine with child
 //! processes. The rules themselves are judged at the library level inside
-//! the crate (src/rules/tests_live.rs).
+//! the crate (src/service/tests_live.rs).
 
-use crate::util::testkit::{seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
+use crate::util::testkit::{put_ranks, Desc, BOOT_ID, HOSTNAME};
 use crate::util::*;
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 const OWNER_TICKS: u64 = 123456;
 const WRITER_TICKS: u64 = 120000;
-
-/// Writes one sealed descriptor per rank, mode 0600, after `edit`.
-fn write_group(dir: &Path, d: &Desc, mode: u32, edit: impl Fn(&mut Value)) {
-    for rank in 0..d.tp * d.pp {
-        let mut r = d.clone();
-        r.rank = rank;
-        let mut v = r.value();
-        edit(&mut v);
-        seal(&mut v);
-        let p = dir.join(format!("rank-{rank}.json"));
-        std::fs::write(&p, to_bytes(&v)).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-}
 
 fn tp2() -> Desc {
     Desc::new("live-a", 0, 2, 1)
@@ -33,7 +18,7 @@ fn tp2() -> Desc {
 /// An inventory of one tp=2 group, mode 0600, edited by `edit`.
 fn inventory(edit: impl Fn(&mut Value)) -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    write_group(t.path(), &tp2(), 0o600, edit);
+    put_ranks(t.path(), &tp2(), 0o600, edit);
     t
 }
 
@@ -98,7 +83,7 @@ fn node_match_fixture_describes_the_testkit_node() {
 #[test]
 fn cli_node_match_fixture_accepts() {
     let t = tempfile::tempdir().unwrap();
-    write_group(t.path(), &Desc::new("llama3-70b-a", 0, 4, 1), 0o600, |_| {});
+    put_ranks(t.path(), &Desc::new("llama3-70b-a", 0, 4, 1), 0o600, |_| {});
     let (code, out, err) = audit_with_facts(
         t.path(),
         &facts_fixture("node-match.json"),
@@ -199,7 +184,7 @@ fn without_live_nothing_of_the_node_is_read() {
     // Dead owner, running unquiesced writer, another boot, another host,
     // absent GPU, readable handle bytes: all live-only, all ignored.
     let t = tempfile::tempdir().unwrap();
-    write_group(t.path(), &tp2(), 0o644, |v| {
+    put_ranks(t.path(), &tp2(), 0o644, |v| {
         v["owner"]["pid"] = json!(i32::MAX);
         v["writer"]["pid"] = json!(std::process::id());
         v["writer"]["quiesced"] = json!(false);
@@ -297,7 +282,7 @@ fn real_probe_child_as_live_owner_and_running_writer() {
 
     // Live owner, quiesced writer: no KV108/KV109/KV110 from this node.
     let inv = tempfile::tempdir().unwrap();
-    write_group(inv.path(), &tp2(), 0o600, |v| {
+    put_ranks(inv.path(), &tp2(), 0o600, |v| {
         here(v);
         v["writer"] = json!({"pid": wp, "start_ticks": wt, "quiesced": true});
     });
@@ -321,7 +306,7 @@ fn real_probe_child_as_live_owner_and_running_writer() {
 
     // The same writer, still running and not quiesced: KV109.
     let inv2 = tempfile::tempdir().unwrap();
-    write_group(inv2.path(), &tp2(), 0o600, |v| {
+    put_ranks(inv2.path(), &tp2(), 0o600, |v| {
         here(v);
         v["writer"] = json!({"pid": wp, "start_ticks": wt, "quiesced": false});
     });
@@ -335,7 +320,7 @@ fn real_probe_child_as_live_owner_and_running_writer() {
 
     // A start time that is not the child's: its pid was "reused".
     let inv3 = tempfile::tempdir().unwrap();
-    write_group(inv3.path(), &tp2(), 0o600, |v| {
+    put_ranks(inv3.path(), &tp2(), 0o600, |v| {
         here(v);
         v["owner"]["start_ticks"] = json!(ot + 1);
     });

@@ -12,22 +12,15 @@ use std::path::Path;
 /// The test hook (`node::proc::ROOT_ENV`).
 const ROOT_ENV: &str = "KVCR_PROC_ROOT";
 
-/// The note for a hook naming `dir`, as the operator sees it (with the
-/// prefix the command adds), the path escaped as the terminal sanitizer does.
+/// The note for a hook naming `dir` (the test kit's `proc::hook_note`).
 fn announced(dir: &Path) -> String {
-    format!(
-        "kvcr: note: /proc is read from KVCR_PROC_ROOT={}, a test hook\n",
-        dir.to_string_lossy()
-            .replace('\u{1b}', "\\x1b")
-            .replace('\u{202e}', "\\u{202e}")
-    )
+    crate::util::testkit::proc::hook_note(dir)
 }
 
 /// A directory (not procfs) whose name holds terminal controls.
 fn hostile_root() -> (tempfile::TempDir, std::path::PathBuf) {
     let t = tempfile::tempdir().unwrap();
-    let dir = t.path().join("proc\u{1b}[31m\u{202e}");
-    std::fs::create_dir(&dir).unwrap();
+    let dir = crate::util::testkit::proc::hostile_root(t.path());
     (t, dir)
 }
 

@@ -4,7 +4,7 @@
 //! directories and clap's echo. Each class has its own cases beyond the
 //! issue's.
 
-use crate::util::testkit::{put_group, BOOT_ID};
+use crate::util::testkit::put_group;
 use crate::util::*;
 use std::path::Path;
 
@@ -12,27 +12,11 @@ use std::path::Path;
 // Item 7: a /proc that is not procfs is never trusted (the probe's and the
 // opener's cases are inside the crate: src/io/node/tests_proc.rs).
 
-/// A plain directory laid out like procfs, with forged facts: this node's
-/// boot id replaced by the testkit's, our own process's start time forged,
-/// a GPU listed under driver/nvidia.
+/// A plain directory laid out like procfs, with forged facts
+/// (the test kit's `proc::forged_proc`).
 fn forged_proc() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    let p = t.path();
-    std::fs::create_dir_all(p.join("sys/kernel/random")).unwrap();
-    std::fs::write(p.join("sys/kernel/random/boot_id"), format!("{BOOT_ID}\n")).unwrap();
-    let me = std::process::id();
-    std::fs::create_dir_all(p.join(me.to_string())).unwrap();
-    let mut stat = format!("{me} (kvcr) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777");
-    for _ in 0..30 {
-        stat.push_str(" 0");
-    }
-    std::fs::write(p.join(format!("{me}/stat")), stat + "\n").unwrap();
-    std::fs::create_dir_all(p.join("driver/nvidia/gpus/0000:01:00.0")).unwrap();
-    std::fs::write(
-        p.join("driver/nvidia/gpus/0000:01:00.0/information"),
-        "Model: Forged\nGPU UUID: GPU-6a1f0c2e-0000-4000-8000-000000000000\n",
-    )
-    .unwrap();
+    crate::util::testkit::proc::forged_proc(t.path());
     t
 }
 

@@ -10,10 +10,8 @@
 //! node `fixtures/live/node-match.json` describes and on one whose facts
 //! cannot be read (`node-unknown.json`).
 //!
-//! The library reads `KVCR_NODE_FACTS` from the environment, which a test
-//! must not set in its own process: the library side runs in a child, this
-//! test binary re-run on [`gate_child`] with the cases and the facts file in
-//! its environment.
+//! The library reads no environment (its facts file is the `node_facts`
+//! option), so it is called in this process; the command is run as a child.
 
 use crate::util::testkit::without_clock;
 use crate::util::{fixtures_live, kvcr, repo};
@@ -24,17 +22,11 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// The child's input (JSON cases) and where it writes its answers.
-const CASES_ENV: &str = "KVCR_TEST_GATE_CASES";
-const ANSWERS_ENV: &str = "KVCR_TEST_GATE_ANSWERS";
 /// What the library's gate adds to a refusal whose GPUs were not checked
 /// (src/import/gate/readiness.rs).
 const GPUS_HINT: &str = "; the GPUs could not be listed in this process (no GPU driver answered): \
     give this node's facts, the GPUs the engine sees included, as a facts file with the \
     node_facts option (node_facts=FILE; the format is in docs/live.md)";
-
-/// The facts file the child passes as the library's `node_facts` option.
-const FACTS_ENV: &str = "KVCR_TEST_GATE_FACTS";
 
 /// One question, asked of both.
 #[derive(Clone, Debug)]
@@ -44,15 +36,6 @@ struct Case {
     profile: Option<PathBuf>,
     engine: Option<String>,
     local_ranks: Option<String>,
-}
-
-impl Case {
-    fn to_json(&self) -> Value {
-        json!({
-            "root": self.root, "profile": self.profile,
-            "engine": self.engine, "local_ranks": self.local_ranks,
-        })
-    }
 }
 
 /// Every descriptor-looking JSON file below `dir`, by path.
@@ -217,37 +200,36 @@ fn dry_run(c: &Case, facts: &Path) -> (i32, Value) {
     (out.status.code().unwrap_or(-1), doc)
 }
 
-/// The library's answers to `cases`, from a child whose environment names
-/// `facts` (see the module docs).
-fn library(cases: &[Case], facts: &Path, tmp: &Path) -> Vec<Value> {
-    let answers = tmp.join("answers.json");
-    let input: Vec<Value> = cases.iter().map(Case::to_json).collect();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
-    crate::util::test_env(&mut child);
-    let out = child
-        .args([
-            "--exact",
-            "import::gate_parity::gate_child",
-            "--ignored",
-            "--quiet",
-        ])
-        .args(["--test-threads", "1"])
-        .env(CASES_ENV, serde_json::to_string(&input).unwrap())
-        .env(ANSWERS_ENV, &answers)
-        .env(FACTS_ENV, facts)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the child failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The library's answers to `cases` with the facts file `facts` (its
+/// `node_facts` option): each case's `api::gate` answer as `{"plan"}`,
+/// `{"usage"}` or `{"refused"}`.
+fn library(cases: &[Case], facts: &Path) -> Vec<Value> {
+    let json = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+    let out: Vec<Value> = cases
+        .iter()
+        .map(|c| {
+            let o = GateOptions {
+                profile: c.profile.clone().map(Profile::Path),
+                engine: c.engine.clone(),
+                local_ranks: c.local_ranks.as_deref().map(|r| RankSet::parse(r).unwrap()),
+                node_facts: Some(facts.to_path_buf()),
+                ..GateOptions::default()
+            };
+            match api::gate(&c.root, &o) {
+                Ok(plan) => json!({ "plan": json(plan.as_json()) }),
+                Err(Error::Usage { message, .. }) => json!({ "usage": message }),
+                Err(Error::Refused { report, .. }) => {
+                    json!({ "refused": json(report.as_json()) })
+                }
+                Err(other) => json!({ "other": format!("{other:?}") }),
+            }
+        })
+        .collect();
     // The library names the facts file by its option, the command by its
     // variable, and its gate says how to give the GPUs when it could not
     // list them (the command checks its driver there instead, §8.9);
     // nothing else may differ.
-    let text = std::fs::read_to_string(&answers).unwrap();
+    let text = serde_json::to_string(&out).unwrap();
     let hinted = text.matches(GPUS_HINT).count();
     let text = text.replace(GPUS_HINT, "");
     let gpus_unknown = std::fs::read_to_string(facts)
@@ -259,47 +241,7 @@ fn library(cases: &[Case], facts: &Path, tmp: &Path) -> Vec<Value> {
         "the GPU hint where the GPUs are not known"
     );
     let text = text.replace("node_facts=", "KVCR_NODE_FACTS=");
-    let v: Vec<Value> = serde_json::from_str(&text).unwrap();
-    assert_eq!(v.len(), cases.len(), "one answer per case");
-    v
-}
-
-/// The library side, run by [`library`] in a child process: each case's
-/// `api::gate` answer as `{"plan"}`, `{"usage"}` or `{"refused"}`.
-#[test]
-#[ignore = "the child process of the_library_gate_answers_what_the_dry_run_answers"]
-fn gate_child() {
-    // Run by hand (`--include-ignored`) it has no cases: nothing to answer.
-    let Ok(cases) = std::env::var(CASES_ENV) else {
-        eprintln!("gate_child answers the cases of its parent test; it has none");
-        return;
-    };
-    let cases: Vec<Value> = serde_json::from_str(&cases).unwrap();
-    let mut out = Vec::new();
-    for c in cases {
-        let o = GateOptions {
-            profile: c["profile"].as_str().map(|p| Profile::Path(p.into())),
-            engine: c["engine"].as_str().map(str::to_string),
-            local_ranks: c["local_ranks"]
-                .as_str()
-                .map(|r| RankSet::parse(r).unwrap()),
-            node_facts: std::env::var_os(FACTS_ENV).map(Into::into),
-            ..GateOptions::default()
-        };
-        let json = |t: &str| serde_json::from_str::<Value>(t).unwrap();
-        out.push(
-            match api::gate(Path::new(c["root"].as_str().unwrap()), &o) {
-                Ok(plan) => json!({ "plan": json(plan.as_json()) }),
-                Err(Error::Usage { message, .. }) => json!({ "usage": message }),
-                Err(Error::Refused { report, .. }) => {
-                    json!({ "refused": json(report.as_json()) })
-                }
-                Err(other) => json!({ "other": format!("{other:?}") }),
-            },
-        );
-    }
-    let path = std::env::var_os(ANSWERS_ENV).unwrap();
-    std::fs::write(path, serde_json::to_vec(&out).unwrap()).unwrap();
+    serde_json::from_str(&text).unwrap()
 }
 
 /// Compares one case's answers; `Err` says how they differ.
@@ -380,7 +322,7 @@ fn the_library_gate_answers_what_the_dry_run_answers() {
         (&private, "node-unknown.json"),
     ] {
         let facts = fixtures_live(facts);
-        let lib = library(cases, &facts, tmp.path());
+        let lib = library(cases, &facts);
         for (c, l) in cases.iter().zip(&lib) {
             match same_answer(&dry_run(c, &facts), l, c.profile.is_none()) {
                 Ok(kind) => *kinds.entry(kind).or_default() += 1,

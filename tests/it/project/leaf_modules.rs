@@ -35,7 +35,7 @@ fn the_leaf_modules_name_no_other_module() {
 #[test]
 fn the_check_sees_a_crate_path() {
     assert_eq!(
-        upward("//! crate::x in a doc\nuse crate::report::json;\n#[cfg(test)]\nuse super::x;\n"),
-        vec!["use crate::report::json;".to_string()]
+        upward("//! crate::x in a doc\nuse crate::print::json;\n#[cfg(test)]\nuse super::x;\n"),
+        vec!["use crate::print::json;".to_string()]
     );
 }

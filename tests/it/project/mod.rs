@@ -3,6 +3,7 @@
 mod architecture;
 mod format_refs;
 mod leaf_modules;
+mod long_functions;
 mod packaging;
 mod rustfmt_coverage;
 mod skips;

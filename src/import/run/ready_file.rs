@@ -334,7 +334,7 @@ impl ReadyFile {
     }
 
     /// PATH as resolved and checked: its held directory and name (the
-    /// hand-over socket is bound beside it, `crate::import::command::handover`).
+    /// hand-over socket is bound beside it, `crate::import::run::handover`).
     pub fn output(&self) -> &OutputFile {
         &self.out
     }

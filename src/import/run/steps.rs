@@ -3,13 +3,11 @@
 //! driver, facts not checked, trial or hold → the report and its exit status.
 //!
 //! Nothing process-wide happens here (the environment, signal handlers and
-//! stdout are [`crate::import::command::setup`]'s): tests drive [`import`] with a described
+//! stdout are [`crate::import::run::setup`]'s): tests drive [`import`] with a described
 //! node, a simulated backend and an interrupt closure.
 
 use crate::format::descriptor::{Allocation, Handle};
 use crate::format::failure::Failure;
-use crate::import::command::handover::{self, HandOver};
-use crate::import::command::ready_file::{ready_content, ReadyFile};
 use crate::import::engine::{
     execute, Backend, Cause, Event, Ledger, Outcome, RankResult, ReleaseReport, StepFailure,
 };
@@ -17,12 +15,14 @@ use crate::import::gate::checks;
 use crate::import::gate::order::{self, Answer, Decision, Inputs};
 use crate::import::plan::select::{Plan, PlannedRank};
 use crate::import::report::{
-    first_release_failure, rank_rows, remaining_rows, Mode, Report, ResultKind,
+    first_release_failure, rank_rows, remaining_rows, ImportReport, Mode, ResultKind,
 };
 use crate::import::report::{Check, Refusal};
+use crate::import::run::handover::{self, HandOver};
+use crate::import::run::ready_file::{ready_content, ReadyFile};
 use crate::import::spec::Step;
 use crate::io::node::NodeProbe;
-use crate::report::audit::AuditRun;
+use crate::print::audit::AuditRun;
 use crate::service::audit::Inventory;
 use rustix::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
@@ -70,7 +70,7 @@ pub enum Action<'a> {
         gpu: Gpu<'a>,
         ready_file: Option<&'a Path>,
         poll: Duration,
-        on_ready: &'a mut dyn FnMut(&Report),
+        on_ready: &'a mut dyn FnMut(&ImportReport),
     },
 }
 
@@ -86,13 +86,13 @@ impl Action<'_> {
 
 /// What [`import`] hands back for printing.
 pub struct Done {
-    pub report: Report,
+    pub report: ImportReport,
     /// The live audit, when the import was refused (the table prints it).
     pub audit: Option<AuditRun>,
 }
 
 impl Done {
-    fn of(report: Report, audit: Option<AuditRun>) -> Done {
+    fn of(report: ImportReport, audit: Option<AuditRun>) -> Done {
         Done { report, audit }
     }
 }
@@ -221,7 +221,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
 
 /// A step failed or was interrupted; the ledger was released in reverse.
 fn not_imported(
-    report: &mut Report,
+    report: &mut ImportReport,
     plan: &Plan,
     at: StepFailure,
     ranks: &[RankResult],
@@ -414,7 +414,7 @@ fn execute_with_progress(
 
 /// A hold's wait: how often the interrupt is asked, and what is told once
 /// the group is ready.
-type Hold<'a> = (Duration, &'a mut dyn FnMut(&Report));
+type Hold<'a> = (Duration, &'a mut dyn FnMut(&ImportReport));
 
 /// Every rank imported: the hold (ready file, wait), then the release.
 struct Imported<'r> {
@@ -427,7 +427,7 @@ struct Imported<'r> {
 impl Imported<'_> {
     fn finish(
         &self,
-        report: &mut Report,
+        report: &mut ImportReport,
         kept: Kept,
         hold: Option<&mut Hold>,
         mut ledger: Ledger,
@@ -512,7 +512,7 @@ impl Imported<'_> {
     /// ready file that cannot be published is the failure.
     fn hold(
         &self,
-        report: &mut Report,
+        report: &mut ImportReport,
         ready: &mut Option<ReadyFile>,
         mut hand_over: Option<&mut HandOver>,
         wait: Wait,
@@ -562,7 +562,7 @@ impl Imported<'_> {
 /// the group is ready, and the rank whole-import steps are named after.
 struct Wait<'a> {
     poll: Duration,
-    on_ready: &'a mut dyn FnMut(&Report),
+    on_ready: &'a mut dyn FnMut(&ImportReport),
     last: u64,
 }
 
@@ -609,7 +609,7 @@ pub(crate) fn hand_over_items<'f>(
     held: &dyn Fn(&PlannedRank, &Allocation) -> Option<BorrowedFd<'f>>,
     dup: &dyn Fn(BorrowedFd<'f>) -> std::io::Result<OwnedFd>,
 ) -> Result<Vec<handover::Item>, HandOverFailure> {
-    let list: Vec<_> = crate::import::command::ready_file::handed_over(plan).collect();
+    let list: Vec<_> = crate::import::run::ready_file::handed_over(plan).collect();
     let of = list.len();
     let mut items = Vec::with_capacity(of);
     for (index, (pr, a)) in list.into_iter().enumerate() {
@@ -634,7 +634,7 @@ pub(crate) fn hand_over_items<'f>(
             ))
         })?;
         items.push(handover::Item {
-            message: crate::import::command::ready_file::hand_over_message(pr, a, index, of),
+            message: crate::import::run::ready_file::hand_over_message(pr, a, index, of),
             fd: Some(copy),
         });
     }

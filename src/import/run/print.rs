@@ -4,17 +4,17 @@
 
 use crate::format::failure::Failure;
 use crate::format::text::{human_bytes, terminal};
-use crate::import::command::run::Done;
 use crate::import::engine::Cause;
-use crate::import::report::{Mode, Report, ResultKind};
+use crate::import::report::{ImportReport, Mode, ResultKind};
+use crate::import::run::steps::Done;
 use crate::import::spec::Step;
 use crate::io::output::emit;
-use crate::report::{self, Format, Printer, Verbosity};
+use crate::print::{self, Format, Printer, Verbosity};
 use std::io::{self, Write};
 
 /// A hold has imported every rank: the table now (the closing lines come
 /// on release), and how to release it on stderr.
-pub fn holding(p: &Printer, r: &Report) {
+pub fn holding(p: &Printer, r: &ImportReport) {
     if p.verbosity == Verbosity::Quiet {
         return;
     }
@@ -42,7 +42,7 @@ pub fn done(p: &Printer, done: &Done) -> Result<(), Failure> {
         return emit(|out| crate::format::json::write(out, &r));
     }
     if let Some(run) = &done.audit {
-        emit(|out| crate::report::audit::print_audit(out, p, run, None))?;
+        emit(|out| crate::print::audit::print_audit(out, p, run, None))?;
     }
     // A hold printed its table when it was ready.
     let held_already = r.mode == Mode::Hold && r.result == ResultKind::Imported;
@@ -55,7 +55,7 @@ pub fn done(p: &Printer, done: &Done) -> Result<(), Failure> {
 }
 
 /// The per-rank table: the plan (dry run) or what was imported.
-pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<()> {
+pub fn write_table(out: &mut dyn Write, p: &Printer, r: &ImportReport) -> io::Result<()> {
     let engine = r.engine_id.as_deref().unwrap_or("-");
     let mut head = format!(
         "{} {}  [{}",
@@ -131,11 +131,11 @@ pub fn write_table(out: &mut dyn Write, p: &Printer, r: &Report) -> io::Result<(
         });
         rows.push(cells);
     }
-    report::table::columns(out, p, " ", &header, &rows)
+    print::table::columns(out, p, " ", &header, &rows)
 }
 
 /// The closing lines: what happened and what is left.
-pub fn write_result(out: &mut dyn Write, r: &Report) -> io::Result<()> {
+pub fn write_result(out: &mut dyn Write, r: &ImportReport) -> io::Result<()> {
     let allocs: usize = r.ranks.iter().map(|x| x.allocations).sum();
     let bytes: u128 = r.ranks.iter().map(|x| x.bytes).sum();
     // Set by every path that released; a count never made up as 0.

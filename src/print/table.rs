@@ -378,7 +378,29 @@ fn group(
             )
         })
         .collect();
-    for &(start, end) in &g.missing {
+    rows.extend(missing_rows(&g.missing, &cells));
+    rows.sort_by_key(|(rank, _)| *rank);
+    let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+    layout(out, p, &header, &rows)?;
+    group_findings(out, p, g)?;
+    if p.verbosity == Verbosity::Verbose {
+        for r in &g.ranks {
+            let rank = r.rank.map_or("?".to_string(), |n| n.to_string());
+            writeln!(out, "  rank {rank} file: {}", terminal(&r.path))?;
+        }
+    }
+    writeln!(out)
+}
+
+/// The cells of a rank row: rank, GPU, then incarnation, epoch and age
+/// where they are columns.
+type Cells<'a> = dyn Fn(String, String, String, String, String) -> Vec<String> + 'a;
+
+/// One MISSING row per run of missing ranks (docs/format.md §9.3): a table
+/// never grows with world_size alone.
+fn missing_rows(missing: &[(u64, u64)], cells: &Cells<'_>) -> Vec<(Option<u64>, Row)> {
+    let mut rows = Vec::new();
+    for &(start, end) in missing {
         let (label, why) = if start == end {
             (
                 start.to_string(),
@@ -402,9 +424,11 @@ fn group(
             },
         ));
     }
-    rows.sort_by_key(|(rank, _)| *rank);
-    let rows: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
-    layout(out, p, &header, &rows)?;
+    rows
+}
+
+/// The group's own findings under its table (KV103 is its MISSING rows).
+fn group_findings(out: &mut dyn Write, p: &Printer, g: &GroupVerdict) -> io::Result<()> {
     for f in &g.findings {
         if f.code == Code::KV103 {
             continue; // shown as MISSING rows
@@ -424,13 +448,7 @@ fn group(
             4,
         )?;
     }
-    if p.verbosity == Verbosity::Verbose {
-        for r in &g.ranks {
-            let rank = r.rank.map_or("?".to_string(), |n| n.to_string());
-            writeln!(out, "  rank {rank} file: {}", terminal(&r.path))?;
-        }
-    }
-    writeln!(out)
+    Ok(())
 }
 
 /// What the report's first line says about the run.
@@ -570,6 +588,21 @@ pub fn write(
         }
         writeln!(out)?;
     }
+    summary_line(out, p, j, live, merged)?;
+
+    Ok(())
+}
+
+/// The table's last line: the counts of the summary, whether this node was
+/// checked, and the exit status.
+fn summary_line(
+    out: &mut dyn Write,
+    p: &Printer,
+    j: &Judgement,
+    live: bool,
+    merged: bool,
+) -> io::Result<()> {
+    let s = &j.summary;
     let status = j.exit_status();
     let facts = match (merged, live) {
         (false, false) => " · offline".to_string(),
@@ -598,14 +631,13 @@ pub fn write(
         if s.notices == 1 { "" } else { "s" },
     );
     wrapped(out, p, "", &line, " · ", 2)?;
-
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::{visible_len, wrapped};
-    use crate::report::{ColorChoice, Format, Printer};
+    use crate::print::{ColorChoice, Format, Printer};
 
     fn printer(width: Option<u16>) -> Printer {
         Printer::decide(

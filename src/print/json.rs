@@ -4,12 +4,12 @@
 //! what is printed and what is read are one set of types.
 
 use crate::format::wire::{
-    Each, File, Finding, Group, Input, Options, Rank, Report, Schema, Summary, Verdict,
+    AuditReport, Each, File, Finding, Group, Input, Options, Rank, Schema, Summary, Verdict,
 };
 use crate::rules::{self, FileVerdict, GroupVerdict, Judgement, RankVerdict};
 
 /// The document the printer writes for a run (audit or merge).
-pub type Printed<'a> = Report<Each<'a, GroupVerdict, Group>, Each<'a, FileVerdict, File>>;
+pub type Printed<'a> = AuditReport<Each<'a, GroupVerdict, Group>, Each<'a, FileVerdict, File>>;
 
 /// The wire form of a run: its metadata, root, merge inputs and verdicts.
 pub fn printed<'a>(
@@ -20,7 +20,7 @@ pub fn printed<'a>(
 ) -> Printed<'a> {
     let o = &meta.options;
     let s = &j.summary;
-    Report {
+    AuditReport {
         schema: Schema,
         kvcr_version: meta.kvcr_version.to_string(),
         generated_unix_ms: meta.generated_unix_ms,

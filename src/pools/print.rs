@@ -401,7 +401,7 @@ pub fn table(run: &Run) -> String {
 
 /// The Prometheus text exposition.
 pub fn prometheus(run: &Run) -> String {
-    use crate::report::prometheus::escape_label as esc;
+    use crate::print::prometheus::escape_label as esc;
     let mut s = String::new();
     s.push_str(
         "# HELP kvcr_pools_exit_status The exit status kvcr pools returned.\n# TYPE \

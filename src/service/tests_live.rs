@@ -1,4 +1,4 @@
-//! Live mode at the library level (docs/format.md §11, issue #3): KV003
+//! Live mode through the audit service (docs/format.md §11, issue #3): KV003
 //! (readable handle bytes), KV106 (GPU absent / not visible), KV108
 //! (reboot, owner gone or PID reused), KV109 (writer running, not
 //! quiesced), KV110 (other host), and "not checked", judged with a described
@@ -6,12 +6,11 @@
 //! end (`KVCR_NODE_FACTS`, `--live` on this node) is tests/it/audit/live.rs.
 
 use crate::format::finding::Message;
-use crate::io::node::{self, Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};
-use crate::rules::{self, Context, Expectations, Judgement, Verdict};
-use crate::testkit::{self, seal, to_bytes, Desc, BOOT_ID, HOSTNAME};
+use crate::io::node::{Fact, FakeProbe, Gpus, LinuxProbe, NodeProbe};
+use crate::rules::{Expectations, Judgement, Verdict};
+use crate::testkit::{self, put_ranks, Desc, BOOT_ID, HOSTNAME};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use uuid::Uuid;
 
@@ -42,20 +41,6 @@ fn matching() -> FakeProbe {
     }
 }
 
-/// Writes one sealed descriptor per rank, mode 0600, after `edit`.
-fn write_group(dir: &Path, d: &Desc, mode: u32, edit: impl Fn(&mut Value)) {
-    for rank in 0..d.tp * d.pp {
-        let mut r = d.clone();
-        r.rank = rank;
-        let mut v = r.value();
-        edit(&mut v);
-        seal(&mut v);
-        let p = dir.join(format!("rank-{rank}.json"));
-        std::fs::write(&p, to_bytes(&v)).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-}
-
 fn tp2() -> Desc {
     Desc::new("live-a", 0, 2, 1)
 }
@@ -63,41 +48,27 @@ fn tp2() -> Desc {
 /// An inventory of one tp=2 group, mode 0600, edited by `edit`.
 fn inventory(edit: impl Fn(&mut Value)) -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    write_group(t.path(), &tp2(), 0o600, edit);
+    put_ranks(t.path(), &tp2(), 0o600, edit);
     t
 }
 
-/// collect → gather → judge, as `kvcr audit --live` does, with `probe`.
+/// The audit service in live mode (`kvcr audit --live`), with `probe`.
 fn judge(root: &Path, probe: &dyn NodeProbe) -> Judgement {
     judge_with(root, probe, &Expectations::default())
 }
 
 /// [`judge`] with the given expectations (`--strict`, say).
 fn judge_with(root: &Path, probe: &dyn NodeProbe, expect: &Expectations) -> Judgement {
-    let opts = crate::io::pipeline::Options {
+    let inv = crate::service::audit::Inventory {
+        root: Some(root.to_path_buf()),
+        expect: expect.clone(),
         threads: crate::io::pipeline::threads(None),
-        keep_allocations: true,
-        producer_uid: None,
-    };
-    let (cands, files) = crate::service::audit::collect(root, false, &opts).unwrap();
-    let pids: Vec<i32> = cands
-        .iter()
-        .filter_map(|c| c.descriptor.as_ref())
-        .flat_map(|d| [d.owner.pid, d.writer.pid])
-        .collect();
-    let facts = node::gather(probe, pids);
-    let invocation = rules::cause::Invocation {
-        root: Some(root.display().to_string()),
-        live: true,
         ..Default::default()
     };
-    let ctx = Context {
-        now_unix_ms: crate::io::node::now_unix_ms(),
-        node: Some(&facts),
-        expect,
-        invocation: &invocation,
-    };
-    rules::judge(cands, files, &ctx)
+    crate::service::audit::audit(&inv, Some(probe), false, true, expect.strict)
+        .unwrap()
+        .run
+        .judgement
 }
 
 /// Every (rank, code, message) of the only group.
@@ -495,7 +466,7 @@ fn readable_handle_bytes_are_kv003() {
         let t = tempfile::tempdir().unwrap();
         let mut d = tp2();
         d.handle_kind = kind;
-        write_group(t.path(), &d, mode, |_| {});
+        put_ranks(t.path(), &d, mode, |_| {});
         let j = judge(t.path(), &p);
         if reject {
             assert_every_rank(&j, &["KV003"], "those bytes grant access to the memory");
@@ -514,7 +485,7 @@ fn every_live_reason_is_listed() {
     // Rebooted, a readable fabric descriptor, GPU absent and writer unknown:
     // each reason appears, reboot first.
     let t = tempfile::tempdir().unwrap();
-    write_group(t.path(), &tp2(), 0o644, not_quiesced);
+    put_ranks(t.path(), &tp2(), 0o644, not_quiesced);
     let p = FakeProbe {
         boot_id: Fact::Known(Uuid::parse_str("0b5e2a3c-1111-4222-8333-444455556666").unwrap()),
         hostname: Fact::Known(HOSTNAME.into()),

@@ -5,7 +5,7 @@
 //! stderr: it never refuses, fails or holds up an import, and never keeps
 //! memory held.
 
-use crate::import::report::{Mode, Report};
+use crate::import::report::{ImportReport, Mode};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
@@ -23,7 +23,7 @@ pub enum Event {
 }
 
 /// The JSON record for `r` (one line, no newline inside).
-pub fn record(r: &Report, event: Event, now_ms: u64) -> Value {
+pub fn record(r: &ImportReport, event: Event, now_ms: u64) -> Value {
     let ranks: Vec<Value> = r
         .ranks
         .iter()
@@ -148,7 +148,7 @@ pub fn journal(socket: &Path, message: &str, record: &str) -> Result<bool, Strin
 
 /// Writes the record of `r` to the file and the journal; says on stderr
 /// where (unless `quiet`), and warns on stderr when it cannot. Never fails.
-pub fn write(log: &Log, r: &Report, event: Event, quiet: bool) {
+pub fn write(log: &Log, r: &ImportReport, event: Event, quiet: bool) {
     if r.mode == Mode::DryRun {
         return;
     }

@@ -47,7 +47,7 @@ pub fn print_audit(
     match p.format {
         super::Format::Json => {
             // Written through the wire layer merge and the gate read.
-            let doc = crate::report::json::printed(
+            let doc = crate::print::json::printed(
                 &run.root,
                 &run.meta,
                 run.merge.as_ref(),

@@ -3,13 +3,13 @@
 //! `crate::commands::import`), SIGINT/SIGTERM, and the printers.
 
 use crate::format::failure::Failure;
-use crate::import::command::run::{import, Action, Gpu, Request};
-use crate::import::command::{print, signals};
 use crate::import::engine::cuda::{CudaBackend, DriverError};
 use crate::import::engine::sim::{Faults, Injected};
 use crate::import::engine::Backend;
+use crate::import::run::steps::{import, Action, Gpu, Request};
+use crate::import::run::{print, signals};
 use crate::import::spec::{BackendSpec, Mode, Target};
-use crate::report::Verbosity;
+use crate::print::Verbosity;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use std::time::Duration;
 /// environment (`crate::commands::import`).
 pub struct Import {
     pub inventory: crate::service::audit::Inventory,
-    pub printer: crate::report::Printer,
+    pub printer: crate::print::Printer,
     pub mode: Mode,
     /// `--hold --ready-file PATH`.
     pub ready_file: Option<std::path::PathBuf>,
@@ -67,7 +67,7 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
                 match &target {
                     None => format!(
                         ", and no record goes to the import log ({} names a file to keep one)",
-                        crate::import::command::log::ENV
+                        crate::import::run::log::ENV
                     ),
                     Some(_) => String::new(),
                 }
@@ -81,7 +81,7 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
     // simulated import unless told where.
     let log = match (&s.mode, &target) {
         (Mode::DryRun, _) | (_, None) => None,
-        (_, Some(t)) => Some(crate::import::command::log::Log::open(
+        (_, Some(t)) => Some(crate::import::run::log::Log::open(
             t,
             s.inventory.root.as_deref(),
         )?),
@@ -89,12 +89,12 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
     let quiet = p.verbosity == Verbosity::Quiet;
     let write_log = |r: &_, event| {
         if let Some(log) = &log {
-            crate::import::command::log::write(log, r, event, quiet);
+            crate::import::run::log::write(log, r, event, quiet);
         }
     };
     let mut on_ready = |r: &_| {
         print::holding(p, r);
-        write_log(r, crate::import::command::log::Event::Holding);
+        write_log(r, crate::import::run::log::Event::Holding);
     };
     let run = match s.mode {
         // The command line never asks for the library's gate mode.
@@ -118,7 +118,7 @@ pub fn run(s: &Import) -> Result<i32, Failure> {
         progress: p.progress,
     };
     let done = import(&req, run)?;
-    write_log(&done.report, crate::import::command::log::Event::Ended);
+    write_log(&done.report, crate::import::run::log::Event::Ended);
     print::done(p, &done)?;
     Ok(done.report.status())
 }

@@ -42,7 +42,7 @@ pub struct Examined {
     /// How many allocations carry a content check (docs/format.md §3.6).
     pub content_checked: Option<usize>,
     pub verdict: rules::Verdict,
-    /// Written as the report's findings are (`report::wire::Finding`).
+    /// Written as the report's findings are (`format::wire::Finding`).
     #[serde(serialize_with = "wire_findings")]
     pub findings: Vec<Finding>,
     pub exit_status: i32,
