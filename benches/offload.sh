@@ -3,6 +3,9 @@
 # generated tree, same run, warm cache (docs/bench.md "kvcr offload").
 # Usage: benches/offload.sh [FILES] [LAYOUT]   (LAYOUT: mp = one flat
 # lmcache-mp directory; llmd = an llm-d namespace of 2 ranks, FILES/2 keys)
+# Environment: THREADS (both walkers, default 1), ROUNDS (default 3), BASE
+# (a second kvcr binary to time in the same rounds), KVCR, BENCH_DIR.
+# Prints one line per run: wall, user and system seconds, peak RSS.
 # Needs: a release build (cargo build --release --locked), cc, python3, GNU time.
 set -euo pipefail
 files=${1:-1000000}
@@ -11,7 +14,7 @@ kvcr=${KVCR:-target/release/kvcr}
 # BENCH_DIR keeps the generated tree for the next run (it takes minutes).
 if [ -n "${BENCH_DIR:-}" ]; then dir=$BENCH_DIR; mkdir -p "$dir"; else
   dir=$(mktemp -d /tmp/kvcr-offload-bench.XXXXXX); trap 'rm -rf "$dir"' EXIT; fi
-cc -O2 -o "$dir/floor" benches/offload_floor.c
+cc -O2 -pthread -o "$dir/floor" benches/offload_floor.c
 [ -d "$dir/root" ] || python3 - "$dir/root" "$files" "$layout" <<'PY'
 import hashlib, json, os, sys
 root, n, layout = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -38,8 +41,23 @@ else:
             open(f"{d}/{x}.bin", "wb").close()
 PY
 threads=${THREADS:-1}
-"$dir/floor" "$dir/root" >/dev/null; "$kvcr" offload "$dir/root" --threads "$threads" --progress never --format json >/dev/null || true
-for i in 1 2 3; do
-  /usr/bin/time -f "floor  %e s  %M KiB" "$dir/floor" "$dir/root" >/dev/null
-  /usr/bin/time -f "kvcr   %e s  %M KiB" "$kvcr" offload "$dir/root" --threads "$threads" --progress never --format json >/dev/null || true
+rounds=${ROUNDS:-3}
+floor=(env FLOOR_THREADS="$threads" "$dir/floor" "$dir/root")
+args=(offload "$dir/root" --threads "$threads" --progress never --format json)
+# BASE names a second kvcr binary (the build before a change), timed in
+# the same rounds. Each round runs the slots in ABBA order (floor, kvcr,
+# [base, base,] kvcr, floor) so that a drift in load is shared. Exit
+# status 1 (a set rejected) is an answer, not a failure.
+t() { /usr/bin/time -f "$1 %e s wall %U user %S sys %M KiB" "${@:2}" >/dev/null 2>"$dir/time" || true
+  grep -v '^Command exited' "$dir/time"; }
+"${floor[@]}" >/dev/null; "$kvcr" "${args[@]}" >/dev/null || true
+[ -z "${BASE:-}" ] || "$BASE" "${args[@]}" >/dev/null || true
+echo "threads $threads; $(uptime)"
+for i in $(seq "$rounds"); do
+  t floor "${floor[@]}"
+  t kvcr "$kvcr" "${args[@]}"
+  if [ -n "${BASE:-}" ]; then t base "$BASE" "${args[@]}"; t base "$BASE" "${args[@]}"; fi
+  t kvcr "$kvcr" "${args[@]}"
+  t floor "${floor[@]}"
 done
+echo "$(uptime)"

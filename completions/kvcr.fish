@@ -126,7 +126,7 @@ sglang\t''"
 complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l format -d 'Output format (json: one kvcr.offload-report/v1 document on stdout)' -r -f -a "table\t''
 json\t''
 prometheus\t''"
-complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l threads -d 'Threads walking rank directories (default: the CPUs, at most 16)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l threads -d 'Threads for rank directories and a root\'s statx calls (default: the CPUs, at most 16)' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l progress -d 'When to draw a spinner on stderr (never in the JSON or Prometheus output)' -r -f -a "auto\t'Only when stderr is a terminal'
 always\t''
 never\t''"

@@ -54,7 +54,7 @@ pub struct OffloadArgs {
     /// Output format (json: one kvcr.offload-report/v1 document on stdout).
     #[arg(long, value_enum, default_value_t = OffloadFormat::Table)]
     pub format: OffloadFormat,
-    /// Threads walking rank directories (default: the CPUs, at most 16).
+    /// Threads for rank directories and a root's statx calls (default: the CPUs, at most 16).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
     /// When to draw a spinner on stderr (never in the JSON or Prometheus output).

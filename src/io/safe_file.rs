@@ -25,10 +25,23 @@ pub fn reopen_for_reading(path_fd: &OwnedFd) -> std::io::Result<File> {
 
 /// [`reopen_for_reading`] through the given procfs root (tests).
 pub fn reopen_for_reading_in(proc: &ProcFs, path_fd: &OwnedFd) -> std::io::Result<File> {
+    reopen_through(proc.fd_dir().as_ref().map(|d| *d), path_fd)
+}
+
+/// [`reopen_for_reading`] through `fd_dir`, the `self/fd` a caller took
+/// from [`ProcFs::fd_dir`] (or why there is none) once for many files: the
+/// inventory's reader takes it once per reader, not once per descriptor
+/// (finding `self/fd` checks which process holds it, a system call). A
+/// reader lives on the threads of the process that made it, so what it
+/// took names that process's fds.
+pub fn reopen_through(
+    fd_dir: Result<std::os::fd::BorrowedFd<'_>, &String>,
+    path_fd: &OwnedFd,
+) -> std::io::Result<File> {
     use std::os::fd::AsRawFd;
     // `self/fd` is opened and checked once per process: each reopen is
     // then one path component (the fd number) instead of four.
-    let dir = proc.fd_dir().map_err(|why| {
+    let dir = fd_dir.map_err(|why| {
         std::io::Error::other(format!("{why}; the file cannot be opened race-free"))
     })?;
     // The fd's number, in decimal, NUL-terminated, on the stack: no

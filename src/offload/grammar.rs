@@ -67,7 +67,7 @@ pub fn decimal(b: &[u8], max: u64) -> Option<u64> {
     (v <= max).then_some(v)
 }
 
-fn nibble(c: u8) -> Option<u8> {
+const fn nibble(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
@@ -80,11 +80,66 @@ fn hex_bytes(h: &[u8]) -> Option<([u8; MAX_HASH_BYTES], u8)> {
     if h.is_empty() || !h.len().is_multiple_of(2) || h.len() / 2 > MAX_HASH_BYTES {
         return None;
     }
+    // By table, without a branch per digit: a name's hash is decoded once
+    // per file, a million times in a large offload directory.
     let mut out = [0u8; MAX_HASH_BYTES];
-    for (i, pair) in h.chunks_exact(2).enumerate() {
-        out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    let mut bad = 0u8;
+    for (o, pair) in out.iter_mut().zip(h.chunks_exact(2)) {
+        let (a, b) = (HEX_VALUE[pair[0] as usize], HEX_VALUE[pair[1] as usize]);
+        bad |= a | b;
+        *o = (a << 4) | b;
+    }
+    if bad & NOT_HEX != 0 {
+        return None;
     }
     Some((out, (h.len() / 2) as u8))
+}
+
+/// [`HEX_VALUE`] of a byte that is no lowercase hex digit.
+const NOT_HEX: u8 = 0x10;
+
+/// Each byte's value as a lowercase hex digit ([`nibble`]), else [`NOT_HEX`].
+const HEX_VALUE: [u8; 256] = {
+    let mut t = [NOT_HEX; 256];
+    let mut c = 0;
+    while c < 256 {
+        if let Some(v) = nibble(c as u8) {
+            t[c] = v;
+        }
+        c += 1;
+    }
+    t
+};
+
+#[cfg(test)]
+mod hex_tests {
+    use super::*;
+
+    #[test]
+    fn hex_by_table_is_hex_by_nibble() {
+        // Every byte in either place of a pair, and widths 2..=64 digits.
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                let want = nibble(a).zip(nibble(b)).map(|(x, y)| (x << 4) | y);
+                let got = hex_bytes(&[a, b]).map(|(h, len)| (h[0], len));
+                assert_eq!(got, want.map(|v| (v, 1)), "{a:#x} {b:#x}");
+            }
+        }
+        let hex = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        for n in (2..=64).step_by(2) {
+            let (h, len) = hex_bytes(&hex[..n]).unwrap();
+            assert_eq!(
+                crate::format::hex::encode(&h[..len as usize]).as_bytes(),
+                &hex[..n]
+            );
+            let mut bad = hex[..n].to_vec();
+            bad[n - 1] = b'G';
+            assert_eq!(hex_bytes(&bad), None);
+        }
+        assert_eq!(hex_bytes(&hex[..63]), None);
+        assert_eq!(hex_bytes(b""), None);
+        assert_eq!(hex_bytes(&[b'a'; 66]), None);
+    }
 }
 
 /// `<model>_<12 hex>`: a namespace directory; returns (prefix, digest).

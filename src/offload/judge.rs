@@ -143,7 +143,7 @@ fn flat(
     };
     if world > FLAT_WORLD_MAX {
         // Never enumerate a world a name claims without bound.
-        set.blocks.total = fs.blocks.len() as u64;
+        set.blocks.total = fs.blocks.keys().count() as u64;
         set.blocks.damaged = set.blocks.total;
         set.findings.push(Finding::reject(
             Code::KV310,

@@ -9,19 +9,22 @@ use super::canon::{CONFIG_MAX_BYTES, CONFIG_NAME};
 use super::grammar::{self, GdsKind, LeafName, Pt};
 use super::judge::Choice;
 use super::scan::{
-    BlockFile, Config, GdsHead, Looked, Loose, MpIdent, NsScan, PtIdent, RankScan, RootScan, Scan,
-    SgIdent, Staged, State,
+    BlockFile, Config, FlatSet, GdsHead, Looked, Loose, MpIdent, NsScan, PtIdent, RankScan,
+    RootScan, Scan, SgIdent, Staged, State,
 };
 use crate::format::failure::Failure;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, StatxFlags, CWD};
-use std::collections::BTreeMap;
-use std::ffi::{OsStr, OsString};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, StatxFlags, CWD};
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::{CStr, OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+
+/// The `getdents64` buffer (benches/offload_floor.c reads with the same).
+const DIRENT_BUF: usize = 64 * 1024;
 
 /// llm-d's default `shared_storage_path` (`llmd_fs_backend/spec.py:67-69`).
 pub const LLMD_DEFAULT_ROOT: &str = "/tmp/shared-kv";
@@ -85,7 +88,7 @@ fn kind_of(mode: u32) -> Kind {
     }
 }
 
-fn statx_at(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<Stat> {
+fn statx_at<P: rustix::path::Arg>(dir: BorrowedFd<'_>, name: P) -> std::io::Result<Stat> {
     let sx = rustix::fs::statx(
         dir,
         name,
@@ -143,6 +146,46 @@ fn open_dir(dir: BorrowedFd<'_>, name: &OsStr, c: &Counters<'_>) -> std::io::Res
     }
 }
 
+/// What one entry's `statx` said: the entry, gone (removed between the
+/// listing and the statx: a live writer), or an error.
+enum Statted {
+    Is(Stat),
+    Gone,
+    Failed(std::io::Error),
+}
+
+fn statted(dir: BorrowedFd<'_>, name: &CStr) -> Statted {
+    match statx_at(dir, name) {
+        Ok(s) => Statted::Is(s),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Statted::Gone,
+        Err(e) => Statted::Failed(e),
+    }
+}
+
+/// Hands one entry to `f`, or fails naming it.
+fn deliver(
+    path: &str,
+    c: &Counters<'_>,
+    name: &OsStr,
+    st: Statted,
+    f: &mut impl FnMut(&OsStr, Stat) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    c.entry();
+    match st {
+        Statted::Is(st) => f(name, st),
+        Statted::Gone => Ok(()),
+        Statted::Failed(e) => Err(cannot(
+            &format!("{path}/{}", name.to_string_lossy()),
+            "statx",
+            e,
+        )),
+    }
+}
+
+fn dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
 /// Every entry of a directory with its statx, streamed: `f` sees each
 /// entry as it is read (no list of names is built).
 fn each(
@@ -151,30 +194,174 @@ fn each(
     c: &Counters<'_>,
     mut f: impl FnMut(&OsStr, Stat) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
-    let dup = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(|e| cannot(path, "list", e))?;
-    let mut dir = Dir::new(dup).map_err(|e| cannot(path, "list", e))?;
-    while let Some(ent) = dir.read() {
+    let mut buf: Vec<u8> = Vec::with_capacity(DIRENT_BUF);
+    let mut dir = RawDir::new(fd.as_fd(), buf.spare_capacity_mut());
+    while let Some(ent) = dir.next() {
         let ent = ent.map_err(|e| cannot(path, "list", e))?;
-        let name = OsStr::from_bytes(ent.file_name().to_bytes());
-        if name == "." || name == ".." {
+        let name = ent.file_name();
+        if dot(name.to_bytes()) {
             continue;
         }
-        c.entry();
-        let st = match statx_at(fd.as_fd(), name) {
-            Ok(s) => s,
-            // Removed between the listing and the statx: a live writer.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                return Err(cannot(
-                    &format!("{path}/{}", name.to_string_lossy()),
-                    "statx",
-                    e,
-                ))
-            }
-        };
-        f(name, st)?;
+        let st = statted(fd.as_fd(), name);
+        deliver(path, c, OsStr::from_bytes(name.to_bytes()), st, &mut f)?;
     }
     Ok(())
+}
+
+/// One `getdents64` buffer's names (each with its NUL) and, once a worker
+/// has been at them, their statx.
+#[derive(Default)]
+struct Batch {
+    seq: u64,
+    names: Vec<u8>,
+    ends: Vec<u32>,
+    stats: Vec<Statted>,
+}
+
+/// A queue of batches for the statx threads, first in first out; closing
+/// it drops what is queued.
+struct Queue {
+    items: Mutex<(VecDeque<Batch>, bool)>,
+    ready: Condvar,
+}
+
+impl Queue {
+    fn put(&self, b: Batch) {
+        if let Ok(mut q) = self.items.lock() {
+            q.0.push_back(b);
+            self.ready.notify_one();
+        }
+    }
+
+    fn close(&self) {
+        if let Ok(mut q) = self.items.lock() {
+            q.0.clear();
+            q.1 = true;
+            self.ready.notify_all();
+        }
+    }
+
+    fn take(&self) -> Option<Batch> {
+        let mut q = self.items.lock().ok()?;
+        loop {
+            if let Some(b) = q.0.pop_front() {
+                return Some(b);
+            }
+            if q.1 {
+                return None;
+            }
+            q = self.ready.wait(q).ok()?;
+        }
+    }
+}
+
+/// [`each`] for a directory that may hold millions of entries: this thread
+/// reads it (`getdents64`) and hands `f` every entry in the order read,
+/// while `threads` others do the `statx` calls, a buffer at a time. The
+/// answer is the same as [`each`]'s, in the same order.
+fn each_parallel(
+    fd: &OwnedFd,
+    path: &str,
+    c: &Counters<'_>,
+    threads: usize,
+    mut f: impl FnMut(&OsStr, Stat) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    if threads <= 1 {
+        return each(fd, path, c, f);
+    }
+    let queue = Queue {
+        items: Mutex::new((VecDeque::new(), false)),
+        ready: Condvar::new(),
+    };
+    let (done_tx, done_rx) = mpsc::channel::<Batch>();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let done_tx = done_tx.clone();
+            let queue = &queue;
+            s.spawn(move || {
+                while let Some(mut b) = queue.take() {
+                    let mut from = 0;
+                    for &end in &b.ends {
+                        let name = CStr::from_bytes_with_nul(&b.names[from..end as usize]);
+                        from = end as usize;
+                        b.stats.push(match name {
+                            Ok(n) => statted(fd.as_fd(), n),
+                            Err(_) => Statted::Gone,
+                        });
+                    }
+                    if done_tx.send(b).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        let r = read_parallel(fd, path, c, threads, &queue, &done_rx, &mut f);
+        queue.close();
+        r
+    })
+}
+
+fn read_parallel(
+    fd: &OwnedFd,
+    path: &str,
+    c: &Counters<'_>,
+    threads: usize,
+    queue: &Queue,
+    done: &mpsc::Receiver<Batch>,
+    f: &mut impl FnMut(&OsStr, Stat) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let mut buf: Vec<u8> = Vec::with_capacity(DIRENT_BUF);
+    let mut dir = RawDir::new(fd.as_fd(), buf.spare_capacity_mut());
+    let mut spare: Vec<Batch> = Vec::new();
+    let mut waiting: BTreeMap<u64, Batch> = BTreeMap::new();
+    let (mut sent, mut next) = (0u64, 0u64);
+    let mut end = false;
+    let most = 2 * threads as u64 + 2;
+    loop {
+        while !end && sent - next < most {
+            let mut b = spare.pop().unwrap_or_default();
+            b.seq = sent;
+            end = true;
+            while let Some(ent) = dir.next() {
+                let ent = ent.map_err(|e| cannot(path, "list", e))?;
+                let name = ent.file_name().to_bytes_with_nul();
+                if !dot(&name[..name.len() - 1]) {
+                    b.names.extend_from_slice(name);
+                    b.ends.push(b.names.len() as u32);
+                }
+                if dir.is_buffer_empty() {
+                    end = false;
+                    break;
+                }
+            }
+            if b.ends.is_empty() {
+                spare.push(b);
+            } else {
+                queue.put(b);
+                sent += 1;
+            }
+        }
+        if next == sent {
+            return Ok(());
+        }
+        let b = done
+            .recv()
+            .map_err(|_| cannot(path, "statx the entries of", "a statx thread stopped"))?;
+        waiting.insert(b.seq, b);
+        while let Some(mut b) = waiting.remove(&next) {
+            let mut from = 0;
+            for (&e, st) in b.ends.iter().zip(b.stats.drain(..)) {
+                let name = &b.names[from..e as usize - 1];
+                from = e as usize;
+                deliver(path, c, OsStr::from_bytes(name), st, f)?;
+            }
+            b.names.clear();
+            b.ends.clear();
+            spare.push(b);
+            next += 1;
+        }
+    }
 }
 
 fn state_of(k: Kind) -> State {
@@ -312,6 +499,66 @@ struct Walker<'a> {
     scan: Scan,
     ns_index: BTreeMap<(String, Vec<u8>), usize>,
     jobs: Vec<Job>,
+    threads: usize,
+    mp: FlatSets<MpIdent>,
+    pt: FlatSets<PtIdent>,
+}
+
+/// The flat sets of one producer as the walk builds them, with the set the
+/// last file went to: a flat directory's files come in runs of one set, so
+/// most files find theirs without building an identity to look it up.
+struct FlatSets<I> {
+    sets: Vec<(I, FlatSet)>,
+    index: BTreeMap<I, usize>,
+    /// The set of the last file of the root being read.
+    last: Option<usize>,
+}
+
+impl<I> Default for FlatSets<I> {
+    fn default() -> Self {
+        FlatSets {
+            sets: Vec::new(),
+            index: BTreeMap::new(),
+            last: None,
+        }
+    }
+}
+
+impl<I: Ord + Clone> FlatSets<I> {
+    /// The set of a file under `root`: the last one if `same` says it is
+    /// the file's, else the one `ident` names (made if new).
+    fn get(
+        &mut self,
+        root: &str,
+        same: impl Fn(&I) -> bool,
+        ident: impl FnOnce() -> I,
+    ) -> &mut FlatSet {
+        let i = match self.last {
+            Some(i) if same(&self.sets[i].0) => i,
+            _ => {
+                let id = ident();
+                let i = match self.index.get(&id) {
+                    Some(&i) => i,
+                    None => {
+                        self.index.insert(id.clone(), self.sets.len());
+                        self.sets.push((id, FlatSet::default()));
+                        self.sets.len() - 1
+                    }
+                };
+                let roots = &mut self.sets[i].1.roots;
+                if !roots.contains(root) {
+                    roots.insert(root.to_string());
+                }
+                self.last = Some(i);
+                i
+            }
+        };
+        &mut self.sets[i].1
+    }
+
+    fn finish(self) -> BTreeMap<I, FlatSet> {
+        self.sets.into_iter().collect()
+    }
 }
 
 impl Walker<'_> {
@@ -339,7 +586,9 @@ impl Walker<'_> {
         let c = self.c;
         let fd = open_dir(CWD, path.as_os_str(), c).map_err(|e| cannot(&display, "open", e))?;
         let mut loose = Loose::default();
-        each(&fd, &display, c, |name, st| {
+        self.mp.last = None;
+        self.pt.last = None;
+        each_parallel(&fd, &display, c, self.threads, |name, st| {
             self.root_entry(&display, only, &fd, name, st, &mut loose)
         })?;
         self.scan.roots.push(RootScan {
@@ -423,10 +672,16 @@ impl Walker<'_> {
         let any = self.choice == Choice::Auto;
         if any || self.choice == Choice::LmcacheMp {
             if let Some(n) = grammar::mp_name(name) {
-                let fs = self.scan.mp.entry(MpIdent::of(&n)).or_default();
-                if !fs.roots.contains(root) {
-                    fs.roots.insert(root.to_string());
-                }
+                let fs = self.mp.get(
+                    root,
+                    |id| {
+                        id.model == n.model
+                            && id.world == n.world()
+                            && id.group == n.group
+                            && id.salt == n.salt
+                    },
+                    || MpIdent::of(&n),
+                );
                 let rank = n.rank() as u32;
                 if n.staging {
                     if st.kind == Kind::Reg {
@@ -443,10 +698,7 @@ impl Walker<'_> {
                 if rank >= n.world() as u32 {
                     fs.out_of_range.push((path(), rank));
                 } else {
-                    fs.blocks
-                        .entry(n.key())
-                        .or_default()
-                        .push((rank, st.size, state_of(st.kind)));
+                    fs.blocks.push(n.key(), (rank, st.size, state_of(st.kind)));
                 }
                 return true;
             }
@@ -457,18 +709,21 @@ impl Walker<'_> {
                     let Some(key) = grammar::pt_key(&n.hash) else {
                         return false;
                     };
-                    let fs = self.scan.pt.entry(PtIdent::of(&n)).or_default();
-                    if !fs.roots.contains(root) {
-                        fs.roots.insert(root.to_string());
-                    }
+                    let fs = self.pt.get(
+                        root,
+                        |id| {
+                            id.model == n.model
+                                && id.world == n.world
+                                && id.dtype == n.dtype
+                                && id.layer == n.layer
+                                && id.tags == n.tags
+                        },
+                        || PtIdent::of(&n),
+                    );
                     if n.worker >= n.world {
                         fs.out_of_range.push((path(), n.worker));
                     } else {
-                        fs.blocks.entry(key).or_default().push((
-                            n.worker,
-                            st.size,
-                            state_of(st.kind),
-                        ));
+                        fs.blocks.push(key, (n.worker, st.size, state_of(st.kind)));
                     }
                     return true;
                 }
@@ -501,10 +756,7 @@ impl Walker<'_> {
                         len: 32,
                         group: 0,
                     };
-                    fs.blocks
-                        .entry(key)
-                        .or_default()
-                        .push((rank, st.size, state_of(st.kind)));
+                    fs.blocks.push(key, (rank, st.size, state_of(st.kind)));
                     return true;
                 }
                 [] => {
@@ -670,11 +922,7 @@ impl Walker<'_> {
                 {
                     set.weka = true;
                 }
-                set.flat
-                    .blocks
-                    .entry(key)
-                    .or_default()
-                    .push((n.worker, st.size, state));
+                set.flat.blocks.push(key, (n.worker, st.size, state));
                 if state == State::Regular {
                     let head = read_head(dir.as_fd(), leaf, &lp(), false, c)?;
                     set.headers.insert((key, n.worker), head);
@@ -895,6 +1143,9 @@ pub fn walk(
         scan: Scan::default(),
         ns_index: BTreeMap::new(),
         jobs: Vec::new(),
+        threads,
+        mp: FlatSets::default(),
+        pt: FlatSets::default(),
     };
     let mut seen = std::collections::BTreeSet::new();
     for p in paths {
@@ -911,6 +1162,9 @@ pub fn walk(
             }
         }
     }
+    w.scan.mp = std::mem::take(&mut w.mp).finish();
+    w.scan.pt = std::mem::take(&mut w.pt).finish();
+    w.scan.seal();
     let jobs = std::mem::take(&mut w.jobs);
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<(usize, u32, RankScan)>> = Mutex::new(Vec::new());

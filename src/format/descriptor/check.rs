@@ -193,7 +193,7 @@ impl<'p, 'v> Obj<'p, 'v> {
         let (next, left) = self.next.get();
         if left > 0 {
             let v = m.at(next);
-            if m.key(v).as_bytes() == key.as_bytes() {
+            if m.key_is(v, key) {
                 self.next.set((m.next_sibling(v), left - 1));
                 return Some(v);
             }
@@ -206,7 +206,7 @@ impl<'p, 'v> Obj<'p, 'v> {
         let m = &self.members;
         let len = m.len() as u32;
         for (i, v) in m.values().enumerate() {
-            if m.key(v) == key {
+            if m.key_is(v, key) {
                 self.next.set((m.next_sibling(v), len - i as u32 - 1));
                 return Some(v);
             }

@@ -125,6 +125,14 @@ impl<'a> Doc<'a> {
         }
     }
 
+    /// Whether the key of member node `i` is `want`: the lengths first
+    /// (most keys differ there), no char-boundary checks.
+    #[inline]
+    pub(crate) fn key_is(&self, i: usize, want: &[u8]) -> bool {
+        let n = &self.nodes[i];
+        (n.key.1 - n.key.0) as usize == want.len() && self.key_bytes(i) == want
+    }
+
     #[inline]
     pub(crate) fn key_of(&self, i: usize) -> &str {
         let n = &self.nodes[i];
@@ -417,6 +425,11 @@ impl<'d> Members<'d> {
     #[inline]
     pub fn key(&self, v: Value<'d>) -> &'d str {
         self.doc.key_of(v.index())
+    }
+    /// Whether member `v`'s key is `want` ([`Doc::key_is`]).
+    #[inline]
+    pub(crate) fn key_is(&self, v: Value<'d>, want: &str) -> bool {
+        self.doc.key_is(v.index(), want.as_bytes())
     }
     #[inline]
     pub fn get(&self, key: &str) -> Option<Value<'d>> {

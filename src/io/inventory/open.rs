@@ -321,11 +321,25 @@ pub fn open_listed_with(
 
 /// Opens `rel` beneath the root fd and checks, on the open fd, that it is
 /// a regular file (KV001, KV002, KV005 otherwise); the caller checks that it
-/// is the file it listed ([`check_same`]).
+/// is the file it listed ([`check_same`]). The reader calls
+/// [`open_regular_through`] with the `self/fd` it holds.
+#[cfg(test)]
 pub fn open_regular(
     root: BorrowedFd<'_>,
     rel: &Path,
     strategy: Strategy,
+) -> Result<(File, Stat), Box<Finding>> {
+    let proc = crate::io::procfs::ProcFs::system();
+    open_regular_through(root, rel, strategy, proc.fd_dir().as_ref().map(|d| *d))
+}
+
+/// `open_regular` (the test-only form), reopening through `fd_dir`
+/// ([`crate::io::safe_file::reopen_through`]).
+pub fn open_regular_through(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    strategy: Strategy,
+    fd_dir: Result<BorrowedFd<'_>, &String>,
 ) -> Result<(File, Stat), Box<Finding>> {
     // The path in words only for a finding (none on the way of a file
     // that opens): no allocation per file.
@@ -368,8 +382,8 @@ pub fn open_regular(
     // 2. Open for reading exactly the inode just classified, through the
     // fd's magic link: a rename racing this step cannot swap in a device,
     // and the O_PATH fd's stat describes the file opened (no second fstat).
-    let file =
-        crate::io::safe_file::reopen_for_reading(&path_fd).map_err(|e| kv005("cannot open", e))?;
+    let file = crate::io::safe_file::reopen_through(fd_dir, &path_fd)
+        .map_err(|e| kv005("cannot open", e))?;
     Ok((file, st))
 }
 

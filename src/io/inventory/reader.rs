@@ -72,6 +72,9 @@ pub struct Reader<'a> {
     root_dev: u64,
     owners: Owners,
     buf: Vec<u8>,
+    /// `/proc/self/fd` of this process (or why it is not trusted), taken
+    /// once per reader ([`crate::io::safe_file::reopen_through`]).
+    fd_dir: Result<BorrowedFd<'static>, String>,
 }
 
 fn entry(rel_path: PathBuf, kind: EntryKind, findings: Vec<Finding>, mode: Option<u32>) -> Entry {
@@ -92,6 +95,7 @@ impl<'a> Reader<'a> {
             root_dev,
             owners,
             buf: Vec::new(),
+            fd_dir: crate::io::procfs::ProcFs::system().fd_dir(),
         }
     }
 
@@ -124,7 +128,9 @@ impl<'a> Reader<'a> {
     /// device; otherwise (another mount below the root, a swap) the
     /// identity is taken from an lstat, as a listing with metadata would.
     fn open(&self, rel: &Path, listed_ino: u64) -> Result<(File, Stat), Box<Finding>> {
-        let (file, md) = open::open_regular(self.root_fd, rel, open::Strategy::Auto)?;
+        let fd_dir = self.fd_dir.as_ref().map(|d| *d);
+        let (file, md) =
+            open::open_regular_through(self.root_fd, rel, open::Strategy::Auto, fd_dir)?;
         if md.st_ino == listed_ino && md.st_dev == self.root_dev {
             return Ok((file, md));
         }

@@ -87,6 +87,21 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "docs/bench.md",
+        "BENCH_DIR=/tmp/b KVCR=new BASE=old THREADS=1 ROUNDS=2 benches/offload.sh 1000000 mp",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "docs/bench.md",
+        "BENCH_DIR=/tmp/b KVCR=old BASE=new THREADS=1 ROUNDS=1 benches/offload.sh 1000000 mp",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "docs/bench.md",
+        "BENCH_DIR=/tmp/b KVCR=new BASE=old THREADS=2 ROUNDS=1 benches/offload.sh 1000000 mp",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "docs/bench.md",
         "(cd python && maturin develop --release --locked) && pip install \
         pytest",
         Skip("builds or installs the Python package (.ci/run does, in a fresh venv)"),

@@ -14,6 +14,7 @@ mod real;
 mod real_lmsg;
 mod sglang;
 mod side_effects;
+mod walk;
 
 use crate::util::kvcr;
 use serde_json::Value;

@@ -298,26 +298,8 @@ fn paths_at(toks: &[(Tok, usize)], i: usize) -> Vec<Vec<String>> {
     out
 }
 
-/// Re-exports at the crate root that name a module under another name: the
-/// printers were `report/` until README's "One word per thing"; lib.rs keeps
-/// `report` as an alias of `print` while src/offload/print.rs (being split
-/// by another change) still names it. The lead removes both together.
-const ROOT_ALIASES: &[(&str, &str)] = &[("report", "print")];
-
 /// Resolves `path` (as written in module `from`) to the longest known module.
 fn resolve(from: &str, path: &[String], mods: &BTreeMap<String, PathBuf>) -> Option<String> {
-    if path.first().map(String::as_str) == Some("crate") {
-        if let Some((_, to)) = ROOT_ALIASES
-            .iter()
-            .find(|(alias, _)| path.get(1).map(String::as_str) == Some(*alias))
-        {
-            if !mods.contains_key(path[1].as_str()) {
-                let mut renamed = path.to_vec();
-                renamed[1] = to.to_string();
-                return resolve(from, &renamed, mods);
-            }
-        }
-    }
     let mut base: Vec<String> = if from.is_empty() {
         Vec::new()
     } else {
@@ -540,8 +522,7 @@ fn the_checker_sees_a_cycle_it_is_shown() {
 ///   included);
 /// - `io`: the adapters, everything that touches the system;
 /// - `print`: the printers (they print what the rules made; no I/O but the
-///   writer they are handed; `report` is lib.rs's temporary alias of it,
-///   see [`ROOT_ALIASES`]);
+///   writer they are handed);
 /// - `service`: the runs that drive the adapters, the rules and a printer
 ///   (audit, examine);
 /// - `gms`, `pools`, `offload`: the reader families, each one vertical
