@@ -559,7 +559,7 @@ _kvcr() {
             return 0
             ;;
         kvcr__subcmd__offload)
-            opts="-h --producer --format --threads --progress --list --kv-bytes-per-chunk --bytes-per-block --chunk-bytes --help"
+            opts="-h --producer --format --threads --progress --list --kv-bytes-per-chunk --bytes-per-block --chunk-bytes --page-bytes --model --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -594,6 +594,14 @@ _kvcr() {
                     return 0
                     ;;
                 --chunk-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --page-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --model)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

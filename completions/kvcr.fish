@@ -134,6 +134,8 @@ complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l list -d 'Name up t
 complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l kv-bytes-per-chunk -d 'vLLM: the bytes of one file, the row the worker logs as `row=` in "Registering full CPU offload region"' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l bytes-per-block -d 'llm-d: the bytes one GPU block occupies on one rank across its group\'s KV tensors (tensors × stride(0) × element size), as N for every group or G=N for group G; repeatable' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l chunk-bytes -d 'LMCache (local disk and multiprocess): the bytes of one rank\'s full chunk (kv × layers × chunk_size × heads per rank × head_dim × itemsize)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l page-bytes -d 'SGLang: the bytes of one rank\'s KV page file on one pipeline stage (2 × layers × page_size × KV heads per rank × head_dim × itemsize; MLA: layers × page_size × (kv_lora_rank + qk_rope_head_dim) × itemsize)' -r
+complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -l model -d 'SGLang: the served model name its files are keyed on (--served-model-name, else --model-path, with "-<tag>" where the host pool has a storage-format tag); repeatable. Without it, names whose model could end in _<digits> are reported as ambiguous' -r
 complete -c kvcr -n "__fish_kvcr_using_subcommand offload" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c kvcr -n "__fish_kvcr_using_subcommand examine" -l format -d 'Output format' -r -f -a "table\t''
 json\t''"

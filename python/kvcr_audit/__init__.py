@@ -557,14 +557,18 @@ def offload(
     bytes_per_block: Union[int, Mapping[int, int], None] = None,
     chunk_bytes: Optional[int] = None,
     sglang_storage_dir: Optional[StrPath] = None,
+    page_bytes: Optional[int] = None,
+    model: Union[str, Sequence[str], None] = None,
 ) -> Dict[str, Any]:
     """The document ``kvcr offload [PATH]... --format json`` prints: the
-    disk offload tiers vLLM, llm-d and LMCache left at ``paths``, judged
+    disk offload tiers vLLM, llm-d, LMCache and SGLang left at ``paths``, judged
     read-only per set (docs/format.md §15). ``paths`` is one path or a
     sequence of them; with none, looks at the engines' default roots
     (``sglang_storage_dir`` stands for $SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR:
     the library reads no environment variable). ``bytes_per_block`` is one
-    size for every llm-d group or a mapping from group id to size. A
+    size for every llm-d group or a mapping from group id to size.
+    ``model`` is SGLang's served model name (``--model``), one string or a
+    sequence of them; ``page_bytes`` is ``--page-bytes``. A
     rejected set is no exception: read ``report["exit_status"]``."""
     if paths is None:
         listed: Sequence[Any] = []
@@ -585,7 +589,17 @@ def offload(
     elif bytes_per_block is not None:
         bpb.append((None, _int_option("bytes_per_block", bytes_per_block, 1)))
     sd = None if sglang_storage_dir is None else _path("sglang_storage_dir", sglang_storage_dir)
-    text = _native.offload(ps, producer, th, kb, bpb, cb, sd)
+    pb = None if page_bytes is None else _int_option("page_bytes", page_bytes, 1)
+    if model is None:
+        models: List[str] = []
+    elif isinstance(model, str):
+        models = [model]
+    else:
+        models = list(model)
+    for m in models:
+        if not isinstance(m, str):
+            raise UsageError("model: expected a string or a sequence of strings, found %r" % (m,))
+    text = _native.offload(ps, producer, th, kb, bpb, cb, sd, pb, models)
     out: Dict[str, Any] = _json.loads(text)
     return out
 

@@ -112,6 +112,8 @@ def offload(
     bytes_per_block: Union[int, Mapping[int, int], None] = None,
     chunk_bytes: Optional[int] = None,
     sglang_storage_dir: Optional[StrPath] = None,
+    page_bytes: Optional[int] = None,
+    model: Union[str, Sequence[str], None] = None,
 ) -> Dict[str, Any]: ...
 def gate(
     root: StrPath,

@@ -81,6 +81,8 @@ def offload(
     bytes_per_block: List[Tuple[Optional[int], int]],
     chunk_bytes: Optional[int],
     sglang_storage_dir: Optional[bytes],
+    page_bytes: Optional[int] = None,
+    models: List[str] = ...,
 ) -> str: ...
 def gate(
     root: bytes,

@@ -394,7 +394,7 @@ fn pools(
 
 /// `kvcr offload PATH... --format json`, with the GIL released.
 #[pyfunction]
-#[pyo3(signature = (paths, producer, threads, kv_bytes_per_chunk, bytes_per_block, chunk_bytes, sglang_storage_dir))]
+#[pyo3(signature = (paths, producer, threads, kv_bytes_per_chunk, bytes_per_block, chunk_bytes, sglang_storage_dir, page_bytes=None, models=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn offload(
     py: Python<'_>,
@@ -405,6 +405,8 @@ fn offload(
     bytes_per_block: Vec<(Option<u32>, u64)>,
     chunk_bytes: Option<u64>,
     sglang_storage_dir: Option<Vec<u8>>,
+    page_bytes: Option<u64>,
+    models: Vec<String>,
 ) -> PyResult<String> {
     guarded(move || {
         let o = api::OffloadOptions {
@@ -413,6 +415,8 @@ fn offload(
             kv_bytes_per_chunk,
             bytes_per_block,
             chunk_bytes,
+            page_bytes,
+            models,
             sglang_storage_dir: sglang_storage_dir.map(|p| path(&p)),
         };
         let paths: Vec<PathBuf> = paths.iter().map(|p| path(p)).collect();

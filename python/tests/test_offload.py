@@ -29,8 +29,13 @@ def test_same_document_as_the_cli(case):
     opts = {}
     it = iter(args)
     for flag in it:
+        if flag == "--model":
+            opts.setdefault("model", []).append(next(it))
+            continue
         value = int(next(it))
-        if flag == "--kv-bytes-per-chunk":
+        if flag == "--page-bytes":
+            opts["page_bytes"] = value
+        elif flag == "--kv-bytes-per-chunk":
             opts["kv_bytes_per_chunk"] = value
         elif flag == "--bytes-per-block":
             opts["bytes_per_block"] = value
@@ -58,6 +63,21 @@ def test_usage_errors_are_exceptions():
         kvcr_audit.offload(FIXTURES / "offload" / "vllm-complete" / "root", producer="tensorrt")
     with pytest.raises(kvcr_audit.UsageError):
         kvcr_audit.offload(FIXTURES / "offload" / "vllm-complete" / "root", chunk_bytes=0)
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.offload(FIXTURES / "offload" / "sglang-complete" / "root", page_bytes=0)
+    with pytest.raises(kvcr_audit.UsageError):
+        kvcr_audit.offload(FIXTURES / "offload" / "sglang-complete" / "root", model=[b"m"])
+
+
+def test_sglang_model_settles_the_split():
+    root = FIXTURES / "offload" / "sglang-ambiguous" / "root"
+    doc = kvcr_audit.offload(root)
+    assert [s["producer"] for s in doc["sets"]] == ["unattributed"]
+    doc = kvcr_audit.offload(root, model="org/Model-7B", page_bytes=96)
+    [s] = doc["sets"]
+    assert s["producer"] == "sglang" and s["verdict"] == "ok"
+    assert s["identity"]["tp_size"] == 2 and s["blocks"]["complete"] == 1
+    assert doc["options"]["model"] == ["org/Model-7B"]
 
 
 def test_without_a_path_it_looks_at_the_default_roots(tmp_path):

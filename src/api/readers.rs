@@ -100,6 +100,10 @@ pub struct OffloadOptions {
     pub bytes_per_block: Vec<(Option<u32>, u64)>,
     /// `--chunk-bytes` (LMCache).
     pub chunk_bytes: Option<u64>,
+    /// `--page-bytes` (SGLang).
+    pub page_bytes: Option<u64>,
+    /// `--model` (SGLang): the served model names, repeatable.
+    pub models: Vec<String>,
     /// Without paths: SGLang's storage directory as the command takes it
     /// from `SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR` (the library reads no
     /// environment variable).
@@ -129,6 +133,7 @@ pub fn offload(paths: &[PathBuf], o: &OffloadOptions) -> Result<Document, Error>
     for (what, v) in [
         ("kv_bytes_per_chunk", o.kv_bytes_per_chunk),
         ("chunk_bytes", o.chunk_bytes),
+        ("page_bytes", o.page_bytes),
     ] {
         if v == Some(0) {
             return Err(Error::usage(format!("{what} 0 is not a size")));
@@ -144,8 +149,10 @@ pub fn offload(paths: &[PathBuf], o: &OffloadOptions) -> Result<Document, Error>
             kv_bytes_per_chunk: o.kv_bytes_per_chunk,
             bytes_per_block: o.bytes_per_block.iter().copied().collect(),
             chunk_bytes: o.chunk_bytes,
+            page_bytes: o.page_bytes,
         },
         threads: o.threads.unwrap_or(1).max(1),
+        sglang_models: o.models.iter().map(|m| m.as_bytes().to_vec()).collect(),
     };
     let dir = o.sglang_storage_dir.clone();
     let env = move |k: &str| {

@@ -1,5 +1,5 @@
 //! `kvcr offload [PATH]...`: the read-only checker of the disk offload
-//! tiers vLLM, llm-d and LMCache leave on a node (docs/format.md §15): its
+//! tiers vLLM, llm-d, LMCache and SGLang leave on a node (docs/format.md §15): its
 //! arguments resolved into [`crate::offload::Options`], the walk and the
 //! rules (`crate::offload::run`), one print, and the progress spinner.
 
@@ -42,8 +42,9 @@ pub enum ProducerArg {
 #[derive(Args, Debug, Clone)]
 pub struct OffloadArgs {
     /// Offload roots as the engine is configured with them (vLLM's root_dir,
-    /// llm-d's shared_storage_path, LMCache's local_disk paths or base_path),
-    /// or one namespace directory below one (default: llm-d's and SGLang's
+    /// llm-d's shared_storage_path, LMCache's local_disk, gds_path or
+    /// base_path, SGLang's storage directory), or one namespace directory
+    /// below one (default: llm-d's and SGLang's
     /// default roots).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
@@ -75,6 +76,18 @@ pub struct OffloadArgs {
     /// chunk (kv × layers × chunk_size × heads per rank × head_dim × itemsize).
     #[arg(long, value_name = "BYTES")]
     pub chunk_bytes: Option<u64>,
+    /// SGLang: the bytes of one rank's KV page file on one pipeline stage
+    /// (2 × layers × page_size × KV heads per rank × head_dim × itemsize;
+    /// MLA: layers × page_size × (kv_lora_rank + qk_rope_head_dim) ×
+    /// itemsize).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub page_bytes: Option<u64>,
+    /// SGLang: the served model name its files are keyed on
+    /// (--served-model-name, else --model-path, with "-<tag>" where the
+    /// host pool has a storage-format tag); repeatable. Without it, names
+    /// whose model could end in _<digits> are reported as ambiguous.
+    #[arg(long = "model", value_name = "NAME")]
+    pub models: Vec<std::ffi::OsString>,
 }
 
 /// `--bytes-per-block N` or `G=N`.
@@ -123,8 +136,14 @@ pub fn options(a: &OffloadArgs) -> Options {
                 .copied()
                 .collect::<BTreeMap<_, _>>(),
             chunk_bytes: a.chunk_bytes,
+            page_bytes: a.page_bytes,
         },
         threads,
+        sglang_models: a
+            .models
+            .iter()
+            .map(|m| std::os::unix::ffi::OsStrExt::as_bytes(m.as_os_str()).to_vec())
+            .collect(),
     }
 }
 

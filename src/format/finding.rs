@@ -85,6 +85,11 @@ pub enum Code {
     KV321 = 72,
     KV322 = 73,
     KV323 = 74,
+    KV350 = 75,
+    KV351 = 76,
+    KV352 = 77,
+    KV353 = 78,
+    KV354 = 79,
 }
 
 /// One row of the finding-code table: everything a code is, in one place.
@@ -101,7 +106,7 @@ pub struct Spec {
     /// made a notice, e.g. outside the current incarnation).
     pub severity: Severity,
     /// Place in the headline's root-cause order (0 is named first); the
-    /// ranks are a permutation of 0..75, checked when compiling
+    /// ranks are a permutation of 0..80, checked when compiling
     /// `rules::cause::ROOT_ORDER`.
     pub root_rank: u8,
     /// What the code judges: a kvcr inventory (`kvcr audit`, §5.3) or a
@@ -148,7 +153,7 @@ const fn gms(code: Code, id: &'static str, name: &'static str, root_rank: u8) ->
 
 /// The finding codes of docs/format.md §5, in table order (row `i` is the
 /// code with discriminant `i`).
-pub const TABLE: [Spec; 75] = [
+pub const TABLE: [Spec; 80] = [
     row(Code::KV001, "KV001", "symlink", 2),
     row(Code::KV002, "KV002", "not-regular", 3),
     row(Code::KV003, "KV003", "unsafe-permissions", 11),
@@ -278,11 +283,19 @@ pub const TABLE: [Spec; 75] = [
         severity: Severity::Notice,
         ..offload(Code::KV323, "KV323", "legacy-layout", 74)
     },
+    Spec {
+        severity: Severity::Notice,
+        ..offload(Code::KV350, "KV350", "sglang-suffix-overlap", 75)
+    },
+    offload(Code::KV351, "KV351", "gds-sidecar-missing", 76),
+    offload(Code::KV352, "KV352", "gds-sidecar-orphan", 77),
+    offload(Code::KV353, "KV353", "gds-sidecar-mismatch", 78),
+    offload(Code::KV354, "KV354", "gds-header-invalid", 79),
 ];
 
 impl Code {
-    pub const ALL: [Code; 75] = {
-        let mut all = [Code::KV001; 75];
+    pub const ALL: [Code; 80] = {
+        let mut all = [Code::KV001; 80];
         let mut i = 0;
         while i < TABLE.len() {
             assert!(TABLE[i].code as usize == i, "TABLE row out of order");

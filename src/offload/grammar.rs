@@ -458,6 +458,544 @@ pub fn sglang_shape(name: &[u8]) -> bool {
     }
 }
 
+/// SGLang's non-KV pool names (`PoolName`, `hicache_storage.py:85-121`;
+/// the KV pool, `kv`, is written without a `.<pool>` part).
+pub const SGLANG_POOLS: [&str; 22] = [
+    "mamba",
+    "swa",
+    "auxiliary_swa",
+    "indexer",
+    "deepseek_v4_c1",
+    "deepseek_v4_c1_indexer",
+    "deepseek_v4_c1_indexer_scale",
+    "deepseek_v4_c2",
+    "deepseek_v4_c2_indexer",
+    "deepseek_v4_c2_indexer_scale",
+    "deepseek_v4_c4",
+    "deepseek_v4_c4_indexer",
+    "deepseek_v4_c4_indexer_scale",
+    "deepseek_v4_c128",
+    "deepseek_v4_c4_rope",
+    "deepseek_v4_c128_rope",
+    "deepseek_v4_c4_state",
+    "deepseek_v4_c4_indexer_state",
+    "deepseek_v4_c128_state",
+    "draft",
+    "draft_indexer",
+    "draft_swa",
+];
+
+/// The index of the Mamba pool in [`SGLANG_POOLS`]: its keys always take the
+/// TP-sharded suffix (`hicache_storage.py:822-826`).
+pub const SGLANG_MAMBA: u8 = 0;
+
+/// The parallel parts of an SGLang suffix after `_<model>`
+/// (`hicache_storage.py:748-771`), every number decimal without a leading
+/// zero, as the f-strings write them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SgTail {
+    /// `_<tp_rank>_<tp_size>`: absent for MLA KV (one file per page).
+    pub tp: Option<(u32, u32)>,
+    /// `_<pp_size>_<pp_rank>` (size first), only when `pp_size > 1`.
+    pub pp: Option<(u32, u32)>,
+    /// `_cp<rank>_<size>`, only when `attn_cp_size > 1`.
+    pub cp: Option<(u32, u32)>,
+    /// `_tp<tp_size>_dcp<rank>_<size>_page<logical_page_size>`, only when
+    /// `dcp_size > 1` (MLA).
+    pub dcp: Option<SgDcp>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SgDcp {
+    pub tp_size: u32,
+    pub rank: u32,
+    pub size: u32,
+    pub page: u32,
+}
+
+/// A cursor over a suffix's bytes.
+struct Cur<'a>(&'a [u8]);
+
+impl Cur<'_> {
+    fn lit(&mut self, l: &[u8]) -> bool {
+        match self.0.strip_prefix(l) {
+            Some(r) => {
+                self.0 = r;
+                true
+            }
+            None => false,
+        }
+    }
+    fn num(&mut self) -> Option<u32> {
+        let e = self
+            .0
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .unwrap_or(self.0.len());
+        let v = decimal(&self.0[..e], u32::MAX as u64)? as u32;
+        self.0 = &self.0[e..];
+        Some(v)
+    }
+    /// `<lead><a>_<b>`, or nothing consumed.
+    fn pair(&mut self, lead: &[u8]) -> Option<(u32, u32)> {
+        let save = self.0;
+        let r = (|| {
+            if !self.lit(lead) {
+                return None;
+            }
+            let a = self.num()?;
+            if !self.lit(b"_") {
+                return None;
+            }
+            Some((a, self.num()?))
+        })();
+        if r.is_none() {
+            self.0 = save;
+        }
+        r
+    }
+}
+
+/// The tail after `_<model>`, parsed strictly: each part in SGLang's order,
+/// every rank below its size, every present part's size above 1 (a part is
+/// written only then; the TP part always), the TP part only where it can be
+/// (non-MLA KV, and the Mamba pool, which is always TP-sharded), DCP sizes
+/// dividing the TP size and the logical page size.
+pub fn sglang_tail(t: &[u8], mamba: bool) -> Option<SgTail> {
+    let mut c = Cur(t);
+    let mut tail = SgTail {
+        tp: None,
+        pp: None,
+        cp: None,
+        dcp: None,
+    };
+    // `_<tp_rank>_<tp_size>` and `_<pp_size>_<pp_rank>` are both two bare
+    // numbers: a TP pair has rank < size, a PP pair size > rank.
+    let save = c.0;
+    match c.pair(b"_") {
+        Some((a, b)) if a < b => tail.tp = Some((a, b)),
+        _ => c.0 = save,
+    }
+    let save = c.0;
+    match c.pair(b"_") {
+        Some((a, b)) if a > b && a > 1 => tail.pp = Some((a, b)),
+        _ => c.0 = save,
+    }
+    if let Some((r, s)) = c.pair(b"_cp") {
+        if r >= s || s < 2 {
+            return None;
+        }
+        tail.cp = Some((r, s));
+    }
+    if c.lit(b"_tp") {
+        let tp_size = c.num()?;
+        let (rank, size) = c.pair(b"_dcp")?;
+        if !c.lit(b"_page") {
+            return None;
+        }
+        let page = c.num()?;
+        let ok = size >= 2
+            && rank < size
+            && tp_size.is_multiple_of(size)
+            && page > 0
+            && page.is_multiple_of(size)
+            && tail.tp.is_none_or(|(_, t)| t == tp_size);
+        if !ok {
+            return None;
+        }
+        if tail.tp.is_some_and(|(r, _)| r % size != rank) {
+            return None;
+        }
+        tail.dcp = Some(SgDcp {
+            tp_size,
+            rank,
+            size,
+            page,
+        });
+    }
+    if !c.0.is_empty() {
+        return None;
+    }
+    // DCP with a TP part is the Mamba pool's (its TP suffix takes the DCP
+    // part too); MLA KV never has a TP part.
+    if (mamba && tail.tp.is_none()) || (!mamba && tail.tp.is_some() && tail.dcp.is_some()) {
+        return None;
+    }
+    Some(tail)
+}
+
+/// One SGLang page file name split: hash, pool, and the suffix text after
+/// them (starting with `_`), before `.bin`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SgSplit<'a> {
+    pub hash: [u8; MAX_HASH_BYTES],
+    /// An index into [`SGLANG_POOLS`]; `None` for the KV pool.
+    pub pool: Option<u8>,
+    pub suffix: &'a [u8],
+}
+
+/// Every way `name` splits into hash, pool and suffix (a pool name may
+/// continue into the model text: `deepseek_v4_c1` + `_indexer…`).
+pub fn sglang_splits(name: &[u8]) -> Vec<SgSplit<'_>> {
+    let mut out = Vec::new();
+    let Some(stem) = name.strip_suffix(b".bin") else {
+        return out;
+    };
+    if stem.len() < 65 || !is_lower_hex(&stem[..64]) {
+        return out;
+    }
+    let Some((hash, _)) = hex_bytes(&stem[..64]) else {
+        return out;
+    };
+    let rest = &stem[64..];
+    if rest[0] == b'_' {
+        out.push(SgSplit {
+            hash,
+            pool: None,
+            suffix: rest,
+        });
+    } else if rest[0] == b'.' {
+        for (i, p) in SGLANG_POOLS.iter().enumerate() {
+            if let Some(s) = rest[1..].strip_prefix(p.as_bytes()) {
+                if s.first() == Some(&b'_') {
+                    out.push(SgSplit {
+                        hash,
+                        pool: Some(i as u8),
+                        suffix: s,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One reading of an SGLang name: the model text and the tail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SgReading {
+    pub hash: [u8; MAX_HASH_BYTES],
+    pub pool: Option<u8>,
+    /// The model text as the name spells it (`/` already `-`).
+    pub model: Vec<u8>,
+    pub tail: SgTail,
+}
+
+/// Every reading of `name`: with `models` (the model texts the operator
+/// named), only those models; without, every split of the suffix (the
+/// served name may end in `_<digits>`, so several splits usually parse).
+pub fn sglang_readings(name: &[u8], models: &[Vec<u8>]) -> Vec<SgReading> {
+    let mut out = Vec::new();
+    for sp in sglang_splits(name) {
+        let suffix = &sp.suffix[1..];
+        let mamba = sp.pool == Some(SGLANG_MAMBA);
+        let mut try_at = |m: usize| {
+            if let Some(tail) = sglang_tail(&suffix[m..], mamba) {
+                out.push(SgReading {
+                    hash: sp.hash,
+                    pool: sp.pool,
+                    model: suffix[..m].to_vec(),
+                    tail,
+                });
+            }
+        };
+        if models.is_empty() {
+            for m in 0..=suffix.len() {
+                if m == suffix.len() || suffix[m] == b'_' {
+                    try_at(m);
+                }
+            }
+        } else {
+            for model in models {
+                if suffix.starts_with(model) {
+                    try_at(model.len());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The model text SGLang keys its files on: the served name with every `/`
+/// made `-` (`hicache_storage.py:746`).
+pub fn sglang_model_text(served: &[u8]) -> Vec<u8> {
+    served
+        .iter()
+        .map(|&b| if b == b'/' { b'-' } else { b })
+        .collect()
+}
+
+/// The name SGLang writes for a reading (the inverse of [`sglang_readings`]).
+pub fn sglang_name(hash_hex: &str, pool: Option<u8>, model: &str, t: &SgTail) -> String {
+    let mut s = String::from(hash_hex);
+    if let Some(p) = pool {
+        s.push('.');
+        s.push_str(SGLANG_POOLS[p as usize]);
+    }
+    s.push('_');
+    s.push_str(model);
+    if let Some((r, n)) = t.tp {
+        s.push_str(&format!("_{r}_{n}"));
+    }
+    if let Some((n, r)) = t.pp {
+        s.push_str(&format!("_{n}_{r}"));
+    }
+    if let Some((r, n)) = t.cp {
+        s.push_str(&format!("_cp{r}_{n}"));
+    }
+    if let Some(d) = t.dcp {
+        s.push_str(&format!(
+            "_tp{}_dcp{}_{}_page{}",
+            d.tp_size, d.rank, d.size, d.page
+        ));
+    }
+    s.push_str(".bin");
+    s
+}
+
+/// LMCache GDS (`v1/storage_backend/gds_backend.py:46-50`): the header
+/// both the data file and its sidecar start with, its JSON length, the
+/// suffixes and the sidecar's suffix.
+pub const GDS_HEADER_BYTES: u64 = 4096;
+pub const GDS_META_LEN: u64 = 4088;
+pub const GDS_DATA_SUFFIXES: [&str; 2] = [".kvcache.safetensors", ".weka1"];
+pub const GDS_SIDECAR_SUFFIX: &str = ".metadata";
+/// The temp suffix: `.tmp` + `uuid4().hex[:8]` (`rand_suffix(8)`).
+pub const GDS_TEMP_HEX: usize = 8;
+/// The header's dtype strings and their item sizes (`torch_dtypes`, `:60-75`).
+pub const GDS_DTYPES: [(&str, u64); 14] = [
+    ("F16", 2),
+    ("BF16", 2),
+    ("F32", 4),
+    ("F64", 8),
+    ("U8", 1),
+    ("U16", 2),
+    ("U32", 4),
+    ("U64", 8),
+    ("I8", 1),
+    ("I16", 2),
+    ("I32", 4),
+    ("I64", 8),
+    ("F8E4M3FN", 1),
+    ("F8E5M2", 1),
+];
+/// The only `__metadata__.lmcache_version` the start-up scan accepts.
+pub const GDS_VERSION: &str = "1";
+
+/// A first-level GDS directory: `str(hash)[0:2]` of a decimal hash
+/// (`-1`…`-9`, `10`…`99`; `0`…`9` for a one-digit hash).
+pub fn gds_dir1(name: &[u8]) -> bool {
+    matches!(
+        name,
+        [b'-', b'1'..=b'9'] | [b'1'..=b'9', b'0'..=b'9'] | [b'0'..=b'9']
+    )
+}
+
+/// A second-level GDS directory: `str(hash)[2:4]`, one or two digits (a
+/// hash of two decimal characters or fewer has none: its files sit in the
+/// first level, `os.path.join` dropping the empty name).
+pub fn gds_dir2(name: &[u8]) -> bool {
+    (1..=2).contains(&name.len()) && name.iter().all(u8::is_ascii_digit)
+}
+
+/// What a file of a GDS bucket is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GdsKind {
+    Data,
+    Sidecar,
+    DataTemp,
+    SidecarTemp,
+}
+
+/// Splits a GDS file name into its kind and the quoted key text.
+pub fn gds_name(name: &[u8]) -> Option<(GdsKind, &[u8])> {
+    let (stem, temp) = match name.len().checked_sub(4 + GDS_TEMP_HEX) {
+        Some(at) if &name[at..at + 4] == b".tmp" && is_lower_hex(&name[at + 4..]) => {
+            (&name[..at], true)
+        }
+        _ => (name, false),
+    };
+    let (stem, sidecar) = match stem.strip_suffix(GDS_SIDECAR_SUFFIX.as_bytes()) {
+        Some(s) => (s, true),
+        None => (stem, false),
+    };
+    let key = GDS_DATA_SUFFIXES
+        .iter()
+        .find_map(|suf| stem.strip_suffix(suf.as_bytes()))?;
+    if key.is_empty() {
+        return None;
+    }
+    let kind = match (sidecar, temp) {
+        (false, false) => GdsKind::Data,
+        (true, false) => GdsKind::Sidecar,
+        (false, true) => GdsKind::DataTemp,
+        (true, true) => GdsKind::SidecarTemp,
+    };
+    Some((kind, key))
+}
+
+fn quote_safe(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'~')
+}
+
+/// Python's `urllib.parse.quote(text, safe="")` of UTF-8 bytes.
+pub fn quote(text: &[u8]) -> String {
+    let mut s = String::with_capacity(text.len());
+    for &b in text {
+        if quote_safe(b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+/// The inverse of [`quote`], strictly: only what `quote` writes
+/// (uppercase `%XX` for every byte outside the safe set, nothing else).
+pub fn unquote(q: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(q.len());
+    let mut i = 0;
+    while i < q.len() {
+        let b = q[i];
+        if b == b'%' {
+            let hex = q.get(i + 1..i + 3)?;
+            let v = |c: u8| match c {
+                b'0'..=b'9' => Some(c - b'0'),
+                b'A'..=b'F' => Some(c - b'A' + 10),
+                _ => None,
+            };
+            let byte = (v(hex[0])? << 4) | v(hex[1])?;
+            if quote_safe(byte) {
+                return None;
+            }
+            out.push(byte);
+            i += 3;
+        } else if quote_safe(b) {
+            out.push(b);
+            i += 1;
+        } else {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// `str(hash)[0:2]` and `str(hash)[2:4]` of LMCache's signed hex hash text
+/// (the decimal text of the same Python int); `None` when the hash is wider
+/// than 128 bits (not checked).
+pub fn gds_buckets(hash_text: &[u8]) -> Option<(String, String)> {
+    let (neg, d) = match hash_text.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, hash_text),
+    };
+    if d.len() > 32 {
+        return None;
+    }
+    let v = u128::from_str_radix(std::str::from_utf8(d).ok()?, 16).ok()?;
+    let dec = if neg { format!("-{v}") } else { v.to_string() };
+    let chars: Vec<char> = dec.chars().collect();
+    let take = |a: usize, b: usize| {
+        chars[a.min(chars.len())..b.min(chars.len())]
+            .iter()
+            .collect()
+    };
+    Some((take(0, 2), take(2, 4)))
+}
+
+/// What a GDS header says (`pack_metadata`, `:101-124`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GdsHeader {
+    pub dtype: String,
+    pub shape: Vec<u64>,
+    /// `data_offsets[1] - data_offsets[0]`: the payload bytes after the header.
+    pub nbytes: u64,
+    pub fmt: i64,
+}
+
+/// Parses a 4096-byte GDS header strictly: the u64 LE length 4088, the
+/// JSON `pack_metadata` writes padded with spaces, a known dtype, offsets
+/// `[0, n]` with `n` = the shape's element count × the item size, and
+/// `lmcache_version` "1". The error names the field and both values.
+pub fn gds_header(buf: &[u8]) -> Result<GdsHeader, String> {
+    if buf.len() as u64 != GDS_HEADER_BYTES {
+        return Err(format!(
+            "header is {} bytes, expected {GDS_HEADER_BYTES}",
+            buf.len()
+        ));
+    }
+    let len = u64::from_le_bytes(buf[..8].try_into().map_err(|_| "short header")?);
+    if len != GDS_META_LEN {
+        return Err(format!("length word is {len}, expected {GDS_META_LEN}"));
+    }
+    let text = &buf[8..];
+    let end = text.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1);
+    let v: serde_json::Value =
+        serde_json::from_slice(&text[..end]).map_err(|e| format!("JSON does not parse ({e})"))?;
+    let m = v
+        .get("kvcache")
+        .and_then(|m| m.as_object())
+        .ok_or("no \"kvcache\" object")?;
+    let dtype = m
+        .get("dtype")
+        .and_then(|d| d.as_str())
+        .ok_or("no \"dtype\" string")?;
+    let item = GDS_DTYPES
+        .iter()
+        .find(|(d, _)| *d == dtype)
+        .map(|(_, n)| *n)
+        .ok_or_else(|| format!("dtype {dtype:?} is none LMCache writes"))?;
+    let shape: Vec<u64> = m
+        .get("shape")
+        .and_then(|s| s.as_array())
+        .ok_or("no \"shape\" list")?
+        .iter()
+        .map(|x| x.as_u64())
+        .collect::<Option<_>>()
+        .ok_or("shape holds a value that is not a count")?;
+    let offs: Vec<u64> = m
+        .get("data_offsets")
+        .and_then(|s| s.as_array())
+        .ok_or("no \"data_offsets\" list")?
+        .iter()
+        .map(|x| x.as_u64())
+        .collect::<Option<_>>()
+        .ok_or("data_offsets holds a value that is not a count")?;
+    let [0, nbytes] = offs[..] else {
+        return Err(format!("data_offsets is {offs:?}, expected [0, n]"));
+    };
+    let numel = shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .and_then(|n| n.checked_mul(item))
+        .ok_or("shape overflows")?;
+    if numel != nbytes {
+        return Err(format!(
+            "data_offsets says {nbytes} bytes, shape {shape:?} of {dtype} is {numel}"
+        ));
+    }
+    let fmt = m
+        .get("fmt")
+        .and_then(|f| f.as_i64())
+        .ok_or("no integer \"fmt\"")?;
+    let version = m
+        .get("__metadata__")
+        .and_then(|x| x.get("lmcache_version"))
+        .and_then(|x| x.as_str());
+    if version != Some(GDS_VERSION) {
+        return Err(format!(
+            "__metadata__.lmcache_version is {}, expected \"{GDS_VERSION}\" (the engine \
+                skips it at start-up)",
+            version.map_or("absent".to_string(), |v| format!("{v:?}"))
+        ));
+    }
+    Ok(GdsHeader {
+        dtype: dtype.to_string(),
+        shape,
+        nbytes,
+        fmt,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,6 +1095,191 @@ mod tests {
         for t in ["-168c883837dc43ef", "9f0d8c7b770e52e", "0", "-1"] {
             assert_eq!(pt_hash_text(&pt_key(t.as_bytes()).unwrap()), t);
         }
+    }
+
+    #[test]
+    fn sglang_tails_parse_strictly() {
+        let t = |s: &str| sglang_tail(s.as_bytes(), false);
+        assert_eq!(t("_1_2").unwrap().tp, Some((1, 2)));
+        assert_eq!(t("_0_1").unwrap().tp, Some((0, 1)));
+        // MLA: no TP part; PP size first.
+        assert_eq!(t("").unwrap(), sglang_tail(b"", false).unwrap());
+        let x = t("_2_1").unwrap();
+        assert_eq!((x.tp, x.pp), (None, Some((2, 1))));
+        let x = t("_0_1_2_1").unwrap();
+        assert_eq!((x.tp, x.pp), (Some((0, 1)), Some((2, 1))));
+        let x = t("_1_4_cp1_2").unwrap();
+        assert_eq!(x.cp, Some((1, 2)));
+        let x = t("_tp4_dcp1_2_page64").unwrap();
+        assert_eq!(
+            x.dcp,
+            Some(SgDcp {
+                tp_size: 4,
+                rank: 1,
+                size: 2,
+                page: 64
+            })
+        );
+        for bad in [
+            "_1_1",
+            "_01_2",
+            "_1_2_",
+            "_cp2_2",
+            "_cp0_1",
+            "_1_2_tp2_dcp0_2_page64",
+            "_tp3_dcp0_2_page64",
+            "_tp4_dcp0_2_page63",
+            "_tp4_dcp2_2_page64",
+            "_x",
+            "_1_2_1_2",
+        ] {
+            assert_eq!(t(bad), None, "{bad}");
+        }
+        // The Mamba pool is always TP-sharded, DCP included.
+        assert_eq!(sglang_tail(b"", true), None);
+        assert!(sglang_tail(b"_1_4_tp4_dcp1_2_page64", true).is_some());
+    }
+
+    #[test]
+    fn sglang_readings_need_the_model() {
+        let h = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881";
+        let n = format!("{h}_org-Model-7B_1_2.bin");
+        // Without the model: TP rank 1 of 2 of org-Model-7B, or MLA of org-Model-7B_1_2.
+        let r = sglang_readings(n.as_bytes(), &[]);
+        assert_eq!(r.len(), 2);
+        let m = vec![b"org-Model-7B".to_vec()];
+        let r = sglang_readings(n.as_bytes(), &m);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].tail.tp, Some((1, 2)));
+        assert_eq!(sglang_name(h, None, "org-Model-7B", &r[0].tail), n);
+        // A model ending in digits is read right with the model known.
+        let n = format!("{h}_m_7_0_1.bin");
+        let r = sglang_readings(n.as_bytes(), &[b"m_7".to_vec()]);
+        assert_eq!((r.len(), r[0].tail.tp), (1, Some((0, 1))));
+        // Pools: the longest name and a shorter one that continues into the model.
+        let n = format!("{h}.deepseek_v4_c1_indexer_m_0_1.bin");
+        let s = sglang_splits(n.as_bytes());
+        assert_eq!(s.len(), 2);
+        let r = sglang_readings(n.as_bytes(), &[b"m".to_vec()]);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            SGLANG_POOLS[r[0].pool.unwrap() as usize],
+            "deepseek_v4_c1_indexer"
+        );
+        let n = format!("{h}.mamba_m_0_2.bin");
+        let r = sglang_readings(n.as_bytes(), &[b"m".to_vec()]);
+        assert_eq!(r[0].pool, Some(SGLANG_MAMBA));
+        assert!(
+            sglang_readings(format!("{h}.mamba_m.bin").as_bytes(), &[b"m".to_vec()]).is_empty()
+        );
+        // An MLA name with no numeric tail has one reading even without the model.
+        assert_eq!(
+            sglang_readings(format!("{h}_org-Model-7B.bin").as_bytes(), &[]).len(),
+            1
+        );
+        assert_eq!(sglang_model_text(b"org/Model-7B"), b"org-Model-7B");
+        // An empty served name writes `__0_2`.
+        let r = sglang_readings(format!("{h}__0_2.bin").as_bytes(), &[Vec::new()]);
+        assert_eq!(r[0].tail.tp, Some((0, 2)));
+    }
+
+    /// The header `pack_metadata` writes for a [2, 2, 16, 16] BF16 chunk
+    /// (LMCache 0.5.6 `gds_backend.py:101-124`, run on the wheel).
+    fn header(json: &str) -> Vec<u8> {
+        let mut b = 4088u64.to_le_bytes().to_vec();
+        b.extend_from_slice(json.as_bytes());
+        b.resize(4096, b' ');
+        b
+    }
+
+    #[test]
+    fn gds_names_quoting_buckets_and_headers() {
+        assert_eq!(GDS_HEADER_BYTES, 4096);
+        assert_eq!(GDS_META_LEN, GDS_HEADER_BYTES - 8);
+        let key = b"org/Model-7B@2@1@-168c883837dc43ef@bfloat16@user%alice";
+        let q = quote(key);
+        assert_eq!(
+            q,
+            "org%2FModel-7B%402%401%40-168c883837dc43ef%40bfloat16%40user%25alice"
+        );
+        assert_eq!(unquote(q.as_bytes()).unwrap(), key);
+        assert_eq!(unquote(b"a%2fb"), None);
+        assert_eq!(unquote(b"a%41"), None);
+        assert_eq!(unquote(b"a@b"), None);
+        // The reference's example: hash -1624823340610634735 = -0x168c883837dc43ef.
+        assert_eq!(
+            gds_buckets(b"-168c883837dc43ef"),
+            Some(("-1".into(), "62".into()))
+        );
+        assert!(gds_dir1(b"-1") && gds_dir1(b"99") && !gds_dir1(b"09") && !gds_dir1(b"-0"));
+        // Short hashes: str(123) gives 12/3/, str(-5) gives -5/ and no second level.
+        assert_eq!(gds_buckets(b"7b"), Some(("12".into(), "3".into())));
+        assert_eq!(gds_buckets(b"-5"), Some(("-5".into(), "".into())));
+        assert!(gds_dir2(b"3") && !gds_dir2(b"") && !gds_dir2(b"x1"));
+        let n = format!("{q}.kvcache.safetensors");
+        assert_eq!(gds_name(n.as_bytes()), Some((GdsKind::Data, q.as_bytes())));
+        let n = format!("{q}.kvcache.safetensors.metadata");
+        assert_eq!(gds_name(n.as_bytes()).unwrap().0, GdsKind::Sidecar);
+        let n = format!("{q}.weka1.tmp0a1b2c3d");
+        assert_eq!(gds_name(n.as_bytes()).unwrap().0, GdsKind::DataTemp);
+        let n = format!("{q}.kvcache.safetensors.metadata.tmp0a1b2c3d");
+        assert_eq!(gds_name(n.as_bytes()).unwrap().0, GdsKind::SidecarTemp);
+        assert_eq!(
+            gds_name(format!("{q}.kvcache.safetensors.tmp0A1B2C3D").as_bytes()),
+            None
+        );
+        let good = concat!(
+            r#"{"kvcache": {"dtype": "BF16", "shape": [2, 2, 16, 16], "#,
+            r#""data_offsets": [0, 2048], "fmt": 1, "#,
+            r#""__metadata__": {"lmcache_version": "1"}}}"#
+        );
+        let h = gds_header(&header(good)).unwrap();
+        assert_eq!((h.nbytes, h.fmt, h.dtype.as_str()), (2048, 1, "BF16"));
+        for (bad, why) in [
+            (good.replace("2048", "2049"), "data_offsets says"),
+            (good.replace("BF16", "BF17"), "dtype"),
+            (good.replace("\"1\"}", "\"2\"}"), "lmcache_version"),
+            (good[..40].to_string(), "does not parse"),
+        ] {
+            let e = gds_header(&header(&bad)).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+        let mut b = header(good);
+        b[0] = 7;
+        assert!(gds_header(&b).unwrap_err().contains("length word"));
+        assert!(gds_header(&b[..100]).is_err());
+    }
+
+    /// Each constant against the released source it comes from (checked
+    /// against the PyPI wheels sglang 0.5.23 and lmcache 0.5.6; the real
+    /// writers' trees in fixtures/offload/real/ are read with them).
+    #[test]
+    fn constants_pinned_to_the_released_sources() {
+        // sglang/srt/mem_cache/hicache_storage.py:85-121 (PoolName, `kv` has
+        // no part in a name), :730 (the default directory), :908 (the temp).
+        assert_eq!(SGLANG_POOLS.len(), 22);
+        assert_eq!(SGLANG_POOLS[SGLANG_MAMBA as usize], "mamba");
+        assert_eq!(SGLANG_POOLS[21], "draft_swa");
+        assert_eq!(crate::offload::walk::SGLANG_DEFAULT_ROOT, "/tmp/hicache");
+        assert!(sglang_temp(format!(".{}.tmp", "0".repeat(32)).as_bytes()));
+        // :750-771: PP size first, then _cp<rank>_<size>, then the DCP part.
+        let t = SgTail {
+            tp: Some((1, 2)),
+            pp: Some((2, 1)),
+            cp: Some((1, 2)),
+            dcp: None,
+        };
+        assert_eq!(sglang_name("h", None, "m", &t), "h_m_1_2_2_1_cp1_2.bin");
+        // lmcache/v1/storage_backend/gds_backend.py:46-50, :60-75, :146, :678.
+        assert_eq!(GDS_SIDECAR_SUFFIX, ".metadata");
+        assert_eq!(GDS_DATA_SUFFIXES, [".kvcache.safetensors", ".weka1"]);
+        assert_eq!(GDS_VERSION, "1");
+        assert_eq!(GDS_HEADER_BYTES, 4096);
+        assert_eq!(GDS_TEMP_HEX, 8);
+        assert_eq!(GDS_DTYPES[0], ("F16", 2));
+        assert_eq!(GDS_DTYPES[13], ("F8E5M2", 1));
+        // lmcache/utils.py:366-390.
+        assert_eq!(LMCACHE_DTYPES.len(), 14);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `kvcr offload`: the read-only checker of the disk offload tiers vLLM,
-//! llm-d and LMCache leave on a node (docs/format.md §15). One vertical
+//! llm-d, LMCache and SGLang leave on a node (docs/format.md §15). One vertical
 //! folder, lowest layer first: the names ([`grammar`]) and the namespace
 //! digest ([`canon`]), what the walk found ([`scan`]), the rules
 //! ([`judge`]), the printers ([`mod@print`]), and the walk ([`walk`]), the one
@@ -43,7 +43,13 @@ pub fn run(
     } else {
         options.paths.clone()
     };
-    let scan = walk::walk(&paths, options.producer, options.threads.max(1), progress)?;
+    let scan = walk::walk(
+        &paths,
+        options.producer,
+        &options.sglang_models,
+        options.threads.max(1),
+        progress,
+    )?;
     let entries = scan.entries;
     let without_noatime = scan.without_noatime;
     let sets = judge::judge(scan, options.producer, &options.geometry, now_s);

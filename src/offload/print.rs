@@ -129,6 +129,12 @@ pub fn document(run: &Run, now_ms: u64, host: &str) -> Value {
             "kv_bytes_per_chunk": o.geometry.kv_bytes_per_chunk,
             "bytes_per_block": bpb,
             "chunk_bytes": o.geometry.chunk_bytes,
+            "page_bytes": o.geometry.page_bytes,
+            "model": o
+                .sglang_models
+                .iter()
+                .map(|m| String::from_utf8_lossy(m).into_owned())
+                .collect::<Vec<_>>(),
         },
         "looked_in": run.looked.iter().map(|l| json!({
             "path": l.path.display().to_string(),
@@ -190,6 +196,8 @@ pub fn table(run: &Run, list: usize) -> String {
             let id: Vec<String> = s
                 .identity
                 .iter()
+                // Per-rank names are the JSON's; the table names ranks by number.
+                .filter(|(k, _)| k.as_str() != "rank_names")
                 .map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), str::to_string)))
                 .collect();
             let _ = writeln!(out, "  identity: {}", t(&id.join(" ")));

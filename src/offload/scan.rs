@@ -3,8 +3,8 @@
 //! fixed-size [`Key`]s, never as paths, so memory grows with the number of
 //! blocks; paths are rebuilt from keys for output.
 
-use super::grammar::{Key, MpName, PtName};
-use std::collections::{BTreeMap, BTreeSet};
+use super::grammar::{Key, MpName, PtName, SgDcp, SgReading};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasher, RandomState};
 
 /// The most paths of one kind kept per set (the rest are counted).
@@ -80,8 +80,11 @@ pub struct Loose {
     pub empty_dirs: Paths<String>,
     pub legacy: Paths<String>,
     pub ambiguous: Paths<String>,
-    /// SGLang HiCache page files (recognised, not judged).
+    /// SGLang HiCache page files whose names parse more than one way
+    /// (no `--model`, or several that fit).
     pub sglang: Paths<String>,
+    /// SGLang HiCache page files of a model no `--model` names.
+    pub sglang_other: Paths<String>,
 }
 
 impl Loose {
@@ -95,6 +98,7 @@ impl Loose {
         self.legacy.merge(o.legacy);
         self.ambiguous.merge(o.ambiguous);
         self.sglang.merge(o.sglang);
+        self.sglang_other.merge(o.sglang_other);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -107,6 +111,7 @@ impl Loose {
             && self.legacy.is_empty()
             && self.ambiguous.is_empty()
             && self.sglang.is_empty()
+            && self.sglang_other.is_empty()
     }
 }
 
@@ -213,6 +218,76 @@ impl PtIdent {
     }
 }
 
+/// The identity of an SGLang HiCache set (docs/format.md §15.2): the model
+/// text, the pool, MLA or not, and the parallel layout the suffix names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SgIdent {
+    pub model: Vec<u8>,
+    /// An index into `grammar::SGLANG_POOLS`; `None`: the KV pool.
+    pub pool: Option<u8>,
+    /// `None`: MLA (one file per page, no TP part).
+    pub tp_size: Option<u32>,
+    pub pp_size: u32,
+    pub cp_size: u32,
+    /// The DCP part with its rank set to 0.
+    pub dcp: Option<SgDcp>,
+}
+
+impl SgIdent {
+    /// The set a reading belongs to and its rank in it: pipeline stage
+    /// outermost, then attention-CP rank, then the TP rank (DCP rank for
+    /// MLA), as [`SgIdent::world`] counts them.
+    pub fn of(r: &SgReading) -> (SgIdent, u32) {
+        let t = &r.tail;
+        let (pp_size, pp_rank) = t.pp.unwrap_or((1, 0));
+        let (cp_rank, cp_size) = t.cp.unwrap_or((0, 1));
+        let (inner_rank, inner_size) = match (t.tp, t.dcp) {
+            (Some((r, n)), _) => (r, n),
+            (None, Some(d)) => (d.rank, d.size),
+            (None, None) => (0, 1),
+        };
+        let id = SgIdent {
+            model: r.model.clone(),
+            pool: r.pool,
+            tp_size: t.tp.map(|(_, n)| n),
+            pp_size,
+            cp_size,
+            dcp: t.dcp.map(|d| SgDcp { rank: 0, ..d }),
+        };
+        let rank = (pp_rank as u64 * cp_size as u64 + cp_rank as u64) * inner_size as u64
+            + inner_rank as u64;
+        (id, rank.min(u32::MAX as u64) as u32)
+    }
+
+    /// The files one page needs: TP (or DCP) ranks × CP ranks × stages.
+    pub fn world(&self) -> u64 {
+        let inner = self.tp_size.or(self.dcp.map(|d| d.size)).unwrap_or(1);
+        inner as u64 * self.cp_size as u64 * self.pp_size as u64
+    }
+
+    /// The suffix tail of `rank` (the inverse of [`SgIdent::of`]).
+    pub fn tail(&self, rank: u32) -> super::grammar::SgTail {
+        let inner = self.tp_size.or(self.dcp.map(|d| d.size)).unwrap_or(1);
+        let inner_rank = rank % inner;
+        let rest = rank / inner;
+        let cp_rank = rest % self.cp_size;
+        let pp_rank = rest / self.cp_size;
+        super::grammar::SgTail {
+            tp: self.tp_size.map(|n| (inner_rank, n)),
+            pp: (self.pp_size > 1).then_some((self.pp_size, pp_rank)),
+            cp: (self.cp_size > 1).then_some((cp_rank, self.cp_size)),
+            dcp: self.dcp.map(|d| SgDcp {
+                rank: if self.tp_size.is_some() {
+                    inner_rank % d.size
+                } else {
+                    inner_rank
+                },
+                ..d
+            }),
+        }
+    }
+}
+
 /// The files of one flat identity group (lmcache-mp, lmcache): per key,
 /// the ranks holding it and their sizes.
 #[derive(Clone, Debug, Default)]
@@ -222,6 +297,30 @@ pub struct FlatSet {
     /// Files whose rank is at or above the world size.
     pub out_of_range: Paths<(String, u32)>,
     pub staging: Paths<Staged>,
+}
+
+/// One GDS header as read (from a data file or a sidecar): a digest of its
+/// bytes, its size, and what it says (the data file's expected size,
+/// 4096 + the payload bytes) or why it says nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GdsHead {
+    pub digest: [u8; 32],
+    pub parsed: Result<u64, String>,
+}
+
+/// An LMCache GDS identity group: its data files as a flat set, each data
+/// file's header and each sidecar, per (key, rank).
+#[derive(Clone, Debug, Default)]
+pub struct GdsSet {
+    pub flat: FlatSet,
+    pub headers: HashMap<(Key, u32), GdsHead>,
+    /// Sidecars: their state, and their header where one was read.
+    pub sidecars: HashMap<(Key, u32), (State, Option<GdsHead>)>,
+    /// Files placed in the wrong bucket directories are foreign, listed here
+    /// per set: (path, the buckets their hash needs).
+    pub misplaced: Paths<(String, String)>,
+    /// Data files end `.weka1` (wekafs), not `.kvcache.safetensors`.
+    pub weka: bool,
 }
 
 /// Everything one root holds apart from its namespaces and flat sets.
@@ -270,6 +369,8 @@ pub struct Scan {
     pub namespaces: Vec<NsScan>,
     pub mp: BTreeMap<MpIdent, FlatSet>,
     pub pt: BTreeMap<PtIdent, FlatSet>,
+    pub sg: BTreeMap<SgIdent, FlatSet>,
+    pub gds: BTreeMap<PtIdent, GdsSet>,
     /// llm-d <= v0.8.1's nested sets.
     pub nested: Vec<NestedScan>,
     /// Entries looked at (one statx each).
@@ -283,6 +384,12 @@ impl Scan {
     pub fn seal(&mut self) {
         for fs in self.mp.values_mut().chain(self.pt.values_mut()) {
             fs.blocks.seal();
+        }
+        for fs in self.sg.values_mut() {
+            fs.blocks.seal();
+        }
+        for g in self.gds.values_mut() {
+            g.flat.blocks.seal();
         }
     }
 }

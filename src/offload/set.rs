@@ -46,6 +46,8 @@ pub struct Geometry {
     pub bytes_per_block: BTreeMap<Option<u32>, u64>,
     /// lmcache and lmcache-mp `--chunk-bytes`: one rank's full chunk.
     pub chunk_bytes: Option<u64>,
+    /// SGLang `--page-bytes`: one rank's KV page file (one pipeline stage).
+    pub page_bytes: Option<u64>,
 }
 
 impl Geometry {

@@ -6,7 +6,8 @@
 //! finding per code. A producer's judge decides only what is its own: which
 //! ranks a block needs, and the size each file should have ([`SizeIs`]).
 
-use super::scan::{Loose, State};
+use super::grammar::sglang_readings;
+use super::scan::{Loose, SgIdent, State};
 use super::set::{ListedBlock, Set};
 use crate::format::finding::{Code, Finding, Severity};
 use std::collections::{BTreeMap, HashMap};
@@ -66,7 +67,7 @@ impl Tally {
         }
     }
 
-    fn finish(self, set: &mut Set, code: Code, severity: Severity, what: &str) {
+    pub(super) fn finish(self, set: &mut Set, code: Code, severity: Severity, what: &str) {
         let Some((path, expected, found)) = self.first else {
             return;
         };
@@ -422,10 +423,27 @@ pub(super) fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &s
             Finding::notice(
                 Code::KV314,
                 format!(
-                    "{} of SGLang HiCache's shape: its names cannot be split from the served model \
-                        name without knowing it, and this kvcr does not judge SGLang sets: \
-                        listed, not judged (first: {first})",
-                    plural(loose.sglang.count, "file", "files")
+                    "{} of SGLang HiCache whose names parse more than one way: a served model \
+                        name may end in _<digits>, so the model cannot be split from the ranks \
+                        (first: {first}, {}); not paired with any set: rerun with --model \
+                        <served model name> to settle it",
+                    plural(loose.sglang.count, "file", "files"),
+                    sglang_readings_text(&first)
+                ),
+            )
+            .at(first),
+        );
+    }
+    if !loose.sglang_other.is_empty() {
+        let first = loose.sglang_other.items[0].clone();
+        set.findings.push(
+            Finding::notice(
+                Code::KV314,
+                format!(
+                    "{} of SGLang HiCache of a served model no --model names (first: {first}, \
+                        {}): not judged; add its --model to judge it",
+                    plural(loose.sglang_other.count, "file", "files"),
+                    sglang_readings_text(&first)
                 ),
             )
             .at(first),
@@ -469,5 +487,31 @@ pub(super) fn push_state(set: &mut Set, s: State, path: &str, what: &str) {
             Finding::reject(Code::KV309, format!("{path} is a regular file {what}"))
                 .at(path.to_string()),
         ),
+    }
+}
+
+/// The readings of an SGLang name without a model, for a notice.
+fn sglang_readings_text(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let readings = sglang_readings(name.as_bytes(), &[]);
+    let texts: Vec<String> = readings
+        .iter()
+        .take(4)
+        .map(|r| {
+            let model = String::from_utf8_lossy(&r.model);
+            let (id, rank) = SgIdent::of(r);
+            match id.tp_size {
+                Some(n) => format!(
+                    "model {model:?} rank {rank} of {}",
+                    id.world().max(n as u64)
+                ),
+                None => format!("MLA model {model:?}"),
+            }
+        })
+        .collect();
+    if texts.is_empty() {
+        "which matches no reading".to_string()
+    } else {
+        format!("read as {}", texts.join(", or as "))
     }
 }

@@ -6,11 +6,11 @@
 //! cannot be listed whole is an error (exit 2), never a partial answer.
 
 use super::canon::{CONFIG_MAX_BYTES, CONFIG_NAME};
-use super::grammar::{self, LeafName, Pt};
+use super::grammar::{self, GdsKind, LeafName, Pt};
 use super::judge::Choice;
 use super::scan::{
-    BlockFile, Config, FlatSet, Looked, Loose, MpIdent, NsScan, PtIdent, RankScan, RootScan, Scan,
-    Staged, State,
+    BlockFile, Config, FlatSet, GdsHead, Looked, Loose, MpIdent, NsScan, PtIdent, RankScan,
+    RootScan, Scan, SgIdent, Staged, State,
 };
 use crate::format::failure::Failure;
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -386,16 +386,28 @@ fn lossy(name: &OsStr) -> String {
     name.to_string_lossy().into_owned()
 }
 
-/// Reads `config.json` below a namespace directory.
-fn read_config(dir: BorrowedFd<'_>, path: &str, c: &Counters<'_>) -> Result<Config, Failure> {
+/// Opens file `name` below `dir` to read it: never a link, never blocking
+/// (a FIFO), never its atime where the kernel lets kvcr avoid it (`EPERM`
+/// without `O_NOATIME`: counted).
+fn open_file(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    c: &Counters<'_>,
+) -> Result<OwnedFd, rustix::io::Errno> {
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = match rustix::fs::openat(dir, CONFIG_NAME, flags | OFlags::NOATIME, Mode::empty()) {
-        Ok(fd) => fd,
+    match rustix::fs::openat(dir, name, flags | OFlags::NOATIME, Mode::empty()) {
         Err(rustix::io::Errno::PERM) => {
             c.without_noatime.fetch_add(1, Ordering::Relaxed);
-            rustix::fs::openat(dir, CONFIG_NAME, flags, Mode::empty())
-                .map_err(|e| cannot(path, "open", e))?
+            rustix::fs::openat(dir, name, flags, Mode::empty())
         }
+        r => r,
+    }
+}
+
+/// Reads `config.json` below a namespace directory.
+fn read_config(dir: BorrowedFd<'_>, path: &str, c: &Counters<'_>) -> Result<Config, Failure> {
+    let fd = match open_file(dir, OsStr::new(CONFIG_NAME), c) {
+        Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return Ok(Config::Missing),
         Err(rustix::io::Errno::LOOP) => return Ok(Config::Symlink),
         Err(e) => return Err(cannot(path, "open", e)),
@@ -424,6 +436,50 @@ fn read_config(dir: BorrowedFd<'_>, path: &str, c: &Counters<'_>) -> Result<Conf
     Ok(Config::Read(buf))
 }
 
+/// Reads the first 4096 bytes of a GDS data file or a whole sidecar
+/// (opened as `config.json` is: never a link, never its atime, re-checked
+/// as a regular file) and says what they are.
+fn read_head(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    path: &str,
+    sidecar: bool,
+    c: &Counters<'_>,
+) -> Result<GdsHead, Failure> {
+    use sha2::Digest;
+    let gone = |why: &str| GdsHead {
+        digest: [0; 32],
+        parsed: Err(why.to_string()),
+    };
+    let fd = match open_file(dir, name, c) {
+        Ok(fd) => fd,
+        // Removed or replaced since the statx: a live writer.
+        Err(rustix::io::Errno::NOENT) => return Ok(gone("removed while kvcr read it")),
+        Err(rustix::io::Errno::LOOP) => return Ok(gone("replaced by a symlink while read")),
+        Err(e) => return Err(cannot(path, "open", e)),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| cannot(path, "fstat", e))?;
+    if kind_of(st.st_mode) != Kind::Reg {
+        return Ok(gone("not a regular file when opened"));
+    }
+    let mut buf = Vec::with_capacity(grammar::GDS_HEADER_BYTES as usize + 1);
+    std::fs::File::from(fd)
+        .take(grammar::GDS_HEADER_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| cannot(path, "read", e))?;
+    let head = &buf[..buf.len().min(grammar::GDS_HEADER_BYTES as usize)];
+    let digest: [u8; 32] = sha2::Sha256::digest(head).into();
+    let parsed = if sidecar && buf.len() as u64 > grammar::GDS_HEADER_BYTES {
+        Err(format!(
+            "the sidecar is {} bytes, expected {}",
+            st.st_size,
+            grammar::GDS_HEADER_BYTES
+        ))
+    } else {
+        grammar::gds_header(head).map(|h| grammar::GDS_HEADER_BYTES + h.nbytes)
+    };
+    Ok(GdsHead { digest, parsed })
+}
 mod nested;
 
 /// One `<3 hex>` bucket of a rank directory, walked by a worker thread.
@@ -437,6 +493,8 @@ struct Job {
 
 struct Walker<'a> {
     choice: Choice,
+    /// SGLang model texts (`--model`, `/` made `-`).
+    sg_models: Vec<Vec<u8>>,
     c: &'a Counters<'a>,
     scan: Scan,
     ns_index: BTreeMap<(String, Vec<u8>), usize>,
@@ -581,6 +639,12 @@ impl Walker<'_> {
                 return Ok(());
             }
         }
+        if st.kind == Kind::Dir
+            && grammar::gds_dir1(b)
+            && matches!(self.choice, Choice::Auto | Choice::Lmcache)
+        {
+            return self.gds_dir(root_path, fd, name, &p(), loose);
+        }
         if st.kind != Kind::Dir && self.flat(root_path, b, &p, &st, loose) {
             return Ok(());
         }
@@ -679,7 +743,50 @@ impl Walker<'_> {
             }
         }
         if (any || self.choice == Choice::Sglang) && grammar::sglang_shape(name) {
-            loose.sglang.push(path());
+            let readings = grammar::sglang_readings(name, &self.sg_models);
+            match readings.as_slice() {
+                [one] => {
+                    let (id, rank) = SgIdent::of(one);
+                    let fs = self.scan.sg.entry(id).or_default();
+                    if !fs.roots.contains(root) {
+                        fs.roots.insert(root.to_string());
+                    }
+                    let key = grammar::Key {
+                        hash: one.hash,
+                        len: 32,
+                        group: 0,
+                    };
+                    fs.blocks.push(key, (rank, st.size, state_of(st.kind)));
+                    return true;
+                }
+                [] => {
+                    // With --model: a model the operator did not name, or
+                    // (a named model's text followed by no valid tail) a
+                    // name SGLang does not write.
+                    let named = grammar::sglang_splits(name).iter().any(|sp| {
+                        let text = &sp.suffix[1..];
+                        self.sg_models.iter().any(|m| {
+                            text.starts_with(m) && matches!(text.get(m.len()), None | Some(&b'_'))
+                        })
+                    });
+                    if named || self.sg_models.is_empty() {
+                        return false;
+                    }
+                    loose.sglang_other.push(path());
+                    return true;
+                }
+                _ => {
+                    loose.sglang.push(path());
+                    return true;
+                }
+            }
+        }
+        // An unmerged SGLang variant's manifest: recognised, never required.
+        if (any || self.choice == Choice::Sglang)
+            && name.starts_with(b"__warmup_manifest__")
+            && name.ends_with(b".jsonl")
+        {
+            loose.legacy.push(path());
             return true;
         }
         if (any || self.choice == Choice::Sglang)
@@ -695,6 +802,142 @@ impl Walker<'_> {
             return true;
         }
         false
+    }
+
+    /// An LMCache GDS first-level directory `str(hash)[0:2]` and its
+    /// `str(hash)[2:4]` directories (`gds_backend.py:288-303`).
+    fn gds_dir(
+        &mut self,
+        root: &str,
+        parent: &OwnedFd,
+        name: &OsStr,
+        path: &str,
+        loose: &mut Loose,
+    ) -> Result<(), Failure> {
+        let c = self.c;
+        let fd = open_dir(parent.as_fd(), name, c).map_err(|e| cannot(path, "open", e))?;
+        let l1 = name.as_bytes().to_vec();
+        let mut subs = Vec::new();
+        let mut any = false;
+        each(&fd, path, c, |n, st| {
+            any = true;
+            if st.kind == Kind::Dir && grammar::gds_dir2(n.as_bytes()) {
+                subs.push((n.to_os_string(), format!("{path}/{}", lossy(n))));
+                Ok(())
+            } else {
+                // A hash of two decimal characters or fewer has no second
+                // level; the bucket check says whether this one does.
+                self.gds_file(root, &fd, (&l1, b""), n, st, path, loose)
+            }
+        })?;
+        if !any {
+            loose.empty_dirs.push(path.to_string());
+        }
+        for (n, p) in subs {
+            let sub = open_dir(fd.as_fd(), &n, c).map_err(|e| cannot(&p, "open", e))?;
+            let l2 = n.as_bytes().to_vec();
+            let mut any = false;
+            each(&sub, &p, c, |leaf, st| {
+                any = true;
+                self.gds_file(root, &sub, (&l1, &l2), leaf, st, &p, loose)
+            })?;
+            if !any {
+                loose.empty_dirs.push(p);
+            }
+        }
+        Ok(())
+    }
+
+    /// One file of a GDS bucket: a data file (its header read), a sidecar
+    /// (read), a temp of either, or a stray.
+    #[allow(clippy::too_many_arguments)]
+    fn gds_file(
+        &mut self,
+        root: &str,
+        dir: &OwnedFd,
+        (l1, l2): (&[u8], &[u8]),
+        leaf: &OsStr,
+        st: Stat,
+        dir_path: &str,
+        loose: &mut Loose,
+    ) -> Result<(), Failure> {
+        let lp = || format!("{dir_path}/{}", lossy(leaf));
+        if st.kind == Kind::Dir {
+            stray(loose, lp(), &st);
+            return Ok(());
+        }
+        let parsed = grammar::gds_name(leaf.as_bytes()).and_then(|(kind, q)| {
+            let mut text = grammar::unquote(q)?;
+            text.extend_from_slice(b".pt");
+            Some((kind, grammar::pt_name(&text)))
+        });
+        let (kind, n) = match parsed {
+            Some((kind, Pt::One(n))) => (kind, n),
+            Some((_, Pt::Ambiguous(_))) => {
+                loose.ambiguous.push(lp());
+                return Ok(());
+            }
+            _ => {
+                stray(loose, lp(), &st);
+                return Ok(());
+            }
+        };
+        let Some(key) = grammar::pt_key(&n.hash) else {
+            stray(loose, lp(), &st);
+            return Ok(());
+        };
+        let c = self.c;
+        let set = self.scan.gds.entry(PtIdent::of(&n)).or_default();
+        if !set.flat.roots.contains(root) {
+            set.flat.roots.insert(root.to_string());
+        }
+        if let Some((b1, b2)) = grammar::gds_buckets(&n.hash) {
+            if b1.as_bytes() != l1 || b2.as_bytes() != l2 {
+                set.misplaced.push((lp(), format!("{b1}/{b2}")));
+                return Ok(());
+            }
+        }
+        if n.worker >= n.world {
+            set.flat.out_of_range.push((lp(), n.worker));
+            return Ok(());
+        }
+        let state = state_of(st.kind);
+        match kind {
+            GdsKind::DataTemp | GdsKind::SidecarTemp => {
+                if st.kind == Kind::Reg {
+                    set.flat.staging.push(Staged {
+                        path: lp(),
+                        size: st.size,
+                        mtime_s: st.mtime_s,
+                        rank: Some(n.worker),
+                    });
+                } else {
+                    stray(loose, lp(), &st);
+                }
+            }
+            GdsKind::Data => {
+                if leaf
+                    .as_bytes()
+                    .ends_with(grammar::GDS_DATA_SUFFIXES[1].as_bytes())
+                {
+                    set.weka = true;
+                }
+                set.flat.blocks.push(key, (n.worker, st.size, state));
+                if state == State::Regular {
+                    let head = read_head(dir.as_fd(), leaf, &lp(), false, c)?;
+                    set.headers.insert((key, n.worker), head);
+                }
+            }
+            GdsKind::Sidecar => {
+                let head = if state == State::Regular {
+                    Some(read_head(dir.as_fd(), leaf, &lp(), true, c)?)
+                } else {
+                    None
+                };
+                set.sidecars.insert((key, n.worker), (state, head));
+            }
+        }
+        Ok(())
     }
 
     /// `<base>/`: config.json, vLLM's probe files, nothing else.
@@ -881,6 +1124,7 @@ fn named(path: &Path) -> Result<Option<(PathBuf, Vec<u8>)>, Failure> {
 pub fn walk(
     paths: &[PathBuf],
     choice: Choice,
+    sg_models: &[Vec<u8>],
     threads: usize,
     progress: Option<&AtomicU64>,
 ) -> Result<Scan, Failure> {
@@ -891,6 +1135,10 @@ pub fn walk(
     };
     let mut w = Walker {
         choice,
+        sg_models: sg_models
+            .iter()
+            .map(|m| grammar::sglang_model_text(m))
+            .collect(),
         c: &counters,
         scan: Scan::default(),
         ns_index: BTreeMap::new(),

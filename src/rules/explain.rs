@@ -672,10 +672,13 @@ pub fn explain(code: Code) -> Explanation {
         ),
         KV314 => (
             "The evidence cannot settle which producer wrote a namespace or what a name means \
-                (llm-d's config.json and vLLM 0.22.0's are identical; a name with @ in a field). \
-                Only the checks every reading satisfies are made.",
+                (llm-d's config.json and vLLM 0.22.0's are identical; a name with @ in a field; an \
+                SGLang name whose served model name may end in _<digits>, or of a model no \
+                --model names). Only the checks every reading satisfies are made; SGLang names \
+                that parse more than one way are listed, not judged.",
             "The config.json key set and the rank directories present; the name's fields.",
-            "rerun with --producer naming the engine that wrote it",
+            "rerun with --producer naming the engine that wrote it (SGLang: --model with the \
+                served model name)",
             "",
         ),
         KV315 => (
@@ -746,6 +749,46 @@ pub fn explain(code: Code) -> Explanation {
                 LMCache v0 names and unmerged .pt.meta sidecars (recognised, not judged).",
             "The directory shape and names.",
             "remove it once no engine of that version runs",
+            "",
+        ),
+        KV350 => (
+            "An SGLang HiCache directory holds an MLA set and a tensor-parallel set of the same \
+                served model text: an MLA deployment's rank 0 owns the suffix _<model>_0_<tp> for \
+                eviction, which is also the tensor-parallel set's rank-0 suffix, so with \
+                max_size or min_free_space set it may evict the other deployment's files.",
+            "The model text, pipeline and attention-CP parts of the two sets' suffixes.",
+            "give the deployments distinct served model names or storage directories",
+            "",
+        ),
+        KV351 => (
+            "An LMCache GDS data file has no .metadata sidecar: the writer was killed between \
+                renaming the data file and writing its sidecar. The engine's start-up scan reads \
+                only sidecars, so after a restart the chunk is invisible.",
+            "The <data>.metadata beside each data file.",
+            "remove the data file (the engine recomputes the chunk)",
+            "",
+        ),
+        KV352 => (
+            "An LMCache GDS sidecar has no data file: the start-up scan registers the chunk from \
+                the sidecar, and the load then fails.",
+            "The data file beside each <data>.metadata.",
+            "remove the sidecar",
+            "",
+        ),
+        KV353 => (
+            "An LMCache GDS sidecar differs from its data file's 4096-byte header: the engine \
+                believes the sidecar (shape, dtype, byte count) and never reads the header.",
+            "The sidecar's bytes against the data file's first 4096 bytes.",
+            "remove the data file and its sidecar (the engine recomputes the chunk)",
+            "",
+        ),
+        KV354 => (
+            "An LMCache GDS header (a data file's first 4096 bytes, or its sidecar) is not one \
+                LMCache writes: the length word is not 4088, the JSON does not parse, the dtype \
+                or offsets disagree with the shape, or lmcache_version is not \"1\" (the engine \
+                skips such a sidecar at start-up and fails on other errors).",
+            "The length word, the JSON's dtype, shape, data_offsets, fmt and lmcache_version.",
+            "remove the data file and its sidecar (the engine recomputes the chunk)",
             "",
         ),
     };

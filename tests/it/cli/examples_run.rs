@@ -568,6 +568,12 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         block (exit 1)",
         Status(1),
     ),
+    (
+        "docs/runbook.md",
+        "kvcr offload fixtures/offload/sglang-missing-rank/root --model m_7   # a fixture: a page \
+        lacks stage 1's TP rank 0 (exit 1)",
+        Status(1),
+    ),
 ];
 
 /// README blocks run by other suites (the multi-node recipes need launchers

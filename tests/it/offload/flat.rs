@@ -125,7 +125,7 @@ fn lmcache_local_disk_sets_legacy_and_ambiguous_names() {
 }
 
 #[test]
-fn sglang_files_are_recognised_not_judged() {
+fn sglang_files_without_a_model_are_ambiguous_not_judged() {
     let d = tempfile::tempdir().unwrap();
     write(d.path(), &format!("{}_org-Model-7B_1_2.bin", hash(0)), 10);
     write(d.path(), ".0123456789abcdef0123456789abcdef.tmp", 0);

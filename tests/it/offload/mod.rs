@@ -6,10 +6,13 @@
 mod family;
 mod fixtures;
 mod flat;
+pub mod gds;
 pub mod kit;
 mod nested;
 mod output;
 mod real;
+mod real_lmsg;
+mod sglang;
 mod side_effects;
 mod walk;
 
@@ -41,6 +44,16 @@ pub fn offload(paths: &[&Path], args: &[&str]) -> (i32, Value) {
     assert!(errors.is_empty(), "schema: {errors:?}\n{v:#}");
     assert_eq!(v["exit_status"], status, "{v:#}");
     (status, v)
+}
+
+/// A fixture case's `args` (cases.json, real/expect.json).
+pub fn args_of(c: &Value) -> Vec<&str> {
+    c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect()
 }
 
 /// The one set of `v` whose producer is `producer`.

@@ -1,6 +1,6 @@
 //! Never a side effect (docs/format.md §15.3): every entry's bytes, size,
 //! atime, mtime and ctime unchanged after a run, and under strace no data
-//! file opened, nothing written but stdout and stderr, nothing created,
+//! file opened but LMCache GDS headers, nothing written but stdout and stderr, nothing created,
 //! removed, renamed, truncated, locked or re-timed, every directory opened
 //! with O_NOFOLLOW and O_NOATIME.
 
@@ -80,6 +80,11 @@ fn tree(root: &Path) {
     std::os::unix::fs::symlink("/etc/hostname", link).unwrap();
     std::fs::write(root.join(mp_name("m", 2, 0, 0, 0, None)), b"x").unwrap();
     std::fs::write(root.join("foreign.txt"), b"x").unwrap();
+    // LMCache GDS: data files and sidecars are opened for their 4096-byte
+    // headers, never anything else.
+    for w in 0..2 {
+        super::gds::chunk(root, "g", 2, w, -0x168c883837dc43ef, w == 0);
+    }
     // llm-d <= v0.8.1's nested layout, and a foreign tree the search for
     // it looks into (names only) and leaves.
     for r in 0..2 {
@@ -248,7 +253,15 @@ fn under_strace_only_directories_and_config_json_are_opened() {
             }
             opened += 1;
             assert!(line.contains("O_NOFOLLOW"), "{line}");
-            if name != "config.json" && name != "." {
+            let header = name.ends_with(".kvcache.safetensors")
+                || name.ends_with(".kvcache.safetensors.metadata");
+            if header {
+                assert!(
+                    line.contains("O_RDONLY") && line.contains("O_NONBLOCK"),
+                    "{line}"
+                );
+            }
+            if name != "config.json" && name != "." && !header {
                 assert!(line.contains("O_DIRECTORY"), "a file opened: {line}");
             }
             assert!(
