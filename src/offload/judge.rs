@@ -141,57 +141,10 @@ fn flat(
         Expect::Option(e, o) => (e, o, None),
         Expect::PerFile(f, o) => (None, o, Some(f)),
     };
-    if world > FLAT_WORLD_MAX {
-        // Never enumerate a world a name claims without bound.
-        set.blocks.total = fs.blocks.keys().count() as u64;
-        set.blocks.damaged = set.blocks.total;
-        set.findings.push(Finding::reject(
-            Code::KV310,
-            format!(
-                "the names claim a world of {world} ranks, over the {FLAT_WORLD_MAX} kvcr \
-                    enumerates: no deployment writes this; not judged further"
-            ),
-        ));
+    if !ranks(&mut set, &fs, world) {
         return set;
     }
-    set.ranks_expected = Some((0..world).collect());
-    let present: BTreeSet<u32> = fs.blocks.values().flatten().map(|(r, _, _)| *r).collect();
-    set.ranks_present = present.into_iter().collect();
-    if !fs.out_of_range.is_empty() {
-        let (p, r) = fs.out_of_range.items[0].clone();
-        set.findings.push(
-            Finding::reject(
-                Code::KV310,
-                format!(
-                    "{} at or above the world size {world} (first: {p}, rank {r}): no engine of \
-                        this set reads them",
-                    plural(
-                        fs.out_of_range.count,
-                        "file has a rank",
-                        "files have a rank"
-                    )
-                ),
-            )
-            .at(p),
-        );
-    }
-    // Per rank: the full size (geometry, or the rank's most common size).
-    let mut per_rank: HashMap<u32, Vec<u64>> = HashMap::new();
-    for v in fs.blocks.values() {
-        for (r, s, st) in v {
-            if *st == State::Regular {
-                per_rank.entry(*r).or_default().push(*s);
-            }
-        }
-    }
-    let full_of_rank: HashMap<u32, u64> = per_rank
-        .iter()
-        .filter_map(|(r, v)| {
-            expected
-                .or_else(|| mode(v.iter().copied()))
-                .map(|m| (*r, m))
-        })
-        .collect();
+    let full_of_rank = full_of_rank(&fs, expected);
     let full = |k: &Key, r: u32| match per_file {
         Some(f) => f(k, r),
         None => full_of_rank.get(&r).copied(),
@@ -284,6 +237,68 @@ fn flat(
     };
     loose_findings(&mut set, loose, now_s, "of this set");
     set
+}
+
+/// The set's expected and present ranks, and KV310 for files at or above
+/// the world size; false (the set judged damaged whole) for a world over
+/// [`FLAT_WORLD_MAX`], which kvcr never enumerates.
+fn ranks(set: &mut Set, fs: &FlatSet, world: u32) -> bool {
+    if world > FLAT_WORLD_MAX {
+        // Never enumerate a world a name claims without bound.
+        set.blocks.total = fs.blocks.keys().count() as u64;
+        set.blocks.damaged = set.blocks.total;
+        set.findings.push(Finding::reject(
+            Code::KV310,
+            format!(
+                "the names claim a world of {world} ranks, over the {FLAT_WORLD_MAX} kvcr \
+                    enumerates: no deployment writes this; not judged further"
+            ),
+        ));
+        return false;
+    }
+    set.ranks_expected = Some((0..world).collect());
+    let present: BTreeSet<u32> = fs.blocks.values().flatten().map(|(r, _, _)| *r).collect();
+    set.ranks_present = present.into_iter().collect();
+    if !fs.out_of_range.is_empty() {
+        let (p, r) = fs.out_of_range.items[0].clone();
+        set.findings.push(
+            Finding::reject(
+                Code::KV310,
+                format!(
+                    "{} at or above the world size {world} (first: {p}, rank {r}): no engine of \
+                        this set reads them",
+                    plural(
+                        fs.out_of_range.count,
+                        "file has a rank",
+                        "files have a rank"
+                    )
+                ),
+            )
+            .at(p),
+        );
+    }
+    true
+}
+
+/// Per rank: the full size of a file (the geometry option's, or the rank's
+/// most common size).
+fn full_of_rank(fs: &FlatSet, expected: Option<u64>) -> HashMap<u32, u64> {
+    let mut per_rank: HashMap<u32, Vec<u64>> = HashMap::new();
+    for v in fs.blocks.values() {
+        for (r, s, st) in v {
+            if *st == State::Regular {
+                per_rank.entry(*r).or_default().push(*s);
+            }
+        }
+    }
+    per_rank
+        .iter()
+        .filter_map(|(r, v)| {
+            expected
+                .or_else(|| mode(v.iter().copied()))
+                .map(|m| (*r, m))
+        })
+        .collect()
 }
 
 /// What one file of a flat producer holds: SGLang a page, LMCache a chunk.
@@ -475,12 +490,15 @@ fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
         now_s,
         &path_of,
     );
-    let mut invalid = Tally::default();
-    let mut missing = Tally::default();
-    let mut mismatch = Tally::default();
-    let mut orphan = Tally::default();
-    let mut links = Tally::default();
-    let mut special = Tally::default();
+    let mut t = SidecarTallies::default();
+    let SidecarTallies {
+        invalid,
+        missing,
+        mismatch,
+        orphan,
+        links,
+        special,
+    } = &mut t;
     let mut bad: BTreeMap<Key, Vec<String>> = BTreeMap::new();
     let mut files: Vec<&(Key, u32)> = headers.keys().collect();
     files.sort_unstable();
@@ -519,8 +537,8 @@ fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
             }
             Some((state, _)) => {
                 let (tally, what) = match state {
-                    State::Special(kind) => (&mut special, format!("a {kind}")),
-                    _ => (&mut links, "a symlink".to_string()),
+                    State::Special(kind) => (&mut *special, format!("a {kind}")),
+                    _ => (&mut *links, "a symlink".to_string()),
                 };
                 tally.add(
                     || format!("{}.metadata", p()),
@@ -545,69 +563,8 @@ fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
             );
         }
     }
-    // A block the size rules passed but whose header or sidecar is wrong is
-    // damaged, not complete.
-    let listed: BTreeSet<String> = set.listed.iter().map(|b| b.key.clone()).collect();
-    for (k, problems) in bad {
-        let key = pt_hash_text(&k);
-        if listed.contains(&key) {
-            continue;
-        }
-        set.blocks.complete = set.blocks.complete.saturating_sub(1);
-        set.blocks.damaged += 1;
-        let present = g
-            .headers
-            .keys()
-            .filter(|(hk, _)| *hk == k)
-            .map(|(_, r)| *r)
-            .collect::<BTreeSet<u32>>()
-            .into_iter()
-            .collect();
-        set.list(ListedBlock {
-            key,
-            group: None,
-            present_ranks: present,
-            missing_ranks: Vec::new(),
-            problem: problems.join("; "),
-            path: path_of(&k, 0),
-        });
-    }
-    invalid.finish(
-        &mut set,
-        Code::KV354,
-        Severity::Reject,
-        "whose 4096-byte header is not one LMCache writes",
-    );
-    missing.finish(
-        &mut set,
-        Code::KV351,
-        Severity::Reject,
-        "without a .metadata sidecar (the engine's start-up scan never sees them)",
-    );
-    mismatch.finish(
-        &mut set,
-        Code::KV353,
-        Severity::Reject,
-        "whose sidecar differs from its data file's header (the engine believes the sidecar)",
-    );
-    orphan.finish(
-        &mut set,
-        Code::KV352,
-        Severity::Reject,
-        "sidecars without their data file (registered at start-up; the load then fails)",
-    );
-    links.finish(
-        &mut set,
-        Code::KV308,
-        Severity::Reject,
-        "symlinked where a sidecar belongs, never followed",
-    );
-    special.finish(
-        &mut set,
-        Code::KV309,
-        Severity::Reject,
-        "special where a sidecar belongs, never opened",
-    );
+    damaged(&mut set, bad, &g.headers, &path_of);
+    t.finish(&mut set);
     if !g.misplaced.is_empty() {
         let (first, want) = g.misplaced.items[0].clone();
         set.findings.push(
@@ -626,6 +583,94 @@ fn gds(id: PtIdent, g: GdsSet, now_s: i64, mixed: bool) -> Set {
         }
     }
     set
+}
+
+/// What an LMCache GDS set's sidecars and headers tally, each its own code.
+#[derive(Default)]
+struct SidecarTallies {
+    invalid: Tally,
+    missing: Tally,
+    mismatch: Tally,
+    orphan: Tally,
+    links: Tally,
+    special: Tally,
+}
+
+impl SidecarTallies {
+    fn finish(self, set: &mut Set) {
+        self.invalid.finish(
+            set,
+            Code::KV354,
+            Severity::Reject,
+            "whose 4096-byte header is not one LMCache writes",
+        );
+        self.missing.finish(
+            set,
+            Code::KV351,
+            Severity::Reject,
+            "without a .metadata sidecar (the engine's start-up scan never sees them)",
+        );
+        self.mismatch.finish(
+            set,
+            Code::KV353,
+            Severity::Reject,
+            "whose sidecar differs from its data file's header (the engine believes the sidecar)",
+        );
+        self.orphan.finish(
+            set,
+            Code::KV352,
+            Severity::Reject,
+            "sidecars without their data file (registered at start-up; the load then fails)",
+        );
+        self.links.finish(
+            set,
+            Code::KV308,
+            Severity::Reject,
+            "symlinked where a sidecar belongs, never followed",
+        );
+        self.special.finish(
+            set,
+            Code::KV309,
+            Severity::Reject,
+            "special where a sidecar belongs, never opened",
+        );
+    }
+}
+
+/// A block the size rules passed but whose header or sidecar is wrong
+/// (`bad`: the problems per key) is damaged, not complete.
+fn damaged(
+    set: &mut Set,
+    bad: BTreeMap<Key, Vec<String>>,
+    headers: &HashMap<(Key, u32), super::scan::GdsHead>,
+    path_of: &dyn Fn(&Key, u32) -> String,
+) {
+    let listed: BTreeSet<String> = set.listed.iter().map(|b| b.key.clone()).collect();
+    // The ranks holding each bad key, in one pass over the headers (not one
+    // pass per bad key).
+    let mut ranks: HashMap<Key, BTreeSet<u32>> = HashMap::new();
+    for (k, r) in headers.keys() {
+        if bad.contains_key(k) {
+            ranks.entry(*k).or_default().insert(*r);
+        }
+    }
+    for (k, problems) in bad {
+        let key = pt_hash_text(&k);
+        if listed.contains(&key) {
+            continue;
+        }
+        set.blocks.complete = set.blocks.complete.saturating_sub(1);
+        set.blocks.damaged += 1;
+        let present = ranks.remove(&k).unwrap_or_default().into_iter().collect();
+        set.list(ListedBlock {
+            key,
+            group: None,
+            present_ranks: present,
+            missing_ranks: Vec::new(),
+            problem: problems.join("; "),
+            path: path_of(&k, 0),
+        });
+    }
 }
 
 fn sg(id: SgIdent, fs: FlatSet, geo: &Geometry, now_s: i64, mixed: bool) -> Set {

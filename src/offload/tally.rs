@@ -417,6 +417,14 @@ pub(super) fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &s
             .at(first),
         );
     }
+    ambiguity_findings(set, &loose);
+    set.staging.merge(loose.staging);
+    set.foreign.merge(loose.foreign);
+}
+
+/// KV314: the loose names that parse more than one way, or name a served
+/// model no --model names.
+fn ambiguity_findings(set: &mut Set, loose: &Loose) {
     if !loose.sglang.is_empty() {
         let first = loose.sglang.items[0].clone();
         set.findings.push(
@@ -463,8 +471,6 @@ pub(super) fn loose_findings(set: &mut Set, loose: Loose, now_s: i64, where_: &s
             .at(first),
         );
     }
-    set.staging.merge(loose.staging);
-    set.foreign.merge(loose.foreign);
 }
 
 pub(super) fn push_state(set: &mut Set, s: State, path: &str, what: &str) {
