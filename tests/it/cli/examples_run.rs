@@ -102,6 +102,18 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
     ),
     (
         "docs/bench.md",
+        "BENCH_DIR=/tmp/b KVCR=target/release/kvcr THREADS=1 ROUNDS=3 benches/offload.sh \
+        1000000 mp",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "docs/bench.md",
+        "BENCH_DIR=/tmp/b KVCR=target/release/kvcr THREADS=2 ROUNDS=3 benches/offload.sh \
+        1000000 mp",
+        Skip("a benchmark (docs/bench.md)"),
+    ),
+    (
+        "docs/bench.md",
         "(cd python && maturin develop --release --locked) && pip install \
         pytest",
         Skip("builds or installs the Python package (.ci/run does, in a fresh venv)"),
