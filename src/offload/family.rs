@@ -5,7 +5,7 @@
 use super::canon::{canonical, Canonical, CONFIG_MAX_BYTES};
 use super::grammar::Key;
 use super::scan::{BlockFile, Config, Loose, NsScan, RankScan, State};
-use super::set::{Choice, Geometry, Set};
+use super::set::{Choice, Geometry, Set, FLAT_WORLD_MAX};
 use super::tally::Wording;
 use super::tally::{loose_findings, mode, push_state, ranks_text, BlockCheck, SizeIs, Tallies};
 use crate::format::finding::{Code, Finding};
@@ -64,11 +64,33 @@ pub(super) fn family(ns: NsScan, choice: Choice, geo: &Geometry, now_s: i64) -> 
     // Which rank directories belong to the set.
     let expected: Option<Vec<u32>> = match fam {
         Fam::Vllm | Fam::LlmdOr022 => Some(vec![0]),
-        Fam::Llmd => match world.filter(|&w| w > 0 && w <= 1 << 20) {
-            Some(w) => Some((0..w as u32).collect()),
-            // Without config.json: the ranks present, 0 to the highest.
-            None => ns.ranks.keys().next_back().map(|&m| (0..=m).collect()),
-        },
+        Fam::Llmd => {
+            // config.json's tp·pp·pcp, or without it the ranks present, 0
+            // to the highest; never enumerated past FLAT_WORLD_MAX.
+            let from_config = world.filter(|&w| w > 0);
+            let claimed =
+                from_config.or_else(|| ns.ranks.keys().next_back().map(|&m| u64::from(m) + 1));
+            match claimed {
+                Some(w) if w > u64::from(FLAT_WORLD_MAX) => {
+                    let whose = if from_config.is_some() {
+                        "config.json's tp_size·pp_size·pcp_size claims"
+                    } else {
+                        "the rank directories claim"
+                    };
+                    set.findings.push(Finding::reject(
+                        Code::KV310,
+                        format!(
+                            "{whose} a world of {w} ranks, over the {FLAT_WORLD_MAX} kvcr \
+                                enumerates: no deployment writes this; no rank is expected, \
+                                so a missing rank is not looked for"
+                        ),
+                    ));
+                    None
+                }
+                Some(w) => Some((0..w as u32).collect()),
+                None => None,
+            }
+        }
         Fam::Unknown => None,
     };
     let rank_base = format!("{}/{}", ns.root, base_text);

@@ -29,10 +29,7 @@ pub struct Options {
     pub sglang_models: Vec<Vec<u8>>,
 }
 
-/// The largest world a flat set's names may claim before kvcr refuses to
-/// enumerate its ranks (LMCache MP packs at most 255; no deployment of one
-/// set reaches this).
-pub const FLAT_WORLD_MAX: u32 = 4096;
+pub use super::set::FLAT_WORLD_MAX;
 
 /// A finished run.
 #[derive(Clone, Debug)]

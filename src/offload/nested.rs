@@ -11,7 +11,7 @@
 
 use super::grammar::{decimal, Key, MAX_HASH_BYTES};
 use super::scan::{NestedScan, State};
-use super::set::Set;
+use super::set::{Set, FLAT_WORLD_MAX};
 use super::tally::{loose_findings, mode, ranks_text, BlockCheck, SizeIs, Tallies, Wording};
 use crate::format::finding::{Code, Finding};
 use serde_json::json;
@@ -142,8 +142,10 @@ pub fn judge(mut ns: NestedScan, now_s: i64) -> Set {
         ("pcp_size".into(), json!(ns.pcp)),
         ("dtype".into(), json!(dtype)),
     ]);
-    let world = (ns.tp as u64) * (ns.pp as u64) * (ns.pcp as u64);
-    let expected: Vec<u32> = (0..world.min(1 << 20) as u32).collect();
+    let world = u64::from(ns.tp)
+        .saturating_mul(u64::from(ns.pp))
+        .saturating_mul(u64::from(ns.pcp));
+    let expected = expected_ranks(&mut set, world);
     set.ranks_expected = Some(expected.clone());
     let mut loose = std::mem::take(&mut ns.loose);
     let out: Vec<u32> = ns
@@ -262,6 +264,23 @@ pub fn judge(mut ns: NestedScan, now_s: i64) -> Set {
     );
     loose_findings(&mut set, loose, now_s, "in the set");
     set
+}
+
+/// Every rank of tp·pp·pcp = `world`; beyond `FLAT_WORLD_MAX`, KV310 and
+/// none (never enumerated).
+fn expected_ranks(set: &mut Set, world: u64) -> Vec<u32> {
+    if world > u64::from(FLAT_WORLD_MAX) {
+        set.findings.push(Finding::reject(
+            Code::KV310,
+            format!(
+                "tp·pp·pcp = {world} ranks, over the {FLAT_WORLD_MAX} kvcr enumerates: no \
+                    deployment writes this; no rank is expected, so a missing rank is not \
+                    looked for"
+            ),
+        ));
+        return Vec::new();
+    }
+    (0..world as u32).collect()
 }
 
 #[cfg(test)]

@@ -254,15 +254,21 @@ impl SgIdent {
             cp_size,
             dcp: t.dcp.map(|d| SgDcp { rank: 0, ..d }),
         };
-        let rank = (pp_rank as u64 * cp_size as u64 + cp_rank as u64) * inner_size as u64
-            + inner_rank as u64;
-        (id, rank.min(u32::MAX as u64) as u32)
+        // In u128: three u32 factors and two u32 terms cannot overflow it.
+        let rank = (u128::from(pp_rank) * u128::from(cp_size) + u128::from(cp_rank))
+            * u128::from(inner_size)
+            + u128::from(inner_rank);
+        (id, rank.min(u128::from(u32::MAX)) as u32)
     }
 
     /// The files one page needs: TP (or DCP) ranks × CP ranks × stages.
     pub fn world(&self) -> u64 {
         let inner = self.tp_size.or(self.dcp.map(|d| d.size)).unwrap_or(1);
-        inner as u64 * self.cp_size as u64 * self.pp_size as u64
+        // Saturating: a crafted name's three u32 sizes may exceed u64; any
+        // world that large is over FLAT_WORLD_MAX and not enumerated.
+        u64::from(inner)
+            .saturating_mul(u64::from(self.cp_size))
+            .saturating_mul(u64::from(self.pp_size))
     }
 
     /// The suffix tail of `rank` (the inverse of [`SgIdent::of`]).

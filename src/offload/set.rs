@@ -10,6 +10,12 @@ use std::collections::BTreeMap;
 /// The most incomplete or damaged blocks the document lists per set.
 pub const LIST_CAP: usize = 10_000;
 
+/// The largest world a set's names, directories or `config.json` may claim
+/// before kvcr refuses to enumerate its ranks (LMCache MP packs at most 255;
+/// no deployment of one set reaches this): beyond it the claim is KV310 and
+/// no rank is expected, so nothing is allocated per claimed rank.
+pub const FLAT_WORLD_MAX: u32 = 4096;
+
 /// Which producer's reading `--producer` asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Choice {

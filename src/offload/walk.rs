@@ -645,7 +645,9 @@ impl Walker<'_> {
         {
             return self.gds_dir(root_path, fd, name, &p(), loose);
         }
-        if st.kind != Kind::Dir && self.flat(root_path, b, &p, &st, loose) {
+        // A directory under a block's name is that block, not a foreign
+        // entry: KV309 (docs/format.md §15.2), through `state_of`.
+        if self.flat(root_path, b, &p, &st, loose) {
             return Ok(());
         }
         // llm-d <= v0.8.1's nested layout (src/offload/nested.rs).
@@ -861,11 +863,9 @@ impl Walker<'_> {
         dir_path: &str,
         loose: &mut Loose,
     ) -> Result<(), Failure> {
+        // A directory under a data file's or sidecar's name is judged as that
+        // file (KV309 through `state_of`), never walked.
         let lp = || format!("{dir_path}/{}", lossy(leaf));
-        if st.kind == Kind::Dir {
-            stray(loose, lp(), &st);
-            return Ok(());
-        }
         let parsed = grammar::gds_name(leaf.as_bytes()).and_then(|(kind, q)| {
             let mut text = grammar::unquote(q)?;
             text.extend_from_slice(b".pt");
@@ -1076,6 +1076,16 @@ fn bucket(job: &Job, c: &Counters<'_>) -> Result<RankScan, Failure> {
 }
 
 /// What a PATH on the command line is.
+/// `path` without its trailing slashes (`/` itself stays `/`).
+fn without_trailing_slashes(path: &Path) -> PathBuf {
+    let b = path.as_os_str().as_bytes();
+    let end = b
+        .iter()
+        .rposition(|&c| c != b'/')
+        .map_or(b.len().min(1), |i| i + 1);
+    PathBuf::from(OsStr::from_bytes(&b[..end]))
+}
+
 fn named(path: &Path) -> Result<Option<(PathBuf, Vec<u8>)>, Failure> {
     let display = path.display().to_string();
     match lstat_at(CWD, path.as_os_str()) {
@@ -1149,6 +1159,9 @@ pub fn walk(
     };
     let mut seen = std::collections::BTreeSet::new();
     for p in paths {
+        // `lnk/` names what the link points to (the kernel follows a link
+        // before a trailing slash, O_NOFOLLOW or not): judged as `lnk`.
+        let p = &without_trailing_slashes(p);
         match named(p)? {
             Some((parent, base)) => {
                 if seen.insert((parent.clone(), Some(base.clone()))) {

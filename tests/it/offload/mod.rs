@@ -3,6 +3,7 @@
 //! code with its verdict, headline and exit status, the report's schema,
 //! the printers, and the side-effect rules under strace.
 
+mod crafted;
 mod family;
 mod fixtures;
 mod flat;
