@@ -7,6 +7,7 @@
 //! (errors.rs).
 
 mod errors;
+mod objects;
 
 use errors::{raise, usage};
 use kvcr_audit::api::{self, Error, Profile};
@@ -120,15 +121,13 @@ fn audit(
     })
 }
 
-/// The document as Python objects (dicts, lists, str, int, bool, None):
-/// what `json.loads` of its JSON text gives, built directly from the value
-/// that text is written from (`kvcr_audit::api::Structured`), so nothing is
-/// rendered or parsed back (python/tests/test_parity.py and test_gate.py
-/// hold the two equal on every fixture). A failure here is kvcr's own (the
+/// The document as Python objects (objects.rs): what `json.loads` of its
+/// JSON text gives, built directly from the value that text is written
+/// from (`kvcr_audit::api::Structured`). A failure here is kvcr's own (the
 /// wire types hold only what JSON holds): an internal error, exit 70, as a
 /// panic is.
 fn objects<'py>(py: Python<'py>, d: &api::Structured) -> PyResult<Bound<'py, PyAny>> {
-    pythonize::pythonize(py, d).map_err(|e| {
+    objects::build(py, d).map_err(|e| {
         raise(Error::Other {
             message: format!("internal error: cannot build the document: {e}"),
             status: 70,
