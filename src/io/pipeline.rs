@@ -256,8 +256,10 @@ struct Queue {
 
 impl Shared {
     /// Adds a batch whose descriptors are numbered below `descriptors`;
-    /// returns how many batches are waiting now.
-    fn push(&self, batch: Batch, descriptors: usize) -> usize {
+    /// returns how many batches are waiting now. `helpers`: whether a
+    /// helper thread was started, so one may be waiting to be woken (a
+    /// wake-up is a system call even when nobody waits).
+    fn push(&self, batch: Batch, descriptors: usize, helpers: bool) -> usize {
         {
             let mut slots = lock(&self.slots);
             if slots.len() < descriptors {
@@ -269,7 +271,9 @@ impl Shared {
             q.batches.push_back(batch);
             q.batches.len()
         };
-        self.ready.notify_one();
+        if helpers {
+            self.ready.notify_one();
+        }
         waiting
     }
 
@@ -291,14 +295,17 @@ impl Shared {
         }
     }
 
-    fn close(&self, drop_waiting: bool) {
+    /// No more batches; `helpers` as for [`Shared::push`].
+    fn close(&self, drop_waiting: bool, helpers: bool) {
         let mut q = lock(&self.queue);
         if drop_waiting {
             q.batches.clear();
         }
         q.closed = true;
         drop(q);
-        self.ready.notify_all();
+        if helpers {
+            self.ready.notify_all();
+        }
     }
 }
 
@@ -375,7 +382,9 @@ fn parallel(
                     descriptors += 1;
                     if batch.len() == BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-                        let waiting = shared.push(full, descriptors);
+                        // The helpers start after the first push: they
+                        // find it queued, none waits for it yet.
+                        let waiting = shared.push(full, descriptors, !helpers.is_empty());
                         if threads == 0 {
                             threads = cpus();
                         }
@@ -402,10 +411,10 @@ fn parallel(
             seq += 1;
         });
         if !batch.is_empty() {
-            shared.push(batch, descriptors);
+            shared.push(batch, descriptors, !helpers.is_empty());
         }
         // On failure the run cannot happen: drop what is queued.
-        shared.close(walked.is_err());
+        shared.close(walked.is_err(), !helpers.is_empty());
         while let Some(b) = shared.pop() {
             me.read(b, shared);
         }

@@ -156,18 +156,55 @@ pub fn open(
     Ok((file.take(max.saturating_add(1)), st))
 }
 
-/// [`open`], then the whole file: at most `max` bytes.
+/// [`open`], then the whole file: at most `max` bytes, in one `read(2)`
+/// when it still has the size it was classified with ([`read_sized`]).
 pub fn read(path: &Path, links: Links, max: u64) -> Result<(Vec<u8>, rustix::fs::Stat), NotRead> {
-    let (mut file, st) = open(path, links, max)?;
-    // Room for the stated size and one byte more: the bytes come in one
-    // read and the end in a second, not in reads doubling from 32 bytes.
-    let stated = u64::try_from(st.st_size).unwrap_or(0).min(max);
-    let mut bytes = Vec::with_capacity(usize::try_from(stated).unwrap_or(0).saturating_add(1));
-    file.read_to_end(&mut bytes).map_err(NotRead::Io)?;
+    let (file, st) = open(path, links, max)?;
+    let mut bytes = Vec::new();
+    let stated = u64::try_from(st.st_size).unwrap_or(0);
+    read_sized(
+        &mut file.into_inner(),
+        &mut bytes,
+        stated,
+        max.saturating_add(1),
+    )
+    .map_err(NotRead::Io)?;
     if bytes.len() as u64 > max {
         return Err(NotRead::TooLarge { max });
     }
     Ok((bytes, st))
+}
+
+/// Reads `file`, a regular file whose size `size` was just taken from it,
+/// from where it stands to its end into `buf` (cleared first), at most
+/// `cap` bytes (`cap` ≥ 1, and as much as the caller would hold in memory:
+/// `size` is trusted only below it; a caller bounding a file at `max` bytes
+/// passes `max + 1` and refuses more than `max`). It asks for `size + 1` bytes in
+/// one `read(2)`: a short read of exactly `size` bytes is the end of the
+/// file (a regular file reads short only at its end), so no second read is
+/// needed to see it. Anything else (the file grew or shrank, a short read
+/// elsewhere) goes on reading to the end, up to `cap`, as `read_to_end`
+/// does. The inventory's reader and this module's [`read`] both read so.
+pub fn read_sized(file: &mut File, buf: &mut Vec<u8>, size: u64, cap: u64) -> std::io::Result<()> {
+    buf.clear();
+    let cap_len = usize::try_from(cap).unwrap_or(usize::MAX);
+    let want = usize::try_from(size)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1)
+        .min(cap_len);
+    buf.reserve_exact(want);
+    let spare = buf.spare_capacity_mut().len().min(cap_len);
+    // Into the spare capacity, which a reused buffer may hold beyond `cap`:
+    // what is read past `cap` is dropped below.
+    let n = rustix::io::retry_on_intr(|| {
+        rustix::io::read(&*file, rustix::buffer::spare_capacity(&mut *buf))
+    })?;
+    if !(n == 0 || (n as u64 == size && n < spare)) {
+        let left = cap.saturating_sub(n as u64);
+        file.take(left).read_to_end(buf)?;
+    }
+    buf.truncate(cap_len);
+    Ok(())
 }
 
 /// [`read`] of an operator's path (links followed), as an `io::Error`.
@@ -238,5 +275,34 @@ mod tests {
         assert!(bytes.len() > 100);
         let e = super::read(status, super::Links::Follow, 100).unwrap_err();
         assert!(matches!(e, super::NotRead::TooLarge { max: 100 }), "{e}");
+    }
+
+    /// `read_sized` reads the whole file whatever the size it is told (the
+    /// file changed since its stat), never more than `cap` bytes, and from
+    /// where the file stands.
+    #[test]
+    fn read_sized_is_read_to_end_up_to_the_cap() {
+        use std::io::{Seek, SeekFrom};
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let mut buf = b"stale".to_vec();
+        for size in [0, 1, 4999, 5000, 5001, 1 << 20, u64::MAX] {
+            for cap in [1u64, 100, 4999, 5000, 5001, 1 << 20] {
+                let mut f = std::fs::File::open(&p).unwrap();
+                super::read_sized(&mut f, &mut buf, size, cap).unwrap();
+                let want = &data[..data.len().min(cap as usize)];
+                assert_eq!(buf, want, "size {size} cap {cap}");
+            }
+        }
+        let mut f = std::fs::File::open(&p).unwrap();
+        f.seek(SeekFrom::Start(4000)).unwrap();
+        super::read_sized(&mut f, &mut buf, 5000, 1 << 20).unwrap();
+        assert_eq!(buf, &data[4000..]);
+        std::fs::write(&p, b"").unwrap();
+        let mut f = std::fs::File::open(&p).unwrap();
+        super::read_sized(&mut f, &mut buf, 0, 10).unwrap();
+        assert!(buf.is_empty());
     }
 }

@@ -441,23 +441,9 @@ pub fn read_capped(file: &mut File, buf: &mut Vec<u8>) -> std::io::Result<()> {
 }
 
 /// `read_capped` for a regular file whose size `size` was just taken from
-/// its open fd: one `read(2)` in the common case instead of two. It asks for
-/// more than `size` bytes; a short read of exactly `size` bytes is the end
-/// of the file (a regular file reads short only at its end), so no second
-/// read is needed to see it. Anything else (the file grew or shrank, a
-/// short read elsewhere) goes on reading to the end as `read_capped` does.
+/// its open fd: one `read(2)` in the common case instead of two
+/// ([`crate::io::safe_file::read_sized`], the rule every file kvcr reads
+/// whole keeps).
 pub fn read_sized(file: &mut File, buf: &mut Vec<u8>, size: u64) -> std::io::Result<()> {
-    buf.clear();
-    let want = size.min(MAX_FILE_BYTES) as usize + 1;
-    buf.reserve_exact(want);
-    let asked = buf.capacity().min(MAX_FILE_BYTES as usize + 1);
-    let n = rustix::io::retry_on_intr(|| {
-        rustix::io::read(&*file, rustix::buffer::spare_capacity(&mut *buf))
-    })?;
-    if n == 0 || (n as u64 == size && n < asked) {
-        return Ok(());
-    }
-    let left = (MAX_FILE_BYTES + 1).saturating_sub(n as u64);
-    file.take(left).read_to_end(buf)?;
-    Ok(())
+    crate::io::safe_file::read_sized(file, buf, size, MAX_FILE_BYTES + 1)
 }
