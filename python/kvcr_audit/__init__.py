@@ -25,6 +25,7 @@ import logging as _logging
 import operator as _operator
 import os as _os
 import pathlib as _pathlib
+import sys as _sys
 import uuid as _uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -66,6 +67,13 @@ _MAX_WORLD_SIZE = 4096
 _HUGE = 10**4300
 
 _log = _logging.getLogger("kvcr_audit")
+
+# How os.fsencode encodes a str path (it takes them once, at import, too).
+_FS_ENCODING = _sys.getfilesystemencoding()
+_FS_ERRORS = _sys.getfilesystemencodeerrors()
+# Path types that are never a mapping: a profile of one of these exact types
+# is a path without asking the Mapping ABC (docs/bench.md, issue #39 §3).
+_PLAIN_PATHS = frozenset((str, bytes, _pathlib.PosixPath, _pathlib.PurePosixPath))
 
 
 def _notes(notes: Sequence[str]) -> None:
@@ -135,7 +143,9 @@ def _path(name: str, p: Any) -> bytes:
     if isinstance(p, bytes):
         return p
     try:
-        return _os.fsencode(_os.fspath(p))
+        # os.fsencode(os.fspath(p)), one call shorter.
+        s = _os.fspath(p)
+        return s.encode(_FS_ENCODING, _FS_ERRORS) if isinstance(s, str) else s
     except TypeError:
         raise UsageError(
             "%s=: expected a str, bytes or os.PathLike path, found %s" % (name, type(p).__name__)
@@ -256,6 +266,8 @@ def _json_text(what: str, obj: Any) -> bytes:
 def _profile_args(profile: Any) -> Tuple[Optional[bytes], Optional[bytes]]:
     if profile is None:
         return None, None
+    if type(profile) in _PLAIN_PATHS:
+        return _path("profile", profile), None
     if isinstance(profile, Mapping):
         huge = _huge_int(profile)
         if huge is not None:
@@ -311,6 +323,8 @@ def _age(name: str, v: Any, optional: bool = True) -> Optional[int]:
         if optional:
             return None
         raise UsageError("%s=: expected seconds or a duration such as \"5m\", found None" % name)
+    if type(v) is int and 0 <= v <= _I63_MAX:
+        return v
     if isinstance(v, str):
         return int(_native.parse_age(name, _text(name, v)))
     return _int_option(name, v)

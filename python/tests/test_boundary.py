@@ -378,3 +378,53 @@ def test_write_rank_refuses_what_examine_rejects(tmp_path: Path) -> None:
                 f(d)
             assert e.value.code == code, e.value.message
         assert list(tmp_path.iterdir()) == []
+
+
+# ---- The package's short paths decide as its general ones -------------------
+
+def test_every_spelling_of_a_profile_path_and_an_age_gives_the_same_plan(tmp_path: Path) -> None:
+    """A profile given as str, bytes, Path, PurePosixPath, a Path subclass
+    or any os.PathLike (returning str or bytes) is the same file; an age of
+    exact int type, an int subclass or an __index__ object is the same
+    number, and a bool is none (the exact types take a shorter route through
+    the package's checks, docs/bench.md, issue #39 §3)."""
+    import pathlib
+
+    root = inventory(tmp_path / "inv", 4)
+    node = facts(tmp_path / "facts.json", 4)
+    prof = tmp_path / "profile.json"
+    prof.write_text(json.dumps(profile(world=4)))
+
+    class Sub(type(prof)):  # type: ignore[misc,valid-type]
+        pass
+
+    class Like:
+        def __init__(self, p: Any) -> None:
+            self.p = p
+
+        def __fspath__(self) -> Any:
+            return self.p
+
+    class Index:
+        def __index__(self) -> int:
+            return 300
+
+    class IntSub(int):
+        pass
+
+    def plan(p: Any, age: Any = 300) -> Dict[str, Any]:
+        d = kvcr_audit.gate(root, profile=p, node_facts=node, max_report_age=age)
+        d.pop("generated_unix_ms")
+        return d
+
+    want = plan(prof)
+    spellings = [str(prof), bytes(prof), pathlib.PurePosixPath(prof), Sub(prof), Like(str(prof)),
+                 Like(bytes(prof))]
+    for p in spellings:
+        assert plan(p) == want, p
+    for age in (IntSub(300), Index(), 0, 2**63 - 1, "5m"):
+        assert plan(prof, age) == want, age
+    for bad in (True, False, -1, 2**63):
+        usage(lambda: plan(prof, bad), "max_report_age=")
+    usage(lambda: plan(Like(1)), "profile=")
+    usage(lambda: plan(Like("\udc80\ud800")), "profile=")
