@@ -38,19 +38,19 @@ pub(crate) const REBOOTED: &str = "the node rebooted since (KV108)";
 
 pub(crate) fn check(rows: &mut [Row], node: &NodeFacts) {
     for row in rows.iter_mut() {
-        let Some(d) = row.desc().cloned() else {
-            continue;
-        };
-        hostname(row, &d, node);
-        let foreign = foreign(node, &d);
-        if foreign {
-            skipped(row, "writer", FOREIGN);
-            skipped(row, "gpu-present", FOREIGN);
-        } else {
-            writer(row, &d, node);
-            gpu_present(row, &d, &node.gpus);
-        }
-        handle_exposure(row, &d);
+        // The descriptor lent out of its row, not cloned (one per rank).
+        row.with_desc(|row, d| {
+            hostname(row, d, node);
+            let foreign = foreign(node, d);
+            if foreign {
+                skipped(row, "writer", FOREIGN);
+                skipped(row, "gpu-present", FOREIGN);
+            } else {
+                writer(row, d, node);
+                gpu_present(row, d, &node.gpus);
+            }
+            handle_exposure(row, d);
+        });
     }
 }
 

@@ -348,9 +348,25 @@ impl Judgement {
     }
 }
 
+/// Parsed descriptors by raw path bytes: what [`judge_keeping`] hands back.
+pub type Kept = BTreeMap<Vec<u8>, Descriptor>;
+
 /// Judges every group. `files` are entries that never were descriptors
 /// (symlinks, torn, stray, unreadable...), already carrying their findings.
 pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context) -> Judgement {
+    judge_keeping(candidates, files, ctx, None)
+}
+
+/// [`judge`], moving every parsed descriptor it judged into `kept` (by raw
+/// path bytes) once its verdict is made, instead of dropping it: `kvcr
+/// import` and the readiness gate plan from these very descriptors, and a
+/// copy of each made before the judgement would cost a clone per rank.
+pub fn judge_keeping(
+    candidates: Vec<Candidate>,
+    files: Vec<FileVerdict>,
+    ctx: &Context,
+    mut kept: Option<&mut Kept>,
+) -> Judgement {
     let mut files = files;
     let mut by_engine: BTreeMap<EngineId, Vec<Candidate>> = BTreeMap::new();
     let mut unattributed = Vec::new();
@@ -417,14 +433,19 @@ pub fn judge(candidates: Vec<Candidate>, files: Vec<FileVerdict>, ctx: &Context)
     // Rules across groups (one handle, one group; one node per inventory).
     let mut across = across::check(&mut by_engine, ctx);
     if let Some(want) = ctx.expect.engine.as_ref() {
-        by_engine.retain(|e, _| e == want);
+        by_engine.retain(|e, cands| {
+            if e != want {
+                keep(kept.as_deref_mut(), cands.drain(..));
+            }
+            e == want
+        });
     }
     let descriptors: usize = by_engine.values().map(Vec::len).sum();
     let mut groups: Vec<GroupVerdict> = by_engine
         .into_iter()
         .map(|(engine, cands)| {
             let extra = across.remove(&engine).unwrap_or_default();
-            judge_group(engine, cands, ctx, &hints, extra)
+            judge_group(engine, cands, ctx, &hints, extra, kept.as_deref_mut())
         })
         .collect();
     groups.sort_by(|a, b| a.engine_id.cmp(&b.engine_id));
@@ -526,6 +547,7 @@ fn judge_group(
     ctx: &Context,
     hints: &BTreeMap<u64, Vec<String>>,
     inventory_findings: Vec<Finding>,
+    mut kept: Option<&mut Kept>,
 ) -> GroupVerdict {
     let profile = ctx
         .expect
@@ -598,7 +620,7 @@ fn judge_group(
     // 4. Verdicts.
     let mut ranks_out: Vec<RankVerdict> = rows
         .into_iter()
-        .map(|r| rank_verdict(r, ctx.now_unix_ms))
+        .map(|r| rank_verdict(r, ctx.now_unix_ms, kept.as_deref_mut()))
         .collect();
     // Unknown ranks (None) sort first; ties by raw path bytes.
     ranks_out.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.raw_path.cmp(&b.raw_path)));
@@ -621,7 +643,7 @@ fn judge_group(
     group_findings.extend(inc.notices);
     // Descriptors outside the current incarnation never reject the group,
     // but what is wrong with them is still listed, as notices.
-    group_findings.extend(not_counted(others));
+    group_findings.extend(not_counted(others, kept));
 
     let accepted = world_size.is_some()
         && missing.is_empty()
@@ -659,24 +681,36 @@ fn judge_group(
 }
 
 /// A rank's verdict from its row: rejected when any of its findings
-/// rejects; its age against `now_unix_ms`.
-fn rank_verdict(r: Row, now_unix_ms: u64) -> RankVerdict {
+/// rejects; its age against `now_unix_ms`. The row's descriptor goes to
+/// `kept` when given.
+fn rank_verdict(r: Row, now_unix_ms: u64, kept: Option<&mut Kept>) -> RankVerdict {
     let d = r.cand.descriptor.as_ref();
+    let (incarnation, epoch) = (r.cand.incarnation(), r.cand.epoch());
+    let gpu_uuid = d.map(|d| d.gpu_uuid.to_string());
+    let created_unix_ms = d.map(|d| d.created_unix_ms);
+    let owner_pid = d.map(|d| d.owner.pid);
+    let raw_path = match (kept, r.cand.descriptor) {
+        (Some(k), Some(d)) => {
+            k.insert(r.cand.raw_path.clone(), d);
+            r.cand.raw_path
+        }
+        _ => r.cand.raw_path,
+    };
     RankVerdict {
         rank: r.slot,
-        path: r.cand.path.clone(),
-        raw_path: r.cand.raw_path.clone(),
-        gpu_uuid: d.map(|d| d.gpu_uuid.to_string()),
+        path: r.cand.path,
+        raw_path,
+        gpu_uuid,
         verdict: if r.findings.iter().any(Finding::is_reject) {
             Verdict::Reject
         } else {
             Verdict::Accept
         },
-        incarnation: r.cand.incarnation(),
-        epoch: r.cand.epoch(),
-        created_unix_ms: d.map(|d| d.created_unix_ms),
-        age_ms: d.and_then(|d| now_unix_ms.checked_sub(d.created_unix_ms)),
-        owner_pid: d.map(|d| d.owner.pid),
+        incarnation,
+        epoch,
+        created_unix_ms,
+        age_ms: created_unix_ms.and_then(|c| now_unix_ms.checked_sub(c)),
+        owner_pid,
         findings: r.findings,
         not_checked: r.not_checked,
         report: None,
@@ -685,12 +719,29 @@ fn rank_verdict(r: Row, now_unix_ms: u64) -> RankVerdict {
     }
 }
 
+/// Moves the parsed descriptors of `cands` into `kept`, when given.
+fn keep(kept: Option<&mut Kept>, cands: impl Iterator<Item = Candidate>) {
+    if let Some(k) = kept {
+        for c in cands {
+            if let Some(d) = c.descriptor {
+                k.insert(c.raw_path, d);
+            }
+        }
+    }
+}
+
 /// What is wrong with the descriptors outside the current incarnation, as
-/// notices that never reject the group, in path and code order.
-fn not_counted(others: Vec<Candidate>) -> Vec<Finding> {
+/// notices that never reject the group, in path and code order; their
+/// descriptors go to `kept` when given.
+fn not_counted(others: Vec<Candidate>, mut kept: Option<&mut Kept>) -> Vec<Finding> {
     let mut stale: Vec<Finding> = others
         .into_iter()
-        .flat_map(|c| c.findings)
+        .flat_map(|mut c| {
+            if let (Some(k), Some(d)) = (kept.as_deref_mut(), c.descriptor.take()) {
+                k.insert(c.raw_path, d);
+            }
+            c.findings
+        })
         .map(|mut f| {
             f.severity = crate::format::finding::Severity::Notice;
             f.message.prepend(&format!("{NOT_COUNTED} "));

@@ -808,6 +808,36 @@ proptest! {
         let b = judge(shuffled, rev_files, &ctx);
         prop_assert_eq!(render(&a), render(&b));
     }
+
+    /// `judge_keeping` judges as `judge` does and hands back every parsed
+    /// descriptor it was given, by raw path: those of the current
+    /// incarnation, of other incarnations and of groups `--engine` leaves
+    /// out alike (what `kvcr import` planned from a copy of each before).
+    #[test]
+    fn judge_keeping_judges_alike_and_keeps_every_descriptor(
+        specs in prop::collection::vec(file_spec(), 1..12),
+        strays in 0u8..5,
+        which in 0u8..4,
+    ) {
+        let (cands, files) = order_inputs(&specs, strays);
+        let expect = expectations(which);
+        let invocation = Default::default();
+        let ctx = Context {
+            now_unix_ms: NOW_MS,
+            node: None,
+            expect: &expect,
+            invocation: &invocation,
+        };
+        let want: crate::rules::Kept = cands
+            .iter()
+            .filter_map(|c| c.descriptor.clone().map(|d| (c.raw_path.clone(), d)))
+            .collect();
+        let a = judge(cands.clone(), files.clone(), &ctx);
+        let mut kept = crate::rules::Kept::new();
+        let b = crate::rules::judge_keeping(cands, files, &ctx, Some(&mut kept));
+        prop_assert_eq!(render(&a), render(&b));
+        prop_assert_eq!(kept, want);
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -289,14 +289,8 @@ fn judge_collected(
     expect.strict = strict && probe.is_some();
     check_names(inv, &cands)?;
     // Keyed by raw path bytes: two paths that print alike stay two entries.
-    let descriptors: BTreeMap<Vec<u8>, Descriptor> = if keep_allocations {
-        cands
-            .iter()
-            .filter_map(|c| c.descriptor.clone().map(|d| (c.raw_path.clone(), d)))
-            .collect()
-    } else {
-        BTreeMap::new()
-    };
+    // The judgement moves each descriptor in once it is judged (no copy).
+    let mut descriptors: BTreeMap<Vec<u8>, Descriptor> = BTreeMap::new();
     let now_ms = now_unix_ms();
     let facts = probe.map(|p| {
         let pids = cands
@@ -317,7 +311,8 @@ fn judge_collected(
         expect: &expect,
         invocation: &invocation,
     };
-    let judgement = rules::judge(cands, files, &ctx);
+    let kept = keep_allocations.then_some(&mut descriptors);
+    let judgement = rules::judge_keeping(cands, files, &ctx, kept);
     let mut meta = crate::format::meta::Meta::new(probe.is_some(), now_ms, judgement.exit_status());
     // In live mode the hostname the descriptors were checked against (so a
     // fleet of facts files matches itself), else uname's.

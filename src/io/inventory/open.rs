@@ -12,7 +12,6 @@ use crate::format::names::display_path;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 use std::fs::{File, Metadata};
-use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path};
@@ -435,6 +434,7 @@ pub fn check_same(at: &str, listed: FileId, st: &Stat) -> Result<(), Box<Finding
 /// [`read_sized`] is tested against.
 #[cfg(test)]
 pub fn read_capped(file: &mut File, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::Read;
     buf.clear();
     file.take(MAX_FILE_BYTES + 1).read_to_end(buf)?;
     Ok(())
