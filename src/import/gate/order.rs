@@ -45,12 +45,10 @@ pub struct Inputs<'a> {
 
 /// How far the gates before the driver let the import go.
 pub enum Decision {
-    /// Accepted so far: the group (a copy of the audit's verdict) and the
+    /// Accepted so far: the group (its index in [`Answer::audited`]'s
+    /// `judgement.groups`: the audit's verdict itself, not a copy) and the
     /// plan of its import.
-    Go {
-        group: Box<GroupVerdict>,
-        plan: Plan,
-    },
+    Go { group: usize, plan: Plan },
     /// Refused: the report says why; `audit` when the table prints the
     /// live audit with it.
     Refused { audit: bool },
@@ -178,10 +176,18 @@ fn gate_group(
     {
         return Ok(stop);
     }
-    Ok(Decision::Go {
-        group: Box::new(group.clone()),
-        plan,
-    })
+    // The group stays where the audit put it: no copy of its verdict.
+    let group = judgement
+        .groups
+        .iter()
+        .position(|g| std::ptr::eq(g, group))
+        .ok_or_else(|| {
+            Failure::internal(
+                "internal error: the selected group is not the audit's".to_string(),
+                Some("nothing was imported; please report this".into()),
+            )
+        })?;
+    Ok(Decision::Go { group, plan })
 }
 
 /// Facts that could not be checked (exit 1), the answer after the driver

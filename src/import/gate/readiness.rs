@@ -76,16 +76,17 @@ pub fn ask(gates: &Inputs) -> Result<ImportPlan, NotReady> {
     let Decision::Go { group, plan } = gated else {
         return Err(refused(report));
     };
+    let group = &audited.judgement.groups[group];
     // No driver: the engine's own. Facts not checked come next (§8.9).
-    if order::not_checked(&mut report, &group) {
-        if gpus_not_listed(&group) {
+    if order::not_checked(&mut report, group) {
+        if gpus_not_listed(group) {
             if let Some(r) = report.refusals.last_mut() {
                 r.message.push_str(GPUS_HINT);
             }
         }
         return Err(refused(report));
     }
-    ImportPlan::new(origin(&audited), &group, &plan, &descriptors).map_err(|e| {
+    ImportPlan::new(origin(&audited), group, &plan, &descriptors).map_err(|e| {
         NotReady::Usage(Failure::internal(
             format!("internal error while planning: {e}"),
             Some("please report this".to_string()),

@@ -121,7 +121,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
         gated,
     } = order::before_driver(&gates, mode)?;
     let (group, plan) = match gated {
-        Decision::Go { group, plan } => (group, plan),
+        Decision::Go { group, plan } => (&audited.judgement.groups[group], plan),
         Decision::Refused { audit: true } => return Ok(Done::of(report, Some(audited))),
         Decision::Refused { audit: false } => return Ok(Done::of(report, None)),
     };
@@ -143,14 +143,14 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
                 super::fd_budget::predict(&plan).map(|why| Refusal::new(Check::OpenFiles, why)),
             );
             refusals.extend(driver().map(|why| Refusal::new(Check::Driver, why)));
-            refusals.extend(checks::not_checked(&group));
+            refusals.extend(checks::not_checked(group));
             refusals.sort_by_key(|r| r.check);
             report.refusals = refusals;
             report.result = ResultKind::Planned;
             report.ranks = rank_rows(&plan, None);
             report.plan = crate::import::gate::readiness::ImportPlan::new(
                 crate::import::gate::readiness::origin(&audited),
-                &group,
+                group,
                 &plan,
                 &descriptors,
             )
@@ -178,7 +178,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
     };
 
     // 4. Facts that could not be checked (exit 1), before any GPU call.
-    if order::not_checked(&mut report, &group) {
+    if order::not_checked(&mut report, group) {
         return Ok(Done::of(report, None));
     }
     report.backend = backend.name();
