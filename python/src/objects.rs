@@ -136,6 +136,22 @@ fn int<'py, T: IntoPyObject<'py>>(py: Python<'py>, v: T) -> Result<Bound<'py, Py
 
 use pyo3::IntoPyObjectExt;
 
+/// serde's ten integer methods of a serializer, each `$body` with the
+/// serializer as `$s` and the number as `$v`.
+macro_rules! numbers {
+    (|$s:ident : $t:ty, $v:ident| $body:expr) => {
+        numbers!(@ |$s: $t, $v| $body; serialize_i8 i8, serialize_i16 i16,
+            serialize_i32 i32, serialize_i64 i64, serialize_i128 i128, serialize_u8 u8,
+            serialize_u16 u16, serialize_u32 u32, serialize_u64 u64, serialize_u128 u128);
+    };
+    (@ |$s:ident : $t:ty, $v:ident| $body:expr; $($name:ident $n:ty),*) => {$(
+        fn $name(self, $v: $n) -> Result<Self::Ok> {
+            let $s: $t = self;
+            $body
+        }
+    )*};
+}
+
 impl<'a, 'py> ser::Serializer for Builder<'a, 'py> {
     type Ok = Bound<'py, PyAny>;
     type Error = BuildError;
@@ -150,36 +166,7 @@ impl<'a, 'py> ser::Serializer for Builder<'a, 'py> {
     fn serialize_bool(self, v: bool) -> Result<Self::Ok> {
         int(self.py, v)
     }
-    fn serialize_i8(self, v: i8) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_i128(self, v: i128) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
-    fn serialize_u128(self, v: u128) -> Result<Self::Ok> {
-        int(self.py, v)
-    }
+    numbers!(|b: Builder<'a, 'py>, v| int(b.py, v));
     fn serialize_f32(self, v: f32) -> Result<Self::Ok> {
         self.serialize_f64(f64::from(v))
     }
@@ -310,49 +297,29 @@ impl<'py> Seq<'_, 'py> {
     }
 }
 
-impl<'py> ser::SerializeSeq for Seq<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = BuildError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
+/// The four sequence traits of serde, each one list: `$method` takes the
+/// next element.
+macro_rules! list_traits {
+    ($($trait:ident :: $method:ident),*) => {$(
+        impl<'py> ser::$trait for Seq<'_, 'py> {
+            type Ok = Bound<'py, PyAny>;
+            type Error = BuildError;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+                self.push(value)
+            }
+            fn end(self) -> Result<Self::Ok> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl<'py> ser::SerializeTuple for Seq<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = BuildError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
-
-impl<'py> ser::SerializeTupleStruct for Seq<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = BuildError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
-
-impl<'py> ser::SerializeTupleVariant for Seq<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = BuildError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
+list_traits!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 /// A dict being built (a struct or a map).
 pub struct Map<'a, 'py> {
@@ -402,35 +369,27 @@ impl<'py> ser::SerializeMap for Map<'_, 'py> {
     }
 }
 
-impl<'py> ser::SerializeStruct for Map<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = BuildError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
+/// serde's two struct traits, each one dict of named fields.
+macro_rules! dict_traits {
+    ($($trait:ident),*) => {$(
+        impl<'py> ser::$trait for Map<'_, 'py> {
+            type Ok = Bound<'py, PyAny>;
+            type Error = BuildError;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<()> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<Self::Ok> {
+                self.finish()
+            }
+        }
+    )*};
 }
 
-impl<'py> ser::SerializeStructVariant for Map<'_, 'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = BuildError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
+dict_traits!(SerializeStruct, SerializeStructVariant);
 
 /// A map's key as serde_json writes it: a JSON object's key is a string,
 /// so a string is itself and a number is its decimal text; anything else is
@@ -457,36 +416,8 @@ impl<'py> ser::Serializer for Key<'py> {
     fn serialize_bool(self, v: bool) -> Result<Self::Ok> {
         Ok(PyString::new(self.py, if v { "true" } else { "false" }).into_any())
     }
-    fn serialize_i8(self, v: i8) -> Result<Self::Ok> {
-        self.serialize_i128(i128::from(v))
-    }
-    fn serialize_i16(self, v: i16) -> Result<Self::Ok> {
-        self.serialize_i128(i128::from(v))
-    }
-    fn serialize_i32(self, v: i32) -> Result<Self::Ok> {
-        self.serialize_i128(i128::from(v))
-    }
-    fn serialize_i64(self, v: i64) -> Result<Self::Ok> {
-        self.serialize_i128(i128::from(v))
-    }
-    fn serialize_i128(self, v: i128) -> Result<Self::Ok> {
-        Ok(PyString::new(self.py, &v.to_string()).into_any())
-    }
-    fn serialize_u8(self, v: u8) -> Result<Self::Ok> {
-        self.serialize_u128(u128::from(v))
-    }
-    fn serialize_u16(self, v: u16) -> Result<Self::Ok> {
-        self.serialize_u128(u128::from(v))
-    }
-    fn serialize_u32(self, v: u32) -> Result<Self::Ok> {
-        self.serialize_u128(u128::from(v))
-    }
-    fn serialize_u64(self, v: u64) -> Result<Self::Ok> {
-        self.serialize_u128(u128::from(v))
-    }
-    fn serialize_u128(self, v: u128) -> Result<Self::Ok> {
-        Ok(PyString::new(self.py, &v.to_string()).into_any())
-    }
+    // A number key is its decimal text.
+    numbers!(|k: Key<'py>, v| Ok(PyString::new(k.py, &v.to_string()).into_any()));
     fn serialize_f32(self, _v: f32) -> Result<Self::Ok> {
         not_a_key()
     }

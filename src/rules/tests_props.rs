@@ -782,7 +782,11 @@ proptest! {
     #![proptest_config(config(256))]
 
     /// Any permutation of the files found gives the same report, byte for
-    /// byte (verdicts, findings, their order and messages).
+    /// byte (verdicts, findings, their order and messages). The permuted
+    /// run is `judge_keeping`'s, which must also hand back every parsed
+    /// descriptor it was given, by raw path: those of the current
+    /// incarnation, of other incarnations and of groups `--engine` leaves
+    /// out alike (what `kvcr import` planned from a copy of each before).
     #[test]
     fn verdicts_do_not_depend_on_file_order(
         (specs, perm) in prop::collection::vec(file_spec(), 1..12).prop_flat_map(|specs| {
@@ -801,40 +805,16 @@ proptest! {
             expect: &expect,
             invocation: &invocation,
         };
-        let a = judge(cands.clone(), files.clone(), &ctx);
-        let shuffled: Vec<Candidate> = perm.iter().map(|&i| cands[i].clone()).collect();
-        let mut rev_files = files;
-        rev_files.reverse();
-        let b = judge(shuffled, rev_files, &ctx);
-        prop_assert_eq!(render(&a), render(&b));
-    }
-
-    /// `judge_keeping` judges as `judge` does and hands back every parsed
-    /// descriptor it was given, by raw path: those of the current
-    /// incarnation, of other incarnations and of groups `--engine` leaves
-    /// out alike (what `kvcr import` planned from a copy of each before).
-    #[test]
-    fn judge_keeping_judges_alike_and_keeps_every_descriptor(
-        specs in prop::collection::vec(file_spec(), 1..12),
-        strays in 0u8..5,
-        which in 0u8..4,
-    ) {
-        let (cands, files) = order_inputs(&specs, strays);
-        let expect = expectations(which);
-        let invocation = Default::default();
-        let ctx = Context {
-            now_unix_ms: NOW_MS,
-            node: None,
-            expect: &expect,
-            invocation: &invocation,
-        };
         let want: crate::rules::Kept = cands
             .iter()
             .filter_map(|c| c.descriptor.clone().map(|d| (c.raw_path.clone(), d)))
             .collect();
         let a = judge(cands.clone(), files.clone(), &ctx);
+        let shuffled: Vec<Candidate> = perm.iter().map(|&i| cands[i].clone()).collect();
+        let mut rev_files = files;
+        rev_files.reverse();
         let mut kept = crate::rules::Kept::new();
-        let b = crate::rules::judge_keeping(cands, files, &ctx, Some(&mut kept));
+        let b = crate::rules::judge_keeping(shuffled, rev_files, &ctx, Some(&mut kept));
         prop_assert_eq!(render(&a), render(&b));
         prop_assert_eq!(kept, want);
     }
