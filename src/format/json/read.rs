@@ -653,6 +653,36 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The next byte that is not whitespace: one comparison when there is
+    /// none to skip (after a key, a value: pretty printers write `": "`
+    /// and `,` straight after).
+    #[inline(always)]
+    fn peek_past_ws(&mut self) -> Option<u8> {
+        match self.peek() {
+            Some(b' ' | b'\t' | b'\n' | b'\r') => {
+                self.skip_ws();
+                self.peek()
+            }
+            c => c,
+        }
+    }
+
+    /// A member's value or an array's item, whitespace before it skipped:
+    /// strings and numbers read here, without a call; the rest by
+    /// [`Parser::value`].
+    #[inline(always)]
+    fn member(&mut self, depth: usize, key: Key) -> Result<(), JsonError> {
+        match self.peek_past_ws() {
+            Some(b'"') => {
+                let (text, esc) = self.string()?;
+                self.push(Tag::Str, key, unpack(text), esc);
+                Ok(())
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(key),
+            _ => self.value(depth, key),
+        }
+    }
+
     #[inline]
     fn push(&mut self, tag: Tag, (key, key_esc): Key, text: Span, text_esc: bool) -> usize {
         let key = unpack(key);
@@ -764,10 +794,9 @@ impl<'a> Parser<'a> {
             if self.peek() == Some(b']') {
                 return err(self.pos, "trailing comma in array");
             }
-            self.value(depth + 1, NO_KEY)?;
+            self.member(depth + 1, NO_KEY)?;
             len += 1;
-            self.skip_ws();
-            match self.peek() {
+            match self.peek_past_ws() {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
@@ -861,16 +890,13 @@ impl<'a> Parser<'a> {
                     format!("duplicate key {}", quote_preview(self.key_str(k))),
                 );
             }
-            self.skip_ws();
-            if self.peek() != Some(b':') {
+            if self.peek_past_ws() != Some(b':') {
                 return self.unexpected("':'");
             }
             self.pos += 1;
-            self.skip_ws();
-            self.value(depth + 1, k)?;
+            self.member(depth + 1, k)?;
             len += 1;
-            self.skip_ws();
-            match self.peek() {
+            match self.peek_past_ws() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
@@ -1601,6 +1627,67 @@ mod tests {
                     assert_eq!(find_special(&b, from), slow(&b, from), "{b:x?} from {from}");
                 }
             }
+        }
+    }
+
+    /// Whitespace of every kind, or none, around each colon, comma and
+    /// value reads as the compact document; each misplaced byte is refused
+    /// at its offset, with the same words.
+    #[test]
+    fn whitespace_anywhere_between_tokens() {
+        let compact = br#"{"a":[1,"x",{},[],-0.5,true],"b":{"c":null},"d":"e"}"#;
+        let want = to_serde(parse(compact).unwrap().root()).unwrap();
+        for ws in ["", " ", "\t", "\r\n", "\n    ", " \n\t "] {
+            let spaced: String = String::from_utf8(compact.to_vec())
+                .unwrap()
+                .chars()
+                .flat_map(|c| match c {
+                    ':' | ',' | '[' | '{' => format!("{ws}{c}{ws}").chars().collect::<Vec<_>>(),
+                    ']' | '}' => format!("{ws}{c}").chars().collect(),
+                    c => vec![c],
+                })
+                .collect();
+            let got = parse(spaced.as_bytes()).unwrap_or_else(|e| panic!("{spaced:?}: {e}"));
+            assert_eq!(to_serde(got.root()).unwrap(), want, "{spaced:?}");
+        }
+        for (doc, offset, what) in [
+            (
+                &b"{\"a\" 1}"[..],
+                5,
+                "unexpected character '1', expected ':'",
+            ),
+            (
+                b"{\"a\":}",
+                5,
+                "unexpected character '}', expected a JSON value",
+            ),
+            (
+                b"{\"a\": \n }",
+                8,
+                "unexpected character '}', expected a JSON value",
+            ),
+            (
+                b"{\"a\":1 \"b\":2}",
+                7,
+                "unexpected character '\"', expected ',' or '}'",
+            ),
+            (b"[1 2]", 3, "unexpected character '2', expected ',' or ']'"),
+            (
+                b"[\"x\"\t:]",
+                5,
+                "unexpected character ':', expected ',' or ']'",
+            ),
+            (b"[1,\n]", 4, "trailing comma in array"),
+            (b"{\"a\":1 , }", 9, "trailing comma in object"),
+            (
+                b"{\"a\": ",
+                6,
+                "unexpected end of input, expected a JSON value",
+            ),
+            (b"[1 ", 3, "unexpected end of input, expected ',' or ']'"),
+        ] {
+            let x = e(doc);
+            assert_eq!((x.offset, x.what.as_str()), (offset, what), "{doc:?}");
         }
     }
 
