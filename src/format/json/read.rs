@@ -712,6 +712,23 @@ impl<'a> Parser<'a> {
         self.str_at(unpack(key), esc)
     }
 
+    /// [`Parser::key_str`] as bytes, without the `str` char-boundary checks.
+    #[inline]
+    fn key_bytes(&self, (key, esc): Key) -> &[u8] {
+        self.bytes_at(unpack(key), esc)
+    }
+
+    /// [`Parser::str_at`] as bytes, without the `str` char-boundary checks.
+    #[inline]
+    fn bytes_at(&self, (a, b): Span, esc: bool) -> &[u8] {
+        let (a, b) = (a as usize, b as usize);
+        if esc {
+            &self.decoded.as_bytes()[a..b]
+        } else {
+            &self.b[a..b]
+        }
+    }
+
     #[inline]
     fn str_at(&self, (a, b): Span, esc: bool) -> &str {
         let (a, b) = (a as usize, b as usize);
@@ -811,13 +828,13 @@ impl<'a> Parser<'a> {
     /// Whether `key` is already the key of a member of object `at` (its
     /// members so far are the nodes after it).
     fn has_key(&self, at: usize, key: Key) -> bool {
-        let want = self.key_str(key).as_bytes();
+        let want = self.key_bytes(key);
         let len = want.len() as u32;
         let mut c = at + 1;
         while c < self.nodes.len() {
             let n = &self.nodes[c];
             // Keys of another length (most of them) are not read at all.
-            if n.key.1 - n.key.0 == len && self.str_at(n.key, n.key_esc).as_bytes() == want {
+            if n.key.1 - n.key.0 == len && self.bytes_at(n.key, n.key_esc) == want {
                 return true;
             }
             c = n.end as usize;
@@ -862,7 +879,7 @@ impl<'a> Parser<'a> {
                     // A key whose (length, first, last byte) no earlier key
                     // of this object had cannot be a duplicate: most keys
                     // skip the scan.
-                    let kb = self.key_str(k).as_bytes();
+                    let kb = self.key_bytes(k);
                     let h = kb.len()
                         ^ usize::from(kb.first().copied().unwrap_or(0)) << 1
                         ^ usize::from(kb.last().copied().unwrap_or(0)) << 3;
