@@ -49,14 +49,17 @@ pub fn decode(hex: &[u8], out: &mut [u8], upper_ok: bool) -> bool {
 }
 
 /// Lowercase hex of `bytes`.
+///
+/// Written as bytes, a pair per input byte (a `char` pushed at a time is
+/// a UTF-8 length test and a capacity check per digit).
 pub fn encode(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
+    let mut out = vec![0u8; bytes.len() * 2];
+    for (pair, &b) in out.as_chunks_mut::<2>().0.iter_mut().zip(bytes) {
+        *pair = [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]];
     }
-    s
+    // Only ASCII digits were written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -64,6 +67,10 @@ mod tests {
     #[test]
     fn encodes_lowercase_and_decodes_strictly() {
         assert_eq!(super::encode(&[0x00, 0xab, 0xff]), "00abff");
+        assert_eq!(super::encode(&[]), "");
+        let all: Vec<u8> = (0..=255).collect();
+        let want: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(super::encode(&all), want);
         let mut out = [0u8; 3];
         assert!(super::decode(b"00abff", &mut out, false));
         assert_eq!(out, [0x00, 0xab, 0xff]);
