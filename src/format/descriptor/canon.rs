@@ -57,49 +57,47 @@ const SLACK: usize = 16;
 /// needed); returns its length. The canonical form is never longer than the
 /// input: whitespace goes, every escape becomes at most as long as it was
 /// written, `-0` becomes `0`, and everything else is copied.
+///
+/// The writers below take the buffer and the position to write at and
+/// return the position after what they wrote, so the position stays in a
+/// register. Every write lies within the canonical form's final length
+/// (each container's members are written each followed by a comma, and the
+/// last comma becomes the closing bracket), so at most that length plus the
+/// [`SLACK`] a fixed 16-byte move may reach past it: the buffer's length.
+/// Bytes a fixed move writes past its run are written over by the next write.
 fn write(buf: &mut Vec<u8>, doc: &Doc<'_>, skip: Option<&str>) -> usize {
     let need = doc.src.len() + SLACK;
     if buf.len() < need {
         buf.resize(need, 0);
     }
-    let mut out = Out {
-        buf: &mut buf[..need],
-        pos: 0,
-    };
-    write_value(&mut out, doc, 0, skip);
-    out.pos
+    write_value(&mut buf[..need], doc, 0, 0, skip)
 }
 
-/// A cursor into a buffer with room for the whole canonical form.
-struct Out<'b> {
-    buf: &'b mut [u8],
-    pos: usize,
+/// `b` at `pos`.
+#[inline(always)]
+fn byte(buf: &mut [u8], pos: usize, b: u8) -> usize {
+    buf[pos] = b;
+    pos + 1
 }
 
-impl Out<'_> {
-    #[inline]
-    fn byte(&mut self, b: u8) {
-        self.buf[self.pos] = b;
-        self.pos += 1;
-    }
+/// `s` at `pos`.
+#[inline(always)]
+fn put(buf: &mut [u8], pos: usize, s: &[u8]) -> usize {
+    buf[pos..pos + s.len()].copy_from_slice(s);
+    pos + s.len()
+}
 
-    #[inline]
-    fn put(&mut self, s: &[u8]) {
-        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
-        self.pos += s.len();
+/// `src[a..b]` at `pos`; a short run as one fixed 16-byte move (the bytes
+/// after the run are written over later or lie in the slack), not a memcpy
+/// call.
+#[inline(always)]
+fn put_run(buf: &mut [u8], pos: usize, src: &[u8], a: usize, b: usize) -> usize {
+    let n = b - a;
+    match (src.get(a..a + SLACK), buf.get_mut(pos..pos + SLACK)) {
+        (Some(from), Some(to)) if n <= SLACK => to.copy_from_slice(from),
+        _ => buf[pos..pos + n].copy_from_slice(&src[a..b]),
     }
-
-    /// `src[a..b]`; a short run as one fixed 16-byte move (the bytes after
-    /// the run are overwritten later or lie in the slack), not a memcpy call.
-    #[inline]
-    fn put_run(&mut self, src: &[u8], a: usize, b: usize) {
-        let (n, at) = (b - a, self.pos);
-        match (src.get(a..a + SLACK), self.buf.get_mut(at..at + SLACK)) {
-            (Some(from), Some(to)) if n <= SLACK => to.copy_from_slice(from),
-            _ => self.buf[at..at + n].copy_from_slice(&src[a..b]),
-        }
-        self.pos += n;
-    }
+    pos + n
 }
 
 /// `sha256:` followed by the 64 lowercase hex digits of `digest`.
@@ -142,38 +140,27 @@ fn key_prefix_of(doc: &Doc<'_>, c: usize) -> u64 {
     }
 }
 
-/// Node `i` of `doc`. Recursion is bounded by the reader's depth limit
-/// (docs/format.md §3: 32).
-fn write_value(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
+/// Node `i` of `doc` at `pos`. Recursion is bounded by the reader's depth
+/// limit (docs/format.md §3: 32).
+fn write_value(buf: &mut [u8], doc: &Doc<'_>, i: usize, pos: usize, skip: Option<&str>) -> usize {
     let n = &doc.nodes[i];
     match n.tag {
-        Tag::Null => out.put(b"null"),
-        Tag::True => out.put(b"true"),
-        Tag::False => out.put(b"false"),
-        Tag::Int | Tag::Float => {
-            let (a, b) = (n.text.0 as usize, n.text.1 as usize);
-            let src = doc.src.as_bytes();
-            if &src[a..b] == b"-0" {
-                out.byte(b'0');
-            } else {
-                out.put_run(src, a, b);
-            }
-        }
-        Tag::Str => write_text(out, doc, n.text, n.text_esc),
         Tag::Arr => {
-            out.byte(b'[');
+            let mut pos = byte(buf, pos, b'[');
+            let open = pos;
             let mut c = i + 1;
-            for k in 0..n.len {
-                if k > 0 {
-                    out.byte(b',');
-                }
-                write_value(out, doc, c, None);
+            for _ in 0..n.len {
+                pos = write_member_value(buf, doc, c, pos);
+                pos = byte(buf, pos, b',');
                 c = doc.nodes[c].end as usize;
             }
-            out.byte(b']');
+            close(buf, open, pos, b']')
         }
-        Tag::Obj if n.len <= 4 => write_object::<4>(out, doc, i, skip),
-        Tag::Obj if n.len as usize <= STACK_SORT => write_object::<STACK_SORT>(out, doc, i, skip),
+        Tag::Obj if n.len <= 4 => write_object::<4>(buf, doc, i, pos, skip),
+        Tag::Obj if n.len <= 8 => write_object::<8>(buf, doc, i, pos, skip),
+        Tag::Obj if n.len as usize <= STACK_SORT => {
+            write_object::<STACK_SORT>(buf, doc, i, pos, skip)
+        }
         Tag::Obj => {
             let mut idx: Vec<usize> = Vec::with_capacity(n.len as usize);
             let mut c = i + 1;
@@ -182,15 +169,63 @@ fn write_value(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
                 c = doc.nodes[c].end as usize;
             }
             idx.sort_unstable_by(|&a, &b| doc.key_bytes(a).cmp(doc.key_bytes(b)));
-            write_members(out, doc, idx.into_iter(), skip);
+            write_members(buf, doc, idx.into_iter(), pos, skip)
         }
+        _ => write_scalar(buf, doc, i, pos),
+    }
+}
+
+/// A member or item `c`: scalars written here, containers by [`write_value`].
+#[inline(always)]
+fn write_member_value(buf: &mut [u8], doc: &Doc<'_>, c: usize, pos: usize) -> usize {
+    match doc.nodes[c].tag {
+        Tag::Arr | Tag::Obj => write_value(buf, doc, c, pos, None),
+        _ => write_scalar(buf, doc, c, pos),
+    }
+}
+
+/// The scalar node `i` (not an array or object) at `pos`.
+#[inline(always)]
+fn write_scalar(buf: &mut [u8], doc: &Doc<'_>, i: usize, pos: usize) -> usize {
+    let n = &doc.nodes[i];
+    let src = doc.src.as_bytes();
+    let (a, b) = (n.text.0 as usize, n.text.1 as usize);
+    match n.tag {
+        // Copied with its quotes when written without escapes.
+        Tag::Str if !n.text_esc => put_run(buf, pos, src, a - 1, b + 1),
+        Tag::Str => write_string(buf, pos, doc.text(n.text, true)),
+        Tag::Int | Tag::Float if &src[a..b] == b"-0" => byte(buf, pos, b'0'),
+        Tag::Int | Tag::Float => put_run(buf, pos, src, a, b),
+        Tag::Null => put(buf, pos, b"null"),
+        Tag::True => put(buf, pos, b"true"),
+        Tag::False => put(buf, pos, b"false"),
+        Tag::Arr | Tag::Obj => write_value(buf, doc, i, pos, None),
+    }
+}
+
+/// Closes a container opened just before `open` whose members, each
+/// followed by a comma, end at `pos`: the last comma becomes `bracket`.
+#[inline(always)]
+fn close(buf: &mut [u8], open: usize, pos: usize, bracket: u8) -> usize {
+    if pos == open {
+        byte(buf, pos, bracket)
+    } else {
+        buf[pos - 1] = bracket;
+        pos
     }
 }
 
 /// Object `i` (at most `M` members), its keys sorted on the stack: by their
 /// first eight bytes, whole keys only where those tie. Writers mostly keep
 /// one order, so insertion sort is linear there and cheap on objects this small.
-fn write_object<const M: usize>(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip: Option<&str>) {
+#[inline(always)]
+fn write_object<const M: usize>(
+    buf: &mut [u8],
+    doc: &Doc<'_>,
+    i: usize,
+    pos: usize,
+    skip: Option<&str>,
+) -> usize {
     let mut idx = [(0u64, 0usize); M];
     let idx = &mut idx[..(doc.nodes[i].len as usize).min(M)];
     let mut c = i + 1;
@@ -208,78 +243,88 @@ fn write_object<const M: usize>(out: &mut Out<'_>, doc: &Doc<'_>, i: usize, skip
             k -= 1;
         }
     }
-    write_members(out, doc, idx.iter().map(|&(_, c)| c), skip);
+    write_members(buf, doc, idx.iter().map(|&(_, c)| c), pos, skip)
 }
 
-/// The members `order` (node indices, keys sorted) of one object.
+/// The members `order` (node indices, keys sorted) of one object at `pos`.
+#[inline(always)]
 fn write_members(
-    out: &mut Out<'_>,
+    buf: &mut [u8],
     doc: &Doc<'_>,
     order: impl Iterator<Item = usize>,
+    pos: usize,
     skip: Option<&str>,
-) {
-    out.byte(b'{');
-    let mut first = true;
+) -> usize {
+    let mut pos = byte(buf, pos, b'{');
+    let open = pos;
+    let src = doc.src.as_bytes();
     for c in order {
-        let n = &doc.nodes[c];
         if skip.is_some_and(|s| s.as_bytes() == doc.key_bytes(c)) {
             continue;
         }
-        if !first {
-            out.byte(b',');
-        }
-        first = false;
-        write_text(out, doc, n.key, n.key_esc);
-        out.byte(b':');
-        write_value(out, doc, c, None);
+        let n = &doc.nodes[c];
+        let (a, b) = (n.key.0 as usize, n.key.1 as usize);
+        // A key written without escapes and short: `"key"` as one fixed
+        // 16-byte move, the colon written over the byte after its quote.
+        pos = if n.key_esc {
+            let pos = write_string(buf, pos, doc.text(n.key, true));
+            byte(buf, pos, b':')
+        } else {
+            match (src.get(a - 1..a + 15), buf.get_mut(pos..pos + SLACK)) {
+                (Some(from), Some(to)) if b - a <= SLACK - 3 => {
+                    to.copy_from_slice(from);
+                    to[b - a + 2] = b':';
+                    pos + (b - a) + 3
+                }
+                _ => {
+                    let pos = put_run(buf, pos, src, a - 1, b + 1);
+                    byte(buf, pos, b':')
+                }
+            }
+        };
+        pos = write_member_value(buf, doc, c, pos);
+        pos = byte(buf, pos, b',');
     }
-    out.byte(b'}');
+    close(buf, open, pos, b'}')
 }
 
-/// A string or key: copied with its quotes from the input when it was
-/// written without escapes, else re-encoded from its decoded form. Inlined
-/// into its callers with the escaping kept out of line, so the common copy
-/// saves and restores no registers (about 170 calls per descriptor).
-#[inline(always)]
-fn write_text(out: &mut Out<'_>, doc: &Doc<'_>, span: (u32, u32), esc: bool) {
-    if esc {
-        write_string(out, doc.text(span, true));
-    } else {
-        out.put_run(doc.src.as_bytes(), span.0 as usize - 1, span.1 as usize + 1);
-    }
-}
-
+/// A string from its decoded form, escaped as docs/format.md §3.2 says; for
+/// the rare string or key that was written with escapes.
 #[cold]
 #[inline(never)]
-fn write_string(out: &mut Out<'_>, s: &str) {
+fn write_string(buf: &mut [u8], pos: usize, s: &str) -> usize {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let b = s.as_bytes();
-    out.byte(b'"');
+    let mut pos = byte(buf, pos, b'"');
     let mut run = 0;
     loop {
         let i = find_special(b, run);
-        out.put(&b[run..i]);
+        pos = put(buf, pos, &b[run..i]);
         let Some(&c) = b.get(i) else { break };
         run = i + 1;
-        match c {
-            b'"' => out.put(b"\\\""),
-            b'\\' => out.put(b"\\\\"),
-            0x08 => out.put(b"\\b"),
-            0x0c => out.put(b"\\f"),
-            b'\n' => out.put(b"\\n"),
-            b'\r' => out.put(b"\\r"),
-            b'\t' => out.put(b"\\t"),
-            c => out.put(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(c >> 4) as usize],
-                HEX[(c & 15) as usize],
-            ]),
-        }
+        pos = match c {
+            b'"' => put(buf, pos, b"\\\""),
+            b'\\' => put(buf, pos, b"\\\\"),
+            0x08 => put(buf, pos, b"\\b"),
+            0x0c => put(buf, pos, b"\\f"),
+            b'\n' => put(buf, pos, b"\\n"),
+            b'\r' => put(buf, pos, b"\\r"),
+            b'\t' => put(buf, pos, b"\\t"),
+            c => put(
+                buf,
+                pos,
+                &[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(c >> 4) as usize],
+                    HEX[(c & 15) as usize],
+                ],
+            ),
+        };
     }
-    out.byte(b'"');
+    byte(buf, pos, b'"')
 }
 
 #[cfg(test)]
@@ -385,6 +430,41 @@ mod tests {
         let c = canon(&s);
         assert!(c.starts_with(r#"{"k000":0,"k001":1,"#), "{c}");
         assert!(c.ends_with(r#""k099":99}"#));
+    }
+
+    /// The writer's fixed 16-byte moves and its closing of each container
+    /// over the last member's comma, at every key length around the move's
+    /// size, at the very end of the input, for empty containers and for an
+    /// object left empty by the skipped member.
+    #[test]
+    fn short_moves_and_closing_brackets() {
+        let with_skip = |s: &str| {
+            String::from_utf8(canonical_bytes(
+                &parse(s.as_bytes()).unwrap(),
+                Some("digest"),
+            ))
+            .unwrap()
+        };
+        for len in 0..=20 {
+            let k = "k".repeat(len);
+            assert_eq!(canon(&format!(r#"{{"{k}":1}}"#)), format!(r#"{{"{k}":1}}"#));
+            assert_eq!(
+                canon(&format!(r#"{{ "z" : [ ] , "{k}" : {{ }} }}"#)),
+                format!(r#"{{"{k}":{{}},"z":[]}}"#)
+            );
+            assert_eq!(
+                canon(&format!(r#"{{"k{k}":[true,{{"{k}":-0}},"{k}",[]]}}"#)),
+                format!(r#"{{"k{k}":[true,{{"{k}":0}},"{k}",[]]}}"#)
+            );
+            assert_eq!(
+                with_skip(&format!(r#"{{"digest":"x","{k}":[null,false]}}"#)),
+                format!(r#"{{"{k}":[null,false]}}"#)
+            );
+        }
+        assert_eq!(with_skip(r#"{"digest":1}"#), "{}");
+        assert_eq!(with_skip(r#"[{"digest":1},{}]"#), r#"[{"digest":1},{}]"#);
+        assert_eq!(canon("[]"), "[]");
+        assert_eq!(canon("[[],{},[{}]]"), "[[],{},[{}]]");
     }
 
     #[test]

@@ -507,29 +507,50 @@ static STRING_STOP: [bool; 256] = {
     t
 };
 
-/// Index of the first byte at or after `i` that is `"`, `\` or below 0x20
-/// (`b.len()` if there is none). Scans eight bytes at a time.
-#[inline]
-pub(crate) fn find_special(b: &[u8], mut i: usize) -> usize {
+/// The special bytes of the word `x` (eight input bytes, little-endian):
+/// the high bit of each byte that is `"`, `\` or below 0x20 is set, and
+/// perhaps of bytes above such a byte, never below the first one.
+///
+/// Per byte, `v - 0x01` (or `x - 0x20`) borrows exactly where `v` is 0 (`x`
+/// is below 0x20), and a borrow can only flag the bytes above it. The
+/// three tests share one mask of the bytes below 0x80: `x ^ '"'` and
+/// `x ^ '\'` have the high bit of `x` (both constants are ASCII), so the
+/// usual `& !v` of each is the same `& !x`, and a byte of 0x80 or more is
+/// never flagged.
+#[inline(always)]
+fn special_bits(x: u64) -> u64 {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = b.get(i..i + 8) {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(w);
-        let quote = x ^ (LO * u64::from(b'"'));
-        let bslash = x ^ (LO * u64::from(b'\\'));
-        // Per byte: equal to '"', equal to '\\', or below 0x20. A borrow can
-        // only flag bytes above a true hit (bytes ≥ 0x80 are never flagged),
-        // so the lowest flagged byte is the first special one.
-        let hit = ((quote.wrapping_sub(LO) & !quote)
-            | (bslash.wrapping_sub(LO) & !bslash)
-            | (x.wrapping_sub(LO * 0x20) & !x))
-            & HI;
-        if hit != 0 {
-            return i + (hit.trailing_zeros() / 8) as usize;
+    ((x ^ (LO * u64::from(b'"'))).wrapping_sub(LO)
+        | (x ^ (LO * u64::from(b'\\'))).wrapping_sub(LO)
+        | x.wrapping_sub(LO * 0x20))
+        & !x
+        & HI
+}
+
+/// The eight bytes at `at` of `b` as a little-endian word.
+#[inline(always)]
+fn word(b: &[u8; 16], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// Index of the first byte at or after `i` that is `"`, `\` or below 0x20
+/// (`b.len()` if there is none). Scans sixteen bytes (two words, one bounds
+/// check) at a time.
+#[inline]
+pub(crate) fn find_special(b: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = b.get(i..).and_then(<[u8]>::first_chunk::<16>) {
+        let lo = special_bits(word(chunk, 0));
+        if lo != 0 {
+            return i + (lo.trailing_zeros() / 8) as usize;
         }
-        i += 8;
+        let hi = special_bits(word(chunk, 8));
+        if hi != 0 {
+            return i + 8 + (hi.trailing_zeros() / 8) as usize;
+        }
+        i += 16;
     }
     while i < b.len() {
         if STRING_STOP[b[i] as usize] {
@@ -632,6 +653,36 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The next byte that is not whitespace: one comparison when there is
+    /// none to skip (after a key, a value: pretty printers write `": "`
+    /// and `,` straight after).
+    #[inline(always)]
+    fn peek_past_ws(&mut self) -> Option<u8> {
+        match self.peek() {
+            Some(b' ' | b'\t' | b'\n' | b'\r') => {
+                self.skip_ws();
+                self.peek()
+            }
+            c => c,
+        }
+    }
+
+    /// A member's value or an array's item, whitespace before it skipped:
+    /// strings and numbers read here, without a call; the rest by
+    /// [`Parser::value`].
+    #[inline(always)]
+    fn member(&mut self, depth: usize, key: Key) -> Result<(), JsonError> {
+        match self.peek_past_ws() {
+            Some(b'"') => {
+                let (text, esc) = self.string()?;
+                self.push(Tag::Str, key, unpack(text), esc);
+                Ok(())
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(key),
+            _ => self.value(depth, key),
+        }
+    }
+
     #[inline]
     fn push(&mut self, tag: Tag, (key, key_esc): Key, text: Span, text_esc: bool) -> usize {
         let key = unpack(key);
@@ -659,6 +710,23 @@ impl<'a> Parser<'a> {
     #[inline]
     fn key_str(&self, (key, esc): Key) -> &str {
         self.str_at(unpack(key), esc)
+    }
+
+    /// [`Parser::key_str`] as bytes, without the `str` char-boundary checks.
+    #[inline]
+    fn key_bytes(&self, (key, esc): Key) -> &[u8] {
+        self.bytes_at(unpack(key), esc)
+    }
+
+    /// [`Parser::str_at`] as bytes, without the `str` char-boundary checks.
+    #[inline]
+    fn bytes_at(&self, (a, b): Span, esc: bool) -> &[u8] {
+        let (a, b) = (a as usize, b as usize);
+        if esc {
+            &self.decoded.as_bytes()[a..b]
+        } else {
+            &self.b[a..b]
+        }
     }
 
     #[inline]
@@ -743,10 +811,9 @@ impl<'a> Parser<'a> {
             if self.peek() == Some(b']') {
                 return err(self.pos, "trailing comma in array");
             }
-            self.value(depth + 1, NO_KEY)?;
+            self.member(depth + 1, NO_KEY)?;
             len += 1;
-            self.skip_ws();
-            match self.peek() {
+            match self.peek_past_ws() {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
@@ -761,13 +828,13 @@ impl<'a> Parser<'a> {
     /// Whether `key` is already the key of a member of object `at` (its
     /// members so far are the nodes after it).
     fn has_key(&self, at: usize, key: Key) -> bool {
-        let want = self.key_str(key).as_bytes();
+        let want = self.key_bytes(key);
         let len = want.len() as u32;
         let mut c = at + 1;
         while c < self.nodes.len() {
             let n = &self.nodes[c];
             // Keys of another length (most of them) are not read at all.
-            if n.key.1 - n.key.0 == len && self.str_at(n.key, n.key_esc).as_bytes() == want {
+            if n.key.1 - n.key.0 == len && self.bytes_at(n.key, n.key_esc) == want {
                 return true;
             }
             c = n.end as usize;
@@ -812,7 +879,7 @@ impl<'a> Parser<'a> {
                     // A key whose (length, first, last byte) no earlier key
                     // of this object had cannot be a duplicate: most keys
                     // skip the scan.
-                    let kb = self.key_str(k).as_bytes();
+                    let kb = self.key_bytes(k);
                     let h = kb.len()
                         ^ usize::from(kb.first().copied().unwrap_or(0)) << 1
                         ^ usize::from(kb.last().copied().unwrap_or(0)) << 3;
@@ -840,16 +907,13 @@ impl<'a> Parser<'a> {
                     format!("duplicate key {}", quote_preview(self.key_str(k))),
                 );
             }
-            self.skip_ws();
-            if self.peek() != Some(b':') {
+            if self.peek_past_ws() != Some(b':') {
                 return self.unexpected("':'");
             }
             self.pos += 1;
-            self.skip_ws();
-            self.value(depth + 1, k)?;
+            self.member(depth + 1, k)?;
             len += 1;
-            self.skip_ws();
-            match self.peek() {
+            match self.peek_past_ws() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
@@ -1580,6 +1644,67 @@ mod tests {
                     assert_eq!(find_special(&b, from), slow(&b, from), "{b:x?} from {from}");
                 }
             }
+        }
+    }
+
+    /// Whitespace of every kind, or none, around each colon, comma and
+    /// value reads as the compact document; each misplaced byte is refused
+    /// at its offset, with the same words.
+    #[test]
+    fn whitespace_anywhere_between_tokens() {
+        let compact = br#"{"a":[1,"x",{},[],-0.5,true],"b":{"c":null},"d":"e"}"#;
+        let want = to_serde(parse(compact).unwrap().root()).unwrap();
+        for ws in ["", " ", "\t", "\r\n", "\n    ", " \n\t "] {
+            let spaced: String = String::from_utf8(compact.to_vec())
+                .unwrap()
+                .chars()
+                .flat_map(|c| match c {
+                    ':' | ',' | '[' | '{' => format!("{ws}{c}{ws}").chars().collect::<Vec<_>>(),
+                    ']' | '}' => format!("{ws}{c}").chars().collect(),
+                    c => vec![c],
+                })
+                .collect();
+            let got = parse(spaced.as_bytes()).unwrap_or_else(|e| panic!("{spaced:?}: {e}"));
+            assert_eq!(to_serde(got.root()).unwrap(), want, "{spaced:?}");
+        }
+        for (doc, offset, what) in [
+            (
+                &b"{\"a\" 1}"[..],
+                5,
+                "unexpected character '1', expected ':'",
+            ),
+            (
+                b"{\"a\":}",
+                5,
+                "unexpected character '}', expected a JSON value",
+            ),
+            (
+                b"{\"a\": \n }",
+                8,
+                "unexpected character '}', expected a JSON value",
+            ),
+            (
+                b"{\"a\":1 \"b\":2}",
+                7,
+                "unexpected character '\"', expected ',' or '}'",
+            ),
+            (b"[1 2]", 3, "unexpected character '2', expected ',' or ']'"),
+            (
+                b"[\"x\"\t:]",
+                5,
+                "unexpected character ':', expected ',' or ']'",
+            ),
+            (b"[1,\n]", 4, "trailing comma in array"),
+            (b"{\"a\":1 , }", 9, "trailing comma in object"),
+            (
+                b"{\"a\": ",
+                6,
+                "unexpected end of input, expected a JSON value",
+            ),
+            (b"[1 ", 3, "unexpected end of input, expected ',' or ']'"),
+        ] {
+            let x = e(doc);
+            assert_eq!((x.offset, x.what.as_str()), (offset, what), "{doc:?}");
         }
     }
 
