@@ -299,22 +299,19 @@ impl Checker {
 
     /// Records every member of `o` not named in `known` (in file order).
     pub(crate) fn unknown_fields(&mut self, o: &Obj<'_, '_>, known: &[&str]) {
-        // Members mostly come in the order of `known`: try the next one first.
-        let mut next = 0;
-        for (k, v) in o.members.iter() {
-            if known.get(next) == Some(&k) {
-                next += 1;
-            } else if let Some(at) = known.iter().position(|&want| want == k) {
-                next = at + 1;
-            } else {
-                self.fail(
-                    &o.path.key(k),
-                    "unknown field",
-                    format!("one of {}", known.join(", ")),
-                    preview(v),
-                );
-            }
-        }
+        let m = o.members;
+        m.each_unknown(known, |v| self.unknown_field(&o.path, m.key(v), v, known));
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unknown_field(&mut self, path: &Path<'_>, k: &str, v: Value<'_>, known: &[&str]) {
+        self.fail(
+            &path.key(k),
+            "unknown field",
+            format!("one of {}", known.join(", ")),
+            preview(v),
+        );
     }
 
     /// A required object with exactly the `known` fields (missing ones are
