@@ -376,14 +376,20 @@ impl Checker {
         }
     }
 
-    #[inline]
+    /// The common case inline (a non-negative integer literal of at most
+    /// 19 digits, in range); everything else, errors included, out of line.
+    #[inline(always)]
     pub(crate) fn uint(&mut self, f: Field<'_, '_>, lo: u64, hi: u64) -> Option<u64> {
-        // The common case: a non-negative integer literal of at most 19 digits.
         if let Some(v) = f.value.and_then(|v| v.as_small_uint()) {
             if (lo..=hi).contains(&v) {
                 return Some(v);
             }
         }
+        self.uint_slow(f, lo, hi)
+    }
+
+    #[inline(never)]
+    fn uint_slow(&mut self, f: Field<'_, '_>, lo: u64, hi: u64) -> Option<u64> {
         // In range lo..=hi, so the conversion back to u64 is lossless.
         self.int(f, i128::from(lo), i128::from(hi))
             .map(|i| i as u64)

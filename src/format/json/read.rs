@@ -1401,10 +1401,9 @@ mod tests {
     #[test]
     fn each_unknown_in_file_order() {
         let known = ["a", "bb", "ccc", "dddd_eeee"];
-        let doc = parse(
-            br#"{"x":1,"ccc":2,"a":3,"\u0062b":4,"y":{"a":1},"dddd_eeee":5,"dddd_eeeE":6}"#,
-        )
-        .unwrap();
+        let doc =
+            parse(br#"{"x":1,"ccc":2,"a":3,"\u0062b":4,"y":{"a":1},"dddd_eeee":5,"dddd_eeeE":6}"#)
+                .unwrap();
         let m = doc.root().as_object().unwrap();
         let mut got = Vec::new();
         m.each_unknown(&known, |v| got.push(m.key(v).to_owned()));
