@@ -8,6 +8,7 @@
 //! order is accepted), and nothing is formatted unless a check fails.
 
 use super::{parse_canonical_uuid, EngineId, GpuUuid};
+use crate::format::json::read::short_eq;
 use crate::format::json::{preview, quote_preview, Items, Members, NumKind, Value, View};
 use std::cell::Cell;
 use std::fmt::{self, Write as _};
@@ -299,22 +300,19 @@ impl Checker {
 
     /// Records every member of `o` not named in `known` (in file order).
     pub(crate) fn unknown_fields(&mut self, o: &Obj<'_, '_>, known: &[&str]) {
-        // Members mostly come in the order of `known`: try the next one first.
-        let mut next = 0;
-        for (k, v) in o.members.iter() {
-            if known.get(next) == Some(&k) {
-                next += 1;
-            } else if let Some(at) = known.iter().position(|&want| want == k) {
-                next = at + 1;
-            } else {
-                self.fail(
-                    &o.path.key(k),
-                    "unknown field",
-                    format!("one of {}", known.join(", ")),
-                    preview(v),
-                );
-            }
-        }
+        let m = o.members;
+        m.each_unknown(known, |v| self.unknown_field(&o.path, m.key(v), v, known));
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unknown_field(&mut self, path: &Path<'_>, k: &str, v: Value<'_>, known: &[&str]) {
+        self.fail(
+            &path.key(k),
+            "unknown field",
+            format!("one of {}", known.join(", ")),
+            preview(v),
+        );
     }
 
     /// A required object with exactly the `known` fields (missing ones are
@@ -379,14 +377,20 @@ impl Checker {
         }
     }
 
-    #[inline]
+    /// The common case inline (a non-negative integer literal of at most
+    /// 19 digits, in range); everything else, errors included, out of line.
+    #[inline(always)]
     pub(crate) fn uint(&mut self, f: Field<'_, '_>, lo: u64, hi: u64) -> Option<u64> {
-        // The common case: a non-negative integer literal of at most 19 digits.
         if let Some(v) = f.value.and_then(|v| v.as_small_uint()) {
             if (lo..=hi).contains(&v) {
                 return Some(v);
             }
         }
+        self.uint_slow(f, lo, hi)
+    }
+
+    #[inline(never)]
+    fn uint_slow(&mut self, f: Field<'_, '_>, lo: u64, hi: u64) -> Option<u64> {
         // In range lo..=hi, so the conversion back to u64 is lossless.
         self.int(f, i128::from(lo), i128::from(hi))
             .map(|i| i as u64)
@@ -426,8 +430,7 @@ impl Checker {
         max: usize,
         expected: impl FnOnce() -> String,
     ) -> bool {
-        // A string of n bytes has between ceil(n/4) and n characters.
-        if s.len() <= max && s.len() >= min.saturating_mul(4) {
+        if len_surely_in(s, min, max) {
             return true;
         }
         let n = s.chars().count();
@@ -452,13 +455,25 @@ impl Checker {
         }
     }
 
-    #[inline]
+    /// The common case inline (a string whose byte length alone proves its
+    /// character count in range); everything else out of line.
+    #[inline(always)]
     pub(crate) fn string<'v>(
         &mut self,
         f: Field<'_, 'v>,
         min: usize,
         max: usize,
     ) -> Option<&'v str> {
+        if let Some(s) = f.value.and_then(|v| v.as_str()) {
+            if len_surely_in(s, min, max) {
+                return Some(s);
+            }
+        }
+        self.string_slow(f, min, max)
+    }
+
+    #[inline(never)]
+    fn string_slow<'v>(&mut self, f: Field<'_, 'v>, min: usize, max: usize) -> Option<&'v str> {
         let expected = || format!("string of {min}–{max} chars");
         let s = self.str_value(&f, expected)?;
         self.check_len(&f.path, s, min, max, expected).then_some(s)
@@ -492,7 +507,19 @@ impl Checker {
         }
     }
 
+    /// A string that is one of `options`: found inline, anything else out of line.
+    #[inline(always)]
     pub(crate) fn one_of<'v>(&mut self, f: Field<'_, 'v>, options: &[&str]) -> Option<&'v str> {
+        if let Some(s) = f.value.and_then(|v| v.as_str()) {
+            if options.iter().any(|o| short_eq(o.as_bytes(), s.as_bytes())) {
+                return Some(s);
+            }
+        }
+        self.one_of_slow(f, options)
+    }
+
+    #[inline(never)]
+    fn one_of_slow<'v>(&mut self, f: Field<'_, 'v>, options: &[&str]) -> Option<&'v str> {
         let expected = || format!("one of {}", options.join(", "));
         let s = self.str_value(&f, expected)?;
         if options.contains(&s) {
@@ -623,6 +650,13 @@ impl Checker {
         self.fail(&f.path, problem, expected(), quote_preview(s));
         None
     }
+}
+
+/// Whether the byte length alone proves `s` has `min..=max` characters: a
+/// string of n bytes has between ceil(n/4) and n characters.
+#[inline(always)]
+fn len_surely_in(s: &str, min: usize, max: usize) -> bool {
+    s.len() <= max && s.len() >= min.saturating_mul(4)
 }
 
 fn uuid_problem(s: &str) -> &'static str {

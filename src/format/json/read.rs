@@ -140,6 +140,31 @@ impl<'a> Doc<'a> {
     }
 }
 
+/// Byte equality without a `memcmp` call for the short keys of a schema:
+/// up to 16 bytes it compares two overlapping words from each end.
+#[inline(always)]
+pub(crate) fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    fn w4(x: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]])
+    }
+    fn w8(x: &[u8], at: usize) -> u64 {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&x[at..at + 8]);
+        u64::from_le_bytes(w)
+    }
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=8 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        9..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// One value of a [`Doc`] (a handle: copying it copies two words).
 #[derive(Clone, Copy)]
 pub struct Value<'d> {
@@ -435,6 +460,36 @@ impl<'d> Members<'d> {
     pub fn get(&self, key: &str) -> Option<Value<'d>> {
         let doc = self.doc;
         self.values().find(|v| doc.key_of(v.index()) == key)
+    }
+    /// Calls `unknown` with each member whose key is not in `known`, in
+    /// file order: one pass over the node list with the nodes and the
+    /// source held in locals. Members mostly come in the order of `known`,
+    /// so the next known key is tried first.
+    #[inline]
+    pub(crate) fn each_unknown(&self, known: &[&str], mut unknown: impl FnMut(Value<'d>)) {
+        let doc = self.doc;
+        let nodes = &doc.nodes[..];
+        let (src, dec) = (doc.src.as_bytes(), doc.decoded.as_bytes());
+        let Some(obj) = nodes.get(self.at as usize) else {
+            return;
+        };
+        let mut at = self.at + 1;
+        let mut next = 0;
+        for _ in 0..obj.len {
+            let Some(n) = nodes.get(at as usize) else {
+                return;
+            };
+            let span = n.key.0 as usize..n.key.1 as usize;
+            let key = if n.key_esc { &dec[span] } else { &src[span] };
+            if known.get(next).is_some_and(|k| short_eq(k.as_bytes(), key)) {
+                next += 1;
+            } else if let Some(p) = known.iter().position(|k| short_eq(k.as_bytes(), key)) {
+                next = p + 1;
+            } else {
+                unknown(Value { doc, at });
+            }
+            at = n.end;
+        }
     }
     /// The object itself.
     #[inline]
@@ -1322,6 +1377,44 @@ impl Preview {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `short_eq` is `==` on bytes, for every length around its word sizes
+    /// and a difference at every position.
+    #[test]
+    fn short_eq_is_byte_equality() {
+        for n in 0..=40usize {
+            let a: Vec<u8> = (0..n as u8).map(|i| b'a' + i % 26).collect();
+            assert!(short_eq(&a, &a.clone()), "len {n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!short_eq(&a, &b), "len {n}, byte {at}");
+            }
+            let mut longer = a.clone();
+            longer.push(b'x');
+            assert!(!short_eq(&a, &longer) && !short_eq(&longer, &a), "len {n}");
+        }
+    }
+
+    /// `each_unknown` names the members outside `known` in file order,
+    /// whatever order the known ones come in, escaped keys included.
+    #[test]
+    fn each_unknown_in_file_order() {
+        let known = ["a", "bb", "ccc", "dddd_eeee"];
+        let doc =
+            parse(br#"{"x":1,"ccc":2,"a":3,"\u0062b":4,"y":{"a":1},"dddd_eeee":5,"dddd_eeeE":6}"#)
+                .unwrap();
+        let m = doc.root().as_object().unwrap();
+        let mut got = Vec::new();
+        m.each_unknown(&known, |v| got.push(m.key(v).to_owned()));
+        assert_eq!(got, ["x", "y", "dddd_eeeE"]);
+        let mut none = Vec::new();
+        m.each_unknown(
+            &["x", "ccc", "a", "bb", "y", "dddd_eeee", "dddd_eeeE"],
+            |v| none.push(m.key(v).to_owned()),
+        );
+        assert!(none.is_empty(), "{none:?}");
+    }
 
     fn e(s: &[u8]) -> JsonError {
         parse(s).expect_err("should be rejected")
