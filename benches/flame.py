@@ -28,6 +28,7 @@ import collections
 import html
 import re
 import sys
+import zlib
 
 # (phase, regular expression over one frame's symbol). First match wins,
 # tested phase by phase over the whole stack.
@@ -140,7 +141,7 @@ def svg(samples, out, title):
         w = n * width / total
         y = height - pad - (d + 1) * row
         share = 100.0 * n / total
-        h = (hash(name) % 60) + 20
+        h = (zlib.crc32(name.encode()) % 60) + 20
         color = "rgb(%d,%d,%d)" % (230, 100 + h, 40 + h // 2)
         label = html.escape(name)
         shown = ""
