@@ -19,6 +19,7 @@
 //! layering test naming file:line, unless it is one of the [`KNOWN_BACK`]
 //! arrows still to be removed (that list must be exact).
 
+use super::rust_tokens::{tokens, Tok};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -56,139 +57,6 @@ fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
                 continue;
             }
             out.insert(segs.join("::"), p);
-        }
-    }
-    out
-}
-
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Ident(String),
-    Colons,
-    Open,
-    Close,
-    Comma,
-    Semi,
-    Hash,
-    Other,
-}
-
-/// Tokens with their line numbers; comments, strings and char literals gone.
-fn tokens(text: &str) -> Vec<(Tok, usize)> {
-    let b = text.as_bytes();
-    let mut i = 0;
-    let mut line = 1;
-    let mut out = Vec::new();
-    while i < b.len() {
-        let c = b[i];
-        if c == b'\n' {
-            line += 1;
-            i += 1;
-        } else if c.is_ascii_whitespace() {
-            i += 1;
-        } else if b[i..].starts_with(b"//") {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if b[i..].starts_with(b"/*") {
-            let mut depth = 0;
-            while i < b.len() {
-                if b[i..].starts_with(b"/*") {
-                    depth += 1;
-                    i += 2;
-                } else if b[i..].starts_with(b"*/") {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    if b[i] == b'\n' {
-                        line += 1;
-                    }
-                    i += 1;
-                }
-            }
-        } else if c == b'r' && (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#')) && {
-            let mut j = i + 1;
-            while b.get(j) == Some(&b'#') {
-                j += 1;
-            }
-            b.get(j) == Some(&b'"')
-        } {
-            // raw string r#"..."#
-            let mut j = i + 1;
-            let mut hashes = 0;
-            while b[j] == b'#' {
-                hashes += 1;
-                j += 1;
-            }
-            j += 1;
-            loop {
-                if b[j] == b'\n' {
-                    line += 1;
-                }
-                if b[j] == b'"' && b[j + 1..].iter().take(hashes).all(|&h| h == b'#') {
-                    j += 1 + hashes;
-                    break;
-                }
-                j += 1;
-            }
-            i = j;
-            out.push((Tok::Other, line));
-        } else if c == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                if b[i] == b'\\' {
-                    i += 1;
-                }
-                if b[i] == b'\n' {
-                    line += 1;
-                }
-                i += 1;
-            }
-            i += 1;
-            out.push((Tok::Other, line));
-        } else if c == b'\'' {
-            // char literal or lifetime
-            if b.get(i + 2) == Some(&b'\'') || b.get(i + 1) == Some(&b'\\') {
-                i += 1;
-                while i < b.len() && b[i] != b'\'' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                i += 1;
-            } else {
-                i += 1;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                    i += 1;
-                }
-            }
-            out.push((Tok::Other, line));
-        } else if c.is_ascii_alphabetic() || c == b'_' {
-            let s = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
-            out.push((Tok::Ident(text[s..i].to_string()), line));
-        } else if b[i..].starts_with(b"::") {
-            out.push((Tok::Colons, line));
-            i += 2;
-        } else {
-            out.push((
-                match c {
-                    b'{' => Tok::Open,
-                    b'}' => Tok::Close,
-                    b',' => Tok::Comma,
-                    b';' => Tok::Semi,
-                    b'#' => Tok::Hash,
-                    _ => Tok::Other,
-                },
-                line,
-            ));
-            i += 1;
         }
     }
     out

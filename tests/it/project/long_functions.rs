@@ -5,6 +5,7 @@
 //! `fn` (its doc comment included). A function is counted from its `fn`
 //! line to its closing brace; a nested function is counted on its own too.
 
+use super::rust_tokens::{tokens, Tok};
 use crate::util::repo;
 use std::path::Path;
 
@@ -29,99 +30,6 @@ impl Function {
     fn lines(&self) -> usize {
         self.last - self.first + 1
     }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Tok {
-    Ident(String),
-    Punct(char),
-}
-
-/// The identifiers and the punctuation `{ } ; (` of `text`, each with its
-/// 1-based line, comments and string and char literals skipped.
-fn tokens(text: &str) -> Vec<(Tok, usize)> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut line = 1;
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    while i < b.len() {
-        let c = b[i];
-        let prev_ident = i > 0 && ident(b[i - 1]);
-        if c == b'\n' {
-            line += 1;
-            i += 1;
-        } else if b[i..].starts_with(b"//") {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if b[i..].starts_with(b"/*") {
-            let mut depth = 0;
-            while i < b.len() {
-                if b[i..].starts_with(b"/*") {
-                    depth += 1;
-                    i += 2;
-                } else if b[i..].starts_with(b"*/") {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    line += usize::from(b[i] == b'\n');
-                    i += 1;
-                }
-            }
-        } else if !prev_ident && (c == b'r' || (c == b'b' && b.get(i + 1) == Some(&b'r'))) && {
-            // A raw string: r"…", r#"…"#, br"…".
-            let start = if c == b'b' { i + 2 } else { i + 1 };
-            let hashes = b[start..].iter().take_while(|&&h| h == b'#').count();
-            b.get(start + hashes) == Some(&b'"')
-        } {
-            let start = if c == b'b' { i + 2 } else { i + 1 };
-            let hashes = b[start..].iter().take_while(|&&h| h == b'#').count();
-            let mut end = vec![b'"'];
-            end.extend(std::iter::repeat_n(b'#', hashes));
-            let mut j = start + hashes + 1;
-            while j < b.len() && !b[j..].starts_with(&end) {
-                line += usize::from(b[j] == b'\n');
-                j += 1;
-            }
-            i = j + end.len();
-        } else if c == b'"' || (c == b'b' && !prev_ident && b.get(i + 1) == Some(&b'"')) {
-            let mut j = if c == b'b' { i + 2 } else { i + 1 };
-            while j < b.len() && b[j] != b'"' {
-                if b[j] == b'\\' {
-                    j += 1;
-                }
-                line += usize::from(b.get(j) == Some(&b'\n'));
-                j += 1;
-            }
-            i = j + 1;
-        } else if c == b'\'' {
-            // A char literal ('x', '\n', '\u{1b}', '"'); else a lifetime.
-            let rest = &b[i + 1..];
-            let len = if rest.first() == Some(&b'\\') {
-                rest.iter().position(|&x| x == b'\'').map(|p| p + 2)
-            } else {
-                let ch = text[i + 1..].chars().next().map_or(1, char::len_utf8);
-                (rest.get(ch) == Some(&b'\'')).then_some(ch + 2)
-            };
-            i += len.unwrap_or(1);
-        } else if ident(c) {
-            let start = i;
-            while i < b.len() && ident(b[i]) {
-                i += 1;
-            }
-            out.push((Tok::Ident(text[start..i].to_string()), line));
-        } else {
-            if matches!(c, b'{' | b'}' | b';' | b'(') {
-                out.push((Tok::Punct(c as char), line));
-            }
-            i += 1;
-        }
-    }
-    out
 }
 
 /// Whether a `// long:` comment stands in the comment and attribute lines
@@ -150,9 +58,9 @@ fn functions(text: &str) -> Vec<Function> {
         // The body is the first `{` before any `;` (a declaration has none).
         let Some(open) = toks[k + 2..]
             .iter()
-            .position(|(t, _)| matches!(t, Tok::Punct('{') | Tok::Punct(';')))
+            .position(|(t, _)| matches!(t, Tok::Open | Tok::Semi))
             .map(|p| p + k + 2)
-            .filter(|&p| toks[p].0 == Tok::Punct('{'))
+            .filter(|&p| toks[p].0 == Tok::Open)
         else {
             continue;
         };
@@ -160,8 +68,8 @@ fn functions(text: &str) -> Vec<Function> {
         let mut last = None;
         for (t, l) in &toks[open..] {
             match t {
-                Tok::Punct('{') => depth += 1,
-                Tok::Punct('}') => {
+                Tok::Open => depth += 1,
+                Tok::Close => {
                     depth -= 1;
                     if depth == 0 {
                         last = Some(*l);

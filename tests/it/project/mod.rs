@@ -5,6 +5,7 @@ mod format_refs;
 mod leaf_modules;
 mod long_functions;
 mod packaging;
+mod rust_tokens;
 mod rustfmt_coverage;
 mod skips;
 mod systemd_units;
