@@ -192,14 +192,32 @@ impl GpuUuid {
     }
 }
 
-impl fmt::Display for GpuUuid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = match self.kind {
+impl GpuUuid {
+    fn prefix(&self) -> &'static str {
+        match self.kind {
             GpuKind::Gpu => "GPU-",
             GpuKind::Mig => "MIG-",
-        };
+        }
+    }
+
+    /// The text [`Display`](fmt::Display) writes, in one allocation of its
+    /// exact size (`to_string` grows its buffer twice).
+    pub fn text(&self) -> String {
+        let mut s = String::with_capacity(4 + 36);
+        s.push_str(self.prefix());
+        s.push_str(
+            self.uuid
+                .hyphenated()
+                .encode_lower(&mut Uuid::encode_buffer()),
+        );
+        s
+    }
+}
+
+impl fmt::Display for GpuUuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Two plain writes: no format string to interpret per call.
-        f.write_str(p)?;
+        f.write_str(self.prefix())?;
         f.write_str(
             self.uuid
                 .hyphenated()
@@ -594,6 +612,7 @@ mod uuid_tests {
         ] {
             let g = GpuUuid::parse(s).unwrap();
             assert_eq!(g.to_string(), s);
+            assert_eq!(g.text(), s);
             assert_eq!(format!("{g:>60}"), s);
         }
     }
