@@ -15,7 +15,6 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use serde::ser::{self, Serialize};
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
 
@@ -45,38 +44,49 @@ impl From<PyErr> for BuildError {
 
 type Result<T> = std::result::Result<T, BuildError>;
 
+/// Slots of the name table, a power of two: several times the crate's
+/// distinct field and variant names.
+const SLOTS: usize = 1024;
+
+/// One slot: a name's address and length, and its interned string.
+type Slot = Option<(usize, usize, Py<PyString>)>;
+
 /// The interned Python strings of the `&'static str` names seen so far,
-/// by the name's address and length (a `&'static str` never moves nor
-/// changes; two equal names at two addresses are two entries, both right).
-type Names = HashMap<(usize, usize), Py<PyString>, Fnv>;
+/// each in the slot its address and length hash to (a `&'static str` never
+/// moves nor changes; two equal names at two addresses are two entries,
+/// both right). A direct-mapped cache: a hit is one index and a compare of
+/// both words, so a slot never answers for another name; two names that
+/// share a slot take turns (the newcomer is interned, which CPython answers
+/// with the same string object, and replaces the other).
+struct Names(Box<[Slot]>);
+
+impl Names {
+    fn new() -> Names {
+        Names((0..SLOTS).map(|_| None).collect())
+    }
+
+    /// The slot of a name: its words mixed by a Fibonacci multiply, the
+    /// top bits (the table is private: no attacker chooses the keys).
+    fn slot(ptr: usize, len: usize) -> usize {
+        let h = (ptr as u64 ^ (len as u64).rotate_right(16)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> (64 - SLOTS.trailing_zeros())) as usize & (SLOTS - 1)
+    }
+
+    fn get<'py>(&mut self, py: Python<'py>, s: &'static str) -> Bound<'py, PyString> {
+        let (ptr, len) = (s.as_ptr() as usize, s.len());
+        let slot = &mut self.0[Names::slot(ptr, len)];
+        if let Some((p, l, v)) = slot {
+            if (*p, *l) == (ptr, len) {
+                return v.bind(py).clone();
+            }
+        }
+        let v = PyString::intern(py, s);
+        *slot = Some((ptr, len, v.clone().unbind()));
+        v
+    }
+}
 
 static NAMES: Mutex<Option<Names>> = Mutex::new(None);
-
-/// FNV-1a over the key's words: the keys are two machine words, and the
-/// table is private (no attacker chooses them).
-#[derive(Default, Clone, Copy)]
-struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (self.0 ^ n as u64).wrapping_mul(0x100_0000_01b3);
-    }
-}
-
-impl std::hash::BuildHasher for Fnv {
-    type Hasher = Fnv;
-    fn build_hasher(&self) -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
 
 /// `value` as Python objects (module docs).
 pub fn build<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> Result<Bound<'py, PyAny>> {
@@ -91,8 +101,8 @@ pub fn build<'py, T: Serialize + ?Sized>(py: Python<'py>, value: &T) -> Result<B
     };
     let mut own = None;
     let names = match guard.as_deref_mut() {
-        Some(table) => table.get_or_insert_with(|| HashMap::with_hasher(Fnv::default())),
-        None => own.insert(HashMap::with_hasher(Fnv::default())),
+        Some(table) => table.get_or_insert_with(Names::new),
+        None => own.insert(Names::new()),
     };
     value.serialize(Builder { py, names })
 }
@@ -104,12 +114,7 @@ struct Builder<'a, 'py> {
 
 impl<'py> Builder<'_, 'py> {
     fn name(&mut self, s: &'static str) -> Bound<'py, PyString> {
-        let py = self.py;
-        self.names
-            .entry((s.as_ptr() as usize, s.len()))
-            .or_insert_with(|| PyString::intern(py, s).unbind())
-            .bind(py)
-            .clone()
+        self.names.get(self.py, s)
     }
 
     fn reborrow(&mut self) -> Builder<'_, 'py> {

@@ -53,12 +53,20 @@ pub fn decode(hex: &[u8], out: &mut [u8], upper_ok: bool) -> bool {
 /// Written as bytes, a pair per input byte (a `char` pushed at a time is
 /// a UTF-8 length test and a capacity check per digit).
 pub fn encode(bytes: &[u8]) -> String {
+    encode_after("", bytes)
+}
+
+/// `prefix` then the lowercase hex of `bytes`, in one allocation (a
+/// digest's `sha256:…`).
+pub fn encode_after(prefix: &str, bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = vec![0u8; bytes.len() * 2];
-    for (pair, &b) in out.as_chunks_mut::<2>().0.iter_mut().zip(bytes) {
+    let mut out = vec![0u8; prefix.len() + bytes.len() * 2];
+    let (head, digits) = out.split_at_mut(prefix.len());
+    head.copy_from_slice(prefix.as_bytes());
+    for (pair, &b) in digits.as_chunks_mut::<2>().0.iter_mut().zip(bytes) {
         *pair = [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]];
     }
-    // Only ASCII digits were written.
+    // A str and ASCII digits: valid UTF-8.
     String::from_utf8(out).unwrap_or_default()
 }
 
@@ -71,6 +79,11 @@ mod tests {
         let all: Vec<u8> = (0..=255).collect();
         let want: String = all.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(super::encode(&all), want);
+        assert_eq!(
+            super::encode_after("sha256:", &all),
+            format!("sha256:{want}")
+        );
+        assert_eq!(super::encode_after("é", &[0x0f]), "é0f");
         let mut out = [0u8; 3];
         assert!(super::decode(b"00abff", &mut out, false));
         assert_eq!(out, [0x00, 0xab, 0xff]);

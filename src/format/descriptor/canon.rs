@@ -102,10 +102,7 @@ fn put_run(buf: &mut [u8], pos: usize, src: &[u8], a: usize, b: usize) -> usize 
 
 /// `sha256:` followed by the 64 lowercase hex digits of `digest`.
 pub fn format_digest(digest: &[u8; 32]) -> String {
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    s.push_str(&crate::format::hex::encode(digest));
-    s
+    crate::format::hex::encode_after("sha256:", digest)
 }
 
 /// Objects up to this size are key-sorted on the stack ([`write_object`]).

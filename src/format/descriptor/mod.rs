@@ -192,13 +192,37 @@ impl GpuUuid {
     }
 }
 
-impl fmt::Display for GpuUuid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = match self.kind {
+impl GpuUuid {
+    fn prefix(&self) -> &'static str {
+        match self.kind {
             GpuKind::Gpu => "GPU-",
             GpuKind::Mig => "MIG-",
-        };
-        write!(f, "{p}{}", self.uuid.hyphenated())
+        }
+    }
+
+    /// The text [`Display`](fmt::Display) writes, in one allocation of its
+    /// exact size (`to_string` grows its buffer twice).
+    pub fn text(&self) -> String {
+        let mut s = String::with_capacity(4 + 36);
+        s.push_str(self.prefix());
+        s.push_str(
+            self.uuid
+                .hyphenated()
+                .encode_lower(&mut Uuid::encode_buffer()),
+        );
+        s
+    }
+}
+
+impl fmt::Display for GpuUuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Two plain writes: no format string to interpret per call.
+        f.write_str(self.prefix())?;
+        f.write_str(
+            self.uuid
+                .hyphenated()
+                .encode_lower(&mut Uuid::encode_buffer()),
+        )
     }
 }
 
@@ -210,17 +234,20 @@ impl Serialize for GpuUuid {
 
 /// A canonical lowercase hyphenated UUID (36 chars); anything else is `None`.
 pub fn parse_canonical_uuid(s: &str) -> Option<Uuid> {
-    if s.len() != 36 {
+    // One pass: the four hyphens where they belong, and the five groups of
+    // lowercase hex digits decoded as they are checked (the `uuid` crate's
+    // parser would check them again, and accept uppercase).
+    let b = s.as_bytes();
+    if b.len() != 36 || b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
         return None;
     }
-    let ok = s.bytes().enumerate().all(|(i, b)| match i {
-        8 | 13 | 18 | 23 => b == b'-',
-        _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
-    });
-    if !ok {
-        return None;
-    }
-    Uuid::parse_str(s).ok()
+    let mut out = [0u8; 16];
+    let ok = crate::format::hex::decode(&b[0..8], &mut out[0..4], false)
+        && crate::format::hex::decode(&b[9..13], &mut out[4..6], false)
+        && crate::format::hex::decode(&b[14..18], &mut out[6..8], false)
+        && crate::format::hex::decode(&b[19..23], &mut out[8..10], false)
+        && crate::format::hex::decode(&b[24..36], &mut out[10..16], false);
+    ok.then(|| Uuid::from_bytes(out))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -528,5 +555,65 @@ impl Descriptor {
     /// True when some handle carries bytes that grant access to the memory.
     pub fn carries_handle_bytes(&self) -> bool {
         self.alloc_summary.carries_bytes
+    }
+}
+
+#[cfg(test)]
+mod uuid_tests {
+    use super::*;
+
+    /// The definition: 36 characters, hyphens at 8, 13, 18 and 23, every
+    /// other one a digit or `a`-`f`; then the `uuid` crate's reading.
+    fn by_definition(s: &str) -> Option<Uuid> {
+        let ok = s.len() == 36
+            && s.bytes().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => b == b'-',
+                _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+            });
+        ok.then(|| Uuid::parse_str(s).ok()).flatten()
+    }
+
+    /// Every byte at every position of a canonical UUID, and every length
+    /// around 36, read as the definition reads them.
+    #[test]
+    fn canonical_uuid_parses_as_its_definition() {
+        let good = "6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9a30";
+        assert_eq!(parse_canonical_uuid(good), Uuid::parse_str(good).ok());
+        for i in 0..good.len() {
+            for b in 0..=255u8 {
+                let mut v = good.as_bytes().to_vec();
+                v[i] = b;
+                let Ok(s) = String::from_utf8(v) else {
+                    continue;
+                };
+                assert_eq!(parse_canonical_uuid(&s), by_definition(&s), "{s:?}");
+            }
+        }
+        for s in [
+            "",
+            "6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9a3",
+            "6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9a300",
+            "6C1D0E52-3A1F-4D5E-9B7A-2F4C8E1D9A30",
+            "6c1d0e523a1f4d5e9b7a2f4c8e1d9a30",
+            "{6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9a3}",
+            "6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9aé",
+        ] {
+            assert_eq!(parse_canonical_uuid(s), by_definition(s), "{s:?}");
+        }
+    }
+
+    /// The display of a GPU UUID is its prefix and the lowercase hyphenated
+    /// UUID, whatever the formatter's flags.
+    #[test]
+    fn gpu_uuid_displays_as_written() {
+        for s in [
+            "GPU-6a1f0c2e-0000-4000-8000-00000000000a",
+            "MIG-ffffffff-ffff-ffff-ffff-ffffffffffff",
+        ] {
+            let g = GpuUuid::parse(s).unwrap();
+            assert_eq!(g.to_string(), s);
+            assert_eq!(g.text(), s);
+            assert_eq!(format!("{g:>60}"), s);
+        }
     }
 }

@@ -86,7 +86,7 @@ pub fn ask(gates: &Inputs) -> Result<ImportPlan, NotReady> {
         }
         return Err(refused(report));
     }
-    ImportPlan::new(origin(&audited), group, &plan, &descriptors).map_err(|e| {
+    ImportPlan::new(origin(&audited), group, plan, &descriptors).map_err(|e| {
         NotReady::Usage(Failure::internal(
             format!("internal error while planning: {e}"),
             Some("please report this".to_string()),

@@ -127,15 +127,17 @@ impl PlanHandle {
 impl ImportPlan {
     /// The plan document of `plan`, a group the audit accepted; each rank's
     /// digest comes from the descriptor the audit judged (by raw path bytes).
+    /// The plan is spent: its paths and allocation ids move into the
+    /// document (no second copy of each).
     pub fn new(
         origin: Origin,
         group: &GroupVerdict,
-        plan: &Plan,
+        plan: Plan,
         descriptors: &BTreeMap<Vec<u8>, Descriptor>,
     ) -> Result<ImportPlan, String> {
         let missing = |what: &str| format!("group {:?} has no {what}", group.engine_id);
         let mut ranks = Vec::with_capacity(plan.ranks.len());
-        for pr in &plan.ranks {
+        for pr in plan.ranks {
             let d = group
                 .ranks
                 .iter()
@@ -144,8 +146,8 @@ impl ImportPlan {
                 .ok_or_else(|| format!("no judged descriptor for rank {}", pr.rank))?;
             ranks.push(PlanRank {
                 rank: pr.rank,
-                gpu_uuid: pr.gpu.to_string(),
-                path: pr.path.clone(),
+                gpu_uuid: pr.gpu.text(),
+                path: pr.path,
                 digest: format_digest(&d.digest),
                 owner: PlanOwner {
                     pid: pr.owner.pid,
@@ -158,9 +160,9 @@ impl ImportPlan {
                 },
                 allocations: pr
                     .allocations
-                    .iter()
+                    .into_iter()
                     .map(|a| PlanAllocation {
-                        id: a.id.clone(),
+                        id: a.id,
                         size_bytes: a.size_bytes,
                         offset_bytes: a.offset_bytes,
                         handle: PlanHandle::of(&a.handle),
@@ -180,7 +182,7 @@ impl ImportPlan {
             host: origin.host,
             boot_id: origin.boot_id,
             root: origin.root,
-            engine_id: plan.engine_id.clone(),
+            engine_id: plan.engine_id,
             incarnation: plan.incarnation.ok_or_else(|| missing("incarnation"))?,
             epoch: plan.epoch.ok_or_else(|| missing("epoch"))?,
             world_size: group.world_size.ok_or_else(|| missing("world size"))?,

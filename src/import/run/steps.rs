@@ -151,7 +151,7 @@ pub fn import(req: &Request, run: Action) -> Result<Done, Failure> {
             report.plan = crate::import::gate::readiness::ImportPlan::new(
                 crate::import::gate::readiness::origin(&audited),
                 group,
-                &plan,
+                plan,
                 &descriptors,
             )
             .ok();

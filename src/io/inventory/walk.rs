@@ -192,7 +192,7 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
     // read, not where unsafe entries (symlinks, devices, mounts) are found.
     let mut it = WalkDir::new(root)
         .follow_links(false)
-        .sort_by_file_name()
+        .sort_by(|a, b| leaf(a.path()).cmp(leaf(b.path())))
         .into_iter();
     w.root_mnt = mount_id(inv.file.as_fd(), None);
     while let Some(item) = it.next() {
@@ -218,6 +218,45 @@ fn walk(inv: &InventoryRoot, visit: &mut dyn FnMut(Listed)) -> Result<ScanStats,
     Ok(stats)
 }
 
+/// `path` below `root`: what `Path::strip_prefix` answers (or `path`
+/// itself), found by comparing bytes where the path is `root`, a slash and
+/// plain names (how walkdir joins what it lists); anything else is left to
+/// `strip_prefix`. Component by component, the same names: a root that is
+/// not empty and does not end with a slash, then one separator, then
+/// components that are neither empty nor `.` (which `strip_prefix` would
+/// skip).
+fn below<'p>(path: &'p Path, root: &Path) -> &'p Path {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, r) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    let plain = |rest: &[u8]| {
+        !rest.is_empty()
+            && rest
+                .split(|b| *b == b'/')
+                .all(|c| !c.is_empty() && c != b".")
+    };
+    match p.strip_prefix(r).and_then(|x| x.strip_prefix(b"/")) {
+        Some(rest) if !r.is_empty() && !r.ends_with(b"/") && plain(rest) => {
+            Path::new(std::ffi::OsStr::from_bytes(rest))
+        }
+        _ => path.strip_prefix(root).unwrap_or(path),
+    }
+}
+
+/// walkdir's `DirEntry::file_name` of an entry at `path` (its last
+/// component, or the whole path when it has none), read from the bytes
+/// after the last slash when they are a plain name; otherwise asked of
+/// `Path::file_name` as walkdir asks it. The walk's order and every name
+/// check use it.
+fn leaf(path: &Path) -> &std::ffi::OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    let p = path.as_os_str().as_bytes();
+    let last = p.rsplit(|b| *b == b'/').next().unwrap_or(p);
+    if !last.is_empty() && last != b"." && last != b".." {
+        return std::ffi::OsStr::from_bytes(last);
+    }
+    path.file_name().unwrap_or(path.as_os_str())
+}
+
 impl Walker<'_> {
     /// One listed entry: the root, or an entry looked up again beneath the
     /// root and then classified.
@@ -232,11 +271,7 @@ impl Walker<'_> {
             });
         }
         let root = self.sc.root;
-        let rel = dent
-            .path()
-            .strip_prefix(root)
-            .unwrap_or(dent.path())
-            .to_path_buf();
+        let rel = below(dent.path(), root).to_path_buf();
         let at = display_path(&rel);
         let ft = dent.file_type();
 
@@ -246,7 +281,7 @@ impl Walker<'_> {
         let read_later = ft.is_file()
             && depth <= MAX_DESCRIPTOR_DEPTH
             && matches!(
-                classify_name(dent.file_name()),
+                classify_name(leaf(dent.path())),
                 EntryKind::Descriptor { .. }
             );
         let now = if read_later {
@@ -320,9 +355,9 @@ impl Walker<'_> {
         .at(at)
         .values(was, is);
         let kind = if ft.is_dir() {
-            dir_kind(dent.file_name())
+            dir_kind(leaf(dent.path()))
         } else {
-            classify_name(dent.file_name())
+            classify_name(leaf(dent.path()))
         };
         let entry = self
             .sc
@@ -352,7 +387,7 @@ impl Walker<'_> {
             .at(&at);
             return Step::entry(sc.entry(rel, EntryKind::Stray, vec![f]));
         }
-        let name = dent.file_name();
+        let name = leaf(dent.path());
         if ft.is_symlink() {
             let found = open::symlink_description(sc.root_fd, &rel);
             let f = Finding::reject(Code::KV001, format!("{found}; never followed"))
@@ -420,7 +455,7 @@ impl Walker<'_> {
     /// registered for the descriptors below it.
     fn directory(&mut self, dent: &walkdir::DirEntry, rel: PathBuf, at: String, md: &Stat) -> Step {
         let sc = &mut self.sc;
-        let name = dent.file_name();
+        let name = leaf(dent.path());
         let mut findings = Vec::new();
         let kind = dir_kind(name);
         // Another mount (a bind mount, another file system) is not
@@ -642,5 +677,77 @@ fn stray_message(rel: &Path) -> String {
              docs/format.md §14)"
         ),
         None => "unexpected file; not read".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::{below, leaf};
+    use std::path::Path;
+
+    const PATHS: &[&str] = &[
+        "",
+        "/",
+        "//",
+        ".",
+        "..",
+        "/.",
+        "/..",
+        "a",
+        "a/",
+        "a/.",
+        "a/..",
+        "/a",
+        "/a/",
+        "/a/b",
+        "/a/b/",
+        "/a/b/.",
+        "/a/b/..",
+        "/a/./b",
+        "/a//b",
+        "/a/b//c",
+        "./a",
+        "./a/b",
+        "../a/b",
+        "a/b/c",
+        "/a/bc",
+        "/a/b/c/d",
+        "/a/b/./c",
+        "/a/b/../c",
+        "/a/b/c/.",
+        "/a/b/\u{e9}",
+        "/a/b/rank-0.json",
+        "/a/b/.tmp",
+        "/a/b/...",
+        "/a/b/.x/y",
+        "/r/a\\b",
+        "///a//b",
+    ];
+
+    /// The byte reading gives what `Path::strip_prefix` gives for every
+    /// pair of paths, plain or not.
+    #[test]
+    fn below_is_strip_prefix() {
+        for p in PATHS {
+            for r in PATHS {
+                let (p, r) = (Path::new(p), Path::new(r));
+                let want = p.strip_prefix(r).unwrap_or(p);
+                assert_eq!(
+                    below(p, r).as_os_str(),
+                    want.as_os_str(),
+                    "{p:?} below {r:?}"
+                );
+            }
+        }
+    }
+
+    /// The byte reading gives walkdir's file name for every path.
+    #[test]
+    fn leaf_is_walkdirs_file_name() {
+        for p in PATHS {
+            let p = Path::new(p);
+            let want = p.file_name().unwrap_or(p.as_os_str());
+            assert_eq!(leaf(p), want, "{p:?}");
+        }
     }
 }

@@ -13,36 +13,41 @@
 use super::{Fact, FakeProbe, Gpus};
 use crate::format::descriptor::GpuUuid;
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+/// The document as written. Its strings borrow the file's bytes where they
+/// hold no escape (a copy is made only for one that does): only what the
+/// probe keeps is copied, once.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FactsFile {
-    #[serde(default)]
-    boot_id: Option<String>,
-    #[serde(default)]
-    hostname: Option<String>,
+struct FactsFile<'a> {
+    #[serde(default, borrow)]
+    boot_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    hostname: Option<Cow<'a, str>>,
     /// `null` or missing: the process table could not be read (docs/live.md).
-    #[serde(default)]
-    processes: Option<BTreeMap<String, u64>>,
-    #[serde(default)]
-    processes_unreadable: Option<String>,
-    #[serde(default)]
-    gpus: Option<GpusFile>,
+    #[serde(default, borrow)]
+    processes: Option<BTreeMap<Cow<'a, str>, u64>>,
+    #[serde(default, borrow)]
+    processes_unreadable: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    gpus: Option<GpusFile<'a>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GpusFile {
-    visible: Vec<String>,
-    #[serde(default)]
-    on_node: Option<Vec<String>>,
-    #[serde(default)]
-    source: Option<String>,
+struct GpusFile<'a> {
+    #[serde(borrow)]
+    visible: Vec<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    on_node: Option<Vec<Cow<'a, str>>>,
+    #[serde(default, borrow)]
+    source: Option<Cow<'a, str>>,
 }
 
-fn gpu_set(list: &[String], field: &str) -> Result<BTreeSet<GpuUuid>, String> {
+fn gpu_set(list: &[Cow<'_, str>], field: &str) -> Result<BTreeSet<GpuUuid>, String> {
     list.iter()
         .map(|s| {
             GpuUuid::parse(s).ok_or_else(|| format!("gpus.{field}: {s:?} is not a GPU-/MIG- UUID"))
@@ -65,14 +70,14 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
     };
     let hostname = match f.hostname {
         Some(h) if h.is_empty() => return Err("hostname is empty".into()),
-        Some(h) => Fact::Known(h),
+        Some(h) => Fact::Known(h.into_owned()),
         None => not_in("hostname", origin),
     };
     let mut processes = BTreeMap::new();
     // `null` (or no key) means "could not be read", like every other fact:
     // each process lookup is then not checked, never "not running".
     let unreadable = match (&f.processes, f.processes_unreadable) {
-        (_, Some(why)) => Some(why),
+        (_, Some(why)) => Some(why.into_owned()),
         (None, None) => Some(format!("processes is null in {origin}")),
         (Some(_), None) => None,
     };
@@ -92,7 +97,7 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
                 .as_deref()
                 .map(|l| gpu_set(l, "on_node"))
                 .transpose()?,
-            source: g.source.unwrap_or_else(|| origin.to_string()),
+            source: g.source.map_or_else(|| origin.to_string(), Cow::into_owned),
             unreadable: Vec::new(),
         }),
         None => not_in("gpus", origin),
@@ -136,6 +141,35 @@ mod tests {
         let Fact::Known(g) = p.gpus() else { panic!() };
         assert_eq!(g.visible.len(), 1);
         assert_eq!(g.source, "demo");
+    }
+
+    /// Strings with escapes (read into a copy, not borrowed) mean what
+    /// they say, in every field; a later duplicate key wins, as before.
+    #[test]
+    fn escaped_strings_are_read() {
+        let p = parse(
+            br#"{"boot_id": "6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9a3\u0030", "hostname": "gpu\u002dnode\n",
+                "processes": {"42\u0034": 7, "4244": 8, "4245": 1, "4245": 2},
+                "gpus": {"visible": ["GPU\u002d6a1f0c2e-0000-4000-8000-000000000000"],
+                         "on_node": ["MIG-6a1f0c2e-0000-4000-8000-00000000000\u0031"], "source": "d\u00e9mo"}}"#,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            p.boot_id(),
+            Fact::Known(uuid::uuid!("6c1d0e52-3a1f-4d5e-9b7a-2f4c8e1d9a30"))
+        );
+        assert_eq!(p.hostname(), Fact::Known("gpu-node\n".into()));
+        assert_eq!(p.start_ticks(4244), Fact::Known(Some(8)));
+        assert_eq!(p.start_ticks(4245), Fact::Known(Some(2)));
+        let Fact::Known(g) = p.gpus() else { panic!() };
+        assert_eq!(g.visible.len(), 1);
+        assert_eq!(g.on_node.as_ref().map(|s| s.len()), Some(1));
+        assert_eq!(g.source, "d\u{e9}mo");
+        let e = parse(br#"{"gpus": {"visible": ["GPU-\u0078"]}}"#, "t").unwrap_err();
+        assert_eq!(e, r#"gpus.visible: "GPU-x" is not a GPU-/MIG- UUID"#);
+        let e = parse(br#"{"processes": {"\u0078": 1}}"#, "t").unwrap_err();
+        assert_eq!(e, r#"processes: "x" is not a pid"#);
     }
 
     #[test]
