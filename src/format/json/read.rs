@@ -48,6 +48,7 @@
 /// Deepest allowed nesting of arrays/objects (the top-level object is depth 1).
 pub const MAX_DEPTH: usize = 32;
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -94,6 +95,38 @@ pub struct Doc<'a> {
     pub(crate) nodes: Vec<Node>,
     /// Decoded contents of the strings and keys that had escapes.
     pub(crate) decoded: String,
+}
+
+thread_local! {
+    /// The node list of the last document this thread dropped, for its next
+    /// parse: a descriptor's list (2-10 KB) is above the allocator's
+    /// per-thread cache, so a fresh one cost 1,100-1,900 instructions of
+    /// `malloc` per parse (docs/bench.md, "Issue #39, fifth round").
+    static SPARE: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
+}
+
+/// The largest node list a thread keeps between parses: 64 KiB, a
+/// pretty-printed document of about 36 KB. A larger one is freed, so an
+/// engine's thread that once read a large file does not hold it.
+const SPARE_MAX_BYTES: usize = 64 << 10;
+
+/// An empty node list with room for `capacity` nodes: the thread's spare
+/// when it has one.
+fn node_list(capacity: usize) -> Vec<Node> {
+    let mut nodes = SPARE.try_with(Cell::take).unwrap_or_default();
+    nodes.clear();
+    nodes.reserve(capacity);
+    nodes
+}
+
+impl Drop for Doc<'_> {
+    fn drop(&mut self) {
+        if self.nodes.capacity() * std::mem::size_of::<Node>() <= SPARE_MAX_BYTES {
+            let nodes = std::mem::take(&mut self.nodes);
+            // During the thread's exit the slot is gone: the list is freed.
+            let _ = SPARE.try_with(|s| s.set(nodes));
+        }
+    }
 }
 
 impl<'a> Doc<'a> {
@@ -639,7 +672,7 @@ pub fn parse(bytes: &[u8]) -> Result<Doc<'_>, JsonError> {
         b: bytes,
         pos: 0,
         // About one node per 16 bytes in a pretty-printed descriptor.
-        nodes: Vec::with_capacity(bytes.len() / 16 + 4),
+        nodes: node_list(bytes.len() / 16 + 4),
         decoded: String::new(),
     };
     p.skip_ws();
@@ -1377,6 +1410,35 @@ impl Preview {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_list_is_reused_on_the_thread_and_bounded() {
+        use std::mem::size_of;
+        let small = br#"{"a": [1, 2, {"b": "c\\n"}], "d": null}"#;
+        let first = {
+            let d = parse(small).unwrap();
+            d.nodes.as_ptr() as usize
+        };
+        // A second document, and one parsed while it is alive, read the same.
+        let d = parse(small).unwrap();
+        assert_eq!(d.nodes.as_ptr() as usize, first, "the spare list came back");
+        let e = parse(small).unwrap();
+        assert_ne!(e.nodes.as_ptr(), d.nodes.as_ptr());
+        assert_eq!(format!("{:?}", d.nodes), format!("{:?}", e.nodes));
+        assert_eq!(d.root().get("d").map(|v| v.is_null()), Some(true));
+        drop((d, e));
+        // A large document's list is freed, not kept for the next parse.
+        let big = format!("[{}0]", "0,".repeat(100_000));
+        let d = parse(big.as_bytes()).unwrap();
+        assert!(d.nodes.capacity() * size_of::<Node>() > SPARE_MAX_BYTES);
+        drop(d);
+        let kept = SPARE.with(Cell::take);
+        assert!(
+            kept.capacity() * size_of::<Node>() <= SPARE_MAX_BYTES,
+            "{}",
+            kept.capacity()
+        );
+    }
 
     /// `short_eq` is `==` on bytes, for every length around its word sizes
     /// and a difference at every position.
