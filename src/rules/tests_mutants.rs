@@ -27,7 +27,7 @@ fn candidate(path: &str, name_rank: Option<u64>, bytes: &[u8]) -> Candidate {
         name_rank,
         mode: Some(0o600),
         ident: p.ident,
-        descriptor: p.descriptor,
+        descriptor: p.descriptor.map(Box::new),
         findings: p
             .findings
             .into_iter()
