@@ -516,6 +516,13 @@ fn group_lists(candidates: &[Candidate]) -> Vec<(EngineId, Vec<Candidate>)> {
         .collect()
 }
 
+/// How many checks a parsed row records: rank, geometry, model, one-node,
+/// gpu-uuid, handles, staleness; in live mode also hostname, writer,
+/// gpu-present, owner and handle-exposure. Only the room each row's list
+/// is given at first (a wrong count costs a reallocation, never a verdict).
+pub(crate) const ROW_CHECKS: usize = 7;
+pub(crate) const LIVE_CHECKS: usize = 5;
+
 /// Rank rows under construction.
 pub(crate) struct Row {
     pub cand: Candidate,
@@ -622,7 +629,7 @@ fn judge_group(
             findings: c.findings.clone(),
             cand: c,
             not_checked: Vec::new(),
-            checks: Vec::new(),
+            checks: Vec::with_capacity(ROW_CHECKS + ctx.node.map_or(0, |_| LIVE_CHECKS)),
         })
         .collect();
 

@@ -105,3 +105,18 @@ fn a_descriptor_exactly_the_maximum_age_old_is_not_stale() {
     }
     assert_eq!(j.exit_status(), 1);
 }
+
+/// A clean row records exactly `ROW_CHECKS` checks (the room its list is
+/// given), each once.
+#[test]
+fn a_clean_row_records_row_checks_checks() {
+    let at = testkit::CREATED_UNIX_MS;
+    let j = run(group(2, |_| {}), at + 60_000, &Expectations::default());
+    for r in &j.groups[0].ranks {
+        let mut names: Vec<&str> = r.checks.iter().map(|c| c.name).collect();
+        assert_eq!(names.len(), crate::rules::ROW_CHECKS, "{names:?}");
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), crate::rules::ROW_CHECKS, "{names:?}");
+    }
+}

@@ -194,11 +194,16 @@ impl GpuUuid {
 
 impl fmt::Display for GpuUuid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = match self.kind {
-            GpuKind::Gpu => "GPU-",
-            GpuKind::Mig => "MIG-",
-        };
-        write!(f, "{p}{}", self.uuid.hyphenated())
+        // Written in one piece (every rank row of a report carries its GPU):
+        // the prefix and the hyphenated UUID, 40 ASCII bytes.
+        let mut text = [0u8; 40];
+        let (prefix, rest) = text.split_at_mut(4);
+        prefix.copy_from_slice(match self.kind {
+            GpuKind::Gpu => b"GPU-",
+            GpuKind::Mig => b"MIG-",
+        });
+        self.uuid.hyphenated().encode_lower(rest);
+        f.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -528,5 +533,29 @@ impl Descriptor {
     /// True when some handle carries bytes that grant access to the memory.
     pub fn carries_handle_bytes(&self) -> bool {
         self.alloc_summary.carries_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_uuid_is_written_as_its_prefix_and_lowercase_uuid() {
+        let u = Uuid::from_bytes([
+            0xAB, 0xCD, 0xEF, 0x01, 0x23, 0x45, 0x67, 0x89, 0xFE, 0xDC, 0xBA, 0x98, 0x76, 0x54,
+            0x32, 0x10,
+        ]);
+        for (kind, prefix) in [(GpuKind::Gpu, "GPU-"), (GpuKind::Mig, "MIG-")] {
+            let g = GpuUuid { kind, uuid: u };
+            let text = g.to_string();
+            assert_eq!(
+                text,
+                format!("{prefix}abcdef01-2345-6789-fedc-ba9876543210")
+            );
+            assert_eq!(format!("[{g}]"), format!("[{text}]"));
+            let back = GpuUuid::parse(&text).expect("parses back");
+            assert_eq!((back.kind, back.uuid), (kind, u));
+        }
     }
 }
