@@ -216,7 +216,7 @@ fn outcome(
                 name_rank: *name_rank,
                 mode: entry.mode,
                 ident: parsed.ident,
-                descriptor: parsed.descriptor.map(Box::new),
+                descriptor: parsed.descriptor,
                 findings,
             })
         }

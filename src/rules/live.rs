@@ -280,7 +280,7 @@ mod tests {
                     name_rank: Some(rank),
                     mode,
                     ident: p.ident,
-                    descriptor: p.descriptor.map(Box::new),
+                    descriptor: p.descriptor,
                     findings: p.findings,
                 }
             })

@@ -61,7 +61,7 @@ pub fn unwritten(d: Option<Descriptor>, ident: Ident, parse_findings: Vec<Findin
         name_rank: rank,
         mode: None,
         ident,
-        descriptor: d.map(Box::new),
+        descriptor: d,
     }
 }
 

@@ -27,7 +27,7 @@ fn candidate(path: &str, name_rank: Option<u64>, bytes: &[u8]) -> Candidate {
         name_rank,
         mode: Some(0o600),
         ident: p.ident,
-        descriptor: p.descriptor.map(Box::new),
+        descriptor: p.descriptor,
         findings: p
             .findings
             .into_iter()
@@ -119,4 +119,53 @@ fn a_clean_row_records_row_checks_checks() {
         names.dedup();
         assert_eq!(names.len(), crate::rules::ROW_CHECKS, "{names:?}");
     }
+}
+
+/// Candidates go to their groups a run at a time (at most 64 together):
+/// a group larger than a run, and groups whose files are found
+/// interleaved, are judged exactly as when each group's files come
+/// together, every rank in its group once.
+#[test]
+fn groups_found_interleaved_or_longer_than_a_run_judge_alike() {
+    let big = 70;
+    let mut a: Vec<Candidate> = group(big, |_| {});
+    let b: Vec<Candidate> = (0..2)
+        .map(|rank| {
+            let d = Desc::new("other", rank, 2, 1);
+            candidate(&format!("o/rank-{rank}.json"), Some(rank), &d.bytes())
+        })
+        .collect();
+    let together: Vec<Candidate> = a.iter().chain(&b).cloned().collect();
+    // Interleaved: one of b's files inside a's run, the other in front.
+    a.insert(30, b[1].clone());
+    a.insert(0, b[0].clone());
+    let at = testkit::CREATED_UNIX_MS + 60_000;
+    let (x, y) = (
+        run(together, at, &Expectations::default()),
+        run(a, at, &Expectations::default()),
+    );
+    let show = |j: &Judgement| {
+        j.groups
+            .iter()
+            .map(|g| {
+                let ranks: Vec<(Option<u64>, String, bool)> = g
+                    .ranks
+                    .iter()
+                    .map(|r| (r.rank, r.path.clone(), r.findings.is_empty()))
+                    .collect();
+                (g.engine_id.to_string(), g.verdict, g.cause.clone(), ranks)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(show(&x), show(&y));
+    assert_eq!(x.groups.len(), 2);
+    assert_eq!(
+        x.groups[1].ranks.len(),
+        big as usize,
+        "{}",
+        x.groups[1].cause
+    );
+    assert_eq!(x.groups[0].ranks.len(), 2);
+    assert_eq!(x.summary.descriptors, big as usize + 2);
+    assert_eq!(x.exit_status(), 0, "{}", x.cause);
 }

@@ -462,7 +462,7 @@ fn candidate(path: &str, name_rank: Option<u64>, bytes: &[u8]) -> Candidate {
         name_rank,
         mode: Some(0o600),
         ident: out.ident,
-        descriptor: out.descriptor.map(Box::new),
+        descriptor: out.descriptor,
         findings: out.findings.into_iter().map(|f| f.at(path)).collect(),
     }
 }
@@ -807,7 +807,7 @@ proptest! {
         };
         let want: crate::rules::Kept = cands
             .iter()
-            .filter_map(|c| c.descriptor.clone().map(|d| (c.raw_path.clone(), *d)))
+            .filter_map(|c| c.descriptor.clone().map(|d| (c.raw_path.clone(), d)))
             .collect();
         let a = judge(cands.clone(), files.clone(), &ctx);
         let shuffled: Vec<Candidate> = perm.iter().map(|&i| cands[i].clone()).collect();

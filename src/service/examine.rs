@@ -69,7 +69,7 @@ pub fn examine(path: &Path, now_ms: u64) -> Result<Examined, Failure> {
         name_rank: name_rank.or(parsed.descriptor.as_ref().map(|d| d.rank)),
         mode: Some(mode),
         ident: parsed.ident.clone(),
-        descriptor: parsed.descriptor.clone().map(Box::new),
+        descriptor: parsed.descriptor.clone(),
         findings: parsed
             .findings
             .iter()

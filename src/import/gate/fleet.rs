@@ -679,7 +679,7 @@ mod tests {
                 name_rank: Some(rank),
                 mode: Some(0o600),
                 ident: p.ident,
-                descriptor: p.descriptor.map(Box::new),
+                descriptor: p.descriptor,
                 findings: p.findings,
             });
         }
