@@ -7,7 +7,7 @@
 //! incarnation is selected exactly as `judge_group` selects it.
 
 use super::claims::{name_bounded, MAX_NAMED};
-use super::handles::{keys, HandleKey};
+use super::handles::{each_key, HandleKey};
 use super::{incarnation, Candidate, Context};
 use crate::format::descriptor::EngineId;
 use crate::format::finding::{Code, Finding};
@@ -62,18 +62,24 @@ pub(crate) fn check(
             .filter(|p| &p.engine_id == engine);
         let sel = incarnation::select(cands, super::pinned(cands, ctx, profile), &mut Vec::new());
         let mut named = std::collections::BTreeSet::new();
+        let mut last: Option<(&str, Uuid)> = None;
         let mut mine = Vec::new();
         for (ci, c) in cands.iter().enumerate() {
             let Some(d) = c.descriptor.as_ref().filter(|_| sel.is_current(c)) else {
                 continue;
             };
             mine.push(ci);
-            prints.extend(
-                keys(d)
-                    .iter()
-                    .map(|k| (k.fingerprint() & !group_mask) | gi as u64),
-            );
-            named.insert((d.node.hostname.to_ascii_lowercase(), d.node.boot_id));
+            prints.extend(each_key(d).map(|k| (k.fingerprint() & !group_mask) | gi as u64));
+            // A group's descriptors usually name one node: the hostname is
+            // lowered (a new String) only when it differs from the last one
+            // inserted, compared as the set compares it.
+            let same = last.is_some_and(|(h, b): (&str, Uuid)| {
+                b == d.node.boot_id && h.eq_ignore_ascii_case(&d.node.hostname)
+            });
+            if !same {
+                named.insert((d.node.hostname.to_ascii_lowercase(), d.node.boot_id));
+                last = Some((d.node.hostname.as_str(), d.node.boot_id));
+            }
         }
         current.push(mine);
         nodes.push(named);
@@ -98,7 +104,7 @@ pub(crate) fn check(
                 let Some(d) = cands[ci].descriptor.as_ref() else {
                     continue;
                 };
-                for (ai, k) in keys(d).into_iter().enumerate() {
+                for (ai, k) in each_key(d).enumerate() {
                     if suspects
                         .binary_search(&(k.fingerprint() & !group_mask))
                         .is_ok()

@@ -163,6 +163,16 @@ pub(crate) fn check(rows: &mut [Row], reference: Option<&Reference>, profile: Op
 /// reference too, naming it as the odd one. Fields the profile declares are
 /// judged against the profile instead (the reference does not decide them).
 fn odd_reference(rows: &mut [Row], r: &Reference, p: Option<&Profile>) {
+    // Only a group where some rank already disagrees can have an odd
+    // reference: the common case costs one scan of the findings.
+    let disagrees = rows.iter().any(|x| {
+        x.findings
+            .iter()
+            .any(|f| matches!(f.code, Code::KV104 | Code::KV105 | Code::KV110))
+    });
+    if !disagrees {
+        return;
+    }
     type Get = fn(&Descriptor) -> String;
     let geo = p.and_then(|p| p.geometry.as_ref()).is_some();
     let model = p.and_then(|p| p.model.as_ref()).is_some();
@@ -222,16 +232,6 @@ fn odd_reference(rows: &mut [Row], r: &Reference, p: Option<&Profile>) {
             geo,
         ),
     ];
-    // Only a group where some rank already disagrees can have an odd
-    // reference: the common case costs one scan of the findings.
-    let disagrees = rows.iter().any(|x| {
-        x.findings
-            .iter()
-            .any(|f| matches!(f.code, Code::KV104 | Code::KV105 | Code::KV110))
-    });
-    if !disagrees {
-        return;
-    }
     let Some(me) = rows.get(r.row).and_then(|x| x.desc()).cloned() else {
         return;
     };

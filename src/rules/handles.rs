@@ -54,11 +54,12 @@ impl HandleKey {
 }
 
 pub(crate) fn keys(d: &Descriptor) -> Vec<HandleKey> {
-    d.alloc_summary
-        .handles
-        .iter()
-        .map(|h| HandleKey::of(h, d))
-        .collect()
+    each_key(d).collect()
+}
+
+/// [`keys`] one at a time, in allocation order, without a list.
+pub(crate) fn each_key(d: &Descriptor) -> impl Iterator<Item = HandleKey> + '_ {
+    d.alloc_summary.handles.iter().map(|h| HandleKey::of(h, d))
 }
 
 /// The allocation pairs of one row and one handle whose byte ranges
@@ -103,27 +104,33 @@ pub(crate) fn check(rows: &mut [Row]) {
     // neighbours. The same row twice in a run is a repeat within the
     // descriptor; two rows in a run share a handle. Most groups have
     // neither, and then nothing else is built.
-    let mut pairs: Vec<(HandleKey, u32, u32)> = Vec::new();
-    for (ri, r) in rows.iter().enumerate() {
-        if let Some(d) = r.desc() {
-            pairs.extend(
-                keys(d)
-                    .into_iter()
-                    .enumerate()
-                    .map(|(ai, k)| (k, ri as u32, ai as u32)),
-            );
-        }
-    }
     // Equal keys have equal fingerprints: when no two fingerprints are
     // equal, no key repeats and every run below is a single pair, so the
-    // full sort (the costly part for a clean group) is skipped.
-    let mut prints: Vec<u64> = pairs.iter().map(|p| p.0.fingerprint()).collect();
+    // pairs are neither built nor sorted (the costly part for a clean group).
+    let mut prints: Vec<u64> = Vec::with_capacity(
+        rows.iter()
+            .filter_map(Row::desc)
+            .map(|d| d.alloc_summary.handles.len())
+            .sum(),
+    );
+    for d in rows.iter().filter_map(Row::desc) {
+        prints.extend(each_key(d).map(|k| k.fingerprint()));
+    }
     prints.sort_unstable();
-    if prints.windows(2).all(|w| w[0] != w[1]) {
-        pairs.clear();
-    } else {
+    let mut pairs: Vec<(HandleKey, u32, u32)> = Vec::new();
+    if prints.windows(2).any(|w| w[0] == w[1]) {
+        for (ri, r) in rows.iter().enumerate() {
+            if let Some(d) = r.desc() {
+                pairs.extend(
+                    each_key(d)
+                        .enumerate()
+                        .map(|(ai, k)| (k, ri as u32, ai as u32)),
+                );
+            }
+        }
         pairs.sort_unstable();
     }
+    drop(prints);
     // Per row: its repeats (allocation pairs) and its shared handles (first
     // allocation of each shared key).
     let mut repeats: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();

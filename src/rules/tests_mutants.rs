@@ -105,3 +105,67 @@ fn a_descriptor_exactly_the_maximum_age_old_is_not_stale() {
     }
     assert_eq!(j.exit_status(), 1);
 }
+
+/// A clean row records exactly `ROW_CHECKS` checks (the room its list is
+/// given), each once.
+#[test]
+fn a_clean_row_records_row_checks_checks() {
+    let at = testkit::CREATED_UNIX_MS;
+    let j = run(group(2, |_| {}), at + 60_000, &Expectations::default());
+    for r in &j.groups[0].ranks {
+        let mut names: Vec<&str> = r.checks.iter().map(|c| c.name).collect();
+        assert_eq!(names.len(), crate::rules::ROW_CHECKS, "{names:?}");
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), crate::rules::ROW_CHECKS, "{names:?}");
+    }
+}
+
+/// Candidates go to their groups a run at a time (at most 64 together):
+/// a group larger than a run, and groups whose files are found
+/// interleaved, are judged exactly as when each group's files come
+/// together, every rank in its group once.
+#[test]
+fn groups_found_interleaved_or_longer_than_a_run_judge_alike() {
+    let big = 70;
+    let mut a: Vec<Candidate> = group(big, |_| {});
+    let b: Vec<Candidate> = (0..2)
+        .map(|rank| {
+            let d = Desc::new("other", rank, 2, 1);
+            candidate(&format!("o/rank-{rank}.json"), Some(rank), &d.bytes())
+        })
+        .collect();
+    let together: Vec<Candidate> = a.iter().chain(&b).cloned().collect();
+    // Interleaved: one of b's files inside a's run, the other in front.
+    a.insert(30, b[1].clone());
+    a.insert(0, b[0].clone());
+    let at = testkit::CREATED_UNIX_MS + 60_000;
+    let (x, y) = (
+        run(together, at, &Expectations::default()),
+        run(a, at, &Expectations::default()),
+    );
+    let show = |j: &Judgement| {
+        j.groups
+            .iter()
+            .map(|g| {
+                let ranks: Vec<(Option<u64>, String, bool)> = g
+                    .ranks
+                    .iter()
+                    .map(|r| (r.rank, r.path.clone(), r.findings.is_empty()))
+                    .collect();
+                (g.engine_id.to_string(), g.verdict, g.cause.clone(), ranks)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(show(&x), show(&y));
+    assert_eq!(x.groups.len(), 2);
+    assert_eq!(
+        x.groups[1].ranks.len(),
+        big as usize,
+        "{}",
+        x.groups[1].cause
+    );
+    assert_eq!(x.groups[0].ranks.len(), 2);
+    assert_eq!(x.summary.descriptors, big as usize + 2);
+    assert_eq!(x.exit_status(), 0, "{}", x.cause);
+}

@@ -193,36 +193,30 @@ impl GpuUuid {
 }
 
 impl GpuUuid {
-    fn prefix(&self) -> &'static str {
-        match self.kind {
-            GpuKind::Gpu => "GPU-",
-            GpuKind::Mig => "MIG-",
-        }
+    /// Its text as 40 ASCII bytes: the prefix and the lowercase hyphenated
+    /// UUID, written in one piece (every rank row of a report and every
+    /// plan carries its GPU).
+    fn ascii(&self) -> [u8; 40] {
+        let mut text = [0u8; 40];
+        let (prefix, rest) = text.split_at_mut(4);
+        prefix.copy_from_slice(match self.kind {
+            GpuKind::Gpu => b"GPU-",
+            GpuKind::Mig => b"MIG-",
+        });
+        self.uuid.hyphenated().encode_lower(rest);
+        text
     }
 
     /// The text [`Display`](fmt::Display) writes, in one allocation of its
     /// exact size (`to_string` grows its buffer twice).
     pub fn text(&self) -> String {
-        let mut s = String::with_capacity(4 + 36);
-        s.push_str(self.prefix());
-        s.push_str(
-            self.uuid
-                .hyphenated()
-                .encode_lower(&mut Uuid::encode_buffer()),
-        );
-        s
+        String::from_utf8(self.ascii().to_vec()).unwrap_or_default()
     }
 }
 
 impl fmt::Display for GpuUuid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Two plain writes: no format string to interpret per call.
-        f.write_str(self.prefix())?;
-        f.write_str(
-            self.uuid
-                .hyphenated()
-                .encode_lower(&mut Uuid::encode_buffer()),
-        )
+        f.write_str(std::str::from_utf8(&self.ascii()).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -614,6 +608,30 @@ mod uuid_tests {
             assert_eq!(g.to_string(), s);
             assert_eq!(g.text(), s);
             assert_eq!(format!("{g:>60}"), s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod gpu_text_tests {
+    use super::*;
+
+    #[test]
+    fn gpu_uuid_is_written_as_its_prefix_and_lowercase_uuid() {
+        let u = Uuid::from_bytes([
+            0xAB, 0xCD, 0xEF, 0x01, 0x23, 0x45, 0x67, 0x89, 0xFE, 0xDC, 0xBA, 0x98, 0x76, 0x54,
+            0x32, 0x10,
+        ]);
+        for (kind, prefix) in [(GpuKind::Gpu, "GPU-"), (GpuKind::Mig, "MIG-")] {
+            let g = GpuUuid { kind, uuid: u };
+            let text = g.to_string();
+            assert_eq!(
+                text,
+                format!("{prefix}abcdef01-2345-6789-fedc-ba9876543210")
+            );
+            assert_eq!(format!("[{g}]"), format!("[{text}]"));
+            let back = GpuUuid::parse(&text).expect("parses back");
+            assert_eq!((back.kind, back.uuid), (kind, u));
         }
     }
 }
