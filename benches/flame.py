@@ -48,6 +48,9 @@ PHASES = [
 ]
 
 
+HEAD = re.compile(r"^\s*(\d+)\s+(\d+(?:\.\d+)?):\s*$")
+
+
 def parse(path):
     """[(tid, time, [frames root first])]."""
     samples = []
@@ -60,12 +63,12 @@ def parse(path):
                     samples.append(cur)
                 cur = None
                 continue
-            if not line[0].isspace():
-                head = line.split()
-                try:
-                    cur = (int(head[0]), float(head[1].rstrip(":")), [])
-                except (IndexError, ValueError):
-                    cur = None
+            # A sample's head: the thread id (perf pads it with spaces to
+            # its column when it has fewer digits) and the time; its frames
+            # follow, one per line, indented.
+            head = HEAD.match(line)
+            if head:
+                cur = (int(head.group(1)), float(head.group(2)), [])
                 continue
             if cur is None:
                 continue
