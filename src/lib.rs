@@ -68,7 +68,10 @@ pub use format::{content, descriptor, exit, finding, profile, rankset, schema};
 use kvcr_testkit as testkit;
 
 /// The `kvcr` command: parses `std::env::args_os()`, runs the subcommand and
-/// returns its exit status (src/main.rs exits with it).
+/// returns its exit status (src/main.rs exits with it). Made for a process
+/// that exits next: `kvcr audit` leaves its judgement's memory to the exit
+/// instead of freeing it row by row. A program that audits repeatedly calls
+/// [`api`] instead, which frees what it made.
 pub fn run() -> i32 {
     cli::main()
 }
