@@ -13,41 +13,36 @@
 use super::{Fact, FakeProbe, Gpus};
 use crate::format::descriptor::GpuUuid;
 use serde::Deserialize;
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The document as written. Its strings borrow the file's bytes where they
-/// hold no escape (a copy is made only for one that does): only what the
-/// probe keeps is copied, once.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FactsFile<'a> {
-    #[serde(default, borrow)]
-    boot_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    hostname: Option<Cow<'a, str>>,
+struct FactsFile {
+    #[serde(default)]
+    boot_id: Option<String>,
+    #[serde(default)]
+    hostname: Option<String>,
     /// `null` or missing: the process table could not be read (docs/live.md).
-    #[serde(default, borrow)]
-    processes: Option<BTreeMap<Cow<'a, str>, u64>>,
-    #[serde(default, borrow)]
-    processes_unreadable: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    gpus: Option<GpusFile<'a>>,
+    #[serde(default)]
+    processes: Option<BTreeMap<String, u64>>,
+    #[serde(default)]
+    processes_unreadable: Option<String>,
+    #[serde(default)]
+    gpus: Option<GpusFile>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct GpusFile<'a> {
-    #[serde(borrow)]
-    visible: Vec<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    on_node: Option<Vec<Cow<'a, str>>>,
-    #[serde(default, borrow)]
-    source: Option<Cow<'a, str>>,
+struct GpusFile {
+    visible: Vec<String>,
+    #[serde(default)]
+    on_node: Option<Vec<String>>,
+    #[serde(default)]
+    source: Option<String>,
 }
 
-fn gpu_set(list: &[Cow<'_, str>], field: &str) -> Result<BTreeSet<GpuUuid>, String> {
+fn gpu_set(list: &[String], field: &str) -> Result<BTreeSet<GpuUuid>, String> {
     list.iter()
         .map(|s| {
             GpuUuid::parse(s).ok_or_else(|| format!("gpus.{field}: {s:?} is not a GPU-/MIG- UUID"))
@@ -70,14 +65,14 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
     };
     let hostname = match f.hostname {
         Some(h) if h.is_empty() => return Err("hostname is empty".into()),
-        Some(h) => Fact::Known(h.into_owned()),
+        Some(h) => Fact::Known(h),
         None => not_in("hostname", origin),
     };
     let mut processes = BTreeMap::new();
     // `null` (or no key) means "could not be read", like every other fact:
     // each process lookup is then not checked, never "not running".
     let unreadable = match (&f.processes, f.processes_unreadable) {
-        (_, Some(why)) => Some(why.into_owned()),
+        (_, Some(why)) => Some(why),
         (None, None) => Some(format!("processes is null in {origin}")),
         (Some(_), None) => None,
     };
@@ -97,7 +92,7 @@ pub fn parse(bytes: &[u8], origin: &str) -> Result<FakeProbe, String> {
                 .as_deref()
                 .map(|l| gpu_set(l, "on_node"))
                 .transpose()?,
-            source: g.source.map_or_else(|| origin.to_string(), Cow::into_owned),
+            source: g.source.unwrap_or_else(|| origin.to_string()),
             unreadable: Vec::new(),
         }),
         None => not_in("gpus", origin),
@@ -143,8 +138,8 @@ mod tests {
         assert_eq!(g.source, "demo");
     }
 
-    /// Strings with escapes (read into a copy, not borrowed) mean what
-    /// they say, in every field; a later duplicate key wins, as before.
+    /// Strings with escapes mean what they say, in every field; a later
+    /// duplicate key wins.
     #[test]
     fn escaped_strings_are_read() {
         let p = parse(
