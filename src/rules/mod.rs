@@ -59,9 +59,8 @@ pub struct Candidate {
     /// copies of a candidate's moves but raised the audit's peak RSS by
     /// 3-4.5 MiB at 20,000 descriptors (measured; freed by the judging
     /// thread, the boxes' memory likely stays with the malloc arenas of the
-    /// threads that made them), so each group's list is
-    /// sized once instead ([`judge_keeping`]) and a candidate is moved only
-    /// into its group and its row.
+    /// threads that made them), so [`judge_keeping`] moves a run of one
+    /// group's candidates into its list with room made once for the run.
     pub descriptor: Option<Descriptor>,
     /// File-level findings already made (inventory and parsing), with paths.
     pub findings: Vec<Finding>,

@@ -190,9 +190,7 @@ impl GpuUuid {
         }
         Some(GpuUuid { kind, uuid })
     }
-}
 
-impl GpuUuid {
     /// Its text as 40 ASCII bytes: the prefix and the lowercase hyphenated
     /// UUID, written in one piece (every rank row of a report and every
     /// plan carries its GPU).
@@ -205,12 +203,6 @@ impl GpuUuid {
         });
         self.uuid.hyphenated().encode_lower(rest);
         text
-    }
-
-    /// The text [`Display`](fmt::Display) writes, in one allocation of its
-    /// exact size (`to_string` grows its buffer twice).
-    pub fn text(&self) -> String {
-        String::from_utf8(self.ascii().to_vec()).unwrap_or_default()
     }
 }
 
@@ -606,15 +598,9 @@ mod uuid_tests {
         ] {
             let g = GpuUuid::parse(s).unwrap();
             assert_eq!(g.to_string(), s);
-            assert_eq!(g.text(), s);
             assert_eq!(format!("{g:>60}"), s);
         }
     }
-}
-
-#[cfg(test)]
-mod gpu_text_tests {
-    use super::*;
 
     #[test]
     fn gpu_uuid_is_written_as_its_prefix_and_lowercase_uuid() {

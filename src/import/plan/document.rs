@@ -146,7 +146,7 @@ impl ImportPlan {
                 .ok_or_else(|| format!("no judged descriptor for rank {}", pr.rank))?;
             ranks.push(PlanRank {
                 rank: pr.rank,
-                gpu_uuid: pr.gpu.text(),
+                gpu_uuid: pr.gpu.to_string(),
                 path: pr.path,
                 digest: format_digest(&d.digest),
                 owner: PlanOwner {
