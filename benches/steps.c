@@ -5,7 +5,7 @@
  * listing a directory), on one directory DIR and one regular file NAME in
  * it, warm cache, one thread: each step repeated N times (default 100000),
  * fastest of 5 rounds, in ns per call. docs/bench.md "Issue #39: what the
- * targets leave" reads it against the floors.
+ * targets leave room for" reads it against the floors.
  *
  *   cc -O2 -o /tmp/steps benches/steps.c && /tmp/steps DIR NAME [N]
  *
@@ -31,7 +31,7 @@ static double now_ns(void) {
 
 static long n_iter = 100000;
 
-/* Fastest of 5 rounds of n_iter calls of step(ctx), ns per call. */
+/* Fastest of 5 rounds of n_iter calls of step(), ns per call. */
 static double timed(void (*step)(void), const char *what) {
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
